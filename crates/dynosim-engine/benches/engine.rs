@@ -1,0 +1,42 @@
+//! Simulated requests per second on the seed-study scenario (the built-in `rapgenius`, read
+//! from the Python package's scenario file), one replication on one core, per policy.
+//!
+//! `cargo bench -p dynosim-engine --bench engine`; criterion reports "thrpt" in
+//! elements (simulated requests) per second. `bench/engine_vs_simpy.py` gives the same figure
+//! through the Python package beside a SimPy model of the same system.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use dynosim_engine::{never_interrupted, run_replication, Scenario};
+use std::path::Path;
+
+fn scenario_json(policy: &str) -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../python/dynosim/scenarios/rapgenius.toml"
+    );
+    let text = std::fs::read_to_string(path).expect("the built-in scenario file");
+    let mut doc: serde_json::Value = toml::from_str(&text).expect("valid TOML");
+    doc["router"]["policy"] = policy.into();
+    doc["run"]["duration"] = "10min".into();
+    doc["run"]["warmup"] = 0.into();
+    doc.to_string()
+}
+
+fn routing_policies(c: &mut Criterion) {
+    let mut group = c.benchmark_group("rapgenius");
+    group.sample_size(20);
+    for policy in ["random", "intelligent", "power_of_d"] {
+        let scenario = Scenario::from_json(&scenario_json(policy), Path::new(".")).unwrap();
+        let requests = run_replication(&scenario, 0, &never_interrupted)
+            .unwrap()
+            .simulated_requests;
+        group.throughput(Throughput::Elements(requests));
+        group.bench_function(policy, |b| {
+            b.iter(|| run_replication(&scenario, 0, &never_interrupted).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, routing_policies);
+criterion_main!(benches);

@@ -1,0 +1,31 @@
+//! Arrival processes: a trait, one file per process, and a registry mapping the scenario's
+//! `arrivals.process` name to a builder. Adding a process is a new file and one registry line.
+
+use crate::error::Result;
+use crate::params::Params;
+use crate::rng::SimRng;
+use std::fmt::Debug;
+
+mod poisson;
+
+pub trait ArrivalProcess: Send + Sync + Debug {
+    /// The time of the next arrival after one at `now`, or `None` when the process has ended.
+    fn next_arrival(&mut self, now: f64, rng: &mut SimRng) -> Option<f64>;
+    /// Long-run mean arrival rate per second (for the stability check).
+    fn mean_rate(&self) -> f64;
+    /// A fresh copy, in its initial state, for another replication.
+    fn fresh(&self) -> Box<dyn ArrivalProcess>;
+}
+
+pub type Builder = fn(&Params) -> Result<Box<dyn ArrivalProcess>>;
+
+/// Every arrival process, by the name a scenario uses.
+pub const REGISTRY: &[(&str, Builder)] = &[("poisson", poisson::build)];
+
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|(name, _)| *name).collect()
+}
+
+pub fn lookup(name: &str) -> Option<Builder> {
+    REGISTRY.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+}

@@ -1,0 +1,61 @@
+//! The engine's one error type. Every variant renders as a single line meant for the user.
+
+use std::fmt;
+
+/// What went wrong, with the key path of the scenario where it applies.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// The scenario is malformed or a value is out of range. `path` is the dotted key path
+    /// (`service.percentiles[3]`), empty for the document as a whole.
+    Config { path: String, message: String },
+    /// Offered load at or above capacity: queues would grow without bound.
+    Unstable {
+        offered_load: f64,
+        busy_slots_needed: f64,
+        slots: u64,
+    },
+    /// The run was stopped because queues grew past the memory guard.
+    Overloaded { queued: usize, at_time: f64 },
+    /// The caller asked the run to stop (Ctrl-C).
+    Interrupted,
+}
+
+impl Error {
+    pub fn config(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Config {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config { path, message } if path.is_empty() => write!(f, "{message}"),
+            Error::Config { path, message } => write!(f, "{path}: {message}"),
+            Error::Unstable {
+                offered_load,
+                busy_slots_needed,
+                slots,
+            } => write!(
+                f,
+                "unstable system: offered load is {offered_load:.3} of capacity \
+                 (arrival rate x mean service time = {busy_slots_needed:.2} busy slots needed, \
+                 {slots} available); queues would grow without bound. Add dynos or slots \
+                 (at least {}).",
+                busy_slots_needed.floor() as u64 + 1
+            ),
+            Error::Overloaded { queued, at_time } => write!(
+                f,
+                "overloaded: {queued} requests waiting at t = {at_time:.1} s; the run was \
+                 stopped to bound memory"
+            ),
+            Error::Interrupted => write!(f, "interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

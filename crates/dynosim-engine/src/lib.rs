@@ -1,0 +1,30 @@
+//! dynosim-engine: a discrete-event simulator of HTTP requests routed across dynos.
+//!
+//! A [`Scenario`] (arrivals, service times, a fleet of dynos with slots, routers with a
+//! policy) is built from its JSON form with [`Scenario::from_json`] and run with [`run`], which
+//! returns a [`RunReport`]. Extension points are registries of trait implementations:
+//! [`dist::REGISTRY`], [`policy::REGISTRY`], [`arrivals::REGISTRY`].
+
+pub mod arrivals;
+pub mod dist;
+pub mod error;
+pub mod load_index;
+pub mod params;
+pub mod policy;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod sim;
+pub mod stats;
+pub mod theory;
+pub mod units;
+
+pub use error::{Error, Result};
+pub use report::{run, Estimate, RunReport};
+pub use scenario::{Scenario, ScenarioSpec};
+pub use sim::{run_replication, ReplicationResult};
+
+/// Never interrupts; for callers with no way to be stopped.
+pub fn never_interrupted() -> bool {
+    false
+}

@@ -1,0 +1,21 @@
+use super::{Route, RouterView, RoutingPolicy};
+use crate::error::Result;
+use crate::params::Params;
+use crate::rng::SimRng;
+
+/// The dyno with the fewest in-flight requests from this router, ties broken at random
+/// (HAProxy `leastconn`, nginx `least_conn`, join-the-shortest-queue).
+#[derive(Debug, Clone)]
+pub struct LeastConnections;
+
+pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
+    p.allow(&[])?;
+    Ok(Box::new(LeastConnections))
+}
+
+impl RoutingPolicy for LeastConnections {
+    #[inline]
+    fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
+        Route::To(view.load.random_least_loaded(rng))
+    }
+}

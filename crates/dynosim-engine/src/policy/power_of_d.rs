@@ -1,0 +1,51 @@
+use super::{Route, RouterView, RoutingPolicy};
+use crate::error::Result;
+use crate::params::Params;
+use crate::rng::SimRng;
+use rand::Rng;
+
+/// Power of d choices (Mitzenmacher 1996; Envoy's and HAProxy's `random(2)`): d distinct dynos
+/// drawn at random, the one with the fewest in-flight requests from this router wins; ties go
+/// to the earlier draw, which is itself random.
+#[derive(Debug, Clone)]
+pub struct PowerOfD {
+    d: usize,
+}
+
+pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
+    p.allow(&["d"])?;
+    let d: i64 = p.get("d")?.unwrap_or(2);
+    if d < 1 {
+        return Err(p.error("d", format!("must be a whole number >= 1, got {d}")));
+    }
+    Ok(Box::new(PowerOfD { d: d as usize }))
+}
+
+impl RoutingPolicy for PowerOfD {
+    fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
+        let n = view.dynos();
+        let d = self.d.min(n);
+        let mut chosen = [0usize; 16];
+        let mut best = rng.random_range(0..n);
+        let mut best_load = view.load.in_flight(best);
+        chosen[0] = best;
+        for i in 1..d {
+            // Distinct candidates: redraw on a repeat (d is small next to n in practice).
+            let candidate = loop {
+                let c = rng.random_range(0..n);
+                if i >= chosen.len() || !chosen[..i].contains(&c) {
+                    break c;
+                }
+            };
+            if i < chosen.len() {
+                chosen[i] = candidate;
+            }
+            let load = view.load.in_flight(candidate);
+            if load < best_load {
+                best = candidate;
+                best_load = load;
+            }
+        }
+        Route::To(best)
+    }
+}

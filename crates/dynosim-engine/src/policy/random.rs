@@ -1,0 +1,21 @@
+use super::{Route, RouterView, RoutingPolicy};
+use crate::error::Result;
+use crate::params::Params;
+use crate::rng::SimRng;
+use rand::Rng;
+
+/// Uniformly random dyno, whatever its load (Heroku's router since 2010; the seed's "naive").
+#[derive(Debug, Clone)]
+pub struct Random;
+
+pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
+    p.allow(&[])?;
+    Ok(Box::new(Random))
+}
+
+impl RoutingPolicy for Random {
+    #[inline]
+    fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
+        Route::To(rng.random_range(0..view.dynos()))
+    }
+}

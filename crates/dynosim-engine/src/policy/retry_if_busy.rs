@@ -1,0 +1,38 @@
+use super::{Route, RouterView, RoutingPolicy};
+use crate::error::Result;
+use crate::params::Params;
+use crate::rng::SimRng;
+use rand::Rng;
+
+/// A random dyno; if this router believes it busy, another random draw, up to `tries` draws in
+/// all, and the last draw is used whatever its state (the seed study's "choice of two" with the
+/// default tries = 2).
+#[derive(Debug, Clone)]
+pub struct RetryIfBusy {
+    tries: u32,
+}
+
+pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
+    p.allow(&["tries"])?;
+    let tries: i64 = p.get("tries")?.unwrap_or(2);
+    if tries < 1 {
+        return Err(p.error("tries", format!("must be a whole number >= 1, got {tries}")));
+    }
+    Ok(Box::new(RetryIfBusy {
+        tries: tries as u32,
+    }))
+}
+
+impl RoutingPolicy for RetryIfBusy {
+    fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
+        let n = view.dynos();
+        let mut dyno = rng.random_range(0..n);
+        for _ in 1..self.tries {
+            if !view.is_busy(dyno) {
+                break;
+            }
+            dyno = rng.random_range(0..n);
+        }
+        Route::To(dyno)
+    }
+}

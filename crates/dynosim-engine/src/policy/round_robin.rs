@@ -1,0 +1,25 @@
+use super::{Route, RouterView, RoutingPolicy};
+use crate::error::Result;
+use crate::params::Params;
+use crate::rng::SimRng;
+use rand::Rng;
+
+/// Each router cycles through the dynos, starting from a random one.
+#[derive(Debug, Clone)]
+pub struct RoundRobin {
+    next: Option<usize>,
+}
+
+pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
+    p.allow(&[])?;
+    Ok(Box::new(RoundRobin { next: None }))
+}
+
+impl RoutingPolicy for RoundRobin {
+    fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
+        let n = view.dynos();
+        let dyno = self.next.unwrap_or_else(|| rng.random_range(0..n));
+        self.next = Some((dyno + 1) % n);
+        Route::To(dyno)
+    }
+}

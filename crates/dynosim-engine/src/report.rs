@@ -1,0 +1,133 @@
+//! Replications and their summary: every numeric result becomes an estimate with a 95%
+//! confidence interval from the spread between independent replications (Student's t).
+
+use crate::error::Result;
+use crate::scenario::Scenario;
+use crate::sim::{run_replication, ReplicationResult};
+use rayon::prelude::*;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// The result of running a scenario: a header describing what ran, the summary over
+/// replications, and each replication's own figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub scenario: String,
+    pub policy: String,
+    pub dynos: u32,
+    pub slots: u32,
+    pub routers: u32,
+    pub arrival_rate: f64,
+    pub service_mean: f64,
+    pub offered_load: f64,
+    pub duration: f64,
+    pub warmup: f64,
+    pub replications: u32,
+    pub seed: u64,
+    /// The same tree as one replication's figures, each number replaced by an [`Estimate`]
+    /// (per-dyno lists by their element-wise mean).
+    pub summary: Value,
+    pub per_replication: Vec<ReplicationResult>,
+    pub wall_seconds: f64,
+}
+
+/// A mean over replications with its 95% confidence interval (null with one replication).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Estimate {
+    pub mean: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub std_error: f64,
+}
+
+impl Estimate {
+    pub fn from_samples(xs: &[f64]) -> Estimate {
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        if xs.len() < 2 {
+            return Estimate {
+                mean,
+                ci_low: f64::NAN,
+                ci_high: f64::NAN,
+                std_error: f64::NAN,
+            };
+        }
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        let se = (var / n).sqrt();
+        let t = StudentsT::new(0.0, 1.0, n - 1.0)
+            .expect("df >= 1")
+            .inverse_cdf(0.975);
+        Estimate {
+            mean,
+            ci_low: mean - t * se,
+            ci_high: mean + t * se,
+            std_error: se,
+        }
+    }
+}
+
+/// Runs every replication of the scenario, in parallel over the machine's cores; results are
+/// in replication order and do not depend on the number of threads.
+pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<RunReport> {
+    scenario.check_stable()?;
+    let started = std::time::Instant::now();
+    let per_replication: Vec<ReplicationResult> = (0..scenario.replications as u64)
+        .into_par_iter()
+        .map(|r| run_replication(scenario, r, interrupted))
+        .collect::<Result<_>>()?;
+    let trees: Vec<Value> = per_replication
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("results serialize"))
+        .collect();
+    Ok(RunReport {
+        scenario: scenario.name.clone(),
+        policy: scenario.policy_name.clone(),
+        dynos: scenario.dynos,
+        slots: scenario.slots,
+        routers: scenario.routers,
+        arrival_rate: scenario.arrivals.mean_rate(),
+        service_mean: scenario.service.mean(),
+        offered_load: scenario.offered_load(),
+        duration: scenario.duration,
+        warmup: scenario.warmup,
+        replications: scenario.replications,
+        seed: scenario.seed,
+        summary: summarize(&trees),
+        per_replication,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Merges same-shaped trees: numbers into estimates, lists element-wise into means.
+fn summarize(trees: &[Value]) -> Value {
+    match &trees[0] {
+        Value::Object(first) => {
+            let mut out = Map::new();
+            for key in first.keys() {
+                let children: Vec<Value> = trees.iter().map(|t| t[key].clone()).collect();
+                out.insert(key.clone(), summarize(&children));
+            }
+            Value::Object(out)
+        }
+        Value::Array(first) => Value::Array(
+            (0..first.len())
+                .map(|i| {
+                    let xs: Vec<f64> = trees
+                        .iter()
+                        .map(|t| t[i].as_f64().unwrap_or(f64::NAN))
+                        .collect();
+                    json!(xs.iter().sum::<f64>() / xs.len() as f64)
+                })
+                .collect(),
+        ),
+        Value::Number(_) => {
+            let xs: Vec<f64> = trees
+                .iter()
+                .map(|t| t.as_f64().unwrap_or(f64::NAN))
+                .collect();
+            serde_json::to_value(Estimate::from_samples(&xs)).expect("estimate serializes")
+        }
+        other => other.clone(),
+    }
+}

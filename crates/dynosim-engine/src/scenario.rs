@@ -1,0 +1,291 @@
+//! The scenario: its schema (serde, defined once, here) and the validated, built form the
+//! simulator runs. Key paths in errors are the scenario file's: `service.percentiles[2]`.
+
+use crate::arrivals::{self, ArrivalProcess};
+use crate::dist::{self, ServiceDistribution, Shaped};
+use crate::error::{Error, Result};
+use crate::params::{strip_serde_position, Params};
+use crate::policy::{self, RoutingPolicy};
+use crate::units::Duration;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// The scenario document as written (after the front end has turned TOML into JSON).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub arrivals: ArrivalsSpec,
+    pub service: ServiceSpec,
+    pub fleet: FleetSpec,
+    pub router: RouterSpec,
+    #[serde(default)]
+    pub run: RunSpec,
+}
+
+/// `process` names the arrival process; the other keys are its parameters.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct ArrivalsSpec {
+    pub process: String,
+    #[serde(flatten)]
+    pub params: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct ServiceSpec {
+    pub distribution: String,
+    /// Round every sample up to a multiple of this (e.g. "1ms").
+    #[serde(default)]
+    pub round_up: Option<Duration>,
+    /// Clip every sample to [min, max] (after rounding).
+    #[serde(default)]
+    pub clip: Option<(Duration, Duration)>,
+    #[serde(flatten)]
+    pub params: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetSpec {
+    pub dynos: i64,
+    /// Concurrent requests per dyno (workers sharing the dyno's accept queue).
+    #[serde(default = "one")]
+    pub slots: i64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct RouterSpec {
+    pub policy: String,
+    /// Independent routers; each request lands on one at random.
+    #[serde(default = "one")]
+    pub routers: i64,
+    #[serde(flatten)]
+    pub params: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// Measured time, after the warm-up.
+    #[serde(default = "default_duration")]
+    pub duration: Duration,
+    /// Simulated before measuring starts; requests arriving in it are not counted.
+    #[serde(default = "default_warmup")]
+    pub warmup: Duration,
+    #[serde(default = "default_replications")]
+    pub replications: i64,
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+    /// Requests waiting (router and dyno queues together) beyond which a run is stopped.
+    #[serde(default = "default_max_waiting")]
+    pub max_waiting: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+fn default_duration() -> Duration {
+    Duration(300.0)
+}
+fn default_warmup() -> Duration {
+    Duration(30.0)
+}
+fn default_replications() -> i64 {
+    5
+}
+fn default_max_waiting() -> i64 {
+    5_000_000
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            duration: default_duration(),
+            warmup: default_warmup(),
+            replications: default_replications(),
+            seed: 1,
+            max_waiting: default_max_waiting(),
+        }
+    }
+}
+
+/// A validated scenario, ready to run.
+#[derive(Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub arrivals: Box<dyn ArrivalProcess>,
+    pub service: Box<dyn ServiceDistribution>,
+    pub dynos: u32,
+    pub slots: u32,
+    pub policy_name: String,
+    pub policy: Box<dyn RoutingPolicy>,
+    pub routers: u32,
+    pub duration: f64,
+    pub warmup: f64,
+    pub replications: u32,
+    pub seed: u64,
+    pub max_waiting: usize,
+}
+
+impl Scenario {
+    /// Parses and validates a scenario given as JSON; relative file paths in it (an empirical
+    /// sample file) are taken from `base_dir`.
+    pub fn from_json(text: &str, base_dir: &Path) -> Result<Scenario> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let spec: ScenarioSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            Error::config(path, strip_serde_position(&e.inner().to_string()))
+        })?;
+        Scenario::build(&spec, base_dir)
+    }
+
+    pub fn build(spec: &ScenarioSpec, base_dir: &Path) -> Result<Scenario> {
+        let arrivals = {
+            let kind = &spec.arrivals.process;
+            let build = arrivals::lookup(kind).ok_or_else(|| {
+                unknown(
+                    "arrivals.process",
+                    "arrival process",
+                    kind,
+                    &arrivals::names(),
+                )
+            })?;
+            build(&Params::new("arrivals", kind, &spec.arrivals.params))?
+        };
+
+        let s = &spec.service;
+        let build = dist::lookup(&s.distribution).ok_or_else(|| {
+            unknown(
+                "service.distribution",
+                "distribution",
+                &s.distribution,
+                &dist::names(),
+            )
+        })?;
+        let mut service = build(
+            &Params::new("service", &s.distribution, &s.params),
+            base_dir,
+        )?;
+        if let Some(step) = s.round_up {
+            if !(step.0 > 0.0 && step.0.is_finite()) {
+                return Err(Error::config(
+                    "service.round_up",
+                    "must be a positive duration",
+                ));
+            }
+        }
+        if let Some((lo, hi)) = s.clip {
+            if !(lo.0 >= 0.0 && hi.0 > lo.0 && hi.0.is_finite()) {
+                return Err(Error::config(
+                    "service.clip",
+                    format!(
+                        "expected [min, max] with 0 <= min < max, got [{} s, {} s]",
+                        lo.0, hi.0
+                    ),
+                ));
+            }
+        }
+        if s.round_up.is_some() || s.clip.is_some() {
+            service = Box::new(Shaped::new(
+                service,
+                s.round_up.map(|d| d.0),
+                s.clip.map(|(a, b)| (a.0, b.0)),
+            ));
+        }
+
+        let dynos = whole(spec.fleet.dynos, "fleet.dynos", 1, 10_000_000)?;
+        let slots = whole(spec.fleet.slots, "fleet.slots", 1, 100_000)?;
+        let routers = whole(spec.router.routers, "router.routers", 1, 100_000)?;
+        let r = &spec.router;
+        let build = policy::lookup(&r.policy).ok_or_else(|| {
+            unknown(
+                "router.policy",
+                "routing policy",
+                &r.policy,
+                &policy::names(),
+            )
+        })?;
+        let policy = build(&Params::new("router", &r.policy, &r.params))?;
+
+        let run = &spec.run;
+        if !(run.duration.0 > 0.0 && run.duration.0.is_finite()) {
+            return Err(Error::config("run.duration", "must be a positive duration"));
+        }
+        if !(run.warmup.0 >= 0.0 && run.warmup.0.is_finite()) {
+            return Err(Error::config("run.warmup", "must be a duration >= 0"));
+        }
+        Ok(Scenario {
+            name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
+            arrivals,
+            service,
+            dynos,
+            slots,
+            policy_name: r.policy.clone(),
+            policy,
+            routers,
+            duration: run.duration.0,
+            warmup: run.warmup.0,
+            replications: whole(run.replications, "run.replications", 1, 100_000)?,
+            seed: run.seed,
+            max_waiting: whole::<usize>(run.max_waiting, "run.max_waiting", 1, i64::MAX)?,
+        })
+    }
+
+    /// Arrival rate × mean service time / slots: the utilisation every policy must reach.
+    pub fn offered_load(&self) -> f64 {
+        self.busy_slots_needed() / self.total_slots() as f64
+    }
+
+    pub fn busy_slots_needed(&self) -> f64 {
+        self.arrivals.mean_rate() * self.service.mean()
+    }
+
+    pub fn total_slots(&self) -> u64 {
+        self.dynos as u64 * self.slots as u64
+    }
+
+    /// Refuses a scenario whose offered load is at or above capacity.
+    pub fn check_stable(&self) -> Result<()> {
+        if self.offered_load() >= 1.0 {
+            return Err(Error::Unstable {
+                offered_load: self.offered_load(),
+                busy_slots_needed: self.busy_slots_needed(),
+                slots: self.total_slots(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn unknown(path: &str, what: &str, name: &str, known: &[&str]) -> Error {
+    Error::config(
+        path,
+        format!(
+            "unknown {what} {name:?}; expected one of: {}",
+            known.join(", ")
+        ),
+    )
+}
+
+fn whole<T: TryFrom<i64>>(value: i64, path: &str, min: i64, max: i64) -> Result<T> {
+    if value < min || value > max {
+        let range = if max == i64::MAX {
+            format!(">= {min}")
+        } else {
+            format!("from {min} to {max}")
+        };
+        return Err(Error::config(
+            path,
+            format!("must be a whole number {range}, got {value}"),
+        ));
+    }
+    T::try_from(value).map_err(|_| Error::config(path, format!("out of range: {value}")))
+}

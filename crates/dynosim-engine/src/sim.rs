@@ -1,0 +1,368 @@
+//! The discrete-event simulation of one replication.
+//!
+//! Events sit in a binary heap ordered by (time, sequence number), so that events at the same
+//! instant run in the order they were scheduled. Arrivals are not in the heap: the next
+//! arrival time is kept aside and compared with the heap's head, which keeps the heap as small
+//! as the number of busy slots. At equal times, completions run before arrivals (a slot freed
+//! at t is free for a request arriving at t).
+
+use crate::arrivals::ArrivalProcess;
+use crate::error::{Error, Result};
+use crate::load_index::LoadIndex;
+use crate::policy::{Route, RouterView, RoutingPolicy};
+use crate::rng::{stream, SimRng, Stream};
+use crate::scenario::Scenario;
+use crate::stats::{TimeStats, TimeSummary};
+use rand::Rng;
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// How often (in events) the run asks whether it should stop.
+const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
+
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    arrival: f64,
+    service: f64,
+    router: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum EventKind {
+    /// A request finishes service on a dyno.
+    Completion { dyno: u32, request: Request },
+}
+
+#[derive(Debug)]
+struct Event {
+    time: f64,
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest event first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .time
+            .total_cmp(&self.time)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Dyno {
+    busy: u32,
+    waiting: VecDeque<Request>,
+    /// Busy slot-seconds inside the measurement window.
+    busy_area: f64,
+    last_change: f64,
+    max_waiting: usize,
+}
+
+/// What one replication measured, over requests arriving after the warm-up.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicationResult {
+    /// Requests that arrived in the measurement window.
+    pub requests: u64,
+    /// Fraction of them that waited at all (router or dyno queue).
+    pub queued_fraction: f64,
+    /// Queue time (router + dyno) over all requests.
+    pub queue: TimeSummary,
+    /// Queue time over the requests that waited.
+    pub queue_of_queued: TimeSummary,
+    /// Queue + service time.
+    pub response: TimeSummary,
+    pub service_mean: f64,
+    /// Completions per second inside the window.
+    pub throughput: f64,
+    pub utilisation: Utilisation,
+    pub max_queue_depth: QueueDepth,
+    /// Every request simulated, warm-up included (for throughput benchmarks).
+    pub simulated_requests: u64,
+    pub events: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Utilisation {
+    /// Busy slot-time / (slots × window), averaged over dynos.
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub per_dyno: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueDepth {
+    /// Most requests waiting at one dyno (not counting those in service).
+    pub dyno: u64,
+    /// Most requests waiting at one router.
+    pub router: u64,
+}
+
+struct Simulation<'s> {
+    scenario: &'s Scenario,
+    now: f64,
+    seq: u64,
+    window_start: f64,
+    window_end: f64,
+    events: BinaryHeap<Event>,
+    dynos: Vec<Dyno>,
+    loads: Vec<LoadIndex>,
+    policies: Vec<Box<dyn RoutingPolicy>>,
+    router_queues: Vec<VecDeque<Request>>,
+    waiting_total: usize,
+    routing_rng: SimRng,
+    queue: TimeStats,
+    queue_of_queued: TimeStats,
+    response: TimeStats,
+    service_sum: f64,
+    completions_in_window: u64,
+    max_router_queue: usize,
+}
+
+/// Runs replication `replication` of the scenario. `interrupted` is polled now and then; when
+/// it returns true the run stops with [`Error::Interrupted`].
+pub fn run_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<ReplicationResult> {
+    scenario.check_stable()?;
+    let seed = scenario.seed;
+    let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
+    let mut service_rng = stream(seed, replication, Stream::Service);
+    let mut arrivals: Box<dyn ArrivalProcess> = scenario.arrivals.fresh();
+    let n = scenario.dynos as usize;
+    let routers = scenario.routers as usize;
+    let mut sim = Simulation {
+        scenario,
+        now: 0.0,
+        seq: 0,
+        window_start: scenario.warmup,
+        window_end: scenario.warmup + scenario.duration,
+        events: BinaryHeap::with_capacity(scenario.total_slots().min(1 << 20) as usize + 1),
+        dynos: (0..n).map(|_| Dyno::default()).collect(),
+        loads: (0..routers).map(|_| LoadIndex::new(n)).collect(),
+        policies: (0..routers).map(|_| scenario.policy.box_clone()).collect(),
+        router_queues: (0..routers).map(|_| VecDeque::new()).collect(),
+        waiting_total: 0,
+        routing_rng: stream(seed, replication, Stream::Routing),
+        queue: TimeStats::default(),
+        queue_of_queued: TimeStats::default(),
+        response: TimeStats::default(),
+        service_sum: 0.0,
+        completions_in_window: 0,
+        max_router_queue: 0,
+    };
+
+    let mut next_arrival = arrivals.next_arrival(0.0, &mut arrival_rng);
+    let mut simulated = 0u64;
+    let mut steps = 0u64;
+    loop {
+        let completion_first = match (sim.events.peek(), next_arrival) {
+            (Some(event), Some(arrival)) => event.time <= arrival,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if completion_first {
+            let event = sim.events.pop().expect("peeked");
+            sim.now = event.time;
+            match event.kind {
+                EventKind::Completion { dyno, request } => sim.complete(dyno as usize, request),
+            }
+        } else if let Some(t) = next_arrival.filter(|&t| t < sim.window_end) {
+            sim.now = t;
+            let service = scenario.service.sample(&mut service_rng);
+            let router = if routers > 1 {
+                sim.routing_rng.random_range(0..routers)
+            } else {
+                0
+            };
+            sim.arrive(Request {
+                arrival: t,
+                service,
+                router: router as u32,
+            });
+            simulated += 1;
+            next_arrival = arrivals.next_arrival(t, &mut arrival_rng);
+            if sim.waiting_total > scenario.max_waiting {
+                return Err(Error::Overloaded {
+                    queued: sim.waiting_total,
+                    at_time: t,
+                });
+            }
+        } else if sim.events.is_empty() {
+            break;
+        } else {
+            next_arrival = None;
+        }
+        steps += 1;
+        if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
+            return Err(Error::Interrupted);
+        }
+    }
+    Ok(sim.finish(simulated, steps))
+}
+
+impl Simulation<'_> {
+    fn arrive(&mut self, request: Request) {
+        let r = request.router as usize;
+        if !self.router_queues[r].is_empty() {
+            self.hold(request);
+            return;
+        }
+        match self.route(r) {
+            Route::To(dyno) => self.dispatch(dyno, request),
+            Route::Hold => self.hold(request),
+        }
+    }
+
+    #[inline]
+    fn route(&mut self, router: usize) -> Route {
+        let view = RouterView {
+            slots: self.scenario.slots,
+            load: &self.loads[router],
+        };
+        self.policies[router].route(&view, &mut self.routing_rng)
+    }
+
+    fn hold(&mut self, request: Request) {
+        let queue = &mut self.router_queues[request.router as usize];
+        queue.push_back(request);
+        self.waiting_total += 1;
+        if self.now >= self.window_start {
+            self.max_router_queue = self.max_router_queue.max(queue.len());
+        }
+    }
+
+    #[inline]
+    fn dispatch(&mut self, dyno: usize, request: Request) {
+        self.loads[request.router as usize].increment(dyno);
+        if self.dynos[dyno].busy < self.scenario.slots {
+            self.start(dyno, request);
+        } else {
+            let measuring = self.now >= self.window_start;
+            let d = &mut self.dynos[dyno];
+            d.waiting.push_back(request);
+            if measuring {
+                d.max_waiting = d.max_waiting.max(d.waiting.len());
+            }
+            self.waiting_total += 1;
+        }
+    }
+
+    /// Brings the dyno's busy-time integral up to now, counting only the window.
+    #[inline]
+    fn advance(&mut self, dyno: usize) {
+        let (start, end, now) = (self.window_start, self.window_end, self.now);
+        let d = &mut self.dynos[dyno];
+        let lo = d.last_change.max(start);
+        let hi = now.min(end);
+        if hi > lo {
+            d.busy_area += d.busy as f64 * (hi - lo);
+        }
+        d.last_change = now;
+    }
+
+    #[inline]
+    fn start(&mut self, dyno: usize, request: Request) {
+        self.advance(dyno);
+        self.dynos[dyno].busy += 1;
+        if request.arrival >= self.window_start {
+            let wait = self.now - request.arrival;
+            self.queue.record(wait);
+            if wait > 0.0 {
+                self.queue_of_queued.record(wait);
+            }
+            self.service_sum += request.service;
+        }
+        self.seq += 1;
+        self.events.push(Event {
+            time: self.now + request.service,
+            seq: self.seq,
+            kind: EventKind::Completion {
+                dyno: dyno as u32,
+                request,
+            },
+        });
+    }
+
+    fn complete(&mut self, dyno: usize, request: Request) {
+        self.advance(dyno);
+        self.dynos[dyno].busy -= 1;
+        if request.arrival >= self.window_start {
+            self.response.record(self.now - request.arrival);
+        }
+        if self.now >= self.window_start && self.now <= self.window_end {
+            self.completions_in_window += 1;
+        }
+        let router = request.router as usize;
+        self.loads[router].decrement(dyno);
+        if let Some(next) = self.dynos[dyno].waiting.pop_front() {
+            self.waiting_total -= 1;
+            self.start(dyno, next);
+        }
+        while let Some(&head) = self.router_queues[router].front() {
+            match self.route(router) {
+                Route::To(target) => {
+                    self.router_queues[router].pop_front();
+                    self.waiting_total -= 1;
+                    self.dispatch(target, head);
+                }
+                Route::Hold => break,
+            }
+        }
+    }
+
+    fn finish(mut self, simulated: u64, events: u64) -> ReplicationResult {
+        self.now = self.window_end;
+        for d in 0..self.dynos.len() {
+            self.advance(d);
+        }
+        let capacity = self.scenario.slots as f64 * self.scenario.duration;
+        let per_dyno: Vec<f64> = self.dynos.iter().map(|d| d.busy_area / capacity).collect();
+        let requests = self.queue.count();
+        ReplicationResult {
+            requests,
+            queued_fraction: ratio(self.queue_of_queued.count() as f64, requests as f64),
+            queue: self.queue.summary(),
+            queue_of_queued: self.queue_of_queued.summary(),
+            response: self.response.summary(),
+            service_mean: ratio(self.service_sum, requests as f64),
+            throughput: self.completions_in_window as f64 / self.scenario.duration,
+            utilisation: Utilisation {
+                mean: per_dyno.iter().sum::<f64>() / per_dyno.len() as f64,
+                min: per_dyno.iter().copied().fold(f64::INFINITY, f64::min),
+                max: per_dyno.iter().copied().fold(0.0, f64::max),
+                per_dyno,
+            },
+            max_queue_depth: QueueDepth {
+                dyno: self.dynos.iter().map(|d| d.max_waiting).max().unwrap_or(0) as u64,
+                router: self.max_router_queue as u64,
+            },
+            simulated_requests: simulated,
+            events,
+        }
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}

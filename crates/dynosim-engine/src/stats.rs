@@ -1,0 +1,105 @@
+//! Streaming statistics: sums for means, HDR histograms (microsecond resolution, 3 significant
+//! digits) for percentiles. Memory is independent of the number of requests.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+const MICROS: f64 = 1e6;
+
+/// Mean, percentiles and maximum of a time, in seconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimeSummary {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// Accumulates one kind of time (queue time, response time...).
+#[derive(Debug, Clone)]
+pub struct TimeStats {
+    count: u64,
+    sum: f64,
+    max: f64,
+    histogram: Histogram<u64>,
+}
+
+impl Default for TimeStats {
+    fn default() -> Self {
+        TimeStats {
+            count: 0,
+            sum: 0.0,
+            max: 0.0,
+            histogram: Histogram::new(3).expect("3 significant digits is valid"),
+        }
+    }
+}
+
+impl TimeStats {
+    #[inline]
+    pub fn record(&mut self, seconds: f64) {
+        self.count += 1;
+        self.sum += seconds;
+        if seconds > self.max {
+            self.max = seconds;
+        }
+        // `record` grows the auto-resizing histogram; it fails only past its u64 range.
+        let micros = (seconds * MICROS).round() as u64;
+        if self.histogram.record(micros).is_err() {
+            self.histogram.saturating_record(micros);
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    pub fn summary(&self) -> TimeSummary {
+        if self.count == 0 {
+            return TimeSummary {
+                mean: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p95: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+                max: 0.0,
+            };
+        }
+        let q = |p: f64| self.histogram.value_at_quantile(p) as f64 / MICROS;
+        TimeSummary {
+            mean: self.sum / self.count as f64,
+            p50: q(0.5),
+            p90: q(0.9),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: self.max,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_known_values() {
+        let mut s = TimeStats::default();
+        for i in 1..=1000 {
+            s.record(i as f64 * 1e-3);
+        }
+        let t = s.summary();
+        assert!((t.mean - 0.5005).abs() < 1e-12);
+        assert!((t.p50 - 0.5).abs() < 0.5e-3 * 1.001, "p50 {}", t.p50);
+        assert!((t.p99 - 0.99).abs() < 0.99e-3 * 1.001, "p99 {}", t.p99);
+        assert_eq!(t.max, 1.0);
+    }
+}

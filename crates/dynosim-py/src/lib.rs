@@ -1,0 +1,136 @@
+//! PyO3 bindings: convert between Python and the engine's types, and nothing more. Scenarios
+//! cross as JSON text (the Python side reads TOML); reports come back as JSON text. Engine
+//! errors become `EngineError(kind, path, message)`, which `dynosim.errors` maps once into the
+//! package's exception hierarchy.
+
+use dynosim_engine::{theory, Error, Scenario};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+create_exception!(
+    _dynosim,
+    EngineError,
+    PyException,
+    "An error reported by the engine."
+);
+
+fn to_py(err: Error) -> PyErr {
+    let (kind, path) = match &err {
+        Error::Config { path, .. } => ("config", path.clone()),
+        Error::Unstable { .. } => ("unstable", String::new()),
+        Error::Overloaded { .. } => ("overloaded", String::new()),
+        Error::Interrupted => ("interrupted", String::new()),
+    };
+    let message = match &err {
+        Error::Config { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    EngineError::new_err((kind, path, message))
+}
+
+fn build(scenario_json: &str, base_dir: &str) -> PyResult<Scenario> {
+    Scenario::from_json(scenario_json, Path::new(base_dir)).map_err(to_py)
+}
+
+/// Validates a scenario and describes it without running it (JSON text).
+#[pyfunction]
+fn describe(scenario_json: &str, base_dir: &str) -> PyResult<String> {
+    let s = build(scenario_json, base_dir)?;
+    Ok(serde_json::json!({
+        "name": s.name,
+        "policy": s.policy_name,
+        "dynos": s.dynos,
+        "slots": s.slots,
+        "routers": s.routers,
+        "arrival_rate": s.arrivals.mean_rate(),
+        "service_mean": s.service.mean(),
+        "service_second_moment": s.service.second_moment(),
+        "offered_load": s.offered_load(),
+        "busy_slots_needed": s.busy_slots_needed(),
+        "duration": s.duration,
+        "warmup": s.warmup,
+        "replications": s.replications,
+        "seed": s.seed,
+    })
+    .to_string())
+}
+
+/// Service-time quantiles of a scenario's distribution (after rounding and clipping).
+#[pyfunction]
+fn service_quantiles(scenario_json: &str, base_dir: &str, ps: Vec<f64>) -> PyResult<Vec<f64>> {
+    let s = build(scenario_json, base_dir)?;
+    Ok(ps.into_iter().map(|p| s.service.quantile(p)).collect())
+}
+
+/// Runs a scenario's replications with the GIL released; Ctrl-C stops the run.
+#[pyfunction]
+fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
+    let scenario = build(scenario_json, base_dir)?;
+    let stop = AtomicBool::new(false);
+    let outcome = py.detach(|| {
+        std::thread::scope(|scope| {
+            let worker =
+                scope.spawn(|| dynosim_engine::run(&scenario, &|| stop.load(Ordering::Relaxed)));
+            // Signals are delivered to the main thread only: it watches for them while the
+            // engine works on other threads.
+            while !worker.is_finished() {
+                std::thread::sleep(Duration::from_millis(20));
+                if Python::attach(|py| py.check_signals()).is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+            worker.join().expect("the engine does not panic")
+        })
+    });
+    let report = outcome.map_err(to_py)?;
+    Ok(serde_json::to_string(&report).expect("reports serialize"))
+}
+
+/// The registered names of each extension point.
+#[pyfunction]
+fn registry(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("policies", dynosim_engine::policy::names())?;
+    d.set_item("distributions", dynosim_engine::dist::names())?;
+    d.set_item("arrival_processes", dynosim_engine::arrivals::names())?;
+    Ok(d.into_any().unbind())
+}
+
+#[pyfunction]
+fn erlang_c(c: u32, a: f64) -> f64 {
+    theory::erlang_c(c, a)
+}
+
+#[pyfunction]
+fn mmc_mean_wait(c: u32, a: f64, mean_service: f64) -> f64 {
+    theory::mmc_mean_wait(c, a, mean_service)
+}
+
+#[pyfunction]
+fn mg1_mean_wait(arrival_rate: f64, mean_service: f64, second_moment: f64) -> f64 {
+    theory::mg1_mean_wait(arrival_rate, mean_service, second_moment)
+}
+
+#[pyfunction]
+fn power_of_d_mean_time(load: f64, d: u32) -> f64 {
+    theory::power_of_d_mean_time(load, d)
+}
+
+#[pymodule]
+fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("EngineError", m.py().get_type::<EngineError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(describe, m)?)?;
+    m.add_function(wrap_pyfunction!(service_quantiles, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(registry, m)?)?;
+    m.add_function(wrap_pyfunction!(erlang_c, m)?)?;
+    m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(mg1_mean_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(power_of_d_mean_time, m)?)?;
+    Ok(())
+}
