@@ -1,0 +1,57 @@
+# dynosim: `make help` lists the targets. CI runs `make test` (via .ci/run).
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "maturin>=1.9,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13"
+	touch $@
+
+.PHONY: install
+install: $(VENV)/.installed ## create .venv with the build and test tools
+
+.PHONY: build-dev
+build-dev: install ## build the engine (release) and install the package editable into .venv
+	$(VENV)/bin/maturin develop --release -q
+
+.PHONY: test-rust
+test-rust: ## engine tests (unit, theory, determinism)
+	cargo test --release -p dynosim-engine
+
+.PHONY: test-python
+test-python: build-dev ## package, CLI and end-to-end tests
+	$(PY) -m pytest -q
+
+.PHONY: test
+test: test-rust test-python ## everything CI runs
+
+.PHONY: lint
+lint: install ## rustfmt, clippy, stub check
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -q -- -D warnings
+	$(PY) -m mypy.stubtest dynosim._dynosim
+
+.PHONY: demo
+demo: build-dev ## run the built-in seed-study scenario
+	$(VENV)/bin/dynosim run
+
+.PHONY: bench
+bench: build-dev ## engine throughput (criterion) and dynosim vs SimPy
+	cargo bench -p dynosim-engine --bench engine
+	$(PY) bench/engine_vs_simpy.py
+
+.PHONY: all
+all: lint test ## lint and test
+
+.PHONY: clean
+clean: ## remove build outputs and .venv
+	cargo clean
+	rm -rf $(VENV) .pytest_cache

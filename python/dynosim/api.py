@@ -1,0 +1,45 @@
+"""Running scenarios from Python."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
+
+from . import _dynosim
+from .results import PolicyResult, Results
+from .scenario import Scenario, ScenarioLike
+
+__all__ = ["run"]
+
+
+def run(
+    scenario: ScenarioLike = "rapgenius",
+    *,
+    set: Union[Mapping[str, Any], Iterable[str], None] = None,
+    policies: Optional[Sequence[str]] = None,
+    seed: Optional[int] = None,
+    replications: Optional[int] = None,
+    duration: Union[str, float, None] = None,
+) -> Results:
+    """Runs a scenario (a built-in name, a TOML path, a dict or a :class:`Scenario`).
+
+    ``set`` overrides keys (``{"fleet.dynos": 100}``); ``policies`` replaces ``router.policy``.
+    Every policy runs on the same arrivals and service times (same seed, separate streams).
+    Raises :class:`~dynosim.errors.ScenarioError` for an invalid scenario and
+    :class:`~dynosim.errors.UnstableError` when offered load is at or above capacity.
+    """
+    s = Scenario.load(scenario).with_overrides(set)
+    shorthand: Dict[str, Any] = {}
+    if seed is not None:
+        shorthand["run.seed"] = seed
+    if replications is not None:
+        shorthand["run.replications"] = replications
+    if duration is not None:
+        shorthand["run.duration"] = duration
+    if policies is not None:
+        shorthand["router.policy"] = list(policies)
+    s = s.with_overrides(shorthand)
+    variants = [s.for_policy(p) for p in s.policies]
+    for v in variants:  # validate all before running any
+        v.describe()
+    return Results([PolicyResult(json.loads(v._call(_dynosim.run))) for v in variants])

@@ -1,0 +1,58 @@
+"""The package's exceptions.
+
+Every error the engine reports is mapped here, once, to one of these classes. Each carries
+where it happened (``file``, ``path``: the dotted key path in the scenario) and renders as a
+single line, which the CLI prints as is.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "DynosimError",
+    "ScenarioError",
+    "UnstableError",
+    "OverloadedError",
+    "from_engine",
+]
+
+
+class DynosimError(Exception):
+    """Base class of every error dynosim raises on purpose."""
+
+    def __init__(self, message: str, *, file: Optional[str] = None, path: str = "") -> None:
+        self.message = message
+        self.file = file
+        self.path = path
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = ": ".join(part for part in (self.file, self.path) if part)
+        return f"{where}: {self.message}" if where else self.message
+
+
+class ScenarioError(DynosimError, ValueError):
+    """The scenario (a file, a dict or an override) is invalid."""
+
+
+class UnstableError(DynosimError, ValueError):
+    """Offered load at or above capacity: queues would grow without bound."""
+
+
+class OverloadedError(DynosimError, RuntimeError):
+    """A run was stopped because its queues outgrew the memory guard."""
+
+
+def from_engine(error: Exception, file: Optional[str] = None) -> Exception:
+    """Maps the compiled module's ``EngineError(kind, path, message)`` to a package error."""
+    kind, path, message = error.args
+    if kind == "config":
+        return ScenarioError(message, file=file, path=path)
+    if kind == "unstable":
+        return UnstableError(message, file=file)
+    if kind == "overloaded":
+        return OverloadedError(message, file=file)
+    if kind == "interrupted":
+        return KeyboardInterrupt()
+    return DynosimError(message, file=file, path=path)

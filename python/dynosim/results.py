@@ -1,0 +1,157 @@
+"""Results as plain Python objects, and as pandas DataFrames when pandas is installed.
+
+Metric names are dotted paths into a replication's figures (documented in docs/output.md):
+``queued_fraction``, ``queue.mean``, ``queue.p99``, ``queue_of_queued.mean``,
+``response.p999``, ``utilisation.mean``, ``max_queue_depth.dyno``...
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+__all__ = ["Estimate", "PolicyResult", "Results", "METRICS"]
+
+#: Every scalar metric, in display order.
+METRICS: List[str] = (
+    ["requests", "queued_fraction"]
+    + [f"{group}.{stat}" for group in ("queue", "queue_of_queued", "response")
+       for stat in ("mean", "p50", "p90", "p95", "p99", "p999", "max")]
+    + ["service_mean", "throughput", "utilisation.mean", "utilisation.min", "utilisation.max",
+       "max_queue_depth.dyno", "max_queue_depth.router", "simulated_requests", "events"]
+)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over replications and its 95% confidence interval (NaN with one replication)."""
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    std_error: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Estimate":
+        def num(x: Any) -> float:
+            return math.nan if x is None else float(x)
+
+        return cls(num(d["mean"]), num(d["ci_low"]), num(d["ci_high"]), num(d["std_error"]))
+
+
+def _lookup(tree: Dict[str, Any], metric: str) -> Any:
+    node: Any = tree
+    for part in metric.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+        node = node[part]
+    return node
+
+
+class PolicyResult:
+    """One policy's run of a scenario: what ran, the summary, and every replication."""
+
+    def __init__(self, report: Dict[str, Any]) -> None:
+        self.report = report
+
+    @property
+    def policy(self) -> str:
+        return str(self.report["policy"])
+
+    @property
+    def summary(self) -> Dict[str, Any]:
+        return self.report["summary"]
+
+    @property
+    def per_replication(self) -> List[Dict[str, Any]]:
+        return self.report["per_replication"]
+
+    def estimate(self, metric: str) -> Estimate:
+        """The estimate of a metric, e.g. ``result.estimate("queue.mean")``."""
+        return Estimate.from_dict(_lookup(self.summary, metric))
+
+    def __getitem__(self, metric: str) -> float:
+        """The mean over replications of a metric."""
+        return self.estimate(metric).mean
+
+    def to_dict(self) -> Dict[str, Any]:
+        return self.report
+
+    def row(self) -> Dict[str, Any]:
+        """A flat record: the run's header, then each metric with its interval."""
+        row: Dict[str, Any] = {k: self.report[k] for k in (
+            "scenario", "policy", "dynos", "slots", "routers", "arrival_rate",
+            "service_mean", "offered_load", "duration", "replications", "seed")}
+        row["service_mean_analytic"] = row.pop("service_mean")
+        for metric in METRICS:
+            e = self.estimate(metric)
+            row[metric] = e.mean
+            row[f"{metric}.ci_low"] = e.ci_low
+            row[f"{metric}.ci_high"] = e.ci_high
+        return row
+
+    def __repr__(self) -> str:
+        q = self.estimate("queue.mean")
+        return (f"PolicyResult(policy={self.policy!r}, dynos={self.report['dynos']}, "
+                f"queued_fraction={self['queued_fraction']:.4f}, queue.mean={q.mean:.4g}s)")
+
+
+class Results(Sequence[PolicyResult]):
+    """The results of running a scenario: one :class:`PolicyResult` per policy, in order,
+    all on the same arrivals and service times. Index by position or by policy name."""
+
+    def __init__(self, results: List[PolicyResult]) -> None:
+        self._results = results
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def __iter__(self) -> Iterator[PolicyResult]:
+        return iter(self._results)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            for r in self._results:
+                if r.policy == key:
+                    return r
+            raise KeyError(f"no result for policy {key!r}; have {[r.policy for r in self]}")
+        return self._results[key]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JSON document that ``dynosim run --json`` prints."""
+        return {"results": [r.to_dict() for r in self._results]}
+
+    def rows(self) -> List[Dict[str, Any]]:
+        return [r.row() for r in self._results]
+
+    def to_dataframe(self) -> Any:
+        """One row per policy: header columns, then each metric and its 95% interval."""
+        return _pandas().DataFrame(self.rows())
+
+    def replications_dataframe(self) -> Any:
+        """One row per (policy, replication), metrics as columns."""
+        rows = []
+        for r in self._results:
+            for i, rep in enumerate(r.per_replication):
+                row: Dict[str, Any] = {"policy": r.policy, "replication": i}
+                row.update({m: _lookup(rep, m) for m in METRICS})
+                rows.append(row)
+        return _pandas().DataFrame(rows)
+
+    def __repr__(self) -> str:
+        return "Results([" + ", ".join(repr(r) for r in self._results) + "])"
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError("DataFrames need pandas: pip install 'dynosim[dataframe]'") from None
+    return pandas
+
+

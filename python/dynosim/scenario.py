@@ -1,0 +1,207 @@
+"""Scenarios: loading (a built-in name, a TOML file or a dict), overrides, validation.
+
+The schema itself lives in the engine (one definition, in Rust); this module reads TOML,
+applies ``key.path=value`` overrides, and hands the document to the engine as JSON. Errors
+come back with the key path and are raised as :class:`~dynosim.errors.ScenarioError` naming
+the file (or ``--set`` for a key that an override wrote).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+
+from . import _dynosim
+from .errors import ScenarioError, from_engine
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Scenario", "builtin_scenarios", "parse_override"]
+
+ScenarioLike = Union["Scenario", str, Path, Mapping[str, Any]]
+
+OVERRIDE_SOURCE = "--set"
+
+
+def builtin_scenarios() -> Dict[str, str]:
+    """Built-in scenario names and their one-line descriptions."""
+    out = {}
+    for entry in sorted(resources.files("dynosim").joinpath("scenarios").iterdir(), key=str):
+        if entry.name.endswith(".toml"):
+            doc = tomllib.loads(entry.read_text(encoding="utf-8"))
+            out[entry.name[: -len(".toml")]] = str(doc.get("description", ""))
+    return out
+
+
+def parse_override(text: str) -> tuple:
+    """Splits ``"fleet.dynos=100"`` into ``("fleet.dynos", 100)``.
+
+    The value is read as a TOML value (numbers, booleans, strings in quotes, lists); anything
+    that is not valid TOML is taken as a plain string, so ``router.policy=intelligent`` and
+    ``run.duration=10min`` need no quotes.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScenarioError(f"expected key.path=value, got {text!r}", file=OVERRIDE_SOURCE)
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+class Scenario:
+    """A scenario document and where it came from.
+
+    Build one with :meth:`load`; derive variants with :meth:`with_overrides` (scenarios are
+    never changed in place).
+    """
+
+    def __init__(
+        self,
+        doc: Mapping[str, Any],
+        *,
+        source: Optional[str] = None,
+        base_dir: Union[str, Path] = ".",
+        overridden: Iterable[str] = (),
+    ) -> None:
+        self.doc: Dict[str, Any] = copy.deepcopy(dict(doc))
+        self.source = source
+        self.base_dir = Path(base_dir)
+        self.overridden = frozenset(overridden)
+
+    @classmethod
+    def load(cls, ref: ScenarioLike) -> "Scenario":
+        """A built-in scenario by name, a TOML file by path, or a dict."""
+        if isinstance(ref, Scenario):
+            return ref
+        if isinstance(ref, Mapping):
+            return cls(ref, source=None)
+        path = Path(ref)
+        if path.suffix != ".toml" and not path.exists():
+            builtin = resources.files("dynosim").joinpath("scenarios", f"{ref}.toml")
+            if builtin.is_file():
+                return cls._from_text(builtin.read_text(encoding="utf-8"), str(ref), Path("."))
+            known = ", ".join(builtin_scenarios())
+            raise ScenarioError(
+                f"no such file, nor a built-in scenario of that name (built-ins: {known})",
+                file=str(ref),
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ScenarioError(f"cannot read the scenario: {e.strerror}", file=str(ref)) from None
+        except UnicodeDecodeError:
+            raise ScenarioError("not a UTF-8 text file", file=str(ref)) from None
+        return cls._from_text(text, str(ref), path.parent)
+
+    @classmethod
+    def _from_text(cls, text: str, source: str, base_dir: Path) -> "Scenario":
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ScenarioError(f"invalid TOML: {e}", file=source) from None
+        return cls(doc, source=source, base_dir=base_dir)
+
+    @property
+    def name(self) -> str:
+        return str(self.doc.get("name") or (Path(self.source).stem if self.source else "scenario"))
+
+    def with_overrides(
+        self, overrides: Union[Mapping[str, Any], Iterable[str], None] = None
+    ) -> "Scenario":
+        """A copy with keys set, from ``{"fleet.dynos": 100}`` or ``["fleet.dynos=100"]``."""
+        if not overrides:
+            return self
+        items = (
+            list(overrides.items())
+            if isinstance(overrides, Mapping)
+            else [parse_override(o) for o in overrides]
+        )
+        doc = copy.deepcopy(self.doc)
+        for key, value in items:
+            _set_path(doc, key, value)
+        return Scenario(
+            doc,
+            source=self.source,
+            base_dir=self.base_dir,
+            overridden=self.overridden | {k for k, _ in items},
+        )
+
+    @property
+    def policies(self) -> List[str]:
+        """The routing policies to run: ``router.policy`` as a list."""
+        policy = self.doc.get("router", {}).get("policy")
+        if isinstance(policy, list):
+            if not policy or not all(isinstance(p, str) for p in policy):
+                raise self._error("router.policy", "expected a policy name or a non-empty list of names")
+            return list(policy)
+        if isinstance(policy, str):
+            return [policy]
+        if policy is None:
+            raise self._error("router.policy", "missing; expected a policy name such as \"random\"")
+        raise self._error("router.policy", f"expected a policy name or a list of names, got {policy!r}")
+
+    def for_policy(self, policy: str) -> "Scenario":
+        """This scenario with a single routing policy."""
+        doc = copy.deepcopy(self.doc)
+        doc.setdefault("router", {})["policy"] = policy
+        return Scenario(doc, source=self.source, base_dir=self.base_dir, overridden=self.overridden)
+
+    def to_json(self) -> str:
+        return json.dumps(self.doc)
+
+    def describe(self) -> Dict[str, Any]:
+        """Validates the scenario (first policy) and returns what the engine made of it:
+        arrival rate, service mean and second moment, offered load..."""
+        single = self.for_policy(self.policies[0])
+        return json.loads(single._call(_dynosim.describe))
+
+    def validate(self) -> "Scenario":
+        """Raises :class:`ScenarioError` unless every policy's variant of it is valid."""
+        for policy in self.policies:
+            self.for_policy(policy)._call(_dynosim.describe)
+        return self
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(self.to_json(), str(self.base_dir), *args)
+        except _dynosim.EngineError as e:
+            raise self._mapped(e) from None
+
+    def _mapped(self, error: Exception) -> Exception:
+        mapped = from_engine(error, file=self.source)
+        path = getattr(mapped, "path", "")
+        if path and any(path == k or path.startswith(k + ".") or path.startswith(k + "[") for k in self.overridden):
+            mapped.file = OVERRIDE_SOURCE  # type: ignore[attr-defined]
+        return mapped
+
+    def _error(self, path: str, message: str) -> ScenarioError:
+        source = OVERRIDE_SOURCE if path in self.overridden else self.source
+        return ScenarioError(message, file=source, path=path)
+
+    def __repr__(self) -> str:
+        return f"Scenario({self.name!r}, source={self.source!r})"
+
+
+def _set_path(doc: Dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise ScenarioError(f"invalid key path {key!r}", file=OVERRIDE_SOURCE)
+    node = doc
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            where = ".".join(parts[: i + 1])
+            raise ScenarioError(f"{where} is a value, not a table; cannot set {key}", file=OVERRIDE_SOURCE, path=key)
+        node = child
+    node[parts[-1]] = value
