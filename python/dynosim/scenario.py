@@ -29,6 +29,14 @@ ScenarioLike = Union["Scenario", str, Path, Mapping[str, Any]]
 
 OVERRIDE_SOURCE = "--set"
 
+#: Keys naming a section's kind, with the keys of that section that every kind shares. An
+#: override that changes the kind drops the old kind's parameters (a Weibull given with
+#: ``--set`` replaces the file's percentile table rather than clashing with it).
+KIND_KEYS = {
+    "service.distribution": ("round_up", "clip"),
+    "arrivals.process": (),
+}
+
 
 def builtin_scenarios() -> Dict[str, str]:
     """Built-in scenario names and their one-line descriptions."""
@@ -129,6 +137,15 @@ class Scenario:
         )
         doc = copy.deepcopy(self.doc)
         for key, value in items:
+            shared = KIND_KEYS.get(key)
+            section = doc.get(key.split(".")[0])
+            if shared is not None and isinstance(section, dict) and section.get(key.split(".")[1]) != value:
+                for old in [k for k in section if k not in shared]:
+                    del section[old]
+            if key.endswith(".file") and isinstance(value, str):
+                # Paths in a file are relative to that file; paths typed on the command line
+                # are relative to where they were typed.
+                value = str(Path(value).resolve())
             _set_path(doc, key, value)
         return Scenario(
             doc,

@@ -54,9 +54,17 @@ impl<'a> Params<'a> {
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
         match self.map.get(key) {
             None => Ok(None),
-            Some(value) => serde_json::from_value(value.clone())
+            Some(value) => serde_path_to_error::deserialize(value.clone())
                 .map(Some)
-                .map_err(|e| self.error(key, strip_serde_position(&e.to_string()))),
+                .map_err(|e| {
+                    let inner = e.path().to_string();
+                    let path = match inner.as_str() {
+                        "." => self.path(key),
+                        i if i.starts_with('[') => format!("{}{i}", self.path(key)),
+                        i => format!("{}.{i}", self.path(key)),
+                    };
+                    crate::scenario::explain_serde_error(path, &e.inner().to_string())
+                }),
         }
     }
 

@@ -142,7 +142,7 @@ impl Scenario {
         let spec: ScenarioSpec = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let path = if path == "." { String::new() } else { path };
-            Error::config(path, strip_serde_position(&e.inner().to_string()))
+            explain_serde_error(path, &e.inner().to_string())
         })?;
         Scenario::build(&spec, base_dir)
     }
@@ -150,7 +150,7 @@ impl Scenario {
     pub fn build(spec: &ScenarioSpec, base_dir: &Path) -> Result<Scenario> {
         let arrivals = {
             let kind = &spec.arrivals.process;
-            let build = arrivals::lookup(kind).ok_or_else(|| {
+            let (keys, build) = arrivals::lookup(kind).ok_or_else(|| {
                 unknown(
                     "arrivals.process",
                     "arrival process",
@@ -158,11 +158,13 @@ impl Scenario {
                     &arrivals::names(),
                 )
             })?;
-            build(&Params::new("arrivals", kind, &spec.arrivals.params))?
+            let params = Params::new("arrivals", kind, &spec.arrivals.params);
+            params.allow(keys)?;
+            build(&params)?
         };
 
         let s = &spec.service;
-        let build = dist::lookup(&s.distribution).ok_or_else(|| {
+        let (keys, build) = dist::lookup(&s.distribution).ok_or_else(|| {
             unknown(
                 "service.distribution",
                 "distribution",
@@ -170,10 +172,9 @@ impl Scenario {
                 &dist::names(),
             )
         })?;
-        let mut service = build(
-            &Params::new("service", &s.distribution, &s.params),
-            base_dir,
-        )?;
+        let params = Params::new("service", &s.distribution, &s.params);
+        params.allow(keys)?;
+        let mut service = build(&params, base_dir)?;
         if let Some(step) = s.round_up {
             if !(step.0 > 0.0 && step.0.is_finite()) {
                 return Err(Error::config(
@@ -205,7 +206,7 @@ impl Scenario {
         let slots = whole(spec.fleet.slots, "fleet.slots", 1, 100_000)?;
         let routers = whole(spec.router.routers, "router.routers", 1, 100_000)?;
         let r = &spec.router;
-        let build = policy::lookup(&r.policy).ok_or_else(|| {
+        let (keys, build) = policy::lookup(&r.policy).ok_or_else(|| {
             unknown(
                 "router.policy",
                 "routing policy",
@@ -213,7 +214,17 @@ impl Scenario {
                 &policy::names(),
             )
         })?;
-        let policy = build(&Params::new("router", &r.policy, &r.params))?;
+        // Keys that only other policies take are for them (a scenario may list several).
+        let all_keys = policy::all_keys();
+        let own: Map<String, Value> = r
+            .params
+            .iter()
+            .filter(|(k, _)| keys.contains(&k.as_str()) || !all_keys.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let params = Params::new("router", &r.policy, &own);
+        params.allow(keys)?;
+        let policy = build(&params)?;
 
         let run = &spec.run;
         if !(run.duration.0 > 0.0 && run.duration.0.is_finite()) {
@@ -288,4 +299,26 @@ fn whole<T: TryFrom<i64>>(value: i64, path: &str, min: i64, max: i64) -> Result<
         ));
     }
     T::try_from(value).map_err(|_| Error::config(path, format!("out of range: {value}")))
+}
+
+/// Rewords serde's messages for people editing a scenario: a missing field is reported at its
+/// own path, integer types are called whole numbers.
+pub(crate) fn explain_serde_error(path: String, message: &str) -> Error {
+    let message = strip_serde_position(message);
+    if let Some(field) = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.strip_suffix('`'))
+    {
+        let path = if path.is_empty() {
+            field.to_string()
+        } else {
+            format!("{path}.{field}")
+        };
+        return Error::config(path, "missing");
+    }
+    let message = message
+        .replace("expected i64", "expected a whole number")
+        .replace("expected u64", "expected a whole number from 0 to 2^64-1")
+        .replace("expected f64", "expected a number");
+    Error::config(path, message)
 }

@@ -1,4 +1,4 @@
-use dynosim_engine::{run, never_interrupted, Scenario};
+use dynosim_engine::{never_interrupted, run, Scenario};
 use std::path::Path;
 use std::time::Instant;
 
@@ -14,9 +14,17 @@ fn go(label: &str, json: &str) {
     let t = Instant::now();
     let r = run(&s, &never_interrupted).unwrap();
     let reqs: u64 = r.per_replication.iter().map(|x| x.simulated_requests).sum();
-    let pq: Vec<f64> = r.per_replication.iter().map(|x| x.queued_fraction).collect();
+    let pq: Vec<f64> = r
+        .per_replication
+        .iter()
+        .map(|x| x.queued_fraction)
+        .collect();
     let w: Vec<f64> = r.per_replication.iter().map(|x| x.queue.mean).collect();
-    let wq: Vec<f64> = r.per_replication.iter().map(|x| x.queue_of_queued.mean).collect();
+    let wq: Vec<f64> = r
+        .per_replication
+        .iter()
+        .map(|x| x.queue_of_queued.mean)
+        .collect();
     let resp: Vec<f64> = r.per_replication.iter().map(|x| x.response.mean).collect();
     let (a, b, c, d) = (stat(&pq), stat(&w), stat(&wq), stat(&resp));
     println!("{label}: {:.2}s {reqs} req; ES={} ES2={} pq {:.5}±{:.5} ({:.2}%) w {:.5}±{:.5} ({:.2}%) wq {:.5}±{:.5} ({:.2}%) resp {:.5}±{:.5} ({:.2}%)",
@@ -26,7 +34,11 @@ fn go(label: &str, json: &str) {
 
 #[test]
 fn explore() {
-    let args: Vec<String> = std::env::var("EXPLORE").unwrap().split(';').map(String::from).collect();
+    let args: Vec<String> = std::env::var("EXPLORE")
+        .unwrap()
+        .split(';')
+        .map(String::from)
+        .collect();
     for a in args {
         let (label, json) = a.split_once('|').unwrap();
         go(label, json);

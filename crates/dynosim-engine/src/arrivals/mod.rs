@@ -19,13 +19,17 @@ pub trait ArrivalProcess: Send + Sync + Debug {
 
 pub type Builder = fn(&Params) -> Result<Box<dyn ArrivalProcess>>;
 
-/// Every arrival process, by the name a scenario uses.
-pub const REGISTRY: &[(&str, Builder)] = &[("poisson", poisson::build)];
+/// Every arrival process, by the name a scenario uses, with the parameter keys it takes.
+pub const REGISTRY: &[(&str, &[&str], Builder)] = &[("poisson", &["rate"], poisson::build)];
 
 pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|(name, _)| *name).collect()
+    REGISTRY.iter().map(|(name, _, _)| *name).collect()
 }
 
-pub fn lookup(name: &str) -> Option<Builder> {
-    REGISTRY.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+/// The parameter keys a kind takes and its builder.
+pub fn lookup(name: &str) -> Option<(&'static [&'static str], Builder)> {
+    REGISTRY
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, keys, build)| (*keys, *build))
 }

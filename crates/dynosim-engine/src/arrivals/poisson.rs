@@ -11,7 +11,6 @@ pub struct Poisson {
 }
 
 pub fn build(p: &Params) -> Result<Box<dyn ArrivalProcess>> {
-    p.allow(&["rate"])?;
     let rate = p.positive_rate("rate")?;
     let rate = p.required("rate", "a rate such as \"9000/min\"", rate)?;
     Ok(Box::new(Poisson {

@@ -13,7 +13,6 @@ pub struct PowerOfD {
 }
 
 pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
-    p.allow(&["d"])?;
     let d: i64 = p.get("d")?.unwrap_or(2);
     if d < 1 {
         return Err(p.error("d", format!("must be a whole number >= 1, got {d}")));

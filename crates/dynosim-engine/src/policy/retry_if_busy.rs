@@ -13,7 +13,6 @@ pub struct RetryIfBusy {
 }
 
 pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
-    p.allow(&["tries"])?;
     let tries: i64 = p.get("tries")?.unwrap_or(2);
     if tries < 1 {
         return Err(p.error("tries", format!("must be a whole number >= 1, got {tries}")));
