@@ -186,6 +186,10 @@ pub fn run_replication(
         } else if let Some(t) = next_arrival.filter(|&t| t < sim.window_end) {
             sim.now = t;
             let service = scenario.service.sample(&mut service_rng);
+            if t >= sim.window_start {
+                // Summed in arrival order, so every policy reports the very same figure.
+                sim.service_sum += service;
+            }
             let router = if routers > 1 {
                 sim.routing_rng.random_range(0..routers)
             } else {
@@ -287,7 +291,6 @@ impl Simulation<'_> {
             if wait > 0.0 {
                 self.queue_of_queued.record(wait);
             }
-            self.service_sum += request.service;
         }
         self.seq += 1;
         self.events.push(Event {

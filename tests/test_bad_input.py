@@ -1,0 +1,132 @@
+"""Every user mistake: one line on stderr naming the file, the key path and what was expected;
+a non-zero exit code; no traceback; nothing on stdout."""
+
+import re
+
+import pytest
+
+from dynosim import ScenarioError, UnstableError
+import dynosim
+
+
+def assert_one_line_error(result, *fragments, code=2):
+    assert result.returncode == code, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("dynosim: error: ")
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "override, fragments",
+    [
+        ("arrivals.rate=0", ["--set: arrivals.rate:", "positive"]),
+        ('arrivals.rate="-5/s"', ["arrivals.rate:", "positive", "-5"]),
+        ("arrivals.rate=9000/fortnight", ["arrivals.rate:", "expected a rate", "9000/fortnight"]),
+        ("router.policy=smart", ["router.policy:", 'unknown routing policy "smart"', "intelligent"]),
+        ("run.duration=5parsecs", ["run.duration:", "expected a duration", "5parsecs"]),
+        ("fleet.dynos=0", ["fleet.dynos:", "whole number"]),
+        ("fleet.dynos=7.5", ["fleet.dynos:", "whole number"]),
+        ("service.percentiles=[]", ["service.percentiles:", "at least two"]),
+        ('service.percentiles=[[1,"7ms"],[50,"46ms"],[90,"20ms"]]',
+         ["service.percentiles[2]:", "must not decrease"]),
+        ('service.percentiles=[[50,"7ms"],[10,"46ms"]]', ["service.percentiles[1]:", "must increase"]),
+        ('service.percentiles=[[0,"7ms"],[10,"46ms"]]', ["service.percentiles[0]:", "between 0 and 100"]),
+        ('service.percentiles=[[5,"7 msec"],[10,"46ms"]]', ["service.percentiles[0][1]:", "expected a duration"]),
+        ("router.dd=3", ["router.dd:", "unknown key"]),
+        ("router.d=0", None),  # random ignores d (a key of power_of_d): not an error
+    ],
+)
+def test_bad_override(cli, override, fragments):
+    extra = ["--replications", "2"]
+    if not override.startswith("router.policy"):
+        extra += ["--policy", "random"]
+    if not override.startswith("run.duration"):
+        extra += ["--duration", "10s"]
+    result = cli("run", "--set", override, *extra)
+    if fragments is None:
+        assert result.returncode == 0, result.stderr
+        return
+    assert_one_line_error(result, *fragments)
+
+
+def test_power_of_d_rejects_d_zero(cli):
+    result = cli("run", "--policy", "power_of_d", "--set", "router.d=0")
+    assert_one_line_error(result, "router.d:", ">= 1")
+
+
+@pytest.mark.parametrize(
+    "edit, fragments",
+    [
+        (("dynos = 75", "dynoss = 75"), ["bad.toml: fleet.dynoss:", "unknown field", "`dynos`"]),
+        (("dynos = 75", ""), ["bad.toml: fleet.dynos: missing"]),
+        (('process = "poisson"', 'process = "bursty"'), ["bad.toml: arrivals.process:", "poisson"]),
+        (('distribution = "quantiles"', 'distribution = "pareto"'), ["bad.toml: service.distribution:", "weibull"]),
+        (("[fleet]", "[flete]"), ["bad.toml:", "flete"]),
+        (("9000/min", "9000 per fortnight"), ["bad.toml: arrivals.rate:", "expected a rate"]),
+        (("replications = 10", "replications = -1"), ["bad.toml: run.replications:", "whole number"]),
+        (("[run]", "[run"), ["bad.toml: invalid TOML"]),
+    ],
+)
+def test_bad_scenario_file(cli, tmp_path, rapgenius_text, edit, fragments):
+    old, new = edit
+    assert old in rapgenius_text
+    (tmp_path / "bad.toml").write_text(rapgenius_text.replace(old, new, 1))
+    assert_one_line_error(cli("run", "bad.toml", cwd=tmp_path), *fragments)
+
+
+def test_empty_scenario_file(cli, tmp_path):
+    (tmp_path / "empty.toml").write_text("")
+    assert_one_line_error(cli("run", "empty.toml", cwd=tmp_path), "empty.toml:", "missing")
+
+
+def test_missing_scenario_file(cli, tmp_path):
+    assert_one_line_error(cli("run", "nope.toml", cwd=tmp_path), "nope.toml:", "cannot read")
+    assert_one_line_error(cli("run", "nope", cwd=tmp_path), "nope:", "built-in", "rapgenius")
+
+
+def test_unreadable_sample_file(cli, tmp_path):
+    result = cli("run", "--set", "service.distribution=empirical", "--set", "service.file=missing.txt", cwd=tmp_path)
+    assert_one_line_error(result, "service.file:", "cannot read", "missing.txt")
+
+
+def test_sample_file_with_garbage_line(cli, tmp_path):
+    (tmp_path / "times.txt").write_text("0.1\n0.2\nlots\n")
+    result = cli("run", "--set", "service.distribution=empirical", "--set", "service.file=times.txt", cwd=tmp_path)
+    assert_one_line_error(result, "service.file:", "times.txt:3", "lots")
+
+
+def test_unstable_system_is_refused_up_front(cli):
+    result = cli("run", "--set", "fleet.dynos=40")
+    assert_one_line_error(result, "unstable", "1.13", "45.36 busy slots needed", "40 available", code=3)
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["run", "--replications", "0"], ["--replications", "at least 1"]),
+        (["run", "--seed", "x"], ["--seed", "whole number"]),
+        (["run", "--set", "fleetdynos"], ["--set", "key.path=value"]),
+        (["compare"], ["--policy", "required"]),
+        (["compare", "--policy", "random,smart"], ["unknown policy 'smart'"]),
+        (["frob"], ["invalid choice"]),
+        (["run", "--frobnicate"], ["unrecognized arguments"]),
+    ],
+)
+def test_bad_arguments(cli, args, fragments):
+    assert_one_line_error(cli(*args), *fragments)
+
+
+def test_api_raises_typed_errors():
+    with pytest.raises(ScenarioError) as info:
+        dynosim.run("rapgenius", set={"fleet.slots": 0})
+    assert info.value.path == "fleet.slots"
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(UnstableError):
+        dynosim.run("rapgenius", set={"fleet.dynos": 10})
+    with pytest.raises(ScenarioError, match=re.escape("arrivals.rate")):
+        dynosim.run({"arrivals": {"process": "poisson"}, "service": {"distribution": "constant", "value": 1},
+                     "fleet": {"dynos": 2}, "router": {"policy": "random"}})
