@@ -36,11 +36,15 @@ import statistics
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 from statistics import NormalDist
 
 import simpy
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = REPO / "python" / "dynosim" / "scenarios" / "rapgenius.toml"
