@@ -16,7 +16,7 @@ from . import _dynosim
 from .api import run as run_scenario
 from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
 from .results import PolicyResult, Results
-from .scenario import builtin_scenarios
+from .scenario import Scenario, builtin_scenarios
 
 EXIT_INPUT = 2
 EXIT_UNSTABLE = 3
@@ -73,13 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def scenario_command(name: str, help: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help, description=help)
-        p.add_argument("scenario", nargs="?", default="rapgenius",
-                       help="a TOML file or a built-in scenario name (default: rapgenius)")
-        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                       help="override a scenario key, e.g. --set fleet.dynos=100 (repeatable)")
-        p.add_argument("--seed", type=_seed, help="random seed (run.seed)")
-        p.add_argument("--replications", type=_positive_int, help="independent replications (run.replications)")
-        p.add_argument("--duration", metavar="TIME", help="measured simulated time, e.g. 5min (run.duration)")
+        add_scenario_arguments(p)
         p.add_argument("--json", action="store_true", help="print JSON (fields: docs/output.md)")
         return p
 
@@ -91,7 +85,41 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"routing policies to compare ({policies})")
     commands.add_parser("scenarios", help="List the built-in scenarios.",
                         description="List the built-in scenarios.")
+    for module in _command_modules():
+        module.register(commands)
     return parser
+
+
+def _command_modules() -> list:
+    """Commands that live in their own module: each has ``register(subparsers)``, which adds
+    its parser and sets ``handler`` (a function of the parsed arguments returning the exit
+    code)."""
+    from . import animate, sweep
+
+    return [sweep, animate]
+
+
+def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
+    """The scenario argument and the options every scenario command shares."""
+    p.add_argument("scenario", nargs="?", default="rapgenius",
+                   help="a TOML file or a built-in scenario name (default: rapgenius)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a scenario key, e.g. --set fleet.dynos=100 (repeatable)")
+    p.add_argument("--seed", type=_seed, help="random seed (run.seed)")
+    p.add_argument("--replications", type=_positive_int, help="independent replications (run.replications)")
+    p.add_argument("--duration", metavar="TIME", help="measured simulated time, e.g. 5min (run.duration)")
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario named on the command line with its overrides applied."""
+    shorthand = {}
+    if args.seed is not None:
+        shorthand["run.seed"] = args.seed
+    if args.replications is not None:
+        shorthand["run.replications"] = args.replications
+    if args.duration is not None:
+        shorthand["run.duration"] = args.duration
+    return Scenario.load(args.scenario).with_overrides(args.overrides).with_overrides(shorthand)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -103,6 +131,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for name, description in builtin_scenarios().items():
                 print(f"{name:20} {description}")
             return 0
+        if getattr(args, "handler", None):
+            return int(args.handler(args))
         build_parser().print_help()
         return EXIT_INPUT
     except (UnstableError, OverloadedError) as e:
@@ -121,14 +151,7 @@ def _fail(error: Exception) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    results = run_scenario(
-        args.scenario,
-        set=args.overrides,
-        policies=args.policy,
-        seed=args.seed,
-        replications=args.replications,
-        duration=args.duration,
-    )
+    results = run_scenario(scenario_from_args(args), policies=args.policy)
     if args.json:
         json.dump(results.to_dict(), sys.stdout, indent=2, allow_nan=False, default=str)
         sys.stdout.write("\n")

@@ -22,7 +22,7 @@ pub mod units;
 pub use error::{Error, Result};
 pub use report::{run, Estimate, RunReport};
 pub use scenario::{Scenario, ScenarioSpec};
-pub use sim::{run_replication, ReplicationResult};
+pub use sim::{run_replication, trace_replication, Frame, ReplicationResult, Trace};
 
 /// Never interrupts; for callers with no way to be stopped.
 pub fn never_interrupted() -> bool {

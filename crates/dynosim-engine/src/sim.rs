@@ -104,6 +104,35 @@ pub struct Utilisation {
     pub per_dyno: Vec<f64>,
 }
 
+/// Snapshots of the system every `interval` seconds from t = 0 to `until` (for plots and
+/// animations). Kept only when asked for; memory is frames × dynos.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trace {
+    pub interval: f64,
+    pub frames: Vec<Frame>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Frame {
+    pub time: f64,
+    /// Requests at each dyno, in service or waiting.
+    pub depth: Vec<u32>,
+    /// Requests waiting at the routers.
+    pub router_waiting: u64,
+    /// Requests that have arrived so far.
+    pub arrived: u64,
+    /// Requests that have had to wait so far (joined a router or dyno queue).
+    pub queued: u64,
+}
+
+#[derive(Debug)]
+struct TraceRecorder {
+    interval: f64,
+    until: f64,
+    next: f64,
+    frames: Vec<Frame>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueDepth {
     /// Most requests waiting at one dyno (not counting those in service).
@@ -131,6 +160,9 @@ struct Simulation<'s> {
     service_sum: f64,
     completions_in_window: u64,
     max_router_queue: usize,
+    arrived: u64,
+    queued: u64,
+    trace: Option<TraceRecorder>,
 }
 
 /// Runs replication `replication` of the scenario. `interrupted` is polled now and then; when
@@ -140,6 +172,38 @@ pub fn run_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<ReplicationResult> {
+    simulate(scenario, replication, None, interrupted).map(|(result, _)| result)
+}
+
+/// Runs a replication and also snapshots it every `interval` seconds up to `until`.
+pub fn trace_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interval: f64,
+    until: f64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<(ReplicationResult, Trace)> {
+    if !(interval > 0.0 && until >= 0.0 && interval.is_finite() && until.is_finite()) {
+        return Err(Error::config("trace", "interval must be positive and until >= 0"));
+    }
+    let frames = (until / interval).floor() + 1.0;
+    if frames * scenario.dynos as f64 > 5e7 {
+        return Err(Error::config(
+            "trace",
+            format!("{frames} frames x {} dynos is too large a trace; use a longer interval", scenario.dynos),
+        ));
+    }
+    let recorder = TraceRecorder { interval, until, next: 0.0, frames: Vec::with_capacity(frames as usize) };
+    simulate(scenario, replication, Some(recorder), interrupted)
+        .map(|(result, trace)| (result, trace.expect("a recorder was given")))
+}
+
+fn simulate(
+    scenario: &Scenario,
+    replication: u64,
+    trace: Option<TraceRecorder>,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<(ReplicationResult, Option<Trace>)> {
     scenario.check_stable()?;
     let seed = scenario.seed;
     let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
@@ -166,6 +230,9 @@ pub fn run_replication(
         service_sum: 0.0,
         completions_in_window: 0,
         max_router_queue: 0,
+        arrived: 0,
+        queued: 0,
+        trace,
     };
 
     let mut next_arrival = arrivals.next_arrival(0.0, &mut arrival_rng);
@@ -177,6 +244,15 @@ pub fn run_replication(
             (Some(_), None) => true,
             (None, _) => false,
         };
+        if sim.trace.is_some() {
+            let next_time = match (sim.events.peek(), next_arrival) {
+                (Some(e), Some(a)) => e.time.min(a),
+                (Some(e), None) => e.time,
+                (None, Some(a)) => a,
+                (None, None) => f64::INFINITY,
+            };
+            sim.snapshot_until(next_time);
+        }
         if completion_first {
             let event = sim.events.pop().expect("peeked");
             sim.now = event.time;
@@ -195,6 +271,7 @@ pub fn run_replication(
             } else {
                 0
             };
+            sim.arrived += 1;
             sim.arrive(Request {
                 arrival: t,
                 service,
@@ -218,7 +295,11 @@ pub fn run_replication(
             return Err(Error::Interrupted);
         }
     }
-    Ok(sim.finish(simulated, steps))
+    if sim.trace.is_some() {
+        sim.snapshot_until(f64::INFINITY);
+    }
+    let trace = sim.trace.take().map(|t| Trace { interval: t.interval, frames: t.frames });
+    Ok((sim.finish(simulated, steps), trace))
 }
 
 impl Simulation<'_> {
@@ -243,7 +324,25 @@ impl Simulation<'_> {
         self.policies[router].route(&view, &mut self.routing_rng)
     }
 
+    /// Records the frames due before the next event at `time` (the state is constant between
+    /// events).
+    #[cold]
+    fn snapshot_until(&mut self, time: f64) {
+        let Some(trace) = self.trace.as_mut() else { return };
+        while trace.next <= trace.until && trace.next < time {
+            trace.frames.push(Frame {
+                time: trace.next,
+                depth: self.dynos.iter().map(|d| d.busy + d.waiting.len() as u32).collect(),
+                router_waiting: self.router_queues.iter().map(|q| q.len() as u64).sum(),
+                arrived: self.arrived,
+                queued: self.queued,
+            });
+            trace.next = (trace.frames.len() as f64) * trace.interval;
+        }
+    }
+
     fn hold(&mut self, request: Request) {
+        self.queued += 1;
         let queue = &mut self.router_queues[request.router as usize];
         queue.push_back(request);
         self.waiting_total += 1;
@@ -259,6 +358,7 @@ impl Simulation<'_> {
             self.start(dyno, request);
         } else {
             let measuring = self.now >= self.window_start;
+            self.queued += 1;
             let d = &mut self.dynos[dyno];
             d.waiting.push_back(request);
             if measuring {

@@ -70,24 +70,41 @@ fn service_quantiles(scenario_json: &str, base_dir: &str, ps: Vec<f64>) -> PyRes
 #[pyfunction]
 fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
     let scenario = build(scenario_json, base_dir)?;
+    let report = without_gil(py, |stop| dynosim_engine::run(&scenario, stop)).map_err(to_py)?;
+    Ok(serde_json::to_string(&report).expect("reports serialize"))
+}
+
+/// One replication of a scenario, snapshotted every `interval` s up to `until` s (JSON text:
+/// `{"interval": .., "frames": [{"time", "depth": [per dyno], "router_waiting", "arrived",
+/// "queued"}, ..]}`).
+#[pyfunction]
+fn trace(py: Python<'_>, scenario_json: &str, base_dir: &str, interval: f64, until: f64) -> PyResult<String> {
+    let scenario = build(scenario_json, base_dir)?;
+    let outcome = without_gil(py, |stop| {
+        dynosim_engine::trace_replication(&scenario, 0, interval, until, stop).map(|(_, t)| t)
+    });
+    Ok(serde_json::to_string(&outcome.map_err(to_py)?).expect("traces serialize"))
+}
+
+/// Runs `work` with the GIL released, on another thread, while this one watches for Ctrl-C
+/// (signals reach only the main thread); `work` polls the flag it is given.
+fn without_gil<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce(&(dyn Fn() -> bool + Sync)) -> T + Send,
+) -> T {
     let stop = AtomicBool::new(false);
-    let outcome = py.detach(|| {
+    py.detach(|| {
         std::thread::scope(|scope| {
-            let worker =
-                scope.spawn(|| dynosim_engine::run(&scenario, &|| stop.load(Ordering::Relaxed)));
-            // Signals are delivered to the main thread only: it watches for them while the
-            // engine works on other threads.
+            let worker = scope.spawn(|| work(&|| stop.load(Ordering::Relaxed)));
             while !worker.is_finished() {
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(2));
                 if Python::attach(|py| py.check_signals()).is_err() {
                     stop.store(true, Ordering::Relaxed);
                 }
             }
             worker.join().expect("the engine does not panic")
         })
-    });
-    let report = outcome.map_err(to_py)?;
-    Ok(serde_json::to_string(&report).expect("reports serialize"))
+    })
 }
 
 /// The registered names of each extension point.
@@ -128,6 +145,7 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(service_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(registry, m)?)?;
+    m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(erlang_c, m)?)?;
     m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;
     m.add_function(wrap_pyfunction!(mg1_mean_wait, m)?)?;
