@@ -6,8 +6,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let policy = args.get(1).map(String::as_str).unwrap_or("random");
     let minutes: f64 = args.get(2).and_then(|m| m.parse().ok()).unwrap_or(60.0);
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/dynosim/scenarios/rapgenius.toml");
-    let mut doc: serde_json::Value = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../python/dynosim/scenarios/rapgenius.toml"
+    );
+    let mut doc: serde_json::Value =
+        toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     doc["router"]["policy"] = policy.into();
     doc["run"]["duration"] = (minutes * 60.0).into();
     doc["run"]["warmup"] = 0.into();
@@ -15,5 +19,9 @@ fn main() {
     let t = std::time::Instant::now();
     let r = run_replication(&s, 0, &never_interrupted).unwrap();
     let secs = t.elapsed().as_secs_f64();
-    println!("{policy}: {} requests in {secs:.3} s = {:.2} M req/s", r.simulated_requests, r.simulated_requests as f64 / secs / 1e6);
+    println!(
+        "{policy}: {} requests in {secs:.3} s = {:.2} M req/s",
+        r.simulated_requests,
+        r.simulated_requests as f64 / secs / 1e6
+    );
 }

@@ -1,6 +1,7 @@
 //! One router's view of the dynos: how many requests it has in flight on each (sent by this
 //! router and not yet answered, whether in service or waiting at the dyno), bucketed by count
-//! so that "a least-loaded dyno, ties broken at random" costs O(1).
+//! so that "a least-loaded dyno, ties broken at random" costs O(1). The buckets are kept only
+//! for policies that rank dynos by load; the others pay only for the counts.
 
 use crate::rng::SimRng;
 use rand::Rng;
@@ -13,15 +14,27 @@ pub struct LoadIndex {
     /// Position of each dyno within its bucket.
     position: Vec<u32>,
     min: u32,
+    ranked: bool,
 }
 
 impl LoadIndex {
-    pub fn new(dynos: usize) -> Self {
+    /// `ranked`: keep the buckets that [`Self::min_load`] and [`Self::random_least_loaded`]
+    /// need.
+    pub fn new(dynos: usize, ranked: bool) -> Self {
         LoadIndex {
             in_flight: vec![0; dynos],
-            buckets: vec![(0..dynos as u32).collect()],
-            position: (0..dynos as u32).collect(),
+            buckets: if ranked {
+                vec![(0..dynos as u32).collect()]
+            } else {
+                Vec::new()
+            },
+            position: if ranked {
+                (0..dynos as u32).collect()
+            } else {
+                Vec::new()
+            },
             min: 0,
+            ranked,
         }
     }
 
@@ -35,9 +48,10 @@ impl LoadIndex {
         self.in_flight[dyno]
     }
 
-    /// The smallest in-flight count over all dynos.
+    /// The smallest in-flight count over all dynos (ranked indexes only).
     #[inline]
     pub fn min_load(&self) -> u32 {
+        debug_assert!(self.ranked, "min_load needs a ranked index");
         self.min
     }
 
@@ -78,6 +92,10 @@ impl LoadIndex {
     #[inline]
     pub fn increment(&mut self, dyno: usize) {
         let count = self.in_flight[dyno];
+        if !self.ranked {
+            self.in_flight[dyno] = count + 1;
+            return;
+        }
         self.take(dyno);
         self.put(dyno, count + 1);
         if count == self.min && self.buckets[count as usize].is_empty() {
@@ -89,6 +107,10 @@ impl LoadIndex {
     pub fn decrement(&mut self, dyno: usize) {
         let count = self.in_flight[dyno];
         debug_assert!(count > 0, "decrement of an idle dyno");
+        if !self.ranked {
+            self.in_flight[dyno] = count - 1;
+            return;
+        }
         self.take(dyno);
         self.put(dyno, count - 1);
         self.min = self.min.min(count - 1);
@@ -103,7 +125,7 @@ mod tests {
     #[test]
     fn least_loaded_tracks_counts() {
         let mut rng = SimRng::seed_from_u64(7);
-        let mut index = LoadIndex::new(4);
+        let mut index = LoadIndex::new(4, true);
         for d in [0, 1, 2, 0, 1] {
             index.increment(d);
         }

@@ -30,8 +30,12 @@ struct Request {
 
 #[derive(Debug, Clone, Copy)]
 enum EventKind {
-    /// A request finishes service on a dyno.
-    Completion { dyno: u32, request: Request },
+    /// A request finishes service on a dyno (its service time is no longer needed).
+    Completion {
+        dyno: u32,
+        router: u32,
+        arrival: f64,
+    },
 }
 
 #[derive(Debug)]
@@ -154,8 +158,8 @@ struct Simulation<'s> {
     router_queues: Vec<VecDeque<Request>>,
     waiting_total: usize,
     routing_rng: SimRng,
+    /// Queue times; its positive part is the queue time of the requests that waited.
     queue: TimeStats,
-    queue_of_queued: TimeStats,
     response: TimeStats,
     service_sum: f64,
     completions_in_window: u64,
@@ -184,16 +188,27 @@ pub fn trace_replication(
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(ReplicationResult, Trace)> {
     if !(interval > 0.0 && until >= 0.0 && interval.is_finite() && until.is_finite()) {
-        return Err(Error::config("trace", "interval must be positive and until >= 0"));
+        return Err(Error::config(
+            "trace",
+            "interval must be positive and until >= 0",
+        ));
     }
     let frames = (until / interval).floor() + 1.0;
     if frames * scenario.dynos as f64 > 5e7 {
         return Err(Error::config(
             "trace",
-            format!("{frames} frames x {} dynos is too large a trace; use a longer interval", scenario.dynos),
+            format!(
+                "{frames} frames x {} dynos is too large a trace; use a longer interval",
+                scenario.dynos
+            ),
         ));
     }
-    let recorder = TraceRecorder { interval, until, next: 0.0, frames: Vec::with_capacity(frames as usize) };
+    let recorder = TraceRecorder {
+        interval,
+        until,
+        next: 0.0,
+        frames: Vec::with_capacity(frames as usize),
+    };
     simulate(scenario, replication, Some(recorder), interrupted)
         .map(|(result, trace)| (result, trace.expect("a recorder was given")))
 }
@@ -219,13 +234,14 @@ fn simulate(
         window_end: scenario.warmup + scenario.duration,
         events: BinaryHeap::with_capacity(scenario.total_slots().min(1 << 20) as usize + 1),
         dynos: (0..n).map(|_| Dyno::default()).collect(),
-        loads: (0..routers).map(|_| LoadIndex::new(n)).collect(),
+        loads: (0..routers)
+            .map(|_| LoadIndex::new(n, scenario.policy.ranks_by_load()))
+            .collect(),
         policies: (0..routers).map(|_| scenario.policy.box_clone()).collect(),
         router_queues: (0..routers).map(|_| VecDeque::new()).collect(),
         waiting_total: 0,
         routing_rng: stream(seed, replication, Stream::Routing),
         queue: TimeStats::default(),
-        queue_of_queued: TimeStats::default(),
         response: TimeStats::default(),
         service_sum: 0.0,
         completions_in_window: 0,
@@ -257,7 +273,11 @@ fn simulate(
             let event = sim.events.pop().expect("peeked");
             sim.now = event.time;
             match event.kind {
-                EventKind::Completion { dyno, request } => sim.complete(dyno as usize, request),
+                EventKind::Completion {
+                    dyno,
+                    router,
+                    arrival,
+                } => sim.complete(dyno as usize, router as usize, arrival),
             }
         } else if let Some(t) = next_arrival.filter(|&t| t < sim.window_end) {
             sim.now = t;
@@ -298,7 +318,10 @@ fn simulate(
     if sim.trace.is_some() {
         sim.snapshot_until(f64::INFINITY);
     }
-    let trace = sim.trace.take().map(|t| Trace { interval: t.interval, frames: t.frames });
+    let trace = sim.trace.take().map(|t| Trace {
+        interval: t.interval,
+        frames: t.frames,
+    });
     Ok((sim.finish(simulated, steps), trace))
 }
 
@@ -328,11 +351,17 @@ impl Simulation<'_> {
     /// events).
     #[cold]
     fn snapshot_until(&mut self, time: f64) {
-        let Some(trace) = self.trace.as_mut() else { return };
+        let Some(trace) = self.trace.as_mut() else {
+            return;
+        };
         while trace.next <= trace.until && trace.next < time {
             trace.frames.push(Frame {
                 time: trace.next,
-                depth: self.dynos.iter().map(|d| d.busy + d.waiting.len() as u32).collect(),
+                depth: self
+                    .dynos
+                    .iter()
+                    .map(|d| d.busy + d.waiting.len() as u32)
+                    .collect(),
                 router_waiting: self.router_queues.iter().map(|q| q.len() as u64).sum(),
                 arrived: self.arrived,
                 queued: self.queued,
@@ -388,9 +417,6 @@ impl Simulation<'_> {
         if request.arrival >= self.window_start {
             let wait = self.now - request.arrival;
             self.queue.record(wait);
-            if wait > 0.0 {
-                self.queue_of_queued.record(wait);
-            }
         }
         self.seq += 1;
         self.events.push(Event {
@@ -398,21 +424,21 @@ impl Simulation<'_> {
             seq: self.seq,
             kind: EventKind::Completion {
                 dyno: dyno as u32,
-                request,
+                router: request.router,
+                arrival: request.arrival,
             },
         });
     }
 
-    fn complete(&mut self, dyno: usize, request: Request) {
+    fn complete(&mut self, dyno: usize, router: usize, arrival: f64) {
         self.advance(dyno);
         self.dynos[dyno].busy -= 1;
-        if request.arrival >= self.window_start {
-            self.response.record(self.now - request.arrival);
+        if arrival >= self.window_start {
+            self.response.record(self.now - arrival);
         }
         if self.now >= self.window_start && self.now <= self.window_end {
             self.completions_in_window += 1;
         }
-        let router = request.router as usize;
         self.loads[router].decrement(dyno);
         if let Some(next) = self.dynos[dyno].waiting.pop_front() {
             self.waiting_total -= 1;
@@ -440,9 +466,9 @@ impl Simulation<'_> {
         let requests = self.queue.count();
         ReplicationResult {
             requests,
-            queued_fraction: ratio(self.queue_of_queued.count() as f64, requests as f64),
+            queued_fraction: ratio(self.queue.positive_count() as f64, requests as f64),
             queue: self.queue.summary(),
-            queue_of_queued: self.queue_of_queued.summary(),
+            queue_of_queued: self.queue.positive_summary(),
             response: self.response.summary(),
             service_mean: ratio(self.service_sum, requests as f64),
             throughput: self.completions_in_window as f64 / self.scenario.duration,

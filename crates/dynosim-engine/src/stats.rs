@@ -22,6 +22,9 @@ pub struct TimeSummary {
 #[derive(Debug, Clone)]
 pub struct TimeStats {
     count: u64,
+    /// Zeros are counted here and added to the histogram at the end: most requests do not
+    /// wait, and a counter is cheaper than a histogram record.
+    zeros: u64,
     sum: f64,
     max: f64,
     histogram: Histogram<u64>,
@@ -31,6 +34,7 @@ impl Default for TimeStats {
     fn default() -> Self {
         TimeStats {
             count: 0,
+            zeros: 0,
             sum: 0.0,
             max: 0.0,
             histogram: Histogram::new(3).expect("3 significant digits is valid"),
@@ -42,12 +46,17 @@ impl TimeStats {
     #[inline]
     pub fn record(&mut self, seconds: f64) {
         self.count += 1;
+        if seconds <= 0.0 {
+            self.zeros += 1;
+            return;
+        }
         self.sum += seconds;
         if seconds > self.max {
             self.max = seconds;
         }
         // `record` grows the auto-resizing histogram; it fails only past its u64 range.
-        let micros = (seconds * MICROS).round() as u64;
+        // Rounds to the nearest microsecond (times are positive).
+        let micros = (seconds * MICROS + 0.5) as u64;
         if self.histogram.record(micros).is_err() {
             self.histogram.saturating_record(micros);
         }
@@ -61,34 +70,72 @@ impl TimeStats {
         self.sum
     }
 
+    /// Values above zero (e.g. requests that waited at all).
+    pub fn positive_count(&self) -> u64 {
+        self.count - self.zeros
+    }
+
+    /// Summary over every value recorded.
     pub fn summary(&self) -> TimeSummary {
-        if self.count == 0 {
-            return TimeSummary {
-                mean: 0.0,
-                p50: 0.0,
-                p90: 0.0,
-                p95: 0.0,
-                p99: 0.0,
-                p999: 0.0,
-                max: 0.0,
-            };
+        let mut histogram = self.histogram.clone();
+        if self.zeros > 0 {
+            histogram
+                .record_n(0, self.zeros)
+                .expect("0 is always in range");
         }
-        let q = |p: f64| self.histogram.value_at_quantile(p) as f64 / MICROS;
-        TimeSummary {
-            mean: self.sum / self.count as f64,
-            p50: q(0.5),
-            p90: q(0.9),
-            p95: q(0.95),
-            p99: q(0.99),
-            p999: q(0.999),
-            max: self.max,
-        }
+        summarize(&histogram, self.sum, self.count, self.max)
+    }
+
+    /// Summary over the values above zero only (queue time of the requests that waited).
+    pub fn positive_summary(&self) -> TimeSummary {
+        summarize(&self.histogram, self.sum, self.positive_count(), self.max)
+    }
+}
+
+fn summarize(histogram: &Histogram<u64>, sum: f64, count: u64, max: f64) -> TimeSummary {
+    if count == 0 {
+        return TimeSummary {
+            mean: 0.0,
+            p50: 0.0,
+            p90: 0.0,
+            p95: 0.0,
+            p99: 0.0,
+            p999: 0.0,
+            max: 0.0,
+        };
+    }
+    let q = |p: f64| histogram.value_at_quantile(p) as f64 / MICROS;
+    TimeSummary {
+        mean: sum / count as f64,
+        p50: q(0.5),
+        p90: q(0.9),
+        p95: q(0.95),
+        p99: q(0.99),
+        p999: q(0.999),
+        max,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zeros_count_in_percentiles() {
+        let mut s = TimeStats::default();
+        for i in 0..100 {
+            s.record(if i < 60 { 0.0 } else { 1.0 });
+        }
+        let t = s.summary();
+        assert_eq!(s.count(), 100);
+        assert_eq!(t.p50, 0.0);
+        assert!((t.p90 - 1.0).abs() < 1e-3);
+        assert!((t.mean - 0.4).abs() < 1e-12);
+        let positive = s.positive_summary();
+        assert_eq!(s.positive_count(), 40);
+        assert!((positive.mean - 1.0).abs() < 1e-12);
+        assert!((positive.p50 - 1.0).abs() < 1e-3);
+    }
 
     #[test]
     fn percentiles_of_known_values() {

@@ -78,7 +78,13 @@ fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> 
 /// `{"interval": .., "frames": [{"time", "depth": [per dyno], "router_waiting", "arrived",
 /// "queued"}, ..]}`).
 #[pyfunction]
-fn trace(py: Python<'_>, scenario_json: &str, base_dir: &str, interval: f64, until: f64) -> PyResult<String> {
+fn trace(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    interval: f64,
+    until: f64,
+) -> PyResult<String> {
     let scenario = build(scenario_json, base_dir)?;
     let outcome = without_gil(py, |stop| {
         dynosim_engine::trace_replication(&scenario, 0, interval, until, stop).map(|(_, t)| t)

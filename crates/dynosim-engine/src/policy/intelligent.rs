@@ -24,4 +24,7 @@ impl RoutingPolicy for Intelligent {
             Route::Hold
         }
     }
+    fn ranks_by_load(&self) -> bool {
+        true
+    }
 }

@@ -17,4 +17,7 @@ impl RoutingPolicy for LeastConnections {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
         Route::To(view.load.random_least_loaded(rng))
     }
+    fn ranks_by_load(&self) -> bool {
+        true
+    }
 }

@@ -52,6 +52,11 @@ impl RouterView<'_> {
 
 pub trait RoutingPolicy: Send + Sync + Debug + BoxClone {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route;
+    /// Whether the policy calls `min_load` or `random_least_loaded` on the router's
+    /// [`LoadIndex`] (which then keeps its buckets up to date, at a cost per request).
+    fn ranks_by_load(&self) -> bool {
+        false
+    }
 }
 
 /// Lets a configured policy be copied for each router and replication.
