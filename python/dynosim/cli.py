@@ -10,7 +10,7 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, List, NoReturn, Optional, Sequence
+from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .api import run as run_scenario
@@ -94,9 +94,9 @@ def _command_modules() -> list:
     """Commands that live in their own module: each has ``register(subparsers)``, which adds
     its parser and sets ``handler`` (a function of the parsed arguments returning the exit
     code)."""
-    from . import animate, sweep
+    from . import animate, capacity, demo, sweep
 
-    return [sweep, animate]
+    return [demo, capacity, sweep, animate]
 
 
 def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
@@ -151,9 +151,15 @@ def _fail(error: Exception) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    results = run_scenario(scenario_from_args(args), policies=args.policy)
+    scenario = scenario_from_args(args)
+    cases = scenario.cases or [("", scenario)]
+    for _, case in cases:  # validate every case before running any
+        (case.with_overrides({"router.policy": args.policy}) if args.policy else case).validate()
+    results = [(label, run_scenario(case, policies=args.policy)) for label, case in cases]
     if args.json:
-        json.dump(results.to_dict(), sys.stdout, indent=2, allow_nan=False, default=str)
+        doc = (results[0][1].to_dict() if not scenario.cases else
+               {"cases": [dict(label=label, **r.to_dict()) for label, r in results]})
+        json.dump(doc, sys.stdout, indent=2, allow_nan=False, default=str)
         sys.stdout.write("\n")
     else:
         print_table(results)
@@ -183,26 +189,31 @@ def _percent(x: float) -> str:
     return f"{100 * x:.1f}%" if abs(x) >= 0.01 else f"{100 * x:.2g}%"
 
 
-def print_table(results: Results) -> None:
+def print_table(cases: List[Tuple[str, Results]]) -> None:
+    """One row per (case, policy); the case column only when the scenario has cases."""
     from rich.console import Console
     from rich.table import Table
 
     # Piped output gets a width that fits the table rather than rich's 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 160)
-    head = results[0].report
+    labelled = any(label for label, _ in cases)
+    head = cases[0][1][0].report
     console.print(
         f"[bold]{head['scenario']}[/bold]: {head['arrival_rate'] * 60:,.0f} req/min, mean service "
         f"{_duration(head['service_mean'])}, {head['replications']} replications × "
         f"{head['duration'] / 60:g} min (after {head['warmup']:g} s warm-up), seed {head['seed']}"
     )
     table = Table(show_lines=False, header_style="bold")
+    if labelled:
+        table.add_column("case", no_wrap=True)
     for col in ("policy", "dynos×slots", "load", "queued", "queue mean", "queue mean\n(queued)",
                 "queue median\n(queued)", "queue p99", "response p99", "max dyno\nqueue"):
         table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
-    for r in results:
+    for label, r in ((label, r) for label, results in cases for r in results):
         rep = r.report
         routers = f" ×{rep['routers']} routers" if rep["routers"] > 1 else ""
         table.add_row(
+            *([label] if labelled else []),
             r.policy + routers,
             f"{rep['dynos']}×{rep['slots']}",
             f"{rep['offered_load']:.3f}",

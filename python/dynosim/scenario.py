@@ -29,6 +29,10 @@ ScenarioLike = Union["Scenario", str, Path, Mapping[str, Any]]
 
 OVERRIDE_SOURCE = "--set"
 
+#: Sections read by the Python layer and not passed to the engine: prices (see
+#: :mod:`dynosim.cost`) and labelled variants of the scenario (``[[cases]]``).
+PYTHON_SECTIONS = ("cost", "cases")
+
 #: Keys naming a section's kind, with the keys of that section that every kind shares. An
 #: override that changes the kind drops the old kind's parameters (a Weibull given with
 #: ``--set`` replaces the file's percentile table rather than clashing with it).
@@ -175,7 +179,36 @@ class Scenario:
         return Scenario(doc, source=self.source, base_dir=self.base_dir, overridden=self.overridden)
 
     def to_json(self) -> str:
-        return json.dumps(self.doc)
+        """The document the engine reads (without the Python layer's sections)."""
+        return json.dumps({k: v for k, v in self.doc.items() if k not in PYTHON_SECTIONS})
+
+    @property
+    def cases(self) -> List[tuple]:
+        """Labelled variants, ``[[cases]]`` with ``label`` and ``set`` (keys to override), as
+        ``(label, Scenario)`` pairs; empty when the scenario has none."""
+        raw = self.doc.get("cases")
+        if raw is None:
+            return []
+        if not isinstance(raw, list) or not raw:
+            raise self._error("cases", "expected a non-empty array of tables [[cases]]")
+        out = []
+        for i, case in enumerate(raw):
+            where = f"cases[{i}]"
+            if not isinstance(case, dict):
+                raise self._error(where, "expected a table with label and set")
+            unknown = set(case) - {"label", "set"}
+            if unknown:
+                raise self._error(f"{where}.{sorted(unknown)[0]}", "unknown key; expected label or set")
+            label = case.get("label")
+            if not isinstance(label, str) or not label:
+                raise self._error(f"{where}.label", "expected a non-empty string")
+            overrides = case.get("set", {})
+            if not isinstance(overrides, dict):
+                raise self._error(f"{where}.set", "expected a table of key.path = value")
+            base = Scenario({k: v for k, v in self.doc.items() if k != "cases"}, source=self.source,
+                            base_dir=self.base_dir, overridden=self.overridden)
+            out.append((label, base.with_overrides(_flatten(overrides))))
+        return out
 
     def describe(self) -> Dict[str, Any]:
         """Validates the scenario (first policy) and returns what the engine made of it:
@@ -222,3 +255,15 @@ def _set_path(doc: Dict[str, Any], key: str, value: Any) -> None:
             raise ScenarioError(f"{where} is a value, not a table; cannot set {key}", file=OVERRIDE_SOURCE, path=key)
         node = child
     node[parts[-1]] = value
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """``{"fleet": {"dynos": 15}}`` (TOML's dotted keys) → ``{"fleet.dynos": 15}``."""
+    out: Dict[str, Any] = {}
+    for key, value in table.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out

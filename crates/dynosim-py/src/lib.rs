@@ -123,6 +123,12 @@ fn registry(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(d.into_any().unbind())
 }
 
+/// A duration in seconds from `"306ms"`, `"5min"`... (the scenario's units), or None.
+#[pyfunction]
+fn parse_duration(text: &str) -> Option<f64> {
+    dynosim_engine::units::parse_duration(text)
+}
+
 #[pyfunction]
 fn erlang_c(c: u32, a: f64) -> f64 {
     theory::erlang_c(c, a)
@@ -152,6 +158,7 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(registry, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(erlang_c, m)?)?;
     m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;
     m.add_function(wrap_pyfunction!(mg1_mean_wait, m)?)?;

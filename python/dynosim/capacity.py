@@ -1,0 +1,281 @@
+"""Capacity planning: the fewest dynos that meet latency targets, per routing policy.
+
+A target is ``METRIC OP VALUE``: ``"queue.mean <= 10ms"``, ``"response.p99 < 2s"``,
+``"queued_fraction <= 5%"``. A dyno count is accepted only when the far end of each metric's
+95% confidence interval meets its target (the upper end for ``<=``), so an answer is never
+an artefact of a lucky seed. Counts are searched upward from the smallest stable one by
+doubling, then by bisection; every count runs on the same seed (common random numbers),
+which keeps the metrics monotone in the count in practice.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from . import _dynosim
+from .api import run as run_scenario
+from .cost import Pricing
+from .errors import DynosimError, ScenarioError
+from .results import METRICS, Estimate, PolicyResult
+from .scenario import Scenario
+
+__all__ = ["Target", "parse_target", "CapacityResult", "min_dynos", "plan"]
+
+TIME_PREFIXES = ("queue.", "queue_of_queued.", "response.")
+_OPS: Dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
+}
+
+
+def is_time_metric(metric: str) -> bool:
+    return metric.startswith(TIME_PREFIXES) or metric == "service_mean"
+
+
+@dataclass(frozen=True)
+class Target:
+    metric: str
+    op: str
+    value: float
+    text: str
+
+    @property
+    def upper(self) -> bool:
+        return self.op in ("<=", "<")
+
+    def met_by(self, e: Estimate) -> bool:
+        """Met with confidence: the interval's far end is on the right side of the value."""
+        bound = e.ci_high if self.upper else e.ci_low
+        return bool(_OPS[self.op](bound, self.value))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_target(text: str) -> Target:
+    """Parses ``"queue.mean <= 10ms"``; raises :class:`ScenarioError` (file ``--target``)."""
+    m = re.fullmatch(r"\s*([a-z_.0-9]+)\s*(<=|>=|<|>)\s*(.+?)\s*", text)
+    if not m:
+        raise ScenarioError(f"expected METRIC OP VALUE such as \"queue.mean <= 10ms\", got {text!r}",
+                            file="--target")
+    metric, op, raw = m.groups()
+    if metric not in METRICS:
+        raise ScenarioError(f"unknown metric {metric!r}; expected one of: {', '.join(METRICS)}",
+                            file="--target")
+    if is_time_metric(metric):
+        value = _dynosim.parse_duration(raw)
+        if value is None:
+            raise ScenarioError(f"{metric} is a time: expected a duration such as 10ms, got {raw!r}",
+                                file="--target")
+    else:
+        try:
+            value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        except ValueError:
+            raise ScenarioError(f"expected a number or a percentage for {metric}, got {raw!r}",
+                                file="--target") from None
+    if not math.isfinite(value):
+        raise ScenarioError(f"expected a finite value, got {raw!r}", file="--target")
+    return Target(metric, op, value, f"{metric} {op} {raw}")
+
+
+@dataclass
+class CapacityResult:
+    policy: str
+    slots: int
+    dynos: Optional[int]
+    """The fewest dynos meeting every target, or None when none up to the limit does."""
+    estimates: Dict[str, Estimate] = field(default_factory=dict)
+    """Each target metric's estimate at that count."""
+    evaluated: Dict[int, bool] = field(default_factory=dict)
+    """Every count tried, and whether it met the targets."""
+    monthly_cost: Optional[float] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "policy": self.policy, "slots": self.slots, "dynos": self.dynos,
+            "monthly_cost": self.monthly_cost,
+            "estimates": {k: vars(v) for k, v in self.estimates.items()},
+            "evaluated": {str(k): v for k, v in sorted(self.evaluated.items())},
+        }
+
+
+def min_dynos(
+    scenario: Scenario,
+    policy: str,
+    targets: Sequence[Target],
+    *,
+    slots: Optional[int] = None,
+    max_dynos: int = 100_000,
+    on_step: Optional[Callable[[int, bool], None]] = None,
+) -> CapacityResult:
+    """The fewest dynos for which `policy` meets every target (see the module's notes)."""
+    if not targets:
+        raise DynosimError("give at least one target")
+    s = scenario.for_policy(policy)
+    if slots is not None:
+        s = s.with_overrides({"fleet.slots": slots})
+    info = s.describe()
+    if info["replications"] < 2:
+        raise ScenarioError("capacity needs at least 2 replications for confidence intervals",
+                            file=s.source, path="run.replications")
+    result = CapacityResult(policy, int(info["slots"]), None)
+    cache: Dict[int, PolicyResult] = {}
+
+    def meets(n: int) -> bool:
+        if n not in cache:
+            cache[n] = run_scenario(s.with_overrides({"fleet.dynos": n}))[0]
+        ok = all(t.met_by(cache[n].estimate(t.metric)) for t in targets)
+        result.evaluated[n] = ok
+        if on_step:
+            on_step(n, ok)
+        return ok
+
+    # The smallest stable count: offered load strictly below capacity.
+    low = math.floor(info["busy_slots_needed"] / info["slots"]) + 1
+    if low > max_dynos:
+        return result
+    if meets(low):
+        best = low
+    else:
+        failing, probe = low, low
+        while True:
+            probe = min(max_dynos, max(probe + 1, probe * 2))
+            if meets(probe):
+                break
+            if probe == max_dynos:
+                return result
+            failing = probe
+        while probe - failing > 1:
+            mid = (failing + probe) // 2
+            if meets(mid):
+                probe = mid
+            else:
+                failing = mid
+        best = probe
+    result.dynos = best
+    result.estimates = {t.metric: cache[best].estimate(t.metric) for t in targets}
+    return result
+
+
+def plan(
+    scenario: Scenario,
+    policies: Sequence[str],
+    targets: Sequence[Target],
+    *,
+    slots: Sequence[Optional[int]] = (None,),
+    dyno_type: Optional[str] = None,
+    max_dynos: int = 100_000,
+    on_step: Optional[Callable[[str, int, int, bool], None]] = None,
+) -> List[CapacityResult]:
+    """`min_dynos` for every policy and slots value, with the monthly cost of each answer."""
+    pricing = Pricing.from_scenario(scenario.doc, scenario.source, dyno_type)
+    out = []
+    for policy in policies:
+        for k in slots:
+            step = (lambda n, ok, p=policy, k=k: on_step(p, k or 0, n, ok)) if on_step else None
+            r = min_dynos(scenario, policy, targets, slots=k, max_dynos=max_dynos, on_step=step)
+            if r.dynos is not None:
+                r.monthly_cost = pricing.monthly(r.dynos)
+            out.append(r)
+    return out
+
+
+# --- the `dynosim capacity` command ---------------------------------------------------------
+
+def register(commands: Any) -> None:
+    from .cli import _policy_list, add_scenario_arguments
+
+    help = "Find the fewest dynos that meet latency targets, per routing policy, and their cost."
+    p = commands.add_parser("capacity", help=help, description=help + " " + __doc__.split("\n\n")[1].replace("\n", " "))
+    add_scenario_arguments(p)
+    p.add_argument("--target", dest="targets", action="append", required=True, type=_target_arg,
+                   metavar='"METRIC OP VALUE"', help='e.g. "queue.mean <= 10ms" (repeatable; all must hold)')
+    p.add_argument("--policy", type=_policy_list, metavar="P1,P2",
+                   help="policies to plan for (default: the scenario's router.policy)")
+    p.add_argument("--slots", type=_slots_list, metavar="K1,K2",
+                   help="also search workers per dyno: the fewest dynos for each slots value")
+    p.add_argument("--dyno-type", help="price the answer as this dyno type (default: the scenario's, else standard-1x)")
+    p.add_argument("--max-dynos", type=int, default=100_000, help="give up above this count (default 100000)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=main)
+
+
+def _target_arg(text: str) -> Target:
+    import argparse
+    try:
+        return parse_target(text)
+    except ScenarioError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+def _slots_list(text: str) -> List[int]:
+    import argparse
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected whole numbers >= 1, got {text!r}")
+    return values
+
+
+def main(args: Any) -> int:
+    import json
+    import sys
+    import time
+
+    from .cli import scenario_from_args
+
+    scenario = scenario_from_args(args)
+    policies = args.policy or scenario.policies
+    pricing = Pricing.from_scenario(scenario.doc, scenario.source, args.dyno_type)
+    for policy in policies:
+        scenario.for_policy(policy).describe()  # validate everything before searching
+    started = time.monotonic()
+    results = plan(scenario, policies, args.targets, slots=args.slots or [None],
+                   dyno_type=args.dyno_type, max_dynos=args.max_dynos)
+    if args.json:
+        json.dump({"scenario": scenario.name, "targets": [str(t) for t in args.targets],
+                   "dyno_type": pricing.dyno_type, "price": pricing.price,
+                   "results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print_plan(scenario, args.targets, results, pricing, time.monotonic() - started)
+    return 0
+
+
+def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[CapacityResult],
+               pricing: Pricing, seconds: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .cli import _duration
+
+    console = Console(width=None if __import__("sys").stdout.isatty() else 140)
+    console.print(f"[bold]{scenario.name}[/bold]: fewest dynos meeting {' and '.join(map(str, targets))} "
+                  f"(upper end of the 95% interval), priced as {pricing.describe()}")
+    table = Table(header_style="bold")
+    for col in ["policy", "slots", "dynos"] + [t.metric for t in targets] + ["$/month", "counts tried"]:
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+    for r in results:
+        cells = []
+        for t in targets:
+            e = r.estimates.get(t.metric)
+            fmt = _duration if is_time_metric(t.metric) else (lambda x: f"{x:.4g}")
+            cells.append("-" if e is None else f"{fmt(e.mean)} (≤ {fmt(e.ci_high)})" if t.upper
+                         else f"{fmt(e.mean)} (≥ {fmt(e.ci_low)})")
+        table.add_row(r.policy, str(r.slots), f"{r.dynos:,}" if r.dynos else "none found",
+                      *cells, f"{r.monthly_cost:,.0f}" if r.monthly_cost is not None else "-",
+                      str(len(r.evaluated)))
+    console.print(table)
+    found = [r for r in results if r.dynos]
+    if len(found) >= 2:
+        best = min(found, key=lambda r: r.dynos)
+        for r in found:
+            if r is not best:
+                console.print(f"{r.policy} (slots {r.slots}) needs {r.dynos / best.dynos:.1f}× the dynos of "
+                              f"{best.policy} (slots {best.slots}): {r.dynos:,} vs {best.dynos:,}.")
+    console.print(f"searched in {seconds:.1f} s", style="dim")

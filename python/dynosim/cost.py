@@ -1,0 +1,74 @@
+"""Dyno prices (DOMAIN.md §4) and monthly cost.
+
+The default is today's Standard-1X; ``2013-1x`` is the $36 dyno of the seed study. A scenario
+can choose a type and add or override prices:
+
+    [cost]
+    dyno_type = "2013-1x"
+    prices = { "my-dyno" = 40 }     # $/month per dyno
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional
+
+from .errors import ScenarioError
+
+__all__ = ["PRICES", "DEFAULT_DYNO_TYPE", "Pricing"]
+
+#: $/month for one dyno running all month (Eco: a pool, see below).
+PRICES: Dict[str, float] = {
+    "eco": 5.0,
+    "basic": 7.0,
+    "standard-1x": 25.0,
+    "standard-2x": 50.0,
+    "performance-m": 250.0,
+    "performance-l": 500.0,
+    "2013-1x": 36.0,
+}
+DEFAULT_DYNO_TYPE = "standard-1x"
+HOURS_PER_MONTH = 730.0
+#: Eco dynos share a pool: $5 buys 1000 dyno-hours a month.
+ECO_POOL_HOURS = 1000.0
+
+
+@dataclass(frozen=True)
+class Pricing:
+    dyno_type: str
+    price: float
+
+    @classmethod
+    def from_scenario(cls, doc: Mapping[str, Any], source: Optional[str], dyno_type: Optional[str] = None) -> "Pricing":
+        section = doc.get("cost", {})
+        if not isinstance(section, dict):
+            raise ScenarioError("expected a table", file=source, path="cost")
+        unknown = set(section) - {"dyno_type", "prices"}
+        if unknown:
+            raise ScenarioError(f"unknown key; expected dyno_type or prices", file=source,
+                                path=f"cost.{sorted(unknown)[0]}")
+        prices = dict(PRICES)
+        extra = section.get("prices", {})
+        if not isinstance(extra, dict):
+            raise ScenarioError("expected a table of dyno type = $/month", file=source, path="cost.prices")
+        for name, value in extra.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ScenarioError(f"expected a price >= 0 in $/month, got {value!r}", file=source,
+                                    path=f"cost.prices.{name}")
+            prices[name] = float(value)
+        chosen = dyno_type or section.get("dyno_type", DEFAULT_DYNO_TYPE)
+        if chosen not in prices:
+            where = "--dyno-type" if dyno_type else source
+            raise ScenarioError(f"unknown dyno type {chosen!r}; expected one of: {', '.join(prices)}",
+                                file=where, path="" if dyno_type else "cost.dyno_type")
+        return cls(chosen, prices[chosen])
+
+    def monthly(self, dynos: int) -> float:
+        """Cost of running `dynos` dynos all month."""
+        if self.dyno_type == "eco":
+            return self.price * math.ceil(dynos * HOURS_PER_MONTH / ECO_POOL_HOURS)
+        return self.price * dynos
+
+    def describe(self) -> str:
+        return f"{self.dyno_type} at ${self.price:g}/month"
