@@ -25,6 +25,12 @@ pub struct ScenarioSpec {
     pub router: RouterSpec,
     #[serde(default)]
     pub run: RunSpec,
+    /// Sections the Python front end reads (prices, labelled variants); the engine ignores
+    /// them, so that a scenario file is valid input for both.
+    #[serde(default, skip_serializing)]
+    pub cost: Option<Value>,
+    #[serde(default, skip_serializing)]
+    pub cases: Option<Value>,
 }
 
 /// `process` names the arrival process; the other keys are its parameters.

@@ -72,7 +72,6 @@ struct Dyno {
     waiting: VecDeque<Request>,
     /// Busy slot-seconds inside the measurement window.
     busy_area: f64,
-    last_change: f64,
     max_waiting: usize,
 }
 
@@ -397,23 +396,19 @@ impl Simulation<'_> {
         }
     }
 
-    /// Brings the dyno's busy-time integral up to now, counting only the window.
-    #[inline]
-    fn advance(&mut self, dyno: usize) {
-        let (start, end, now) = (self.window_start, self.window_end, self.now);
-        let d = &mut self.dynos[dyno];
-        let lo = d.last_change.max(start);
-        let hi = now.min(end);
-        if hi > lo {
-            d.busy_area += d.busy as f64 * (hi - lo);
-        }
-        d.last_change = now;
-    }
-
     #[inline]
     fn start(&mut self, dyno: usize, request: Request) {
-        self.advance(dyno);
-        self.dynos[dyno].busy += 1;
+        // The slot is busy over [now, now + service]: its overlap with the window, counted
+        // once here, is this request's share of the dyno's utilisation.
+        let (lo, hi) = (
+            self.now.max(self.window_start),
+            (self.now + request.service).min(self.window_end),
+        );
+        let d = &mut self.dynos[dyno];
+        d.busy += 1;
+        if hi > lo {
+            d.busy_area += hi - lo;
+        }
         if request.arrival >= self.window_start {
             let wait = self.now - request.arrival;
             self.queue.record(wait);
@@ -431,7 +426,6 @@ impl Simulation<'_> {
     }
 
     fn complete(&mut self, dyno: usize, router: usize, arrival: f64) {
-        self.advance(dyno);
         self.dynos[dyno].busy -= 1;
         if arrival >= self.window_start {
             self.response.record(self.now - arrival);
@@ -456,11 +450,7 @@ impl Simulation<'_> {
         }
     }
 
-    fn finish(mut self, simulated: u64, events: u64) -> ReplicationResult {
-        self.now = self.window_end;
-        for d in 0..self.dynos.len() {
-            self.advance(d);
-        }
+    fn finish(self, simulated: u64, events: u64) -> ReplicationResult {
         let capacity = self.scenario.slots as f64 * self.scenario.duration;
         let per_dyno: Vec<f64> = self.dynos.iter().map(|d| d.busy_area / capacity).collect();
         let requests = self.queue.count();
