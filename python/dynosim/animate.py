@@ -1,14 +1,630 @@
-"""`dynosim animate`: being written (issue 3)."""
+"""`dynosim animate`: per-dyno queue depth over time, one panel per routing policy.
+
+The seed article's animation ("a minute's worth of the simulation... each dyno represented by
+a bar that's as high as its current queue of requests"), with random and intelligent routing
+side by side on the same traffic: every policy runs replication 0 of the scenario from an
+empty system at t = 0, with the same arrivals and service times (same seed, same streams).
+
+Output by suffix: ``.gif`` (matplotlib, Agg, frames quantized to one shared palette by Pillow)
+or ``.html`` (one self-contained file: the frames as JSON in an inline script, one canvas per
+panel drawn by plain JavaScript, no external URL). The HTML page exposes its state on
+``<body>`` for tests: ``data-frame`` (the frame drawn), ``data-frames`` (how many) and
+``data-depth-sum`` (the sum of the bar heights drawn, over all panels).
+
+Outputs are written to a temporary file beside the target, then renamed over it: an error or
+Ctrl-C leaves no half-written file.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from . import _dynosim
+from .errors import DynosimError
+from .scenario import Scenario
+
+DEFAULT_POLICIES = ("random", "intelligent")
+MAX_PANELS = 4
+MAX_FPS = 50.0  # GIF frame delays are in 1/100 s; browsers slow down anything faster than 50 fps
+MAX_FRAMES = 5000
+MAX_VALUES = 2_000_000  # frames × dynos × panels: keeps the HTML (and the GIF's drawing) sane
+HOLD_LAST_FRAME_S = 1.0  # the last frame stays up a little longer before the loop starts over
+SUFFIXES = {".gif": "gif", ".html": "html", ".htm": "html"}
+
+# The seed article's look: plain bars. The part of a bar above the dyno's slots is waiting.
+COLOR_SERVICE = "#4c78a8"
+COLOR_WAITING = "#e4572e"
+COLOR_TEXT = "#222222"
+COLOR_MUTED = "#666666"
+
+DESCRIPTION = (
+    "Animate per-dyno queue depth, one bar per dyno as in the Rap Genius article: random and "
+    "intelligent routing side by side on the same traffic, with a clock and running counts of "
+    "queued requests. Writes a GIF or a self-contained HTML page (by the suffix of --out)."
+)
+
+
+# ----------------------------------------------------------------------------- command line
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("animate", help="Animate per-dyno queues, random and intelligent side by side.", description="Animate per-dyno queues, random and intelligent side by side.")
+    from .cli import add_scenario_arguments
+
+    p = commands.add_parser(
+        "animate",
+        help="Animate per-dyno queues, random and intelligent side by side.",
+        description=DESCRIPTION,
+    )
+    add_scenario_arguments(p)
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="output file: FILE.gif (an animated GIF) or FILE.html (a self-contained page)")
+    p.add_argument("--policy", type=_policies, default=list(DEFAULT_POLICIES), metavar="P1,P2",
+                   help=f"routing policies, one panel each, up to {MAX_PANELS} (default: random,intelligent)")
+    p.add_argument("--seconds", type=_positive_float, default=60.0, metavar="S",
+                   help="simulated seconds to show, from an empty system (default: 60)")
+    p.add_argument("--fps", type=_positive_float, default=10.0,
+                   help=f"frames per second of the output, at most {MAX_FPS:g} (default: 10)")
+    p.add_argument("--speed", type=_positive_float, default=4.0,
+                   help="simulated seconds per real second (default: 4: a minute in 15 s); "
+                        "a frame every speed/fps simulated seconds")
     p.set_defaults(handler=main)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _policies(text: str) -> List[str]:
+    from .cli import _policy_list
+
+    names = _policy_list(text)
+    if len(names) > MAX_PANELS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_PANELS} policies (one panel each), got {len(names)}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a policy is named twice in {text!r}")
+    return names
+
+
+@dataclass(frozen=True)
+class Options:
+    out: Path
+    kind: str  # "gif" or "html"
+    policies: List[str]
+    seconds: float
+    fps: float
+    speed: float
+
+    @property
+    def interval(self) -> float:
+        """Simulated seconds between two frames."""
+        return self.speed / self.fps
+
+    @property
+    def frames(self) -> int:
+        return int(math.floor(self.seconds / self.interval + 1e-9)) + 1
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    """Checks every option of the command; raises DynosimError on the first mistake."""
+    if args.duration is not None:
+        raise DynosimError("--duration does not apply to animate: use --seconds (simulated seconds shown)")
+    if args.replications is not None:
+        raise DynosimError("--replications does not apply to animate: it shows one replication")
+    out = Path(args.out)
+    kind = SUFFIXES.get(out.suffix.lower())
+    if kind is None:
+        raise DynosimError(f"--out: expected a file name ending in .gif or .html, got {args.out!r}")
+    if out.is_dir():
+        raise DynosimError(f"--out: {args.out} is a directory; expected a file name ending in {out.suffix}")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise DynosimError(f"--out: no such directory: {parent}")
+    if args.fps > MAX_FPS:
+        raise DynosimError(f"--fps: at most {MAX_FPS:g} frames per second, got {args.fps:g}")
+    opts = Options(out=out, kind=kind, policies=list(args.policy), seconds=args.seconds,
+                   fps=args.fps, speed=args.speed)
+    if opts.frames < 2:
+        raise DynosimError(
+            f"--seconds {opts.seconds:g} gives a single frame: at --speed {opts.speed:g} and --fps "
+            f"{opts.fps:g} a frame shows every {opts.interval:g} simulated seconds"
+        )
+    if opts.frames > MAX_FRAMES:
+        raise DynosimError(
+            f"--seconds {opts.seconds:g} at --speed {opts.speed:g} and --fps {opts.fps:g} makes "
+            f"{opts.frames:,} frames; at most {MAX_FRAMES:,} (raise --speed or lower --fps)"
+        )
+    return opts
+
+
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedError("dynosim animate is not written yet")
+    from .cli import scenario_from_args
+
+    opts = options_from_args(args)
+    scenario = scenario_from_args(args)
+    movie = simulate(scenario, opts.policies, seconds=opts.seconds, interval=opts.interval)
+    if opts.kind == "gif":
+        write_gif(movie, opts.out, fps=opts.fps)
+    else:
+        write_html(movie, opts.out, fps=opts.fps)
+    return 0
+
+
+# ----------------------------------------------------------------------------- the data
+
+
+@dataclass
+class Panel:
+    policy: str
+    depth: List[List[int]]  # [frame][dyno]: requests at the dyno, in service or waiting
+    router_waiting: List[int]
+    arrived: List[int]  # cumulative
+    queued: List[int]  # cumulative: requests that had to wait (at the router or a dyno)
+
+
+@dataclass
+class Movie:
+    """What both outputs draw: frame times and one panel per policy."""
+
+    scenario: str
+    arrival_rate: float  # per second
+    dynos: int
+    slots: int
+    seed: Any
+    interval: float
+    times: List[float]
+    panels: List[Panel]
+
+    @property
+    def ymax(self) -> int:
+        """The shared y-axis: the deepest queue over all frames and panels, at least 1."""
+        return max([1] + [max(row) for p in self.panels for row in p.depth if row])
+
+    @property
+    def subtitle(self) -> str:
+        slots = f"{self.slots} slot" + ("" if self.slots == 1 else "s")
+        return (f"{self.arrival_rate * 60:,.0f} req/min, {self.dynos} dynos × {slots}, seed {self.seed}: "
+                f"one replication from an empty system")
+
+    def clock(self, frame: int) -> str:
+        return f"t = {self.times[frame]:.{_decimals(self.interval)}f} s"
+
+
+def simulate(scenario: Scenario, policies: Sequence[str], *, seconds: float, interval: float) -> Movie:
+    """Traces every policy on the same traffic; validates all of them before running any."""
+    variants = [scenario.for_policy(p).with_overrides({"run.warmup": 0, "run.duration": seconds})
+                for p in policies]
+    described = [json.loads(v._call(_dynosim.describe)) for v in variants]
+    head = described[0]
+    frames = int(math.floor(seconds / interval + 1e-9)) + 1
+    values = frames * int(head["dynos"]) * len(policies)
+    if values > MAX_VALUES:
+        raise DynosimError(
+            f"{frames:,} frames × {head['dynos']:,} dynos × {len(policies)} panels is too much to draw "
+            f"({values:,} bars; at most {MAX_VALUES:,}): lower --seconds or --fps, or raise --speed"
+        )
+    # A hair past the last frame, so that the accumulated frame times do not drop it.
+    until = (frames - 1) * interval * (1 + 1e-9) + interval * 1e-6
+    panels = []
+    for policy, variant in zip(policies, variants):
+        trace = json.loads(variant._call(_dynosim.trace, interval, until))
+        fs = trace["frames"][:frames]
+        panels.append(Panel(
+            policy=policy,
+            depth=[[int(d) for d in f["depth"]] for f in fs],
+            router_waiting=[int(f["router_waiting"]) for f in fs],
+            arrived=[int(f["arrived"]) for f in fs],
+            queued=[int(f["queued"]) for f in fs],
+        ))
+    n = min(len(p.depth) for p in panels)
+    for p in panels:
+        del p.depth[n:], p.router_waiting[n:], p.arrived[n:], p.queued[n:]
+    return Movie(
+        scenario=scenario.name,
+        arrival_rate=float(head["arrival_rate"]),
+        dynos=int(head["dynos"]),
+        slots=int(head["slots"]),
+        seed=head["seed"],
+        interval=interval,
+        times=[round(k * interval, 9) for k in range(n)],
+        panels=panels,
+    )
+
+
+def counts_text(panel: Panel, frame: int) -> str:
+    """``queued: 1,234 of 5,678 requests (21.7%)``, and the router's queue when not empty."""
+    arrived, queued = panel.arrived[frame], panel.queued[frame]
+    text = f"queued: {queued:,} of {arrived:,} requests"
+    if arrived:
+        text += f" ({100 * queued / arrived:.1f}%)"
+    if panel.router_waiting[frame]:
+        text += f"; router queue: {panel.router_waiting[frame]:,}"
+    return text
+
+
+def _decimals(interval: float) -> int:
+    """Decimals of the clock: at least one, enough to show every frame's time exactly (max 3)."""
+    for d in (1, 2):
+        if abs(interval * 10**d - round(interval * 10**d)) < 1e-6:
+            return d
+    return 3
+
+
+# ----------------------------------------------------------------------------- atomic output
+
+
+@contextlib.contextmanager
+def _atomic(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path``, renamed over it when the block succeeds."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a new file's mode
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_failed(path: Path, error: OSError) -> DynosimError:
+    return DynosimError(f"--out: cannot write {path}: {error.strerror or error}")
+
+
+# ----------------------------------------------------------------------------- GIF
+
+
+def write_gif(movie: Movie, path: Path, *, fps: float, width: float = 10.0, height: float = 4.0,
+              dpi: int = 80) -> None:
+    """An animated GIF, looping; bars updated in place (set_height) frame after frame."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+    from matplotlib.transforms import ScaledTranslation
+    from PIL import Image
+
+    n_panels = len(movie.panels)
+    rows, cols = (2, 2) if n_panels == 4 else (1, n_panels)
+    if n_panels == 3:
+        width *= 1.4
+    if rows == 2:
+        height *= 1.75
+    fig = Figure(figsize=(width, height), dpi=dpi)
+    canvas = FigureCanvasAgg(fig)
+    # Margins in inches: the header above, then per row a title above the axes and the tick
+    # labels, "dyno" and the counts below them.
+    header, title, below = 0.62, 0.26, 0.62
+    row = (height - header - title - below - (rows - 1) * (title + below)) / rows
+    fig.subplots_adjust(left=0.6 / width, right=1 - 0.15 / width, top=1 - (header + title) / height,
+                        bottom=below / height, wspace=0.55 / ((width - 0.75) / cols),
+                        hspace=(title + below) / row)
+    fig.text(0.01, 1 - 0.1 / height, f"{movie.scenario}: per-dyno queues", ha="left", va="top",
+             fontsize=12, fontweight="bold", color=COLOR_TEXT)
+    fig.text(0.01, 1 - 0.36 / height, movie.subtitle, ha="left", va="top", fontsize=8.5, color=COLOR_MUTED)
+    clock = fig.text(0.985, 1 - 0.1 / height, movie.clock(0), ha="right", va="top", fontsize=13,
+                     fontweight="bold", family="monospace", color=COLOR_TEXT)
+    fig.legend(handles=[Patch(color=COLOR_SERVICE, label="in service"),
+                        Patch(color=COLOR_WAITING, label="waiting")],
+               loc="upper right", bbox_to_anchor=(0.985, 1 - 0.34 / height), ncol=2, fontsize=8,
+               frameon=False, handlelength=1.0, handleheight=0.8, borderaxespad=0, columnspacing=1.0)
+
+    ymax = movie.ymax
+    x = np.arange(1, movie.dynos + 1)
+    slots = movie.slots
+    depth = [np.asarray(p.depth, dtype=np.int64) for p in movie.panels]
+    service_bars, waiting_bars, counts = [], [], []
+    for i, panel in enumerate(movie.panels):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        ax.set_xlim(0.5, movie.dynos + 0.5)
+        ax.set_ylim(0, ymax)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+        ax.tick_params(labelsize=8, length=3, colors=COLOR_MUTED)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        ax.grid(axis="y", color="#e6e6e6", linewidth=0.8)
+        ax.set_axisbelow(True)
+        ax.set_title(panel.policy, fontsize=11, fontweight="bold", color=COLOR_TEXT, loc="left", pad=4)
+        ax.set_xlabel("dyno", fontsize=8, color=COLOR_MUTED, labelpad=1)
+        if i % cols == 0:
+            ax.set_ylabel("requests at the dyno", fontsize=8, color=COLOR_MUTED)
+        d0 = depth[i][0]
+        # Thinner than a pixel, a snapped bar can vanish: give dense bars a hairline edge.
+        dense = movie.dynos > 150
+        style: Dict[str, Any] = (dict(width=1.0, linewidth=0.6, snap=False) if dense
+                                 else dict(width=0.85, linewidth=0))
+        served = ax.bar(x, np.minimum(d0, slots), color=COLOR_SERVICE, edgecolor=COLOR_SERVICE, **style)
+        waiting = ax.bar(x, np.maximum(d0 - slots, 0), bottom=np.minimum(d0, slots), color=COLOR_WAITING,
+                         edgecolor=COLOR_WAITING, **style)
+        service_bars.append(list(served.patches))
+        waiting_bars.append(list(waiting.patches))
+        under = ax.transAxes + ScaledTranslation(0, -0.4, fig.dpi_scale_trans)
+        counts.append(ax.text(0.0, 0.0, counts_text(panel, 0), transform=under, ha="left", va="top",
+                              fontsize=9, color=COLOR_TEXT))
+
+    # Blitting: the axes, ticks and titles are drawn once; each frame restores that background
+    # and draws only what moves (the bars that are not empty, the clock and the counts).
+    moving = [clock, *counts] + [r for bars in service_bars + waiting_bars for r in bars]
+    for artist in moving:
+        artist.set_animated(True)
+    canvas.draw()
+    background = canvas.copy_from_bbox(fig.bbox)
+
+    def draw(frame: int) -> "Image.Image":
+        canvas.restore_region(background)
+        clock.set_text(movie.clock(frame))
+        fig.draw_artist(clock)
+        for i, panel in enumerate(movie.panels):
+            d = depth[i][frame]
+            low = np.minimum(d, slots).tolist()
+            high = np.maximum(d - slots, 0).tolist()
+            for rect, h in zip(service_bars[i], low):
+                rect.set_height(h)
+                if h:
+                    fig.draw_artist(rect)
+            for rect, b, h in zip(waiting_bars[i], low, high):
+                rect.set_y(b)
+                rect.set_height(h)
+                if h:
+                    fig.draw_artist(rect)
+            counts[i].set_text(counts_text(panel, frame))
+            fig.draw_artist(counts[i])
+        return Image.fromarray(np.asarray(canvas.buffer_rgba())[:, :, :3].copy())
+
+    n = len(movie.times)
+    # One palette for every frame, taken from the busiest frame (all colours on screen).
+    busiest = max(range(n), key=lambda k: sum(int(d[k].sum()) for d in depth))
+    palette = draw(busiest).quantize(colors=64, method=Image.Quantize.MEDIANCUT)
+    images = [draw(k).quantize(palette=palette, dither=Image.Dither.NONE) for k in range(n)]
+    delay = int(round(1000 / fps))
+    durations = [delay] * n
+    durations[-1] = max(delay, int(HOLD_LAST_FRAME_S * 1000))
+    try:
+        with _atomic(path) as tmp:
+            images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
+                           duration=durations, loop=0, optimize=True)
+    except OSError as e:
+        raise _write_failed(path, e) from None
+
+
+# ----------------------------------------------------------------------------- HTML
+
+
+def html_data(movie: Movie, fps: float) -> Dict[str, Any]:
+    """The page's data: everything its script draws."""
+    return {
+        "title": f"{movie.scenario}: per-dyno queues",
+        "subtitle": movie.subtitle,
+        "fps": fps,
+        "hold": HOLD_LAST_FRAME_S,
+        "interval": movie.interval,
+        "decimals": _decimals(movie.interval),
+        "times": movie.times,
+        "dynos": movie.dynos,
+        "slots": movie.slots,
+        "ymax": movie.ymax,
+        "colors": {"service": COLOR_SERVICE, "waiting": COLOR_WAITING},
+        "panels": [
+            {
+                "policy": p.policy,
+                "depth": p.depth,
+                "router": p.router_waiting,
+                "arrived": p.arrived,
+                "queued": p.queued,
+            }
+            for p in movie.panels
+        ],
+    }
+
+
+def render_html(movie: Movie, fps: float) -> str:
+    data = json.dumps(html_data(movie, fps), separators=(",", ":"), allow_nan=False)
+    # Inside <script>, "</" could end the element early; "<\/" means the same in JSON.
+    data = data.replace("</", "<\\/")
+    title = _escape(f"{movie.scenario}: per-dyno queues")
+    return HTML_TEMPLATE.replace("__TITLE__", title).replace("__DATA__", data)
+
+
+def write_html(movie: Movie, path: Path, *, fps: float) -> None:
+    text = render_html(movie, fps)
+    try:
+        with _atomic(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise _write_failed(path, e) from None
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+HTML_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>__TITLE__</title>
+<style>
+  body { margin: 0; padding: 16px 20px; font: 14px/1.4 system-ui, -apple-system, "Segoe UI",
+         Roboto, "DejaVu Sans", Helvetica, Arial, sans-serif; color: #222; background: #fff; }
+  header { display: flex; justify-content: space-between; align-items: baseline; gap: 16px;
+           flex-wrap: wrap; }
+  h1 { font-size: 18px; margin: 0; }
+  .sub { color: #666; font-size: 13px; margin: 2px 0 0; }
+  #clock { font: bold 22px/1 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace;
+           white-space: pre; }
+  .controls { display: flex; align-items: center; gap: 12px; margin: 10px 0 6px; }
+  .controls button { font: inherit; min-width: 5.5em; padding: 3px 10px; cursor: pointer; }
+  .controls input[type=range] { flex: 1; max-width: 640px; }
+  .legend { color: #666; font-size: 12px; display: flex; gap: 14px; }
+  .legend span::before { content: ""; display: inline-block; width: 10px; height: 10px;
+                         margin-right: 5px; vertical-align: -1px; background: var(--c); }
+  .panels { display: flex; flex-wrap: wrap; gap: 12px 24px; }
+  .panel { flex: 1 1 420px; min-width: 280px; }
+  .panel h2 { font-size: 16px; margin: 6px 0 2px; }
+  .panel canvas { display: block; width: 100%; height: clamp(200px, 48vh, 400px); }
+  .panels.many .panel canvas { height: clamp(160px, 28vh, 320px); }
+  .counts { margin: 2px 0 0; font-variant-numeric: tabular-nums; }
+</style>
+</head>
+<body data-frame="0" data-frames="0" data-depth-sum="0">
+<header>
+  <div><h1 id="title"></h1><p class="sub" id="subtitle"></p></div>
+  <div id="clock"></div>
+</header>
+<div class="controls">
+  <button id="play" type="button">Pause</button>
+  <input id="slider" type="range" min="0" max="0" step="1" value="0" aria-label="frame">
+  <div class="legend"><span id="lg-service">in service</span><span id="lg-waiting">waiting</span></div>
+</div>
+<div class="panels" id="panels"></div>
+<noscript><p>This animation needs JavaScript.</p></noscript>
+<script type="application/json" id="data">__DATA__</script>
+<script>
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("data").textContent);
+  var N = D.times.length;
+  var body = document.body;
+  var frame = 0, playing = true, timer = null;
+  var clock = document.getElementById("clock");
+  var button = document.getElementById("play");
+  var slider = document.getElementById("slider");
+  document.getElementById("title").textContent = D.title;
+  document.getElementById("subtitle").textContent = D.subtitle;
+  document.getElementById("lg-service").style.setProperty("--c", D.colors.service);
+  document.getElementById("lg-waiting").style.setProperty("--c", D.colors.waiting);
+  slider.max = String(N - 1);
+  body.dataset.frames = String(N);
+  if (D.panels.length > 2) document.getElementById("panels").classList.add("many");
+
+  var views = D.panels.map(function (p) {
+    var div = document.createElement("div");
+    div.className = "panel";
+    var h = document.createElement("h2");
+    h.textContent = p.policy;
+    var canvas = document.createElement("canvas");
+    var counts = document.createElement("p");
+    counts.className = "counts";
+    div.appendChild(h); div.appendChild(canvas); div.appendChild(counts);
+    document.getElementById("panels").appendChild(div);
+    return { data: p, canvas: canvas, counts: counts };
+  });
+
+  function fmt(n) { return n.toString().replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
+
+  function countsText(p, k) {
+    var a = p.arrived[k], q = p.queued[k];
+    var s = "queued: " + fmt(q) + " of " + fmt(a) + " requests";
+    if (a > 0) s += " (" + (100 * q / a).toFixed(1) + "%)";
+    if (p.router[k] > 0) s += "; router queue: " + fmt(p.router[k]);
+    return s;
+  }
+
+  function niceStep(max) {
+    var raw = max / 5, mag = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1))));
+    var steps = [1, 2, 5, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * mag >= raw) return Math.max(1, steps[i] * mag);
+    return 10 * mag;
+  }
+
+  function drawPanel(v, k) {
+    var c = v.canvas, ratio = window.devicePixelRatio || 1;
+    var w = c.clientWidth || 420, h = c.clientHeight || 260;
+    if (c.width !== Math.round(w * ratio) || c.height !== Math.round(h * ratio)) {
+      c.width = Math.round(w * ratio); c.height = Math.round(h * ratio);
+    }
+    var g = c.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
+    g.clearRect(0, 0, w, h);
+    var left = 40, right = 8, top = 8, bottom = 24;
+    var pw = w - left - right, ph = h - top - bottom;
+    var y = function (value) { return top + ph - ph * value / D.ymax; };
+    g.font = "11px system-ui, sans-serif";
+    g.fillStyle = "#666"; g.strokeStyle = "#e6e6e6"; g.lineWidth = 1;
+    g.textAlign = "right"; g.textBaseline = "middle";
+    var step = niceStep(D.ymax);
+    for (var t = 0; t <= D.ymax; t += step) {
+      var yy = Math.round(y(t)) + 0.5;
+      g.beginPath(); g.moveTo(left, yy); g.lineTo(left + pw, yy); g.stroke();
+      g.fillText(String(t), left - 6, yy);
+    }
+    var depth = v.data.depth[k], n = depth.length, bw = pw / n;
+    var gap = bw >= 4 ? 1 : 0, sum = 0;
+    for (var i = 0; i < n; i++) {
+      var d = depth[i];
+      sum += d;
+      if (d <= 0) continue;
+      var x = left + i * bw, low = Math.min(d, D.slots);
+      g.fillStyle = D.colors.service;
+      g.fillRect(x + gap / 2, y(low), Math.max(bw - gap, 1), y(0) - y(low));
+      if (d > D.slots) {
+        g.fillStyle = D.colors.waiting;
+        g.fillRect(x + gap / 2, y(d), Math.max(bw - gap, 1), y(low) - y(d));
+      }
+    }
+    g.strokeStyle = "#999";
+    g.beginPath(); g.moveTo(left, top + ph + 0.5); g.lineTo(left + pw, top + ph + 0.5); g.stroke();
+    g.fillStyle = "#666"; g.textBaseline = "top";
+    g.textAlign = "left"; g.fillText("dyno 1", left, top + ph + 6);
+    g.textAlign = "right"; g.fillText("dyno " + n, left + pw, top + ph + 6);
+    v.counts.textContent = countsText(v.data, k);
+    return sum;
+  }
+
+  function draw(k) {
+    frame = k;
+    var sum = 0;
+    for (var i = 0; i < views.length; i++) sum += drawPanel(views[i], k);
+    clock.textContent = "t = " + D.times[k].toFixed(D.decimals) + " s";
+    slider.value = String(k);
+    body.dataset.frame = String(k);
+    body.dataset.depthSum = String(sum);
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    if (!playing) return;
+    var delay = 1000 / D.fps;
+    if (frame === N - 1) delay = Math.max(delay, 1000 * D.hold);
+    timer = setTimeout(function () { draw((frame + 1) % N); schedule(); }, delay);
+  }
+
+  function setPlaying(on) {
+    playing = on;
+    button.textContent = on ? "Pause" : "Play";
+    schedule();
+  }
+
+  button.addEventListener("click", function () { setPlaying(!playing); });
+  slider.addEventListener("input", function () { draw(Number(slider.value)); schedule(); });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === " " && e.target === document.body) { e.preventDefault(); setPlaying(!playing); }
+  });
+  window.addEventListener("resize", function () { draw(frame); });
+  draw(0);
+  setPlaying(true);
+})();
+</script>
+</body>
+</html>
+"""
