@@ -6,9 +6,10 @@
 //! samples) and k is chosen so that a correct simulator fails a single comparison with
 //! probability [`FALSE_ALARM`]: k is the (1 − FALSE_ALARM/2) quantile of Student's t with the
 //! estimate's degrees of freedom (R − 1 for R replications; the normal quantile, 3.89, for
-//! large samples). With 20 replications k = 5.0. The suite makes about 150 such comparisons,
-//! so the chance that a correct engine fails any of them (on some seed) is below 1.5%; the
-//! seeds are fixed, so a given build either passes or fails deterministically.
+//! large samples). With 20 replications k = 4.90. `tests/theory.rs` makes about 180 such
+//! comparisons, so the chance that a correct engine fails one of them on a given set of seeds
+//! is below 2%; the seeds are fixed, so a given build passes or fails deterministically, and a
+//! failure is worth reading before any reseeding.
 //!
 //! A loose tolerance would make every comparison pass, so each comparison also asserts its
 //! resolution: k·SE must be below a stated fraction of the theoretical value, i.e. the test
@@ -57,7 +58,10 @@ impl Measured {
     }
 
     /// The engine's own summary of a replication figure, cross-checked against [`Measured::of`].
-    pub fn over_replications(report: &RunReport, figure: impl Fn(&ReplicationResult) -> f64) -> Measured {
+    pub fn over_replications(
+        report: &RunReport,
+        figure: impl Fn(&ReplicationResult) -> f64,
+    ) -> Measured {
         let xs: Vec<f64> = report.per_replication.iter().map(figure).collect();
         let ours = Measured::of(&xs);
         let engine = Estimate::from_samples(&xs);
