@@ -1,14 +1,757 @@
-"""`dynosim sweep`: being written (issue 3)."""
+"""`dynosim sweep`: run a scenario over ranges and lists of keys; write CSV, JSON and a plot.
+
+    dynosim sweep rapgenius --vary fleet.dynos=50..10000 --vary router.policy=random,intelligent
+
+Every ``--vary KEY=SPEC`` gives a key its values; the points of the sweep are the cartesian
+product of them, each applied to the scenario as an override. A point runs every routing
+policy it has (``router.policy`` may be a list); the outputs have one row per point and policy.
+
+A SPEC is a list ``a,b,c`` (each item read like a ``--set`` value: TOML, else a plain
+string) or a numeric range ``A..B[:N][:log|:lin]``: N points (default 12) from A to B, spaced
+logarithmically by default when A > 0 and B/A >= 10, linearly otherwise; when A and B are
+both written as whole numbers the values are rounded to whole numbers and duplicates dropped.
+
+Points whose offered load is at or above capacity are not errors here: their rows have status
+``unstable`` and no metrics. Points run in parallel threads (the engine releases the GIL and
+runs each point's replications on every core); outputs are in point order whatever the
+scheduling, and are written to temporary files renamed into place at the end, so a failure
+or Ctrl-C leaves nothing half-written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import csv
+import io
+import itertools
+import json
+import math
+import os
+import re
+import secrets
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _dynosim
+from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
+from .results import METRICS
+from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
+
+VARY_SOURCE = "--vary"
+DEFAULT_POINTS = 12
+DEFAULT_METRIC = "queue.mean"
+FORMATS = ("png", "svg")
+#: Progress appears only once a sweep has run this long (seconds).
+PROGRESS_AFTER = 1.0
+
+#: Columns of PolicyResult.row() before the metrics, for rows that did not run (unstable
+#: points), and where describe() has each of them.
+_HEADER_FROM_DESCRIBE = {
+    "scenario": "name", "policy": "policy", "dynos": "dynos", "slots": "slots",
+    "routers": "routers", "arrival_rate": "arrival_rate", "offered_load": "offered_load",
+    "duration": "duration", "replications": "replications", "seed": "seed",
+    "service_mean_analytic": "service_mean",
+}
+
+#: Keys whose numeric values are in seconds, and the other units of keys and metrics.
+_SECONDS_KEYS = {
+    "service.median", "service.mean", "service.scale", "service.value", "service.round_up",
+    "run.duration", "run.warmup",
+}
+_KEY_UNITS = {"arrivals.rate": "req/s"}
+_METRIC_UNITS = {
+    "throughput": "req/s", "requests": "requests", "simulated_requests": "requests",
+    "max_queue_depth.dyno": "requests", "max_queue_depth.router": "requests",
+}
+
+
+# --- the command line ------------------------------------------------------------------------
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("sweep", help="Run a scenario over ranges of keys; write CSV, JSON and a plot.", description="Run a scenario over ranges of keys; write CSV, JSON and a plot.")
+    from .cli import add_scenario_arguments
+
+    help = "Run a scenario over ranges of keys; write CSV, JSON and a plot."
+    p = commands.add_parser(
+        "sweep", help=help, description=help,
+        epilog=("SPEC is a list a,b,c (each read like a --set value) or a numeric range "
+                f"A..B[:N][:log|:lin] (N points, default {DEFAULT_POINTS}; log spacing when "
+                "A > 0 and B/A >= 10, else linear; whole-number bounds give whole numbers). "
+                "Example: dynosim sweep --vary fleet.dynos=50..10000 "
+                "--vary router.policy=random,intelligent"),
+    )
+    add_scenario_arguments(p)
+    p.add_argument("--vary", action="append", required=True, metavar="KEY.PATH=SPEC",
+                   help="a key and its values: a list a,b,c or a range A..B[:N][:log|:lin] "
+                        "(repeatable: the sweep runs every combination)")
+    p.add_argument("--out", default="sweep", metavar="PREFIX",
+                   help="write PREFIX.csv, PREFIX.json and PREFIX.png (default: sweep)")
+    p.add_argument("--metric", type=_metric, default=DEFAULT_METRIC,
+                   help=f"the metric to plot and summarise (default: {DEFAULT_METRIC}; names: docs/output.md)")
+    p.add_argument("--format", type=_formats, default=["png"], metavar="png,svg",
+                   help="plot format(s), comma-separated (default: png)")
     p.set_defaults(handler=main)
 
 
+def _metric(text: str) -> str:
+    if text not in METRICS:
+        raise argparse.ArgumentTypeError(f"unknown metric {text!r}; expected one of: {', '.join(METRICS)}")
+    return text
+
+
+def _formats(text: str) -> List[str]:
+    names = [f.strip().lower().lstrip(".") for f in text.split(",") if f.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected png, svg or png,svg")
+    for name in names:
+        if name not in FORMATS:
+            raise argparse.ArgumentTypeError(f"unknown plot format {name!r}; expected png, svg or both")
+    return list(dict.fromkeys(names))
+
+
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedError("dynosim sweep is not written yet")
+    from .cli import scenario_from_args
+
+    vary = parse_vary_args(args.vary)
+    outputs = output_paths(args.out, args.format)
+    scenario = scenario_from_args(args)
+    sweep = Sweep(scenario, vary, metric=args.metric)
+    sweep.prepare()  # validates every point: nothing runs and nothing is written on error
+    sweep.run(progress=sys.stderr.isatty())
+    write_outputs(sweep, outputs)
+    if sweep.unusable:
+        print(f"dynosim: {sweep.unusable_summary()}", file=sys.stderr)
+    print_summary(sweep, outputs)
+    return 0
+
+
+# --- SPEC parsing ----------------------------------------------------------------------------
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_INTEGER = re.compile(r"[-+]?\d+")
+_RANGE = re.compile(rf"\s*(?P<a>{_NUMBER})\s*\.\.\s*(?P<rest>.*)", re.DOTALL)
+
+
+def _spec_error(key: str, message: str) -> ScenarioError:
+    return ScenarioError(message, file=VARY_SOURCE, path=key)
+
+
+def parse_vary(text: str) -> Tuple[str, List[Any]]:
+    """``"fleet.dynos=50..10000:8"`` → ``("fleet.dynos", [50, 106, ...])``."""
+    key, sep, spec = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScenarioError(f"expected key.path=SPEC (a list a,b,c or a range A..B), got {text!r}",
+                            file=VARY_SOURCE)
+    if any(not part for part in key.split(".")):
+        raise ScenarioError(f"invalid key path {key!r}", file=VARY_SOURCE)
+    return key, parse_spec(key, spec)
+
+
+def parse_spec(key: str, spec: str) -> List[Any]:
+    """The values of a SPEC: a range ``A..B[:N][:log|:lin]`` or a list ``a,b,c``."""
+    spec = spec.strip()
+    if not spec:
+        raise _spec_error(key, "no values; expected a list a,b,c or a range A..B[:N][:log|:lin]")
+    m = _RANGE.fullmatch(spec)
+    if m and "," not in spec:
+        return _parse_range(key, spec, m.group("a"), m.group("rest"))
+    if ".." in spec and "," not in spec and spec[0] not in "\"'[./~":
+        raise _spec_error(key, f"invalid range {spec!r}; expected A..B[:N][:log|:lin] with numbers A < B")
+    return _parse_list(key, spec)
+
+
+def _parse_range(key: str, spec: str, a_text: str, rest: str) -> List[Any]:
+    b_text, *options = [part.strip() for part in rest.split(":")]
+    if not re.fullmatch(_NUMBER, b_text):
+        raise _spec_error(key, f"invalid range {spec!r}: the upper bound {b_text!r} is not a number; "
+                               "expected A..B[:N][:log|:lin]")
+    a, b = float(a_text), float(b_text)
+    if not (math.isfinite(a) and math.isfinite(b)) or not a < b:
+        raise _spec_error(key, f"invalid range {spec!r}: expected A < B")
+    count: Optional[int] = None
+    spacing: Optional[str] = None
+    for option in options:
+        if option.lower() in ("log", "lin"):
+            if spacing is not None:
+                raise _spec_error(key, f"invalid range {spec!r}: spacing given twice")
+            spacing = option.lower()
+        elif _INTEGER.fullmatch(option):
+            if count is not None:
+                raise _spec_error(key, f"invalid range {spec!r}: number of points given twice")
+            count = int(option)
+            if count < 2:
+                raise _spec_error(key, f"invalid range {spec!r}: needs at least 2 points, got {count}")
+        else:
+            raise _spec_error(key, f"invalid range {spec!r}: unknown option {option!r}; "
+                                   "expected a number of points, log or lin")
+    count = DEFAULT_POINTS if count is None else count
+    if spacing is None:
+        spacing = "log" if a > 0 and b / a >= 10 else "lin"
+    if spacing == "log" and a <= 0:
+        raise _spec_error(key, f"invalid range {spec!r}: log spacing needs A > 0")
+    values = range_values(a, b, count, spacing)
+    if _INTEGER.fullmatch(a_text.strip()) and _INTEGER.fullmatch(b_text):
+        return list(dict.fromkeys(int(round(v)) for v in values))
+    return values
+
+
+def range_values(a: float, b: float, count: int, spacing: str) -> List[float]:
+    """``count`` values from ``a`` to ``b`` (both included), log or linear spacing."""
+    out = []
+    for i in range(count):
+        t = i / (count - 1)
+        v = a * (b / a) ** t if spacing == "log" else a + (b - a) * t
+        out.append(float(f"{v:.12g}"))  # 0.30000000000000004 → 0.3
+    out[0], out[-1] = a, b
+    return out
+
+
+def _parse_list(key: str, spec: str) -> List[Any]:
+    items = _split_top_level(spec)
+    values = []
+    for item in items:
+        if not item.strip():
+            raise _spec_error(key, f"empty value in the list {spec!r}")
+        try:
+            values.append(parse_override(f"{key}={item}")[1])
+        except ScenarioError as e:
+            raise _spec_error(key, e.message) from None
+    return values
+
+
+def _split_top_level(text: str) -> List[str]:
+    """Splits on commas outside brackets and quotes, so TOML lists and strings stay whole."""
+    items, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return items
+
+
+def parse_vary_args(texts: Sequence[str]) -> Dict[str, List[Any]]:
+    """Every ``--vary``, in order; a key given twice is an error."""
+    vary: Dict[str, List[Any]] = {}
+    for text in texts:
+        key, values = parse_vary(text)
+        if key in vary:
+            raise _spec_error(key, "given twice; give all its values in one --vary")
+        vary[key] = values
+    return vary
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+class Point:
+    """One combination of the varied values, its scenario, and what became of each of its
+    policies (a status and a PolicyResult per policy)."""
+
+    def __init__(self, index: int, values: Dict[str, Any], scenario: Scenario) -> None:
+        self.index = index
+        self.values = values
+        self.scenario = scenario
+        self.policies: List[str] = scenario.policies
+        self.described: List[Dict[str, Any]] = []  # describe() of each policy's variant
+        self.statuses: List[str] = ["pending"] * len(self.policies)
+        self.results: List[Any] = [None] * len(self.policies)  # PolicyResult once run
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={_text(v)}" for k, v in self.values.items())
+
+
+class Sweep:
+    """A sweep: the base scenario, the varied keys and their values, the points and rows.
+
+    ``prepare()`` builds and validates the points, ``run()`` runs them; then ``columns`` and
+    ``rows`` (one per point and policy, in point order) hold the table that is written."""
+
+    def __init__(self, scenario: Scenario, vary: Dict[str, List[Any]], *, metric: str = DEFAULT_METRIC) -> None:
+        if not vary:
+            raise ScenarioError("nothing to vary; give at least one --vary KEY=SPEC", file=VARY_SOURCE)
+        if metric not in METRICS:
+            raise DynosimError(f"unknown metric {metric!r}; expected one of: {', '.join(METRICS)}")
+        self.scenario = scenario
+        self.vary = vary
+        self.metric = metric
+        self.points: List[Point] = []
+        self.columns: List[str] = []
+        self.rows: List[Dict[str, Any]] = []
+
+    @property
+    def keys(self) -> List[str]:
+        return list(self.vary)
+
+    def prepare(self) -> None:
+        """Builds and validates every point before any runs; marks the unstable ones."""
+        self.points = []
+        for i, combo in enumerate(itertools.product(*self.vary.values())):
+            values = dict(zip(self.vary, combo))
+            try:
+                point = Point(i, values, self.scenario.with_overrides(values))
+                for policy in point.policies:
+                    point.described.append(point.scenario.for_policy(policy).describe())
+            except ScenarioError as e:
+                raise self._as_vary_error(e, values) from None
+            if point.described[0]["offered_load"] >= 1:  # the same for every policy
+                point.statuses = ["unstable"] * len(point.policies)
+            self.points.append(point)
+
+    def _as_vary_error(self, error: ScenarioError, values: Dict[str, Any]) -> ScenarioError:
+        """An error in a key that --vary wrote names --vary (and the value), not --set."""
+        path = error.path or ""
+        for key in self.vary:
+            if path == key or path.startswith(key + ".") or path.startswith(key + "["):
+                if error.file in (OVERRIDE_SOURCE, None):
+                    error.file = VARY_SOURCE
+                    if len(self.vary[key]) > 1 and _text(values[key]) not in error.message:
+                        error.message += f" (at {key}={_text(values[key])})"
+                break
+        error.args = (str(error),)
+        return error
+
+    def run(self, progress: bool = False) -> None:
+        """Runs every stable (point, policy) in parallel threads; rows come out in point order.
+
+        Each policy runs on its own (the same numbers as running them together: every policy
+        sees the same arrivals and service times), which spreads the work more evenly."""
+        todo = [(p, j) for p in self.points for j, status in enumerate(p.statuses) if status == "pending"]
+        started = time.monotonic()
+        bar = None
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                     thread_name_prefix="dynosim-sweep")
+        try:
+            futures = {pool.submit(_run_one, p.scenario.for_policy(p.policies[j])): (p, j) for p, j in todo}
+            pending = set(futures)
+            while pending:
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=0.1, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    point, j = futures[future]
+                    point.statuses[j], point.results[j] = future.result()  # an error stops the sweep
+                if bar is None and progress and pending and time.monotonic() - started > PROGRESS_AFTER:
+                    bar = _progress_bar(len(todo))
+                if bar is not None:
+                    bar[0].update(bar[1], completed=len(todo) - len(pending))
+        except BaseException:
+            # Ctrl-C or an error: drop what has not started and stop the runs in the engine
+            # (Ctrl-C reaches only the main thread; the workers' runs are told explicitly).
+            pool.shutdown(wait=False, cancel_futures=True)
+            _dynosim.interrupt()
+            raise
+        finally:
+            if bar is not None:
+                bar[0].stop()
+        pool.shutdown(wait=True)
+        self._collect_rows()
+
+    def _collect_rows(self) -> None:
+        first = next((r for p in self.points for r in p.results if r is not None), None)
+        self.columns = list(self.vary) + ["status"] + (list(first.row()) if first else _fallback_columns())
+        self.rows = []
+        for point in self.points:
+            for status, result, described in zip(point.statuses, point.results, point.described):
+                row: Dict[str, Any] = dict(point.values)
+                row["status"] = status
+                if result is not None:
+                    row.update(result.row())
+                else:  # not run: what describe() knows, and no metrics
+                    for col in self.columns[len(row):]:
+                        source = _HEADER_FROM_DESCRIBE.get(col)
+                        row[col] = described.get(source, math.nan) if source else math.nan
+                self.rows.append(row)
+
+    @property
+    def unusable(self) -> List[Dict[str, Any]]:
+        """The rows that have no metrics (unstable or overloaded)."""
+        return [row for row in self.rows if row["status"] != "ok"]
+
+    def unusable_summary(self) -> str:
+        """One line: how many points were unstable (and runs overloaded), and which."""
+        parts = []
+        unstable = [p for p in self.points if "unstable" in p.statuses]
+        if unstable:
+            shown = "; ".join(p.label for p in unstable[:4]) + ("; ..." if len(unstable) > 4 else "")
+            parts.append(f"{len(unstable)} of {len(self.points)} points unstable (offered load >= 1): {shown}")
+        overloaded = [(p, policy) for p in self.points
+                      for policy, status in zip(p.policies, p.statuses) if status == "overloaded"]
+        if overloaded:
+            n_runs = sum(len(p.policies) for p in self.points)
+            shown = "; ".join(f"{p.label} {policy}" for p, policy in overloaded[:4])
+            shown += "; ..." if len(overloaded) > 4 else ""
+            parts.append(f"{len(overloaded)} of {n_runs} runs stopped as overloaded "
+                         f"(queues outgrew run.max_waiting): {shown}")
+        return "; ".join(parts) + " (those rows have no metrics and are not plotted)"
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "scenario": self.scenario.name,
+            "vary": self.vary,
+            "metric": self.metric,
+            "rows": [{k: _json_value(row.get(k)) for k in self.columns} for row in self.rows],
+        }
+
+
+def _run_one(scenario: Scenario) -> Tuple[str, Any]:
+    """Runs a single-policy scenario: ("ok", its PolicyResult), or ("unstable", None)..."""
+    from .api import run
+
+    try:
+        return "ok", run(scenario)[0]
+    except UnstableError:
+        return "unstable", None
+    except OverloadedError:
+        return "overloaded", None
+
+
+def _fallback_columns() -> List[str]:
+    cols = list(_HEADER_FROM_DESCRIBE)
+    cols.remove("service_mean_analytic")
+    cols.append("service_mean_analytic")
+    for metric in METRICS:
+        cols += [metric, f"{metric}.ci_low", f"{metric}.ci_high"]
+    return cols
+
+
+def _progress_bar(total: int) -> Tuple[Any, Any]:
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    progress = Progress(
+        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
+        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    progress.start()
+    return progress, progress.add_task("sweep", total=total)
+
+
+# --- outputs ---------------------------------------------------------------------------------
+
+
+def output_paths(prefix: str, formats: Sequence[str]) -> Dict[str, Path]:
+    """PREFIX.csv, PREFIX.json and PREFIX.<format> for each plot format; checks up front that
+    their folder can be written."""
+    p = Path(prefix)
+    if p.suffix.lower() in (".csv", ".json", ".png", ".svg"):
+        p = p.with_suffix("")
+    if not p.name or prefix.endswith(("/", os.sep)):
+        raise ScenarioError(f"expected a file name prefix such as results/sweep, got {prefix!r}", file="--out")
+    existing = p.parent.resolve()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ScenarioError(f"cannot write in {str(existing)!r}", file="--out")
+    paths = {"csv": p.with_name(p.name + ".csv"), "json": p.with_name(p.name + ".json")}
+    for fmt in formats:
+        paths[fmt] = p.with_name(p.name + "." + fmt)
+    return paths
+
+
+def write_outputs(sweep: Sweep, paths: Dict[str, Path]) -> None:
+    """Writes every output to a temporary file beside it, then renames them all into place:
+    an error or Ctrl-C leaves no partial file (and removes a folder it created)."""
+    folder = next(iter(paths.values())).parent
+    created = []
+    d = folder.resolve()
+    while not d.exists():
+        created.append(d)
+        d = d.parent
+    temps: Dict[str, str] = {}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for kind, path in paths.items():
+            tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
+            # Created like any new file (mode 0666 less the umask), unlike mkstemp's 0600.
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            temps[kind] = tmp
+            if kind == "csv":
+                _write_text(tmp, csv_text(sweep))
+            elif kind == "json":
+                _write_text(tmp, json.dumps(sweep.to_json(), indent=2, allow_nan=False, default=str) + "\n")
+            else:
+                plot(sweep, tmp, kind)
+        for kind, path in paths.items():
+            os.replace(temps[kind], path)
+            del temps[kind]
+    except BaseException as e:
+        for tmp in temps.values():
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        for d in created:  # innermost first
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        if isinstance(e, OSError):
+            where = e.filename if isinstance(e.filename, str) else str(folder)
+            raise DynosimError(f"cannot write {where}: {e.strerror or e}", file="--out") from None
+        raise
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def csv_text(sweep: Sweep) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(sweep.columns)
+    for row in sweep.rows:
+        writer.writerow([_csv_value(row.get(c)) for c in sweep.columns])
+    return out.getvalue()
+
+
+def _csv_value(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float, str)):
+        return v
+    return json.dumps(v, default=str)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float, str)):
+        return str(v)
+    return json.dumps(v, default=str)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_time_metric(metric: str) -> bool:
+    return metric.split(".")[0] in ("queue", "queue_of_queued", "response") or metric == "service_mean"
+
+
+def _axis_label(name: str, unit: Optional[str]) -> str:
+    return f"{name} ({unit})" if unit else name
+
+
+def _metric_unit(metric: str) -> Optional[str]:
+    if _is_time_metric(metric):
+        return "s"
+    if metric == "queued_fraction" or metric.startswith("utilisation."):
+        return "fraction"
+    return _METRIC_UNITS.get(metric)
+
+
+def _key_unit(key: str, values: Sequence[Any]) -> Optional[str]:
+    if not all(_is_number(v) for v in values):
+        return None
+    if key in _SECONDS_KEYS:
+        return "s"
+    return _KEY_UNITS.get(key)
+
+
+def plot(sweep: Sweep, path: str, fmt: str) -> None:
+    """The metric against the first numerically varied key, one line per combination of the
+    other varied keys and policy, with 95% confidence bands; unstable points left out."""
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+    metric = sweep.metric
+    keys = sweep.keys
+    numeric = [k for k in keys if all(_is_number(v) for v in sweep.vary[k])]
+    xkey = numeric[0] if numeric else keys[0]
+    categorical = not numeric
+    categories = [_text(v) for v in sweep.vary[xkey]]
+    # router.policy varied (and not on x): the policy column already names the line.
+    others = [k for k in keys if k != xkey and k != "router.policy"]
+    policy_on_x = xkey == "router.policy"
+
+    lines: Dict[Tuple[Any, ...], Dict[str, List[float]]] = {}
+    labels: Dict[Tuple[Any, ...], str] = {}
+    for row in sweep.rows:
+        group = tuple(_text(row[k]) for k in others) + (() if policy_on_x else (row["policy"],))
+        if group not in lines:
+            parts = ([] if policy_on_x else [str(row["policy"])]) + [f"{k}={_text(row[k])}" for k in others]
+            labels[group] = ", ".join(parts) or metric
+            lines[group] = {"x": [], "y": [], "lo": [], "hi": []}
+        y = row.get(metric)
+        if row["status"] != "ok" or y is None or math.isnan(y):
+            continue
+        line = lines[group]
+        line["x"].append(categories.index(_text(row[xkey])) if categorical else row[xkey])
+        line["y"].append(y)
+        line["lo"].append(row.get(f"{metric}.ci_low", math.nan))
+        line["hi"].append(row.get(f"{metric}.ci_high", math.nan))
+
+    xs = [x for line in lines.values() for x in line["x"]]
+    ys = [y for line in lines.values() for y in line["y"]]
+    positive = [y for y in ys if y > 0]
+    # The axis follows the values asked for, whether or not every point was stable.
+    xvalues = [] if categorical else [float(v) for v in sweep.vary[xkey]]
+    log_x = bool(xvalues) and min(xvalues) > 0 and max(xvalues) / min(xvalues) >= 10
+    log_y = bool(positive) and max(positive) / min(positive) >= 10
+    all_zero = bool(ys) and all(y == 0 for y in ys)
+
+    with rc_context({"svg.hashsalt": "dynosim", "font.size": 10}):
+        fig = Figure(figsize=(8, 5), dpi=120, layout="constrained")
+        ax = fig.add_subplot()
+        colors = [f"C{i}" for i in range(10)]
+        styles = ["-", "--", ":", "-."]
+        zero_rows = 0
+        for i, (group, line) in enumerate(lines.items()):
+            order = sorted(range(len(line["x"])), key=lambda j: line["x"][j])
+            x = [line["x"][j] for j in order]
+            y = [line["y"][j] for j in order]
+            lo = [line["lo"][j] for j in order]
+            hi = [line["hi"][j] for j in order]
+            label = labels[group]
+            color, style = colors[i % 10], styles[(i // 10) % len(styles)]
+            if log_y:
+                keep = [j for j in range(len(y)) if y[j] > 0]
+                zeros = [x[j] for j in range(len(y)) if y[j] <= 0]
+                if y and not keep:
+                    label += " (0 at every point: ▾ on the bottom edge)"
+                elif zeros:
+                    label += f" ({len(zeros)} zero value{'s' if len(zeros) > 1 else ''}: ▾ on the bottom edge)"
+                if zeros:  # a log axis has no 0: mark them on the bottom edge, one row per line
+                    ax.plot(zeros, [0.015 + 0.025 * zero_rows] * len(zeros), "v", color=color,
+                            markersize=6, transform=ax.get_xaxis_transform(), clip_on=False)
+                    zero_rows += 1
+                x, y = [x[j] for j in keep], [y[j] for j in keep]
+                lo, hi = [lo[j] for j in keep], [hi[j] for j in keep]
+            elif y and all(v == 0 for v in y) and not all_zero:
+                label += " (0 at every point)"
+            if not line["x"]:
+                label += " (no point to show)"
+            if x or not log_y:
+                ax.plot(x, y, style, color=color, marker="o", markersize=4, label=label)
+            else:  # nothing on the axis: the legend shows the bottom-edge marker
+                ax.plot([], [], "v", color=color, markersize=6, label=label)
+            if any(not math.isnan(v) for v in lo):
+                ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
+        if log_x:
+            ax.set_xscale("log")
+            _plain_log_ticks(ax.xaxis, xs, at_values=True)
+        if log_y:
+            ax.set_yscale("log", nonpositive="clip")
+            bottom = min(positive + [v for line in lines.values() for v in line["lo"] if v > 0])
+            ax.set_ylim(bottom=bottom / 1.5)
+            _plain_log_ticks(ax.yaxis, positive)
+        elif ys and min(ys) >= 0:  # every metric is >= 0: an interval below 0 says nothing
+            top = ax.get_ylim()[1] if max(ys) > 0 else 1.0
+            ax.set_ylim(-0.02 * top, top)  # a little room to show values of 0
+        if categorical:
+            ax.set_xticks(range(len(categories)), categories)
+            ax.set_xlim(-0.5, len(categories) - 0.5)
+        ax.set_xlabel(_axis_label(xkey, _key_unit(xkey, sweep.vary[xkey])))
+        ax.set_ylabel(_axis_label(metric, _metric_unit(metric)))
+        replications = sorted({int(r["replications"]) for r in sweep.rows if r["status"] == "ok"})
+        reps = "/".join(str(n) for n in replications) or "-"
+        title = f"{sweep.scenario.name}: {metric} against {xkey}"
+        notes = [f"mean of {reps} replications, shaded: 95% confidence interval"]
+        if all_zero:
+            notes.append(f"{metric} is 0 at every point")
+        elif not ys:
+            notes.append("no point to plot")
+        for status in ("unstable", "overloaded"):
+            # Unstable is a property of a point (every policy); overloaded, of one policy's run.
+            left_out = list(dict.fromkeys(
+                _text(r[xkey]) + (f" ({r['policy']})" if status == "overloaded" and not policy_on_x else "")
+                for r in sweep.rows if r["status"] == status))
+            if left_out:
+                shown = ", ".join(left_out[:6]) + (", ..." if len(left_out) > 6 else "")
+                notes.append(f"{status} (not shown) at {xkey} = {shown}")
+        lines_of_notes = textwrap.wrap("; ".join(notes), width=100)
+        ax.set_title("\n".join([title] + lines_of_notes), fontsize=10)
+        ax.grid(True, which="major", alpha=0.35)
+        ax.grid(True, which="minor", alpha=0.12)
+        if lines:
+            ax.legend(fontsize=8, loc="best")
+        metadata = {"Date": None} if fmt == "svg" else None
+        fig.savefig(path, format=fmt, metadata=metadata)
+
+
+def _plain_log_ticks(axis: Any, values: Sequence[float], at_values: bool = False) -> None:
+    """Log axes spanning less than 100x get plain numbers instead of 10^k: at the values
+    themselves (``at_values``, when there are few) or at 1-2-5 ticks."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+    if not values:
+        return
+    if max(values) / min(values) >= 100:
+        if at_values and 1e-3 <= min(values) and max(values) <= 1e6:  # 100, 1000 rather than 10^k
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        return
+    distinct = sorted(set(values))
+    if at_values and len(distinct) <= 12:
+        axis.set_major_locator(FixedLocator(distinct))
+    else:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+# --- the summary on stdout -------------------------------------------------------------------
+
+
+def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .cli import _duration
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    metric = sweep.metric
+    def fmt(v: float) -> str:
+        if math.isnan(v):
+            return "-"
+        if not _is_time_metric(metric):
+            return f"{v:.4g}"
+        return f"{v * 1e6:.3g} µs" if 0 < abs(v) < 1e-3 else _duration(v)
+
+    n_ok = sum(1 for row in sweep.rows if row["status"] == "ok")
+    console.print(f"[bold]{sweep.scenario.name}[/bold]: {len(sweep.points)} points, "
+                  f"{len(sweep.rows)} rows ({n_ok} ok)", highlight=False)
+    table = Table(header_style="bold")
+    keys = [k for k in sweep.keys if k != "router.policy"]
+    for k in keys:
+        table.add_column(k, justify="right", no_wrap=True)
+    table.add_column("policy", no_wrap=True)
+    table.add_column("load", justify="right")
+    table.add_column(metric, justify="right", no_wrap=True)
+    for row in sweep.rows:
+        y = row.get(metric, math.nan)
+        if row["status"] != "ok":
+            cell = f"[dim]{row['status']}[/dim]"
+        else:
+            half = (row.get(f"{metric}.ci_high", math.nan) - row.get(f"{metric}.ci_low", math.nan)) / 2
+            cell = fmt(y) if math.isnan(half) else f"{fmt(y)} ±{fmt(half)}"
+        load = row.get("offered_load", math.nan)
+        table.add_row(*[_text(row[k]) for k in keys], str(row["policy"]),
+                      "-" if math.isnan(load) else f"{load:.3f}", cell)
+    console.print(table)
+    console.print("± is the half-width of a 95% confidence interval over replications.", style="dim")
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()))

@@ -8,7 +8,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 create_exception!(
@@ -92,6 +92,18 @@ fn trace(
     Ok(serde_json::to_string(&outcome.map_err(to_py)?).expect("traces serialize"))
 }
 
+/// Counts calls to [`interrupt`]: a run stops when the count moves past the value it started
+/// with, whichever thread it runs on.
+static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+
+/// Stops every run in progress, on any thread (they raise the interrupted error). Signals
+/// reach only the main thread; a caller that runs the engine on worker threads (a sweep)
+/// calls this when Ctrl-C arrives.
+#[pyfunction]
+fn interrupt() {
+    INTERRUPTS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Runs `work` with the GIL released, on another thread, while this one watches for Ctrl-C
 /// (signals reach only the main thread); `work` polls the flag it is given.
 fn without_gil<T: Send>(
@@ -99,9 +111,12 @@ fn without_gil<T: Send>(
     work: impl FnOnce(&(dyn Fn() -> bool + Sync)) -> T + Send,
 ) -> T {
     let stop = AtomicBool::new(false);
+    let generation = INTERRUPTS.load(Ordering::Relaxed);
+    let stopped =
+        || stop.load(Ordering::Relaxed) || INTERRUPTS.load(Ordering::Relaxed) != generation;
     py.detach(|| {
         std::thread::scope(|scope| {
-            let worker = scope.spawn(|| work(&|| stop.load(Ordering::Relaxed)));
+            let worker = scope.spawn(|| work(&stopped));
             while !worker.is_finished() {
                 std::thread::sleep(Duration::from_millis(2));
                 if Python::attach(|py| py.check_signals()).is_err() {
@@ -158,6 +173,7 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(registry, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
+    m.add_function(wrap_pyfunction!(interrupt, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(erlang_c, m)?)?;
     m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;
