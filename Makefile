@@ -40,8 +40,8 @@ lint: install ## rustfmt, clippy, stub check
 	$(PY) -m mypy.stubtest dynosim._dynosim
 
 .PHONY: demo
-demo: build-dev ## run the built-in seed-study scenario
-	$(VENV)/bin/dynosim run
+demo: build-dev ## reproduce the seed study: its table, then dynos needed per policy and cost
+	$(VENV)/bin/dynosim demo
 
 .PHONY: bench
 bench: build-dev ## engine throughput (criterion) and dynosim vs SimPy
