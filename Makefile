@@ -34,10 +34,11 @@ test-python: build-dev ## package, CLI and end-to-end tests
 test: test-rust test-python ## everything CI runs
 
 .PHONY: lint
-lint: install ## rustfmt, clippy, stub check
+lint: build-dev ## rustfmt, clippy, type check and stub check
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -q -- -D warnings
 	$(PY) -m mypy.stubtest dynosim._dynosim
+	$(PY) -m mypy
 
 .PHONY: demo
 demo: build-dev ## reproduce the seed study: its table, then dynos needed per policy and cost

@@ -2,6 +2,12 @@
 
 from typing import Dict, List, Optional
 
+__all__ = [
+    "EngineError", "__version__", "describe", "service_quantiles", "run", "registry", "trace",
+    "interrupt", "parse_duration", "erlang_c", "mmc_mean_wait", "mg1_mean_wait",
+    "power_of_d_mean_time",
+]
+
 __version__: str
 
 class EngineError(Exception):

@@ -271,11 +271,11 @@ def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[
                       *cells, f"{r.monthly_cost:,.0f}" if r.monthly_cost is not None else "-",
                       str(len(r.evaluated)))
     console.print(table)
-    found = [r for r in results if r.dynos]
+    found = [(r, r.dynos) for r in results if r.dynos is not None]
     if len(found) >= 2:
-        best = min(found, key=lambda r: r.dynos)
-        for r in found:
+        best, fewest = min(found, key=lambda pair: pair[1])
+        for r, n in found:
             if r is not best:
-                console.print(f"{r.policy} (slots {r.slots}) needs {r.dynos / best.dynos:.1f}× the dynos of "
-                              f"{best.policy} (slots {best.slots}): {r.dynos:,} vs {best.dynos:,}.")
+                console.print(f"{r.policy} (slots {r.slots}) needs {n / fewest:.1f}× the dynos of "
+                              f"{best.policy} (slots {best.slots}): {n:,} vs {fewest:,}.")
     console.print(f"searched in {seconds:.1f} s", style="dim")

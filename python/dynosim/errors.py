@@ -44,7 +44,7 @@ class OverloadedError(DynosimError, RuntimeError):
     """A run was stopped because its queues outgrew the memory guard."""
 
 
-def from_engine(error: Exception, file: Optional[str] = None) -> Exception:
+def from_engine(error: Exception, file: Optional[str] = None) -> BaseException:
     """Maps the compiled module's ``EngineError(kind, path, message)`` to a package error."""
     kind, path, message = error.args
     if kind == "config":

@@ -228,7 +228,7 @@ class Scenario:
         except _dynosim.EngineError as e:
             raise self._mapped(e) from None
 
-    def _mapped(self, error: Exception) -> Exception:
+    def _mapped(self, error: Exception) -> BaseException:
         mapped = from_engine(error, file=self.source)
         path = getattr(mapped, "path", "")
         if path and any(path == k or path.startswith(k + ".") or path.startswith(k + "[") for k in self.overridden):
