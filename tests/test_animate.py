@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import assert_one_line_error
 from PIL import Image, ImageChops
 
 
@@ -23,14 +25,6 @@ WAITING_RGB = (0xE4, 0x57, 0x2E)  # animate.COLOR_WAITING: the part of a bar tha
 SERVICE_RGB = (0x4C, 0x78, 0xA8)  # animate.COLOR_SERVICE
 
 
-def assert_one_line_error(result, *fragments, code=2):
-    assert result.returncode == code, result.stderr
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("dynosim: error: ")
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def chromium() -> str:

@@ -5,19 +5,12 @@ import re
 
 import pytest
 
+from conftest import assert_one_line_error
+
 from dynosim import ScenarioError, UnstableError
 import dynosim
 
 
-def assert_one_line_error(result, *fragments, code=2):
-    assert result.returncode == code, result.stderr
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("dynosim: error: ")
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ pub mod error;
 pub mod load_index;
 pub mod params;
 pub mod policy;
+pub mod registry;
 pub mod report;
 pub mod rng;
 pub mod scenario;

@@ -156,12 +156,12 @@ impl Scenario {
     pub fn build(spec: &ScenarioSpec, base_dir: &Path) -> Result<Scenario> {
         let arrivals = {
             let kind = &spec.arrivals.process;
-            let (keys, build) = arrivals::lookup(kind).ok_or_else(|| {
+            let (keys, build) = arrivals::REGISTRY.lookup(kind).ok_or_else(|| {
                 unknown(
                     "arrivals.process",
                     "arrival process",
                     kind,
-                    &arrivals::names(),
+                    &arrivals::REGISTRY.names(),
                 )
             })?;
             let params = Params::new("arrivals", kind, &spec.arrivals.params);
@@ -170,12 +170,12 @@ impl Scenario {
         };
 
         let s = &spec.service;
-        let (keys, build) = dist::lookup(&s.distribution).ok_or_else(|| {
+        let (keys, build) = dist::REGISTRY.lookup(&s.distribution).ok_or_else(|| {
             unknown(
                 "service.distribution",
                 "distribution",
                 &s.distribution,
-                &dist::names(),
+                &dist::REGISTRY.names(),
             )
         })?;
         let params = Params::new("service", &s.distribution, &s.params);
@@ -212,16 +212,16 @@ impl Scenario {
         let slots = whole(spec.fleet.slots, "fleet.slots", 1, 100_000)?;
         let routers = whole(spec.router.routers, "router.routers", 1, 100_000)?;
         let r = &spec.router;
-        let (keys, build) = policy::lookup(&r.policy).ok_or_else(|| {
+        let (keys, build) = policy::REGISTRY.lookup(&r.policy).ok_or_else(|| {
             unknown(
                 "router.policy",
                 "routing policy",
                 &r.policy,
-                &policy::names(),
+                &policy::REGISTRY.names(),
             )
         })?;
         // Keys that only other policies take are for them (a scenario may list several).
-        let all_keys = policy::all_keys();
+        let all_keys = policy::REGISTRY.all_keys();
         let own: Map<String, Value> = r
             .params
             .iter()

@@ -132,9 +132,12 @@ fn without_gil<T: Send>(
 #[pyfunction]
 fn registry(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let d = pyo3::types::PyDict::new(py);
-    d.set_item("policies", dynosim_engine::policy::names())?;
-    d.set_item("distributions", dynosim_engine::dist::names())?;
-    d.set_item("arrival_processes", dynosim_engine::arrivals::names())?;
+    d.set_item("policies", dynosim_engine::policy::REGISTRY.names())?;
+    d.set_item("distributions", dynosim_engine::dist::REGISTRY.names())?;
+    d.set_item(
+        "arrival_processes",
+        dynosim_engine::arrivals::REGISTRY.names(),
+    )?;
     Ok(d.into_any().unbind())
 }
 

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::params::Params;
+use crate::registry::Registry;
 use crate::rng::SimRng;
 use std::fmt::Debug;
 
@@ -20,16 +21,4 @@ pub trait ArrivalProcess: Send + Sync + Debug {
 pub type Builder = fn(&Params) -> Result<Box<dyn ArrivalProcess>>;
 
 /// Every arrival process, by the name a scenario uses, with the parameter keys it takes.
-pub const REGISTRY: &[(&str, &[&str], Builder)] = &[("poisson", &["rate"], poisson::build)];
-
-pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|(name, _, _)| *name).collect()
-}
-
-/// The parameter keys a kind takes and its builder.
-pub fn lookup(name: &str) -> Option<(&'static [&'static str], Builder)> {
-    REGISTRY
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, keys, build)| (*keys, *build))
-}
+pub const REGISTRY: Registry<Builder> = Registry(&[("poisson", &["rate"], poisson::build)]);

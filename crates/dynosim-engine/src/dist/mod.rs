@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::params::Params;
+use crate::registry::Registry;
 use crate::rng::SimRng;
 use std::fmt::Debug;
 use std::path::Path;
@@ -36,7 +37,7 @@ pub trait ServiceDistribution: Send + Sync + Debug {
 pub type Builder = fn(&Params, &Path) -> Result<Box<dyn ServiceDistribution>>;
 
 /// Every distribution, by the name a scenario uses, with the parameter keys it takes.
-pub const REGISTRY: &[(&str, &[&str], Builder)] = &[
+pub const REGISTRY: Registry<Builder> = Registry(&[
     ("constant", &["value"], constant::build),
     ("exponential", &["mean"], exponential::build),
     ("lognormal", &["median", "sigma"], lognormal::build),
@@ -44,19 +45,7 @@ pub const REGISTRY: &[(&str, &[&str], Builder)] = &[
     ("gamma", &["shape", "scale", "mean"], gamma::build),
     ("empirical", &["file", "unit"], empirical::build),
     ("quantiles", &["percentiles"], quantile_table::build),
-];
-
-pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|(name, _, _)| *name).collect()
-}
-
-/// The parameter keys a kind takes and its builder.
-pub fn lookup(name: &str) -> Option<(&'static [&'static str], Builder)> {
-    REGISTRY
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, keys, build)| (*keys, *build))
-}
+]);
 
 pub(crate) fn normal() -> statrs::distribution::Normal {
     statrs::distribution::Normal::new(0.0, 1.0).expect("standard normal")

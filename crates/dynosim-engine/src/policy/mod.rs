@@ -9,6 +9,7 @@
 use crate::error::Result;
 use crate::load_index::LoadIndex;
 use crate::params::Params;
+use crate::registry::Registry;
 use crate::rng::SimRng;
 use std::fmt::Debug;
 
@@ -73,35 +74,11 @@ impl<T: RoutingPolicy + Clone + 'static> BoxClone for T {
 pub type Builder = fn(&Params) -> Result<Box<dyn RoutingPolicy>>;
 
 /// Every policy, by the name a scenario uses, with the parameter keys it takes.
-pub const REGISTRY: &[(&str, &[&str], Builder)] = &[
+pub const REGISTRY: Registry<Builder> = Registry(&[
     ("random", &[], random::build),
     ("round_robin", &[], round_robin::build),
     ("least_connections", &[], least_connections::build),
     ("power_of_d", &["d"], power_of_d::build),
     ("retry_if_busy", &["tries"], retry_if_busy::build),
     ("intelligent", &[], intelligent::build),
-];
-
-pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|(name, _, _)| *name).collect()
-}
-
-/// The parameter keys a kind takes and its builder.
-pub fn lookup(name: &str) -> Option<(&'static [&'static str], Builder)> {
-    REGISTRY
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, keys, build)| (*keys, *build))
-}
-
-/// Every parameter key some policy takes (a scenario listing several policies gives each the
-/// keys it needs; a key only another listed policy takes is not an error).
-pub fn all_keys() -> Vec<&'static str> {
-    let mut keys: Vec<&str> = REGISTRY
-        .iter()
-        .flat_map(|(_, keys, _)| keys.iter().copied())
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys
-}
+]);
