@@ -271,11 +271,13 @@ def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[
                       *cells, f"{r.monthly_cost:,.0f}" if r.monthly_cost is not None else "-",
                       str(len(r.evaluated)))
     console.print(table)
-    found = [(r, r.dynos) for r in results if r.dynos is not None]
-    if len(found) >= 2:
+    # Ratios compare policies at the same workers per dyno.
+    for slots in sorted({r.slots for r in results}):
+        found = [(r, r.dynos) for r in results if r.slots == slots and r.dynos is not None]
+        if len(found) < 2:
+            continue
         best, fewest = min(found, key=lambda pair: pair[1])
-        for r, n in found:
-            if r is not best:
-                console.print(f"{r.policy} (slots {r.slots}) needs {n / fewest:.1f}× the dynos of "
-                              f"{best.policy} (slots {best.slots}): {n:,} vs {fewest:,}.")
+        per = f" at {slots} slot{'s' if slots > 1 else ''} per dyno" if len({r.slots for r in results}) > 1 else ""
+        ratios = ", ".join(f"{r.policy} {n / fewest:.1f}× ({n:,})" for r, n in found if r is not best)
+        console.print(f"Dynos needed relative to {best.policy} ({fewest:,}){per}: {ratios}.")
     console.print(f"searched in {seconds:.1f} s", style="dim")
