@@ -251,7 +251,6 @@ fn simulate(
     };
 
     let mut next_arrival = arrivals.next_arrival(0.0, &mut arrival_rng);
-    let mut simulated = 0u64;
     let mut steps = 0u64;
     loop {
         let completion_first = match (sim.events.peek(), next_arrival) {
@@ -296,7 +295,6 @@ fn simulate(
                 service,
                 router: router as u32,
             });
-            simulated += 1;
             next_arrival = arrivals.next_arrival(t, &mut arrival_rng);
             if sim.waiting_total > scenario.max_waiting {
                 return Err(Error::Overloaded {
@@ -321,7 +319,7 @@ fn simulate(
         interval: t.interval,
         frames: t.frames,
     });
-    Ok((sim.finish(simulated, steps), trace))
+    Ok((sim.finish(steps), trace))
 }
 
 impl Simulation<'_> {
@@ -450,7 +448,7 @@ impl Simulation<'_> {
         }
     }
 
-    fn finish(self, simulated: u64, events: u64) -> ReplicationResult {
+    fn finish(self, events: u64) -> ReplicationResult {
         let capacity = self.scenario.slots as f64 * self.scenario.duration;
         let per_dyno: Vec<f64> = self.dynos.iter().map(|d| d.busy_area / capacity).collect();
         let requests = self.queue.count();
@@ -472,7 +470,7 @@ impl Simulation<'_> {
                 dyno: self.dynos.iter().map(|d| d.max_waiting).max().unwrap_or(0) as u64,
                 router: self.max_router_queue as u64,
             },
-            simulated_requests: simulated,
+            simulated_requests: self.arrived,
             events,
         }
     }
