@@ -20,19 +20,14 @@ from . import _dynosim
 from .api import run as run_scenario
 from .cost import Pricing
 from .errors import DynosimError, ScenarioError
-from .results import METRICS, Estimate, PolicyResult
+from .results import METRICS, Estimate, PolicyResult, is_time_metric
 from .scenario import Scenario
 
 __all__ = ["Target", "parse_target", "CapacityResult", "min_dynos", "plan"]
 
-TIME_PREFIXES = ("queue.", "queue_of_queued.", "response.")
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
 }
-
-
-def is_time_metric(metric: str) -> bool:
-    return metric.startswith(TIME_PREFIXES) or metric == "service_mean"
 
 
 @dataclass(frozen=True)

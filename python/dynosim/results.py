@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-__all__ = ["Estimate", "PolicyResult", "Results", "METRICS"]
+__all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "is_time_metric"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -21,6 +21,11 @@ METRICS: List[str] = (
     + ["service_mean", "throughput", "utilisation.mean", "utilisation.min", "utilisation.max",
        "max_queue_depth.dyno", "max_queue_depth.router", "simulated_requests", "events"]
 )
+
+
+def is_time_metric(metric: str) -> bool:
+    """Whether a metric is a time, in seconds (the others are counts, rates and fractions)."""
+    return metric.split(".")[0] in ("queue", "queue_of_queued", "response") or metric == "service_mean"
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
-from .results import METRICS
+from .results import METRICS, is_time_metric
 from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
 
 VARY_SOURCE = "--vary"
@@ -550,16 +550,12 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _is_time_metric(metric: str) -> bool:
-    return metric.split(".")[0] in ("queue", "queue_of_queued", "response") or metric == "service_mean"
-
-
 def _axis_label(name: str, unit: Optional[str]) -> str:
     return f"{name} ({unit})" if unit else name
 
 
 def _metric_unit(metric: str) -> Optional[str]:
-    if _is_time_metric(metric):
+    if is_time_metric(metric):
         return "s"
     if metric == "queued_fraction" or metric.startswith("utilisation."):
         return "fraction"
@@ -728,7 +724,7 @@ def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
     def fmt(v: float) -> str:
         if math.isnan(v):
             return "-"
-        if not _is_time_metric(metric):
+        if not is_time_metric(metric):
             return f"{v:.4g}"
         return f"{v * 1e6:.3g} µs" if 0 < abs(v) < 1e-3 else _duration(v)
 
