@@ -1,11 +1,15 @@
 //! One long replication of the seed-study scenario, for profilers:
-//! `cargo run --release -p dynosim-engine --example profile -- random 60`.
-use dynosim_engine::{never_interrupted, run_replication, Scenario};
+//! `cargo run --release -p dynosim-engine --example profile -- random 60 [auto|events]`.
+use dynosim_engine::{never_interrupted, run_replication_on, Engine, Scenario};
 use std::path::Path;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let policy = args.get(1).map(String::as_str).unwrap_or("random");
     let minutes: f64 = args.get(2).and_then(|m| m.parse().ok()).unwrap_or(60.0);
+    let engine = match args.get(3).map(String::as_str) {
+        Some("events") => Engine::Events,
+        _ => Engine::Auto,
+    };
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../python/dynosim/scenarios/rapgenius.toml"
@@ -17,7 +21,7 @@ fn main() {
     doc["run"]["warmup"] = 0.into();
     let s = Scenario::from_json(&doc.to_string(), Path::new(".")).unwrap();
     let t = std::time::Instant::now();
-    let r = run_replication(&s, 0, &never_interrupted).unwrap();
+    let r = run_replication_on(engine, &s, 0, &never_interrupted).unwrap();
     let secs = t.elapsed().as_secs_f64();
     println!(
         "{policy}: {} requests in {secs:.3} s = {:.2} M req/s",

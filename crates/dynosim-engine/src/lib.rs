@@ -6,9 +6,11 @@
 //! [`dist::REGISTRY`], [`policy::REGISTRY`], [`arrivals::REGISTRY`].
 
 pub mod arrivals;
+pub mod direct;
 pub mod dist;
 pub mod error;
 pub mod load_index;
+mod measure;
 pub mod params;
 pub mod policy;
 pub mod registry;
@@ -23,7 +25,9 @@ pub mod units;
 pub use error::{Error, Result};
 pub use report::{run, Estimate, RunReport};
 pub use scenario::{Scenario, ScenarioSpec};
-pub use sim::{run_replication, trace_replication, Frame, ReplicationResult, Trace};
+pub use sim::{
+    run_replication, run_replication_on, trace_replication, Engine, Frame, ReplicationResult, Trace,
+};
 
 /// Never interrupts; for callers with no way to be stopped.
 pub fn never_interrupted() -> bool {

@@ -1,40 +1,75 @@
 //! One router's view of the dynos: how many requests it has in flight on each (sent by this
 //! router and not yet answered, whether in service or waiting at the dyno), bucketed by count
-//! so that "a least-loaded dyno, ties broken at random" costs O(1). The buckets are kept only
-//! for policies that rank dynos by load; the others pay only for the counts.
+//! so that "a least-loaded dyno" costs O(1). The buckets are kept only for policies that rank
+//! dynos by load; the others pay only for the counts. Ties between least-loaded dynos are
+//! broken at random ([`Ties::Random`]: a bucket is a set with O(1) random pick) or in favour of
+//! the dyno that has been at that load longest ([`Ties::Oldest`]: a bucket is a FIFO list).
 
 use crate::rng::SimRng;
 use rand::Rng;
 
+/// How a ranked index breaks ties between least-loaded dynos.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ties {
+    Random,
+    Oldest,
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+enum Buckets {
+    /// Counts only.
+    None,
+    /// `sets[c]` holds the dynos with c requests in flight, in no particular order;
+    /// `position[d]` is dyno d's place in its set.
+    Random {
+        sets: Vec<Vec<u32>>,
+        position: Vec<u32>,
+    },
+    /// `head[c]`..`tail[c]` link the dynos with c requests in flight in the order they
+    /// reached that count (`next`, `prev` per dyno; [`NIL`] ends a list).
+    Oldest {
+        head: Vec<u32>,
+        tail: Vec<u32>,
+        next: Vec<u32>,
+        prev: Vec<u32>,
+    },
+}
+
 #[derive(Debug, Clone)]
 pub struct LoadIndex {
     in_flight: Vec<u32>,
-    /// buckets[c] holds the dynos with c requests in flight, in no particular order.
-    buckets: Vec<Vec<u32>>,
-    /// Position of each dyno within its bucket.
-    position: Vec<u32>,
+    buckets: Buckets,
     min: u32,
-    ranked: bool,
 }
 
 impl LoadIndex {
-    /// `ranked`: keep the buckets that [`Self::min_load`] and [`Self::random_least_loaded`]
-    /// need.
-    pub fn new(dynos: usize, ranked: bool) -> Self {
+    /// `ranking`: keep the buckets that [`Self::min_load`] and the least-loaded picks need,
+    /// breaking ties this way.
+    pub fn new(dynos: usize, ranking: Option<Ties>) -> Self {
+        let all = || (0..dynos as u32).collect::<Vec<u32>>();
+        let buckets = match ranking {
+            None => Buckets::None,
+            Some(Ties::Random) => Buckets::Random {
+                sets: vec![all()],
+                position: all(),
+            },
+            Some(Ties::Oldest) => Buckets::Oldest {
+                head: vec![if dynos > 0 { 0 } else { NIL }],
+                tail: vec![if dynos > 0 { dynos as u32 - 1 } else { NIL }],
+                next: (1..=dynos as u32)
+                    .map(|d| if d as usize == dynos { NIL } else { d })
+                    .collect(),
+                prev: (0..dynos as u32)
+                    .map(|d| if d == 0 { NIL } else { d - 1 })
+                    .collect(),
+            },
+        };
         LoadIndex {
             in_flight: vec![0; dynos],
-            buckets: if ranked {
-                vec![(0..dynos as u32).collect()]
-            } else {
-                Vec::new()
-            },
-            position: if ranked {
-                (0..dynos as u32).collect()
-            } else {
-                Vec::new()
-            },
+            buckets,
             min: 0,
-            ranked,
         }
     }
 
@@ -51,14 +86,21 @@ impl LoadIndex {
     /// The smallest in-flight count over all dynos (ranked indexes only).
     #[inline]
     pub fn min_load(&self) -> u32 {
-        debug_assert!(self.ranked, "min_load needs a ranked index");
+        debug_assert!(
+            !matches!(self.buckets, Buckets::None),
+            "min_load needs a ranked index"
+        );
         self.min
     }
 
-    /// A dyno with the smallest in-flight count, chosen uniformly among ties.
+    /// A dyno with the smallest in-flight count, chosen uniformly among ties
+    /// ([`Ties::Random`] indexes only).
     #[inline]
     pub fn random_least_loaded(&self, rng: &mut SimRng) -> usize {
-        let bucket = &self.buckets[self.min as usize];
+        let Buckets::Random { sets, .. } = &self.buckets else {
+            unreachable!("random_least_loaded needs an index with random ties")
+        };
+        let bucket = &sets[self.min as usize];
         let pick = if bucket.len() == 1 {
             0
         } else {
@@ -67,38 +109,84 @@ impl LoadIndex {
         bucket[pick] as usize
     }
 
+    /// The dyno with the smallest in-flight count that has had it longest ([`Ties::Oldest`]
+    /// indexes only).
     #[inline]
-    fn take(&mut self, dyno: usize) {
-        let count = self.in_flight[dyno] as usize;
-        let at = self.position[dyno] as usize;
-        let bucket = &mut self.buckets[count];
-        bucket.swap_remove(at);
-        if let Some(&moved) = bucket.get(at) {
-            self.position[moved as usize] = at as u32;
+    pub fn oldest_least_loaded(&self) -> usize {
+        let Buckets::Oldest { head, .. } = &self.buckets else {
+            unreachable!("oldest_least_loaded needs an index with oldest-first ties")
+        };
+        head[self.min as usize] as usize
+    }
+
+    fn bucket_is_empty(&self, count: u32) -> bool {
+        match &self.buckets {
+            Buckets::None => true,
+            Buckets::Random { sets, .. } => sets[count as usize].is_empty(),
+            Buckets::Oldest { head, .. } => head[count as usize] == NIL,
         }
     }
 
+    /// Moves `dyno` from its bucket to the one for `count`.
     #[inline]
-    fn put(&mut self, dyno: usize, count: u32) {
-        if self.buckets.len() <= count as usize {
-            self.buckets.resize_with(count as usize + 1, Vec::new);
-        }
-        let bucket = &mut self.buckets[count as usize];
-        self.position[dyno] = bucket.len() as u32;
-        bucket.push(dyno as u32);
+    fn shift(&mut self, dyno: usize, count: u32) {
+        let from = self.in_flight[dyno] as usize;
+        let to = count as usize;
         self.in_flight[dyno] = count;
+        match &mut self.buckets {
+            Buckets::None => {}
+            Buckets::Random { sets, position } => {
+                let at = position[dyno] as usize;
+                sets[from].swap_remove(at);
+                if let Some(&moved) = sets[from].get(at) {
+                    position[moved as usize] = at as u32;
+                }
+                if sets.len() <= to {
+                    sets.resize_with(to + 1, Vec::new);
+                }
+                position[dyno] = sets[to].len() as u32;
+                sets[to].push(dyno as u32);
+            }
+            Buckets::Oldest {
+                head,
+                tail,
+                next,
+                prev,
+            } => {
+                let (p, n) = (prev[dyno], next[dyno]);
+                match p {
+                    NIL => head[from] = n,
+                    p => next[p as usize] = n,
+                }
+                match n {
+                    NIL => tail[from] = p,
+                    n => prev[n as usize] = p,
+                }
+                if head.len() <= to {
+                    head.resize(to + 1, NIL);
+                    tail.resize(to + 1, NIL);
+                }
+                let last = tail[to];
+                prev[dyno] = last;
+                next[dyno] = NIL;
+                match last {
+                    NIL => head[to] = dyno as u32,
+                    last => next[last as usize] = dyno as u32,
+                }
+                tail[to] = dyno as u32;
+            }
+        }
     }
 
     #[inline]
     pub fn increment(&mut self, dyno: usize) {
         let count = self.in_flight[dyno];
-        if !self.ranked {
+        if matches!(self.buckets, Buckets::None) {
             self.in_flight[dyno] = count + 1;
             return;
         }
-        self.take(dyno);
-        self.put(dyno, count + 1);
-        if count == self.min && self.buckets[count as usize].is_empty() {
+        self.shift(dyno, count + 1);
+        if count == self.min && self.bucket_is_empty(count) {
             self.min += 1;
         }
     }
@@ -107,12 +195,11 @@ impl LoadIndex {
     pub fn decrement(&mut self, dyno: usize) {
         let count = self.in_flight[dyno];
         debug_assert!(count > 0, "decrement of an idle dyno");
-        if !self.ranked {
+        if matches!(self.buckets, Buckets::None) {
             self.in_flight[dyno] = count - 1;
             return;
         }
-        self.take(dyno);
-        self.put(dyno, count - 1);
+        self.shift(dyno, count - 1);
         self.min = self.min.min(count - 1);
     }
 }
@@ -125,7 +212,7 @@ mod tests {
     #[test]
     fn least_loaded_tracks_counts() {
         let mut rng = SimRng::seed_from_u64(7);
-        let mut index = LoadIndex::new(4, true);
+        let mut index = LoadIndex::new(4, Some(Ties::Random));
         for d in [0, 1, 2, 0, 1] {
             index.increment(d);
         }
@@ -142,6 +229,38 @@ mod tests {
         assert_eq!(
             (0..4).map(|d| index.in_flight(d)).collect::<Vec<_>>(),
             vec![0, 2, 1, 1]
+        );
+    }
+
+    #[test]
+    fn oldest_ties_go_to_the_longest_at_the_least_load() {
+        let mut index = LoadIndex::new(4, Some(Ties::Oldest));
+        // Initially every dyno is idle; the lowest number counts as idle longest.
+        assert_eq!(index.oldest_least_loaded(), 0);
+        for d in [0, 1, 2, 3] {
+            index.increment(d);
+        }
+        assert_eq!(index.min_load(), 1);
+        // Dynos 2, then 0, then 3 finish: 2 has been idle longest.
+        index.decrement(2);
+        index.decrement(0);
+        index.decrement(3);
+        assert_eq!((index.min_load(), index.oldest_least_loaded()), (0, 2));
+        index.increment(2);
+        assert_eq!(index.oldest_least_loaded(), 0);
+        // A dyno taken from the middle of a list keeps the others in order.
+        index.increment(0);
+        index.decrement(1);
+        assert_eq!(index.oldest_least_loaded(), 3);
+        index.increment(3);
+        assert_eq!(index.oldest_least_loaded(), 1);
+        index.increment(1);
+        assert_eq!(index.min_load(), 1);
+        // At load 1 the order is that in which the dynos reached it: 2, 0, 3, 1.
+        assert_eq!(index.oldest_least_loaded(), 2);
+        assert_eq!(
+            (0..4).map(|d| index.in_flight(d)).collect::<Vec<_>>(),
+            vec![1, 1, 1, 1]
         );
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::scenario::Scenario;
-use crate::sim::{run_replication, ReplicationResult};
+use crate::sim::{run_replication, Engine, ReplicationResult};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -15,6 +15,8 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 pub struct RunReport {
     pub scenario: String,
     pub policy: String,
+    /// The engine that ran it: "direct" or "events" (the same figures either way).
+    pub engine: &'static str,
     pub dynos: u32,
     pub slots: u32,
     pub routers: u32,
@@ -83,6 +85,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
     Ok(RunReport {
         scenario: scenario.name.clone(),
         policy: scenario.policy_name.clone(),
+        engine: Engine::for_scenario(scenario).name(),
         dynos: scenario.dynos,
         slots: scenario.slots,
         routers: scenario.routers,

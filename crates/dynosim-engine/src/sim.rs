@@ -7,12 +7,14 @@
 //! at t is free for a request arriving at t).
 
 use crate::arrivals::ArrivalProcess;
+use crate::direct;
 use crate::error::{Error, Result};
 use crate::load_index::LoadIndex;
-use crate::policy::{Route, RouterView, RoutingPolicy};
+use crate::measure::Measures;
+use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
-use crate::stats::{TimeStats, TimeSummary};
+use crate::stats::TimeSummary;
 use rand::Rng;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -70,9 +72,6 @@ impl Ord for Event {
 struct Dyno {
     busy: u32,
     waiting: VecDeque<Request>,
-    /// Busy slot-seconds inside the measurement window.
-    busy_area: f64,
-    max_waiting: usize,
 }
 
 /// What one replication measured, over requests arriving after the warm-up.
@@ -95,6 +94,7 @@ pub struct ReplicationResult {
     pub max_queue_depth: QueueDepth,
     /// Every request simulated, warm-up included (for throughput benchmarks).
     pub simulated_requests: u64,
+    /// Arrivals and completions simulated, warm-up included.
     pub events: u64,
 }
 
@@ -148,8 +148,6 @@ struct Simulation<'s> {
     scenario: &'s Scenario,
     now: f64,
     seq: u64,
-    window_start: f64,
-    window_end: f64,
     events: BinaryHeap<Event>,
     dynos: Vec<Dyno>,
     loads: Vec<LoadIndex>,
@@ -157,15 +155,39 @@ struct Simulation<'s> {
     router_queues: Vec<VecDeque<Request>>,
     waiting_total: usize,
     routing_rng: SimRng,
-    /// Queue times; its positive part is the queue time of the requests that waited.
-    queue: TimeStats,
-    response: TimeStats,
-    service_sum: f64,
-    completions_in_window: u64,
-    max_router_queue: usize,
-    arrived: u64,
+    measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
+}
+
+/// Which engine simulates a replication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The direct engine when it can run the scenario, else the event-driven one.
+    Auto,
+    /// The event-driven engine, which runs every scenario.
+    Events,
+    /// The direct engine ([`crate::direct`]); an error for a scenario it cannot run.
+    Direct,
+}
+
+impl Engine {
+    /// The engine that `Auto` picks for this scenario.
+    pub fn for_scenario(scenario: &Scenario) -> Engine {
+        if direct::can_run(scenario) {
+            Engine::Direct
+        } else {
+            Engine::Events
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Auto => "auto",
+            Engine::Events => "events",
+            Engine::Direct => "direct",
+        }
+    }
 }
 
 /// Runs replication `replication` of the scenario. `interrupted` is polled now and then; when
@@ -175,7 +197,26 @@ pub fn run_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<ReplicationResult> {
-    simulate(scenario, replication, None, interrupted).map(|(result, _)| result)
+    run_replication_on(Engine::Auto, scenario, replication, interrupted)
+}
+
+/// [`run_replication`] on a chosen engine (for the tests that compare the engines, and for
+/// benchmarks).
+pub fn run_replication_on(
+    engine: Engine,
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<ReplicationResult> {
+    match engine {
+        Engine::Direct => direct::run_replication(scenario, replication, interrupted),
+        Engine::Auto if direct::can_run(scenario) => {
+            direct::run_replication(scenario, replication, interrupted)
+        }
+        Engine::Auto | Engine::Events => {
+            simulate(scenario, replication, None, interrupted).map(|(result, _)| result)
+        }
+    }
 }
 
 /// Runs a replication and also snapshots it every `interval` seconds up to `until`.
@@ -229,23 +270,23 @@ fn simulate(
         scenario,
         now: 0.0,
         seq: 0,
-        window_start: scenario.warmup,
-        window_end: scenario.warmup + scenario.duration,
         events: BinaryHeap::with_capacity(scenario.total_slots().min(1 << 20) as usize + 1),
         dynos: (0..n).map(|_| Dyno::default()).collect(),
         loads: (0..routers)
-            .map(|_| LoadIndex::new(n, scenario.policy.ranks_by_load()))
+            .map(|_| {
+                let ranking = match scenario.policy.knowledge() {
+                    Knowledge::Ranking(ties) => Some(ties),
+                    Knowledge::FreeSlots => Some(Ties::Oldest),
+                    Knowledge::Nothing | Knowledge::Some => None,
+                };
+                LoadIndex::new(n, ranking)
+            })
             .collect(),
         policies: (0..routers).map(|_| scenario.policy.box_clone()).collect(),
         router_queues: (0..routers).map(|_| VecDeque::new()).collect(),
         waiting_total: 0,
         routing_rng: stream(seed, replication, Stream::Routing),
-        queue: TimeStats::default(),
-        response: TimeStats::default(),
-        service_sum: 0.0,
-        completions_in_window: 0,
-        max_router_queue: 0,
-        arrived: 0,
+        measures: Measures::new(scenario),
         queued: 0,
         trace,
     };
@@ -277,19 +318,15 @@ fn simulate(
                     arrival,
                 } => sim.complete(dyno as usize, router as usize, arrival),
             }
-        } else if let Some(t) = next_arrival.filter(|&t| t < sim.window_end) {
+        } else if let Some(t) = next_arrival.filter(|&t| t < sim.measures.window_end()) {
             sim.now = t;
             let service = scenario.service.sample(&mut service_rng);
-            if t >= sim.window_start {
-                // Summed in arrival order, so every policy reports the very same figure.
-                sim.service_sum += service;
-            }
+            sim.measures.arrived(t, service);
             let router = if routers > 1 {
                 sim.routing_rng.random_range(0..routers)
             } else {
                 0
             };
-            sim.arrived += 1;
             sim.arrive(Request {
                 arrival: t,
                 service,
@@ -319,7 +356,7 @@ fn simulate(
         interval: t.interval,
         frames: t.frames,
     });
-    Ok((sim.finish(steps), trace))
+    Ok((sim.measures.finish(scenario), trace))
 }
 
 impl Simulation<'_> {
@@ -337,10 +374,7 @@ impl Simulation<'_> {
 
     #[inline]
     fn route(&mut self, router: usize) -> Route {
-        let view = RouterView {
-            slots: self.scenario.slots,
-            load: &self.loads[router],
-        };
+        let view = RouterView::indexed(self.scenario.slots, &self.loads[router]);
         self.policies[router].route(&view, &mut self.routing_rng)
     }
 
@@ -360,7 +394,7 @@ impl Simulation<'_> {
                     .map(|d| d.busy + d.waiting.len() as u32)
                     .collect(),
                 router_waiting: self.router_queues.iter().map(|q| q.len() as u64).sum(),
-                arrived: self.arrived,
+                arrived: self.measures.arrivals(),
                 queued: self.queued,
             });
             trace.next = (trace.frames.len() as f64) * trace.interval;
@@ -372,9 +406,7 @@ impl Simulation<'_> {
         let queue = &mut self.router_queues[request.router as usize];
         queue.push_back(request);
         self.waiting_total += 1;
-        if self.now >= self.window_start {
-            self.max_router_queue = self.max_router_queue.max(queue.len());
-        }
+        self.measures.router_queue(self.now, queue.len());
     }
 
     #[inline]
@@ -383,34 +415,19 @@ impl Simulation<'_> {
         if self.dynos[dyno].busy < self.scenario.slots {
             self.start(dyno, request);
         } else {
-            let measuring = self.now >= self.window_start;
             self.queued += 1;
-            let d = &mut self.dynos[dyno];
-            d.waiting.push_back(request);
-            if measuring {
-                d.max_waiting = d.max_waiting.max(d.waiting.len());
-            }
+            let waiting = &mut self.dynos[dyno].waiting;
+            waiting.push_back(request);
+            self.measures.dyno_queue(dyno, self.now, waiting.len());
             self.waiting_total += 1;
         }
     }
 
     #[inline]
     fn start(&mut self, dyno: usize, request: Request) {
-        // The slot is busy over [now, now + service]: its overlap with the window, counted
-        // once here, is this request's share of the dyno's utilisation.
-        let (lo, hi) = (
-            self.now.max(self.window_start),
-            (self.now + request.service).min(self.window_end),
-        );
-        let d = &mut self.dynos[dyno];
-        d.busy += 1;
-        if hi > lo {
-            d.busy_area += hi - lo;
-        }
-        if request.arrival >= self.window_start {
-            let wait = self.now - request.arrival;
-            self.queue.record(wait);
-        }
+        self.dynos[dyno].busy += 1;
+        self.measures
+            .started(dyno, request.arrival, self.now, request.service);
         self.seq += 1;
         self.events.push(Event {
             time: self.now + request.service,
@@ -425,12 +442,7 @@ impl Simulation<'_> {
 
     fn complete(&mut self, dyno: usize, router: usize, arrival: f64) {
         self.dynos[dyno].busy -= 1;
-        if arrival >= self.window_start {
-            self.response.record(self.now - arrival);
-        }
-        if self.now >= self.window_start && self.now <= self.window_end {
-            self.completions_in_window += 1;
-        }
+        self.measures.completed(arrival, self.now);
         self.loads[router].decrement(dyno);
         if let Some(next) = self.dynos[dyno].waiting.pop_front() {
             self.waiting_total -= 1;
@@ -446,40 +458,5 @@ impl Simulation<'_> {
                 Route::Hold => break,
             }
         }
-    }
-
-    fn finish(self, events: u64) -> ReplicationResult {
-        let capacity = self.scenario.slots as f64 * self.scenario.duration;
-        let per_dyno: Vec<f64> = self.dynos.iter().map(|d| d.busy_area / capacity).collect();
-        let requests = self.queue.count();
-        ReplicationResult {
-            requests,
-            queued_fraction: ratio(self.queue.positive_count() as f64, requests as f64),
-            queue: self.queue.summary(),
-            queue_of_queued: self.queue.positive_summary(),
-            response: self.response.summary(),
-            service_mean: ratio(self.service_sum, requests as f64),
-            throughput: self.completions_in_window as f64 / self.scenario.duration,
-            utilisation: Utilisation {
-                mean: per_dyno.iter().sum::<f64>() / per_dyno.len() as f64,
-                min: per_dyno.iter().copied().fold(f64::INFINITY, f64::min),
-                max: per_dyno.iter().copied().fold(0.0, f64::max),
-                per_dyno,
-            },
-            max_queue_depth: QueueDepth {
-                dyno: self.dynos.iter().map(|d| d.max_waiting).max().unwrap_or(0) as u64,
-                router: self.max_router_queue as u64,
-            },
-            simulated_requests: self.arrived,
-            events,
-        }
-    }
-}
-
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
-        a / b
-    } else {
-        0.0
     }
 }

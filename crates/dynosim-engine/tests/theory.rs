@@ -205,7 +205,8 @@ fn intelligent_routing_over_multi_slot_dynos_is_mmc() {
 /// a request starts when any slot frees up, and which dyno holds that slot does not change
 /// when it starts or ends. So 20 dynos × 1 slot, 5 × 4 and 1 × 20 on the same seed give the
 /// same waits request by request, not merely in distribution. And choosing the least-loaded
-/// dyno, ties at random, spreads the work evenly: every dyno is busy a fraction ρ of the time.
+/// dyno, ties to the one at that load longest, spreads the work evenly: every dyno is busy a
+/// fraction ρ of the time.
 #[test]
 fn intelligent_router_is_one_central_queue_whatever_the_slot_layout() {
     let rho = 0.8;
@@ -227,12 +228,15 @@ fn intelligent_router_is_one_central_queue_whatever_the_slot_layout() {
             .iter()
             .zip(&other.per_replication)
         {
+            // 20 x 1 runs on the direct engine, which adds the times up in another order:
+            // means agree to rounding, everything else exactly.
+            let same = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
             assert_eq!(x.requests, y.requests);
             assert_eq!(x.queued_fraction, y.queued_fraction);
-            assert_eq!(x.queue.mean, y.queue.mean);
+            assert!(same(x.queue.mean, y.queue.mean));
             assert_eq!(x.queue.p99, y.queue.p99);
-            assert_eq!(x.queue_of_queued.mean, y.queue_of_queued.mean);
-            assert_eq!(x.response.mean, y.response.mean);
+            assert!(same(x.queue_of_queued.mean, y.queue_of_queued.mean));
+            assert!(same(x.response.mean, y.response.mean));
             assert!((x.utilisation.mean - y.utilisation.mean).abs() < 1e-12);
         }
     }

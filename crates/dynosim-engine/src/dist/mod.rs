@@ -24,6 +24,14 @@ pub use shaped::Shaped;
 /// stability check need no sampling.
 pub trait ServiceDistribution: Send + Sync + Debug {
     fn sample(&self, rng: &mut SimRng) -> f64;
+    /// Fills `out` with successive samples: the same values, in the same order, as calling
+    /// [`Self::sample`] once per element. Engines draw in blocks to save a dynamic call per
+    /// request; a stream of its own per purpose keeps the blocks from changing any result.
+    fn sample_into(&self, rng: &mut SimRng, out: &mut [f64]) {
+        for x in out {
+            *x = self.sample(rng);
+        }
+    }
     /// E[S].
     fn mean(&self) -> f64;
     /// E[S²] (may be infinite).

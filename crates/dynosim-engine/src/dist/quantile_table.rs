@@ -86,9 +86,13 @@ impl QuantileTable {
     #[inline]
     fn segment_at_z(&self, z: f64) -> (f64, f64) {
         // Interior knots only: below the second knot lies the first segment, extended, and
-        // above the second-to-last the last one. Tables are short: a linear scan is fastest.
+        // above the second-to-last the last one. Tables are short: counting the knots at or
+        // below z, without branches, is fastest (the knots increase, so it is the index).
         let interior = &self.z[1..self.z.len() - 1];
-        let k = interior.iter().take_while(|&&zi| zi <= z).count();
+        let k = interior
+            .iter()
+            .map(|&zi| usize::from(zi <= z))
+            .sum::<usize>();
         self.lines[k]
     }
 

@@ -95,6 +95,12 @@ impl ServiceDistribution for Shaped {
     fn sample(&self, rng: &mut SimRng) -> f64 {
         self.shape(self.inner.sample(rng))
     }
+    fn sample_into(&self, rng: &mut SimRng, out: &mut [f64]) {
+        self.inner.sample_into(rng, out);
+        for x in out {
+            *x = self.shape(*x);
+        }
+    }
     fn mean(&self) -> f64 {
         self.mean
     }

@@ -1,4 +1,4 @@
-use super::{Route, RouterView, RoutingPolicy};
+use super::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
@@ -15,9 +15,9 @@ pub fn build(_: &Params) -> Result<Box<dyn RoutingPolicy>> {
 impl RoutingPolicy for LeastConnections {
     #[inline]
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
-        Route::To(view.load.random_least_loaded(rng))
+        Route::To(view.ranked().random_least_loaded(rng))
     }
-    fn ranks_by_load(&self) -> bool {
-        true
+    fn knowledge(&self) -> Knowledge {
+        Knowledge::Ranking(Ties::Random)
     }
 }

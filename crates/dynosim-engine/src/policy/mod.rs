@@ -6,8 +6,10 @@
 //! it sent itself. With one router that is the true state of the dynos; with several it is the
 //! partial knowledge of Heroku's Bamboo routers.
 
+use crate::direct::DirectDynos;
 use crate::error::Result;
 use crate::load_index::LoadIndex;
+pub use crate::load_index::Ties;
 use crate::params::Params;
 use crate::registry::Registry;
 use crate::rng::SimRng;
@@ -30,33 +32,94 @@ pub enum Route {
     Hold,
 }
 
-/// What a router knows when it routes a request.
+/// What a policy reads when it routes, which decides how the engine may simulate it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knowledge {
+    /// Nothing about the dynos (`random`, `round_robin`).
+    Nothing,
+    /// The in-flight count of a few dynos, through [`RouterView::in_flight`]; never holds a
+    /// request (`power_of_d`, `retry_if_busy`).
+    Some,
+    /// Which dynos have a free slot, and which has had one longest: the request goes there,
+    /// or waits in the router's FIFO queue while no slot is free (`intelligent`). With one
+    /// router and single-slot dynos the direct engine runs it as one queue in front of all
+    /// the slots; otherwise the event-driven engine ranks the dynos with [`Ties::Oldest`].
+    FreeSlots,
+    /// The ranking of every dyno by load ([`RouterView::ranked`]), with ties broken this
+    /// way, and it may hold requests (`least_connections`, `intelligent`). The safe default:
+    /// the event-driven engine runs every policy.
+    Ranking(Ties),
+}
+
+/// What a router knows when it routes a request: its own in-flight requests per dyno.
 pub struct RouterView<'a> {
     /// Concurrent slots of every dyno.
     pub slots: u32,
-    /// This router's in-flight requests per dyno.
-    pub load: &'a LoadIndex,
+    loads: Loads<'a>,
 }
 
-impl RouterView<'_> {
+enum Loads<'a> {
+    /// Kept up to date event by event (the event-driven engine).
+    Index(&'a LoadIndex),
+    /// Worked out on demand at time `now` (the direct engine, see `crate::direct`).
+    Direct(&'a DirectDynos, f64),
+}
+
+impl<'a> RouterView<'a> {
+    pub(crate) fn indexed(slots: u32, index: &'a LoadIndex) -> Self {
+        RouterView {
+            slots,
+            loads: Loads::Index(index),
+        }
+    }
+
+    pub(crate) fn direct(slots: u32, dynos: &'a DirectDynos, now: f64) -> Self {
+        RouterView {
+            slots,
+            loads: Loads::Direct(dynos, now),
+        }
+    }
+
     #[inline]
     pub fn dynos(&self) -> usize {
-        self.load.dynos()
+        match self.loads {
+            Loads::Index(index) => index.dynos(),
+            Loads::Direct(dynos, _) => dynos.len(),
+        }
+    }
+
+    /// This router's requests on the dyno, in service or waiting there.
+    #[inline]
+    pub fn in_flight(&self, dyno: usize) -> u32 {
+        match self.loads {
+            Loads::Index(index) => index.in_flight(dyno),
+            Loads::Direct(dynos, now) => dynos.in_system(dyno, now),
+        }
     }
 
     /// True when this router believes the dyno has no free slot.
     #[inline]
     pub fn is_busy(&self, dyno: usize) -> bool {
-        self.load.in_flight(dyno) >= self.slots
+        self.in_flight(dyno) >= self.slots
+    }
+
+    /// The dynos ranked by load. Only policies whose [`RoutingPolicy::knowledge`] is
+    /// [`Knowledge::Ranking`] may call it; the engine keeps the ranking for those alone.
+    #[inline]
+    pub fn ranked(&self) -> &LoadIndex {
+        match self.loads {
+            Loads::Index(index) => index,
+            Loads::Direct(..) => unreachable!("the direct engine keeps no ranking"),
+        }
     }
 }
 
 pub trait RoutingPolicy: Send + Sync + Debug + BoxClone {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route;
-    /// Whether the policy calls `min_load` or `random_least_loaded` on the router's
-    /// [`LoadIndex`] (which then keeps its buckets up to date, at a cost per request).
-    fn ranks_by_load(&self) -> bool {
-        false
+    /// What the policy reads; see [`Knowledge`]. Declaring less than it reads is a bug that
+    /// the engines' equivalence tests catch.
+    fn knowledge(&self) -> Knowledge {
+        Knowledge::Ranking(Ties::Random)
     }
 }
 

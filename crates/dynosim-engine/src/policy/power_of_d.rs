@@ -1,4 +1,4 @@
-use super::{Route, RouterView, RoutingPolicy};
+use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
@@ -26,7 +26,7 @@ impl RoutingPolicy for PowerOfD {
         let d = self.d.min(n);
         let mut chosen = [0usize; 16];
         let mut best = rng.random_range(0..n);
-        let mut best_load = view.load.in_flight(best);
+        let mut best_load = view.in_flight(best);
         chosen[0] = best;
         for i in 1..d {
             // Distinct candidates: redraw on a repeat (d is small next to n in practice).
@@ -39,12 +39,15 @@ impl RoutingPolicy for PowerOfD {
             if i < chosen.len() {
                 chosen[i] = candidate;
             }
-            let load = view.load.in_flight(candidate);
+            let load = view.in_flight(candidate);
             if load < best_load {
                 best = candidate;
                 best_load = load;
             }
         }
         Route::To(best)
+    }
+    fn knowledge(&self) -> Knowledge {
+        Knowledge::Some
     }
 }

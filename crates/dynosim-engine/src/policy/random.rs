@@ -1,4 +1,4 @@
-use super::{Route, RouterView, RoutingPolicy};
+use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
@@ -16,5 +16,8 @@ impl RoutingPolicy for Random {
     #[inline]
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
         Route::To(rng.random_range(0..view.dynos()))
+    }
+    fn knowledge(&self) -> Knowledge {
+        Knowledge::Nothing
     }
 }

@@ -1,4 +1,4 @@
-use super::{Route, RouterView, RoutingPolicy};
+use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
@@ -33,5 +33,8 @@ impl RoutingPolicy for RetryIfBusy {
             dyno = rng.random_range(0..n);
         }
         Route::To(dyno)
+    }
+    fn knowledge(&self) -> Knowledge {
+        Knowledge::Some
     }
 }

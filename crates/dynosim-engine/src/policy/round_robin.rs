@@ -1,4 +1,4 @@
-use super::{Route, RouterView, RoutingPolicy};
+use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
@@ -20,5 +20,8 @@ impl RoutingPolicy for RoundRobin {
         let dyno = self.next.unwrap_or_else(|| rng.random_range(0..n));
         self.next = Some((dyno + 1) % n);
         Route::To(dyno)
+    }
+    fn knowledge(&self) -> Knowledge {
+        Knowledge::Nothing
     }
 }

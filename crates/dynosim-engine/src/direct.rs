@@ -1,0 +1,337 @@
+//! The direct engine: a replication simulated request by request, in arrival order, with no
+//! event queue.
+//!
+//! A dyno serves its requests first come, first served on `k` slots, so a request's start is
+//! known the moment it arrives: it takes the slot that frees first, at the later of its arrival
+//! and that slot's free time (the Kiefer–Wolfowitz recursion; for one slot, Lindley's). When
+//! the routing decision needs no knowledge that only completions in time order would give
+//! (see [`Knowledge`]), the whole replication follows from the arrivals alone: each request is
+//! routed, started and completed in one step, and a dyno's load at time t is worked out on
+//! demand from its slots' free times and the start times of the requests still waiting there.
+//! The `intelligent` router with single-slot dynos is one FIFO queue in front of all of them
+//! (M/G/c), the same recursion over every slot, kept in a heap.
+//!
+//! It produces the same figures as the event-driven engine ([`crate::sim`]): the same random
+//! draws in the same order, the same floating-point operations on each request's times. Only
+//! sums of many times (means) may differ in their last bits, being added in another order. The
+//! tests in `tests/engines.rs` run both engines on the same scenarios and compare.
+
+use crate::error::{Error, Result};
+use crate::measure::Measures;
+use crate::policy::{Knowledge, Route, RouterView};
+use crate::rng::{stream, SimRng, Stream};
+use crate::scenario::Scenario;
+use crate::sim::ReplicationResult;
+use rand::Rng;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Arrivals (and their service times) drawn at a time.
+const BLOCK: usize = 256;
+
+/// Whether the direct engine can run this scenario: the policy reads no dyno; or it reads a
+/// few dynos' loads and there is one router (several routers would each see only their own
+/// requests, which the dynos' state alone does not tell); or it is one router's FIFO queue in
+/// front of single-slot dynos.
+pub fn can_run(scenario: &Scenario) -> bool {
+    match scenario.policy.knowledge() {
+        Knowledge::Nothing => true,
+        Knowledge::Some => scenario.routers == 1,
+        Knowledge::FreeSlots => scenario.routers == 1 && scenario.slots == 1,
+        Knowledge::Ranking(_) => false,
+    }
+}
+
+/// Runs replication `replication` of a scenario that [`can_run`] accepts.
+pub fn run_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<ReplicationResult> {
+    if !can_run(scenario) {
+        return Err(Error::config(
+            "router.policy",
+            format!(
+                "the direct engine cannot run policy {:?} with {} routers and {} slots per dyno",
+                scenario.policy_name, scenario.routers, scenario.slots
+            ),
+        ));
+    }
+    scenario.check_stable()?;
+    let streams = |purpose| stream(scenario.seed, replication, purpose);
+    let mut measures = Measures::new(scenario);
+    if scenario.policy.knowledge() == Knowledge::FreeSlots {
+        let mut queue = CentralQueue::new(scenario.dynos as usize);
+        drive(
+            scenario,
+            &mut measures,
+            interrupted,
+            streams,
+            |now, service, _| Ok(queue.place(scenario, now, service)),
+        )?;
+    } else {
+        let routers = scenario.routers as usize;
+        let mut policies: Vec<_> = (0..routers).map(|_| scenario.policy.box_clone()).collect();
+        let mut dynos = DirectDynos::new(scenario.dynos as usize, scenario.slots as usize);
+        drive(
+            scenario,
+            &mut measures,
+            interrupted,
+            streams,
+            |now, service, rng| {
+                let router = if routers > 1 {
+                    rng.random_range(0..routers)
+                } else {
+                    0
+                };
+                let view = RouterView::direct(scenario.slots, &dynos, now);
+                match policies[router].route(&view, rng) {
+                    Route::To(dyno) => Ok(dynos.place(scenario, dyno, now, service)),
+                    Route::Hold => Err(Error::config(
+                        "router.policy",
+                        format!(
+                            "policy {:?} held a request without declaring Knowledge::FreeSlots \
+                         or Knowledge::Ranking",
+                            scenario.policy_name
+                        ),
+                    )),
+                }
+            },
+        )?;
+    }
+    Ok(measures.finish(scenario))
+}
+
+/// Where a request went.
+struct Placed {
+    dyno: usize,
+    start: f64,
+    /// Where it waited, and how many waited there once it joined them.
+    queued: Queued,
+    /// All requests waiting in the system, counted exactly only when an upper bound passes the
+    /// scenario's `max_waiting` (0 otherwise).
+    waiting_total: usize,
+}
+
+enum Queued {
+    No,
+    AtDyno(usize),
+    AtRouter(usize),
+}
+
+/// Feeds the arrivals, with their service times, to `place` in time order until the window
+/// ends, and measures each placed request. Arrival and service times are drawn in blocks (see
+/// `sample_into`); the routing stream goes to `place`.
+fn drive(
+    scenario: &Scenario,
+    measures: &mut Measures,
+    interrupted: &(dyn Fn() -> bool + Sync),
+    streams: impl Fn(Stream) -> SimRng,
+    mut place: impl FnMut(f64, f64, &mut SimRng) -> Result<Placed>,
+) -> Result<()> {
+    let mut arrival_rng = streams(Stream::Arrivals);
+    let mut service_rng = streams(Stream::Service);
+    let mut routing_rng = streams(Stream::Routing);
+    let mut arrivals = scenario.arrivals.fresh();
+    let end = measures.window_end();
+    let mut times = [0.0; BLOCK];
+    let mut services = [0.0; BLOCK];
+    let mut last = 0.0;
+    loop {
+        let drawn = arrivals.next_arrivals(last, &mut arrival_rng, &mut times);
+        scenario
+            .service
+            .sample_into(&mut service_rng, &mut services[..drawn]);
+        for (&now, &service) in times[..drawn].iter().zip(&services[..drawn]) {
+            if now >= end {
+                return Ok(());
+            }
+            measures.arrived(now, service);
+            let placed = place(now, service, &mut routing_rng)?;
+            measures.started(placed.dyno, now, placed.start, service);
+            measures.completed(now, placed.start + service);
+            match placed.queued {
+                Queued::No => continue,
+                Queued::AtDyno(depth) => measures.dyno_queue(placed.dyno, now, depth),
+                Queued::AtRouter(depth) => measures.router_queue(now, depth),
+            }
+            if placed.waiting_total > scenario.max_waiting {
+                return Err(Error::Overloaded {
+                    queued: placed.waiting_total,
+                    at_time: now,
+                });
+            }
+        }
+        if drawn < BLOCK {
+            return Ok(());
+        }
+        last = times[BLOCK - 1];
+        if interrupted() {
+            return Err(Error::Interrupted);
+        }
+    }
+}
+
+/// Drops the start times up to `now` from the front of a FIFO queue's start times: those
+/// requests no longer wait. Returns how many still do.
+#[inline]
+fn settle(starts: &mut VecDeque<f64>, now: f64) -> usize {
+    while let Some(&s) = starts.front() {
+        if s > now {
+            break;
+        }
+        starts.pop_front();
+    }
+    starts.len()
+}
+
+/// The dynos' state when the policy routes each request to a dyno's own queue.
+#[derive(Debug)]
+pub struct DirectDynos {
+    slots: usize,
+    /// When each slot finishes the last request given to it; `slots` entries per dyno.
+    free_at: Vec<f64>,
+    /// Start times of the requests given to each dyno, in order, that may not have started
+    /// yet; those that have are dropped whenever the dyno is given a request.
+    waiting: Vec<VecDeque<f64>>,
+    /// Entries in all `waiting` queues: an upper bound on the requests waiting.
+    waiting_entries: usize,
+}
+
+impl DirectDynos {
+    fn new(dynos: usize, slots: usize) -> Self {
+        DirectDynos {
+            slots,
+            free_at: vec![0.0; dynos * slots],
+            waiting: (0..dynos).map(|_| VecDeque::new()).collect(),
+            waiting_entries: 0,
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Requests on the dyno at time `now`, in service or waiting. A completion at `now` has
+    /// happened (as in the event-driven engine, where completions precede arrivals).
+    #[inline]
+    pub fn in_system(&self, dyno: usize, now: f64) -> u32 {
+        let busy = if self.slots == 1 {
+            usize::from(self.free_at[dyno] > now)
+        } else {
+            let slots = &self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
+            slots.iter().filter(|&&f| f > now).count()
+        };
+        // Few entries, often none, have started since the dyno was last given a request:
+        // count them from the front.
+        let waiting = &self.waiting[dyno];
+        let started = match waiting.front() {
+            Some(&s) if s <= now => waiting.iter().take_while(|&&s| s <= now).count(),
+            _ => 0,
+        };
+        (busy + waiting.len() - started) as u32
+    }
+
+    /// Gives a request arriving at `now` to `dyno`: it takes the slot that frees first.
+    #[inline]
+    fn place(&mut self, scenario: &Scenario, dyno: usize, now: f64, service: f64) -> Placed {
+        let slots = &mut self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
+        let (mut first, mut free) = (0, slots[0]);
+        for (j, &f) in slots.iter().enumerate().skip(1) {
+            if f < free {
+                (first, free) = (j, f);
+            }
+        }
+        let start = if free > now { free } else { now };
+        slots[first] = start + service;
+        if start <= now {
+            return Placed {
+                dyno,
+                start,
+                queued: Queued::No,
+                waiting_total: 0,
+            };
+        }
+        let queue = &mut self.waiting[dyno];
+        let before = queue.len();
+        let depth = settle(queue, now) + 1;
+        queue.push_back(start);
+        self.waiting_entries = self.waiting_entries + depth - before;
+        let waiting_total = if self.waiting_entries > scenario.max_waiting {
+            let now_waiting = self.waiting.iter_mut().map(|q| settle(q, now)).sum();
+            self.waiting_entries = now_waiting;
+            now_waiting
+        } else {
+            0
+        };
+        Placed {
+            dyno,
+            start,
+            queued: Queued::AtDyno(depth),
+            waiting_total,
+        }
+    }
+}
+
+/// One router's FIFO queue in front of single-slot dynos: a request goes to the dyno that has
+/// been idle longest or, when none is idle, waits for the first to finish.
+struct CentralQueue {
+    /// When each dyno finishes its last request, earliest first, packed into one integer
+    /// (see [`Self::key`]) so that the heap compares once.
+    free_at: BinaryHeap<Reverse<u128>>,
+    /// Start times of the requests that had to wait, in order, that may not have started yet.
+    waiting: VecDeque<f64>,
+}
+
+impl CentralQueue {
+    fn new(dynos: usize) -> Self {
+        CentralQueue {
+            free_at: (0..dynos).map(|d| Reverse(Self::key(0.0, d))).collect(),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// A time >= 0 (whose bit pattern orders as the time does) above a dyno number: at equal
+    /// times the lower-numbered dyno comes first, as in the event-driven engine, where dynos
+    /// start idle in that order.
+    #[inline]
+    fn key(time: f64, dyno: usize) -> u128 {
+        (u128::from(time.to_bits()) << 64) | dyno as u128
+    }
+
+    #[inline]
+    fn place(&mut self, scenario: &Scenario, now: f64, service: f64) -> Placed {
+        let mut first = self.free_at.peek_mut().expect("at least one dyno");
+        let Reverse(key) = *first;
+        let (free, dyno) = (f64::from_bits((key >> 64) as u64), key as u64 as usize);
+        let start = if free > now { free } else { now };
+        *first = Reverse(Self::key(start + service, dyno));
+        drop(first);
+        if start <= now {
+            return Placed {
+                dyno,
+                start,
+                queued: Queued::No,
+                waiting_total: 0,
+            };
+        }
+        let depth = settle(&mut self.waiting, now) + 1;
+        self.waiting.push_back(start);
+        Placed {
+            dyno,
+            start,
+            queued: Queued::AtRouter(depth),
+            waiting_total: if depth > scenario.max_waiting {
+                depth
+            } else {
+                0
+            },
+        }
+    }
+}

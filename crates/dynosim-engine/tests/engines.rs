@@ -1,0 +1,231 @@
+//! The direct engine against the event-driven one: on every scenario the direct engine can
+//! run, both must report the same figures from the same seed. Counts, percentiles, maxima,
+//! queue depths and per-dyno utilisation must be equal exactly (each is computed from the same
+//! floating-point operations on the same draws); means may differ in their last bits only, as
+//! their sums are added in another order.
+//!
+//! Equality, not closeness, is what makes this a test: a wrong start time, routing decision,
+//! queue count or a random draw taken out of turn changes some figure outright.
+
+mod common;
+
+use common::{build, scenario_json};
+use dynosim_engine::direct::can_run;
+use dynosim_engine::{never_interrupted, run_replication_on, Engine, Error, ReplicationResult};
+use serde_json::{json, Value};
+
+fn quantiles() -> Value {
+    json!({"distribution": "quantiles", "percentiles": [
+        [1, "7ms"], [5, "8ms"], [10, "13ms"], [25, "23ms"], [50, "46ms"],
+        [75, "255ms"], [90, "923ms"], [99, "3144ms"], [99.9, "7962ms"]]})
+}
+
+/// Every figure of the result as (key path, value), per-dyno lists included.
+fn leaves(prefix: &str, value: &Value, out: &mut Vec<(String, f64)>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                leaves(&format!("{prefix}.{k}"), v, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                leaves(&format!("{prefix}[{i}]"), v, out);
+            }
+        }
+        Value::Number(n) => out.push((prefix.to_string(), n.as_f64().unwrap())),
+        _ => {}
+    }
+}
+
+fn figures(result: &ReplicationResult) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    leaves("", &serde_json::to_value(result).unwrap(), &mut out);
+    out
+}
+
+/// Runs `router` over `dynos` x `slots` on both engines for three replications and compares.
+fn same_on_both_engines(label: &str, rate: f64, service: Value, fleet: (u32, u32), router: Value) {
+    let (dynos, slots) = fleet;
+    let json = scenario_json(rate, service, dynos, slots, router, (600.0, 60.0, 3, 99));
+    let scenario = build(&json);
+    assert!(
+        can_run(&scenario),
+        "{label}: the direct engine should run it"
+    );
+    for replication in 0..3 {
+        let run = |engine| {
+            run_replication_on(engine, &scenario, replication, &never_interrupted)
+                .unwrap_or_else(|e| panic!("{label}: {e}"))
+        };
+        let (direct, events) = (figures(&run(Engine::Direct)), figures(&run(Engine::Events)));
+        assert_eq!(direct.len(), events.len());
+        let mut waited = 0.0;
+        for ((key, d), (_, e)) in direct.iter().zip(&events) {
+            if key.ends_with(".mean") && !key.starts_with(".utilisation") || key == ".service_mean"
+            {
+                let scale = d.abs().max(e.abs()).max(1e-300);
+                assert!(
+                    (d - e).abs() <= 1e-9 * scale,
+                    "{label}, replication {replication}: {key} is {d} direct, {e} event-driven"
+                );
+            } else {
+                assert_eq!(
+                    d, e,
+                    "{label}, replication {replication}: {key} is {d} direct, {e} event-driven"
+                );
+            }
+            if key == ".queued_fraction" {
+                waited = *d;
+            }
+        }
+        // A run in which nobody waits would compare little.
+        assert!(
+            waited > 0.05,
+            "{label}: only {waited} of the requests waited"
+        );
+    }
+}
+
+#[test]
+fn random_routing_is_the_same_on_both_engines() {
+    for (dynos, slots) in [(75, 1), (12, 4)] {
+        same_on_both_engines(
+            &format!("random {dynos}x{slots}"),
+            150.0 * dynos as f64 * slots as f64 / 75.0,
+            quantiles(),
+            (dynos, slots),
+            json!({"policy": "random"}),
+        );
+    }
+}
+
+#[test]
+fn several_routers_at_random_are_the_same_on_both_engines() {
+    same_on_both_engines(
+        "random, 5 routers",
+        20.0,
+        json!({"distribution": "exponential", "mean": "400ms"}),
+        (10, 1),
+        json!({"policy": "random", "routers": 5}),
+    );
+    same_on_both_engines(
+        "round_robin, 3 routers, 2 slots",
+        40.0,
+        json!({"distribution": "lognormal", "median": "150ms", "sigma": 1.2}),
+        (10, 2),
+        json!({"policy": "round_robin", "routers": 3}),
+    );
+}
+
+#[test]
+fn load_aware_policies_are_the_same_on_both_engines() {
+    let weibull = json!({"distribution": "weibull", "shape": 0.46, "median": "50ms",
+                         "round_up": "1ms", "clip": ["10ms", "30s"]});
+    for (label, router) in [
+        ("power_of_d d=2", json!({"policy": "power_of_d", "d": 2})),
+        ("power_of_d d=3", json!({"policy": "power_of_d", "d": 3})),
+        (
+            "retry_if_busy",
+            json!({"policy": "retry_if_busy", "tries": 2}),
+        ),
+        (
+            "retry_if_busy tries=4",
+            json!({"policy": "retry_if_busy", "tries": 4}),
+        ),
+    ] {
+        same_on_both_engines(label, 140.0, quantiles(), (75, 1), router.clone());
+        same_on_both_engines(
+            &format!("{label}, 3 slots, Weibull"),
+            190.0,
+            weibull.clone(),
+            (20, 3),
+            router,
+        );
+    }
+}
+
+#[test]
+fn intelligent_routing_is_the_same_on_both_engines() {
+    same_on_both_engines(
+        "intelligent 75x1",
+        240.0,
+        quantiles(),
+        (75, 1),
+        json!({"policy": "intelligent"}),
+    );
+    same_on_both_engines(
+        "intelligent 8x1, constant service",
+        75.0,
+        json!({"distribution": "constant", "value": "100ms"}),
+        (8, 1),
+        json!({"policy": "intelligent"}),
+    );
+}
+
+#[test]
+fn the_direct_engine_refuses_what_it_cannot_run() {
+    for (label, slots, router) in [
+        (
+            "least_connections",
+            1,
+            json!({"policy": "least_connections"}),
+        ),
+        ("intelligent, 2 slots", 2, json!({"policy": "intelligent"})),
+        (
+            "intelligent, 2 routers",
+            1,
+            json!({"policy": "intelligent", "routers": 2}),
+        ),
+        (
+            "power_of_d, 2 routers",
+            1,
+            json!({"policy": "power_of_d", "routers": 2}),
+        ),
+    ] {
+        let json = scenario_json(5.0, quantiles(), 4, slots, router, (10.0, 0.0, 1, 1));
+        let scenario = build(&json);
+        assert!(!can_run(&scenario), "{label}");
+        match run_replication_on(Engine::Direct, &scenario, 0, &never_interrupted) {
+            Err(Error::Config { path, .. }) => assert_eq!(path, "router.policy", "{label}"),
+            other => panic!("{label}: expected a refusal, got {other:?}"),
+        }
+        // Auto falls back to the event-driven engine.
+        run_replication_on(Engine::Auto, &scenario, 0, &never_interrupted).unwrap();
+    }
+}
+
+#[test]
+fn the_memory_guard_stops_both_engines_at_the_same_arrival() {
+    // Offered load 0.95 with a guard of 20 waiting requests: the guard trips early.
+    for router in [
+        json!({"policy": "random"}),
+        json!({"policy": "intelligent"}),
+    ] {
+        let mut doc: Value = serde_json::from_str(&scenario_json(
+            95.0,
+            json!({"distribution": "exponential", "mean": "100ms"}),
+            10,
+            1,
+            router.clone(),
+            (3600.0, 0.0, 1, 5),
+        ))
+        .unwrap();
+        doc["run"]["max_waiting"] = json!(20);
+        let scenario = build(&doc.to_string());
+        let stop = |engine| run_replication_on(engine, &scenario, 0, &never_interrupted);
+        match (stop(Engine::Direct), stop(Engine::Events)) {
+            (
+                Err(Error::Overloaded {
+                    queued: q1,
+                    at_time: t1,
+                }),
+                Err(Error::Overloaded {
+                    queued: q2,
+                    at_time: t2,
+                }),
+            ) => assert_eq!((q1, t1), (q2, t2), "{router}"),
+            other => panic!("{router}: expected both to stop, got {other:?}"),
+        }
+    }
+}
