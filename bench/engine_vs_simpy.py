@@ -224,6 +224,7 @@ def bench_engine(_dynosim, doc, base_dir, policy, minutes, repeats):
     summary = report["summary"]
     return {
         "simulated_minutes": minutes,
+        "engine": report["engine"],
         "runs": runs,
         "queued_fraction": summary["queued_fraction"]["mean"],
         "queue_mean": summary["queue"]["mean"]["mean"],
@@ -305,7 +306,8 @@ def main(argv=None) -> int:
                     "polling for Ctrl-C, do not dominate)")
     ap.add_argument("--simpy-minutes", type=float, default=5.0,
                     help="simulated time per SimPy run (default 5 = 45k requests)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs of each (default 3)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="timed runs of each, taking turns (default 5)")
     ap.add_argument("--policies", default=",".join(POLICIES),
                     help="comma-separated subset of " + ",".join(POLICIES))
     ap.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO)
@@ -368,15 +370,23 @@ def main(argv=None) -> int:
     results = {}
     for policy in policies:
         label = policy + (f"(d={POWER_OF_D})" if policy == "power_of_d" else "")
-        print(f"[{label}] dynosim ...", end="", flush=True)
-        eng = bench_engine(_dynosim, doc, base_dir, policy, args.simulated_minutes, args.repeats)
-        print(f" {fmt_rate(best_median(eng['runs'])[1])} req/s; "
-              f"same simulated time as SimPy ...", end="", flush=True)
+        print(f"[{label}] dynosim and SimPy, taking turns ...", end="", flush=True)
+        # Taking turns, so that both see the same machine: a shared VM's speed drifts.
+        eng = sp = None
+        for _ in range(args.repeats):
+            e = bench_engine(_dynosim, doc, base_dir, policy, args.simulated_minutes, 1)
+            s_ = bench_simpy(policy, rate, dynos, service, args.simpy_minutes, 1, args.seed)
+            if eng is None:
+                eng, sp = e, s_
+            else:
+                eng["runs"] += e["runs"]
+                sp["runs"] += s_["runs"]
+        print(f" {fmt_rate(best_median(eng['runs'])[1])} req/s ({eng['engine']} engine) vs "
+              f"{fmt_rate(best_median(sp['runs'])[1])} req/s; same simulated time as SimPy ...",
+              end="", flush=True)
         # The engine again over SimPy's simulated time, to compare metrics like for like.
         eng_short = bench_engine(_dynosim, doc, base_dir, policy, args.simpy_minutes, 1)
-        print(" SimPy ...", end="", flush=True)
-        sp = bench_simpy(policy, rate, dynos, service, args.simpy_minutes, args.repeats, args.seed)
-        print(f" {fmt_rate(best_median(sp['runs'])[1])} req/s")
+        print(" done")
         results[policy] = {"label": label, "dynosim": eng, "dynosim_same_time": eng_short,
                            "simpy": sp}
 

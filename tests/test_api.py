@@ -23,6 +23,16 @@ def test_policies_see_the_same_traffic():
     assert len({rep["requests"] for rep in results[0].per_replication}) > 1
 
 
+def test_the_report_names_the_engine_that_ran():
+    results = dynosim.run("rapgenius", set=SHORT,
+                          policies=["random", "intelligent", "least_connections"])
+    engines = {r.policy: r.to_dict()["engine"] for r in results}
+    # The direct engine runs what it can; least_connections needs events in time order.
+    assert engines == {"random": "direct", "intelligent": "direct", "least_connections": "events"}
+    two_slots = dynosim.run("rapgenius", set={**SHORT, "fleet.slots": 2}, policies=["intelligent"])
+    assert two_slots[0].to_dict()["engine"] == "events"
+
+
 def test_same_seed_same_results_different_seed_different_results():
     a = dynosim.run("rapgenius", set=SHORT, policies=["random"], seed=5)
     b = dynosim.run("rapgenius", set=SHORT, policies=["random"], seed=5)

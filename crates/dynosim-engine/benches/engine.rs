@@ -2,11 +2,13 @@
 //! from the Python package's scenario file), one replication on one core, per policy.
 //!
 //! `cargo bench -p dynosim-engine --bench engine`; criterion reports "thrpt" in
-//! elements (simulated requests) per second. `bench/engine_vs_simpy.py` gives the same figure
+//! elements (simulated requests) per second. `rapgenius/<policy>` is what a run uses (the
+//! direct engine for all three); `events/<policy>` is the event-driven engine on the same
+//! scenario, for comparison. `bench/engine_vs_simpy.py` gives the same figure
 //! through the Python package beside a SimPy model of the same system.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use dynosim_engine::{never_interrupted, run_replication, Scenario};
+use dynosim_engine::{never_interrupted, run_replication, run_replication_on, Engine, Scenario};
 use std::path::Path;
 
 fn scenario_json(policy: &str) -> String {
@@ -34,6 +36,15 @@ fn routing_policies(c: &mut Criterion) {
         group.bench_function(policy, |b| {
             b.iter(|| run_replication(&scenario, 0, &never_interrupted).unwrap())
         });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("events");
+    group.sample_size(10);
+    for policy in ["random", "intelligent", "power_of_d"] {
+        let scenario = Scenario::from_json(&scenario_json(policy), Path::new(".")).unwrap();
+        let run = || run_replication_on(Engine::Events, &scenario, 0, &never_interrupted);
+        group.throughput(Throughput::Elements(run().unwrap().simulated_requests));
+        group.bench_function(policy, |b| b.iter(|| run().unwrap()));
     }
     group.finish();
 }

@@ -220,7 +220,7 @@ impl DirectDynos {
 
     /// Requests on the dyno at time `now`, in service or waiting. A completion at `now` has
     /// happened (as in the event-driven engine, where completions precede arrivals).
-    #[inline]
+    #[inline(always)]
     pub fn in_system(&self, dyno: usize, now: f64) -> u32 {
         let busy = if self.slots == 1 {
             usize::from(self.free_at[dyno] > now)
@@ -231,10 +231,10 @@ impl DirectDynos {
         // Few entries, often none, have started since the dyno was last given a request:
         // count them from the front.
         let waiting = &self.waiting[dyno];
-        let started = match waiting.front() {
-            Some(&s) if s <= now => waiting.iter().take_while(|&&s| s <= now).count(),
-            _ => 0,
-        };
+        let mut started = 0;
+        while started < waiting.len() && waiting[started] <= now {
+            started += 1;
+        }
         (busy + waiting.len() - started) as u32
     }
 

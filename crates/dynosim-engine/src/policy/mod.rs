@@ -89,7 +89,7 @@ impl<'a> RouterView<'a> {
     }
 
     /// This router's requests on the dyno, in service or waiting there.
-    #[inline]
+    #[inline(always)]
     pub fn in_flight(&self, dyno: usize) -> u32 {
         match self.loads {
             Loads::Index(index) => index.in_flight(dyno),
