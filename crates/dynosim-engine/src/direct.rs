@@ -113,6 +113,19 @@ struct Placed {
     waiting_total: usize,
 }
 
+impl Placed {
+    /// A request that started the moment it arrived.
+    #[inline]
+    fn at_once(dyno: usize, start: f64) -> Self {
+        Placed {
+            dyno,
+            start,
+            queued: Queued::No,
+            waiting_total: 0,
+        }
+    }
+}
+
 enum Queued {
     No,
     AtDyno(usize),
@@ -251,12 +264,7 @@ impl DirectDynos {
         let start = if free > now { free } else { now };
         slots[first] = start + service;
         if start <= now {
-            return Placed {
-                dyno,
-                start,
-                queued: Queued::No,
-                waiting_total: 0,
-            };
+            return Placed::at_once(dyno, start);
         }
         let queue = &mut self.waiting[dyno];
         let before = queue.len();
@@ -314,12 +322,7 @@ impl CentralQueue {
         *first = Reverse(Self::key(start + service, dyno));
         drop(first);
         if start <= now {
-            return Placed {
-                dyno,
-                start,
-                queued: Queued::No,
-                waiting_total: 0,
-            };
+            return Placed::at_once(dyno, start);
         }
         let depth = settle(&mut self.waiting, now) + 1;
         self.waiting.push_back(start);
