@@ -86,8 +86,9 @@ impl QuantileTable {
     #[inline]
     fn segment_at_z(&self, z: f64) -> (f64, f64) {
         // Interior knots only: below the second knot lies the first segment, extended, and
-        // above the second-to-last the last one. Tables are short: counting the knots at or
-        // below z, without branches, is fastest (the knots increase, so it is the index).
+        // above the second-to-last the last one. Tables are short: count the knots at or
+        // below z (the knots increase, so that is the index), with no branch to mispredict;
+        // callgrind finds it no cheaper in instructions than an early-exit scan.
         let interior = &self.z[1..self.z.len() - 1];
         let k = interior
             .iter()
