@@ -18,7 +18,7 @@
 
 use crate::error::{Error, Result};
 use crate::measure::Measures;
-use crate::policy::{Knowledge, Route, RouterView};
+use crate::policy::{DynoDraw, Knowledge, Route, RouterView};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
 use crate::sim::ReplicationResult;
@@ -72,34 +72,68 @@ pub fn run_replication(
     } else {
         let routers = scenario.routers as usize;
         let mut policies: Vec<_> = (0..routers).map(|_| scenario.policy.box_clone()).collect();
-        let mut dynos = DirectDynos::new(scenario.dynos as usize, scenario.slots as usize);
-        drive(
-            scenario,
-            &mut measures,
-            interrupted,
-            streams,
-            |now, service, rng| {
-                let router = if routers > 1 {
-                    rng.random_range(0..routers)
-                } else {
-                    0
-                };
-                let view = RouterView::direct(scenario.slots, &dynos, now);
-                match policies[router].route(&view, rng) {
-                    Route::To(dyno) => Ok(dynos.place(scenario, dyno, now, service)),
-                    Route::Hold => Err(Error::config(
-                        "router.policy",
-                        format!(
-                            "policy {:?} held a request without declaring Knowledge::FreeSlots \
-                         or Knowledge::Ranking",
-                            scenario.policy_name
-                        ),
-                    )),
-                }
-            },
-        )?;
+        let look_ups = scenario.policy.knowledge() != Knowledge::Nothing;
+        let mut dynos =
+            DirectDynos::new(scenario.dynos as usize, scenario.slots as usize, look_ups);
+        let draw = DynoDraw::new(dynos.len());
+        if routers == 1 && scenario.policy.knowledge() == Knowledge::Nothing {
+            // The routes do not depend on the dynos: draw them a block at a time. The routing
+            // stream serves nothing else, so the routes are the same as one by one.
+            let policy = &mut policies[0];
+            let view = RouterView::blind(scenario.slots, &draw, dynos.len());
+            let mut routes = [0; BLOCK];
+            let mut next = BLOCK;
+            drive(
+                scenario,
+                &mut measures,
+                interrupted,
+                streams,
+                |now, service, rng| {
+                    if next == BLOCK {
+                        if !policy.route_blind(&view, rng, &mut routes) {
+                            return Err(held(scenario));
+                        }
+                        next = 0;
+                    }
+                    next += 1;
+                    Ok(dynos.place(scenario, routes[next - 1], now, service))
+                },
+            )?;
+        } else {
+            drive(
+                scenario,
+                &mut measures,
+                interrupted,
+                streams,
+                |now, service, rng| {
+                    let router = if routers > 1 {
+                        rng.random_range(0..routers)
+                    } else {
+                        0
+                    };
+                    let view = RouterView::direct(scenario.slots, &draw, &dynos, now);
+                    match policies[router].route(&view, rng) {
+                        Route::To(dyno) => Ok(dynos.place(scenario, dyno, now, service)),
+                        Route::Hold => Err(held(scenario)),
+                    }
+                },
+            )?;
+        }
     }
     Ok(measures.finish(scenario))
+}
+
+/// A policy that the direct engine runs held a request, which its [`Knowledge`] rules out.
+#[cold]
+fn held(scenario: &Scenario) -> Error {
+    Error::config(
+        "router.policy",
+        format!(
+            "policy {:?} held a request without declaring Knowledge::FreeSlots or \
+             Knowledge::Ranking",
+            scenario.policy_name
+        ),
+    )
 }
 
 /// Where a request went.
@@ -161,8 +195,7 @@ fn drive(
             }
             measures.arrived(now, service);
             let placed = place(now, service, &mut routing_rng)?;
-            measures.started(placed.dyno, now, placed.start, service);
-            measures.completed(now, placed.start + service);
+            measures.served(placed.dyno, now, placed.start, service);
             match placed.queued {
                 Queued::No => continue,
                 Queued::AtDyno(depth) => measures.dyno_queue(placed.dyno, now, depth),
@@ -209,13 +242,27 @@ pub struct DirectDynos {
     waiting: Vec<VecDeque<f64>>,
     /// Entries in all `waiting` queues: an upper bound on the requests waiting.
     waiting_entries: usize,
+    /// Single-slot dynos, when the policy reads loads: the completion times of the last [`RECENT`] requests given to each
+    /// dyno, the one given `n`-th at `n % RECENT` (0 before any), so that a load look-up is a
+    /// few compares, not a walk of the waiting queue (see [`Self::in_system`]).
+    recent: Vec<[f64; RECENT]>,
+    /// Requests given to each dyno so far, modulo [`RECENT`].
+    next_recent: Vec<u8>,
 }
 
+/// Completion times kept per single-slot dyno for load look-ups.
+const RECENT: usize = 4;
+
 impl DirectDynos {
-    fn new(dynos: usize, slots: usize) -> Self {
+    /// `look_ups`: whether the policy reads loads, for which single-slot dynos keep their
+    /// recent completion times.
+    fn new(dynos: usize, slots: usize, look_ups: bool) -> Self {
+        let recent = if slots == 1 && look_ups { dynos } else { 0 };
         DirectDynos {
             slots,
             free_at: vec![0.0; dynos * slots],
+            recent: vec![[0.0; RECENT]; recent],
+            next_recent: vec![0; recent],
             waiting: (0..dynos).map(|_| VecDeque::new()).collect(),
             waiting_entries: 0,
         }
@@ -235,34 +282,45 @@ impl DirectDynos {
     /// happened (as in the event-driven engine, where completions precede arrivals).
     #[inline(always)]
     pub fn in_system(&self, dyno: usize, now: f64) -> u32 {
-        let busy = if self.slots == 1 {
-            usize::from(self.free_at[dyno] > now)
-        } else {
-            let slots = &self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
-            slots.iter().filter(|&&f| f > now).count()
-        };
+        if let Some(recent) = self.recent.get(dyno) {
+            // One slot serves in order, so the requests still in the system at `now` are the
+            // most recently given ones, those completing after `now`. Unless all of the last
+            // few still are, counting among those is the answer.
+            let still = recent.iter().map(|&c| usize::from(c > now)).sum::<usize>();
+            if still < RECENT {
+                return still as u32;
+            }
+        }
+        let slots = &self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
+        let busy = slots.iter().filter(|&&f| f > now).count();
         // Few entries, often none, have started since the dyno was last given a request:
         // count them from the front.
         let waiting = &self.waiting[dyno];
-        let mut started = 0;
-        while started < waiting.len() && waiting[started] <= now {
-            started += 1;
-        }
+        let started = waiting.iter().take_while(|&&s| s <= now).count();
         (busy + waiting.len() - started) as u32
     }
 
     /// Gives a request arriving at `now` to `dyno`: it takes the slot that frees first.
-    #[inline]
+    #[inline(always)]
     fn place(&mut self, scenario: &Scenario, dyno: usize, now: f64, service: f64) -> Placed {
-        let slots = &mut self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
-        let (mut first, mut free) = (0, slots[0]);
-        for (j, &f) in slots.iter().enumerate().skip(1) {
-            if f < free {
-                (first, free) = (j, f);
+        let slot = if self.slots == 1 {
+            &mut self.free_at[dyno]
+        } else {
+            let slots = &mut self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
+            let mut first = 0;
+            for j in 1..slots.len() {
+                if slots[j] < slots[first] {
+                    first = j;
+                }
             }
+            &mut slots[first]
+        };
+        let start = if *slot > now { *slot } else { now };
+        *slot = start + service;
+        if let Some(next) = self.next_recent.get_mut(dyno) {
+            self.recent[dyno][usize::from(*next)] = start + service;
+            *next = (*next + 1) % RECENT as u8;
         }
-        let start = if free > now { free } else { now };
-        slots[first] = start + service;
         if start <= now {
             return Placed::at_once(dyno, start);
         }

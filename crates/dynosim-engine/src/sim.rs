@@ -11,7 +11,7 @@ use crate::direct;
 use crate::error::{Error, Result};
 use crate::load_index::LoadIndex;
 use crate::measure::Measures;
-use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
+use crate::policy::{DynoDraw, Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
 use crate::stats::TimeSummary;
@@ -155,6 +155,7 @@ struct Simulation<'s> {
     router_queues: Vec<VecDeque<Request>>,
     waiting_total: usize,
     routing_rng: SimRng,
+    dyno_draw: DynoDraw,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
@@ -286,6 +287,7 @@ fn simulate(
         router_queues: (0..routers).map(|_| VecDeque::new()).collect(),
         waiting_total: 0,
         routing_rng: stream(seed, replication, Stream::Routing),
+        dyno_draw: DynoDraw::new(n),
         measures: Measures::new(scenario),
         queued: 0,
         trace,
@@ -374,7 +376,7 @@ impl Simulation<'_> {
 
     #[inline]
     fn route(&mut self, router: usize) -> Route {
-        let view = RouterView::indexed(self.scenario.slots, &self.loads[router]);
+        let view = RouterView::indexed(self.scenario.slots, &self.dyno_draw, &self.loads[router]);
         self.policies[router].route(&view, &mut self.routing_rng)
     }
 

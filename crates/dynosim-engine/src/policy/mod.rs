@@ -13,6 +13,7 @@ pub use crate::load_index::Ties;
 use crate::params::Params;
 use crate::registry::Registry;
 use crate::rng::SimRng;
+use rand::distr::{Distribution, Uniform};
 use std::fmt::Debug;
 
 mod intelligent;
@@ -51,10 +52,22 @@ pub enum Knowledge {
     Ranking(Ties),
 }
 
+/// Draws a dyno uniformly at random. Set up once per replication: a draw is then one
+/// multiplication and a comparison, where `random_range` sets the range up on every call.
+#[derive(Debug, Clone, Copy)]
+pub struct DynoDraw(Uniform<usize>);
+
+impl DynoDraw {
+    pub(crate) fn new(dynos: usize) -> Self {
+        DynoDraw(Uniform::new(0, dynos.max(1)).expect("0 < dynos"))
+    }
+}
+
 /// What a router knows when it routes a request: its own in-flight requests per dyno.
 pub struct RouterView<'a> {
     /// Concurrent slots of every dyno.
     pub slots: u32,
+    draw: &'a DynoDraw,
     loads: Loads<'a>,
 }
 
@@ -63,21 +76,40 @@ enum Loads<'a> {
     Index(&'a LoadIndex),
     /// Worked out on demand at time `now` (the direct engine, see `crate::direct`).
     Direct(&'a DirectDynos, f64),
+    /// None: only the number of dynos, for policies that read nothing else
+    /// ([`Knowledge::Nothing`]).
+    Blind(usize),
 }
 
 impl<'a> RouterView<'a> {
-    pub(crate) fn indexed(slots: u32, index: &'a LoadIndex) -> Self {
+    pub(crate) fn indexed(slots: u32, draw: &'a DynoDraw, index: &'a LoadIndex) -> Self {
         RouterView {
             slots,
+            draw,
             loads: Loads::Index(index),
         }
     }
 
-    pub(crate) fn direct(slots: u32, dynos: &'a DirectDynos, now: f64) -> Self {
+    pub(crate) fn direct(slots: u32, draw: &'a DynoDraw, dynos: &'a DirectDynos, now: f64) -> Self {
         RouterView {
             slots,
+            draw,
             loads: Loads::Direct(dynos, now),
         }
+    }
+
+    pub(crate) fn blind(slots: u32, draw: &'a DynoDraw, dynos: usize) -> Self {
+        RouterView {
+            slots,
+            draw,
+            loads: Loads::Blind(dynos),
+        }
+    }
+
+    /// A dyno drawn uniformly at random from the routing stream.
+    #[inline(always)]
+    pub fn random_dyno(&self, rng: &mut SimRng) -> usize {
+        self.draw.0.sample(rng)
     }
 
     #[inline]
@@ -85,6 +117,7 @@ impl<'a> RouterView<'a> {
         match self.loads {
             Loads::Index(index) => index.dynos(),
             Loads::Direct(dynos, _) => dynos.len(),
+            Loads::Blind(dynos) => dynos,
         }
     }
 
@@ -94,6 +127,7 @@ impl<'a> RouterView<'a> {
         match self.loads {
             Loads::Index(index) => index.in_flight(dyno),
             Loads::Direct(dynos, now) => dynos.in_system(dyno, now),
+            Loads::Blind(_) => unreachable!("{NOTHING_READ_A_LOAD}"),
         }
     }
 
@@ -110,12 +144,31 @@ impl<'a> RouterView<'a> {
         match self.loads {
             Loads::Index(index) => index,
             Loads::Direct(..) => unreachable!("the direct engine keeps no ranking"),
+            Loads::Blind(_) => unreachable!("{NOTHING_READ_A_LOAD}"),
         }
     }
 }
 
+const NOTHING_READ_A_LOAD: &str =
+    "a policy that declares Knowledge::Nothing read a dyno's load; it must declare more";
+
 pub trait RoutingPolicy: Send + Sync + Debug + BoxClone {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route;
+    /// Routes `out.len()` successive requests of one router at once, for a policy whose
+    /// knowledge is [`Knowledge::Nothing`] (`view` tells the dynos' number, not their loads):
+    /// the same dynos, from the same draws in the same order, as that many calls of
+    /// [`Self::route`]. The direct engine routes in blocks this way, one dynamic call per
+    /// block; the default, compiled for each policy, suits all. Returns false when the policy
+    /// held a request instead, which a policy that reads nothing cannot mean to do.
+    fn route_blind(&mut self, view: &RouterView, rng: &mut SimRng, out: &mut [usize]) -> bool {
+        for dyno in out {
+            match self.route(view, rng) {
+                Route::To(d) => *dyno = d,
+                Route::Hold => return false,
+            }
+        }
+        true
+    }
     /// What the policy reads; see [`Knowledge`]. Declaring less than it reads is a bug that
     /// the engines' equivalence tests catch.
     fn knowledge(&self) -> Knowledge {

@@ -2,7 +2,6 @@ use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
-use rand::Rng;
 
 /// Power of d choices (Mitzenmacher 1996; Envoy's and HAProxy's `random(2)`): d distinct dynos
 /// drawn at random, the one with the fewest in-flight requests from this router wins; ties go
@@ -25,13 +24,13 @@ impl RoutingPolicy for PowerOfD {
         let n = view.dynos();
         let d = self.d.min(n);
         let mut chosen = [0usize; 16];
-        let mut best = rng.random_range(0..n);
+        let mut best = view.random_dyno(rng);
         let mut best_load = view.in_flight(best);
         chosen[0] = best;
         for i in 1..d {
             // Distinct candidates: redraw on a repeat (d is small next to n in practice).
             let candidate = loop {
-                let c = rng.random_range(0..n);
+                let c = view.random_dyno(rng);
                 if i >= chosen.len() || !chosen[..i].contains(&c) {
                     break c;
                 }

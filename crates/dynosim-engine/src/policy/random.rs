@@ -2,7 +2,6 @@ use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
-use rand::Rng;
 
 /// Uniformly random dyno, whatever its load (Heroku's router since 2010; the seed's "naive").
 #[derive(Debug, Clone)]
@@ -15,7 +14,7 @@ pub fn build(_: &Params) -> Result<Box<dyn RoutingPolicy>> {
 impl RoutingPolicy for Random {
     #[inline]
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
-        Route::To(rng.random_range(0..view.dynos()))
+        Route::To(view.random_dyno(rng))
     }
     fn knowledge(&self) -> Knowledge {
         Knowledge::Nothing

@@ -2,7 +2,6 @@ use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
-use rand::Rng;
 
 /// A random dyno; if this router believes it busy, another random draw, up to `tries` draws in
 /// all, and the last draw is used whatever its state (the seed study's "choice of two" with the
@@ -24,13 +23,12 @@ pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
 
 impl RoutingPolicy for RetryIfBusy {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
-        let n = view.dynos();
-        let mut dyno = rng.random_range(0..n);
+        let mut dyno = view.random_dyno(rng);
         for _ in 1..self.tries {
             if !view.is_busy(dyno) {
                 break;
             }
-            dyno = rng.random_range(0..n);
+            dyno = view.random_dyno(rng);
         }
         Route::To(dyno)
     }

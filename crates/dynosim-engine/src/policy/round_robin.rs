@@ -2,7 +2,6 @@ use super::{Knowledge, Route, RouterView, RoutingPolicy};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
-use rand::Rng;
 
 /// Each router cycles through the dynos, starting from a random one.
 #[derive(Debug, Clone)]
@@ -17,7 +16,7 @@ pub fn build(_: &Params) -> Result<Box<dyn RoutingPolicy>> {
 impl RoutingPolicy for RoundRobin {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
         let n = view.dynos();
-        let dyno = self.next.unwrap_or_else(|| rng.random_range(0..n));
+        let dyno = self.next.unwrap_or_else(|| view.random_dyno(rng));
         self.next = Some((dyno + 1) % n);
         Route::To(dyno)
     }
