@@ -21,10 +21,19 @@ pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
 
 impl RoutingPolicy for PowerOfD {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
-        let n = view.dynos();
-        let d = self.d.min(n);
+        let d = self.d.min(view.dynos());
+        let first = view.random_dyno(rng);
+        if d == 2 {
+            // The usual case, without the list of candidates: the same draws and outcome.
+            let mut second = view.random_dyno(rng);
+            while second == first {
+                second = view.random_dyno(rng);
+            }
+            let better = view.in_flight(second) < view.in_flight(first);
+            return Route::To(if better { second } else { first });
+        }
         let mut chosen = [0usize; 16];
-        let mut best = view.random_dyno(rng);
+        let mut best = first;
         let mut best_load = view.in_flight(best);
         chosen[0] = best;
         for i in 1..d {
