@@ -4,11 +4,14 @@
 //! `cargo bench -p dynosim-engine --bench engine`; criterion reports "thrpt" in
 //! elements (simulated requests) per second. `rapgenius/<policy>` is what a run uses (the
 //! direct engine for all three); `events/<policy>` is the event-driven engine on the same
-//! scenario, for comparison. `bench/engine_vs_simpy.py` gives the same figure
+//! scenario, for comparison. `service/quantiles` times the seed's service-time sampler
+//! alone, in the engine's blocks of 256. `bench/engine_vs_simpy.py` gives the same figure
 //! through the Python package beside a SimPy model of the same system.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use dynosim_engine::rng::SimRng;
 use dynosim_engine::{never_interrupted, run_replication, run_replication_on, Engine, Scenario};
+use rand::SeedableRng;
 use std::path::Path;
 
 fn scenario_json(policy: &str) -> String {
@@ -49,5 +52,20 @@ fn routing_policies(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, routing_policies);
+fn service_sampling(c: &mut Criterion) {
+    let scenario = Scenario::from_json(&scenario_json("random"), Path::new(".")).unwrap();
+    let mut group = c.benchmark_group("service");
+    let mut rng = SimRng::seed_from_u64(1);
+    let mut block = [0.0; 256];
+    group.throughput(Throughput::Elements(block.len() as u64));
+    group.bench_function("quantiles", |b| {
+        b.iter(|| {
+            scenario.service.sample_into(&mut rng, &mut block);
+            block[0]
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, routing_policies, service_sampling);
 criterion_main!(benches);

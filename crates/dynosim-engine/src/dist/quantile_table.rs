@@ -25,8 +25,10 @@ const LANES: usize = 8;
 pub struct QuantileTable {
     z: Vec<f64>,
     /// The interior knots `z[1..len-1]`, padded with +∞ to a whole number of [`LANES`]-wide
-    /// chunks so that counting those at or below a sample compiles to a few vector compares.
-    interior: Vec<[f64; LANES]>,
+    /// chunks so that counting those at or below a sample compiles to a few vector compares:
+    /// the first chunk (all that a table of up to 10 percentiles needs) and any others.
+    interior: [f64; LANES],
+    more_interior: Vec<[f64; LANES]>,
     ln_t: Vec<f64>,
     /// (a, b) of ln t = a + b z for each segment between consecutive points.
     lines: Vec<(f64, f64)>,
@@ -86,14 +88,15 @@ impl QuantileTable {
             })
             .collect();
         let knots = &z[1..z.len() - 1];
-        let interior = (0..knots.len().div_ceil(LANES).max(1))
-            .map(|c| {
-                std::array::from_fn(|i| knots.get(c * LANES + i).copied().unwrap_or(f64::INFINITY))
-            })
-            .collect();
+        let mut chunks = (0..knots.len().div_ceil(LANES).max(1)).map(|c| {
+            std::array::from_fn(|i| knots.get(c * LANES + i).copied().unwrap_or(f64::INFINITY))
+        });
+        let interior = chunks.next().expect("at least one chunk");
+        let more_interior = chunks.collect();
         QuantileTable {
             z,
             interior,
+            more_interior,
             ln_t,
             lines,
         }
@@ -106,9 +109,10 @@ impl QuantileTable {
         // above the second-to-last the last one. The knots increase, so the number at or below
         // z is the segment's index: counted in fixed-width chunks, with no branch to
         // mispredict (the +∞ padding is never at or below a finite z; a NaN counts none).
-        let mut k = 0;
-        for chunk in &self.interior {
-            k += chunk.iter().map(|&zi| usize::from(zi <= z)).sum::<usize>();
+        let count = |chunk: &[f64; LANES]| chunk.iter().map(|&zi| usize::from(zi <= z)).sum();
+        let mut k: usize = count(&self.interior);
+        for chunk in &self.more_interior {
+            k += count(chunk);
         }
         self.lines[k]
     }
@@ -146,8 +150,14 @@ impl ServiceDistribution for QuantileTable {
         (a + b * z).exp()
     }
     fn sample_into(&self, rng: &mut SimRng, out: &mut [f64]) {
+        // ln t first, then t: two tight loops, the second of independent `exp` calls.
+        for x in out.iter_mut() {
+            let z: f64 = StandardNormal.sample(rng);
+            let (a, b) = self.segment_at_z(z);
+            *x = a + b * z;
+        }
         for x in out {
-            *x = self.sample(rng);
+            *x = x.exp();
         }
     }
     fn mean(&self) -> f64 {
