@@ -9,7 +9,7 @@
 //! routed, started and completed in one step, and a dyno's load at time t is worked out on
 //! demand from its slots' free times and the start times of the requests still waiting there.
 //! The `intelligent` router with single-slot dynos is one FIFO queue in front of all of them
-//! (M/G/c), the same recursion over every slot, kept in a heap.
+//! (M/G/c), the same recursion over every slot, kept in a tournament tree.
 //!
 //! It produces the same figures as the event-driven engine ([`crate::sim`]): the same random
 //! draws in the same order, the same floating-point operations on each request's times. Only

@@ -200,6 +200,7 @@ fn the_memory_guard_stops_both_engines_at_the_same_arrival() {
     // Offered load 0.95 with a guard of 20 waiting requests: the guard trips early.
     for router in [
         json!({"policy": "random"}),
+        json!({"policy": "power_of_d"}),
         json!({"policy": "intelligent"}),
     ] {
         let mut doc: Value = serde_json::from_str(&scenario_json(
