@@ -137,7 +137,8 @@ def test_interrupt_stops_a_long_run():
     import subprocess
     import sys
     import time
-    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "run", "--duration", "100000h", "--replications", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "run", "--duration", "100000h", "--replications", "2",
+                             "--set", "run.max_requests=1e12"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)
     proc.send_signal(signal.SIGINT)

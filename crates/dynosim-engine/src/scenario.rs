@@ -89,6 +89,11 @@ pub struct RunSpec {
     /// Requests waiting (router and dyno queues together) beyond which a run is stopped.
     #[serde(default = "default_max_waiting")]
     pub max_waiting: i64,
+    /// The work budget: requests expected to be simulated over all replications (arrival
+    /// rate × (warm-up + duration) × replications). A scenario above it is refused before it
+    /// runs, so that no typo in a duration or a rate starts a run that would not end.
+    #[serde(default = "default_max_requests")]
+    pub max_requests: f64,
 }
 
 fn one() -> i64 {
@@ -109,6 +114,9 @@ fn default_replications() -> i64 {
 fn default_max_waiting() -> i64 {
     5_000_000
 }
+fn default_max_requests() -> f64 {
+    1e10
+}
 
 impl Default for RunSpec {
     fn default() -> Self {
@@ -118,6 +126,7 @@ impl Default for RunSpec {
             replications: default_replications(),
             seed: 1,
             max_waiting: default_max_waiting(),
+            max_requests: default_max_requests(),
         }
     }
 }
@@ -239,6 +248,13 @@ impl Scenario {
         if !(run.warmup.0 >= 0.0 && run.warmup.0.is_finite()) {
             return Err(Error::config("run.warmup", "must be a duration >= 0"));
         }
+        let replications = whole(run.replications, "run.replications", 1, 100_000)?;
+        check_work(
+            arrivals.mean_rate(),
+            run.warmup.0 + run.duration.0,
+            replications,
+            run.max_requests,
+        )?;
         Ok(Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
             arrivals,
@@ -250,7 +266,7 @@ impl Scenario {
             routers,
             duration: run.duration.0,
             warmup: run.warmup.0,
-            replications: whole(run.replications, "run.replications", 1, 100_000)?,
+            replications,
             seed: run.seed,
             max_waiting: whole::<usize>(run.max_waiting, "run.max_waiting", 1, i64::MAX)?,
         })
@@ -280,6 +296,29 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// Refuses a run expected to simulate more requests than the budget `run.max_requests`.
+fn check_work(rate: f64, simulated: f64, replications: u32, budget: f64) -> Result<()> {
+    if !(budget.is_finite() && budget >= 1.0) {
+        return Err(Error::config(
+            "run.max_requests",
+            format!("expected a number of requests >= 1, got {budget}"),
+        ));
+    }
+    let expected = rate * simulated * replications as f64;
+    if !(expected <= budget) {
+        return Err(Error::config(
+            "run.max_requests",
+            format!(
+                "the run would simulate about {expected:.3e} requests (arrivals.rate {rate}/s \
+                 × (run.warmup + run.duration) {simulated} s × run.replications \
+                 {replications}), over the budget of {budget:.3e}: shorten the run, or raise \
+                 run.max_requests"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn unknown(path: &str, what: &str, name: &str, known: &[&str]) -> Error {
