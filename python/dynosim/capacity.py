@@ -20,7 +20,7 @@ from . import _dynosim
 from .api import run as run_scenario
 from .cost import Pricing
 from .errors import DynosimError, ScenarioError
-from .results import METRICS, Estimate, PolicyResult, is_time_metric
+from .results import METRICS, Estimate, PolicyResult, is_fraction_metric, is_time_metric
 from .scenario import Scenario
 
 __all__ = ["Target", "parse_target", "CapacityResult", "min_dynos", "plan"]
@@ -73,6 +73,10 @@ def parse_target(text: str) -> Target:
                                 file="--target") from None
     if not math.isfinite(value):
         raise ScenarioError(f"expected a finite value, got {raw!r}", file="--target")
+    if value < 0:
+        raise ScenarioError(f"{metric} is never negative: expected a value >= 0, got {raw!r}", file="--target")
+    if is_fraction_metric(metric) and value > 1:
+        raise ScenarioError(f"{metric} is a fraction: expected at most 1 (100%), got {raw!r}", file="--target")
     return Target(metric, op, value, f"{metric} {op} {raw}")
 
 

@@ -133,8 +133,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if getattr(args, "handler", None):
             return int(args.handler(args))
-        build_parser().print_help()
-        return EXIT_INPUT
+        build_parser().print_help()  # no command: what there is to do
+        return 0
     except (UnstableError, OverloadedError) as e:
         _fail(e)
         return EXIT_UNSTABLE

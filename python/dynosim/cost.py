@@ -53,11 +53,13 @@ class Pricing:
         if not isinstance(extra, dict):
             raise ScenarioError("expected a table of dyno type = $/month", file=source, path="cost.prices")
         for name, value in extra.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ScenarioError(f"expected a price >= 0 in $/month, got {value!r}", file=source,
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ScenarioError(f"expected a finite price >= 0 in $/month, got {value!r}", file=source,
                                     path=f"cost.prices.{name}")
             prices[name] = float(value)
         chosen = dyno_type or section.get("dyno_type", DEFAULT_DYNO_TYPE)
+        if not isinstance(chosen, str):
+            raise ScenarioError(f"expected a dyno type name, got {chosen!r}", file=source, path="cost.dyno_type")
         if chosen not in prices:
             where = "--dyno-type" if dyno_type else source
             raise ScenarioError(f"unknown dyno type {chosen!r}; expected one of: {', '.join(prices)}",

@@ -29,7 +29,15 @@ class DynosimError(Exception):
 
     def __str__(self) -> str:
         where = ": ".join(part for part in (self.file, self.path) if part)
-        return f"{where}: {self.message}" if where else self.message
+        return _printable(f"{where}: {self.message}" if where else self.message)
+
+
+def _printable(text: str) -> str:
+    """One line whatever the user typed: control and other unprintable characters (a newline,
+    a form feed in a key) are shown escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class ScenarioError(DynosimError, ValueError):

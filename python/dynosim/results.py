@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-__all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "is_time_metric"]
+__all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "is_time_metric", "is_fraction_metric"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -26,6 +26,11 @@ METRICS: List[str] = (
 def is_time_metric(metric: str) -> bool:
     """Whether a metric is a time, in seconds (the others are counts, rates and fractions)."""
     return metric.split(".")[0] in ("queue", "queue_of_queued", "response") or metric == "service_mean"
+
+
+def is_fraction_metric(metric: str) -> bool:
+    """Whether a metric is a fraction from 0 to 1 (shown as a percentage)."""
+    return metric == "queued_fraction" or metric.startswith("utilisation.")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the file (or ``--set`` for a key that an override wrote).
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import sys
 from importlib import resources
@@ -32,6 +33,13 @@ OVERRIDE_SOURCE = "--set"
 #: Sections read by the Python layer and not passed to the engine: prices (see
 #: :mod:`dynosim.cost`) and labelled variants of the scenario (``[[cases]]``).
 PYTHON_SECTIONS = ("cost", "cases")
+
+#: Sections that are tables of keys.
+TABLES = ("arrivals", "service", "fleet", "router", "run", "cost")
+
+#: How deeply a scenario's values may nest (tables and lists); the deepest real key,
+#: ``service.percentiles[i][j]``, is three levels down.
+MAX_DEPTH = 16
 
 #: Keys naming a section's kind, with the keys of that section that every kind shares. An
 #: override that changes the kind drops the old kind's parameters (a Weibull given with
@@ -65,10 +73,14 @@ def parse_override(text: str) -> tuple:
         raise ScenarioError(f"expected key.path=value, got {text!r}", file=OVERRIDE_SOURCE)
     raw = raw.strip()
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
+        parsed = tomllib.loads(f"v = {raw}")
     except tomllib.TOMLDecodeError:
-        value = raw
-    return key, value
+        return key, raw
+    except RecursionError:
+        raise ScenarioError(f"the value is nested more than {MAX_DEPTH} levels deep", file=OVERRIDE_SOURCE,
+                            path=key) from None
+    # "5\nx = 1" is valid TOML with two keys: one value was meant, so it is text.
+    return key, parsed["v"] if list(parsed) == ["v"] else raw
 
 
 class Scenario:
@@ -86,10 +98,11 @@ class Scenario:
         base_dir: Union[str, Path] = ".",
         overridden: Iterable[str] = (),
     ) -> None:
-        self.doc: Dict[str, Any] = copy.deepcopy(dict(doc))
         self.source = source
         self.base_dir = Path(base_dir)
         self.overridden = frozenset(overridden)
+        self._check_values(doc)
+        self.doc: Dict[str, Any] = copy.deepcopy(dict(doc))
 
     @classmethod
     def load(cls, ref: ScenarioLike) -> "Scenario":
@@ -122,6 +135,8 @@ class Scenario:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ScenarioError(f"invalid TOML: {e}", file=source) from None
+        except RecursionError:
+            raise ScenarioError(f"invalid TOML: nested more than {MAX_DEPTH} levels deep", file=source) from None
         return cls(doc, source=source, base_dir=base_dir)
 
     @property
@@ -157,6 +172,26 @@ class Scenario:
             base_dir=self.base_dir,
             overridden=self.overridden | {k for k, _ in items},
         )
+
+    def _check_values(self, doc: Mapping[str, Any]) -> None:
+        """Sections are tables, and every value is one the engine can read: no TOML dates or
+        times, nothing nested deeper than MAX_DEPTH."""
+        if not isinstance(doc, Mapping):
+            raise ScenarioError(f"expected a table of sections, got {_kind(doc)}", file=self.source)
+        for name in TABLES:
+            if name in doc and not isinstance(doc[name], Mapping):
+                raise self._error(name, f"expected a table [{name}] of keys, got {_kind(doc[name])}")
+        stack: List[tuple] = [(doc, "", 0)]
+        while stack:
+            value, path, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                raise self._error(path, f"nested more than {MAX_DEPTH} levels deep")
+            if isinstance(value, Mapping):
+                stack += [(v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in value.items()]
+            elif isinstance(value, (list, tuple)):
+                stack += [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+            elif not (value is None or isinstance(value, (str, int, float))):
+                raise self._error(path, f"expected a number, a string, a list or a table, got {_kind(value)}")
 
     @property
     def policies(self) -> List[str]:
@@ -230,17 +265,39 @@ class Scenario:
 
     def _mapped(self, error: Exception) -> BaseException:
         mapped = from_engine(error, file=self.source)
-        path = getattr(mapped, "path", "")
-        if path and any(path == k or path.startswith(k + ".") or path.startswith(k + "[") for k in self.overridden):
+        if self._overridden(getattr(mapped, "path", "")):
             mapped.file = OVERRIDE_SOURCE  # type: ignore[attr-defined]
         return mapped
 
     def _error(self, path: str, message: str) -> ScenarioError:
-        source = OVERRIDE_SOURCE if path in self.overridden else self.source
+        source = OVERRIDE_SOURCE if self._overridden(path) else self.source
         return ScenarioError(message, file=source, path=path)
+
+    def _overridden(self, path: str) -> bool:
+        """Whether an override wrote the value at `path`: the key itself, a table holding it,
+        or a key inside it."""
+        return bool(path) and any(path == k or path.startswith((k + ".", k + "[")) or k.startswith(path + ".")
+                                  for k in self.overridden)
 
     def __repr__(self) -> str:
         return f"Scenario({self.name!r}, source={self.source!r})"
+
+
+def _kind(value: Any) -> str:
+    """What a value is, in TOML's words, for error messages."""
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, (datetime.date, datetime.time)):
+        return f"a date/time ({value.isoformat()})"
+    return type(value).__name__
 
 
 def _set_path(doc: Dict[str, Any], key: str, value: Any) -> None:
