@@ -12,7 +12,7 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.9,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24"
+	$(PIP) install -q "maturin>=1.9,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100"
 	touch $@
 
 .PHONY: install
@@ -32,6 +32,10 @@ test-python: build-dev ## package, CLI and end-to-end tests
 
 .PHONY: test
 test: test-rust test-python ## everything CI runs
+
+.PHONY: fuzz
+fuzz: build-dev ## explore with the fuzz target: random inputs, FUZZ_EXAMPLES per generator (default 2000)
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-2000} CI= $(PY) -m pytest -q tests/test_fuzz.py --hypothesis-show-statistics
 
 .PHONY: lint
 lint: build-dev ## rustfmt, clippy, type check and stub check

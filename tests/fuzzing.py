@@ -1,0 +1,374 @@
+"""The fuzz target's generators and its one property: whatever a user types, dynosim answers
+with a result or one clear line, in bounded time.
+
+Inputs are built from a small, valid, cheap scenario (``BASE``) by mutation: keys set to
+values of every kind TOML can hold (numbers of every size, NaN and infinities, strings with
+and without units, dates and times, lists, tables nested deep), unknown keys, whole sections
+replaced, and command lines drawn from the CLI's own vocabulary. Each case runs the CLI
+in-process (``dynosim.cli.main``) with stdout and stderr captured.
+
+The property (``check``): the command returns 0, 2 (bad input) or 3 (unstable); no exception
+escapes (a traceback); an error is one ``dynosim: error:`` line (warnings may precede it);
+stdout is empty after an error and, for ``--json``, holds one complete, strict JSON document;
+and the case ends within ``CASE_SECONDS``. Work is kept small by a budget that every case
+carries as its last override (``run.max_requests``), which the product checks before running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import json
+import math
+import signal
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from hypothesis import strategies as st
+
+#: A case that runs longer than this is a hang (the alarm interrupts it).
+CASE_SECONDS = 10.0
+#: The work budget every case carries: simulated requests over all replications and policies.
+BUDGET = ["--set", "run.max_requests=200000"]
+
+BASE: Dict[str, Any] = {
+    "name": "fuzz",
+    "arrivals": {"process": "poisson", "rate": "50/s"},
+    "service": {"distribution": "exponential", "mean": "10ms"},
+    "fleet": {"dynos": 2, "slots": 1},
+    "router": {"policy": "random"},
+    "run": {"duration": "2s", "warmup": "0s", "replications": 2, "seed": 1},
+}
+
+SECTIONS = ["arrivals", "service", "fleet", "router", "run", "cost", "cases", "name", "description"]
+KEYS = [
+    "arrivals.process", "arrivals.rate",
+    "service.distribution", "service.mean", "service.median", "service.scale", "service.shape",
+    "service.sigma", "service.value", "service.percentiles", "service.file", "service.unit",
+    "service.round_up", "service.clip",
+    "fleet.dynos", "fleet.slots",
+    "router.policy", "router.routers", "router.d", "router.tries",
+    "run.duration", "run.warmup", "run.replications", "run.seed", "run.max_waiting",
+    "cost.dyno_type", "cost.prices", "cost.prices.x",
+]
+DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles"]
+POLICIES = ["random", "round_robin", "least_connections", "power_of_d", "retry_if_busy", "intelligent"]
+UNITS = ["", "ns", "us", "µs", "ms", "s", "sec", "min", "m", "h", "d", "/s", "/min", "/h", " per second",
+         "rps", " rps", "req/s", "parsecs", "%", "e", "XYZ"]
+
+
+# --- values ---------------------------------------------------------------------------------
+
+_interesting_ints = st.sampled_from([0, 1, -1, 2, 7, 2**31 - 1, 2**31, 2**32, 2**53, 2**63 - 1,
+                                     -(2**63), 10**7, 10**7 + 1, 100_000, 100_001, 10**12])
+_interesting_floats = st.sampled_from([0.0, -0.0, 1e-320, 1e-16, 1e-9, 0.5, 0.999, 1.0, 1e300,
+                                       math.inf, -math.inf, math.nan])
+_numbers = st.one_of(_interesting_ints, _interesting_floats,
+                     st.integers(min_value=-(2**63), max_value=2**63 - 1),
+                     st.floats(allow_nan=True, allow_infinity=True))
+_number_text = st.one_of(
+    _numbers.map(lambda v: repr(v) if not isinstance(v, float) or math.isfinite(v) else str(v)),
+    st.sampled_from(["1e", "1e5", "1_000", "..", "1..2", ".5", "5.", "-", "+3", "0x10", "nan", "inf"]),
+)
+_unit_text = st.builds(lambda n, sp, u: f"{n}{sp}{u}", _number_text, st.sampled_from(["", " ", "  "]),
+                       st.sampled_from(UNITS))
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_scalars = st.one_of(
+    _numbers, _unit_text, _text, st.booleans(),
+    st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31)),
+    st.dates(), st.times(), st.sampled_from(DISTRIBUTIONS + POLICIES),
+)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for i in range(depth):
+        value = [value] if i % 2 else {"a": value}
+    return value
+
+
+values = st.recursive(
+    _scalars,
+    lambda children: st.one_of(st.lists(children, max_size=4),
+                               st.dictionaries(st.sampled_from(["a", "b", "_1", "mean", "x"]), children, max_size=3)),
+    max_leaves=8,
+)
+values = st.one_of(values, values, values, st.integers(min_value=10, max_value=400).map(_nested))
+
+#: Percentile tables: mostly well-formed rows with odd values, to reach the table's own checks.
+percentile_tables = st.lists(
+    st.tuples(st.one_of(st.floats(min_value=-1, max_value=101), _interesting_floats),
+              st.one_of(_unit_text, _numbers)).map(list),
+    max_size=6,
+)
+
+
+# --- TOML rendering (the inputs need not be valid TOML: invalid text is an input too) --------
+
+def toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(type(v))
+
+
+def toml_document(doc: Dict[str, Any]) -> str:
+    """Top-level scalars first, then one [section] per table (its values inline)."""
+    lines = [f"{json.dumps(k)} = {toml_value(v)}" for k, v in doc.items() if not isinstance(v, dict)]
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            lines.append(f"[{json.dumps(k)}]")
+            lines += [f"{json.dumps(str(kk))} = {toml_value(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"
+
+
+def set_path(doc: Dict[str, Any], path: str, value: Any) -> None:
+    node = doc
+    parts = path.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[parts[-1]] = value
+
+
+# --- cases ----------------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    """A command line and the files it reads (written to a temporary folder first)."""
+
+    argv: List[str]
+    files: Dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        files = "".join(f"\n--- {name}\n{text}" for name, text in self.files.items())
+        return f"dynosim {' '.join(self.argv)}{files}"
+
+
+def _durations(low: float, high: float) -> Any:
+    """Durations from `low` to `high` seconds, written as a user would (with a unit, or not)."""
+    seconds = st.floats(min_value=low, max_value=high)
+    units = st.sampled_from([("ms", 1e-3), ("s", 1.0), ("min", 60.0), ("us", 1e-6)])
+    return st.one_of(seconds, units.flatmap(lambda u: seconds.map(lambda v: f"{v / u[1]:.4g}{u[0]}")))
+
+
+_service_params = {
+    "constant": lambda: st.fixed_dictionaries({"value": _durations(1e-4, 1.0)}),
+    "exponential": lambda: st.fixed_dictionaries({"mean": _durations(1e-4, 1.0)}),
+    "lognormal": lambda: st.fixed_dictionaries({"median": _durations(1e-4, 1.0),
+                                                "sigma": st.floats(min_value=0.01, max_value=4)}),
+    "weibull": lambda: st.fixed_dictionaries({"shape": st.floats(min_value=0.05, max_value=5)}).flatmap(
+        lambda d: st.sampled_from(["scale", "median"]).flatmap(
+            lambda k: _durations(1e-4, 1.0).map(lambda v: {**d, k: v}))),
+    "gamma": lambda: st.fixed_dictionaries({"shape": st.floats(min_value=0.05, max_value=5)}).flatmap(
+        lambda d: st.sampled_from(["scale", "mean"]).flatmap(
+            lambda k: _durations(1e-4, 1.0).map(lambda v: {**d, k: v}))),
+    "quantiles": lambda: st.fixed_dictionaries({"percentiles": percentile_tables}),
+    "empirical": lambda: st.fixed_dictionaries({"file": st.just("times.txt")}),
+}
+_policy_params = {
+    "power_of_d": lambda: st.fixed_dictionaries({"d": st.one_of(st.integers(1, 8), st.integers(1, 8), _interesting_ints)}),
+    "retry_if_busy": lambda: st.fixed_dictionaries(
+        {"tries": st.one_of(st.integers(1, 8), st.integers(1, 8), _interesting_ints)}),
+}
+#: Lines of an empirical sample file: times with and without units, and some that are not.
+sample_files = st.lists(st.one_of(_durations(0, 2).map(str), _unit_text, _text, st.just("# comment")),
+                        max_size=12).map("\n".join)
+
+
+@st.composite
+def plausible_documents(draw: Any) -> Dict[str, Any]:
+    def count(low: int, high: int) -> Any:  # mostly in range, sometimes at an edge
+        return st.one_of(st.integers(low, high), st.integers(low, high), st.integers(low, high), _interesting_ints)
+
+    """A scenario a user might write: every kind of distribution and policy, with parameters
+    mostly in range and sometimes at the edge."""
+    doc: Dict[str, Any] = {"name": "fuzz"}
+    doc["arrivals"] = {"process": "poisson", "rate": draw(st.one_of(
+        st.floats(min_value=0.1, max_value=5000),
+        st.sampled_from(["/s", "/min", " rps", " per hour"]).flatmap(
+            lambda u: st.floats(min_value=0.1, max_value=5000).map(lambda v: f"{v:.4g}{u}"))))}
+    kind = draw(st.sampled_from(DISTRIBUTIONS))
+    service = {"distribution": kind, **draw(_service_params[kind]())}
+    if draw(st.integers(0, 3)) == 0:
+        service["round_up"] = draw(_durations(1e-6, 0.1))
+    if draw(st.integers(0, 3)) == 0:
+        low = draw(st.floats(min_value=0, max_value=0.1))
+        service["clip"] = [low, low + draw(st.floats(min_value=1e-3, max_value=10))]
+    doc["service"] = service
+    doc["fleet"] = {"dynos": draw(count(1, 200)), "slots": draw(count(1, 8))}
+    policy = draw(st.sampled_from(POLICIES))
+    doc["router"] = {"policy": policy, **draw(_policy_params.get(policy, lambda: st.just({}))())}
+    if draw(st.booleans()):
+        doc["router"]["routers"] = draw(count(1, 5))
+    doc["run"] = {"duration": draw(_durations(0.001, 60)), "warmup": draw(_durations(0, 10)),
+                  "replications": draw(count(1, 5)), "seed": draw(st.integers(0, 2**64 - 1))}
+    return doc
+
+
+@st.composite
+def scenario_documents(draw: Any) -> Dict[str, Any]:
+    """A plausible scenario with, sometimes, a few keys set to anything at all."""
+    doc = draw(plausible_documents())
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+        key = draw(st.one_of(st.sampled_from(KEYS), st.sampled_from(SECTIONS),
+                             st.sampled_from(SECTIONS).map(lambda s: s + "._1")))
+        value = draw(percentile_tables) if key == "service.percentiles" else draw(values)
+        set_path(doc, key, value)
+    return doc
+
+
+@st.composite
+def file_cases(draw: Any) -> Case:
+    doc = draw(scenario_documents())
+    return Case(["run", "s.toml", "--json", *BUDGET],
+                {"s.toml": toml_document(doc), "times.txt": draw(sample_files)})
+
+
+@st.composite
+def override_cases(draw: Any) -> Case:
+    argv = ["run", "base.toml", "--json"]
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        key = draw(st.one_of(st.sampled_from(KEYS + SECTIONS), _text))
+        raw = draw(st.one_of(values.map(toml_value), _unit_text, _text))
+        argv += ["--set", f"{key}={raw}"]
+    return Case(argv + BUDGET, {"base.toml": toml_document(BASE)})
+
+
+_option_values = st.one_of(_number_text, _unit_text, _text, st.sampled_from(POLICIES + ["random,intelligent"]))
+_targets = st.builds(lambda m, op, v: f"{m} {op} {v}",
+                     st.sampled_from(["queue.mean", "response.p99", "queued_fraction", "throughput", "nope"]),
+                     st.sampled_from(["<=", "<", ">=", ">", "=", ""]), st.one_of(_unit_text, _number_text))
+_varies = st.builds(lambda k, spec: f"{k}={spec}",
+                    st.sampled_from(["fleet.dynos", "router.policy", "service.mean", "arrivals.rate", "run.seed"]),
+                    st.one_of(_unit_text, _number_text,
+                              st.builds(lambda a, b, n: f"{a}..{b}{n}", _number_text, _number_text,
+                                        st.sampled_from(["", ":3", ":2:log", ":0", ":lin", ":1000000000"])),
+                              st.lists(_number_text, min_size=1, max_size=3).map(",".join)))
+
+
+@st.composite
+def command_cases(draw: Any) -> Case:
+    """Command lines from the CLI's vocabulary, each option with a value of any kind."""
+    command = draw(st.sampled_from(["run", "compare", "capacity", "sweep", "animate", "scenarios", "frob", ""]))
+    argv = [command] if command else []
+    if command in ("run", "compare", "capacity", "sweep", "animate"):
+        argv.append(draw(st.sampled_from(["s.toml", "s.toml", "s.toml", "nope.toml", "rapgenius", "nope", ""])))
+    required = {"compare": ["--policy"], "capacity": ["--target"], "sweep": ["--vary", "--out"],
+                "animate": ["--out"]}
+    if draw(st.integers(0, 4)):
+        for name in required.get(command, []):
+            argv += [name, draw(_plausible_options[name])]
+    options = {
+        "--seed": _number_text, "--replications": _number_text, "--duration": _unit_text,
+        "--policy": _option_values, "--set": values.map(lambda v: f"fleet.dynos={toml_value(v)}"),
+        "--target": _targets, "--slots": _number_text, "--max-dynos": _number_text,
+        "--dyno-type": _option_values, "--vary": _varies, "--metric": _option_values,
+        "--format": st.sampled_from(["png", "svg", "png,svg", "pdf", ""]),
+        "--out": st.sampled_from(["out/x", "out/x.gif", "out/x.html", "out/", "/proc/x/y", ""]),
+        "--seconds": _number_text, "--fps": _number_text, "--speed": _number_text,
+        "--json": st.just(None), "--frobnicate": st.just(None),
+    }
+    for _ in range(draw(st.integers(min_value=0, max_value=4))):
+        name = draw(st.sampled_from(sorted(options)))
+        value = draw(options[name])
+        argv += [name] if value is None else [name, value]
+    if command in ("run", "compare", "capacity", "sweep", "animate"):
+        argv += BUDGET
+    return Case(argv, {"s.toml": toml_document(draw(plausible_documents())), "times.txt": draw(sample_files)})
+
+
+_plausible_options = {
+    "--policy": st.lists(st.sampled_from(POLICIES), min_size=1, max_size=3, unique=True).map(",".join),
+    "--target": st.builds(lambda m, v: f"{m} <= {v}", st.sampled_from(["queue.mean", "response.p99", "queue.p90"]),
+                          st.sampled_from(["1ms", "10ms", "100ms", "1s", "10s"])),
+    "--vary": st.sampled_from(["fleet.dynos=2..20:3", "router.policy=random,intelligent", "fleet.slots=1,2",
+                               "run.seed=1,2"]),
+    "--out": st.sampled_from(["out/x", "x", "out/x.gif", "out/x.html", "x.html"]),
+}
+
+
+# --- the property ---------------------------------------------------------------------------
+
+class Hang(Exception):
+    """A case ran past CASE_SECONDS."""
+
+
+@dataclass
+class Outcome:
+    code: Optional[int]
+    stdout: str
+    stderr: str
+    escaped: Optional[BaseException]
+
+
+def run_case(case: Case, folder: Path) -> Outcome:
+    """Runs the CLI in-process in `folder` with the case's files written there first."""
+    import os
+
+    from dynosim import cli
+
+    for name, text in case.files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    cwd = os.getcwd()
+    code: Optional[int] = None
+    escaped: Optional[BaseException] = None
+    try:
+        os.chdir(folder)
+        signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(case.argv)
+    except BaseException as e:  # anything that escapes main() is a traceback for the user
+        escaped = e
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.chdir(cwd)
+    return Outcome(code, out.getvalue(), err.getvalue(), escaped)
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang(f"ran past {CASE_SECONDS} s")
+
+
+def check(case: Case, outcome: Outcome) -> None:
+    """The fuzz target's property; raises AssertionError naming what broke."""
+    if outcome.escaped is not None:
+        raise AssertionError(f"escaped {type(outcome.escaped).__name__}: {outcome.escaped}") from outcome.escaped
+    assert outcome.code in (0, 2, 3), f"exit code {outcome.code} (130: ran past {CASE_SECONDS} s)\n{outcome.stderr}"
+    lines = outcome.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("dynosim: error: ")]
+    others = [line for line in lines if not line.startswith(("dynosim: error: ", "dynosim: warning: "))]
+    assert not others, f"stderr has lines that are neither an error nor a warning:\n{outcome.stderr}"
+    if outcome.code == 0:
+        assert not errors, outcome.stderr
+        if "--json" in case.argv:
+            json.loads(outcome.stdout, parse_constant=_reject_constant)
+    else:
+        assert len(errors) == 1, f"expected one error line:\n{outcome.stderr}"
+        assert outcome.stdout == "", f"stdout after an error:\n{outcome.stdout[:500]}"
+        message = errors[0][len("dynosim: error: "):]
+        assert len(message) >= 10 and "Traceback" not in message, message
+
+
+def _reject_constant(name: str) -> Any:
+    raise AssertionError(f"JSON output holds {name}, which RFC 8259 does not allow")
+
