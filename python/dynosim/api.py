@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _dynosim
+from .errors import NotSteadyWarning
 from .results import PolicyResult, Results
 from .scenario import Scenario, ScenarioLike
 
@@ -20,13 +22,16 @@ def run(
     seed: Optional[int] = None,
     replications: Optional[int] = None,
     duration: Union[str, float, None] = None,
+    warn: bool = True,
 ) -> Results:
     """Runs a scenario (a built-in name, a TOML path, a dict or a :class:`Scenario`).
 
     ``set`` overrides keys (``{"fleet.dynos": 100}``); ``policies`` replaces ``router.policy``.
     Every policy runs on the same arrivals and service times (same seed, separate streams).
     Raises :class:`~dynosim.errors.ScenarioError` for an invalid scenario and
-    :class:`~dynosim.errors.UnstableError` when offered load is at or above capacity.
+    :class:`~dynosim.errors.UnstableError` when offered load is at or above capacity, and
+    warns (:class:`~dynosim.errors.NotSteadyWarning`, unless ``warn`` is false) when the run is
+    short next to the time its queues take to settle.
     """
     s = Scenario.load(scenario).with_overrides(set)
     shorthand: Dict[str, Any] = {}
@@ -40,6 +45,11 @@ def run(
         shorthand["router.policy"] = list(policies)
     s = s.with_overrides(shorthand)
     variants = [s.for_policy(p) for p in s.policies]
-    for v in variants:  # validate all before running any
-        v.describe()
+    described = [v.describe() for v in variants]  # validate all before running any
+    if warn:
+        for v, d in zip(variants, described):
+            message = v.steady_state_warning(d)
+            if message:
+                named = f"{d['policy']}: {message}" if len(variants) > 1 else message
+                warnings.warn(named, NotSteadyWarning, stacklevel=2)
     return Results([PolicyResult(json.loads(v._call(_dynosim.run))) for v in variants])

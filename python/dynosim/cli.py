@@ -10,11 +10,12 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .api import run as run_scenario
-from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
+from .errors import DynosimError, NotSteadyWarning, OverloadedError, ScenarioError, UnstableError
 from .results import PolicyResult, Results
 from .scenario import Scenario, builtin_scenarios
 
@@ -123,6 +124,18 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", NotSteadyWarning)
+        warnings.showwarning = _warn
+        return _main(argv)
+
+
+def _warn(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """A warning is one line on stderr, like an error."""
+    print(f"dynosim: warning: {message}", file=sys.stderr)
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command in ("run", "compare"):

@@ -1,4 +1,4 @@
-"""Dyno prices (DOMAIN.md §4) and monthly cost.
+"""Dyno prices (docs/model.md, "Capacity planning") and monthly cost.
 
 The default is today's Standard-1X; ``2013-1x`` is the $36 dyno of the seed study. A scenario
 can choose a type and add or override prices:

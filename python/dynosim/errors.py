@@ -14,6 +14,7 @@ __all__ = [
     "ScenarioError",
     "UnstableError",
     "OverloadedError",
+    "NotSteadyWarning",
     "from_engine",
 ]
 
@@ -50,6 +51,11 @@ class UnstableError(DynosimError, ValueError):
 
 class OverloadedError(DynosimError, RuntimeError):
     """A run was stopped because its queues outgrew the memory guard."""
+
+
+class NotSteadyWarning(UserWarning):
+    """Offered load so close to capacity that the run is short next to the time its queues
+    take to settle: its figures may not be steady state."""
 
 
 def from_engine(error: Exception, file: Optional[str] = None) -> BaseException:

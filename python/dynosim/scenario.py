@@ -41,6 +41,9 @@ TABLES = ("arrivals", "service", "fleet", "router", "run", "cost")
 #: ``service.percentiles[i][j]``, is three levels down.
 MAX_DEPTH = 16
 
+#: A run shorter than this many relaxation times is flagged as possibly not steady state.
+STEADY_DURATIONS = 10
+
 #: Keys naming a section's kind, with the keys of that section that every kind shares. An
 #: override that changes the kind drops the old kind's parameters (a Weibull given with
 #: ``--set`` replaces the file's percentile table rather than clashing with it).
@@ -251,6 +254,23 @@ class Scenario:
         single = self.for_policy(self.policies[0])
         return json.loads(single._call(_dynosim.describe))
 
+    def steady_state_warning(self, described: Optional[Dict[str, Any]] = None) -> Optional[str]:
+        """Why this scenario's figures may not be steady state, or None.
+
+        Queues near capacity take long to settle: the relaxation time t (the engine's
+        heavy-traffic estimate, docs/model.md) grows as 1/(1 − ρ)². A warm-up shorter than t
+        measures the queues while they still fill, and a duration under 10 t leaves the
+        estimate dominated by a few long excursions."""
+        info = described if described is not None else self.describe()
+        t = info.get("relaxation_time")
+        if t is None or (info["warmup"] >= t and info["duration"] >= STEADY_DURATIONS * t):
+            return None
+        return (f"offered load {info['offered_load']:.3f}: the queues take about {format_seconds(t)} of simulated "
+                f"time to settle (relaxation time), against a warm-up of {format_seconds(info['warmup'])} and a "
+                f"duration of {format_seconds(info['duration'])}; the figures may not be steady state "
+                f"(want run.warmup >= {format_seconds(t)} and run.duration >= {format_seconds(STEADY_DURATIONS * t)},"
+                f" or fewer busy slots: more dynos)")
+
     def validate(self) -> "Scenario":
         """Raises :class:`ScenarioError` unless every policy's variant of it is valid."""
         for policy in self.policies:
@@ -281,6 +301,14 @@ class Scenario:
 
     def __repr__(self) -> str:
         return f"Scenario({self.name!r}, source={self.source!r})"
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for people: 850 ms, 42 s, 3.5 min, 11.6 h, 4.2 days."""
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds * 1e3:.3g} ms"
 
 
 def _kind(value: Any) -> str:
