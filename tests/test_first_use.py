@@ -6,7 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 from io import StringIO
 from pathlib import Path
 
@@ -158,3 +162,111 @@ def test_capacity_none_found_says_which_target_and_how_close():
     closest = found["closest"]["queue.mean"]
     assert str(closest["dynos"]) in found["evaluated"] and closest["ci_high"] > 0.001
     assert f"at {closest['dynos']:,} dynos" in text
+
+
+# --- dynosim init ------------------------------------------------------------------------------
+
+
+def test_init_writes_a_starter_that_runs_as_it_is(tmp_path):
+    result = cli_env("init", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    path = tmp_path / "my-app.toml"
+    assert "my-app.toml" in result.stdout and path.is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["my-app.toml"]  # no temporary file left
+    doc = tomllib.loads(path.read_text())
+    assert doc["name"] == "my-app"
+    assert {"arrivals", "service", "fleet", "router", "run", "cost"} <= set(doc)
+    ran = cli_env("run", "my-app.toml", "--duration", "30s", "--replications", "2", "--json", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert [r["scenario"] for r in json.loads(ran.stdout)["results"]][0] == "my-app"
+
+
+def test_init_names_the_scenario_after_the_file(tmp_path):
+    assert cli_env("init", "shop.toml", cwd=tmp_path).returncode == 0
+    assert tomllib.loads((tmp_path / "shop.toml").read_text())["name"] == "shop"
+
+
+def test_init_mentions_every_key_of_every_section(tmp_path):
+    """The starter shows each section's keys, set or commented out, and the commented
+    [[cases]] example is valid once uncommented."""
+    import re
+
+    from dynosim import Scenario
+    from dynosim.init import starter
+    from dynosim.keys import reference
+
+    text = starter("my-app")
+    for key in reference()["keys"]:
+        if key["kind"] is None and key["section"] != "":
+            assert re.search(rf"^[#\s]*{key['name']}\s*=", text, re.M), key["path"]
+    assert "[[cases]]" in text
+    uncommented = re.sub(r"^# (\[\[cases\]\]|label|set)", r"\1", text, flags=re.M)
+    cases = Scenario.load(tomllib.loads(uncommented)).cases
+    assert len(cases) == 2
+    for _, case in cases:
+        case.validate()
+
+
+def test_init_refuses_to_overwrite_without_force(tmp_path):
+    path = tmp_path / "my-app.toml"
+    path.write_text("# mine\n")
+    result = cli_env("init", "my-app.toml", cwd=tmp_path)
+    assert_one_line_error(result, "my-app.toml", "already exists", "--force")
+    assert path.read_text() == "# mine\n"
+    forced = cli_env("init", "my-app.toml", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert "[arrivals]" in path.read_text()
+
+
+@pytest.mark.parametrize("target, fragment", [
+    ("no-such-dir/app.toml", "no such directory"),
+    ("app.txt", ".toml"),
+])
+def test_init_bad_file_is_one_line(tmp_path, target, fragment):
+    result = cli_env("init", target, cwd=tmp_path)
+    assert_one_line_error(result, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- dynosim keys ------------------------------------------------------------------------------
+
+
+def test_docs_scenario_md_is_generated_from_the_schema():
+    result = cli_env("keys", "--markdown")
+    assert result.returncode == 0, result.stderr
+    committed = (ROOT / "docs" / "scenario.md").read_text(encoding="utf-8")
+    assert result.stdout == committed, (
+        "docs/scenario.md is stale: regenerate it with "
+        "`.venv/bin/dynosim keys --markdown > docs/scenario.md` and commit it")
+
+
+def test_keys_prints_every_key_in_the_terminal():
+    from dynosim.keys import reference
+
+    result = cli_env("keys", columns=100)
+    assert result.returncode == 0, result.stderr
+    assert longest_line(result.stdout) <= 100
+    for key in reference()["keys"]:
+        assert key["name"] in result.stdout, key["path"]
+
+
+def test_front_end_sections_accept_their_documented_keys():
+    """[cost] and [[cases]] are read by the Python layer, not the engine: their documented
+    keys (with their examples) are what it accepts."""
+    from dynosim import Scenario
+    from dynosim.cost import Pricing
+    from dynosim.keys import reference
+
+    ref = reference()
+    front = {s["name"]: s for s in ref["sections"] if s["read_by"] == "front end"}
+    assert set(front) == {"cost", "cases"}
+    example = {s: {k["name"]: json.loads(k["example"]) for k in ref["keys"] if k["section"] == s}
+               for s in front}
+    doc = Scenario.load("rapgenius").doc
+    doc["cost"] = example["cost"]
+    doc["cost"]["prices"] = {example["cost"]["dyno_type"]: 50, **doc["cost"]["prices"]}
+    assert Pricing.from_scenario(doc, "x.toml").dyno_type == example["cost"]["dyno_type"]
+    doc["cases"] = [example["cases"]]
+    (label, case), = Scenario.load(doc).cases
+    assert label == example["cases"]["label"]
+    case.validate()

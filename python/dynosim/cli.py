@@ -96,9 +96,9 @@ def _command_modules() -> list:
     """Commands that live in their own module: each has ``register(subparsers)``, which adds
     its parser and sets ``handler`` (a function of the parsed arguments returning the exit
     code)."""
-    from . import animate, capacity, demo, sweep
+    from . import animate, capacity, demo, init, keys, sweep
 
-    return [demo, capacity, sweep, animate]
+    return [init, demo, capacity, sweep, animate, keys]
 
 
 def add_wide_argument(p: argparse.ArgumentParser) -> None:
