@@ -323,9 +323,12 @@ def main(args: Any) -> int:
         searches = {(p, k or 0): shown.task(p + (f" ×{k} slots" if k else ""), note="waiting")
                     for p in policies for k in slots}
 
+        tried: Dict[tuple, int] = {}
+
         def step(policy: str, k: int, n: int, ok: bool) -> None:
-            task = searches[(policy, k)]
-            shown.update(task, advance=1, note=f"{n:,} dynos {'meet' if ok else 'miss'} the targets")
+            tried[(policy, k)] = tried.get((policy, k), 0) + 1
+            shown.update(searches[(policy, k)], advance=1,
+                         note=f"{tried[(policy, k)]} counts tried; {n:,} dynos {'meet' if ok else 'miss'} the targets")
 
         results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
                        max_dynos=args.max_dynos, on_step=step)
