@@ -45,8 +45,12 @@ lint: build-dev ## rustfmt, clippy, type check and stub check
 	$(PY) -m mypy
 
 .PHONY: demo
-demo: build-dev ## reproduce the seed study: its table, then dynos needed per policy and cost
-	$(VENV)/bin/dynosim demo
+demo: ## reproduce the seed study: its table, then dynos needed per policy and cost
+	@echo "building the engine (the first build takes a minute or two)..."
+	@# Quiet unless it fails: then the whole build log, to see why.
+	@log=$$(mktemp); if $(MAKE) --no-print-directory build-dev >"$$log" 2>&1; then rm -f "$$log"; \
+	  else status=$$?; cat "$$log"; rm -f "$$log"; echo "make demo: the build failed (log above)" >&2; exit $$status; fi
+	@$(VENV)/bin/dynosim demo
 
 .PHONY: bench
 bench: build-dev ## engine throughput (criterion) and dynosim vs SimPy

@@ -53,7 +53,7 @@ def body_state(dom: str) -> dict:
     body = re.search(r"<body\b[^>]*>", dom)
     assert body, dom[:2000]
     attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(0)))
-    return {k: int(v) for k, v in attrs.items()}
+    return {k: int(v) if re.fullmatch(r"-?\d+", v) else v for k, v in attrs.items()}
 
 
 def page_data(text: str) -> dict:
@@ -73,7 +73,10 @@ def test_gif_has_frames_and_the_bars_move(cli, tmp_path):
     result = cli("animate", "--out", "queues.gif", "--seconds", "10", "--fps", "5", "--speed", "5",
                  cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == ""
+    # One line saying what was written (it used to print nothing).
+    size = (tmp_path / "queues.gif").stat().st_size
+    assert result.stdout.startswith("wrote queues.gif: 11 frames") and result.stdout.count("\n") == 1
+    assert ("MB" if size >= 1e6 else "kB") in result.stdout
     assert [p.name for p in tmp_path.iterdir()] == ["queues.gif"]  # no temporary file left
     with Image.open(tmp_path / "queues.gif") as gif:
         assert gif.format == "GIF"
@@ -118,6 +121,8 @@ def test_html_page_plays_in_a_headless_browser(cli, tmp_path):
     late = body_state(dump_dom(page, 4000, tmp_path / "profile-2"))
     assert early["frames"] == late["frames"] == frames
     assert 0 < early["frame"] < late["frame"] < frames, (early, late)
+    # The axes are labelled as in the GIF (the page used to have no axis labels).
+    assert late["axes"] == "dyno|requests at the dyno"
 
     def drawn_sum(k: int) -> int:
         return sum(sum(p["depth"][k]) for p in data["panels"])

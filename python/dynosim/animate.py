@@ -44,6 +44,9 @@ COLOR_SERVICE = "#4c78a8"
 COLOR_WAITING = "#e4572e"
 COLOR_TEXT = "#222222"
 COLOR_MUTED = "#666666"
+# Axis labels, the same in the GIF and the HTML page.
+AXIS_X = "dyno"
+AXIS_Y = "requests at the dyno"
 
 DESCRIPTION = (
     "Animate per-dyno queue depth, one bar per dyno as in the Rap Genius article: random and "
@@ -160,7 +163,17 @@ def main(args: argparse.Namespace) -> int:
         write_gif(movie, opts.out, fps=opts.fps)
     else:
         write_html(movie, opts.out, fps=opts.fps)
+    print(written(opts.out, movie, opts.fps))
     return 0
+
+
+def written(path: Path, movie: "Movie", fps: float) -> str:
+    """``wrote queues.gif: 151 frames (60 simulated s at 10 fps, 2 panels), 1.2 MB``."""
+    size = path.stat().st_size
+    shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{max(1, round(size / 1e3))} kB"
+    panels = len(movie.panels)
+    return (f"wrote {path}: {len(movie.times):,} frames ({movie.times[-1]:g} simulated s at {fps:g} fps, "
+            f"{panels} panel{'s' if panels > 1 else ''}), {shown}")
 
 
 # ----------------------------------------------------------------------------- the data
@@ -344,9 +357,9 @@ def write_gif(movie: Movie, path: Path, *, fps: float, width: float = 10.0, heig
         ax.grid(axis="y", color="#e6e6e6", linewidth=0.8)
         ax.set_axisbelow(True)
         ax.set_title(panel.policy, fontsize=11, fontweight="bold", color=COLOR_TEXT, loc="left", pad=4)
-        ax.set_xlabel("dyno", fontsize=8, color=COLOR_MUTED, labelpad=1)
+        ax.set_xlabel(AXIS_X, fontsize=8, color=COLOR_MUTED, labelpad=1)
         if i % cols == 0:
-            ax.set_ylabel("requests at the dyno", fontsize=8, color=COLOR_MUTED)
+            ax.set_ylabel(AXIS_Y, fontsize=8, color=COLOR_MUTED)
         d0 = depth[i][0]
         # Thinner than a pixel, a snapped bar can vanish: give dense bars a hairline edge.
         dense = movie.dynos > 150
@@ -423,6 +436,7 @@ def html_data(movie: Movie, fps: float) -> Dict[str, Any]:
         "slots": movie.slots,
         "ymax": movie.ymax,
         "colors": {"service": COLOR_SERVICE, "waiting": COLOR_WAITING},
+        "axes": {"x": AXIS_X, "y": AXIS_Y},
         "panels": [
             {
                 "policy": p.policy,
@@ -556,7 +570,7 @@ HTML_TEMPLATE = """<!DOCTYPE html>
     var g = c.getContext("2d");
     g.setTransform(ratio, 0, 0, ratio, 0, 0);
     g.clearRect(0, 0, w, h);
-    var left = 40, right = 8, top = 8, bottom = 24;
+    var left = 54, right = 8, top = 8, bottom = 24;
     var pw = w - left - right, ph = h - top - bottom;
     var y = function (value) { return top + ph - ph * value / D.ymax; };
     g.font = "11px system-ui, sans-serif";
@@ -585,8 +599,14 @@ HTML_TEMPLATE = """<!DOCTYPE html>
     g.strokeStyle = "#999";
     g.beginPath(); g.moveTo(left, top + ph + 0.5); g.lineTo(left + pw, top + ph + 0.5); g.stroke();
     g.fillStyle = "#666"; g.textBaseline = "top";
-    g.textAlign = "left"; g.fillText("dyno 1", left, top + ph + 6);
-    g.textAlign = "right"; g.fillText("dyno " + n, left + pw, top + ph + 6);
+    g.textAlign = "left"; g.fillText("1", left, top + ph + 6);
+    g.textAlign = "right"; g.fillText(String(n), left + pw, top + ph + 6);
+    g.textAlign = "center"; g.fillText(D.axes.x, left + pw / 2, top + ph + 6);
+    g.save();
+    g.translate(12, top + ph / 2); g.rotate(-Math.PI / 2);
+    g.textBaseline = "middle"; g.fillText(D.axes.y, 0, 0);
+    g.restore();
+    body.dataset.axes = D.axes.x + "|" + D.axes.y;
     v.counts.textContent = countsText(v.data, k);
     return sum;
   }

@@ -14,7 +14,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .api import run as run_scenario
@@ -91,14 +91,22 @@ class CapacityResult:
     evaluated: Dict[int, bool] = field(default_factory=dict)
     """Every count tried, and whether it met the targets."""
     monthly_cost: Optional[float] = None
+    closest: Dict[str, Tuple[int, Estimate]] = field(default_factory=dict)
+    """When no count met the targets: each target metric's estimate at the count tried that
+    came closest to its target, and that count."""
+    smallest_stable: int = 0
+    """The fewest dynos whose capacity exceeds the offered load: where the search starts."""
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        out = {
             "policy": self.policy, "slots": self.slots, "dynos": self.dynos,
             "monthly_cost": self.monthly_cost,
             "estimates": {k: vars(v) for k, v in self.estimates.items()},
             "evaluated": {str(k): v for k, v in sorted(self.evaluated.items())},
         }
+        if self.dynos is None:
+            out["closest"] = {k: dict(vars(e), dynos=n) for k, (n, e) in self.closest.items()}
+        return out
 
 
 def min_dynos(
@@ -120,6 +128,7 @@ def min_dynos(
     if info["replications"] < 2:
         raise ScenarioError("capacity needs at least 2 replications for confidence intervals",
                             file=s.source, path="run.replications")
+    check_attainable(s, targets)
     result = CapacityResult(policy, int(info["slots"]), None)
     cache: Dict[int, PolicyResult] = {}
 
@@ -134,6 +143,7 @@ def min_dynos(
 
     # The smallest stable count: offered load strictly below capacity.
     low = math.floor(info["busy_slots_needed"] / info["slots"]) + 1
+    result.smallest_stable = low
     if low > max_dynos:
         return result
     if meets(low):
@@ -145,6 +155,7 @@ def min_dynos(
             if meets(probe):
                 break
             if probe == max_dynos:
+                result.closest = {t.metric: _closest(t, cache) for t in targets}
                 return result
             failing = probe
         while probe - failing > 1:
@@ -157,6 +168,73 @@ def min_dynos(
     result.dynos = best
     result.estimates = {t.metric: cache[best].estimate(t.metric) for t in targets}
     return result
+
+
+#: Response-time percentiles, as quantiles of the service time (which no queue can shorten).
+_RESPONSE_QUANTILES = {"response.p50": 0.5, "response.p90": 0.9, "response.p95": 0.95,
+                       "response.p99": 0.99, "response.p999": 0.999}
+
+
+def check_attainable(scenario: Scenario, targets: Sequence[Target]) -> None:
+    """Refuses a target that no number of dynos can meet: a response time below what the
+    service time alone takes (a request's response is its queue time plus its service time,
+    so each response percentile is at least the service time's). Raises ScenarioError
+    (``--target``). `scenario` has a single policy."""
+    bounded = [t for t in targets if t.upper and (t.metric in _RESPONSE_QUANTILES or t.metric == "response.mean")]
+    if not bounded:
+        return
+    ps = sorted({_RESPONSE_QUANTILES[t.metric] for t in bounded if t.metric in _RESPONSE_QUANTILES})
+    floor = dict(zip(ps, scenario._call(_dynosim.service_quantiles, ps)))
+    for t in bounded:
+        if t.metric == "response.mean":
+            service, what = scenario.describe()["service_mean"], "mean"
+        else:
+            service, what = floor[_RESPONSE_QUANTILES[t.metric]], t.metric.split(".")[1]
+        if not _OPS[t.op](service, t.value):
+            raise ScenarioError(
+                f"{t} cannot be met by any number of dynos: the service time alone has a {what} "
+                f"of {_format(t.metric, service)}, before any queueing", file="--target")
+
+
+def _closest(target: Target, tried: Dict[int, PolicyResult]) -> Tuple[int, Estimate]:
+    """The count whose confidence bound came nearest the target (the fewest dynos on a tie)."""
+    def bound(n: int) -> float:
+        e = tried[n].estimate(target.metric)
+        return e.ci_high if target.upper else -e.ci_low
+
+    n = min(sorted(tried), key=bound)
+    return n, tried[n].estimate(target.metric)
+
+
+def shortfall(result: CapacityResult, targets: Sequence[Target]) -> str:
+    """Why no count was found, in one sentence: the targets never met, each with the closest
+    it came and at what count."""
+    if not result.evaluated:
+        return (f"even the smallest stable fleet, {result.smallest_stable:,} dynos, is above the "
+                "largest count allowed (--max-dynos)")
+    tried = sorted(result.evaluated)
+    span = f"{len(tried)} counts from {tried[0]:,} to {tried[-1]:,} dynos"
+    missed = []
+    for t in targets:
+        n, e = result.closest[t.metric]
+        if not t.met_by(e):
+            side = "upper" if t.upper else "lower"
+            bound = e.ci_high if t.upper else e.ci_low
+            missed.append(f"{t} (closest: {_format(t.metric, e.mean)}, {side} end of the interval "
+                          f"{_format(t.metric, bound)}, at {n:,} dynos)")
+    if not missed:
+        return f"none of {span} meets every target at once, though each is met at some count"
+    return f"none of {span} meets " + "; nor ".join(missed)
+
+
+def _format(metric: str, value: float) -> str:
+    from .display import duration, percent
+
+    if is_time_metric(metric):
+        return duration(value)
+    if metric == "queued_fraction" or metric.startswith("utilisation."):
+        return percent(value)
+    return f"{value:.4g}"
 
 
 def plan(
@@ -184,11 +262,19 @@ def plan(
 
 # --- the `dynosim capacity` command ---------------------------------------------------------
 
+CAPACITY_EPILOG = (
+    "A target that no number of dynos can meet (a response time below what the service time "
+    "alone takes) is refused before searching, exit code 2. When no count up to --max-dynos "
+    "meets the targets, the answer is 'none found' with the target missed, the closest value "
+    "reached and at how many dynos, exit code 0."
+)
+
 def register(commands: Any) -> None:
-    from .cli import _policy_list, add_scenario_arguments
+    from .cli import _policy_list, add_scenario_arguments, add_wide_argument
 
     help = "Find the fewest dynos that meet latency targets, per routing policy, and their cost."
-    p = commands.add_parser("capacity", help=help, description=help + " " + __doc__.split("\n\n")[1].replace("\n", " "))
+    p = commands.add_parser("capacity", help=help, description=help + " " + __doc__.split("\n\n")[1].replace("\n", " "),
+                            epilog=CAPACITY_EPILOG)
     add_scenario_arguments(p)
     p.add_argument("--target", dest="targets", action="append", required=True, type=_target_arg,
                    metavar='"METRIC OP VALUE"', help='e.g. "queue.mean <= 10ms" (repeatable; all must hold)')
@@ -199,6 +285,7 @@ def register(commands: Any) -> None:
     p.add_argument("--dyno-type", help="price the answer as this dyno type (default: the scenario's, else standard-1x)")
     p.add_argument("--max-dynos", type=int, default=100_000, help="give up above this count (default 100000)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_wide_argument(p)
     p.set_defaults(handler=main)
 
 
@@ -227,6 +314,7 @@ def main(args: Any) -> int:
     import time
 
     from .cli import scenario_from_args
+    from .display import activity
 
     scenario = scenario_from_args(args)
     policies = args.policy or scenario.policies
@@ -234,42 +322,60 @@ def main(args: Any) -> int:
     for policy in policies:
         scenario.for_policy(policy).describe()  # validate everything before searching
     started = time.monotonic()
-    results = plan(scenario, policies, args.targets, slots=args.slots or [None],
-                   dyno_type=args.dyno_type, max_dynos=args.max_dynos)
+    slots = args.slots or [None]
+    with activity() as shown:
+        searches = {(p, k or 0): shown.task(p + (f" ×{k} slots" if k else ""), note="waiting")
+                    for p in policies for k in slots}
+
+        tried: Dict[tuple, int] = {}
+
+        def step(policy: str, k: int, n: int, ok: bool) -> None:
+            tried[(policy, k)] = tried.get((policy, k), 0) + 1
+            shown.update(searches[(policy, k)], advance=1,
+                         note=f"{tried[(policy, k)]} counts tried; {n:,} dynos {'meet' if ok else 'miss'} the targets")
+
+        results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
+                       max_dynos=args.max_dynos, on_step=step)
     if args.json:
         json.dump({"scenario": scenario.name, "targets": [str(t) for t in args.targets],
                    "dyno_type": pricing.dyno_type, "price": pricing.price,
                    "results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    print_plan(scenario, args.targets, results, pricing, time.monotonic() - started)
+    print_plan(scenario, args.targets, results, pricing, time.monotonic() - started, wide=args.wide)
     return 0
 
 
 def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[CapacityResult],
-               pricing: Pricing, seconds: float) -> None:
-    from rich.console import Console
-    from rich.table import Table
+               pricing: Pricing, seconds: float, *, wide: bool = False) -> None:
+    from .display import Column, results_table, stdout_console
 
-    from .cli import _duration
-
-    console = Console(width=None if __import__("sys").stdout.isatty() else 140)
+    console = stdout_console(wide=wide)
     console.print(f"[bold]{scenario.name}[/bold]: fewest dynos meeting {' and '.join(map(str, targets))} "
-                  f"(upper end of the 95% interval), priced as {pricing.describe()}")
-    table = Table(header_style="bold")
-    for col in ["policy", "slots", "dynos"] + [t.metric for t in targets] + ["$/month", "counts tried"]:
-        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
-    for r in results:
-        cells = []
-        for t in targets:
+                  f"(upper end of the 95% interval), priced as {pricing.describe()}", highlight=False)
+
+    def target_cell(t: Target) -> Callable[[CapacityResult], str]:
+        def cell(r: CapacityResult) -> str:
             e = r.estimates.get(t.metric)
-            fmt = _duration if is_time_metric(t.metric) else (lambda x: f"{x:.4g}")
-            cells.append("-" if e is None else f"{fmt(e.mean)} (≤ {fmt(e.ci_high)})" if t.upper
-                         else f"{fmt(e.mean)} (≥ {fmt(e.ci_low)})")
-        table.add_row(r.policy, str(r.slots), f"{r.dynos:,}" if r.dynos else "none found",
-                      *cells, f"{r.monthly_cost:,.0f}" if r.monthly_cost is not None else "-",
-                      str(len(r.evaluated)))
+            if e is None:
+                return "-"
+            return (f"{_format(t.metric, e.mean)} (≤ {_format(t.metric, e.ci_high)})" if t.upper
+                    else f"{_format(t.metric, e.mean)} (≥ {_format(t.metric, e.ci_low)})")
+        return cell
+
+    columns = ([Column("policy", lambda r: r.policy, kind="text"),
+                Column("slots", lambda r: str(r.slots), kind="text"),
+                Column("dynos", lambda r: f"{r.dynos:,}" if r.dynos else "none found", kind="text")]
+               + [Column(t.metric, target_cell(t), kind="text", drop=2) for t in targets]
+               + [Column("$/month", lambda r: f"{r.monthly_cost:,.0f}" if r.monthly_cost is not None else "-",
+                         kind="text"),
+                  Column("counts\ntried", lambda r: str(len(r.evaluated)), kind="text", drop=1)])
+    table, left_out = results_table(console, columns, results, wide=wide)
     console.print(table)
+    for r in results:
+        if r.dynos is None:
+            at = f" with {r.slots} slots per dyno" if len({x.slots for x in results}) > 1 else ""
+            console.print(f"{r.policy}{at}: {shortfall(r, targets)}.", highlight=False)
     # Ratios compare policies at the same workers per dyno.
     for slots in sorted({r.slots for r in results}):
         found = [(r, r.dynos) for r in results if r.slots == slots and r.dynos is not None]
@@ -278,5 +384,6 @@ def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[
         best, fewest = min(found, key=lambda pair: pair[1])
         per = f" at {slots} slot{'s' if slots > 1 else ''} per dyno" if len({r.slots for r in results}) > 1 else ""
         ratios = ", ".join(f"{r.policy} {n / fewest:.1f}× ({n:,})" for r, n in found if r is not best)
-        console.print(f"Dynos needed relative to {best.policy} ({fewest:,}){per}: {ratios}.")
-    console.print(f"searched in {seconds:.1f} s", style="dim")
+        console.print(f"Dynos needed relative to {best.policy} ({fewest:,}){per}: {ratios}.", highlight=False)
+    hidden = f"; not shown: {', '.join(left_out)} (--wide shows them)" if left_out else ""
+    console.print(f"searched in {seconds:.1f} s{hidden}", style="dim", highlight=False)

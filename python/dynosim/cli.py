@@ -7,14 +7,15 @@ Exit codes: 0 success; 2 invalid input (arguments, scenario); 3 unstable or over
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import math
 import sys
 import warnings
-from typing import Any, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NoReturn, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .api import run as run_scenario
+from .display import Column, number
 from .errors import DynosimError, NotSteadyWarning, OverloadedError, ScenarioError, UnstableError
 from .results import PolicyResult, Results
 from .scenario import Scenario, builtin_scenarios
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help, description=help)
         add_scenario_arguments(p)
         p.add_argument("--json", action="store_true", help="print JSON (fields: docs/output.md)")
+        add_wide_argument(p)
         return p
 
     run = scenario_command("run", "Run a scenario and print its queueing figures.")
@@ -95,9 +97,14 @@ def _command_modules() -> list:
     """Commands that live in their own module: each has ``register(subparsers)``, which adds
     its parser and sets ``handler`` (a function of the parsed arguments returning the exit
     code)."""
-    from . import animate, capacity, demo, sweep
+    from . import animate, capacity, demo, init, keys, sweep
 
-    return [demo, capacity, sweep, animate]
+    return [init, demo, capacity, sweep, animate, keys]
+
+
+def add_wide_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true",
+                   help="show every column of the table, however wide (the default fits the terminal)")
 
 
 def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
@@ -168,78 +175,93 @@ def _run(args: argparse.Namespace) -> int:
     cases = scenario.cases or [("", scenario)]
     for _, case in cases:  # validate every case before running any
         (case.with_overrides({"router.policy": args.policy}) if args.policy else case).validate()
-    results = [(label, run_scenario(case, policies=args.policy)) for label, case in cases]
+    from .display import status
+
+    policies = ", ".join(args.policy or scenario.policies)
+    with status(f"running {policies}" + (f", {len(cases)} cases" if scenario.cases else "")):
+        results = [(label, run_scenario(case, policies=args.policy)) for label, case in cases]
     if args.json:
         doc = (results[0][1].to_dict() if not scenario.cases else
                {"cases": [dict(label=label, **r.to_dict()) for label, r in results]})
         json.dump(doc, sys.stdout, indent=2, allow_nan=False, default=str)
         sys.stdout.write("\n")
     else:
-        print_table(results)
+        print_table(results, wide=args.wide)
     return 0
 
 
-def _duration(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "-"
-    if seconds == 0:
-        return "0"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds:.3g} s"
+def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None:
+    """One row per (case, policy); the case column only when the scenario has cases. The
+    default columns fit 80 terminal columns; ``wide`` adds the rest."""
+    from .display import duration, results_table, stdout_console
 
-
-def _with_ci(r: PolicyResult, metric: str, fmt: Any) -> str:
-    e = r.estimate(metric)
-    if math.isnan(e.half_width):
-        return fmt(e.mean)
-    return f"{fmt(e.mean)} ±{fmt(e.half_width)}"
-
-
-def _percent(x: float) -> str:
-    return f"{100 * x:.1f}%" if abs(x) >= 0.01 else f"{100 * x:.2g}%"
-
-
-def print_table(cases: List[Tuple[str, Results]]) -> None:
-    """One row per (case, policy); the case column only when the scenario has cases."""
-    from rich.console import Console
-    from rich.table import Table
-
-    # Piped output gets a width that fits the table rather than rich's 80 columns.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = stdout_console(wide=wide)
     labelled = any(label for label, _ in cases)
     head = cases[0][1][0].report
     console.print(
         f"[bold]{head['scenario']}[/bold]: {head['arrival_rate'] * 60:,.0f} req/min, mean service "
-        f"{_duration(head['service_mean'])}, {head['replications']} replications × "
-        f"{head['duration'] / 60:g} min (after {head['warmup']:g} s warm-up), seed {head['seed']}"
+        f"{duration(head['service_mean'])}, {head['replications']} replications × "
+        f"{head['duration'] / 60:g} min (after {head['warmup']:g} s warm-up), seed {head['seed']}",
+        highlight=False,
     )
-    table = Table(show_lines=False, header_style="bold")
+    rows = [(label, r) for label, results in cases for r in results]
+    columns = list(RUN_COLUMNS)
+    if any(r.report["routers"] > 1 for _, r in rows):
+        columns.insert(2, Column("routers", lambda row: row[1].report["routers"], drop=2))
     if labelled:
-        table.add_column("case", no_wrap=True)
-    for col in ("policy", "dynos×slots", "load", "queued", "queue mean", "queue mean\n(queued)",
-                "queue median\n(queued)", "queue p99", "response p99", "max dyno\nqueue"):
-        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
-    for label, r in ((label, r) for label, results in cases for r in results):
-        rep = r.report
-        routers = f" ×{rep['routers']} routers" if rep["routers"] > 1 else ""
-        table.add_row(
-            *([label] if labelled else []),
-            r.policy + routers,
-            f"{rep['dynos']}×{rep['slots']}",
-            f"{rep['offered_load']:.3f}",
-            _with_ci(r, "queued_fraction", _percent),
-            _with_ci(r, "queue.mean", _duration),
-            _with_ci(r, "queue_of_queued.mean", _duration),
-            _duration(r["queue_of_queued.p50"]),
-            _duration(r["queue.p99"]),
-            _duration(r["response.p99"]),
-            f"{r['max_queue_depth.dyno']:.1f}",
-        )
+        # A case's label usually says what its policy is: the policy column gives way early.
+        columns[0] = dataclasses.replace(columns[0], drop=2)
+        columns.insert(0, Column("case", lambda row: row[0], kind="text", wrap=True, max_width=24))
+    table, left_out = results_table(console, columns, rows, wide=wide)
     console.print(table)
-    console.print("± is the half-width of a 95% confidence interval over replications.", style="dim")
+    notes = ["± is the half-width of a 95% confidence interval over replications",
+             "max queue: most requests waiting at once, at the router or at one dyno"]
+    if not wide:
+        notes.append(f"not shown: {', '.join(left_out)}; --wide shows them" if left_out else
+                     "--wide shows more columns")
+    console.print("; ".join(notes) + ".", style="dim", highlight=False)
+
+
+def _dynos_cell(row: Tuple[str, PolicyResult]) -> str:
+    """``75``, or ``25×2`` for 25 dynos of 2 slots."""
+    rep = row[1].report
+    return f"{rep['dynos']:,}" + (f"×{rep['slots']}" if rep["slots"] > 1 else "")
+
+
+def _max_queue_cell(row: Tuple[str, PolicyResult]) -> str:
+    """Where requests queue: intelligent routing queues at the router, the others at dynos."""
+    r = row[1]
+    dyno, router = r["max_queue_depth.dyno"], r["max_queue_depth.router"]
+    if dyno == router == 0:
+        return "0"
+    return f"{number(router)} router" if router > dyno else f"{number(dyno)} dyno"
+
+
+def _metric(metric: str) -> Callable[[Tuple[str, PolicyResult]], Any]:
+    return lambda row: row[1].estimate(metric)
+
+
+def _report(key: str) -> Callable[[Tuple[str, PolicyResult]], Any]:
+    return lambda row: row[1].report[key]
+
+
+#: The run and compare table: what to show of each result, narrow (the default) or wide.
+RUN_COLUMNS = [
+    Column("policy", lambda row: row[1].policy, kind="text"),
+    Column("dynos", _dynos_cell, kind="text", drop=4),
+    Column("load", _report("offered_load"), kind="percent", drop=1),
+    Column("queued", _metric("queued_fraction"), kind="percent", ci=True),
+    Column("queue\nmean", _metric("queue.mean"), kind="time", ci=True),
+    Column("queue mean\nof queued", _metric("queue_of_queued.mean"), kind="time", ci=True, wide=True),
+    Column("queue median\nof queued", _metric("queue_of_queued.p50"), kind="time", wide=True),
+    Column("queue\np99", _metric("queue.p99"), kind="time", drop=5),
+    Column("response\nmean", _metric("response.mean"), kind="time", wide=True),
+    Column("response\np99", _metric("response.p99"), kind="time", drop=3),
+    Column("utilisation", _metric("utilisation.mean"), kind="percent", wide=True),
+    Column("max\nqueue", _max_queue_cell, kind="text", narrow=True, drop=6),
+    Column("max dyno\nqueue", _metric("max_queue_depth.dyno"), wide=True),
+    Column("max router\nqueue", _metric("max_queue_depth.router"), wide=True),
+]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .api import run as run_scenario
 from .capacity import min_dynos, parse_target
 from .cost import Pricing
+from .display import Column, activity
 from .results import PolicyResult
 from .scenario import Scenario
 
@@ -29,23 +30,27 @@ ARTICLE_RANDOM_75 = {"queued_fraction": 0.62, "queue_of_queued.mean": 2.763}
 HEADLINE_TARGET = "queue.mean <= 10ms"
 
 
-def table(scenario: Scenario) -> List[Tuple[str, int, PolicyResult]]:
-    """Runs the article's configurations on the scenario (same seed, same traffic)."""
+def table(scenario: Scenario, on_row: Optional[Callable[[int], None]] = None) -> List[Tuple[str, int, PolicyResult]]:
+    """Runs the article's configurations on the scenario (same seed, same traffic);
+    ``on_row(rows done)`` after each."""
     rows = []
     for policy, dynos in ARTICLE_ROWS:
         variant = scenario.with_overrides({"router.policy": policy, "fleet.dynos": dynos})
         rows.append((policy, dynos, run_scenario(variant)[0]))
+        if on_row:
+            on_row(len(rows))
     return rows
 
 
 def register(commands: Any) -> None:
-    from .cli import add_scenario_arguments
+    from .cli import add_scenario_arguments, add_wide_argument
 
     help = "Reproduce the seed study: its table, then the dynos each policy needs and their cost."
     p = commands.add_parser("demo", help=help, description=__doc__)
     add_scenario_arguments(p)
     p.add_argument("--target", default=HEADLINE_TARGET, help=f'the headline\'s target (default "{HEADLINE_TARGET}")')
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_wide_argument(p)
     p.set_defaults(handler=main)
 
 
@@ -59,8 +64,15 @@ def main(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     pricing = Pricing.from_scenario(scenario.doc, scenario.source)
     started = time.monotonic()
-    rows = table(scenario)
-    plans = {p: min_dynos(scenario, p, [target]) for p in ("intelligent", "random")}
+    with activity() as shown:
+        task = shown.task("the article's table", note=f"0 of {len(ARTICLE_ROWS)} rows")
+        rows = table(scenario, on_row=lambda n: shown.update(
+            task, note=f"{n} of {len(ARTICLE_ROWS)} rows"))
+        plans = {}
+        for policy in ("intelligent", "random"):
+            shown.update(task, description=f"dynos needed by {policy} routing", note="")
+            plans[policy] = min_dynos(scenario, policy, [target], on_step=lambda n, ok: shown.update(
+                task, note=f"{n:,} dynos {'meet' if ok else 'miss'} the target"))
     seconds = time.monotonic() - started
     if args.json:
         json.dump({
@@ -73,38 +85,40 @@ def main(args: argparse.Namespace) -> int:
         }, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    _print(scenario, rows, target, plans, pricing, seconds)
+    _print(scenario, rows, target, plans, pricing, seconds, wide=args.wide)
     return 0
 
 
+#: The article's columns, with 95% intervals. Rows are (policy, dynos, PolicyResult).
+DEMO_COLUMNS = [
+    Column("routing", lambda row: row[0], kind="text"),
+    Column("dynos", lambda row: f"{row[1]:,}", kind="text"),
+    Column("queued", lambda row: row[2].estimate("queued_fraction"), kind="percent", ci=True),
+    Column("mean queue\nof queued", lambda row: row[2].estimate("queue_of_queued.mean"), kind="time", ci=True),
+    Column("median queue\nof queued", lambda row: row[2].estimate("queue_of_queued.p50"), kind="time", drop=2),
+    Column("mean queue\nof all", lambda row: row[2].estimate("queue.mean"), kind="time", ci=True, drop=3),
+    Column("median queue\nof all", lambda row: row[2].estimate("queue.p50"), kind="time", drop=1),
+]
+
+
 def _print(scenario: Scenario, rows: List[Tuple[str, int, PolicyResult]], target: Any,
-           plans: Dict[str, Any], pricing: Pricing, seconds: float) -> None:
-    import sys
+           plans: Dict[str, Any], pricing: Pricing, seconds: float, *, wide: bool = False) -> None:
+    from .display import duration, results_table, stdout_console
 
-    from rich.console import Console
-    from rich.table import Table
-
-    from .cli import _duration, _percent, _with_ci
-
-    console = Console(width=None if sys.stdout.isatty() else 140)
+    console = stdout_console(wide=wide)
     head = rows[0][2].report
     console.print(
         f"[bold]The seed study, reproduced[/bold] ({scenario.name}): {head['arrival_rate'] * 60:,.0f} req/min "
-        f"Poisson, mean service {_duration(head['service_mean'])}, single-slot dynos; "
-        f"{head['replications']} replications × {head['duration'] / 60:g} simulated min per row"
+        f"Poisson, mean service {duration(head['service_mean'])}, single-slot dynos; "
+        f"{head['replications']} replications × {head['duration'] / 60:g} simulated min per row",
+        highlight=False,
     )
-    t = Table(header_style="bold")
-    for col in ("routing", "dynos", "queued", "mean queue\n(queued)", "median queue\n(queued)",
-                "mean queue\n(all)", "median queue\n(all)"):
-        t.add_column(col, justify="left" if col == "routing" else "right", no_wrap=True)
-    for policy, dynos, r in rows:
-        t.add_row(policy, f"{dynos:,}", _with_ci(r, "queued_fraction", _percent),
-                  _with_ci(r, "queue_of_queued.mean", _duration), _duration(r["queue_of_queued.p50"]),
-                  _with_ci(r, "queue.mean", _duration), _duration(r["queue.p50"]))
-    console.print(t)
+    table, left_out = results_table(console, DEMO_COLUMNS, rows, wide=wide)
+    console.print(table)
+    hidden = f" Not shown: {', '.join(left_out)} (--wide shows them)." if left_out else ""
     console.print(f"The article, random routing at 75 dynos: {ARTICLE_RANDOM_75['queued_fraction']:.0%} queued, "
                   f"mean queue time of queued requests {ARTICLE_RANDOM_75['queue_of_queued.mean']} s. "
-                  "± is the half-width of a 95% confidence interval.", style="dim")
+                  f"± is the half-width of a 95% confidence interval.{hidden}", style="dim", highlight=False)
     i, r = plans["intelligent"], plans["random"]
     if i.dynos and r.dynos:
         console.print(
@@ -112,6 +126,13 @@ def _print(scenario: Scenario, rows: List[Tuple[str, int, PolicyResult]], target
             f"[bold]{i.dynos:,}[/bold] dynos (${pricing.monthly(i.dynos):,.0f}/month), random routing "
             f"[bold]{r.dynos:,}[/bold] (${pricing.monthly(r.dynos):,.0f}/month): "
             f"[bold]{r.dynos / i.dynos:.0f}×[/bold] as many, priced as {pricing.describe()}. "
-            "The article: 80 vs 4,000 (50×)."
+            "The article: 80 vs 4,000 (50×).",
+            highlight=False,
         )
+    else:
+        from .capacity import shortfall
+
+        for policy, plan in plans.items():
+            if plan.dynos is None:
+                console.print(f"\n{policy}: {shortfall(plan, [target])}", highlight=False)
     console.print(f"({seconds:.1f} s)", style="dim")

@@ -714,40 +714,32 @@ def _plain_log_ticks(axis: Any, values: Sequence[float], at_values: bool = False
 
 
 def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from .display import Column, results_table, stdout_console
+    from .results import Estimate
 
-    from .cli import _duration
-
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = stdout_console()
     metric = sweep.metric
-    def fmt(v: float) -> str:
-        if math.isnan(v):
-            return "-"
-        if not is_time_metric(metric):
-            return f"{v:.4g}"
-        return f"{v * 1e6:.3g} µs" if 0 < abs(v) < 1e-3 else _duration(v)
-
     n_ok = sum(1 for row in sweep.rows if row["status"] == "ok")
     console.print(f"[bold]{sweep.scenario.name}[/bold]: {len(sweep.points)} points, "
                   f"{len(sweep.rows)} rows ({n_ok} ok)", highlight=False)
-    table = Table(header_style="bold")
-    keys = [k for k in sweep.keys if k != "router.policy"]
-    for k in keys:
-        table.add_column(k, justify="right", no_wrap=True)
-    table.add_column("policy", no_wrap=True)
-    table.add_column("load", justify="right")
-    table.add_column(metric, justify="right", no_wrap=True)
-    for row in sweep.rows:
-        y = row.get(metric, math.nan)
+
+    def key_cell(key: str) -> Any:
+        return lambda row: _text(row[key])
+
+    def metric_cell(row: Dict[str, Any]) -> Any:
         if row["status"] != "ok":
-            cell = f"[dim]{row['status']}[/dim]"
-        else:
-            half = (row.get(f"{metric}.ci_high", math.nan) - row.get(f"{metric}.ci_low", math.nan)) / 2
-            cell = fmt(y) if math.isnan(half) else f"{fmt(y)} ±{fmt(half)}"
-        load = row.get("offered_load", math.nan)
-        table.add_row(*[_text(row[k]) for k in keys], str(row["policy"]),
-                      "-" if math.isnan(load) else f"{load:.3f}", cell)
+            return row["status"]
+        return Estimate(row[metric], row.get(f"{metric}.ci_low", math.nan),
+                        row.get(f"{metric}.ci_high", math.nan), math.nan)
+
+    unit = _metric_unit(metric)
+    kind = "time" if unit == "s" else "percent" if unit == "fraction" else "number"
+    columns = ([Column(k, key_cell(k), kind="text") for k in sweep.keys if k != "router.policy"]
+               + [Column("policy", lambda row: str(row["policy"]), kind="text"),
+                  Column("load", lambda row: row.get("offered_load", math.nan), kind="percent"),
+                  Column(metric if kind != "number" or not unit else f"{metric} ({unit})", metric_cell,
+                         kind=kind, ci=True)])
+    table, _ = results_table(console, columns, sweep.rows)
     console.print(table)
     console.print("± is the half-width of a 95% confidence interval over replications.", style="dim")
-    console.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)

@@ -17,6 +17,7 @@ pub mod registry;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod schema;
 pub mod sim;
 pub mod stats;
 pub mod theory;

@@ -141,6 +141,12 @@ fn registry(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(d.into_any().unbind())
 }
 
+/// The reference of every scenario key (JSON text: `formats`, `sections`, `kinds`, `keys`).
+#[pyfunction]
+fn keys() -> String {
+    dynosim_engine::schema::to_json().to_string()
+}
+
 /// A duration in seconds from `"306ms"`, `"5min"`... (the scenario's units), or None.
 #[pyfunction]
 fn parse_duration(text: &str) -> Option<f64> {
@@ -177,6 +183,7 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt, m)?)?;
+    m.add_function(wrap_pyfunction!(keys, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(erlang_c, m)?)?;
     m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;

@@ -1,0 +1,79 @@
+"""`dynosim init [FILE]`: write a commented starter scenario to edit, which runs as it is.
+
+It has every section (arrivals, service, fleet, router, run, cost) and a commented example of
+``[[cases]]``; ``name`` is the file's name. An existing file is left alone unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from .errors import DynosimError
+
+DEFAULT_FILE = "my-app.toml"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    help = "Write a commented starter scenario to edit (it runs as it is)."
+    p = commands.add_parser("init", help=help, description=help + " Every key: dynosim keys.")
+    p.add_argument("file", nargs="?", default=DEFAULT_FILE, metavar="FILE",
+                   help=f"the scenario file to write (default: {DEFAULT_FILE})")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.set_defaults(handler=main)
+
+
+def starter(name: str) -> str:
+    """The starter scenario's text, named `name`."""
+    template = resources.files("dynosim").joinpath("templates", "scenario.toml").read_text(encoding="utf-8")
+    # A JSON string of a name is a valid TOML basic string.
+    return template.replace("__NAME__", json.dumps(name))
+
+
+def main(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if path.suffix != ".toml":
+        raise DynosimError(f"expected a file name ending in .toml, got {args.file!r}", file="init")
+    if path.is_dir():
+        raise DynosimError("is a directory; expected a file name such as my-app.toml", file=args.file)
+    if path.exists() and not args.force:
+        raise DynosimError("already exists; --force overwrites it", file=args.file)
+    write_new_file(path, starter(path.stem), overwrite=args.force)
+    print(f"wrote {path}: edit it, then `dynosim run {path}` (every key: `dynosim keys`)")
+    return 0
+
+
+def write_new_file(path: Path, text: str, *, overwrite: bool) -> None:
+    """Writes `text` to a temporary file beside `path` and moves it into place, so that `path`
+    is never half-written; without `overwrite`, a file that appeared meanwhile is kept.
+
+    A minimal atomic writer, to be folded into the package's output module."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise DynosimError(f"no such directory: {directory}", file=str(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise DynosimError(f"cannot write in {directory}: {e.strerror or e}", file=str(path)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a new file's mode
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails, rather than replaces, if the file exists
+    except FileExistsError:
+        raise DynosimError("already exists; --force overwrites it", file=str(path)) from None
+    except OSError as e:
+        raise DynosimError(f"cannot write: {e.strerror or e}", file=str(path)) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
