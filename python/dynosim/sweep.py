@@ -29,7 +29,6 @@ import json
 import math
 import os
 import re
-import secrets
 import sys
 import textwrap
 import time
@@ -38,6 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
+from .output import Writer, finite, json_text, write_files
 from .results import METRICS, is_time_metric
 from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
 
@@ -400,12 +400,13 @@ class Sweep:
         return "; ".join(parts) + " (those rows have no metrics and are not plotted)"
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        """The JSON output's document; missing (and non-finite) numbers are None."""
+        return finite({
             "scenario": self.scenario.name,
             "vary": self.vary,
             "metric": self.metric,
-            "rows": [{k: _json_value(row.get(k)) for k in self.columns} for row in self.rows],
-        }
+            "rows": [{k: row.get(k) for k in self.columns} for row in self.rows],
+        })
 
 
 def _run_one(scenario: Scenario) -> Tuple[str, Any]:
@@ -466,49 +467,19 @@ def output_paths(prefix: str, formats: Sequence[str]) -> Dict[str, Path]:
 
 
 def write_outputs(sweep: Sweep, paths: Dict[str, Path]) -> None:
-    """Writes every output to a temporary file beside it, then renames them all into place:
-    an error or Ctrl-C leaves no partial file (and removes a folder it created)."""
-    folder = next(iter(paths.values())).parent
-    created = []
-    d = folder.resolve()
-    while not d.exists():
-        created.append(d)
-        d = d.parent
-    temps: Dict[str, str] = {}
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for kind, path in paths.items():
-            tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
-            # Created like any new file (mode 0666 less the umask), unlike mkstemp's 0600.
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            temps[kind] = tmp
-            if kind == "csv":
-                _write_text(tmp, csv_text(sweep))
-            elif kind == "json":
-                _write_text(tmp, json.dumps(sweep.to_json(), indent=2, allow_nan=False, default=str) + "\n")
-            else:
-                plot(sweep, tmp, kind)
-        for kind, path in paths.items():
-            os.replace(temps[kind], path)
-            del temps[kind]
-    except BaseException as e:
-        for tmp in temps.values():
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        for d in created:  # innermost first
-            try:
-                d.rmdir()
-            except OSError:
-                break
-        if isinstance(e, OSError):
-            where = e.filename if isinstance(e.filename, str) else str(folder)
-            raise DynosimError(f"cannot write {where}: {e.strerror or e}", file="--out") from None
-        raise
+    """Writes every output, all or nothing (``output.write_files``): an error, Ctrl-C or
+    SIGTERM leaves no partial file, no temporary file and no folder it created."""
+    def writer(kind: str) -> Writer:
+        if kind == "csv":
+            return lambda tmp: _write_text(tmp, csv_text(sweep))
+        if kind == "json":
+            return lambda tmp: _write_text(tmp, json_text(sweep.to_json()))
+        return lambda tmp: plot(sweep, str(tmp), kind)
+
+    write_files({path: writer(kind) for kind, path in paths.items()})
 
 
-def _write_text(path: str, text: str) -> None:
+def _write_text(path: Path, text: str) -> None:
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
 
@@ -530,12 +501,6 @@ def _csv_value(v: Any) -> Any:
     if isinstance(v, (int, float, str)):
         return v
     return json.dumps(v, default=str)
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 def _text(v: Any) -> str:
