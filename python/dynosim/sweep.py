@@ -43,6 +43,9 @@ from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
 
 VARY_SOURCE = "--vary"
 DEFAULT_POINTS = 12
+#: Most points a sweep runs (the product of the --vary value counts), and most values one
+#: range gives: every point is a full run, and each is built and validated before any runs.
+MAX_POINTS = 10_000
 DEFAULT_METRIC = "queue.mean"
 FORMATS = ("png", "svg")
 #: Progress appears only once a sweep has run this long (seconds).
@@ -186,6 +189,8 @@ def _parse_range(key: str, spec: str, a_text: str, rest: str) -> List[Any]:
             count = int(option)
             if count < 2:
                 raise _spec_error(key, f"invalid range {spec!r}: needs at least 2 points, got {count}")
+            if count > MAX_POINTS:
+                raise _spec_error(key, f"invalid range {spec!r}: at most {MAX_POINTS:,} points, got {count:,}")
         else:
             raise _spec_error(key, f"invalid range {spec!r}: unknown option {option!r}; "
                                    "expected a number of points, log or lin")
@@ -252,7 +257,17 @@ def parse_vary_args(texts: Sequence[str]) -> Dict[str, List[Any]]:
         if key in vary:
             raise _spec_error(key, "given twice; give all its values in one --vary")
         vary[key] = values
+    check_point_count(vary)
     return vary
+
+
+def check_point_count(vary: Dict[str, List[Any]]) -> None:
+    """Refuses a sweep of more than MAX_POINTS points before any point is built."""
+    points = math.prod(len(values) for values in vary.values())
+    if points > MAX_POINTS:
+        counts = " × ".join(f"{len(values):,}" for values in vary.values())
+        raise ScenarioError(f"{points:,} points ({counts} values); a sweep runs at most {MAX_POINTS:,}",
+                            file=VARY_SOURCE)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -287,6 +302,7 @@ class Sweep:
             raise ScenarioError("nothing to vary; give at least one --vary KEY=SPEC", file=VARY_SOURCE)
         if metric not in METRICS:
             raise DynosimError(f"unknown metric {metric!r}; expected one of: {', '.join(METRICS)}")
+        check_point_count(vary)
         self.scenario = scenario
         self.vary = vary
         self.metric = metric
