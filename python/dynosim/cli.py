@@ -1,13 +1,13 @@
 """The ``dynosim`` command.
 
-Exit codes: 0 success; 2 invalid input (arguments, scenario); 3 unstable or overloaded system;
-130 interrupted.
+Exit codes: 0 success; 2 invalid input (arguments, scenario) or an output that cannot be
+written; 3 unstable or overloaded system; 130 interrupted (Ctrl-C); 141 stdout closed early
+(``dynosim run --json | head -1``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any, List, NoReturn, Optional, Sequence, Tuple
@@ -15,12 +15,14 @@ from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 from . import _dynosim
 from .api import run as run_scenario
 from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
+from .output import print_json, silence_stdout, stdout_document
 from .results import PolicyResult, Results
 from .scenario import Scenario, builtin_scenarios
 
 EXIT_INPUT = 2
 EXIT_UNSTABLE = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
 class _Parser(argparse.ArgumentParser):
@@ -125,16 +127,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.command in ("run", "compare"):
-            return _run(args)
-        if args.command == "scenarios":
-            for name, description in builtin_scenarios().items():
-                print(f"{name:20} {description}")
-            return 0
-        if getattr(args, "handler", None):
-            return int(args.handler(args))
-        build_parser().print_help()
-        return EXIT_INPUT
+        with stdout_document():
+            return _dispatch(args)
     except (UnstableError, OverloadedError) as e:
         _fail(e)
         return EXIT_UNSTABLE
@@ -144,6 +138,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("dynosim: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("run", "compare"):
+        return _run(args)
+    if args.command == "scenarios":
+        for name, description in builtin_scenarios().items():
+            print(f"{name:20} {description}")
+        return 0
+    if getattr(args, "handler", None):
+        return int(args.handler(args))
+    build_parser().print_help()
+    return EXIT_INPUT
 
 
 def _fail(error: Exception) -> None:
@@ -159,8 +169,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         doc = (results[0][1].to_dict() if not scenario.cases else
                {"cases": [dict(label=label, **r.to_dict()) for label, r in results]})
-        json.dump(doc, sys.stdout, indent=2, allow_nan=False, default=str)
-        sys.stdout.write("\n")
+        print_json(doc)
     else:
         print_table(results)
     return 0
