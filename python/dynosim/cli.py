@@ -2,15 +2,18 @@
 
 Exit codes: 0 success; 2 invalid input (arguments, scenario) or an output that cannot be
 written; 3 unstable or overloaded system; 130 interrupted (Ctrl-C); 141 stdout closed early
-(``dynosim run --json | head -1``).
+(``dynosim run --json | head -1``); 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
-from typing import Any, List, NoReturn, Optional, Sequence, Tuple
+import threading
+from typing import Any, Iterator, List, NoReturn, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .api import run as run_scenario
@@ -23,6 +26,7 @@ EXIT_INPUT = 2
 EXIT_UNSTABLE = 3
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 class _Parser(argparse.ArgumentParser):
@@ -124,23 +128,52 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     return Scenario.load(args.scenario).with_overrides(args.overrides).with_overrides(shorthand)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the command stops as it does on Ctrl-C (runs stop, temporary files
+    are removed), and exits with 143."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[List[bool]]:
+    """While the block runs, SIGTERM raises Terminated in the main thread; the list it gives
+    becomes [True] once SIGTERM has arrived. A run inside the engine reports an interruption
+    of its own (the exception the handler raised does not get through it), hence the flag."""
+    received: List[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # only the main thread can install a handler
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        received.append(True)
+        # A second SIGTERM must not cut the clean-up of the first short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
     try:
-        args = build_parser().parse_args(argv)
-        with stdout_document():
-            return _dispatch(args)
-    except (UnstableError, OverloadedError) as e:
-        _fail(e)
-        return EXIT_UNSTABLE
-    except DynosimError as e:
-        _fail(e)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("dynosim: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        silence_stdout()
-        return EXIT_BROKEN_PIPE
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    with _sigterm_stops() as terminated:
+        try:
+            args = build_parser().parse_args(argv)
+            with stdout_document():
+                return _dispatch(args)
+        except (UnstableError, OverloadedError) as e:
+            _fail(e)
+            return EXIT_UNSTABLE
+        except DynosimError as e:
+            _fail(e)
+            return EXIT_INPUT
+        except KeyboardInterrupt:
+            print(f"dynosim: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        except BrokenPipeError:
+            silence_stdout()
+            return EXIT_BROKEN_PIPE
 
 
 def _dispatch(args: argparse.Namespace) -> int:
