@@ -11,24 +11,22 @@ panel drawn by plain JavaScript, no external URL). The HTML page exposes its sta
 ``<body>`` for tests: ``data-frame`` (the frame drawn), ``data-frames`` (how many) and
 ``data-depth-sum`` (the sum of the bar heights drawn, over all panels).
 
-Outputs are written to a temporary file beside the target, then renamed over it: an error or
-Ctrl-C leaves no half-written file.
+Outputs are written atomically (``output.write_files``): an error, Ctrl-C or SIGTERM leaves
+no half-written file and no temporary file.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from . import _dynosim
 from .errors import DynosimError
+from .output import write_files
 from .scenario import Scenario
 
 DEFAULT_POLICIES = ("random", "intelligent")
@@ -276,31 +274,6 @@ def _decimals(interval: float) -> int:
     return 3
 
 
-# ----------------------------------------------------------------------------- atomic output
-
-
-@contextlib.contextmanager
-def _atomic(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path``, renamed over it when the block succeeds."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a new file's mode
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _write_failed(path: Path, error: OSError) -> DynosimError:
-    return DynosimError(f"--out: cannot write {path}: {error.strerror or error}")
-
-
 # ----------------------------------------------------------------------------- GIF
 
 
@@ -411,12 +384,8 @@ def write_gif(movie: Movie, path: Path, *, fps: float, width: float = 10.0, heig
     delay = int(round(1000 / fps))
     durations = [delay] * n
     durations[-1] = max(delay, int(HOLD_LAST_FRAME_S * 1000))
-    try:
-        with _atomic(path) as tmp:
-            images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
-                           duration=durations, loop=0, optimize=True)
-    except OSError as e:
-        raise _write_failed(path, e) from None
+    write_files({path: lambda tmp: images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
+                                                  duration=durations, loop=0, optimize=True)})
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -460,11 +429,7 @@ def render_html(movie: Movie, fps: float) -> str:
 
 def write_html(movie: Movie, path: Path, *, fps: float) -> None:
     text = render_html(movie, fps)
-    try:
-        with _atomic(path) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise _write_failed(path, e) from None
+    write_files({path: lambda tmp: tmp.write_text(text, encoding="utf-8")})
 
 
 def _escape(text: str) -> str:

@@ -309,12 +309,11 @@ def _slots_list(text: str) -> List[int]:
 
 
 def main(args: Any) -> int:
-    import json
-    import sys
     import time
 
     from .cli import scenario_from_args
     from .display import activity
+    from .output import print_json
 
     scenario = scenario_from_args(args)
     policies = args.policy or scenario.policies
@@ -337,10 +336,9 @@ def main(args: Any) -> int:
         results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
                        max_dynos=args.max_dynos, on_step=step)
     if args.json:
-        json.dump({"scenario": scenario.name, "targets": [str(t) for t in args.targets],
-                   "dyno_type": pricing.dyno_type, "price": pricing.price,
-                   "results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"scenario": scenario.name, "targets": [str(t) for t in args.targets],
+                    "dyno_type": pricing.dyno_type, "price": pricing.price,
+                    "results": [r.to_dict() for r in results]})
         return 0
     print_plan(scenario, args.targets, results, pricing, time.monotonic() - started, wide=args.wide)
     return 0

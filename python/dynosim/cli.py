@@ -1,28 +1,34 @@
 """The ``dynosim`` command.
 
-Exit codes: 0 success; 2 invalid input (arguments, scenario); 3 unstable or overloaded system;
-130 interrupted.
+Exit codes: 0 success; 2 invalid input (arguments, scenario) or an output that cannot be
+written; 3 unstable or overloaded system; 130 interrupted (Ctrl-C); 141 stdout closed early
+(``dynosim run --json | head -1``); 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-import json
+import signal
 import sys
+import threading
 import warnings
-from typing import Any, Callable, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, NoReturn, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .api import run as run_scenario
 from .display import Column, number
 from .errors import DynosimError, NotSteadyWarning, OverloadedError, ScenarioError, UnstableError
+from .output import print_json, silence_stdout, stdout_document
 from .results import PolicyResult, Results
 from .scenario import Scenario, builtin_scenarios
 
 EXIT_INPUT = 2
 EXIT_UNSTABLE = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,6 +136,34 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     return Scenario.load(args.scenario).with_overrides(args.overrides).with_overrides(shorthand)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the command stops as it does on Ctrl-C (runs stop, temporary files
+    are removed), and exits with 143."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[List[bool]]:
+    """While the block runs, SIGTERM raises Terminated in the main thread; the list it gives
+    becomes [True] once SIGTERM has arrived. A run inside the engine reports an interruption
+    of its own (the exception the handler raised does not get through it), hence the flag."""
+    received: List[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # only the main thread can install a handler
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        received.append(True)
+        # A second SIGTERM must not cut the clean-up of the first short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("always", NotSteadyWarning)
@@ -143,27 +177,36 @@ def _warn(message: Any, category: Any, filename: str, lineno: int, file: Any = N
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        if args.command in ("run", "compare"):
-            return _run(args)
-        if args.command == "scenarios":
-            for name, description in builtin_scenarios().items():
-                print(f"{name:20} {description}")
-            return 0
-        if getattr(args, "handler", None):
-            return int(args.handler(args))
-        build_parser().print_help()  # no command: what there is to do
+    with _sigterm_stops() as terminated:
+        try:
+            args = build_parser().parse_args(argv)
+            with stdout_document():
+                return _dispatch(args)
+        except (UnstableError, OverloadedError) as e:
+            _fail(e)
+            return EXIT_UNSTABLE
+        except DynosimError as e:
+            _fail(e)
+            return EXIT_INPUT
+        except KeyboardInterrupt:
+            print(f"dynosim: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        except BrokenPipeError:
+            silence_stdout()
+            return EXIT_BROKEN_PIPE
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("run", "compare"):
+        return _run(args)
+    if args.command == "scenarios":
+        for name, description in builtin_scenarios().items():
+            print(f"{name:20} {description}")
         return 0
-    except (UnstableError, OverloadedError) as e:
-        _fail(e)
-        return EXIT_UNSTABLE
-    except DynosimError as e:
-        _fail(e)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("dynosim: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    if getattr(args, "handler", None):
+        return int(args.handler(args))
+    build_parser().print_help()  # no command: what there is to do
+    return 0
 
 
 def _fail(error: Exception) -> None:
@@ -183,8 +226,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         doc = (results[0][1].to_dict() if not scenario.cases else
                {"cases": [dict(label=label, **r.to_dict()) for label, r in results]})
-        json.dump(doc, sys.stdout, indent=2, allow_nan=False, default=str)
-        sys.stdout.write("\n")
+        print_json(doc)
     else:
         print_table(results, wide=args.wide)
     return 0

@@ -55,10 +55,8 @@ def register(commands: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
     from .cli import scenario_from_args
+    from .output import print_json
 
     scenario = scenario_from_args(args)
     target = parse_target(args.target)
@@ -75,15 +73,14 @@ def main(args: argparse.Namespace) -> int:
                 task, note=f"{n:,} dynos {'meet' if ok else 'miss'} the target"))
     seconds = time.monotonic() - started
     if args.json:
-        json.dump({
+        print_json({
             "scenario": scenario.name,
             "rows": [r.to_dict() for _, _, r in rows],
             "target": str(target),
             "dyno_type": pricing.dyno_type,
             "capacity": {p: dict(r.to_dict(), monthly_cost=pricing.monthly(r.dynos) if r.dynos else None)
                          for p, r in plans.items()},
-        }, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        })
         return 0
     _print(scenario, rows, target, plans, pricing, seconds, wide=args.wide)
     return 0

@@ -29,7 +29,6 @@ import json
 import math
 import os
 import re
-import secrets
 import sys
 import textwrap
 import time
@@ -38,11 +37,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
+from .output import Writer, finite, json_text, write_files
 from .results import METRICS, is_time_metric
 from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
 
 VARY_SOURCE = "--vary"
 DEFAULT_POINTS = 12
+#: Most points a sweep runs (the product of the --vary value counts), and most values one
+#: range gives: every point is a full run, and each is built and validated before any runs.
+MAX_POINTS = 10_000
 DEFAULT_METRIC = "queue.mean"
 FORMATS = ("png", "svg")
 #: Progress appears only once a sweep has run this long (seconds).
@@ -186,6 +189,8 @@ def _parse_range(key: str, spec: str, a_text: str, rest: str) -> List[Any]:
             count = int(option)
             if count < 2:
                 raise _spec_error(key, f"invalid range {spec!r}: needs at least 2 points, got {count}")
+            if count > MAX_POINTS:
+                raise _spec_error(key, f"invalid range {spec!r}: at most {MAX_POINTS:,} points, got {count:,}")
         else:
             raise _spec_error(key, f"invalid range {spec!r}: unknown option {option!r}; "
                                    "expected a number of points, log or lin")
@@ -252,7 +257,17 @@ def parse_vary_args(texts: Sequence[str]) -> Dict[str, List[Any]]:
         if key in vary:
             raise _spec_error(key, "given twice; give all its values in one --vary")
         vary[key] = values
+    check_point_count(vary)
     return vary
+
+
+def check_point_count(vary: Dict[str, List[Any]]) -> None:
+    """Refuses a sweep of more than MAX_POINTS points before any point is built."""
+    points = math.prod(len(values) for values in vary.values())
+    if points > MAX_POINTS:
+        counts = " × ".join(f"{len(values):,}" for values in vary.values())
+        raise ScenarioError(f"{points:,} points ({counts} values); a sweep runs at most {MAX_POINTS:,}",
+                            file=VARY_SOURCE)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -287,6 +302,7 @@ class Sweep:
             raise ScenarioError("nothing to vary; give at least one --vary KEY=SPEC", file=VARY_SOURCE)
         if metric not in METRICS:
             raise DynosimError(f"unknown metric {metric!r}; expected one of: {', '.join(METRICS)}")
+        check_point_count(vary)
         self.scenario = scenario
         self.vary = vary
         self.metric = metric
@@ -400,12 +416,13 @@ class Sweep:
         return "; ".join(parts) + " (those rows have no metrics and are not plotted)"
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        """The JSON output's document; missing (and non-finite) numbers are None."""
+        return finite({
             "scenario": self.scenario.name,
             "vary": self.vary,
             "metric": self.metric,
-            "rows": [{k: _json_value(row.get(k)) for k in self.columns} for row in self.rows],
-        }
+            "rows": [{k: row.get(k) for k in self.columns} for row in self.rows],
+        })
 
 
 def _run_one(scenario: Scenario) -> Tuple[str, Any]:
@@ -466,49 +483,19 @@ def output_paths(prefix: str, formats: Sequence[str]) -> Dict[str, Path]:
 
 
 def write_outputs(sweep: Sweep, paths: Dict[str, Path]) -> None:
-    """Writes every output to a temporary file beside it, then renames them all into place:
-    an error or Ctrl-C leaves no partial file (and removes a folder it created)."""
-    folder = next(iter(paths.values())).parent
-    created = []
-    d = folder.resolve()
-    while not d.exists():
-        created.append(d)
-        d = d.parent
-    temps: Dict[str, str] = {}
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for kind, path in paths.items():
-            tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
-            # Created like any new file (mode 0666 less the umask), unlike mkstemp's 0600.
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            temps[kind] = tmp
-            if kind == "csv":
-                _write_text(tmp, csv_text(sweep))
-            elif kind == "json":
-                _write_text(tmp, json.dumps(sweep.to_json(), indent=2, allow_nan=False, default=str) + "\n")
-            else:
-                plot(sweep, tmp, kind)
-        for kind, path in paths.items():
-            os.replace(temps[kind], path)
-            del temps[kind]
-    except BaseException as e:
-        for tmp in temps.values():
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        for d in created:  # innermost first
-            try:
-                d.rmdir()
-            except OSError:
-                break
-        if isinstance(e, OSError):
-            where = e.filename if isinstance(e.filename, str) else str(folder)
-            raise DynosimError(f"cannot write {where}: {e.strerror or e}", file="--out") from None
-        raise
+    """Writes every output, all or nothing (``output.write_files``): an error, Ctrl-C or
+    SIGTERM leaves no partial file, no temporary file and no folder it created."""
+    def writer(kind: str) -> Writer:
+        if kind == "csv":
+            return lambda tmp: _write_text(tmp, csv_text(sweep))
+        if kind == "json":
+            return lambda tmp: _write_text(tmp, json_text(sweep.to_json()))
+        return lambda tmp: plot(sweep, str(tmp), kind)
+
+    write_files({path: writer(kind) for kind, path in paths.items()})
 
 
-def _write_text(path: str, text: str) -> None:
+def _write_text(path: Path, text: str) -> None:
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
 
@@ -530,12 +517,6 @@ def _csv_value(v: Any) -> Any:
     if isinstance(v, (int, float, str)):
         return v
     return json.dumps(v, default=str)
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 def _text(v: Any) -> str:
