@@ -194,7 +194,7 @@ def test_json_on_stdout_is_one_strict_document(command, monkeypatch, capsys):
 
 
 def test_a_failed_command_prints_no_part_of_its_table(monkeypatch, capsys):
-    def table_then_interrupted(results):
+    def table_then_interrupted(results, **options):
         print("policy  dynos  queued")
         raise KeyboardInterrupt
 
