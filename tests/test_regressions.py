@@ -118,3 +118,9 @@ def test_the_work_budget_can_be_raised(capsys):
 def test_no_command_prints_the_help(capsys):
     code, out, err = main(capsys)
     assert code == 0 and "COMMAND" in out and err == ""
+
+
+def test_max_dynos_must_be_positive(capsys):
+    # A negative --max-dynos searched nothing and printed "none found".
+    one_line_error(capsys, ["capacity", "--target", "queue.mean <= 1s", "--max-dynos", "-3"],
+                   "--max-dynos", "at least 1")

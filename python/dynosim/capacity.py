@@ -232,7 +232,7 @@ def _format(metric: str, value: float) -> str:
 
     if is_time_metric(metric):
         return duration(value)
-    if metric == "queued_fraction" or metric.startswith("utilisation."):
+    if is_fraction_metric(metric):
         return percent(value)
     return f"{value:.4g}"
 
@@ -270,7 +270,7 @@ CAPACITY_EPILOG = (
 )
 
 def register(commands: Any) -> None:
-    from .cli import _policy_list, add_scenario_arguments, add_wide_argument
+    from .cli import _positive_int, _policy_list, add_scenario_arguments, add_wide_argument
 
     help = "Find the fewest dynos that meet latency targets, per routing policy, and their cost."
     p = commands.add_parser("capacity", help=help, description=help + " " + __doc__.split("\n\n")[1].replace("\n", " "),
@@ -283,7 +283,7 @@ def register(commands: Any) -> None:
     p.add_argument("--slots", type=_slots_list, metavar="K1,K2",
                    help="also search workers per dyno: the fewest dynos for each slots value")
     p.add_argument("--dyno-type", help="price the answer as this dyno type (default: the scenario's, else standard-1x)")
-    p.add_argument("--max-dynos", type=int, default=100_000, help="give up above this count (default 100000)")
+    p.add_argument("--max-dynos", type=_positive_int, default=100_000, help="give up above this count (default 100000)")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_wide_argument(p)
     p.set_defaults(handler=main)

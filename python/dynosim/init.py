@@ -7,14 +7,12 @@ It has every section (arrivals, service, fleet, router, run, cost) and a comment
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 
 from .errors import DynosimError
+from .output import write_files
 
 DEFAULT_FILE = "my-app.toml"
 
@@ -43,37 +41,13 @@ def main(args: argparse.Namespace) -> int:
         raise DynosimError("is a directory; expected a file name such as my-app.toml", file=args.file)
     if path.exists() and not args.force:
         raise DynosimError("already exists; --force overwrites it", file=args.file)
-    write_new_file(path, starter(path.stem), overwrite=args.force)
-    print(f"wrote {path}: edit it, then `dynosim run {path}` (every key: `dynosim keys`)")
-    return 0
-
-
-def write_new_file(path: Path, text: str, *, overwrite: bool) -> None:
-    """Writes `text` to a temporary file beside `path` and moves it into place, so that `path`
-    is never half-written; without `overwrite`, a file that appeared meanwhile is kept.
-
-    A minimal atomic writer, to be folded into the package's output module."""
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise DynosimError(f"no such directory: {directory}", file=str(path))
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise DynosimError(f"no such directory: {path.parent}", file=str(path))
+    text = starter(path.stem)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise DynosimError(f"cannot write in {directory}: {e.strerror or e}", file=str(path)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a new file's mode
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)  # fails, rather than replaces, if the file exists
+        write_files({path: lambda tmp: tmp.write_text(text, encoding="utf-8")}, option="init",
+                    overwrite=args.force)
     except FileExistsError:
         raise DynosimError("already exists; --force overwrites it", file=str(path)) from None
-    except OSError as e:
-        raise DynosimError(f"cannot write: {e.strerror or e}", file=str(path)) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    print(f"wrote {path}: edit it, then `dynosim run {path}` (every key: `dynosim keys`)")
+    return 0

@@ -34,11 +34,13 @@ Writer = Callable[[Path], object]
 # --- files -----------------------------------------------------------------------------------
 
 
-def write_files(writers: Mapping[Path, Writer], *, option: str = "--out") -> None:
+def write_files(writers: Mapping[Path, Writer], *, option: str = "--out", overwrite: bool = True) -> None:
     """Writes every target with its writer, all or nothing (see the module's docstring).
 
     A missing folder is created (and removed again on failure). ``option`` names where the
-    paths came from in error messages: ``--out: cannot write x.csv: Permission denied``."""
+    paths came from in error messages: ``--out: cannot write x.csv: Permission denied``.
+    Without ``overwrite``, a target that exists (even one that appeared while writing) is
+    kept and the write fails with FileExistsError."""
     targets = list(writers)
     temps: Dict[Path, Path] = {}
     renamed: List[Tuple[Path, bool, Optional[Path]]] = []  # (target, existed, its old content)
@@ -65,7 +67,11 @@ def write_files(writers: Mapping[Path, Writer], *, option: str = "--out") -> Non
             existed = target.exists()
             backup = _backup(target) if existed else None
             try:
-                os.replace(temps[target], target)
+                if overwrite:
+                    os.replace(temps[target], target)
+                else:  # a link fails, rather than replaces, when the target exists
+                    os.link(temps[target], target)
+                    os.unlink(temps[target])
             except BaseException:
                 _remove(backup)
                 raise
@@ -82,7 +88,7 @@ def write_files(writers: Mapping[Path, Writer], *, option: str = "--out") -> Non
                 folder.rmdir()
             except OSError:
                 break
-        if isinstance(e, OSError):
+        if isinstance(e, OSError) and not isinstance(e, FileExistsError):
             raise DynosimError(f"cannot write {current}: {e.strerror or e}", file=option) from None
         raise
     finally:

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from . import _dynosim
 from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
 from .output import Writer, finite, json_text, write_files
-from .results import METRICS, is_time_metric
+from .results import METRICS, is_fraction_metric, is_time_metric
 from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
 
 VARY_SOURCE = "--vary"
@@ -127,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
     sweep.run(progress=sys.stderr.isatty())
     write_outputs(sweep, outputs)
     if sweep.unusable:
-        print(f"dynosim: {sweep.unusable_summary()}", file=sys.stderr)
+        print(f"dynosim: warning: {sweep.unusable_summary()}", file=sys.stderr)
     print_summary(sweep, outputs)
     return 0
 
@@ -538,7 +538,7 @@ def _axis_label(name: str, unit: Optional[str]) -> str:
 def _metric_unit(metric: str) -> Optional[str]:
     if is_time_metric(metric):
         return "s"
-    if metric == "queued_fraction" or metric.startswith("utilisation."):
+    if is_fraction_metric(metric):
         return "fraction"
     return _METRIC_UNITS.get(metric)
 
