@@ -145,8 +145,8 @@ def test_csv(swept):
     cwd, _ = swept
     header, *rows = _rows(cwd / "tmp" / "sw.csv")
     reference = dynosim.run("rapgenius", policies=["random"], duration="1s", replications=2)[0].row()
-    assert header == ["fleet.dynos", "router.policy", "status"] + list(reference)
-    assert header[3:6] == ["scenario", "policy", "dynos"]
+    assert header == ["fleet.dynos", "router.policy", "status", "steady_state"] + list(reference)
+    assert header[4:7] == ["scenario", "policy", "dynos"]
     assert "queue.mean.ci_low" in header and "queue.mean.ci_high" in header
     table = [dict(zip(header, r)) for r in rows]
     # One row per point and policy, in point order.
@@ -155,7 +155,7 @@ def test_csv(swept):
     assert all(r["router.policy"] == r["policy"] and r["dynos"] == r["fleet.dynos"] for r in table)
     for r in table:
         if r["fleet.dynos"] == "40":
-            assert r["status"] == "unstable"
+            assert r["status"] == "unstable" and r["steady_state"] == ""
             assert float(r["offered_load"]) == pytest.approx(1.134, abs=0.001)
             assert r["queue.mean"] == "" and r["queue.mean.ci_low"] == ""  # no metrics
             assert r["scenario"] == "rapgenius" and r["replications"] == "3"

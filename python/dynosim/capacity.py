@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -19,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _dynosim
 from .api import run as run_scenario
 from .cost import Pricing
-from .errors import DynosimError, ScenarioError
+from .errors import DynosimError, NotSteadyWarning, ScenarioError
 from .results import METRICS, Estimate, PolicyResult, is_fraction_metric, is_time_metric
 from .scenario import Scenario
 
@@ -96,6 +97,9 @@ class CapacityResult:
     came closest to its target, and that count."""
     smallest_stable: int = 0
     """The fewest dynos whose capacity exceeds the offered load: where the search starts."""
+    not_steady: Optional[str] = None
+    """Why the runs at the answer may not be steady state (short next to the time the queues
+    take to settle), or None."""
 
     def to_dict(self) -> Dict[str, Any]:
         out = {
@@ -103,6 +107,7 @@ class CapacityResult:
             "monthly_cost": self.monthly_cost,
             "estimates": {k: vars(v) for k, v in self.estimates.items()},
             "evaluated": {str(k): v for k, v in sorted(self.evaluated.items())},
+            "not_steady": self.not_steady,
         }
         if self.dynos is None:
             out["closest"] = {k: dict(vars(e), dynos=n) for k, (n, e) in self.closest.items()}
@@ -134,7 +139,7 @@ def min_dynos(
 
     def meets(n: int) -> bool:
         if n not in cache:
-            cache[n] = run_scenario(s.with_overrides({"fleet.dynos": n}))[0]
+            cache[n] = run_scenario(s.with_overrides({"fleet.dynos": n}), warn=False)[0]
         ok = all(t.met_by(cache[n].estimate(t.metric)) for t in targets)
         result.evaluated[n] = ok
         if on_step:
@@ -167,6 +172,7 @@ def min_dynos(
         best = probe
     result.dynos = best
     result.estimates = {t.metric: cache[best].estimate(t.metric) for t in targets}
+    result.not_steady = s.with_overrides({"fleet.dynos": best}).steady_state_warning()
     return result
 
 
@@ -335,6 +341,9 @@ def main(args: Any) -> int:
 
         results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
                        max_dynos=args.max_dynos, on_step=step)
+    for r in results:
+        if r.not_steady:
+            warnings.warn(f"{r.policy} at {r.dynos:,} dynos: {r.not_steady}", NotSteadyWarning)
     if args.json:
         print_json({"scenario": scenario.name, "targets": [str(t) for t in args.targets],
                     "dyno_type": pricing.dyno_type, "price": pricing.price,

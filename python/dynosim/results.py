@@ -98,6 +98,8 @@ class PolicyResult:
             "scenario", "policy", "dynos", "slots", "routers", "arrival_rate",
             "service_mean", "offered_load", "duration", "replications", "seed")}
         row["service_mean_analytic"] = row.pop("service_mean")
+        # The heavy-traffic estimate of how long the queues take to settle, s (None at ρ >= 1).
+        row["relaxation_time"] = self.report.get("relaxation_time")
         for metric in METRICS:
             e = self.estimate(metric)
             row[metric] = e.mean

@@ -57,7 +57,7 @@ _HEADER_FROM_DESCRIBE = {
     "scenario": "name", "policy": "policy", "dynos": "dynos", "slots": "slots",
     "routers": "routers", "arrival_rate": "arrival_rate", "offered_load": "offered_load",
     "duration": "duration", "replications": "replications", "seed": "seed",
-    "service_mean_analytic": "service_mean",
+    "service_mean_analytic": "service_mean", "relaxation_time": "relaxation_time",
 }
 
 #: Keys whose numeric values are in seconds, and the other units of keys and metrics.
@@ -128,6 +128,8 @@ def main(args: argparse.Namespace) -> int:
     write_outputs(sweep, outputs)
     if sweep.unusable:
         print(f"dynosim: warning: {sweep.unusable_summary()}", file=sys.stderr)
+    if sweep.unsettled_summary():
+        print(f"dynosim: warning: {sweep.unsettled_summary()}", file=sys.stderr)
     print_summary(sweep, outputs)
     return 0
 
@@ -285,6 +287,7 @@ class Point:
         self.described: List[Dict[str, Any]] = []  # describe() of each policy's variant
         self.statuses: List[str] = ["pending"] * len(self.policies)
         self.results: List[Any] = [None] * len(self.policies)  # PolicyResult once run
+        self.unsettled: List[bool] = []  # per policy: short next to its relaxation time
 
     @property
     def label(self) -> str:
@@ -322,7 +325,9 @@ class Sweep:
             try:
                 point = Point(i, values, self.scenario.with_overrides(values))
                 for policy in point.policies:
-                    point.described.append(point.scenario.for_policy(policy).describe())
+                    variant = point.scenario.for_policy(policy)
+                    point.described.append(variant.describe())
+                    point.unsettled.append(variant.steady_state_warning(point.described[-1]) is not None)
             except ScenarioError as e:
                 raise self._as_vary_error(e, values) from None
             if point.described[0]["offered_load"] >= 1:  # the same for every policy
@@ -379,12 +384,16 @@ class Sweep:
 
     def _collect_rows(self) -> None:
         first = next((r for p in self.points for r in p.results if r is not None), None)
-        self.columns = list(self.vary) + ["status"] + (list(first.row()) if first else _fallback_columns())
+        self.columns = (list(self.vary) + ["status", "steady_state"]
+                        + (list(first.row()) if first else _fallback_columns()))
         self.rows = []
         for point in self.points:
-            for status, result, described in zip(point.statuses, point.results, point.described):
+            for status, result, described, unsettled in zip(point.statuses, point.results, point.described,
+                                                            point.unsettled):
                 row: Dict[str, Any] = dict(point.values)
                 row["status"] = status
+                # False: the run is short next to the time its queues take to settle.
+                row["steady_state"] = None if status == "unstable" else not unsettled
                 if result is not None:
                     row.update(result.row())
                 else:  # not run: what describe() knows, and no metrics
@@ -415,6 +424,14 @@ class Sweep:
                          f"(queues outgrew run.max_waiting): {shown}")
         return "; ".join(parts) + " (those rows have no metrics and are not plotted)"
 
+    def unsettled_summary(self) -> Optional[str]:
+        """One line on the rows whose runs are short next to their relaxation time, or None."""
+        rows = [row for row in self.rows if row["steady_state"] is False]
+        if not rows:
+            return None
+        return (f"{len(rows)} of {len(self.rows)} rows may not be steady state (the run is short next to the "
+                "time the queues take to settle: offered load near 1); their steady_state column is false")
+
     def to_json(self) -> Dict[str, Any]:
         """The JSON output's document; missing (and non-finite) numbers are None."""
         return finite({
@@ -430,7 +447,7 @@ def _run_one(scenario: Scenario) -> Tuple[str, Any]:
     from .api import run
 
     try:
-        return "ok", run(scenario)[0]
+        return "ok", run(scenario, warn=False)[0]  # marked per row instead
     except UnstableError:
         return "unstable", None
     except OverloadedError:
@@ -439,8 +456,9 @@ def _run_one(scenario: Scenario) -> Tuple[str, Any]:
 
 def _fallback_columns() -> List[str]:
     cols = list(_HEADER_FROM_DESCRIBE)
-    cols.remove("service_mean_analytic")
-    cols.append("service_mean_analytic")
+    for last in ("service_mean_analytic", "relaxation_time"):  # row()'s order
+        cols.remove(last)
+        cols.append(last)
     for metric in METRICS:
         cols += [metric, f"{metric}.ci_low", f"{metric}.ci_high"]
     return cols
