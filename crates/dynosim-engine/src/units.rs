@@ -5,7 +5,8 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
 
-fn time_unit_seconds(unit: &str) -> Option<f64> {
+/// Seconds in one of the time units a scenario may name (`ms`, `s`, `min`...), or None.
+pub fn time_unit_seconds(unit: &str) -> Option<f64> {
     Some(match unit {
         "ns" => 1e-9,
         "us" | "µs" => 1e-6,
@@ -18,24 +19,57 @@ fn time_unit_seconds(unit: &str) -> Option<f64> {
     })
 }
 
+/// Splits `text` (trimmed) into a decimal number and what follows it, trimmed. The number is
+/// what TOML would read as one: an optional sign, digits (`_` only between two digits), an
+/// optional fraction and an optional exponent with digits; no `nan` or `inf`. Whatever
+/// follows is left for the caller to match whole, so that `"150 rpsXYZ"` is an error rather
+/// than 150 per second.
 fn split_number(text: &str) -> Option<(f64, &str)> {
     let text = text.trim();
-    let end = text
-        .char_indices()
-        .find(|&(_, c)| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-' | '_')))
-        .map_or(text.len(), |(i, _)| i);
-    // "1e" followed by a unit letter would be misread: only accept an exponent if digits follow.
-    let (mut number, mut rest) = text.split_at(end);
-    while number.ends_with(['e', 'E', '+', '-']) {
-        let cut = number.len() - 1;
-        rest = &text[cut..];
-        number = &number[..cut];
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    // Digits, with `_` allowed between two of them; returns how many digits were read.
+    let digits = |i: &mut usize| {
+        let mut count = 0;
+        while *i < bytes.len() {
+            match bytes[*i] {
+                b'0'..=b'9' => count += 1,
+                b'_' if count > 0 && bytes.get(*i + 1).is_some_and(u8::is_ascii_digit) => {}
+                _ => break,
+            }
+            *i += 1;
+        }
+        count
+    };
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        i += 1;
     }
+    let mut mantissa = digits(&mut i);
+    if bytes.get(i) == Some(&b'.') {
+        i += 1;
+        mantissa += digits(&mut i);
+    }
+    if mantissa == 0 {
+        return None;
+    }
+    // An exponent only when digits follow: in "1e" or "5 exabytes" the `e` starts the unit.
+    if matches!(bytes.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(bytes.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digits(&mut j) > 0 {
+            i = j;
+        }
+    }
+    let (number, rest) = text.split_at(i);
     let value: f64 = number.replace('_', "").parse().ok()?;
-    Some((value, rest.trim()))
+    // -0 is 0: it would otherwise print as "-0" in messages about a value that must be > 0.
+    Some((value + 0.0, rest.trim()))
 }
 
-/// Parses `"306ms"`, `"5 min"`, `"1h"` or a plain number of seconds.
+/// Parses `"306ms"`, `"5 min"`, `"1h"` or a plain number of seconds: a number and a time
+/// unit, nothing else.
 pub fn parse_duration(text: &str) -> Option<f64> {
     let (value, unit) = split_number(text)?;
     let scale = if unit.is_empty() {
@@ -46,20 +80,21 @@ pub fn parse_duration(text: &str) -> Option<f64> {
     Some(value * scale).filter(|v| v.is_finite())
 }
 
-/// Parses `"9000/min"`, `"150/s"`, `"150 per second"`... or a plain number per second.
+/// Parses `"9000/min"`, `"150/s"`, `"150 per second"`, `"150 req/s"`, `"150 rps"` or a plain
+/// number per second: a number and one of those forms, nothing else.
 pub fn parse_rate(text: &str) -> Option<f64> {
     let (value, rest) = split_number(text)?;
-    if rest.is_empty() {
-        return Some(value).filter(|v| v.is_finite());
-    }
-    let unit = rest
-        .strip_prefix('/')
-        .or_else(|| rest.strip_prefix("per "))
-        .or_else(|| rest.strip_prefix("req/"))
-        .or_else(|| rest.strip_prefix("rps").map(|_| "s"))?
-        .trim();
-    let unit = if unit.is_empty() { "s" } else { unit };
-    Some(value / time_unit_seconds(unit)?).filter(|v| v.is_finite())
+    let per = if rest.is_empty() || rest == "rps" {
+        1.0
+    } else {
+        let unit = rest
+            .strip_prefix('/')
+            .or_else(|| rest.strip_prefix("per "))
+            .or_else(|| rest.strip_prefix("req/"))?
+            .trim_start();
+        time_unit_seconds(unit)?
+    };
+    Some(value / per).filter(|v| v.is_finite())
 }
 
 macro_rules! unit_type {
@@ -129,6 +164,44 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_a_number_and_a_unit_and_nothing_else() {
+        assert_eq!(parse_duration("1e5ms"), Some(100.0));
+        assert_eq!(parse_duration("5 min "), Some(300.0));
+        assert_eq!(parse_duration(" .5s"), Some(0.5));
+        assert_eq!(parse_duration("1_000ms"), Some(1.0));
+        assert_eq!(parse_duration("+2s"), Some(2.0));
+        // -0 parses (range checks reject it with their own message) and prints as 0.
+        assert_eq!(parse_duration("-0").map(f64::to_bits), Some(0f64.to_bits()));
+        assert_eq!(parse_duration("-3s"), Some(-3.0));
+        for bad in [
+            "1e",
+            "1e+",
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "infinity",
+            "1..2s",
+            "1.2.3s",
+            ".s",
+            "5 minutes ago",
+            "5 mins2",
+            "1__0s",
+            "_1s",
+            "1_s",
+            "1_",
+            "s5",
+            "1e400",
+            "5 s s",
+            "1.5.",
+            "--1",
+            "0x10",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn rates_with_units() {
         assert_eq!(parse_rate("9000/min"), Some(150.0));
         assert_eq!(parse_rate("150/s"), Some(150.0));
@@ -137,5 +210,31 @@ mod tests {
         assert_eq!(parse_rate("150"), Some(150.0));
         assert_eq!(parse_rate("9000/fortnight"), None);
         assert_eq!(parse_rate("fast"), None);
+    }
+
+    #[test]
+    fn rates_are_a_number_and_a_known_form_and_nothing_else() {
+        assert_eq!(parse_rate("150rps"), Some(150.0));
+        assert_eq!(parse_rate("1_000/min"), Some(1000.0 / 60.0));
+        assert_eq!(parse_rate("150 req/s"), Some(150.0));
+        assert_eq!(parse_rate("150 / min"), Some(2.5));
+        assert_eq!(parse_rate("1e2/s "), Some(100.0));
+        for bad in [
+            "150 rpsXYZ",
+            "150 rps/min",
+            "150/",
+            "150 per",
+            "150 req/",
+            "150/sXYZ",
+            "nan/s",
+            "inf",
+            "1..2/s",
+            "1e/s",
+            "150 /fortnight",
+            "per second",
+            "150 per  second x",
+        ] {
+            assert_eq!(parse_rate(bad), None, "{bad:?}");
+        }
     }
 }
