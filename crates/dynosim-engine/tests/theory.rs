@@ -45,7 +45,7 @@ fn random_routing_is_mg1(label: &str, service: Value, rho: f64, seed: u64) {
     ));
     assert!((scenario.offered_load() - rho).abs() < 1e-12);
     let report = run_ok(&scenario);
-    let w = mg1_mean_wait(lambda / dynos as f64, es, es2);
+    let w = mg1_mean_wait(lambda / dynos as f64, es, es2).expect("rho < 1");
     let measure =
         |f: fn(&dynosim_engine::ReplicationResult) -> f64| Measured::over_replications(&report, f);
 
@@ -160,8 +160,8 @@ fn intelligent_routing_is_mmc(dynos: u32, slots: u32, rho: f64, seed: u64) {
     let report = run_ok(&scenario);
     let measure =
         |f: fn(&dynosim_engine::ReplicationResult) -> f64| Measured::over_replications(&report, f);
-    let p_wait = erlang_c(c, a);
-    let w = mmc_mean_wait(c, a, es);
+    let p_wait = erlang_c(c, a).expect("a < c");
+    let w = mmc_mean_wait(c, a, es).expect("a < c");
     assert_matches(
         &format!("{label}: P(wait) = Erlang C"),
         measure(|r| r.queued_fraction),
@@ -372,8 +372,12 @@ fn least_connections_is_join_the_shortest_queue() {
 
     let k = common::k_for(19.0);
     for (what, m, mmc) in [
-        ("P(wait)", p_measured, erlang_c(c, a)),
-        ("mean wait", w_measured, mmc_mean_wait(c, a, es)),
+        ("P(wait)", p_measured, erlang_c(c, a).expect("a < c")),
+        (
+            "mean wait",
+            w_measured,
+            mmc_mean_wait(c, a, es).expect("a < c"),
+        ),
     ] {
         println!(
             "{label}: {what} {:+.1}% from M/M/c's {mmc:.6}",
@@ -409,7 +413,7 @@ fn least_connections_is_join_the_shortest_queue() {
 #[test]
 fn power_of_two_choices_approaches_the_mean_field_limit() {
     let (lambda, d) = (0.9, 2);
-    let limit = power_of_d_mean_time(lambda, d);
+    let limit = power_of_d_mean_time(lambda, d).expect("lambda < 1");
     let response_over_es = |n: u32, duration: f64, seed: u64| {
         let scenario = build(&scenario_json(
             lambda * n as f64,

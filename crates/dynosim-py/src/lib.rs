@@ -5,7 +5,7 @@
 
 use dynosim_engine::{theory, Error, Scenario};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -147,24 +147,51 @@ fn parse_duration(text: &str) -> Option<f64> {
     dynosim_engine::units::parse_duration(text)
 }
 
-#[pyfunction]
-fn erlang_c(c: u32, a: f64) -> f64 {
-    theory::erlang_c(c, a)
+/// A theory helper's answer, or ValueError when its arguments are outside its domain.
+fn in_domain(value: Option<f64>, call: impl FnOnce() -> String, needs: &str) -> PyResult<f64> {
+    value.ok_or_else(|| PyValueError::new_err(format!("{}: needs {needs}", call())))
 }
 
 #[pyfunction]
-fn mmc_mean_wait(c: u32, a: f64, mean_service: f64) -> f64 {
-    theory::mmc_mean_wait(c, a, mean_service)
+fn erlang_c(c: u32, a: f64) -> PyResult<f64> {
+    in_domain(
+        theory::erlang_c(c, a),
+        || format!("erlang_c(c={c}, a={a})"),
+        "0 <= a < c",
+    )
 }
 
 #[pyfunction]
-fn mg1_mean_wait(arrival_rate: f64, mean_service: f64, second_moment: f64) -> f64 {
-    theory::mg1_mean_wait(arrival_rate, mean_service, second_moment)
+fn mmc_mean_wait(c: u32, a: f64, mean_service: f64) -> PyResult<f64> {
+    in_domain(
+        theory::mmc_mean_wait(c, a, mean_service),
+        || format!("mmc_mean_wait(c={c}, a={a}, mean_service={mean_service})"),
+        "0 <= a < c and mean_service > 0",
+    )
 }
 
 #[pyfunction]
-fn power_of_d_mean_time(load: f64, d: u32) -> f64 {
-    theory::power_of_d_mean_time(load, d)
+fn mg1_mean_wait(arrival_rate: f64, mean_service: f64, second_moment: f64) -> PyResult<f64> {
+    in_domain(
+        theory::mg1_mean_wait(arrival_rate, mean_service, second_moment),
+        || {
+            format!(
+                "mg1_mean_wait(arrival_rate={arrival_rate}, mean_service={mean_service}, \
+                 second_moment={second_moment})"
+            )
+        },
+        "arrival_rate >= 0, mean_service > 0, mean_service^2 <= second_moment < inf \
+         and arrival_rate * mean_service < 1",
+    )
+}
+
+#[pyfunction]
+fn power_of_d_mean_time(load: f64, d: u32) -> PyResult<f64> {
+    in_domain(
+        theory::power_of_d_mean_time(load, d),
+        || format!("power_of_d_mean_time(load={load}, d={d})"),
+        "0 <= load < 1 and d >= 2",
+    )
 }
 
 #[pymodule]
