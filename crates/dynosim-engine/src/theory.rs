@@ -25,11 +25,11 @@ pub fn mmc_mean_wait(c: u32, a: f64, mean_service: f64) -> Option<f64> {
 }
 
 /// Pollaczek–Khinchine mean wait in queue of M/G/1 with arrival rate λ and service moments.
-/// None unless λ >= 0, E[S] > 0, E[S²] >= E[S]² (all finite) and ρ = λE[S] < 1.
+/// None unless λ >= 0, E[S] > 0, E[S²] > 0 (finite) and ρ = λE[S] < 1.
 pub fn mg1_mean_wait(lambda: f64, mean_service: f64, second_moment: f64) -> Option<f64> {
     let rho = lambda * mean_service;
-    let moments = mean_service > 0.0 && second_moment >= mean_service * mean_service;
-    if !(lambda >= 0.0 && moments && second_moment.is_finite() && rho < 1.0) {
+    let moments = mean_service > 0.0 && second_moment > 0.0 && second_moment.is_finite();
+    if !(lambda >= 0.0 && moments && rho < 1.0) {
         return None;
     }
     Some(lambda * second_moment / (2.0 * (1.0 - rho)))
@@ -76,18 +76,19 @@ pub fn mmc_min_servers(a: f64, mean_service: f64, target_wait: f64, max_c: u32) 
 /// and the reflected motion relaxes in variance/drift² time.) For M/M/1 it is 4ρE[S]/(1 − ρ)²,
 /// Morse's relaxation time. A run whose warm-up is short of it starts measuring before the
 /// queues have settled, and one whose duration is not many times it gives wide intervals.
-/// None unless 0 <= ρ < 1, k >= 1, E[S] > 0 and E[S²] >= E[S]² (finite).
+/// None unless 0 <= ρ < 1, k >= 1, E[S] > 0 and E[S²] > 0 (finite).
 pub fn relaxation_time(
     load: f64,
     mean_service: f64,
     second_moment: f64,
     servers: u64,
 ) -> Option<f64> {
-    let moments = mean_service > 0.0 && second_moment >= mean_service * mean_service;
-    if !((0.0..1.0).contains(&load) && servers >= 1 && moments && second_moment.is_finite()) {
+    let moments = mean_service > 0.0 && second_moment > 0.0 && second_moment.is_finite();
+    if !((0.0..1.0).contains(&load) && servers >= 1 && moments) {
         return None;
     }
-    let scv_plus_one = second_moment / (mean_service * mean_service);
+    // 1 + c_s² >= 1 exactly; moments summed numerically may fall a hair short.
+    let scv_plus_one = (second_moment / (mean_service * mean_service)).max(1.0);
     let t = 2.0 * load * mean_service * scv_plus_one / (servers as f64 * (1.0 - load).powi(2));
     Some(t).filter(|t| t.is_finite())
 }
@@ -133,7 +134,7 @@ mod tests {
         assert_eq!(mmc_mean_wait(3, 1.0, f64::NAN), None);
         assert_eq!(mg1_mean_wait(2.0, 0.5, 1.0), None);
         assert_eq!(mg1_mean_wait(1.0, 0.5, f64::INFINITY), None);
-        assert_eq!(mg1_mean_wait(1.0, 0.5, 0.1), None);
+        assert_eq!(mg1_mean_wait(1.0, 0.5, -1.0), None);
         assert_eq!(power_of_d_mean_time(1.0, 2), None);
         assert_eq!(power_of_d_mean_time(0.5, 1), None);
         assert_eq!(power_of_d_mean_time(f64::NAN, 2), None);

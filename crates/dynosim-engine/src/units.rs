@@ -5,6 +5,11 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
 
+/// The shortest duration a scenario may give (1 ns): shorter ones are slips of a unit or an
+/// exponent (`1e-16`, `1e-320s`), far below any time a request takes, and the simulated
+/// clock could not tell them apart over a run.
+pub const MIN_DURATION: f64 = 1e-9;
+
 /// Seconds in one of the time units a scenario may name (`ms`, `s`, `min`...), or None.
 pub fn time_unit_seconds(unit: &str) -> Option<f64> {
     Some(match unit {
@@ -97,6 +102,38 @@ pub fn parse_rate(text: &str) -> Option<f64> {
     Some(value / per).filter(|v| v.is_finite())
 }
 
+/// Parses `"8GB"`, `"512 MiB"`, `"1.5e9"` (bytes): a number and a unit of memory, decimal
+/// (kB, MB, GB, TB) or binary (KiB, MiB, GiB, TiB), or a plain number of bytes.
+pub fn parse_bytes(text: &str) -> Option<f64> {
+    let (value, unit) = split_number(text)?;
+    let scale = match unit {
+        "" | "B" => 1.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some(value * scale).filter(|v| v.is_finite())
+}
+
+/// An amount of memory as people read it: "80 GB", "512 MB", "3.2 kB" (decimal units).
+pub fn format_bytes(bytes: f64) -> String {
+    let (value, unit) = [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")]
+        .into_iter()
+        .find(|&(scale, _)| bytes >= scale)
+        .map_or((bytes, "B"), |(scale, unit)| (bytes / scale, unit));
+    if value >= 10.0 || unit == "B" {
+        format!("{value:.0} {unit}")
+    } else {
+        format!("{value:.1} {unit}")
+    }
+}
+
 macro_rules! unit_type {
     ($name:ident, $parse:ident, $expected:literal, $doc:literal) => {
         #[doc = $doc]
@@ -144,6 +181,12 @@ unit_type!(
     parse_rate,
     "a rate such as \"9000/min\", \"150/s\" or a number per second",
     "A rate in events per second."
+);
+unit_type!(
+    Bytes,
+    parse_bytes,
+    "an amount of memory such as \"8GB\", \"512MiB\" or a number of bytes",
+    "An amount of memory in bytes."
 );
 
 #[cfg(test)]
@@ -199,6 +242,18 @@ mod tests {
         ] {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn memory_amounts() {
+        assert_eq!(parse_bytes("8GB"), Some(8e9));
+        assert_eq!(parse_bytes("512 MiB"), Some(512.0 * 1024.0 * 1024.0));
+        assert_eq!(parse_bytes("1e6"), Some(1e6));
+        assert_eq!(parse_bytes("8 gigs"), None);
+        assert_eq!(parse_bytes("8GBs"), None);
+        assert_eq!(format_bytes(8e10), "80 GB");
+        assert_eq!(format_bytes(3.2e9), "3.2 GB");
+        assert_eq!(format_bytes(512.0), "512 B");
     }
 
     #[test]

@@ -32,45 +32,74 @@ fn to_py(err: Error) -> PyErr {
     EngineError::new_err((kind, path, message))
 }
 
-fn build(scenario_json: &str, base_dir: &str) -> PyResult<Scenario> {
-    Scenario::from_json(scenario_json, Path::new(base_dir)).map_err(to_py)
+/// Builds the scenario and hands it to `work`, both on a worker thread with the GIL released
+/// (see [`without_gil`]): validating a scenario can take seconds (a rounded distribution's
+/// moments, a long sample file), and Ctrl-C must stop that too.
+fn with_scenario<T: Send>(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    work: impl FnOnce(Scenario, &(dyn Fn() -> bool + Sync)) -> Result<T, Error> + Send,
+) -> PyResult<T> {
+    without_gil(py, |stop| {
+        work(
+            Scenario::from_json(scenario_json, Path::new(base_dir), stop)?,
+            stop,
+        )
+    })
+    .map_err(to_py)
 }
 
 /// Validates a scenario and describes it without running it (JSON text).
 #[pyfunction]
-fn describe(scenario_json: &str, base_dir: &str) -> PyResult<String> {
-    let s = build(scenario_json, base_dir)?;
-    Ok(serde_json::json!({
-        "name": s.name,
-        "policy": s.policy_name,
-        "dynos": s.dynos,
-        "slots": s.slots,
-        "routers": s.routers,
-        "arrival_rate": s.arrivals.mean_rate(),
-        "service_mean": s.service.mean(),
-        "service_second_moment": s.service.second_moment(),
-        "offered_load": s.offered_load(),
-        "busy_slots_needed": s.busy_slots_needed(),
-        "duration": s.duration,
-        "warmup": s.warmup,
-        "replications": s.replications,
-        "seed": s.seed,
+fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
+    with_scenario(py, scenario_json, base_dir, |s, _| {
+        Ok(serde_json::json!({
+            "name": s.name,
+            "policy": s.policy_name,
+            "dynos": s.dynos,
+            "slots": s.slots,
+            "routers": s.routers,
+            "arrival_rate": s.arrivals.mean_rate(),
+            "service_mean": s.service.mean(),
+            "service_second_moment": s.service.second_moment(),
+            "offered_load": s.offered_load(),
+            "busy_slots_needed": s.busy_slots_needed(),
+            "relaxation_time": s.relaxation_time(),
+            "duration": s.duration,
+            "warmup": s.warmup,
+            "replications": s.replications,
+            "seed": s.seed,
+        })
+        .to_string())
     })
-    .to_string())
 }
 
-/// Service-time quantiles of a scenario's distribution (after rounding and clipping).
+/// Service-time quantiles of a scenario's distribution (after rounding and clipping); each p
+/// must lie strictly between 0 and 1.
 #[pyfunction]
-fn service_quantiles(scenario_json: &str, base_dir: &str, ps: Vec<f64>) -> PyResult<Vec<f64>> {
-    let s = build(scenario_json, base_dir)?;
-    Ok(ps.into_iter().map(|p| s.service.quantile(p)).collect())
+fn service_quantiles(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    ps: Vec<f64>,
+) -> PyResult<Vec<f64>> {
+    if let Some(p) = ps.iter().find(|&&p| !(p > 0.0 && p < 1.0)) {
+        return Err(PyValueError::new_err(format!(
+            "service_quantiles: p must lie strictly between 0 and 1, got {p}"
+        )));
+    }
+    with_scenario(py, scenario_json, base_dir, |s, _| {
+        Ok(ps.iter().map(|&p| s.service.quantile(p)).collect())
+    })
 }
 
 /// Runs a scenario's replications with the GIL released; Ctrl-C stops the run.
 #[pyfunction]
 fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
-    let scenario = build(scenario_json, base_dir)?;
-    let report = without_gil(py, |stop| dynosim_engine::run(&scenario, stop)).map_err(to_py)?;
+    let report = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
+        dynosim_engine::run(&scenario, stop)
+    })?;
     Ok(serde_json::to_string(&report).expect("reports serialize"))
 }
 
@@ -85,11 +114,10 @@ fn trace(
     interval: f64,
     until: f64,
 ) -> PyResult<String> {
-    let scenario = build(scenario_json, base_dir)?;
-    let outcome = without_gil(py, |stop| {
+    let trace = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
         dynosim_engine::trace_replication(&scenario, 0, interval, until, stop).map(|(_, t)| t)
-    });
-    Ok(serde_json::to_string(&outcome.map_err(to_py)?).expect("traces serialize"))
+    })?;
+    Ok(serde_json::to_string(&trace).expect("traces serialize"))
 }
 
 /// Counts calls to [`interrupt`]: a run stops when the count moves past the value it started

@@ -6,6 +6,10 @@ use rand_distr::Distribution;
 use statrs::distribution::ContinuousCDF;
 use std::path::Path;
 
+/// Steps allowed to each stage of [`Gamma::quantile`]'s search: more than the factors of two
+/// between f64's smallest and largest positive values (about 2,100).
+const STEPS: usize = 2200;
+
 /// Gamma given by its shape k and either its scale θ or its mean kθ.
 #[derive(Debug)]
 pub struct Gamma {
@@ -45,20 +49,32 @@ impl ServiceDistribution for Gamma {
         // Not statrs's `inverse_cdf`: its few bisection steps and unguarded Newton steps return
         // NaN for shape <= 1 at small p and miss far tails. Bisection on the cdf, geometric
         // while the bracket spans more than a factor of two, runs to adjacent floats.
+        if p.is_nan() {
+            return f64::NAN;
+        }
         if p <= 0.0 {
             return 0.0;
         }
         if p >= 1.0 {
             return f64::INFINITY;
         }
-        let (mut lo, mut hi) = (self.mean(), self.mean());
-        while lo > 0.0 && self.analytic.cdf(lo) >= p {
+        // A bracket lo < x <= hi, by halving and doubling from the mean. Every step is bounded:
+        // f64 spans about 2,100 factors of two, so a cdf that never crosses p (statrs's is 0
+        // everywhere when 1/scale overflows) gives NaN, not an endless loop.
+        let (mut lo, mut hi) = (self.mean(), self.mean().max(f64::MIN_POSITIVE));
+        let mut steps = 0;
+        while lo > 0.0 && self.analytic.cdf(lo) >= p && steps < STEPS {
             lo /= 2.0;
+            steps += 1;
         }
-        while self.analytic.cdf(hi) < p {
+        while self.analytic.cdf(hi) < p && hi.is_finite() && steps < 2 * STEPS {
             hi *= 2.0;
+            steps += 1;
         }
-        loop {
+        if !hi.is_finite() || steps >= 2 * STEPS {
+            return f64::NAN;
+        }
+        for _ in 0..STEPS {
             let mid = if lo > 0.0 && hi > 2.0 * lo {
                 lo.sqrt() * hi.sqrt()
             } else {
@@ -73,6 +89,7 @@ impl ServiceDistribution for Gamma {
                 hi = mid;
             }
         }
+        f64::NAN
     }
     fn cdf(&self, x: f64) -> f64 {
         if x <= 0.0 {
@@ -80,5 +97,31 @@ impl ServiceDistribution for Gamma {
         } else {
             self.analytic.cdf(x)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantile_of_a_gamma_with_a_mean_of_zero_ends() {
+        // shape x scale underflows to 0, so the bracket's doubling started from 0 and never
+        // grew (and 1/scale overflows, so statrs's cdf is meaningless anyway). Scenarios cannot
+        // give such a scale any more (durations are at least 1 ns): the regression here is the
+        // search itself, which must come back, whatever it answers for such a distribution.
+        let (shape, scale) = (0.5, 5e-324);
+        let g = Gamma {
+            shape,
+            scale,
+            sampler: rand_distr::Gamma::new(shape, scale).unwrap(),
+            analytic: statrs::distribution::Gamma::new(shape, 1.0 / scale).unwrap(),
+        };
+        assert_eq!(g.mean(), 0.0);
+        for p in [1e-12, 0.5, 1.0 - 1e-12] {
+            let q = g.quantile(p);
+            assert!(q.is_nan() || q.is_finite(), "p = {p}: {q}");
+        }
+        assert!(g.quantile(f64::NAN).is_nan());
     }
 }
