@@ -2,7 +2,7 @@
 //! read with the key path at hand so that every error names the key it is about.
 
 use crate::error::{Error, Result};
-use crate::units::{Duration, Rate, MIN_DURATION};
+use crate::units::{Duration, Rate, MAX_RATE, MIN_DURATION};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -91,9 +91,19 @@ impl<'a> Params<'a> {
             .transpose()
     }
 
+    /// A rate from just above 0 to [`MAX_RATE`].
     pub fn positive_rate(&self, key: &str) -> Result<Option<f64>> {
         self.get::<Rate>(key)?
-            .map(|v| check_positive(v.0, &self.path(key)))
+            .map(|v| {
+                let rate = check_positive(v.0, &self.path(key))?;
+                if rate > MAX_RATE {
+                    return Err(self.error(
+                        key,
+                        format!("must be at most 1e9 per second (1 ns between events), got {rate}"),
+                    ));
+                }
+                Ok(rate)
+            })
             .transpose()
     }
 
@@ -144,7 +154,7 @@ pub fn check_duration(seconds: f64, path: &str) -> Result<f64> {
     } else if seconds > 0.0 {
         Err(Error::config(
             path,
-            format!("must be a duration of at least 1 ns, got {seconds} s"),
+            format!("must be a duration of at least 1 ns, got {seconds:e} s"),
         ))
     } else {
         Err(Error::config(

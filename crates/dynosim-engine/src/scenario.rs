@@ -285,6 +285,7 @@ impl Scenario {
             max_waiting: whole::<usize>(run.max_waiting, "run.max_waiting", 1, 1_000_000_000)?,
             max_memory: run.max_memory.0,
         };
+        scenario.check_time_scales()?;
         scenario.check_memory()?;
         Ok(scenario)
     }
@@ -320,6 +321,53 @@ impl Scenario {
 
     pub fn total_slots(&self) -> u64 {
         self.dynos as u64 * self.slots as u64
+    }
+
+    /// Refuses a scenario whose busy slots needed overflow, whose measured window expects
+    /// fewer than one arrival (its figures would all be zeros, which read as a fleet that
+    /// never queues), or whose run is so long that the simulated clock (f64 seconds) cannot
+    /// time a mean service time or a mean gap between arrivals to 1 part in 1000 near its end.
+    fn check_time_scales(&self) -> Result<()> {
+        let expected = self.arrivals.mean_rate() * self.duration;
+        if expected < 1.0 {
+            return Err(Error::config(
+                "run.duration",
+                format!(
+                    "{} s at {} arrivals/s expects {expected:e} arrivals; a run needs at least \
+                     one (arrivals.rate x run.duration >= 1)",
+                    self.duration,
+                    self.arrivals.mean_rate()
+                ),
+            ));
+        }
+        if !self.busy_slots_needed().is_finite() {
+            return Err(Error::config(
+                "arrivals.rate",
+                format!(
+                    "arrival rate {} /s x mean service time {} s overflows",
+                    self.arrivals.mean_rate(),
+                    self.service.mean()
+                ),
+            ));
+        }
+        let horizon = self.warmup + self.duration;
+        let (gap, service) = (1.0 / self.arrivals.mean_rate(), self.service.mean());
+        let shortest = gap.min(service);
+        if horizon * f64::EPSILON * 1e3 > shortest {
+            return Err(Error::config(
+                "run.duration",
+                format!(
+                    "warmup + duration = {horizon} s is too long for the simulated clock to time \
+                     {} of {shortest} s to 1 part in 1000; shorten the run",
+                    if gap < service {
+                        "the mean gap between arrivals"
+                    } else {
+                        "the mean service time"
+                    }
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a scenario whose offered load is at or above capacity, or not a number.

@@ -10,6 +10,9 @@ use std::fmt;
 /// clock could not tell them apart over a run.
 pub const MIN_DURATION: f64 = 1e-9;
 
+/// The highest rate a scenario may give: one event per [`MIN_DURATION`] on average.
+pub const MAX_RATE: f64 = 1.0 / MIN_DURATION;
+
 /// Seconds in one of the time units a scenario may name (`ms`, `s`, `min`...), or None.
 pub fn time_unit_seconds(unit: &str) -> Option<f64> {
     Some(match unit {
@@ -127,11 +130,9 @@ pub fn format_bytes(bytes: f64) -> String {
         .into_iter()
         .find(|&(scale, _)| bytes >= scale)
         .map_or((bytes, "B"), |(scale, unit)| (bytes / scale, unit));
-    if value >= 10.0 || unit == "B" {
-        format!("{value:.0} {unit}")
-    } else {
-        format!("{value:.1} {unit}")
-    }
+    let digits = if value >= 10.0 || unit == "B" { 0 } else { 1 };
+    let shown = format!("{value:.digits$}");
+    format!("{} {unit}", shown.strip_suffix(".0").unwrap_or(&shown))
 }
 
 macro_rules! unit_type {
@@ -254,6 +255,7 @@ mod tests {
         assert_eq!(format_bytes(8e10), "80 GB");
         assert_eq!(format_bytes(3.2e9), "3.2 GB");
         assert_eq!(format_bytes(512.0), "512 B");
+        assert_eq!(format_bytes(8e9), "8 GB");
     }
 
     #[test]

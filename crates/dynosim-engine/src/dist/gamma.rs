@@ -3,25 +3,40 @@ use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
 use rand_distr::Distribution;
-use statrs::distribution::ContinuousCDF;
+use statrs::function::gamma::checked_gamma_lr;
 use std::path::Path;
 
 /// Steps allowed to each stage of [`Gamma::quantile`]'s search: more than the factors of two
 /// between f64's smallest and largest positive values (about 2,100).
 const STEPS: usize = 2200;
 
+/// The largest shape accepted: statrs's cdf takes time that grows with the shape (half a
+/// second a call at 10¹⁵, without end at 10³⁰⁰), and the quantile search and the moments of a
+/// rounded gamma call it thousands to millions of times.
+const MAX_SHAPE: f64 = 1e4;
+
 /// Gamma given by its shape k and either its scale θ or its mean kθ.
 #[derive(Debug)]
 pub struct Gamma {
     shape: f64,
     scale: f64,
+    /// 1/scale, as statrs's Gamma keeps it (the cdf is P(shape, x·rate)).
+    rate: f64,
     sampler: rand_distr::Gamma<f64>,
-    analytic: statrs::distribution::Gamma,
 }
 
 pub fn build(p: &Params, _: &Path) -> Result<Box<dyn ServiceDistribution>> {
     let shape = p.positive("shape")?;
     let shape = p.required("shape", "a positive number", shape)?;
+    if shape > MAX_SHAPE {
+        return Err(p.error(
+            "shape",
+            format!(
+                "must be at most {MAX_SHAPE}, got {shape}: a gamma this narrow is constant to \
+                 within 1% (use distribution = \"constant\")"
+            ),
+        ));
+    }
     let scale = match p.one_of("scale", "mean")? {
         "first" => p.positive_duration("scale")?.unwrap(),
         _ => p.positive_duration("mean")?.unwrap() / shape,
@@ -30,9 +45,25 @@ pub fn build(p: &Params, _: &Path) -> Result<Box<dyn ServiceDistribution>> {
     Ok(Box::new(Gamma {
         shape,
         scale,
+        rate: 1.0 / scale,
         sampler: rand_distr::Gamma::new(shape, scale).map_err(|e| invalid(&e))?,
-        analytic: statrs::distribution::Gamma::new(shape, 1.0 / scale).map_err(|e| invalid(&e))?,
     }))
+}
+
+impl Gamma {
+    /// P(S <= x) for x > 0: statrs's `Gamma::cdf`, less its panic (`gamma_lr` unwraps an
+    /// error when x·rate underflows to 0 or overflows), which took the process down in the
+    /// quantile search for a tiny shape (10⁻¹⁸⁵) with a huge scale.
+    fn lower(&self, x: f64) -> f64 {
+        let y = x * self.rate;
+        if y == 0.0 {
+            0.0
+        } else if y.is_infinite() {
+            1.0
+        } else {
+            checked_gamma_lr(self.shape, y).unwrap_or(f64::NAN)
+        }
+    }
 }
 
 impl ServiceDistribution for Gamma {
@@ -63,11 +94,11 @@ impl ServiceDistribution for Gamma {
         // everywhere when 1/scale overflows) gives NaN, not an endless loop.
         let (mut lo, mut hi) = (self.mean(), self.mean().max(f64::MIN_POSITIVE));
         let mut steps = 0;
-        while lo > 0.0 && self.analytic.cdf(lo) >= p && steps < STEPS {
+        while lo > 0.0 && self.lower(lo) >= p && steps < STEPS {
             lo /= 2.0;
             steps += 1;
         }
-        while self.analytic.cdf(hi) < p && hi.is_finite() && steps < 2 * STEPS {
+        while self.lower(hi) < p && hi.is_finite() && steps < 2 * STEPS {
             hi *= 2.0;
             steps += 1;
         }
@@ -83,7 +114,7 @@ impl ServiceDistribution for Gamma {
             if mid <= lo || mid >= hi {
                 return hi;
             }
-            if self.analytic.cdf(mid) < p {
+            if self.lower(mid) < p {
                 lo = mid;
             } else {
                 hi = mid;
@@ -95,7 +126,7 @@ impl ServiceDistribution for Gamma {
         if x <= 0.0 {
             0.0
         } else {
-            self.analytic.cdf(x)
+            self.lower(x)
         }
     }
 }
@@ -114,8 +145,8 @@ mod tests {
         let g = Gamma {
             shape,
             scale,
+            rate: 1.0 / scale,
             sampler: rand_distr::Gamma::new(shape, scale).unwrap(),
-            analytic: statrs::distribution::Gamma::new(shape, 1.0 / scale).unwrap(),
         };
         assert_eq!(g.mean(), 0.0);
         for p in [1e-12, 0.5, 1.0 - 1e-12] {
