@@ -199,13 +199,13 @@ def test_a_failed_command_prints_no_part_of_its_table(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "print_table", table_then_interrupted)
-    assert cli.main(["run", "--duration", "2s", "--replications", "2"]) == cli.EXIT_INTERRUPTED
+    assert cli.main(["run", "--duration", "20s", "--replications", "2"]) == cli.EXIT_INTERRUPTED
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == "dynosim: interrupted\n"
 
 
 def test_stdout_closed_early_is_not_a_traceback(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "run", "--json", "--duration", "2s"],
+    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "run", "--json", "--duration", "20s"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         proc.stdout.close()  # like `| head -1` that has already gone: the report meets a closed pipe

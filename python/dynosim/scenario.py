@@ -41,9 +41,6 @@ TABLES = ("arrivals", "service", "fleet", "router", "run", "cost")
 #: ``service.percentiles[i][j]``, is three levels down.
 MAX_DEPTH = 16
 
-#: A run shorter than this many relaxation times is flagged as possibly not steady state.
-STEADY_DURATIONS = 10
-
 #: Keys naming a section's kind, with the keys of that section that every kind shares. An
 #: override that changes the kind drops the old kind's parameters (a Weibull given with
 #: ``--set`` replaces the file's percentile table rather than clashing with it).
@@ -259,16 +256,17 @@ class Scenario:
 
         Queues near capacity take long to settle: the relaxation time t (the engine's
         heavy-traffic estimate, docs/model.md) grows as 1/(1 − ρ)². A warm-up shorter than t
-        measures the queues while they still fill, and a duration under 10 t leaves the
-        estimate dominated by a few long excursions."""
+        measures the queues while they still fill from empty (a bias the replications'
+        intervals do not show), and a window shorter than t averages a stretch too short to
+        stand for the long run. Longer windows only narrow the intervals, which say so."""
         info = described if described is not None else self.describe()
         t = info.get("relaxation_time")
-        if t is None or (info["warmup"] >= t and info["duration"] >= STEADY_DURATIONS * t):
+        if t is None or (info["warmup"] >= t and info["duration"] >= t):
             return None
         return (f"offered load {info['offered_load']:.3f}: the queues take about {format_seconds(t)} of simulated "
                 f"time to settle (relaxation time), against a warm-up of {format_seconds(info['warmup'])} and a "
                 f"duration of {format_seconds(info['duration'])}; the figures may not be steady state "
-                f"(want run.warmup >= {format_seconds(t)} and run.duration >= {format_seconds(STEADY_DURATIONS * t)},"
+                f"(want run.warmup and run.duration >= {format_seconds(t)},"
                 f" or fewer busy slots: more dynos)")
 
     def validate(self) -> "Scenario":

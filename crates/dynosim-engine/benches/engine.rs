@@ -31,7 +31,9 @@ fn routing_policies(c: &mut Criterion) {
     let mut group = c.benchmark_group("rapgenius");
     group.sample_size(20);
     for policy in ["random", "intelligent", "power_of_d"] {
-        let scenario = Scenario::from_json(&scenario_json(policy), Path::new(".")).unwrap();
+        let scenario =
+            Scenario::from_json(&scenario_json(policy), Path::new("."), &never_interrupted)
+                .unwrap();
         let requests = run_replication(&scenario, 0, &never_interrupted)
             .unwrap()
             .simulated_requests;
@@ -44,7 +46,9 @@ fn routing_policies(c: &mut Criterion) {
     let mut group = c.benchmark_group("events");
     group.sample_size(10);
     for policy in ["random", "intelligent", "power_of_d"] {
-        let scenario = Scenario::from_json(&scenario_json(policy), Path::new(".")).unwrap();
+        let scenario =
+            Scenario::from_json(&scenario_json(policy), Path::new("."), &never_interrupted)
+                .unwrap();
         let run = || run_replication_on(Engine::Events, &scenario, 0, &never_interrupted);
         group.throughput(Throughput::Elements(run().unwrap().simulated_requests));
         group.bench_function(policy, |b| b.iter(|| run().unwrap()));
@@ -53,7 +57,8 @@ fn routing_policies(c: &mut Criterion) {
 }
 
 fn service_sampling(c: &mut Criterion) {
-    let scenario = Scenario::from_json(&scenario_json("random"), Path::new(".")).unwrap();
+    let scenario =
+        Scenario::from_json(&scenario_json("random"), Path::new("."), &never_interrupted).unwrap();
     let mut group = c.benchmark_group("service");
     let mut rng = SimRng::seed_from_u64(1);
     let mut block = [0.0; 256];

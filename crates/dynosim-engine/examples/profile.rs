@@ -19,7 +19,7 @@ fn main() {
     doc["router"]["policy"] = policy.into();
     doc["run"]["duration"] = (minutes * 60.0).into();
     doc["run"]["warmup"] = 0.into();
-    let s = Scenario::from_json(&doc.to_string(), Path::new(".")).unwrap();
+    let s = Scenario::from_json(&doc.to_string(), Path::new("."), &never_interrupted).unwrap();
     let t = std::time::Instant::now();
     let r = run_replication_on(engine, &s, 0, &never_interrupted).unwrap();
     let secs = t.elapsed().as_secs_f64();

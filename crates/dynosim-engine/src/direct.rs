@@ -18,6 +18,7 @@
 
 use crate::error::{Error, Result};
 use crate::measure::Measures;
+use crate::memory::{filled, StateBytes};
 use crate::policy::{DynoDraw, Knowledge, Route, RouterView};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
@@ -58,9 +59,9 @@ pub fn run_replication(
     }
     scenario.check_stable()?;
     let streams = |purpose| stream(scenario.seed, replication, purpose);
-    let mut measures = Measures::new(scenario);
+    let mut measures = Measures::new(scenario)?;
     if scenario.policy.knowledge() == Knowledge::FreeSlots {
-        let mut queue = CentralQueue::new(scenario.dynos as usize);
+        let mut queue = CentralQueue::new(scenario.dynos as usize)?;
         drive(
             scenario,
             &mut measures,
@@ -73,7 +74,7 @@ pub fn run_replication(
         let mut policies: Vec<_> = (0..routers).map(|_| scenario.policy.box_clone()).collect();
         let look_ups = scenario.policy.knowledge() != Knowledge::Nothing;
         let mut dynos =
-            DirectDynos::new(scenario.dynos as usize, scenario.slots as usize, look_ups);
+            DirectDynos::new(scenario.dynos as usize, scenario.slots as usize, look_ups)?;
         let draw = DynoDraw::new(dynos.len());
         if routers == 1 && scenario.policy.knowledge() == Knowledge::Nothing {
             // The routes do not depend on the dynos: draw them a block at a time. The routing
@@ -120,6 +121,34 @@ pub fn run_replication(
         }
     }
     Ok(measures.finish(scenario))
+}
+
+/// What a replication's state costs on this engine (see [`crate::memory`]), from the sizes of
+/// the structures below.
+pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
+    let f64_bytes = size_of::<f64>() as f64;
+    // A queue's buffer doubles as it grows: up to twice the entries it holds.
+    let per_waiting = 2.0 * f64_bytes;
+    if scenario.policy.knowledge() == Knowledge::FreeSlots {
+        // The tournament: up to 2 × (next power of two >= dynos) < 4 × dynos keys.
+        return StateBytes {
+            per_dyno: Measures::BYTES_PER_DYNO + 4.0 * size_of::<u128>() as f64,
+            per_slot: 0.0,
+            per_router_dyno: 0.0,
+            per_waiting,
+        };
+    }
+    let recent = if scenario.slots == 1 && scenario.policy.knowledge() != Knowledge::Nothing {
+        (size_of::<[f64; RECENT]>() + size_of::<u8>()) as f64
+    } else {
+        0.0
+    };
+    StateBytes {
+        per_dyno: Measures::BYTES_PER_DYNO + size_of::<VecDeque<f64>>() as f64 + recent,
+        per_slot: f64_bytes,
+        per_router_dyno: 0.0,
+        per_waiting,
+    }
 }
 
 /// A policy that the direct engine runs held a request, which its [`Knowledge`] rules out.
@@ -260,16 +289,16 @@ const RECENT: usize = 4;
 impl DirectDynos {
     /// `look_ups`: whether the policy reads loads, for which single-slot dynos keep their
     /// recent completion times.
-    fn new(dynos: usize, slots: usize, look_ups: bool) -> Self {
+    fn new(dynos: usize, slots: usize, look_ups: bool) -> Result<Self> {
         let recent = if slots == 1 && look_ups { dynos } else { 0 };
-        DirectDynos {
+        Ok(DirectDynos {
             slots,
-            free_at: vec![0.0; dynos * slots],
-            recent: vec![[0.0; RECENT]; recent],
-            next_recent: vec![0; recent],
-            waiting: (0..dynos).map(|_| VecDeque::new()).collect(),
+            free_at: filled(dynos * slots, 0.0)?,
+            recent: filled(recent, [0.0; RECENT])?,
+            next_recent: filled(recent, 0)?,
+            waiting: filled(dynos, VecDeque::new())?,
             waiting_entries: 0,
-        }
+        })
     }
 
     #[inline]
@@ -359,11 +388,11 @@ struct CentralQueue {
 }
 
 impl CentralQueue {
-    fn new(dynos: usize) -> Self {
-        CentralQueue {
-            free_at: Tournament::new(dynos),
+    fn new(dynos: usize) -> Result<Self> {
+        Ok(CentralQueue {
+            free_at: Tournament::new(dynos)?,
             waiting: VecDeque::new(),
-        }
+        })
     }
 
     #[inline]
@@ -403,16 +432,16 @@ struct Tournament {
 }
 
 impl Tournament {
-    fn new(dynos: usize) -> Self {
+    fn new(dynos: usize) -> Result<Self> {
         let leaves = dynos.max(1).next_power_of_two();
-        let mut tree = vec![u128::MAX; 2 * leaves];
+        let mut tree = filled(2 * leaves, u128::MAX)?;
         for d in 0..dynos {
             tree[leaves + d] = Self::key(0.0, d);
         }
         for node in (1..leaves).rev() {
             tree[node] = tree[2 * node].min(tree[2 * node + 1]);
         }
-        Tournament { tree, leaves }
+        Ok(Tournament { tree, leaves })
     }
 
     /// A time >= 0 (whose bit pattern orders as the time does) above a dyno number: at equal
@@ -452,7 +481,7 @@ mod tests {
         // Against a plain scan, through many updates, with ties and a dyno count that is
         // not a power of two.
         let n = 5;
-        let mut t = Tournament::new(n);
+        let mut t = Tournament::new(n).unwrap();
         let mut times = vec![0.0; n];
         assert_eq!(t.first(), (0, 0.0));
         let mut x = 0.37_f64;

@@ -38,14 +38,20 @@ impl fmt::Display for Error {
                 offered_load,
                 busy_slots_needed,
                 slots,
-            } => write!(
-                f,
-                "unstable system: offered load is {offered_load:.3} of capacity \
-                 (arrival rate x mean service time = {busy_slots_needed:.2} busy slots needed, \
-                 {slots} available); queues would grow without bound. Add dynos or slots \
-                 (at least {}).",
-                busy_slots_needed.floor() as u64 + 1
-            ),
+            } => {
+                write!(
+                    f,
+                    "unstable system: offered load is {offered_load:.3} of capacity \
+                     (arrival rate x mean service time = {busy_slots_needed:.2} busy slots \
+                     needed, {slots} available); queues would grow without bound. Add dynos or \
+                     slots"
+                )?;
+                // Past 2^53 slots the count would be meaningless (and past u64, wrong).
+                if *busy_slots_needed < 9e15 {
+                    write!(f, " (at least {})", busy_slots_needed.floor() as u64 + 1)?;
+                }
+                write!(f, ".")
+            }
             Error::Overloaded { queued, at_time } => write!(
                 f,
                 "overloaded: {queued} requests waiting at t = {at_time:.1} s; the run was \

@@ -11,6 +11,7 @@ pub mod dist;
 pub mod error;
 pub mod load_index;
 mod measure;
+pub mod memory;
 pub mod params;
 pub mod policy;
 pub mod registry;

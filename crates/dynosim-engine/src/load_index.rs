@@ -5,6 +5,8 @@
 //! broken at random ([`Ties::Random`]: a bucket is a set with O(1) random pick) or in favour of
 //! the dyno that has been at that load longest ([`Ties::Oldest`]: a bucket is a FIFO list).
 
+use crate::error::Result;
+use crate::memory::filled;
 use crate::rng::SimRng;
 use rand::Rng;
 
@@ -47,30 +49,37 @@ pub struct LoadIndex {
 impl LoadIndex {
     /// `ranking`: keep the buckets that [`Self::min_load`] and the least-loaded picks need,
     /// breaking ties this way.
-    pub fn new(dynos: usize, ranking: Option<Ties>) -> Self {
-        let all = || (0..dynos as u32).collect::<Vec<u32>>();
+    /// Fails, rather than aborting, when the memory for the index cannot be had.
+    pub fn new(dynos: usize, ranking: Option<Ties>) -> Result<Self> {
+        // The dynos numbered from `from`, NIL past the last: each list below is one of these.
+        let numbered = |from: i64| -> Result<Vec<u32>> {
+            let mut v = filled(dynos, NIL)?;
+            for (d, x) in v.iter_mut().enumerate() {
+                let n = d as i64 + from;
+                if (0..dynos as i64).contains(&n) {
+                    *x = n as u32;
+                }
+            }
+            Ok(v)
+        };
         let buckets = match ranking {
             None => Buckets::None,
             Some(Ties::Random) => Buckets::Random {
-                sets: vec![all()],
-                position: all(),
+                sets: vec![numbered(0)?],
+                position: numbered(0)?,
             },
             Some(Ties::Oldest) => Buckets::Oldest {
                 head: vec![if dynos > 0 { 0 } else { NIL }],
                 tail: vec![if dynos > 0 { dynos as u32 - 1 } else { NIL }],
-                next: (1..=dynos as u32)
-                    .map(|d| if d as usize == dynos { NIL } else { d })
-                    .collect(),
-                prev: (0..dynos as u32)
-                    .map(|d| if d == 0 { NIL } else { d - 1 })
-                    .collect(),
+                next: numbered(1)?,
+                prev: numbered(-1)?,
             },
         };
-        LoadIndex {
-            in_flight: vec![0; dynos],
+        Ok(LoadIndex {
+            in_flight: filled(dynos, 0)?,
             buckets,
             min: 0,
-        }
+        })
     }
 
     #[inline]
@@ -212,7 +221,7 @@ mod tests {
     #[test]
     fn least_loaded_tracks_counts() {
         let mut rng = SimRng::seed_from_u64(7);
-        let mut index = LoadIndex::new(4, Some(Ties::Random));
+        let mut index = LoadIndex::new(4, Some(Ties::Random)).unwrap();
         for d in [0, 1, 2, 0, 1] {
             index.increment(d);
         }
@@ -234,7 +243,7 @@ mod tests {
 
     #[test]
     fn oldest_ties_go_to_the_longest_at_the_least_load() {
-        let mut index = LoadIndex::new(4, Some(Ties::Oldest));
+        let mut index = LoadIndex::new(4, Some(Ties::Oldest)).unwrap();
         // Initially every dyno is idle; the lowest number counts as idle longest.
         assert_eq!(index.oldest_least_loaded(), 0);
         for d in [0, 1, 2, 3] {

@@ -2,6 +2,8 @@
 //! in the same way: each engine says when a request arrived, started and completed, and
 //! [`Measures`] turns that into a [`ReplicationResult`].
 
+use crate::error::Result;
+use crate::memory::filled;
 use crate::scenario::Scenario;
 use crate::sim::{QueueDepth, ReplicationResult, Utilisation};
 use crate::stats::TimeStats;
@@ -25,21 +27,24 @@ pub(crate) struct Measures {
 }
 
 impl Measures {
-    pub fn new(scenario: &Scenario) -> Self {
+    /// Bytes kept per dyno: the two lists below and the utilisation list of the result.
+    pub const BYTES_PER_DYNO: f64 = 24.0;
+
+    pub fn new(scenario: &Scenario) -> Result<Self> {
         let n = scenario.dynos as usize;
-        Measures {
+        Ok(Measures {
             window_start: scenario.warmup,
             window_end: scenario.warmup + scenario.duration,
             queue: TimeStats::default(),
             response: TimeStats::default(),
             service_sum: 0.0,
             completions_in_window: 0,
-            busy_area: vec![0.0; n],
-            max_dyno_queue: vec![0; n],
+            busy_area: filled(n, 0.0)?,
+            max_dyno_queue: filled(n, 0)?,
             max_router_queue: 0,
             arrived: 0,
             completed: 0,
-        }
+        })
     }
 
     /// When arrivals stop: the end of the measurement window.

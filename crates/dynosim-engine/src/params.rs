@@ -2,7 +2,7 @@
 //! read with the key path at hand so that every error names the key it is about.
 
 use crate::error::{Error, Result};
-use crate::units::{Duration, Rate};
+use crate::units::{Duration, Rate, MAX_RATE, MIN_DURATION};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -84,15 +84,26 @@ impl<'a> Params<'a> {
             .transpose()
     }
 
+    /// A duration of at least [`MIN_DURATION`].
     pub fn positive_duration(&self, key: &str) -> Result<Option<f64>> {
         self.get::<Duration>(key)?
-            .map(|v| check_positive(v.0, &self.path(key)))
+            .map(|v| check_duration(v.0, &self.path(key)))
             .transpose()
     }
 
+    /// A rate from just above 0 to [`MAX_RATE`].
     pub fn positive_rate(&self, key: &str) -> Result<Option<f64>> {
         self.get::<Rate>(key)?
-            .map(|v| check_positive(v.0, &self.path(key)))
+            .map(|v| {
+                let rate = check_positive(v.0, &self.path(key))?;
+                if rate > MAX_RATE {
+                    return Err(self.error(
+                        key,
+                        format!("must be at most 1e9 per second (1 ns between events), got {rate}"),
+                    ));
+                }
+                Ok(rate)
+            })
             .transpose()
     }
 
@@ -103,6 +114,12 @@ impl<'a> Params<'a> {
                 format!("missing; {} {:?} needs {what}", self.section, self.kind),
             )
         })
+    }
+
+    /// A whole number from `min` to `max` (`default` when absent), converted to the type the
+    /// engine keeps it in: no value is ever truncated on the way.
+    pub fn whole<T: TryFrom<i64>>(&self, key: &str, default: i64, min: i64, max: i64) -> Result<T> {
+        whole(self.get(key)?.unwrap_or(default), &self.path(key), min, max)
     }
 
     /// Exactly one of two alternative keys (e.g. Weibull `scale` or `median`).
@@ -128,6 +145,39 @@ pub fn check_positive(value: f64, path: &str) -> Result<f64> {
             format!("must be a positive number, got {value}"),
         ))
     }
+}
+
+/// A duration that must be finite and at least [`MIN_DURATION`] (1 ns).
+pub fn check_duration(seconds: f64, path: &str) -> Result<f64> {
+    if seconds.is_finite() && seconds >= MIN_DURATION {
+        Ok(seconds)
+    } else if seconds > 0.0 {
+        Err(Error::config(
+            path,
+            format!("must be a duration of at least 1 ns, got {seconds:e} s"),
+        ))
+    } else {
+        Err(Error::config(
+            path,
+            format!("must be a positive duration, got {seconds} s"),
+        ))
+    }
+}
+
+/// `value` as a `T` if it is from `min` to `max`; the error names the range.
+pub fn whole<T: TryFrom<i64>>(value: i64, path: &str, min: i64, max: i64) -> Result<T> {
+    if value < min || value > max {
+        let range = if max == i64::MAX {
+            format!(">= {min}")
+        } else {
+            format!(">= {min} and <= {max}")
+        };
+        return Err(Error::config(
+            path,
+            format!("must be a whole number {range}, got {value}"),
+        ));
+    }
+    T::try_from(value).map_err(|_| Error::config(path, format!("out of range: {value}")))
 }
 
 /// serde_json appends " at line 1 column 5" to messages about values it was handed already

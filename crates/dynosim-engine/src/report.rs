@@ -23,6 +23,8 @@ pub struct RunReport {
     pub arrival_rate: f64,
     pub service_mean: f64,
     pub offered_load: f64,
+    /// How long the queues take to settle, s (see [`Scenario::relaxation_time`]).
+    pub relaxation_time: Option<f64>,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -69,19 +71,53 @@ impl Estimate {
     }
 }
 
-/// Runs every replication of the scenario, in parallel over the machine's cores; results are
-/// in replication order and do not depend on the number of threads.
+/// Fleets up to this many dynos get `utilisation.per_dyno` in the report's summary (the mean
+/// over replications); larger ones do not, so that a report stays small whatever the fleet.
+/// Each replication's own list is never kept: the report's memory does not grow with dynos ×
+/// replications.
+pub const PER_DYNO_LIMIT: u32 = 10_000;
+
+/// Runs every replication of the scenario, in parallel over the machine's cores (as many at
+/// once as `run.max_memory` has room for); results are in replication order and do not depend
+/// on the number of threads.
 pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<RunReport> {
     scenario.check_stable()?;
     let started = std::time::Instant::now();
-    let per_replication: Vec<ReplicationResult> = (0..scenario.replications as u64)
-        .into_par_iter()
-        .map(|r| run_replication(scenario, r, interrupted))
-        .collect::<Result<_>>()?;
+    let replications = u64::from(scenario.replications);
+    let at_once = scenario.replications_at_once() as u64;
+    let mut per_replication = Vec::with_capacity(scenario.replications as usize);
+    let keep_per_dyno = scenario.dynos <= PER_DYNO_LIMIT;
+    let mut per_dyno_sum = vec![
+        0.0;
+        if keep_per_dyno {
+            scenario.dynos as usize
+        } else {
+            0
+        }
+    ];
+    for first in (0..replications).step_by(at_once as usize) {
+        let batch: Vec<ReplicationResult> = (first..replications.min(first + at_once))
+            .into_par_iter()
+            .map(|r| run_replication(scenario, r, interrupted))
+            .collect::<Result<_>>()?;
+        // Summed in replication order, as the mean of the whole list would be.
+        for mut result in batch {
+            let per_dyno = std::mem::take(&mut result.utilisation.per_dyno);
+            for (sum, u) in per_dyno_sum.iter_mut().zip(per_dyno) {
+                *sum += u;
+            }
+            per_replication.push(result);
+        }
+    }
     let trees: Vec<Value> = per_replication
         .iter()
         .map(|r| serde_json::to_value(r).expect("results serialize"))
         .collect();
+    let mut summary = summarize(&trees);
+    if keep_per_dyno {
+        let n = per_replication.len() as f64;
+        summary["utilisation"]["per_dyno"] = per_dyno_sum.iter().map(|s| s / n).collect();
+    }
     Ok(RunReport {
         scenario: scenario.name.clone(),
         policy: scenario.policy_name.clone(),
@@ -92,11 +128,12 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
         arrival_rate: scenario.arrivals.mean_rate(),
         service_mean: scenario.service.mean(),
         offered_load: scenario.offered_load(),
+        relaxation_time: scenario.relaxation_time(),
         duration: scenario.duration,
         warmup: scenario.warmup,
         replications: scenario.replications,
         seed: scenario.seed,
-        summary: summarize(&trees),
+        summary,
         per_replication,
         wall_seconds: started.elapsed().as_secs_f64(),
     })

@@ -4,9 +4,11 @@
 use crate::arrivals::{self, ArrivalProcess};
 use crate::dist::{self, ServiceDistribution, Shaped};
 use crate::error::{Error, Result};
-use crate::params::{strip_serde_position, Params};
-use crate::policy::{self, RoutingPolicy};
-use crate::units::Duration;
+use crate::memory::DEFAULT_MAX_MEMORY;
+use crate::params::{check_duration, strip_serde_position, whole, Params};
+use crate::policy::{self, Knowledge, RoutingPolicy};
+use crate::theory;
+use crate::units::{Bytes, Duration, MIN_DURATION};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -94,6 +96,9 @@ pub struct RunSpec {
     /// runs, so that no typo in a duration or a rate starts a run that would not end.
     #[serde(default = "default_max_requests")]
     pub max_requests: f64,
+    /// Memory one replication's engine state may take (see [`crate::memory`]).
+    #[serde(default = "default_max_memory")]
+    pub max_memory: Bytes,
 }
 
 fn one() -> i64 {
@@ -117,6 +122,9 @@ fn default_max_waiting() -> i64 {
 fn default_max_requests() -> f64 {
     1e10
 }
+fn default_max_memory() -> Bytes {
+    Bytes(DEFAULT_MAX_MEMORY)
+}
 
 impl Default for RunSpec {
     fn default() -> Self {
@@ -127,6 +135,7 @@ impl Default for RunSpec {
             seed: 1,
             max_waiting: default_max_waiting(),
             max_requests: default_max_requests(),
+            max_memory: default_max_memory(),
         }
     }
 }
@@ -147,22 +156,35 @@ pub struct Scenario {
     pub replications: u32,
     pub seed: u64,
     pub max_waiting: usize,
+    /// Bytes one replication's engine state may take.
+    pub max_memory: f64,
 }
 
 impl Scenario {
     /// Parses and validates a scenario given as JSON; relative file paths in it (an empirical
-    /// sample file) are taken from `base_dir`.
-    pub fn from_json(text: &str, base_dir: &Path) -> Result<Scenario> {
+    /// sample file) are taken from `base_dir`. Validation can take a while (the moments of a
+    /// rounded distribution are summed over up to 10⁷ cells); `interrupted` is polled meanwhile,
+    /// and when it returns true validation stops with [`Error::Interrupted`].
+    pub fn from_json(
+        text: &str,
+        base_dir: &Path,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Scenario> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let spec: ScenarioSpec = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let path = if path == "." { String::new() } else { path };
             explain_serde_error(path, &e.inner().to_string())
         })?;
-        Scenario::build(&spec, base_dir)
+        Scenario::build(&spec, base_dir, interrupted)
     }
 
-    pub fn build(spec: &ScenarioSpec, base_dir: &Path) -> Result<Scenario> {
+    /// Validates a parsed scenario; see [`Scenario::from_json`].
+    pub fn build(
+        spec: &ScenarioSpec,
+        base_dir: &Path,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Scenario> {
         let arrivals = {
             let kind = &spec.arrivals.process;
             let (keys, build) = arrivals::REGISTRY.lookup(kind).ok_or_else(|| {
@@ -190,16 +212,12 @@ impl Scenario {
         let params = Params::new("service", &s.distribution, &s.params);
         params.allow(keys)?;
         let mut service = build(&params, base_dir)?;
+        check_service(&*service, &format!("service.{}", keys[0]))?;
         if let Some(step) = s.round_up {
-            if !(step.0 > 0.0 && step.0.is_finite()) {
-                return Err(Error::config(
-                    "service.round_up",
-                    "must be a positive duration",
-                ));
-            }
+            check_duration(step.0, "service.round_up")?;
         }
         if let Some((lo, hi)) = s.clip {
-            if !(lo.0 >= 0.0 && hi.0 > lo.0 && hi.0.is_finite()) {
+            if !(lo.0 >= 0.0 && hi.0 > lo.0 && hi.0 >= MIN_DURATION && hi.0.is_finite()) {
                 return Err(Error::config(
                     "service.clip",
                     format!(
@@ -214,7 +232,14 @@ impl Scenario {
                 service,
                 s.round_up.map(|d| d.0),
                 s.clip.map(|(a, b)| (a.0, b.0)),
-            ));
+                interrupted,
+            )?);
+            let key = if s.round_up.is_some() {
+                "service.round_up"
+            } else {
+                "service.clip"
+            };
+            check_service(&*service, key)?;
         }
 
         let dynos = whole(spec.fleet.dynos, "fleet.dynos", 1, 10_000_000)?;
@@ -242,11 +267,15 @@ impl Scenario {
         let policy = build(&params)?;
 
         let run = &spec.run;
-        if !(run.duration.0 > 0.0 && run.duration.0.is_finite()) {
-            return Err(Error::config("run.duration", "must be a positive duration"));
-        }
+        check_duration(run.duration.0, "run.duration")?;
         if !(run.warmup.0 >= 0.0 && run.warmup.0.is_finite()) {
             return Err(Error::config("run.warmup", "must be a duration >= 0"));
+        }
+        if !(run.max_memory.0 >= 1e6 && run.max_memory.0.is_finite()) {
+            return Err(Error::config(
+                "run.max_memory",
+                format!("must be at least 1 MB, got {} bytes", run.max_memory.0),
+            ));
         }
         let replications = whole(run.replications, "run.replications", 1, 100_000)?;
         check_work(
@@ -255,7 +284,7 @@ impl Scenario {
             replications,
             run.max_requests,
         )?;
-        Ok(Scenario {
+        let scenario = Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
             arrivals,
             service,
@@ -268,13 +297,38 @@ impl Scenario {
             warmup: run.warmup.0,
             replications,
             seed: run.seed,
-            max_waiting: whole::<usize>(run.max_waiting, "run.max_waiting", 1, i64::MAX)?,
-        })
+            // A dyno's count of requests is a u32: a billion waiting stay well inside it.
+            max_waiting: whole::<usize>(run.max_waiting, "run.max_waiting", 1, 1_000_000_000)?,
+            max_memory: run.max_memory.0,
+        };
+        scenario.check_time_scales()?;
+        scenario.check_memory()?;
+        Ok(scenario)
     }
 
     /// Arrival rate × mean service time / slots: the utilisation every policy must reach.
     pub fn offered_load(&self) -> f64 {
         self.busy_slots_needed() / self.total_slots() as f64
+    }
+
+    /// How long the queues take to settle at this load, in seconds: the heavy-traffic estimate
+    /// of [`theory::relaxation_time`], None at or above capacity. The servers sharing one queue
+    /// are a dyno's slots, except for one `intelligent` router, whose single queue feeds every
+    /// slot of the fleet. (Several `intelligent` routers may each send a dyno more than it has
+    /// free, so their requests queue at the dynos too: the dyno's slots, the longer estimate.)
+    pub fn relaxation_time(&self) -> Option<f64> {
+        let one_queue = self.policy.knowledge() == Knowledge::FreeSlots && self.routers == 1;
+        let servers = if one_queue {
+            self.total_slots()
+        } else {
+            u64::from(self.slots)
+        };
+        theory::relaxation_time(
+            self.offered_load(),
+            self.service.mean(),
+            self.service.second_moment(),
+            servers,
+        )
     }
 
     pub fn busy_slots_needed(&self) -> f64 {
@@ -285,9 +339,69 @@ impl Scenario {
         self.dynos as u64 * self.slots as u64
     }
 
-    /// Refuses a scenario whose offered load is at or above capacity.
+    /// Refuses a scenario whose busy slots needed overflow, whose measured window expects
+    /// fewer than one arrival (its figures would all be zeros, which read as a fleet that
+    /// never queues), or whose run is so long that the simulated clock (f64 seconds) cannot
+    /// time a mean service time or a mean gap between arrivals to 1 part in 1000 near its end.
+    fn check_time_scales(&self) -> Result<()> {
+        let expected = self.arrivals.mean_rate() * self.duration;
+        if expected < 1.0 {
+            return Err(Error::config(
+                "run.duration",
+                format!(
+                    "{} s at {} arrivals/s expects {expected:e} arrivals; a run needs at least \
+                     one (arrivals.rate x run.duration >= 1)",
+                    self.duration,
+                    self.arrivals.mean_rate()
+                ),
+            ));
+        }
+        if !self.busy_slots_needed().is_finite() {
+            return Err(Error::config(
+                "arrivals.rate",
+                format!(
+                    "arrival rate {} /s x mean service time {} s overflows",
+                    self.arrivals.mean_rate(),
+                    self.service.mean()
+                ),
+            ));
+        }
+        let horizon = self.warmup + self.duration;
+        let (gap, service) = (1.0 / self.arrivals.mean_rate(), self.service.mean());
+        let shortest = gap.min(service);
+        if horizon * f64::EPSILON * 1e3 > shortest {
+            return Err(Error::config(
+                "run.duration",
+                format!(
+                    "warmup + duration = {horizon} s is too long for the simulated clock to time \
+                     {} of {shortest} s to 1 part in 1000; shorten the run",
+                    if gap < service {
+                        "the mean gap between arrivals"
+                    } else {
+                        "the mean service time"
+                    }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a scenario whose offered load is at or above capacity, or not a number.
     pub fn check_stable(&self) -> Result<()> {
-        if self.offered_load() >= 1.0 {
+        let load = self.offered_load();
+        if load.is_nan() {
+            return Err(Error::config(
+                "",
+                format!(
+                    "offered load is not a number (arrival rate {} /s x mean service time {} s \
+                     / {} slots)",
+                    self.arrivals.mean_rate(),
+                    self.service.mean(),
+                    self.total_slots()
+                ),
+            ));
+        }
+        if load >= 1.0 {
             return Err(Error::Unstable {
                 offered_load: self.offered_load(),
                 busy_slots_needed: self.busy_slots_needed(),
@@ -321,6 +435,36 @@ fn check_work(rate: f64, simulated: f64, replications: u32, budget: f64) -> Resu
     Ok(())
 }
 
+/// Checks what every use of a service distribution relies on (the stability check, theory, the
+/// relaxation time): a mean of at least 1 ns, and finite mean, second moment and median. Every
+/// distribution offered has finite moments of all orders, so an infinite or NaN one is an
+/// overflow (a lognormal with σ = 30, a quantile table whose percentiles are too close for
+/// their z to differ): parameters too extreme to simulate, reported at `path`.
+fn check_service(service: &dyn ServiceDistribution, path: &str) -> Result<()> {
+    let (mean, second, median) = (
+        service.mean(),
+        service.second_moment(),
+        service.quantile(0.5),
+    );
+    if !(mean.is_finite() && second.is_finite() && median.is_finite()) {
+        return Err(Error::config(
+            path,
+            format!(
+                "the service time distribution's moments are not finite numbers (mean {mean} s, \
+                 second moment {second} s², median {median} s): its parameters are too extreme \
+                 to simulate"
+            ),
+        ));
+    }
+    if mean < MIN_DURATION {
+        return Err(Error::config(
+            path,
+            format!("the mean service time, {mean} s, is below 1 ns"),
+        ));
+    }
+    Ok(())
+}
+
 fn unknown(path: &str, what: &str, name: &str, known: &[&str]) -> Error {
     Error::config(
         path,
@@ -329,21 +473,6 @@ fn unknown(path: &str, what: &str, name: &str, known: &[&str]) -> Error {
             known.join(", ")
         ),
     )
-}
-
-fn whole<T: TryFrom<i64>>(value: i64, path: &str, min: i64, max: i64) -> Result<T> {
-    if value < min || value > max {
-        let range = if max == i64::MAX {
-            format!(">= {min}")
-        } else {
-            format!("from {min} to {max}")
-        };
-        return Err(Error::config(
-            path,
-            format!("must be a whole number {range}, got {value}"),
-        ));
-    }
-    T::try_from(value).map_err(|_| Error::config(path, format!("out of range: {value}")))
 }
 
 /// Rewords serde's messages for people editing a scenario: a missing field is reported at its

@@ -561,6 +561,18 @@ pub const KEYS: &[Key] = &[
         meaning: "the work budget: a run expected to simulate more requests than this (arrival rate \
                   × (warm-up + duration) × replications) is refused before it starts",
     },
+    Key {
+        section: "run",
+        kind: None,
+        name: "max_memory",
+        value: "size such as \"8GB\" or \"512MiB\", or a number of bytes; at least 1 MB",
+        unit: "bytes",
+        default: Default::Value("8e9"),
+        example: "\"16GB\"",
+        meaning: "memory one replication's engine state may take; a fleet that needs more (dynos × \
+                  slots, routers × dynos for load-aware routers) is refused before anything is \
+                  allocated, and replications run side by side only as far as it allows",
+    },
     // --- [cost]
     Key {
         section: "cost",
@@ -860,7 +872,7 @@ mod tests {
             let mut doc = full.clone();
             set_kind(&mut doc, section, kind.name);
             let text = Value::Object(doc).to_string();
-            if let Err(e) = Scenario::from_json(&text, Path::new(&dir)) {
+            if let Err(e) = Scenario::from_json(&text, Path::new(&dir), &crate::never_interrupted) {
                 panic!("{} {:?} from the examples: {e}", kind.section, kind.name);
             }
         }

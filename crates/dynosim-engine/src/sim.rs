@@ -11,6 +11,7 @@ use crate::direct;
 use crate::error::{Error, Result};
 use crate::load_index::LoadIndex;
 use crate::measure::Measures;
+use crate::memory::{filled, StateBytes};
 use crate::policy::{DynoDraw, Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
@@ -68,7 +69,7 @@ impl Ord for Event {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Dyno {
     busy: u32,
     waiting: VecDeque<Request>,
@@ -104,6 +105,10 @@ pub struct Utilisation {
     pub mean: f64,
     pub min: f64,
     pub max: f64,
+    /// Each dyno's utilisation. A report keeps it only in its summary (see
+    /// [`crate::report::PER_DYNO_LIMIT`]): each replication's list is emptied there, and an
+    /// empty list is not written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_dyno: Vec<f64>,
 }
 
@@ -179,6 +184,32 @@ impl Engine {
             Engine::Direct
         } else {
             Engine::Events
+        }
+    }
+
+    /// What a replication's state costs on the engine that `Auto` picks (see
+    /// [`crate::memory`]).
+    pub fn state_bytes(self, scenario: &Scenario) -> StateBytes {
+        match self {
+            Engine::Direct => direct::state_bytes(scenario),
+            Engine::Auto => Engine::for_scenario(scenario).state_bytes(scenario),
+            Engine::Events => {
+                let u32_bytes = size_of::<u32>() as f64;
+                // Per router and dyno: the in-flight count, and for a ranking its bucket links
+                // (random ties: a position and a place in a set that may hold spare room).
+                let ranking = match scenario.policy.knowledge() {
+                    Knowledge::Ranking(Ties::Random) => 3.0 * u32_bytes,
+                    Knowledge::Ranking(Ties::Oldest) | Knowledge::FreeSlots => 2.0 * u32_bytes,
+                    Knowledge::Nothing | Knowledge::Some => 0.0,
+                };
+                StateBytes {
+                    per_dyno: Measures::BYTES_PER_DYNO + size_of::<Dyno>() as f64,
+                    // The event heap holds a completion per busy slot; its buffer doubles.
+                    per_slot: 2.0 * size_of::<Event>() as f64,
+                    per_router_dyno: u32_bytes + ranking,
+                    per_waiting: 2.0 * size_of::<Request>() as f64,
+                }
+            }
         }
     }
 
@@ -272,7 +303,7 @@ fn simulate(
         now: 0.0,
         seq: 0,
         events: BinaryHeap::with_capacity(scenario.total_slots().min(1 << 20) as usize + 1),
-        dynos: (0..n).map(|_| Dyno::default()).collect(),
+        dynos: filled(n, Dyno::default())?,
         loads: (0..routers)
             .map(|_| {
                 let ranking = match scenario.policy.knowledge() {
@@ -282,13 +313,13 @@ fn simulate(
                 };
                 LoadIndex::new(n, ranking)
             })
-            .collect(),
+            .collect::<Result<_>>()?,
         policies: (0..routers).map(|_| scenario.policy.box_clone()).collect(),
         router_queues: (0..routers).map(|_| VecDeque::new()).collect(),
         waiting_total: 0,
         routing_rng: stream(seed, replication, Stream::Routing),
         dyno_draw: DynoDraw::new(n),
-        measures: Measures::new(scenario),
+        measures: Measures::new(scenario)?,
         queued: 0,
         trace,
     };

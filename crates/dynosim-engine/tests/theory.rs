@@ -45,7 +45,7 @@ fn random_routing_is_mg1(label: &str, service: Value, rho: f64, seed: u64) {
     ));
     assert!((scenario.offered_load() - rho).abs() < 1e-12);
     let report = run_ok(&scenario);
-    let w = mg1_mean_wait(lambda / dynos as f64, es, es2);
+    let w = mg1_mean_wait(lambda / dynos as f64, es, es2).expect("rho < 1");
     let measure =
         |f: fn(&dynosim_engine::ReplicationResult) -> f64| Measured::over_replications(&report, f);
 
@@ -160,8 +160,8 @@ fn intelligent_routing_is_mmc(dynos: u32, slots: u32, rho: f64, seed: u64) {
     let report = run_ok(&scenario);
     let measure =
         |f: fn(&dynosim_engine::ReplicationResult) -> f64| Measured::over_replications(&report, f);
-    let p_wait = erlang_c(c, a);
-    let w = mmc_mean_wait(c, a, es);
+    let p_wait = erlang_c(c, a).expect("a < c");
+    let w = mmc_mean_wait(c, a, es).expect("a < c");
     assert_matches(
         &format!("{label}: P(wait) = Erlang C"),
         measure(|r| r.queued_fraction),
@@ -211,16 +211,17 @@ fn intelligent_routing_over_multi_slot_dynos_is_mmc() {
 fn intelligent_router_is_one_central_queue_whatever_the_slot_layout() {
     let rho = 0.8;
     let es = 0.1;
-    let run_layout = |dynos: u32, slots: u32| {
-        run_ok(&build(&scenario_json(
+    let layout = |dynos: u32, slots: u32| {
+        build(&scenario_json(
             rho * 20.0 / es,
             json!({"distribution": "exponential", "mean": es}),
             dynos,
             slots,
             json!({"policy": "intelligent"}),
             (200.0, 10.0, 20, 205),
-        )))
+        ))
     };
+    let run_layout = |dynos: u32, slots: u32| run_ok(&layout(dynos, slots));
     let layouts = [run_layout(20, 1), run_layout(5, 4), run_layout(1, 20)];
     for other in &layouts[1..] {
         for (x, y) in layouts[0]
@@ -240,15 +241,32 @@ fn intelligent_router_is_one_central_queue_whatever_the_slot_layout() {
             assert!((x.utilisation.mean - y.utilisation.mean).abs() < 1e-12);
         }
     }
-    // Balance: each dyno of each multi-dyno layout is busy ρ of the time.
+    // Balance: each dyno of each multi-dyno layout is busy ρ of the time. A report keeps
+    // per-dyno figures only as their mean over replications, so the replications are run again
+    // one by one here (and their mean checked against the report's).
     for report in &layouts[..2] {
+        let s = layout(report.dynos, report.slots);
+        let per_dyno: Vec<Vec<f64>> = (0..u64::from(report.replications))
+            .map(|r| {
+                run_replication(&s, r, &never_interrupted)
+                    .unwrap()
+                    .utilisation
+                    .per_dyno
+            })
+            .collect();
         for dyno in 0..report.dynos as usize {
+            let xs: Vec<f64> = per_dyno.iter().map(|u| u[dyno]).collect();
+            let measured = Measured::of(&xs);
+            assert_eq!(
+                report.summary["utilisation"]["per_dyno"][dyno].as_f64(),
+                Some(xs.iter().sum::<f64>() / xs.len() as f64)
+            );
             assert_matches(
                 &format!(
                     "intelligent {}x{}: utilisation of dyno {dyno}",
                     report.dynos, report.slots
                 ),
-                Measured::over_replications(report, |r| r.utilisation.per_dyno[dyno]),
+                measured,
                 rho,
                 0.02,
             );
@@ -372,8 +390,12 @@ fn least_connections_is_join_the_shortest_queue() {
 
     let k = common::k_for(19.0);
     for (what, m, mmc) in [
-        ("P(wait)", p_measured, erlang_c(c, a)),
-        ("mean wait", w_measured, mmc_mean_wait(c, a, es)),
+        ("P(wait)", p_measured, erlang_c(c, a).expect("a < c")),
+        (
+            "mean wait",
+            w_measured,
+            mmc_mean_wait(c, a, es).expect("a < c"),
+        ),
     ] {
         println!(
             "{label}: {what} {:+.1}% from M/M/c's {mmc:.6}",
@@ -409,7 +431,7 @@ fn least_connections_is_join_the_shortest_queue() {
 #[test]
 fn power_of_two_choices_approaches_the_mean_field_limit() {
     let (lambda, d) = (0.9, 2);
-    let limit = power_of_d_mean_time(lambda, d);
+    let limit = power_of_d_mean_time(lambda, d).expect("lambda < 1");
     let response_over_es = |n: u32, duration: f64, seed: u64| {
         let scenario = build(&scenario_json(
             lambda * n as f64,
@@ -820,7 +842,9 @@ fn same_scenario_and_seed_give_identical_results() {
     assert_eq!(first.summary, second.summary);
     // Replications do not depend on the thread that ran them: one at a time gives the same.
     for (r, parallel) in first.per_replication.iter().enumerate() {
-        let alone = run_replication(&s, r as u64, &never_interrupted).unwrap();
+        let mut alone = run_replication(&s, r as u64, &never_interrupted).unwrap();
+        // A report keeps per-dyno figures only in its summary.
+        alone.utilisation.per_dyno.clear();
         assert_eq!(
             serde_json::to_value(&alone).unwrap(),
             serde_json::to_value(parallel).unwrap()

@@ -5,7 +5,7 @@
 
 use dynosim_engine::{theory, Error, Scenario};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,45 +32,74 @@ fn to_py(err: Error) -> PyErr {
     EngineError::new_err((kind, path, message))
 }
 
-fn build(scenario_json: &str, base_dir: &str) -> PyResult<Scenario> {
-    Scenario::from_json(scenario_json, Path::new(base_dir)).map_err(to_py)
+/// Builds the scenario and hands it to `work`, both on a worker thread with the GIL released
+/// (see [`without_gil`]): validating a scenario can take seconds (a rounded distribution's
+/// moments, a long sample file), and Ctrl-C must stop that too.
+fn with_scenario<T: Send>(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    work: impl FnOnce(Scenario, &(dyn Fn() -> bool + Sync)) -> Result<T, Error> + Send,
+) -> PyResult<T> {
+    without_gil(py, |stop| {
+        work(
+            Scenario::from_json(scenario_json, Path::new(base_dir), stop)?,
+            stop,
+        )
+    })
+    .map_err(to_py)
 }
 
 /// Validates a scenario and describes it without running it (JSON text).
 #[pyfunction]
-fn describe(scenario_json: &str, base_dir: &str) -> PyResult<String> {
-    let s = build(scenario_json, base_dir)?;
-    Ok(serde_json::json!({
-        "name": s.name,
-        "policy": s.policy_name,
-        "dynos": s.dynos,
-        "slots": s.slots,
-        "routers": s.routers,
-        "arrival_rate": s.arrivals.mean_rate(),
-        "service_mean": s.service.mean(),
-        "service_second_moment": s.service.second_moment(),
-        "offered_load": s.offered_load(),
-        "busy_slots_needed": s.busy_slots_needed(),
-        "duration": s.duration,
-        "warmup": s.warmup,
-        "replications": s.replications,
-        "seed": s.seed,
+fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
+    with_scenario(py, scenario_json, base_dir, |s, _| {
+        Ok(serde_json::json!({
+            "name": s.name,
+            "policy": s.policy_name,
+            "dynos": s.dynos,
+            "slots": s.slots,
+            "routers": s.routers,
+            "arrival_rate": s.arrivals.mean_rate(),
+            "service_mean": s.service.mean(),
+            "service_second_moment": s.service.second_moment(),
+            "offered_load": s.offered_load(),
+            "busy_slots_needed": s.busy_slots_needed(),
+            "relaxation_time": s.relaxation_time(),
+            "duration": s.duration,
+            "warmup": s.warmup,
+            "replications": s.replications,
+            "seed": s.seed,
+        })
+        .to_string())
     })
-    .to_string())
 }
 
-/// Service-time quantiles of a scenario's distribution (after rounding and clipping).
+/// Service-time quantiles of a scenario's distribution (after rounding and clipping); each p
+/// must lie strictly between 0 and 1.
 #[pyfunction]
-fn service_quantiles(scenario_json: &str, base_dir: &str, ps: Vec<f64>) -> PyResult<Vec<f64>> {
-    let s = build(scenario_json, base_dir)?;
-    Ok(ps.into_iter().map(|p| s.service.quantile(p)).collect())
+fn service_quantiles(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    ps: Vec<f64>,
+) -> PyResult<Vec<f64>> {
+    if let Some(p) = ps.iter().find(|&&p| !(p > 0.0 && p < 1.0)) {
+        return Err(PyValueError::new_err(format!(
+            "service_quantiles: p must lie strictly between 0 and 1, got {p}"
+        )));
+    }
+    with_scenario(py, scenario_json, base_dir, |s, _| {
+        Ok(ps.iter().map(|&p| s.service.quantile(p)).collect())
+    })
 }
 
 /// Runs a scenario's replications with the GIL released; Ctrl-C stops the run.
 #[pyfunction]
 fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
-    let scenario = build(scenario_json, base_dir)?;
-    let report = without_gil(py, |stop| dynosim_engine::run(&scenario, stop)).map_err(to_py)?;
+    let report = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
+        dynosim_engine::run(&scenario, stop)
+    })?;
     Ok(serde_json::to_string(&report).expect("reports serialize"))
 }
 
@@ -85,11 +114,10 @@ fn trace(
     interval: f64,
     until: f64,
 ) -> PyResult<String> {
-    let scenario = build(scenario_json, base_dir)?;
-    let outcome = without_gil(py, |stop| {
+    let trace = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
         dynosim_engine::trace_replication(&scenario, 0, interval, until, stop).map(|(_, t)| t)
-    });
-    Ok(serde_json::to_string(&outcome.map_err(to_py)?).expect("traces serialize"))
+    })?;
+    Ok(serde_json::to_string(&trace).expect("traces serialize"))
 }
 
 /// Counts calls to [`interrupt`]: a run stops when the count moves past the value it started
@@ -153,24 +181,51 @@ fn parse_duration(text: &str) -> Option<f64> {
     dynosim_engine::units::parse_duration(text)
 }
 
-#[pyfunction]
-fn erlang_c(c: u32, a: f64) -> f64 {
-    theory::erlang_c(c, a)
+/// A theory helper's answer, or ValueError when its arguments are outside its domain.
+fn in_domain(value: Option<f64>, call: impl FnOnce() -> String, needs: &str) -> PyResult<f64> {
+    value.ok_or_else(|| PyValueError::new_err(format!("{}: needs {needs}", call())))
 }
 
 #[pyfunction]
-fn mmc_mean_wait(c: u32, a: f64, mean_service: f64) -> f64 {
-    theory::mmc_mean_wait(c, a, mean_service)
+fn erlang_c(c: u32, a: f64) -> PyResult<f64> {
+    in_domain(
+        theory::erlang_c(c, a),
+        || format!("erlang_c(c={c}, a={a})"),
+        "0 <= a < c",
+    )
 }
 
 #[pyfunction]
-fn mg1_mean_wait(arrival_rate: f64, mean_service: f64, second_moment: f64) -> f64 {
-    theory::mg1_mean_wait(arrival_rate, mean_service, second_moment)
+fn mmc_mean_wait(c: u32, a: f64, mean_service: f64) -> PyResult<f64> {
+    in_domain(
+        theory::mmc_mean_wait(c, a, mean_service),
+        || format!("mmc_mean_wait(c={c}, a={a}, mean_service={mean_service})"),
+        "0 <= a < c and mean_service > 0",
+    )
 }
 
 #[pyfunction]
-fn power_of_d_mean_time(load: f64, d: u32) -> f64 {
-    theory::power_of_d_mean_time(load, d)
+fn mg1_mean_wait(arrival_rate: f64, mean_service: f64, second_moment: f64) -> PyResult<f64> {
+    in_domain(
+        theory::mg1_mean_wait(arrival_rate, mean_service, second_moment),
+        || {
+            format!(
+                "mg1_mean_wait(arrival_rate={arrival_rate}, mean_service={mean_service}, \
+                 second_moment={second_moment})"
+            )
+        },
+        "arrival_rate >= 0, mean_service > 0, mean_service^2 <= second_moment < inf \
+         and arrival_rate * mean_service < 1",
+    )
+}
+
+#[pyfunction]
+fn power_of_d_mean_time(load: f64, d: u32) -> PyResult<f64> {
+    in_domain(
+        theory::power_of_d_mean_time(load, d),
+        || format!("power_of_d_mean_time(load={load}, d={d})"),
+        "0 <= load < 1 and d >= 2",
+    )
 }
 
 #[pymodule]

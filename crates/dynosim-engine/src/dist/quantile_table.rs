@@ -2,7 +2,7 @@ use super::{normal, ServiceDistribution};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
-use crate::units::Duration;
+use crate::units::{Duration, MIN_DURATION};
 use rand_distr::{Distribution, StandardNormal};
 use statrs::distribution::ContinuousCDF;
 use std::path::Path;
@@ -47,8 +47,11 @@ pub fn build(p: &Params, _: &Path) -> Result<Box<dyn ServiceDistribution>> {
                 "percent must be strictly between 0 and 100, got {pct}"
             )));
         }
-        if !(t.0 > 0.0 && t.0.is_finite()) {
-            return Err(at(format!("time must be positive, got {} s", t.0)));
+        if !(t.0 >= MIN_DURATION && t.0.is_finite()) {
+            return Err(at(format!(
+                "time must be a duration of at least 1 ns, got {} s",
+                t.0
+            )));
         }
         if i > 0 {
             let (prev_pct, prev_t) = rows[i - 1];

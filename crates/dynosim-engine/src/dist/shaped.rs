@@ -1,4 +1,5 @@
 use super::ServiceDistribution;
+use crate::error::{Error, Result};
 use crate::rng::SimRng;
 use rand::SeedableRng;
 
@@ -8,6 +9,9 @@ use rand::SeedableRng;
 /// Moments: when rounding is on and the range to sum over is at most 10⁷ steps, exactly, from
 /// E[Y] = ∫ P(Y > y) dy summed cell by cell on the rounding grid; otherwise estimated from 10⁶
 /// samples drawn with a fixed internal seed (the estimate is then reproducible).
+/// Cells or samples between two polls of the interrupt flag while summing the moments.
+const POLL_EVERY: usize = 1 << 16;
+
 #[derive(Debug)]
 pub struct Shaped {
     inner: Box<dyn ServiceDistribution>,
@@ -18,11 +22,14 @@ pub struct Shaped {
 }
 
 impl Shaped {
+    /// Works out the moments at once; `interrupted` is polled while it does (see
+    /// [`crate::Scenario::from_json`]).
     pub fn new(
         inner: Box<dyn ServiceDistribution>,
         round_up: Option<f64>,
         clip: Option<(f64, f64)>,
-    ) -> Self {
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Self> {
         let mut shaped = Shaped {
             inner,
             round_up,
@@ -30,8 +37,8 @@ impl Shaped {
             mean: f64::NAN,
             second_moment: f64::NAN,
         };
-        (shaped.mean, shaped.second_moment) = shaped.moments();
-        shaped
+        (shaped.mean, shaped.second_moment) = shaped.moments(interrupted)?;
+        Ok(shaped)
     }
 
     #[inline]
@@ -43,7 +50,7 @@ impl Shaped {
         x.clamp(self.clip.0, self.clip.1)
     }
 
-    fn moments(&self) -> (f64, f64) {
+    fn moments(&self, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<(f64, f64)> {
         if let Some(step) = self.round_up {
             let top = if self.clip.1.is_finite() {
                 self.clip.1
@@ -52,25 +59,33 @@ impl Shaped {
             };
             let cells = (top / step).ceil();
             if cells.is_finite() && cells <= 1e7 {
-                return self.grid_moments(step, cells as usize);
+                return self.grid_moments(step, cells as usize, interrupted);
             }
         }
         let mut rng = SimRng::seed_from_u64(0x5EED);
         let n = 1_000_000;
         let (mut s1, mut s2) = (0.0, 0.0);
-        for _ in 0..n {
+        for i in 0..n {
+            if i % POLL_EVERY == 0 && interrupted() {
+                return Err(Error::Interrupted);
+            }
             let y = self.sample(&mut rng);
             s1 += y;
             s2 += y * y;
         }
-        (s1 / n as f64, s2 / n as f64)
+        Ok((s1 / n as f64, s2 / n as f64))
     }
 
     /// Y = clip(step·⌈X/step⌉) takes the value clip(k·step) with probability
     /// F(k·step) − F((k−1)·step); values past `cells` carry the remaining mass at the top.
     /// Grid points are clipped, not rounded again: k·step/step may come out a hair above k,
     /// and rounding it up would move the value to the next grid point.
-    fn grid_moments(&self, step: f64, cells: usize) -> (f64, f64) {
+    fn grid_moments(
+        &self,
+        step: f64,
+        cells: usize,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<(f64, f64)> {
         let on_grid = |k: usize| (k as f64 * step).clamp(self.clip.0, self.clip.1);
         let (mut s1, mut s2) = (0.0, 0.0);
         let mut prev = self.inner.cdf(0.0);
@@ -78,6 +93,9 @@ impl Shaped {
         s1 += prev * at_zero;
         s2 += prev * at_zero * at_zero;
         for k in 1..=cells {
+            if k % POLL_EVERY == 0 && interrupted() {
+                return Err(Error::Interrupted);
+            }
             let f = self.inner.cdf(k as f64 * step);
             let y = on_grid(k);
             s1 += (f - prev) * y;
@@ -87,7 +105,7 @@ impl Shaped {
         let y = on_grid(cells + 1);
         s1 += (1.0 - prev) * y;
         s2 += (1.0 - prev) * y * y;
-        (s1, s2)
+        Ok((s1, s2))
     }
 }
 
@@ -157,7 +175,7 @@ mod tests {
         // U(0, 10 ms) rounded up to whole ms is uniform on {1, ..., 10} ms: mean 5.5 ms,
         // E[Y²] = 38.5 ms². Regression: grid points were rounded a second time, and
         // k·step/step landing a hair above k moved them one step up.
-        let d = Shaped::new(Box::new(Uniform(0.010)), Some(0.001), None);
+        let d = Shaped::new(Box::new(Uniform(0.010)), Some(0.001), None, &|| false).unwrap();
         assert!((d.mean() - 0.0055).abs() < 1e-12, "{}", d.mean());
         assert!(
             (d.second_moment() - 38.5e-6).abs() < 1e-12,
@@ -165,7 +183,23 @@ mod tests {
             d.second_moment()
         );
         // Clipped to [3 ms, 8 ms]: values 3 (p .3), 4..7 (p .1 each), 8 (p .3).
-        let c = Shaped::new(Box::new(Uniform(0.010)), Some(0.001), Some((0.003, 0.008)));
+        let c = Shaped::new(
+            Box::new(Uniform(0.010)),
+            Some(0.001),
+            Some((0.003, 0.008)),
+            &|| false,
+        )
+        .unwrap();
         assert!((c.mean() - 0.0055).abs() < 1e-12, "{}", c.mean());
+    }
+
+    #[test]
+    fn summing_the_moments_stops_when_interrupted() {
+        // 10⁷ cells to sum; the flag is up from the start.
+        let stopped = Shaped::new(Box::new(Uniform(10.0)), Some(1e-6), None, &|| true);
+        assert!(matches!(stopped, Err(Error::Interrupted)), "{stopped:?}");
+        // Too many cells: the moments are estimated from samples, which stop too.
+        let sampled = Shaped::new(Box::new(Uniform(1e9)), Some(1e-6), None, &|| true);
+        assert!(matches!(sampled, Err(Error::Interrupted)), "{sampled:?}");
     }
 }

@@ -3,6 +3,9 @@ use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
 
+/// The most candidates a request may have: the distinct draws are tracked in an array this long.
+const MAX_D: usize = 16;
+
 /// Power of d choices (Mitzenmacher 1996; Envoy's and HAProxy's `random(2)`): d distinct dynos
 /// drawn at random, the one with the fewest in-flight requests from this router wins; ties go
 /// to the earlier draw, which is itself random.
@@ -12,11 +15,9 @@ pub struct PowerOfD {
 }
 
 pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
-    let d: i64 = p.get("d")?.unwrap_or(2);
-    if d < 1 {
-        return Err(p.error("d", format!("must be a whole number >= 1, got {d}")));
-    }
-    Ok(Box::new(PowerOfD { d: d as usize }))
+    Ok(Box::new(PowerOfD {
+        d: p.whole("d", 2, 1, MAX_D as i64)?,
+    }))
 }
 
 impl RoutingPolicy for PowerOfD {
@@ -32,7 +33,7 @@ impl RoutingPolicy for PowerOfD {
             let better = view.in_flight(second) < view.in_flight(first);
             return Route::To(if better { second } else { first });
         }
-        let mut chosen = [0usize; 16];
+        let mut chosen = [0usize; MAX_D];
         let mut best = first;
         let mut best_load = view.in_flight(best);
         chosen[0] = best;
@@ -40,13 +41,11 @@ impl RoutingPolicy for PowerOfD {
             // Distinct candidates: redraw on a repeat (d is small next to n in practice).
             let candidate = loop {
                 let c = view.random_dyno(rng);
-                if i >= chosen.len() || !chosen[..i].contains(&c) {
+                if !chosen[..i].contains(&c) {
                     break c;
                 }
             };
-            if i < chosen.len() {
-                chosen[i] = candidate;
-            }
+            chosen[i] = candidate;
             let load = view.in_flight(candidate);
             if load < best_load {
                 best = candidate;

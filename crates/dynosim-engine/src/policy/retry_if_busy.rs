@@ -12,12 +12,10 @@ pub struct RetryIfBusy {
 }
 
 pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
-    let tries: i64 = p.get("tries")?.unwrap_or(2);
-    if tries < 1 {
-        return Err(p.error("tries", format!("must be a whole number >= 1, got {tries}")));
-    }
+    // Heroku's router tries up to 10 dynos; a hundred draws per request is already far past
+    // any router's patience.
     Ok(Box::new(RetryIfBusy {
-        tries: tries as u32,
+        tries: p.whole("tries", 2, 1, 100)?,
     }))
 }
 

@@ -158,7 +158,8 @@ pub fn scenario_json(
 }
 
 pub fn build(json: &str) -> Scenario {
-    Scenario::from_json(json, Path::new(".")).unwrap_or_else(|e| panic!("{e}\n{json}"))
+    Scenario::from_json(json, Path::new("."), &never_interrupted)
+        .unwrap_or_else(|e| panic!("{e}\n{json}"))
 }
 
 pub fn run_ok(scenario: &Scenario) -> RunReport {

@@ -1,0 +1,126 @@
+//! The memory a run needs, worked out from the scenario before anything is allocated, and held
+//! to the scenario's `run.max_memory`: a fleet of 10⁷ dynos × 1,000 slots is refused with the
+//! keys that make it large, rather than aborting the process when an allocation fails.
+//!
+//! A replication's state is, per engine (see [`crate::direct`] and [`crate::sim`]): a few
+//! numbers per dyno, per slot and (event-driven engine) per router × dyno, and the waiting
+//! requests, at most `run.max_waiting` of them. Replications run in parallel, but never more
+//! at once than the limit has room for ([`Scenario::replications_at_once`]); a scenario is
+//! refused only when one replication alone is over the limit.
+
+use crate::error::{Error, Result};
+use crate::scenario::Scenario;
+use crate::units::format_bytes;
+
+/// `run.max_memory` when the scenario does not set it: 8 GB.
+pub const DEFAULT_MAX_MEMORY: f64 = 8e9;
+
+/// What one replication's state costs, by what sizes it (bytes, as f64: no product overflows).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StateBytes {
+    /// Per dyno, whatever its slots (queues, measures).
+    pub per_dyno: f64,
+    /// Per slot of every dyno.
+    pub per_slot: f64,
+    /// Per router and dyno (the event-driven engine's per-router loads).
+    pub per_router_dyno: f64,
+    /// Per request waiting (the queues grow to at most `run.max_waiting` of them).
+    pub per_waiting: f64,
+}
+
+/// One part of a replication's state: the key path that sizes it, what it is, its bytes.
+struct Part {
+    path: &'static str,
+    what: String,
+    bytes: f64,
+}
+
+impl Scenario {
+    fn memory_parts(&self) -> [Part; 3] {
+        let cost = crate::sim::Engine::for_scenario(self).state_bytes(self);
+        let (dynos, slots, routers) = (
+            f64::from(self.dynos),
+            f64::from(self.slots),
+            f64::from(self.routers),
+        );
+        [
+            Part {
+                path: "fleet",
+                what: format!("{} dynos x {} slots", self.dynos, self.slots),
+                bytes: dynos * (cost.per_dyno + slots * cost.per_slot),
+            },
+            Part {
+                path: "router.routers",
+                what: format!("{} routers x {} dynos", self.routers, self.dynos),
+                bytes: routers * dynos * cost.per_router_dyno,
+            },
+            Part {
+                path: "run.max_waiting",
+                what: format!("{} waiting requests", self.max_waiting),
+                bytes: self.max_waiting as f64 * cost.per_waiting,
+            },
+        ]
+    }
+
+    /// Bytes of engine state one replication may need at most.
+    pub fn replication_bytes(&self) -> f64 {
+        self.memory_parts().iter().map(|p| p.bytes).sum()
+    }
+
+    /// Refuses a scenario one replication of which needs more than `run.max_memory`, naming
+    /// the keys behind the largest part of it.
+    pub(crate) fn check_memory(&self) -> Result<()> {
+        let parts = self.memory_parts();
+        let total: f64 = parts.iter().map(|p| p.bytes).sum();
+        if total <= self.max_memory {
+            return Ok(());
+        }
+        let largest = parts
+            .iter()
+            .max_by(|a, b| a.bytes.total_cmp(&b.bytes))
+            .expect("three parts");
+        let whole = if largest.bytes < 0.9 * total {
+            format!(" (one replication about {} in all)", format_bytes(total))
+        } else {
+            String::new()
+        };
+        Err(Error::config(
+            largest.path,
+            format!(
+                "{} needs about {} of engine state{whole}; the limit is {} (run.max_memory)",
+                largest.what,
+                format_bytes(largest.bytes),
+                format_bytes(self.max_memory)
+            ),
+        ))
+    }
+
+    /// How many replications may run at once: as many as the machine has threads, but no more
+    /// than `run.max_memory` has room for (at least one: [`Scenario::from_json`] refused a
+    /// scenario one replication of which does not fit).
+    pub fn replications_at_once(&self) -> usize {
+        let fit = (self.max_memory / self.replication_bytes().max(1.0)).floor();
+        let fit = if fit >= 1.0 { fit.min(1e6) as usize } else { 1 };
+        fit.min(rayon::current_num_threads())
+            .min(self.replications as usize)
+            .max(1)
+    }
+}
+
+/// `n` copies of `value`, or an error rather than an abort when the allocation fails (the
+/// estimate above passed, but the machine has less memory than `run.max_memory` says).
+pub(crate) fn filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::config(
+            "run.max_memory",
+            format!(
+                "could not allocate {} of engine state: this machine has less free memory \
+                 than run.max_memory allows",
+                format_bytes((n * std::mem::size_of::<T>()) as f64)
+            ),
+        )
+    })?;
+    v.resize(n, value);
+    Ok(v)
+}

@@ -1,0 +1,666 @@
+//! Scenario validation under fuzzing: property-based generators of scenario documents, mostly
+//! valid, with values mutated into the extreme, the negative, the NaN-ish, the wrongly typed
+//! and the deeply nested, for every distribution, policy and arrival process. For each one
+//! [`Scenario::from_json`] must return (no panic, no endless loop) either a scenario or a
+//! configuration/stability error, and an accepted scenario must have finite, positive
+//! analytic moments and a finite offered load, relaxation time and quantiles: what `describe`
+//! reports and what the stability check and the theory rely on. Nothing is run, so no case
+//! allocates a fleet.
+//!
+//! The number of cases is 100,000 by default, about 35 s in `cargo test --release` on a
+//! 2-core machine; set it with `PROPTEST_CASES` (`PROPTEST_CASES=1000000 cargo test --release
+//! --test fuzz_validation` for a longer hunt, a few hundred for a quick look). A failure is
+//! shrunk to a small document; keep it as a named test in the regression corpus at the end of
+//! this file.
+
+use dynosim_engine::{never_interrupted, Error, Scenario};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+fn from_json(doc: &Value) -> Result<Scenario, Error> {
+    Scenario::from_json(&doc.to_string(), Path::new("."), &never_interrupted)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generators.
+
+/// A number as a scenario might hold one: ordinary, extreme, negative, zero or not finite
+/// (serde_json writes NaN and infinities as null).
+fn number() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        4 => 0.001..100.0f64,
+        1 => any::<f64>(),
+        1 => prop::sample::select(vec![
+            0.0, -0.0, -1.0, 1e-320, 5e-324, 1e-16, 1e-9, 1e300, f64::MAX, f64::MIN_POSITIVE,
+            1e9, 1e10, f64::NAN, f64::INFINITY,
+        ]),
+    ]
+}
+
+fn unit() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "", "ns", "us", "ms", "s", " s", "min", "h", "d", "parsecs", "rps", "ms ", "1", "e", "/s",
+    ])
+}
+
+/// A duration: a bare number, a number with a unit, or a string that only looks like one.
+fn duration() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        3 => (0.001..1000.0f64, prop::sample::select(vec!["ms", "s", "min"]))
+            .prop_map(|(x, u)| json!(format!("{x}{u}"))),
+        2 => (number(), unit()).prop_map(|(x, u)| json!(format!("{x}{u}"))),
+        1 => number().prop_map(|x| json!(x)),
+        1 => "[-+]?[0-9_.]{0,6}([eE][-+]?[0-9]{0,3})? ?[a-zµ]{0,4}".prop_map(Value::String),
+        1 => prop::sample::select(vec![
+            json!("nan"), json!("inf"), json!("1e-320s"), json!("1e"), json!("1..2s"),
+            json!(true), json!([1, "s"]), json!({"s": 1}), Value::Null, json!(-5),
+        ]),
+    ]
+}
+
+fn rate() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        3 => (1.0..20000.0f64, prop::sample::select(vec!["/s", "/min", " per second", " rps"]))
+            .prop_map(|(x, u)| json!(format!("{x}{u}"))),
+        2 => number().prop_map(|x| json!(x)),
+        1 => (number(), prop::sample::select(vec!["/h", "rpsXYZ", "/", " req/s", "/fortnight"]))
+            .prop_map(|(x, u)| json!(format!("{x}{u}"))),
+        1 => prop::sample::select(vec![json!("fast"), json!(null), json!([150])]),
+    ]
+}
+
+/// A whole number: small and sensible, at the edges of a range, or not whole at all.
+fn count(sensible: std::ops::RangeInclusive<i64>) -> impl Strategy<Value = Value> {
+    prop_oneof![
+        4 => sensible.prop_map(|n| json!(n)),
+        1 => prop::sample::select(vec![
+            json!(0), json!(-1), json!(10_000_000), json!(10_000_001), json!(100_000),
+            json!(i64::MAX), json!(4_294_967_297_i64), json!(7.5), json!("7"), Value::Null,
+        ]),
+        1 => any::<i64>().prop_map(|n| json!(n)),
+    ]
+}
+
+/// A percentile table: increasing mostly, sometimes not, sometimes with percents crowded
+/// together or at the ends, and times across many orders of magnitude.
+fn percentiles() -> impl Strategy<Value = Value> {
+    let percent = prop_oneof![
+        3 => 0.5..99.5f64,
+        1 => prop::sample::select(vec![
+            0.0, 100.0, 1e-300, 99.99999999999999, 50.0, 50.000000000001, -1.0, f64::NAN,
+        ]),
+    ];
+    let time = prop_oneof![
+        3 => (-3.0..3.0f64).prop_map(|e| json!(format!("{}s", 10f64.powf(e)))),
+        1 => duration(),
+        1 => (-320.0..308.0f64).prop_map(|e| json!(format!("{:e}s", 10f64.powf(e)))),
+    ];
+    (prop::collection::vec((percent, time), 0..10), any::<bool>()).prop_map(|(mut rows, sort)| {
+        if sort {
+            rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        json!(rows
+            .into_iter()
+            .map(|(p, t)| json!([p, t]))
+            .collect::<Vec<_>>())
+    })
+}
+
+/// Sample files for `empirical`, made once: ordinary, with a header, with a negative time,
+/// empty; plus paths that are not files.
+fn sample_files() -> &'static Vec<String> {
+    static FILES: OnceLock<Vec<String>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("dynosim-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| -> String {
+            let path: PathBuf = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        vec![
+            write("ok.txt", "7\n46ms\n0.3\n3s\n"),
+            write("header.txt", "time_ms\n7\n46\n255\n"),
+            write("negative.txt", "7\n-1\n"),
+            write("zeros.txt", "0\n0\n"),
+            write("empty.txt", ""),
+            write("huge.txt", "1e200\n1e300\n"),
+            "/dev/zero".into(),
+            "/dev/null".into(),
+            dir.to_string_lossy().into_owned(),
+            "/nonexistent/samples.txt".into(),
+        ]
+    })
+}
+
+fn service() -> impl Strategy<Value = Value> {
+    let distribution = prop_oneof![
+        duration().prop_map(|v| json!({"distribution": "constant", "value": v})),
+        duration().prop_map(|m| json!({"distribution": "exponential", "mean": m})),
+        (duration(), number())
+            .prop_map(|(m, s)| json!({"distribution": "lognormal", "median": m, "sigma": s})),
+        (number(), duration(), any::<bool>()).prop_map(|(k, v, by_scale)| {
+            let key = if by_scale { "scale" } else { "median" };
+            json!({"distribution": "weibull", "shape": k, key: v})
+        }),
+        (number(), duration(), any::<bool>()).prop_map(|(k, v, by_scale)| {
+            let key = if by_scale { "scale" } else { "mean" };
+            json!({"distribution": "gamma", "shape": k, key: v})
+        }),
+        (
+            prop::sample::select(sample_files().clone()),
+            prop::option::of(prop::sample::select(vec!["ms", "s", "1", "1ms", "ns", "x"]))
+        )
+            .prop_map(|(file, unit)| {
+                let mut d = json!({"distribution": "empirical", "file": file});
+                if let Some(u) = unit {
+                    d["unit"] = json!(u);
+                }
+                d
+            }),
+        percentiles().prop_map(|p| json!({"distribution": "quantiles", "percentiles": p})),
+        Just(json!({"distribution": "pareto", "alpha": 1.5})),
+    ];
+    // Rounding and clipping, kept coarse enough that the exact moments sum over few cells
+    // (a fine grid of 10⁷ cells is bounded work, but slow to repeat hundreds of times).
+    let round_up = prop_oneof![
+        3 => Just(None),
+        2 => (0.1..100.0f64).prop_map(|ms| Some(json!(format!("{ms}ms")))),
+        1 => duration().prop_map(Some),
+    ];
+    let clip = prop_oneof![
+        3 => Just(None),
+        1 => (duration(), duration()).prop_map(|(a, b)| Some(json!([a, b]))),
+        1 => (0.0..0.05f64, 0.1..30.0f64)
+            .prop_map(|(a, b)| Some(json!([format!("{a}s"), format!("{b}s")]))),
+    ];
+    (distribution, round_up, clip).prop_map(|(mut d, round_up, clip)| {
+        if let Some(r) = round_up {
+            d["round_up"] = r;
+        }
+        if let Some(c) = clip {
+            d["clip"] = c;
+        }
+        d
+    })
+}
+
+fn router() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::select(vec![
+            "random",
+            "round_robin",
+            "least_connections",
+            "power_of_d",
+            "retry_if_busy",
+            "intelligent",
+            "smart",
+        ]),
+        count(1..=4),
+        prop::option::of(count(1..=5)),
+        prop::option::of(count(1..=5)),
+    )
+        .prop_map(|(policy, routers, d, tries)| {
+            let mut r = json!({"policy": policy, "routers": routers});
+            if let Some(d) = d {
+                r["d"] = d;
+            }
+            if let Some(t) = tries {
+                r["tries"] = t;
+            }
+            r
+        })
+}
+
+fn run_section() -> impl Strategy<Value = Value> {
+    (
+        duration(),
+        duration(),
+        count(1..=20),
+        prop::option::of(count(1..=1_000_000)),
+        prop::option::of(prop::sample::select(vec![
+            json!("8GB"),
+            json!("1MB"),
+            json!("100 kB"),
+            json!(1e12),
+            json!("lots"),
+            json!(-1),
+        ])),
+    )
+        .prop_map(
+            |(duration, warmup, replications, max_waiting, max_memory)| {
+                let mut r =
+                    json!({"duration": duration, "warmup": warmup, "replications": replications});
+                if let Some(m) = max_waiting {
+                    r["max_waiting"] = m;
+                }
+                if let Some(m) = max_memory {
+                    r["max_memory"] = m;
+                }
+                r
+            },
+        )
+}
+
+/// A document, then one of a few structural mutations: a section dropped, an unknown key,
+/// a value buried under deep nesting, a section of the wrong type.
+fn document() -> impl Strategy<Value = Value> {
+    let doc = (
+        rate(),
+        service(),
+        count(1..=200),
+        count(1..=4),
+        router(),
+        run_section(),
+    )
+        .prop_map(|(rate, service, dynos, slots, router, run)| {
+            json!({
+                "name": "fuzz",
+                "arrivals": {"process": "poisson", "rate": rate},
+                "service": service,
+                "fleet": {"dynos": dynos, "slots": slots},
+                "router": router,
+                "run": run,
+            })
+        });
+    let mutation = prop_oneof![
+        6 => Just(None),
+        1 => (0usize..6, 0usize..300).prop_map(Some),
+    ];
+    (doc, mutation).prop_map(|(mut doc, mutation)| {
+        if let Some((which, depth)) = mutation {
+            let sections = ["arrivals", "service", "fleet", "router", "run", "name"];
+            let section = sections[which];
+            let map: &mut Map<String, Value> = doc.as_object_mut().unwrap();
+            match depth % 4 {
+                0 => {
+                    map.remove(section);
+                }
+                1 => {
+                    map.insert("unexpected".into(), json!(depth));
+                }
+                2 => {
+                    let mut nested = json!(1);
+                    for _ in 0..depth {
+                        nested = json!([nested]);
+                    }
+                    map.insert(section.into(), nested);
+                }
+                _ => {
+                    map.insert(section.into(), json!(depth.to_string()));
+                }
+            }
+        }
+        doc
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The property.
+
+/// What `describe` and the stability check compute from an accepted scenario must be finite.
+fn check_accepted(s: &Scenario, doc: &Value) {
+    let (mean, second) = (s.service.mean(), s.service.second_moment());
+    assert!(mean.is_finite() && mean > 0.0, "mean {mean}: {doc}");
+    assert!(
+        second.is_finite() && second > 0.0,
+        "second moment {second}: {doc}"
+    );
+    let load = s.offered_load();
+    assert!(load.is_finite() && load > 0.0, "offered load {load}: {doc}");
+    assert!(s.busy_slots_needed().is_finite(), "{doc}");
+    for p in [0.001, 0.5, 0.999] {
+        let q = s.service.quantile(p);
+        assert!(q.is_finite() && q >= 0.0, "quantile({p}) = {q}: {doc}");
+    }
+    match s.check_stable() {
+        Ok(()) => {
+            let t = s.relaxation_time();
+            assert!(
+                t.is_some_and(|t| t.is_finite() && t >= 0.0),
+                "relaxation time {t:?}: {doc}"
+            );
+        }
+        Err(Error::Unstable { offered_load, .. }) => assert!(offered_load >= 1.0, "{doc}"),
+        Err(e) => panic!("check_stable: {e}: {doc}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(100_000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn validation_accepts_or_explains_every_document(doc in document()) {
+        match from_json(&doc) {
+            Ok(s) => check_accepted(&s, &doc),
+            Err(Error::Config { message, .. }) => {
+                prop_assert!(!message.is_empty());
+                prop_assert!(!message.contains('\n'), "a one-line message: {message}");
+            }
+            Err(other) => prop_assert!(false, "unexpected error {other:?} for {doc}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regression corpus: each case issue #9 names, and each case the fuzzer found.
+
+/// A valid scenario to edit: 150 requests/s, 75 single-slot dynos, random routing.
+fn base() -> Value {
+    json!({
+        "arrivals": {"process": "poisson", "rate": "9000/min"},
+        "service": {"distribution": "exponential", "mean": "100ms"},
+        "fleet": {"dynos": 75, "slots": 1},
+        "router": {"policy": "random"},
+        "run": {"duration": "1min", "warmup": "0s", "replications": 2, "seed": 1},
+    })
+}
+
+fn with(edits: &[(&str, Value)]) -> Value {
+    let mut doc = base();
+    for (path, value) in edits {
+        let (section, key) = path.split_once('.').unwrap();
+        doc[section][key] = value.clone();
+    }
+    doc
+}
+
+/// Asserts a configuration error at `path` whose message contains each fragment.
+fn assert_refused(doc: &Value, path: &str, fragments: &[&str]) {
+    match from_json(doc) {
+        Err(Error::Config { path: got, message }) => {
+            assert_eq!(got, path, "{message}");
+            for f in fragments {
+                assert!(message.contains(f), "{message:?} lacks {f:?}");
+            }
+        }
+        Err(other) => panic!("expected a config error at {path}, got {other:?}"),
+        Ok(_) => panic!("expected a config error at {path}, got a scenario: {doc}"),
+    }
+}
+
+#[test]
+fn quantile_table_whose_mean_is_nan_is_rejected() {
+    // Percentiles so close that ln t climbs 700 orders of magnitude in no z at all: the closed
+    // form of the mean is ∞ × 0 = NaN, and a NaN offered load passed `>= 1.0` as stable.
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "quantiles", "percentiles": [
+        [50, "1ms"], [50.000000000001, "1e300s"], [99, "2e300s"]]});
+    assert_refused(&doc, "service.percentiles", &["not finite"]);
+}
+
+#[test]
+fn lognormal_whose_second_moment_overflows_is_rejected() {
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "lognormal", "median": "50ms", "sigma": 20});
+    assert_refused(&doc, "service.median", &["second moment inf"]);
+}
+
+#[test]
+fn a_nan_offered_load_is_not_stable() {
+    #[derive(Debug)]
+    struct NanMean;
+    impl dynosim_engine::dist::ServiceDistribution for NanMean {
+        fn sample(&self, _: &mut dynosim_engine::rng::SimRng) -> f64 {
+            0.1
+        }
+        fn mean(&self) -> f64 {
+            f64::NAN
+        }
+        fn second_moment(&self) -> f64 {
+            f64::NAN
+        }
+        fn quantile(&self, _: f64) -> f64 {
+            0.1
+        }
+        fn cdf(&self, _: f64) -> f64 {
+            1.0
+        }
+    }
+    let mut s = from_json(&base()).unwrap();
+    s.service = Box::new(NanMean);
+    assert!(matches!(s.check_stable(), Err(Error::Config { .. })));
+    assert!(matches!(
+        dynosim_engine::run(&s, &never_interrupted),
+        Err(Error::Config { .. })
+    ));
+}
+
+#[test]
+fn gamma_with_underflowing_scale_is_rejected_quickly() {
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "gamma", "shape": 0.5, "scale": "1e-320s",
+                            "round_up": "1ms"});
+    assert_refused(&doc, "service.scale", &["at least 1 ns"]);
+    // A scale just above the floor and a shape that brings the mean under it.
+    doc["service"] = json!({"distribution": "gamma", "shape": 1e-300, "scale": "1s",
+                            "round_up": "1ms"});
+    assert_refused(&doc, "service.shape", &["below 1 ns"]);
+}
+
+#[test]
+fn gamma_with_a_huge_shape_is_rejected_not_left_computing() {
+    // Found by the fuzzer: statrs's cdf never returned for shape 1e300.
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "gamma", "shape": 1e300, "mean": "100ms"});
+    assert_refused(&doc, "service.shape", &["at most 10000"]);
+}
+
+#[test]
+fn gamma_with_a_tiny_shape_does_not_panic_in_its_quantile_search() {
+    // Found by the fuzzer: statrs's Gamma::cdf panicked (gamma_lr unwraps XInvalid) once
+    // x / scale underflowed to 0 while the search halved its bracket.
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "gamma", "shape": 2.495792524158534e-185,
+                            "mean": "0.001ms"});
+    let s = from_json(&doc).unwrap();
+    assert!(s.service.quantile(0.5).is_finite());
+    assert!(s.service.quantile(1e-9) >= 0.0);
+}
+
+#[test]
+fn durations_below_a_nanosecond_are_rejected() {
+    assert_refused(
+        &with(&[("run.duration", json!(1e-16))]),
+        "run.duration",
+        &["at least 1 ns", "1e-16"],
+    );
+    assert_refused(
+        &with(&[("service.round_up", json!("0.1ns"))]),
+        "service.round_up",
+        &["at least 1 ns"],
+    );
+    assert_refused(
+        &with(&[("service.mean", json!("1e-320s"))]),
+        "service.mean",
+        &["at least 1 ns"],
+    );
+}
+
+#[test]
+fn a_run_too_long_for_the_clock_is_rejected() {
+    assert_refused(
+        // Over the work budget too: raise it to reach the clock's own check.
+        &with(&[
+            ("run.duration", json!("1e15s")),
+            ("run.max_requests", json!(1e30)),
+        ]),
+        "run.duration",
+        &["simulated clock", "mean gap between arrivals"],
+    );
+}
+
+#[test]
+fn a_run_that_expects_no_arrival_is_rejected() {
+    // Found by the fuzzer: at 1e-320/s the mean gap was infinite and the offered load 0.
+    assert_refused(
+        &with(&[("arrivals.rate", json!(1e-320))]),
+        "run.duration",
+        &["at least one"],
+    );
+    assert_refused(
+        &with(&[
+            ("arrivals.rate", json!("1/h")),
+            ("run.duration", json!("30min")),
+        ]),
+        "run.duration",
+        &["expects 5e-1 arrivals"],
+    );
+}
+
+#[test]
+fn rates_above_one_per_nanosecond_are_rejected() {
+    assert_refused(
+        &with(&[("arrivals.rate", json!(1e12))]),
+        "arrivals.rate",
+        &["at most 1e9"],
+    );
+}
+
+#[test]
+fn rate_with_trailing_nonsense_is_rejected() {
+    assert_refused(
+        &with(&[("arrivals.rate", json!("150 rpsXYZ"))]),
+        "arrivals.rate",
+        &["expected a rate", "150 rpsXYZ"],
+    );
+}
+
+#[test]
+fn router_tries_and_d_are_range_checked_not_truncated() {
+    // 2^32 + 1 was truncated to 1 try.
+    let mut doc = base();
+    doc["router"] = json!({"policy": "retry_if_busy", "tries": 4_294_967_297_i64});
+    assert_refused(&doc, "router.tries", &[">= 1 and <= 100", "4294967297"]);
+    doc["router"] = json!({"policy": "power_of_d", "d": 17});
+    assert_refused(&doc, "router.d", &[">= 1 and <= 16", "17"]);
+    doc["router"] = json!({"policy": "power_of_d", "d": 16});
+    assert!(from_json(&doc).is_ok());
+    assert_refused(
+        &with(&[("run.max_waiting", json!(i64::MAX))]),
+        "run.max_waiting",
+        &["<= 1000000000"],
+    );
+}
+
+#[test]
+fn a_fleet_too_large_for_memory_is_refused_before_allocating() {
+    // 10⁷ dynos × 1000 slots: 80 GB of slot state on the direct engine. This aborted the
+    // process (SIGABRT on a failed allocation).
+    let doc = with(&[
+        ("fleet.dynos", json!(10_000_000)),
+        ("fleet.slots", json!(1000)),
+    ]);
+    assert_refused(
+        &doc,
+        "fleet",
+        &[
+            "10000000 dynos x 1000 slots needs about 8",
+            "GB of engine state",
+            "the limit is 8 GB (run.max_memory)",
+        ],
+    );
+    // The same fleet is accepted with the limit raised (nothing is allocated to validate it).
+    let mut raised = doc.clone();
+    raised["run"]["max_memory"] = json!("200GB");
+    assert!(from_json(&raised).is_ok());
+}
+
+#[test]
+fn many_routers_times_many_dynos_are_refused_before_allocating() {
+    // least_connections keeps, per router, a ranked index over every dyno.
+    let mut doc = with(&[("fleet.dynos", json!(10_000_000))]);
+    doc["router"] = json!({"policy": "least_connections", "routers": 100_000});
+    assert_refused(
+        &doc,
+        "router.routers",
+        &["100000 routers x 10000000 dynos", "the limit is 8 GB"],
+    );
+}
+
+#[test]
+fn a_small_memory_limit_runs_replications_one_at_a_time() {
+    // Room for one replication's state but not two: the run goes ahead, one at a time.
+    let mut doc = with(&[("fleet.dynos", json!(100_000))]);
+    doc["run"]["replications"] = json!(4);
+    let s = from_json(&doc).unwrap();
+    let one = s.replication_bytes();
+    doc["run"]["max_memory"] = json!(1.5 * one);
+    let s = from_json(&doc).unwrap();
+    assert_eq!(s.replications_at_once(), 1);
+    doc["run"]["max_memory"] = json!(0.5 * one);
+    assert_refused(&doc, "run.max_waiting", &["the limit is"]);
+}
+
+#[test]
+fn per_dyno_utilisation_is_kept_only_in_the_summary_of_small_fleets() {
+    let run = |dynos: u32| {
+        let mut doc = with(&[("fleet.dynos", json!(dynos))]);
+        doc["arrivals"]["rate"] = json!(100.0);
+        doc["run"]["duration"] = json!(1.0);
+        dynosim_engine::run(&from_json(&doc).unwrap(), &never_interrupted).unwrap()
+    };
+    let small = run(100);
+    let per_dyno = small.summary["utilisation"]["per_dyno"].as_array().unwrap();
+    assert_eq!(per_dyno.len(), 100);
+    let big = run(dynosim_engine::report::PER_DYNO_LIMIT + 1);
+    assert!(big.summary["utilisation"].get("per_dyno").is_none());
+    for report in [&small, &big] {
+        for r in &report.per_replication {
+            assert!(r.utilisation.per_dyno.is_empty());
+            assert!(serde_json::to_value(r).unwrap()["utilisation"]
+                .get("per_dyno")
+                .is_none());
+        }
+    }
+}
+
+#[test]
+fn empirical_sample_file_must_be_a_regular_file() {
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "empirical", "file": "/dev/zero"});
+    assert_refused(&doc, "service.file", &["/dev/zero", "not a regular file"]);
+}
+
+#[test]
+fn empirical_unit_must_be_a_unit_name() {
+    let path = &sample_files()[0];
+    for unit in ["1", "1ms", "", "parsecs"] {
+        let mut doc = base();
+        doc["service"] = json!({"distribution": "empirical", "file": path, "unit": unit});
+        assert_refused(&doc, "service.unit", &["expected a time unit"]);
+    }
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "empirical", "file": path, "unit": "ms"});
+    assert!(from_json(&doc).is_ok());
+}
+
+#[test]
+fn deeply_nested_values_are_an_error_not_a_stack_overflow() {
+    let nested = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let text = base()
+        .to_string()
+        .replace("\"dynos\":75", &format!("\"dynos\":{nested}"));
+    assert!(text.len() > 200_000);
+    // serde_json's recursion limit stops the parse.
+    assert!(matches!(
+        Scenario::from_json(&text, Path::new("."), &never_interrupted),
+        Err(Error::Config { .. })
+    ));
+}
+
+#[test]
+fn the_report_states_the_relaxation_time() {
+    let s = from_json(&base()).unwrap();
+    let report = dynosim_engine::run(&s, &never_interrupted).unwrap();
+    // Random routing: M/M/1 per dyno at ρ = 150 × 0.1 / 75 = 0.2, so 4ρE[S]/(1 − ρ)².
+    let expected = 4.0 * 0.2 * 0.1 / (0.8f64 * 0.8);
+    let t = report.relaxation_time.unwrap();
+    assert!((t - expected).abs() < 1e-12, "{t} vs {expected}");
+}
