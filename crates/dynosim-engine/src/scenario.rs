@@ -421,7 +421,7 @@ fn check_work(rate: f64, simulated: f64, replications: u32, budget: f64) -> Resu
         ));
     }
     let expected = rate * simulated * replications as f64;
-    if !(expected <= budget) {
+    if expected.is_nan() || expected > budget {
         return Err(Error::config(
             "run.max_requests",
             format!(

@@ -558,7 +558,8 @@ pub const KEYS: &[Key] = &[
         unit: "requests",
         default: Default::Value("1e10"),
         example: "1e11",
-        meaning: "the work budget: a run expected to simulate more requests than this (arrival rate \
+        meaning:
+            "the work budget: a run expected to simulate more requests than this (arrival rate \
                   × (warm-up + duration) × replications) is refused before it starts",
     },
     Key {
@@ -569,7 +570,8 @@ pub const KEYS: &[Key] = &[
         unit: "bytes",
         default: Default::Value("8e9"),
         example: "\"16GB\"",
-        meaning: "memory one replication's engine state may take; a fleet that needs more (dynos × \
+        meaning:
+            "memory one replication's engine state may take; a fleet that needs more (dynos × \
                   slots, routers × dynos for load-aware routers) is refused before anything is \
                   allocated, and replications run side by side only as far as it allows",
     },
