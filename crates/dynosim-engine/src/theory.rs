@@ -1,4 +1,4 @@
-//! Closed-form queueing results the simulator is checked against (DOMAIN.md §8).
+//! Closed-form queueing results the simulator is checked against (docs/model.md, section 5).
 
 /// Erlang C: probability that an arrival waits in an M/M/c queue with offered load `a` = λE[S]
 /// (in Erlangs) and `c` servers. Computed with the Erlang B recursion, stable for large c.
@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn erlang_c_matches_the_textbook_formula() {
-        // Direct evaluation of DOMAIN.md §8's formula for a small case.
+        // Direct evaluation of the Erlang C formula of docs/model.md for a small case.
         let (c, a) = (5u32, 3.5f64);
         let fact = |k: u32| (1..=k).map(|i| i as f64).product::<f64>();
         let tail = a.powi(c as i32) / fact(c) / (1.0 - a / c as f64);

@@ -1,4 +1,4 @@
-//! The simulator against queueing theory (DOMAIN.md §8) and the service distributions against
+//! The simulator against queueing theory (docs/model.md, section 5) and the service distributions against
 //! their analytic moments and quantiles.
 //!
 //! Every tolerance is k standard errors of the estimate, with k set by a per-comparison
@@ -589,7 +589,7 @@ fn lognormal_samples_match_the_analytic_distribution() {
 
 #[test]
 fn weibull_samples_match_the_analytic_distribution() {
-    // Scale given: mean s·Γ(1 + 1/k) by the formula of DOMAIN.md §8 (Γ(5/3) = 0.902745...).
+    // Scale given: mean s·Γ(1 + 1/k) by the formula in docs/model.md (Γ(5/3) = 0.902745...).
     let s = service_of(json!({"distribution": "weibull", "shape": 1.5, "scale": 1.0}));
     assert!((s.service.mean() - 0.902_745_292_950_933_6).abs() < 1e-12);
     let x = draw(&s, 403);
