@@ -124,3 +124,63 @@ def test_max_dynos_must_be_positive(capsys):
     # A negative --max-dynos searched nothing and printed "none found".
     one_line_error(capsys, ["capacity", "--target", "queue.mean <= 1s", "--max-dynos", "-3"],
                    "--max-dynos", "at least 1")
+
+
+@pytest.mark.parametrize("command", [["capacity", "--target", "queue.mean <= 1s"],
+                                     ["sweep", "--vary", "fleet.dynos=10,20", "--out", "out/x"]])
+def test_an_infinite_mean_service_time_never_reaches_capacity_or_sweep(capsys, tmp_path, monkeypatch, command):
+    # Regression: a lognormal whose mean overflows to inf reached capacity's search, whose
+    # int(inf) raised OverflowError; the engine now refuses moments that are not finite.
+    monkeypatch.chdir(tmp_path)
+    one_line_error(capsys, [*command, "--set", "service.distribution=lognormal", "--set", "service.median=1s",
+                            "--set", "service.sigma=40"], "service.median", "not finite")
+    assert not any(tmp_path.iterdir())
+
+
+NEAR_CAPACITY = ["--set", "fleet.dynos=46", "--policy", "random", "--duration", "30s", "--replications", "2"]
+
+
+def test_a_run_near_capacity_warns_that_it_may_not_be_steady(capsys):
+    # Offered load 45.36/46 = 0.986: the relaxation time is hours, the run half a minute.
+    code, out, err = main(capsys, "run", *NEAR_CAPACITY, "--json")
+    assert code == 0
+    warning, = err.splitlines()
+    assert warning.startswith("dynosim: warning: offered load 0.986: ") and "relaxation time" in warning
+    assert "warm-up of 30 s" in warning and "duration of 30 s" in warning
+    import json
+    assert json.loads(out)["results"][0]["relaxation_time"] > 3600
+
+
+def test_a_run_well_below_capacity_does_not_warn(capsys):
+    code, out, err = main(capsys, "run", "--policy", "random", "--duration", "30s", "--replications", "2")
+    assert code == 0 and err == ""
+
+
+def test_the_api_warns_with_a_warning_class():
+    import dynosim
+
+    with pytest.warns(dynosim.NotSteadyWarning, match="offered load 0.986"):
+        dynosim.run("rapgenius", set={"fleet.dynos": 46}, policies=["random"], duration="30s", replications=2)
+
+
+def test_sweep_marks_rows_that_may_not_be_steady(capsys, tmp_path, monkeypatch):
+    import csv
+
+    monkeypatch.chdir(tmp_path)
+    code, out, err = main(capsys, "sweep", "--vary", "fleet.dynos=46,75", "--set", "router.policy=random", "--out", "x",
+                          "--duration", "30s", "--replications", "2")
+    assert code == 0, err
+    assert "1 of 2 rows may not be steady state" in err
+    rows = list(csv.DictReader(open("x.csv")))
+    assert [(r["fleet.dynos"], r["steady_state"]) for r in rows] == [("46", "false"), ("75", "true")]
+
+
+def test_capacity_flags_an_answer_whose_runs_may_not_be_steady(capsys):
+    # A target so loose that the smallest stable fleet (46 dynos, load 0.986) meets it.
+    code, out, err = main(capsys, "capacity", "--target", "queue.mean <= 1h", "--policy", "random",
+                          "--duration", "30s", "--replications", "2", "--json")
+    assert code == 0, err
+    import json
+    result, = json.loads(out)["results"]
+    assert result["dynos"] == 46 and "relaxation time" in result["not_steady"]
+    assert err.startswith("dynosim: warning: random at 46 dynos: offered load 0.986")
