@@ -2,7 +2,7 @@
 the property in :mod:`fuzzing` (a result or one clear line, exit 0/2/3, strict JSON, no
 traceback, no hang).
 
-Bounded for CI: ``FUZZ_EXAMPLES`` examples per generator (default 150) and derandomized
+Bounded for CI: ``FUZZ_EXAMPLES`` examples per generator (default 500) and derandomized
 (the same inputs every run) when ``CI`` is set, so that a landing is never decided by luck.
 Explore further with ``make fuzz`` (random inputs, more examples); every case it finds is
 kept in ``test_regressions.py``.
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from fuzzing import Case, check, command_cases, file_cases, override_cases, run_case
 
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "500"))
 
 fuzz = settings(
     max_examples=EXAMPLES,
