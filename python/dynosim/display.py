@@ -45,11 +45,14 @@ def stdout_console(*, wide: bool = False) -> Any:
 
 
 def duration(seconds: float) -> str:
-    """A time with its own unit, for prose: ``302 ms``, ``2.71 s``, ``4 µs``."""
+    """A time with its own unit, for prose: ``302 ms``, ``2.71 s``, ``4 µs``, ``11.6 h``."""
     if math.isnan(seconds):
         return "-"
     if seconds == 0:
         return "0"
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.3g} {unit}"
     if abs(seconds) < 1e-3:
         return f"{seconds * 1e6:.0f} µs"
     if abs(seconds) < 1:

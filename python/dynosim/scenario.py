@@ -259,14 +259,16 @@ class Scenario:
         measures the queues while they still fill from empty (a bias the replications'
         intervals do not show), and a window shorter than t averages a stretch too short to
         stand for the long run. Longer windows only narrow the intervals, which say so."""
+        from .display import duration
+
         info = described if described is not None else self.describe()
         t = info.get("relaxation_time")
         if t is None or (info["warmup"] >= t and info["duration"] >= t):
             return None
-        return (f"offered load {info['offered_load']:.3f}: the queues take about {format_seconds(t)} of simulated "
-                f"time to settle (relaxation time), against a warm-up of {format_seconds(info['warmup'])} and a "
-                f"duration of {format_seconds(info['duration'])}; the figures may not be steady state "
-                f"(want run.warmup and run.duration >= {format_seconds(t)},"
+        return (f"offered load {info['offered_load']:.3f}: the queues take about {duration(t)} of simulated "
+                f"time to settle (relaxation time), against a warm-up of {duration(info['warmup'])} and a "
+                f"duration of {duration(info['duration'])}; the figures may not be steady state "
+                f"(want run.warmup and run.duration >= {duration(t)},"
                 f" or fewer busy slots: more dynos)")
 
     def validate(self) -> "Scenario":
@@ -299,14 +301,6 @@ class Scenario:
 
     def __repr__(self) -> str:
         return f"Scenario({self.name!r}, source={self.source!r})"
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration for people: 850 ms, 42 s, 3.5 min, 11.6 h, 4.2 days."""
-    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds * 1e3:.3g} ms"
 
 
 def _kind(value: Any) -> str:
