@@ -357,8 +357,11 @@ class Sweep:
         bar = None
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
                                                      thread_name_prefix="dynosim-sweep")
+        # Filled one by one, so that a Ctrl-C while submitting still knows what it must stop.
+        futures: Dict[concurrent.futures.Future, Tuple[Point, int]] = {}
         try:
-            futures = {pool.submit(_run_one, p.scenario.for_policy(p.policies[j])): (p, j) for p, j in todo}
+            for p, j in todo:
+                futures[pool.submit(_run_one, p.scenario.for_policy(p.policies[j]))] = (p, j)
             pending = set(futures)
             while pending:
                 done, pending = concurrent.futures.wait(
@@ -374,7 +377,12 @@ class Sweep:
             # Ctrl-C or an error: drop what has not started and stop the runs in the engine
             # (Ctrl-C reaches only the main thread; the workers' runs are told explicitly).
             pool.shutdown(wait=False, cancel_futures=True)
-            _dynosim.interrupt()
+            # A run told once may have been starting just then: a run stops when interrupt()
+            # is called after it began, so keep telling until every worker is idle (each run
+            # stops within milliseconds; without this one ran to its end before exit).
+            while not all(f.done() for f in futures):
+                _dynosim.interrupt()
+                concurrent.futures.wait(futures, timeout=0.05)
             raise
         finally:
             if bar is not None:

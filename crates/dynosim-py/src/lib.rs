@@ -46,7 +46,7 @@ fn with_scenario<T: Send>(
             Scenario::from_json(scenario_json, Path::new(base_dir), stop)?,
             stop,
         )
-    })
+    })?
     .map_err(to_py)
 }
 
@@ -133,27 +133,36 @@ fn interrupt() {
 }
 
 /// Runs `work` with the GIL released, on another thread, while this one watches for Ctrl-C
-/// (signals reach only the main thread); `work` polls the flag it is given.
+/// (signals reach only the main thread); `work` polls the flag it is given. The exception a
+/// signal handler raised (KeyboardInterrupt, or the CLI's own for SIGTERM) is raised as it
+/// is, whether or not `work` noticed the stop in time: dropping it lost the signal when the
+/// work finished first (a quick validation), and Ctrl-C went unheeded.
 fn without_gil<T: Send>(
     py: Python<'_>,
     work: impl FnOnce(&(dyn Fn() -> bool + Sync)) -> T + Send,
-) -> T {
+) -> PyResult<T> {
     let stop = AtomicBool::new(false);
     let generation = INTERRUPTS.load(Ordering::Relaxed);
     let stopped =
         || stop.load(Ordering::Relaxed) || INTERRUPTS.load(Ordering::Relaxed) != generation;
-    py.detach(|| {
+    let (result, signalled) = py.detach(|| {
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| work(&stopped));
+            let mut signalled = None;
             while !worker.is_finished() {
                 std::thread::sleep(Duration::from_millis(2));
-                if Python::attach(|py| py.check_signals()).is_err() {
+                if let Err(e) = Python::attach(|py| py.check_signals()) {
                     stop.store(true, Ordering::Relaxed);
+                    signalled.get_or_insert(e);
                 }
             }
-            worker.join().expect("the engine does not panic")
+            (worker.join().expect("the engine does not panic"), signalled)
         })
-    })
+    });
+    match signalled {
+        Some(e) => Err(e),
+        None => Ok(result),
+    }
 }
 
 /// The registered names of each extension point.
