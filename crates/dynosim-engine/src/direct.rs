@@ -16,13 +16,14 @@
 //! sums of many times (means) may differ in their last bits, being added in another order. The
 //! tests in `tests/engines.rs` run both engines on the same scenarios and compare.
 
+use crate::alloc::{filled, StateBytes};
 use crate::error::{Error, Result};
+use crate::fifo_dynos::{settle, DirectDynos, Placed, Queued, RECENT};
 use crate::measure::Measures;
-use crate::memory::{filled, StateBytes};
 use crate::policy::{DynoDraw, Knowledge, Route, RouterView};
+use crate::result::ReplicationResult;
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
-use crate::sim::ReplicationResult;
 use rand::Rng;
 use std::collections::VecDeque;
 
@@ -96,7 +97,7 @@ pub fn run_replication(
                         next = 0;
                     }
                     next += 1;
-                    Ok(dynos.place(scenario, routes[next - 1], now, service))
+                    Ok(dynos.place(scenario.max_waiting, routes[next - 1], now, service))
                 },
             )?;
         } else {
@@ -113,7 +114,9 @@ pub fn run_replication(
                     };
                     let view = RouterView::direct(scenario.slots, &draw, &dynos, now);
                     match policies[router].route(&view, rng) {
-                        Route::To(dyno) => Ok(dynos.place(scenario, dyno, now, service)),
+                        Route::To(dyno) => {
+                            Ok(dynos.place(scenario.max_waiting, dyno, now, service))
+                        }
                         Route::Hold => Err(held(scenario)),
                     }
                 },
@@ -164,36 +167,6 @@ fn held(scenario: &Scenario) -> Error {
     )
 }
 
-/// Where a request went.
-struct Placed {
-    dyno: usize,
-    start: f64,
-    /// Where it waited, and how many waited there once it joined them.
-    queued: Queued,
-    /// All requests waiting in the system, counted exactly only when an upper bound passes the
-    /// scenario's `max_waiting` (0 otherwise).
-    waiting_total: usize,
-}
-
-impl Placed {
-    /// A request that started the moment it arrived.
-    #[inline]
-    fn at_once(dyno: usize, start: f64) -> Self {
-        Placed {
-            dyno,
-            start,
-            queued: Queued::No,
-            waiting_total: 0,
-        }
-    }
-}
-
-enum Queued {
-    No,
-    AtDyno(usize),
-    AtRouter(usize),
-}
-
 /// Feeds the arrivals, with their service times, to `place` in time order until the window
 /// ends, and measures each placed request. Arrival and service times are drawn in blocks (see
 /// `sample_into`); the routing stream goes to `place`.
@@ -242,138 +215,6 @@ fn drive(
         last = times[BLOCK - 1];
         if interrupted() {
             return Err(Error::Interrupted);
-        }
-    }
-}
-
-/// Drops the start times up to `now` from the front of a FIFO queue's start times: those
-/// requests no longer wait. Returns how many still do.
-#[inline]
-fn settle(starts: &mut VecDeque<f64>, now: f64) -> usize {
-    // The times increase: when the last is past, all are (often so: one test, no loop).
-    if starts.back().is_some_and(|&s| s <= now) {
-        starts.clear();
-        return 0;
-    }
-    while let Some(&s) = starts.front() {
-        if s > now {
-            break;
-        }
-        starts.pop_front();
-    }
-    starts.len()
-}
-
-/// The dynos' state when the policy routes each request to a dyno's own queue.
-#[derive(Debug)]
-pub struct DirectDynos {
-    slots: usize,
-    /// When each slot finishes the last request given to it; `slots` entries per dyno.
-    free_at: Vec<f64>,
-    /// Start times of the requests given to each dyno, in order, that may not have started
-    /// yet; those that have are dropped whenever the dyno is given a request.
-    waiting: Vec<VecDeque<f64>>,
-    /// Entries in all `waiting` queues: an upper bound on the requests waiting.
-    waiting_entries: usize,
-    /// Single-slot dynos, when the policy reads loads: the completion times of the last [`RECENT`] requests given to each
-    /// dyno, the one given `n`-th at `n % RECENT` (0 before any), so that a load look-up is a
-    /// few compares, not a walk of the waiting queue (see [`Self::in_system`]).
-    recent: Vec<[f64; RECENT]>,
-    /// Requests given to each dyno so far, modulo [`RECENT`].
-    next_recent: Vec<u8>,
-}
-
-/// Completion times kept per single-slot dyno for load look-ups.
-const RECENT: usize = 4;
-
-impl DirectDynos {
-    /// `look_ups`: whether the policy reads loads, for which single-slot dynos keep their
-    /// recent completion times.
-    fn new(dynos: usize, slots: usize, look_ups: bool) -> Result<Self> {
-        let recent = if slots == 1 && look_ups { dynos } else { 0 };
-        Ok(DirectDynos {
-            slots,
-            free_at: filled(dynos * slots, 0.0)?,
-            recent: filled(recent, [0.0; RECENT])?,
-            next_recent: filled(recent, 0)?,
-            waiting: filled(dynos, VecDeque::new())?,
-            waiting_entries: 0,
-        })
-    }
-
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.waiting.len()
-    }
-
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
-    }
-
-    /// Requests on the dyno at time `now`, in service or waiting. A completion at `now` has
-    /// happened (as in the event-driven engine, where completions precede arrivals).
-    #[inline(always)]
-    pub fn in_system(&self, dyno: usize, now: f64) -> u32 {
-        if let Some(recent) = self.recent.get(dyno) {
-            // One slot serves in order, so the requests still in the system at `now` are the
-            // most recently given ones, those completing after `now`. Unless all of the last
-            // few still are, counting among those is the answer.
-            let still = recent.iter().map(|&c| usize::from(c > now)).sum::<usize>();
-            if still < RECENT {
-                return still as u32;
-            }
-        }
-        let slots = &self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
-        let busy = slots.iter().filter(|&&f| f > now).count();
-        // Few entries, often none, have started since the dyno was last given a request:
-        // count them from the front.
-        let waiting = &self.waiting[dyno];
-        let started = waiting.iter().take_while(|&&s| s <= now).count();
-        (busy + waiting.len() - started) as u32
-    }
-
-    /// Gives a request arriving at `now` to `dyno`: it takes the slot that frees first.
-    #[inline(always)]
-    fn place(&mut self, scenario: &Scenario, dyno: usize, now: f64, service: f64) -> Placed {
-        let slot = if self.slots == 1 {
-            &mut self.free_at[dyno]
-        } else {
-            let slots = &mut self.free_at[dyno * self.slots..(dyno + 1) * self.slots];
-            let mut first = 0;
-            for j in 1..slots.len() {
-                if slots[j] < slots[first] {
-                    first = j;
-                }
-            }
-            &mut slots[first]
-        };
-        let start = if *slot > now { *slot } else { now };
-        *slot = start + service;
-        if let Some(next) = self.next_recent.get_mut(dyno) {
-            self.recent[dyno][usize::from(*next)] = start + service;
-            *next = (*next + 1) % RECENT as u8;
-        }
-        if start <= now {
-            return Placed::at_once(dyno, start);
-        }
-        let queue = &mut self.waiting[dyno];
-        let before = queue.len();
-        let depth = settle(queue, now) + 1;
-        queue.push_back(start);
-        self.waiting_entries = self.waiting_entries + depth - before;
-        let waiting_total = if self.waiting_entries > scenario.max_waiting {
-            let now_waiting = self.waiting.iter_mut().map(|q| settle(q, now)).sum();
-            self.waiting_entries = now_waiting;
-            now_waiting
-        } else {
-            0
-        };
-        Placed {
-            dyno,
-            start,
-            queued: Queued::AtDyno(depth),
-            waiting_total,
         }
     }
 }

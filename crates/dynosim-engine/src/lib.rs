@@ -5,10 +5,14 @@
 //! returns a [`RunReport`]. Extension points are registries of trait implementations:
 //! [`dist::REGISTRY`], [`policy::REGISTRY`], [`arrivals::REGISTRY`].
 
+pub mod alloc;
 pub mod arrivals;
 pub mod direct;
 pub mod dist;
+pub mod engine;
 pub mod error;
+pub mod fifo_dynos;
+mod load;
 pub mod load_index;
 mod measure;
 pub mod memory;
@@ -16,6 +20,7 @@ pub mod params;
 pub mod policy;
 pub mod registry;
 pub mod report;
+pub mod result;
 pub mod rng;
 pub mod scenario;
 pub mod schema;
@@ -24,12 +29,12 @@ pub mod stats;
 pub mod theory;
 pub mod units;
 
+pub use engine::{run_replication, run_replication_on, Engine};
 pub use error::{Error, Result};
 pub use report::{run, Estimate, RunReport};
+pub use result::{Frame, ReplicationResult, Trace};
 pub use scenario::{Scenario, ScenarioSpec};
-pub use sim::{
-    run_replication, run_replication_on, trace_replication, Engine, Frame, ReplicationResult, Trace,
-};
+pub use sim::trace_replication;
 
 /// Never interrupts; for callers with no way to be stopped.
 pub fn never_interrupted() -> bool {

@@ -5,8 +5,8 @@
 //! broken at random ([`Ties::Random`]: a bucket is a set with O(1) random pick) or in favour of
 //! the dyno that has been at that load longest ([`Ties::Oldest`]: a bucket is a FIFO list).
 
+use crate::alloc::filled;
 use crate::error::Result;
-use crate::memory::filled;
 use crate::rng::SimRng;
 use rand::Rng;
 

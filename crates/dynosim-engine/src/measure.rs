@@ -2,10 +2,10 @@
 //! in the same way: each engine says when a request arrived, started and completed, and
 //! [`Measures`] turns that into a [`ReplicationResult`].
 
+use crate::alloc::filled;
 use crate::error::Result;
-use crate::memory::filled;
+use crate::result::{QueueDepth, ReplicationResult, Utilisation};
 use crate::scenario::Scenario;
-use crate::sim::{QueueDepth, ReplicationResult, Utilisation};
 use crate::stats::TimeStats;
 
 #[derive(Debug)]

@@ -8,25 +8,10 @@
 //! at once than the limit has room for ([`Scenario::replications_at_once`]); a scenario is
 //! refused only when one replication alone is over the limit.
 
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::scenario::Scenario;
 use crate::units::format_bytes;
-
-/// `run.max_memory` when the scenario does not set it: 8 GB.
-pub const DEFAULT_MAX_MEMORY: f64 = 8e9;
-
-/// What one replication's state costs, by what sizes it (bytes, as f64: no product overflows).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StateBytes {
-    /// Per dyno, whatever its slots (queues, measures).
-    pub per_dyno: f64,
-    /// Per slot of every dyno.
-    pub per_slot: f64,
-    /// Per router and dyno (the event-driven engine's per-router loads).
-    pub per_router_dyno: f64,
-    /// Per request waiting (the queues grow to at most `run.max_waiting` of them).
-    pub per_waiting: f64,
-}
 
 /// One part of a replication's state: the key path that sizes it, what it is, its bytes.
 struct Part {
@@ -37,7 +22,7 @@ struct Part {
 
 impl Scenario {
     fn memory_parts(&self) -> [Part; 3] {
-        let cost = crate::sim::Engine::for_scenario(self).state_bytes(self);
+        let cost = Engine::for_scenario(self).state_bytes(self);
         let (dynos, slots, routers) = (
             f64::from(self.dynos),
             f64::from(self.slots),
@@ -105,22 +90,4 @@ impl Scenario {
             .min(self.replications as usize)
             .max(1)
     }
-}
-
-/// `n` copies of `value`, or an error rather than an abort when the allocation fails (the
-/// estimate above passed, but the machine has less memory than `run.max_memory` says).
-pub(crate) fn filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        Error::config(
-            "run.max_memory",
-            format!(
-                "could not allocate {} of engine state: this machine has less free memory \
-                 than run.max_memory allows",
-                format_bytes((n * std::mem::size_of::<T>()) as f64)
-            ),
-        )
-    })?;
-    v.resize(n, value);
-    Ok(v)
 }

@@ -63,7 +63,7 @@ impl<'a> Params<'a> {
                         i if i.starts_with('[') => format!("{}{i}", self.path(key)),
                         i => format!("{}.{i}", self.path(key)),
                     };
-                    crate::scenario::explain_serde_error(path, &e.inner().to_string())
+                    explain_serde_error(path, &e.inner().to_string())
                 }),
         }
     }
@@ -187,4 +187,26 @@ pub fn strip_serde_position(message: &str) -> String {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),
     }
+}
+
+/// Rewords serde's messages for people editing a scenario: a missing field is reported at its
+/// own path, integer types are called whole numbers.
+pub fn explain_serde_error(path: String, message: &str) -> Error {
+    let message = strip_serde_position(message);
+    if let Some(field) = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.strip_suffix('`'))
+    {
+        let path = if path.is_empty() {
+            field.to_string()
+        } else {
+            format!("{path}.{field}")
+        };
+        return Error::config(path, "missing");
+    }
+    let message = message
+        .replace("expected i64", "expected a whole number")
+        .replace("expected u64", "expected a whole number from 0 to 2^64-1")
+        .replace("expected f64", "expected a number");
+    Error::config(path, message)
 }

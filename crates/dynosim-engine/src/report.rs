@@ -1,9 +1,10 @@
 //! Replications and their summary: every numeric result becomes an estimate with a 95%
 //! confidence interval from the spread between independent replications (Student's t).
 
+use crate::engine::{run_replication, Engine};
 use crate::error::Result;
+use crate::result::ReplicationResult;
 use crate::scenario::Scenario;
-use crate::sim::{run_replication, Engine, ReplicationResult};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{json, Map, Value};

@@ -4,8 +4,7 @@
 use crate::arrivals::{self, ArrivalProcess};
 use crate::dist::{self, ServiceDistribution, Shaped};
 use crate::error::{Error, Result};
-use crate::memory::DEFAULT_MAX_MEMORY;
-use crate::params::{check_duration, strip_serde_position, whole, Params};
+use crate::params::{check_duration, explain_serde_error, whole, Params};
 use crate::policy::{self, Knowledge, RoutingPolicy};
 use crate::theory;
 use crate::units::{Bytes, Duration, MIN_DURATION};
@@ -101,6 +100,9 @@ pub struct RunSpec {
     pub max_memory: Bytes,
 }
 
+/// `run.max_memory` when the scenario does not set it: 8 GB.
+pub const DEFAULT_MAX_MEMORY: f64 = 8e9;
+
 fn one() -> i64 {
     1
 }
@@ -161,11 +163,9 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Parses and validates a scenario given as JSON; relative file paths in it (an empirical
-    /// sample file) are taken from `base_dir`. Validation can take a while (the moments of a
-    /// rounded distribution are summed over up to 10⁷ cells); `interrupted` is polled meanwhile,
-    /// and when it returns true validation stops with [`Error::Interrupted`].
-    pub fn from_json(
+    /// Parses and validates a scenario given as JSON, all but its memory (see
+    /// [`Scenario::from_json`], which callers use).
+    pub(crate) fn validate_json(
         text: &str,
         base_dir: &Path,
         interrupted: &(dyn Fn() -> bool + Sync),
@@ -176,11 +176,11 @@ impl Scenario {
             let path = if path == "." { String::new() } else { path };
             explain_serde_error(path, &e.inner().to_string())
         })?;
-        Scenario::build(&spec, base_dir, interrupted)
+        Scenario::validate(&spec, base_dir, interrupted)
     }
 
-    /// Validates a parsed scenario; see [`Scenario::from_json`].
-    pub fn build(
+    /// Validates a parsed scenario, all but its memory (see [`Scenario::build`]).
+    pub(crate) fn validate(
         spec: &ScenarioSpec,
         base_dir: &Path,
         interrupted: &(dyn Fn() -> bool + Sync),
@@ -302,7 +302,6 @@ impl Scenario {
             max_memory: run.max_memory.0,
         };
         scenario.check_time_scales()?;
-        scenario.check_memory()?;
         Ok(scenario)
     }
 
@@ -473,26 +472,4 @@ fn unknown(path: &str, what: &str, name: &str, known: &[&str]) -> Error {
             known.join(", ")
         ),
     )
-}
-
-/// Rewords serde's messages for people editing a scenario: a missing field is reported at its
-/// own path, integer types are called whole numbers.
-pub(crate) fn explain_serde_error(path: String, message: &str) -> Error {
-    let message = strip_serde_position(message);
-    if let Some(field) = message
-        .strip_prefix("missing field `")
-        .and_then(|m| m.strip_suffix('`'))
-    {
-        let path = if path.is_empty() {
-            field.to_string()
-        } else {
-            format!("{path}.{field}")
-        };
-        return Error::config(path, "missing");
-    }
-    let message = message
-        .replace("expected i64", "expected a whole number")
-        .replace("expected u64", "expected a whole number from 0 to 2^64-1")
-        .replace("expected f64", "expected a number");
-    Error::config(path, message)
 }

@@ -6,18 +6,16 @@
 //! as the number of busy slots. At equal times, completions run before arrivals (a slot freed
 //! at t is free for a request arriving at t).
 
+use crate::alloc::{filled, StateBytes};
 use crate::arrivals::ArrivalProcess;
-use crate::direct;
 use crate::error::{Error, Result};
 use crate::load_index::LoadIndex;
 use crate::measure::Measures;
-use crate::memory::{filled, StateBytes};
 use crate::policy::{DynoDraw, Knowledge, Route, RouterView, RoutingPolicy, Ties};
+use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
-use crate::stats::TimeSummary;
 use rand::Rng;
-use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -75,78 +73,12 @@ struct Dyno {
     waiting: VecDeque<Request>,
 }
 
-/// What one replication measured, over requests arriving after the warm-up.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReplicationResult {
-    /// Requests that arrived in the measurement window.
-    pub requests: u64,
-    /// Fraction of them that waited at all (router or dyno queue).
-    pub queued_fraction: f64,
-    /// Queue time (router + dyno) over all requests.
-    pub queue: TimeSummary,
-    /// Queue time over the requests that waited.
-    pub queue_of_queued: TimeSummary,
-    /// Queue + service time.
-    pub response: TimeSummary,
-    pub service_mean: f64,
-    /// Completions per second inside the window.
-    pub throughput: f64,
-    pub utilisation: Utilisation,
-    pub max_queue_depth: QueueDepth,
-    /// Every request simulated, warm-up included (for throughput benchmarks).
-    pub simulated_requests: u64,
-    /// Arrivals and completions simulated, warm-up included.
-    pub events: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Utilisation {
-    /// Busy slot-time / (slots × window), averaged over dynos.
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    /// Each dyno's utilisation. A report keeps it only in its summary (see
-    /// [`crate::report::PER_DYNO_LIMIT`]): each replication's list is emptied there, and an
-    /// empty list is not written.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub per_dyno: Vec<f64>,
-}
-
-/// Snapshots of the system every `interval` seconds from t = 0 to `until` (for plots and
-/// animations). Kept only when asked for; memory is frames × dynos.
-#[derive(Debug, Clone, Serialize)]
-pub struct Trace {
-    pub interval: f64,
-    pub frames: Vec<Frame>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Frame {
-    pub time: f64,
-    /// Requests at each dyno, in service or waiting.
-    pub depth: Vec<u32>,
-    /// Requests waiting at the routers.
-    pub router_waiting: u64,
-    /// Requests that have arrived so far.
-    pub arrived: u64,
-    /// Requests that have had to wait so far (joined a router or dyno queue).
-    pub queued: u64,
-}
-
 #[derive(Debug)]
 struct TraceRecorder {
     interval: f64,
     until: f64,
     next: f64,
     frames: Vec<Frame>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct QueueDepth {
-    /// Most requests waiting at one dyno (not counting those in service).
-    pub dyno: u64,
-    /// Most requests waiting at one router.
-    pub router: u64,
 }
 
 struct Simulation<'s> {
@@ -166,89 +98,32 @@ struct Simulation<'s> {
     trace: Option<TraceRecorder>,
 }
 
-/// Which engine simulates a replication.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    /// The direct engine when it can run the scenario, else the event-driven one.
-    Auto,
-    /// The event-driven engine, which runs every scenario.
-    Events,
-    /// The direct engine ([`crate::direct`]); an error for a scenario it cannot run.
-    Direct,
-}
-
-impl Engine {
-    /// The engine that `Auto` picks for this scenario.
-    pub fn for_scenario(scenario: &Scenario) -> Engine {
-        if direct::can_run(scenario) {
-            Engine::Direct
-        } else {
-            Engine::Events
-        }
-    }
-
-    /// What a replication's state costs on the engine that `Auto` picks (see
-    /// [`crate::memory`]).
-    pub fn state_bytes(self, scenario: &Scenario) -> StateBytes {
-        match self {
-            Engine::Direct => direct::state_bytes(scenario),
-            Engine::Auto => Engine::for_scenario(scenario).state_bytes(scenario),
-            Engine::Events => {
-                let u32_bytes = size_of::<u32>() as f64;
-                // Per router and dyno: the in-flight count, and for a ranking its bucket links
-                // (random ties: a position and a place in a set that may hold spare room).
-                let ranking = match scenario.policy.knowledge() {
-                    Knowledge::Ranking(Ties::Random) => 3.0 * u32_bytes,
-                    Knowledge::Ranking(Ties::Oldest) | Knowledge::FreeSlots => 2.0 * u32_bytes,
-                    Knowledge::Nothing | Knowledge::Some => 0.0,
-                };
-                StateBytes {
-                    per_dyno: Measures::BYTES_PER_DYNO + size_of::<Dyno>() as f64,
-                    // The event heap holds a completion per busy slot; its buffer doubles.
-                    per_slot: 2.0 * size_of::<Event>() as f64,
-                    per_router_dyno: u32_bytes + ranking,
-                    per_waiting: 2.0 * size_of::<Request>() as f64,
-                }
-            }
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Auto => "auto",
-            Engine::Events => "events",
-            Engine::Direct => "direct",
-        }
+/// What a replication's state costs on this engine (see [`crate::memory`]).
+pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
+    let u32_bytes = size_of::<u32>() as f64;
+    // Per router and dyno: the in-flight count, and for a ranking its bucket links
+    // (random ties: a position and a place in a set that may hold spare room).
+    let ranking = match scenario.policy.knowledge() {
+        Knowledge::Ranking(Ties::Random) => 3.0 * u32_bytes,
+        Knowledge::Ranking(Ties::Oldest) | Knowledge::FreeSlots => 2.0 * u32_bytes,
+        Knowledge::Nothing | Knowledge::Some => 0.0,
+    };
+    StateBytes {
+        per_dyno: Measures::BYTES_PER_DYNO + size_of::<Dyno>() as f64,
+        // The event heap holds a completion per busy slot; its buffer doubles.
+        per_slot: 2.0 * size_of::<Event>() as f64,
+        per_router_dyno: u32_bytes + ranking,
+        per_waiting: 2.0 * size_of::<Request>() as f64,
     }
 }
 
-/// Runs replication `replication` of the scenario. `interrupted` is polled now and then; when
-/// it returns true the run stops with [`Error::Interrupted`].
-pub fn run_replication(
+/// Runs replication `replication` of the scenario on this engine.
+pub(crate) fn run_replication(
     scenario: &Scenario,
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<ReplicationResult> {
-    run_replication_on(Engine::Auto, scenario, replication, interrupted)
-}
-
-/// [`run_replication`] on a chosen engine (for the tests that compare the engines, and for
-/// benchmarks).
-pub fn run_replication_on(
-    engine: Engine,
-    scenario: &Scenario,
-    replication: u64,
-    interrupted: &(dyn Fn() -> bool + Sync),
-) -> Result<ReplicationResult> {
-    match engine {
-        Engine::Direct => direct::run_replication(scenario, replication, interrupted),
-        Engine::Auto if direct::can_run(scenario) => {
-            direct::run_replication(scenario, replication, interrupted)
-        }
-        Engine::Auto | Engine::Events => {
-            simulate(scenario, replication, None, interrupted).map(|(result, _)| result)
-        }
-    }
+    simulate(scenario, replication, None, interrupted).map(|(result, _)| result)
 }
 
 /// Runs a replication and also snapshots it every `interval` seconds up to `until`.

@@ -6,8 +6,8 @@
 //! it sent itself. With one router that is the true state of the dynos; with several it is the
 //! partial knowledge of Heroku's Bamboo routers.
 
-use crate::direct::DirectDynos;
 use crate::error::Result;
+use crate::fifo_dynos::DirectDynos;
 use crate::load_index::LoadIndex;
 pub use crate::load_index::Ties;
 use crate::params::Params;

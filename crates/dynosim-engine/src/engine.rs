@@ -1,0 +1,76 @@
+//! Which engine simulates a replication: the direct engine ([`crate::direct`]) for the
+//! scenarios it expresses exactly, the event-driven one ([`crate::sim`]) for every scenario.
+
+use crate::alloc::StateBytes;
+use crate::direct;
+use crate::error::Result;
+use crate::result::ReplicationResult;
+use crate::scenario::Scenario;
+use crate::sim;
+
+/// Which engine simulates a replication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The direct engine when it can run the scenario, else the event-driven one.
+    Auto,
+    /// The event-driven engine, which runs every scenario.
+    Events,
+    /// The direct engine ([`crate::direct`]); an error for a scenario it cannot run.
+    Direct,
+}
+
+impl Engine {
+    /// The engine that `Auto` picks for this scenario.
+    pub fn for_scenario(scenario: &Scenario) -> Engine {
+        if direct::can_run(scenario) {
+            Engine::Direct
+        } else {
+            Engine::Events
+        }
+    }
+
+    /// What a replication's state costs on the engine that `Auto` picks (see
+    /// [`crate::memory`]).
+    pub fn state_bytes(self, scenario: &Scenario) -> StateBytes {
+        match self {
+            Engine::Direct => direct::state_bytes(scenario),
+            Engine::Auto => Engine::for_scenario(scenario).state_bytes(scenario),
+            Engine::Events => sim::state_bytes(scenario),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Auto => "auto",
+            Engine::Events => "events",
+            Engine::Direct => "direct",
+        }
+    }
+}
+
+/// Runs replication `replication` of the scenario. `interrupted` is polled now and then; when
+/// it returns true the run stops with [`Error::Interrupted`].
+pub fn run_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<ReplicationResult> {
+    run_replication_on(Engine::Auto, scenario, replication, interrupted)
+}
+
+/// [`run_replication`] on a chosen engine (for the tests that compare the engines, and for
+/// benchmarks).
+pub fn run_replication_on(
+    engine: Engine,
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<ReplicationResult> {
+    match engine {
+        Engine::Direct => direct::run_replication(scenario, replication, interrupted),
+        Engine::Auto if direct::can_run(scenario) => {
+            direct::run_replication(scenario, replication, interrupted)
+        }
+        Engine::Auto | Engine::Events => sim::run_replication(scenario, replication, interrupted),
+    }
+}

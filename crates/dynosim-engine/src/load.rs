@@ -1,0 +1,35 @@
+//! Loading a scenario: parse it, validate it ([`crate::scenario`]), and check that one
+//! replication's engine state fits `run.max_memory` ([`crate::memory`]). The memory check
+//! needs to know which engine will run the scenario, which sits above the scenario in the
+//! crate's layers; so the entry points live here, above both.
+
+use crate::error::Result;
+use crate::scenario::{Scenario, ScenarioSpec};
+use std::path::Path;
+
+impl Scenario {
+    /// Parses and validates a scenario given as JSON; relative file paths in it (an empirical
+    /// sample file) are taken from `base_dir`. Validation can take a while (the moments of a
+    /// rounded distribution are summed over up to 10⁷ cells); `interrupted` is polled meanwhile,
+    /// and when it returns true validation stops with [`crate::Error::Interrupted`].
+    pub fn from_json(
+        text: &str,
+        base_dir: &Path,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Scenario> {
+        let scenario = Scenario::validate_json(text, base_dir, interrupted)?;
+        scenario.check_memory()?;
+        Ok(scenario)
+    }
+
+    /// Validates a parsed scenario; see [`Scenario::from_json`].
+    pub fn build(
+        spec: &ScenarioSpec,
+        base_dir: &Path,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Scenario> {
+        let scenario = Scenario::validate(spec, base_dir, interrupted)?;
+        scenario.check_memory()?;
+        Ok(scenario)
+    }
+}
