@@ -17,6 +17,8 @@
 //! tests in `tests/engines.rs` run both engines on the same scenarios and compare.
 
 use crate::alloc::{filled, StateBytes};
+use crate::app::AppServer;
+use crate::arrivals::ArrivalProcess;
 use crate::error::{Error, Result};
 use crate::fifo_dynos::{settle, DirectDynos, Placed, Queued, RECENT};
 use crate::measure::Measures;
@@ -24,22 +26,90 @@ use crate::policy::{DynoDraw, Knowledge, Route, RouterView};
 use crate::result::ReplicationResult;
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
+use crate::scenario::Workload;
 use rand::Rng;
 use std::collections::VecDeque;
 
 /// Arrivals (and their service times) drawn at a time.
 const BLOCK: usize = 256;
 
-/// Whether the direct engine can run this scenario: the policy reads no dyno; or it reads a
-/// few dynos' loads and there is one router (several routers would each see only their own
-/// requests, which the dynos' state alone does not tell); or it is one router's FIFO queue in
-/// front of single-slot dynos.
+/// Whether the direct engine can run this scenario (see [`Eligible::of`]).
 pub fn can_run(scenario: &Scenario) -> bool {
-    match scenario.policy.knowledge() {
-        Knowledge::Nothing => true,
-        Knowledge::Some => scenario.routers == 1,
-        Knowledge::FreeSlots => scenario.routers == 1 && scenario.slots == 1,
-        Knowledge::Ranking(_) => false,
+    Eligible::of(scenario).is_ok()
+}
+
+/// The parts of a scenario the direct engine runs: built only by [`Eligible::of`], which
+/// destructures the whole [`Scenario`] (and its app server) without `..`, so that a field
+/// added to either fails to compile here until someone decides whether this engine can honour
+/// it. Requests that hold a slot for one drawn time, first come first served on each dyno:
+/// no phases, resources, closed loop, memory or restarts.
+pub struct Eligible<'s> {
+    pub arrivals: &'s dyn ArrivalProcess,
+}
+
+impl<'s> Eligible<'s> {
+    /// The scenario's parts for this engine, or why it cannot run it.
+    pub fn of(s: &'s Scenario) -> std::result::Result<Eligible<'s>, &'static str> {
+        let Scenario {
+            name: _,
+            workload,
+            service: _,
+            request,
+            dyno_type: _,
+            app,
+            resources,
+            dynos: _,
+            slots,
+            policy_name: _,
+            policy,
+            routers,
+            duration: _,
+            warmup: _,
+            replications: _,
+            seed: _,
+            max_waiting: _,
+            max_memory: _,
+            engine: _,
+        } = s;
+        let AppServer {
+            server: _,
+            model: _,
+            processes,
+            per_process: _,
+            os_threads: _,
+            lock: _,
+            boot_time: _,
+            memory,
+        } = app;
+        let Workload::Open(arrivals) = workload else {
+            return Err("a closed loop answers each client before it sends again");
+        };
+        if request.is_some() {
+            return Err("requests with phases share CPU and resources");
+        }
+        if !resources.is_empty() {
+            return Err("shared resources");
+        }
+        if memory.is_modelled() {
+            return Err("memory, which may restart dynos");
+        }
+        if *processes != 1 {
+            // Several processes of one slot each are the same FIFO slots; the engine keeps
+            // them as one process of `slots` threads (see AppServer::slots).
+            return Err("a dyno of several processes");
+        }
+        let policy_ok = match policy.knowledge() {
+            Knowledge::Nothing => true,
+            Knowledge::Some => *routers == 1,
+            Knowledge::FreeSlots => *routers == 1 && *slots == 1,
+            Knowledge::Ranking(_) => false,
+        };
+        if !policy_ok {
+            return Err("a policy that needs completions in time order, or several routers");
+        }
+        Ok(Eligible {
+            arrivals: arrivals.as_ref(),
+        })
     }
 }
 
@@ -49,15 +119,14 @@ pub fn run_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<ReplicationResult> {
-    if !can_run(scenario) {
-        return Err(Error::config(
-            "router.policy",
+    Eligible::of(scenario).map_err(|why| {
+        Error::config(
+            "run.engine",
             format!(
-                "the direct engine cannot run policy {:?} with {} routers and {} slots per dyno",
-                scenario.policy_name, scenario.routers, scenario.slots
+                "the direct engine cannot run this scenario: {why}; use \"events\" or \"auto\""
             ),
-        ));
-    }
+        )
+    })?;
     scenario.check_stable()?;
     let streams = |purpose| stream(scenario.seed, replication, purpose);
     let mut measures = Measures::new(scenario)?;
@@ -123,7 +192,7 @@ pub fn run_replication(
             )?;
         }
     }
-    Ok(measures.finish(scenario))
+    Ok(measures.finish(scenario, scenario.warmup + scenario.duration))
 }
 
 /// What a replication's state costs on this engine (see [`crate::memory`]), from the sizes of
@@ -180,7 +249,10 @@ fn drive(
     let mut arrival_rng = streams(Stream::Arrivals);
     let mut service_rng = streams(Stream::Service);
     let mut routing_rng = streams(Stream::Routing);
-    let mut arrivals = scenario.arrivals.fresh();
+    let mut arrivals = Eligible::of(scenario)
+        .expect("checked by run_replication")
+        .arrivals
+        .fresh();
     let end = measures.window_end();
     let mut times = [0.0; BLOCK];
     let mut services = [0.0; BLOCK];

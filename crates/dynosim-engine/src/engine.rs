@@ -5,19 +5,9 @@ use crate::alloc::StateBytes;
 use crate::direct;
 use crate::error::Result;
 use crate::result::ReplicationResult;
+pub use crate::scenario::Engine;
 use crate::scenario::Scenario;
 use crate::sim;
-
-/// Which engine simulates a replication.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    /// The direct engine when it can run the scenario, else the event-driven one.
-    Auto,
-    /// The event-driven engine, which runs every scenario.
-    Events,
-    /// The direct engine ([`crate::direct`]); an error for a scenario it cannot run.
-    Direct,
-}
 
 impl Engine {
     /// The engine that `Auto` picks for this scenario.

@@ -6,12 +6,14 @@
 //! [`dist::REGISTRY`], [`policy::REGISTRY`], [`arrivals::REGISTRY`].
 
 pub mod alloc;
+pub mod app;
 pub mod arrivals;
 pub mod direct;
 pub mod dist;
 pub mod engine;
 pub mod error;
 pub mod fifo_dynos;
+pub mod kernel;
 mod load;
 pub mod load_index;
 mod measure;
@@ -20,6 +22,8 @@ pub mod params;
 pub mod policy;
 pub mod registry;
 pub mod report;
+pub mod request;
+pub mod resource;
 pub mod result;
 pub mod rng;
 pub mod scenario;
@@ -28,6 +32,7 @@ pub mod sim;
 pub mod stats;
 pub mod theory;
 pub mod units;
+pub mod workload;
 
 pub use engine::{run_replication, run_replication_on, Engine};
 pub use error::{Error, Result};

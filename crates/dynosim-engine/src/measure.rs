@@ -4,9 +4,13 @@
 
 use crate::alloc::filled;
 use crate::error::Result;
-use crate::result::{QueueDepth, ReplicationResult, Utilisation};
+use crate::result::{
+    ClassFigures, ClosedLoop, DynoFigures, Failed, MemoryFigures, QueueDepth, ReplicationResult,
+    ResourceFigures, Utilisation,
+};
 use crate::scenario::Scenario;
 use crate::stats::TimeStats;
+use crate::workload::Workload;
 
 #[derive(Debug)]
 pub(crate) struct Measures {
@@ -23,7 +27,49 @@ pub(crate) struct Measures {
     max_dyno_queue: Vec<usize>,
     max_router_queue: usize,
     arrived: u64,
+    arrived_in_window: u64,
     completed: u64,
+    /// What the dyno model adds; None for a scenario of plain slots.
+    inside: Option<Box<Inside>>,
+}
+
+/// The integral over the window of a quantity that changes by steps.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Level {
+    value: f64,
+    last: f64,
+    area: f64,
+}
+
+impl Level {
+    #[inline]
+    fn set(&mut self, now: f64, value: f64, window: (f64, f64)) {
+        let span = now.min(window.1) - self.last.max(window.0);
+        if span > 0.0 {
+            self.area += self.value * span;
+        }
+        self.last = now;
+        self.value = value;
+    }
+}
+
+/// Figures of the dyno model: CPU, processes, memory, failures, resources, classes, clients.
+#[derive(Debug)]
+struct Inside {
+    cpu_area: f64,
+    busy_processes: Level,
+    memory: Level,
+    over_quota: Level,
+    peak_memory: f64,
+    r15: u64,
+    failed_r15: u64,
+    failed_no_dyno: u64,
+    resource_busy: Vec<Level>,
+    pool_wait: Vec<TimeStats>,
+    resource_queue: Vec<TimeStats>,
+    class_response: Vec<TimeStats>,
+    /// Closed loop: last response time, answered, failed, response times.
+    closed: Option<(f64, u64, u64, TimeStats)>,
 }
 
 impl Measures {
@@ -34,7 +80,11 @@ impl Measures {
         let n = scenario.dynos as usize;
         Ok(Measures {
             window_start: scenario.warmup,
-            window_end: scenario.warmup + scenario.duration,
+            window_end: match &scenario.workload {
+                // ab -n: every request is measured, however long they take.
+                Workload::Closed(c) if c.requests.is_some() => f64::INFINITY,
+                _ => scenario.warmup + scenario.duration,
+            },
             queue: TimeStats::default(),
             response: TimeStats::default(),
             service_sum: 0.0,
@@ -43,8 +93,158 @@ impl Measures {
             max_dyno_queue: filled(n, 0)?,
             max_router_queue: 0,
             arrived: 0,
+            arrived_in_window: 0,
             completed: 0,
+            inside: Self::inside(scenario),
         })
+    }
+
+    fn inside(s: &Scenario) -> Option<Box<Inside>> {
+        let phases = s.request.is_some();
+        let closed = s.workload.is_closed();
+        if !phases && !closed && !s.app.memory.is_modelled() {
+            return None;
+        }
+        let classes = s.request.as_ref().map_or(0, |r| r.classes.len());
+        Some(Box::new(Inside {
+            cpu_area: 0.0,
+            busy_processes: Level::default(),
+            memory: Level::default(),
+            over_quota: Level::default(),
+            peak_memory: 0.0,
+            r15: 0,
+            failed_r15: 0,
+            failed_no_dyno: 0,
+            resource_busy: vec![Level::default(); s.resources.len()],
+            pool_wait: vec![TimeStats::default(); s.resources.len()],
+            resource_queue: vec![TimeStats::default(); s.resources.len()],
+            class_response: vec![TimeStats::default(); if classes > 1 { classes } else { 0 }],
+            closed: closed.then(|| (0.0, 0, 0, TimeStats::default())),
+        }))
+    }
+
+    /// Whether the dyno model's figures are kept (see [`Self::inside`]).
+    #[inline]
+    pub fn detailed(&self) -> bool {
+        self.inside.is_some()
+    }
+
+    fn window(&self) -> (f64, f64) {
+        (self.window_start, self.window_end)
+    }
+
+    /// Core-seconds used over [from, to] (`cores_busy` cores throughout).
+    #[inline]
+    pub fn cpu(&mut self, from: f64, to: f64, cores_busy: f64) {
+        let span = to.min(self.window_end) - from.max(self.window_start);
+        if let (Some(inside), true) = (self.inside.as_mut(), span > 0.0) {
+            inside.cpu_area += cores_busy * span;
+        }
+    }
+
+    /// The fleet's total busy processes, memory (bytes) and dynos over quota changed at `now`.
+    #[inline]
+    pub fn fleet_levels(&mut self, now: f64, busy_processes: f64, memory: f64, over_quota: f64) {
+        let w = self.window();
+        if let Some(inside) = self.inside.as_mut() {
+            inside.busy_processes.set(now, busy_processes, w);
+            inside.memory.set(now, memory, w);
+            inside.over_quota.set(now, over_quota, w);
+        }
+    }
+
+    /// One dyno holds `bytes` at `now`.
+    #[inline]
+    pub fn dyno_memory(&mut self, now: f64, bytes: f64) {
+        if now >= self.window_start && now <= self.window_end {
+            if let Some(inside) = self.inside.as_mut() {
+                inside.peak_memory = inside.peak_memory.max(bytes);
+            }
+        }
+    }
+
+    pub fn restarted(&mut self, now: f64) {
+        if now >= self.window_start && now <= self.window_end {
+            if let Some(inside) = self.inside.as_mut() {
+                inside.r15 += 1;
+            }
+        }
+    }
+
+    /// A request that arrived at `arrival` failed at `now`: killed with its dyno (`r15`) or
+    /// with no dyno up.
+    pub fn failed(&mut self, arrival: f64, now: f64, r15: bool) {
+        let counted = arrival >= self.window_start;
+        if let Some(inside) = self.inside.as_mut() {
+            if counted {
+                if r15 {
+                    inside.failed_r15 += 1;
+                } else {
+                    inside.failed_no_dyno += 1;
+                }
+            }
+            if let Some(closed) = inside.closed.as_mut() {
+                closed.0 = closed.0.max(now);
+                closed.1 += 1;
+                closed.2 += 1;
+            }
+        }
+    }
+
+    /// `busy` servers of resource `r` are at work from `now`.
+    #[inline]
+    pub fn resource_busy(&mut self, r: usize, now: f64, busy: f64) {
+        let w = self.window();
+        if let Some(inside) = self.inside.as_mut() {
+            inside.resource_busy[r].set(now, busy, w);
+        }
+    }
+
+    /// A request that arrived at `arrival` waited `pool` for a connection and `queue` for a
+    /// server of resource `r`.
+    #[inline]
+    pub fn resource_use(&mut self, r: usize, arrival: f64, pool: f64, queue: f64) {
+        if arrival >= self.window_start {
+            if let Some(inside) = self.inside.as_mut() {
+                inside.pool_wait[r].record(pool);
+                inside.resource_queue[r].record(queue);
+            }
+        }
+    }
+
+    /// A request's busy thread over [start, end] (its time was not known when it started).
+    #[inline]
+    pub fn held(&mut self, dyno: usize, start: f64, end: f64) {
+        let area = end.min(self.window_end) - start.max(self.window_start);
+        if area > 0.0 {
+            self.busy_area[dyno] += area;
+        }
+    }
+
+    /// A request took a thread: its queue time (for a request whose time on the thread is
+    /// not known in advance; see [`Self::started`]).
+    #[inline]
+    pub fn took_thread(&mut self, arrival: f64, start: f64) {
+        if arrival >= self.window_start {
+            self.queue.record(start - arrival);
+        }
+    }
+
+    /// A request of class `class` that arrived at `arrival` completed at `end`.
+    #[inline]
+    pub fn class_completed(&mut self, class: usize, arrival: f64, end: f64) {
+        if let Some(inside) = self.inside.as_mut() {
+            if arrival >= self.window_start {
+                if let Some(stats) = inside.class_response.get_mut(class) {
+                    stats.record(end - arrival);
+                }
+            }
+            if let Some(closed) = inside.closed.as_mut() {
+                closed.0 = closed.0.max(end);
+                closed.1 += 1;
+                closed.3.record(end - arrival);
+            }
+        }
     }
 
     /// When arrivals stop: the end of the measurement window.
@@ -58,6 +258,7 @@ impl Measures {
     pub fn arrived(&mut self, time: f64, service: f64) {
         self.arrived += 1;
         if time >= self.window_start {
+            self.arrived_in_window += 1;
             // Summed in arrival order, so every policy and engine reports the very same figure.
             self.service_sum += service;
         }
@@ -140,8 +341,18 @@ impl Measures {
         }
     }
 
-    pub fn finish(self, scenario: &Scenario) -> ReplicationResult {
-        let capacity = scenario.slots as f64 * scenario.duration;
+    /// The figures; `end` is when the last event ran (a closed loop's window ends there).
+    pub fn finish(mut self, scenario: &Scenario, end: f64) -> ReplicationResult {
+        let span = if self.window_end.is_finite() {
+            scenario.duration
+        } else {
+            (end - self.window_start).max(f64::MIN_POSITIVE)
+        };
+        let window_close = self.window_end.min(end.max(self.window_start));
+        let capacity = scenario.slots as f64 * span;
+        let extra = self.inside.take().map(|inside| {
+            finish_inside(*inside, scenario, (self.window_start, window_close), span)
+        });
         let per_dyno: Vec<f64> = self.busy_area.iter().map(|a| a / capacity).collect();
         let requests = self.queue.count();
         ReplicationResult {
@@ -151,7 +362,7 @@ impl Measures {
             queue_of_queued: self.queue.positive_summary(),
             response: self.response.summary(),
             service_mean: ratio(self.service_sum, requests as f64),
-            throughput: self.completions_in_window as f64 / scenario.duration,
+            throughput: self.completions_in_window as f64 / span,
             utilisation: Utilisation {
                 mean: per_dyno.iter().sum::<f64>() / per_dyno.len() as f64,
                 min: per_dyno.iter().copied().fold(f64::INFINITY, f64::min),
@@ -164,7 +375,134 @@ impl Measures {
             },
             simulated_requests: self.arrived,
             events: self.arrived + self.completed,
+            dyno: None,
+            failed: None,
+            resources: None,
+            classes: None,
+            closed_loop: None,
         }
+        .with(
+            extra,
+            self.arrived_in_window,
+            self.max_dyno_queue.iter().copied().max().unwrap_or(0) as u64,
+        )
+    }
+}
+
+struct Extra {
+    dyno: DynoFigures,
+    failed: (u64, u64),
+    resources: Option<std::collections::BTreeMap<String, ResourceFigures>>,
+    classes: Option<std::collections::BTreeMap<String, ClassFigures>>,
+    closed_loop: Option<ClosedLoop>,
+}
+
+fn finish_inside(mut inside: Inside, s: &Scenario, window: (f64, f64), span: f64) -> Extra {
+    let close = |level: &mut Level| {
+        let v = level.value;
+        level.set(window.1, v, window);
+        level.area
+    };
+    let dynos = f64::from(s.dynos);
+    let dyno_time = dynos * span;
+    let memory_area = close(&mut inside.memory);
+    let over_area = close(&mut inside.over_quota);
+    let busy_processes = close(&mut inside.busy_processes);
+    let resources = (!s.resources.is_empty()).then(|| {
+        s.resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let busy = close(&mut inside.resource_busy[i]);
+                (
+                    r.name.clone(),
+                    ResourceFigures {
+                        utilisation: busy / (f64::from(r.servers) * span),
+                        pool_wait: inside.pool_wait[i].summary(),
+                        queue: inside.resource_queue[i].summary(),
+                        uses: inside.pool_wait[i].count(),
+                    },
+                )
+            })
+            .collect()
+    });
+    let classes = s.request.as_ref().filter(|r| r.classes.len() > 1).map(|r| {
+        r.classes
+            .iter()
+            .zip(&inside.class_response)
+            .map(|(c, stats)| {
+                (
+                    c.name.clone(),
+                    ClassFigures {
+                        requests: stats.count(),
+                        response: stats.summary(),
+                    },
+                )
+            })
+            .collect()
+    });
+    let closed_loop = match (&s.workload, inside.closed.take()) {
+        (Workload::Closed(c), Some((last, completed, failed, latency))) => {
+            let elapsed = last - window.0;
+            Some(ClosedLoop {
+                clients: c.count,
+                completed,
+                failed,
+                elapsed,
+                requests_per_s: if elapsed > 0.0 {
+                    completed as f64 / elapsed
+                } else {
+                    0.0
+                },
+                latency: latency.summary(),
+            })
+        }
+        _ => None,
+    };
+    Extra {
+        dyno: DynoFigures {
+            cpu_utilisation: inside.cpu_area / (dyno_time * f64::from(s.dyno_type.cores)),
+            thread_occupancy: 0.0,
+            process_occupancy: busy_processes / (dyno_time * f64::from(s.app.processes)),
+            accept_queue_max: 0,
+            memory: MemoryFigures {
+                mean: memory_area / dyno_time,
+                peak: inside.peak_memory,
+                over_quota: over_area / dyno_time,
+                r14_seconds: over_area,
+                r15_restarts: inside.r15,
+            },
+        },
+        failed: (inside.failed_r15, inside.failed_no_dyno),
+        resources,
+        classes,
+        closed_loop,
+    }
+}
+
+impl ReplicationResult {
+    fn with(mut self, extra: Option<Extra>, arrived: u64, accept_max: u64) -> Self {
+        if let Some(mut e) = extra {
+            e.dyno.thread_occupancy = self.utilisation.mean;
+            e.dyno.accept_queue_max = accept_max;
+            let (r15, no_dyno) = e.failed;
+            let total = r15 + no_dyno;
+            self.failed = Some(Failed {
+                fraction: if arrived > 0 {
+                    total as f64 / arrived as f64
+                } else {
+                    0.0
+                },
+                total,
+                r15,
+                no_dyno,
+            });
+            self.dyno = Some(e.dyno);
+            self.resources = e.resources;
+            self.classes = e.classes;
+            self.closed_loop = e.closed_loop;
+        }
+        self
     }
 }
 

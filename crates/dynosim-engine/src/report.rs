@@ -126,7 +126,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
         dynos: scenario.dynos,
         slots: scenario.slots,
         routers: scenario.routers,
-        arrival_rate: scenario.arrivals.mean_rate(),
+        arrival_rate: scenario.arrival_rate(),
         service_mean: scenario.service.mean(),
         offered_load: scenario.offered_load(),
         relaxation_time: scenario.relaxation_time(),

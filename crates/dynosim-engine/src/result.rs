@@ -2,6 +2,7 @@
 
 use crate::stats::TimeSummary;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// What one replication measured, over requests arriving after the warm-up.
 #[derive(Debug, Clone, Serialize)]
@@ -25,6 +26,92 @@ pub struct ReplicationResult {
     pub simulated_requests: u64,
     /// Arrivals and completions simulated, warm-up included.
     pub events: u64,
+    /// Inside the dynos (scenarios with `[app]` or `[request]`): CPU, processes, memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dyno: Option<DynoFigures>,
+    /// Requests that failed, by cause (scenarios in which requests can fail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<Failed>,
+    /// Each shared resource, by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<BTreeMap<String, ResourceFigures>>,
+    /// Each request class, by name (scenarios with `[[request.class]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<BTreeMap<String, ClassFigures>>,
+    /// What a closed-loop load generator (ab, hey) would report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_loop: Option<ClosedLoop>,
+}
+
+/// Averages over the dynos and the measured window.
+#[derive(Debug, Clone, Serialize)]
+pub struct DynoFigures {
+    /// Cores in use / cores.
+    pub cpu_utilisation: f64,
+    /// Busy threads (requests held) / threads: the same as `utilisation.mean`.
+    pub thread_occupancy: f64,
+    /// Processes holding at least one request / processes.
+    pub process_occupancy: f64,
+    /// Most requests waiting in one dyno's accept queue.
+    pub accept_queue_max: u64,
+    pub memory: MemoryFigures,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryFigures {
+    /// Time-weighted mean of a dyno's memory, bytes.
+    pub mean: f64,
+    /// The most any dyno held, bytes.
+    pub peak: f64,
+    /// Fraction of dyno-time over the memory quota (R14).
+    pub over_quota: f64,
+    /// Dyno-seconds over the quota (R14).
+    pub r14_seconds: f64,
+    /// Dynos restarted for memory (R15).
+    pub r15_restarts: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Failed {
+    /// Failed requests among those arriving in the window, as a fraction of them.
+    pub fraction: f64,
+    pub total: u64,
+    /// In flight or queued on a dyno restarted for memory.
+    pub r15: u64,
+    /// No dyno was up to take it.
+    pub no_dyno: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResourceFigures {
+    /// Busy servers / servers.
+    pub utilisation: f64,
+    /// Waiting for a connection from the pool, over every use of the resource.
+    pub pool_wait: TimeSummary,
+    /// Waiting for a server of the resource, once connected.
+    pub queue: TimeSummary,
+    /// Uses of the resource in the window.
+    pub uses: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassFigures {
+    pub requests: u64,
+    pub response: TimeSummary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClosedLoop {
+    pub clients: u32,
+    /// Requests answered, successfully or not.
+    pub completed: u64,
+    pub failed: u64,
+    /// From the first request sent to the last response, s.
+    pub elapsed: f64,
+    /// completed / elapsed: ab's "Requests per second".
+    pub requests_per_s: f64,
+    /// Response time of the answered requests: ab's percentiles.
+    pub latency: TimeSummary,
 }
 
 #[derive(Debug, Clone, Serialize)]

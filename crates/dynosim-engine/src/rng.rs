@@ -13,6 +13,8 @@ pub enum Stream {
     Arrivals = 1,
     Service = 2,
     Routing = 3,
+    /// Closed-loop clients' think times.
+    Think = 4,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

@@ -1,16 +1,21 @@
 //! The scenario: its schema (serde, defined once, here) and the validated, built form the
 //! simulator runs. Key paths in errors are the scenario file's: `service.percentiles[2]`.
 
-use crate::arrivals::{self, ArrivalProcess};
+use crate::app::{AppServer, AppSpec, DynoType};
 use crate::dist::{self, ServiceDistribution, Shaped};
 use crate::error::{Error, Result};
 use crate::params::{check_duration, explain_serde_error, whole, Params};
 use crate::policy::{self, Knowledge, RoutingPolicy};
+use crate::request::{PhaseKind, RequestModel, RequestSpec};
+use crate::resource::{PoolScope, Resource, ResourceSpec};
 use crate::theory;
 use crate::units::{Bytes, Duration, MIN_DURATION};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::path::Path;
+
+pub use crate::workload::{Clients, Workload};
 
 /// The scenario document as written (after the front end has turned TOML into JSON).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -21,8 +26,18 @@ pub struct ScenarioSpec {
     #[serde(default)]
     pub description: Option<String>,
     pub arrivals: ArrivalsSpec,
-    pub service: ServiceSpec,
+    /// A request's service time, one number a request (`[service]`), or its phases
+    /// (`[request]`): one of the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestSpec>,
     pub fleet: FleetSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<AppSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<BTreeMap<String, ResourceSpec>>,
+    #[serde(default)]
     pub router: RouterSpec,
     #[serde(default)]
     pub run: RunSpec,
@@ -59,13 +74,25 @@ pub struct ServiceSpec {
 #[serde(deny_unknown_fields)]
 pub struct FleetSpec {
     pub dynos: i64,
-    /// Concurrent requests per dyno (workers sharing the dyno's accept queue).
-    #[serde(default = "one")]
-    pub slots: i64,
+    /// Concurrent requests per dyno (workers sharing the dyno's accept queue), for a scenario
+    /// without `[app]`; 1 when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<i64>,
+    /// The dyno type: cores and memory quota from the table, and what `[cost]` prices.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub dyno_type: Option<String>,
+    /// Cores per dyno, overriding the type's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<i64>,
+    /// Memory quota per dyno, overriding the type's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct RouterSpec {
+    /// Random routing when left out, as Heroku's router does.
+    #[serde(default = "random")]
     pub policy: String,
     /// Independent routers; each request lands on one at random.
     #[serde(default = "one")]
@@ -98,10 +125,31 @@ pub struct RunSpec {
     /// Memory one replication's engine state may take (see [`crate::memory`]).
     #[serde(default = "default_max_memory")]
     pub max_memory: Bytes,
+    /// Which engine runs it: auto, direct or events.
+    #[serde(default = "auto")]
+    pub engine: String,
 }
 
 /// `run.max_memory` when the scenario does not set it: 8 GB.
 pub const DEFAULT_MAX_MEMORY: f64 = 8e9;
+
+impl Default for RouterSpec {
+    fn default() -> Self {
+        RouterSpec {
+            policy: random(),
+            routers: 1,
+            params: Map::new(),
+        }
+    }
+}
+
+fn random() -> String {
+    "random".into()
+}
+
+fn auto() -> String {
+    "auto".into()
+}
 
 fn one() -> i64 {
     1
@@ -138,6 +186,7 @@ impl Default for RunSpec {
             max_waiting: default_max_waiting(),
             max_requests: default_max_requests(),
             max_memory: default_max_memory(),
+            engine: auto(),
         }
     }
 }
@@ -146,9 +195,18 @@ impl Default for RunSpec {
 #[derive(Debug)]
 pub struct Scenario {
     pub name: String,
-    pub arrivals: Box<dyn ArrivalProcess>,
+    pub workload: Workload,
+    /// A request's time on its thread when nothing contends: `[service]`'s distribution, or
+    /// for `[request]` the sum of its phases (see [`crate::request::RequestTime`]).
     pub service: Box<dyn ServiceDistribution>,
+    /// The phases of a request, for a scenario with `[request]`; None for `[service]`, whose
+    /// request holds its thread for its service time and uses no CPU or resource.
+    pub request: Option<RequestModel>,
+    pub dyno_type: DynoType,
+    pub app: AppServer,
+    pub resources: Vec<Resource>,
     pub dynos: u32,
+    /// Requests a dyno holds at once: processes × requests per process.
     pub slots: u32,
     pub policy_name: String,
     pub policy: Box<dyn RoutingPolicy>,
@@ -160,6 +218,19 @@ pub struct Scenario {
     pub max_waiting: usize,
     /// Bytes one replication's engine state may take.
     pub max_memory: f64,
+    /// The engine asked for (`run.engine`).
+    pub engine: Engine,
+}
+
+/// Which engine simulates a replication (`run.engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The direct engine when it can run the scenario, else the event-driven one.
+    Auto,
+    /// The event-driven engine, which runs every scenario.
+    Events,
+    /// The direct engine ([`crate::direct`]); an error for a scenario it cannot run.
+    Direct,
 }
 
 impl Scenario {
@@ -185,65 +256,90 @@ impl Scenario {
         base_dir: &Path,
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<Scenario> {
-        let arrivals = {
-            let kind = &spec.arrivals.process;
-            let (keys, build) = arrivals::REGISTRY.lookup(kind).ok_or_else(|| {
-                unknown(
-                    "arrivals.process",
-                    "arrival process",
-                    kind,
-                    &arrivals::REGISTRY.names(),
+        let workload = Workload::build(&spec.arrivals.process, &spec.arrivals.params, base_dir)?;
+        let resource_names: Vec<String> = spec
+            .resources
+            .iter()
+            .flatten()
+            .map(|(name, _)| name.clone())
+            .collect();
+        let resources = spec
+            .resources
+            .iter()
+            .flatten()
+            .map(|(name, r)| Resource::build(name, r))
+            .collect::<Result<Vec<_>>>()?;
+        let (service, request) = match (&spec.service, &spec.request) {
+            (Some(s), None) => (build_service(s, base_dir, interrupted)?, None),
+            (None, Some(r)) => {
+                let model = RequestModel::build(r, &resource_names, base_dir)?;
+                let time = crate::request::RequestTime::new(&model);
+                check_service(&time, "request")?;
+                (Box::new(time) as Box<dyn ServiceDistribution>, Some(model))
+            }
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "request",
+                    "a scenario has [service] (one service time a request) or [request] \
+                     (phases), not both",
+                ))
+            }
+            (None, None) => {
+                return Err(Error::config(
+                    "service",
+                    "missing; a scenario needs [service] (a service time distribution) or \
+                     [request] (phases)",
+                ))
+            }
+        };
+        if request.is_none() && !resources.is_empty() {
+            return Err(Error::config(
+                "resources",
+                "resources are used by [request] phases (use = \"name\"); a [service] \
+                 scenario has none",
+            ));
+        }
+        let f = &spec.fleet;
+        let dyno_type = DynoType::build(f.dyno_type.as_deref(), f.cores, f.memory.map(|m| m.0))?;
+        let app = match (&spec.app, f.slots) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "fleet.slots",
+                    "give fleet.slots (a plain dyno of slots) or [app] (processes and \
+                     threads), not both",
+                ))
+            }
+            (Some(app), None) => AppServer::build(app, &dyno_type)?,
+            (None, slots) => AppServer::slots(
+                whole(slots.unwrap_or(1), "fleet.slots", 1, 100_000)?,
+                &dyno_type,
+            ),
+        };
+        let slots: u32 = u32::try_from(app.capacity())
+            .ok()
+            .filter(|&c| c <= 100_000_000)
+            .ok_or_else(|| {
+                Error::config(
+                    "app.processes",
+                    format!(
+                        "{} processes x {} requests each is over 10^8 requests per dyno",
+                        app.processes, app.per_process
+                    ),
                 )
             })?;
-            let params = Params::new("arrivals", kind, &spec.arrivals.params);
-            params.allow(keys)?;
-            build(&params)?
+        let engine = match spec.run.engine.as_str() {
+            "auto" => Engine::Auto,
+            "direct" => Engine::Direct,
+            "events" => Engine::Events,
+            other => {
+                return Err(Error::config(
+                    "run.engine",
+                    format!("unknown engine {other:?}; expected auto, direct or events"),
+                ))
+            }
         };
 
-        let s = &spec.service;
-        let (keys, build) = dist::REGISTRY.lookup(&s.distribution).ok_or_else(|| {
-            unknown(
-                "service.distribution",
-                "distribution",
-                &s.distribution,
-                &dist::REGISTRY.names(),
-            )
-        })?;
-        let params = Params::new("service", &s.distribution, &s.params);
-        params.allow(keys)?;
-        let mut service = build(&params, base_dir)?;
-        check_service(&*service, &format!("service.{}", keys[0]))?;
-        if let Some(step) = s.round_up {
-            check_duration(step.0, "service.round_up")?;
-        }
-        if let Some((lo, hi)) = s.clip {
-            if !(lo.0 >= 0.0 && hi.0 > lo.0 && hi.0 >= MIN_DURATION && hi.0.is_finite()) {
-                return Err(Error::config(
-                    "service.clip",
-                    format!(
-                        "expected [min, max] with 0 <= min < max, got [{} s, {} s]",
-                        lo.0, hi.0
-                    ),
-                ));
-            }
-        }
-        if s.round_up.is_some() || s.clip.is_some() {
-            service = Box::new(Shaped::new(
-                service,
-                s.round_up.map(|d| d.0),
-                s.clip.map(|(a, b)| (a.0, b.0)),
-                interrupted,
-            )?);
-            let key = if s.round_up.is_some() {
-                "service.round_up"
-            } else {
-                "service.clip"
-            };
-            check_service(&*service, key)?;
-        }
-
         let dynos = whole(spec.fleet.dynos, "fleet.dynos", 1, 10_000_000)?;
-        let slots = whole(spec.fleet.slots, "fleet.slots", 1, 100_000)?;
         let routers = whole(spec.router.routers, "router.routers", 1, 100_000)?;
         let r = &spec.router;
         let (keys, build) = policy::REGISTRY.lookup(&r.policy).ok_or_else(|| {
@@ -279,15 +375,19 @@ impl Scenario {
         }
         let replications = whole(run.replications, "run.replications", 1, 100_000)?;
         check_work(
-            arrivals.mean_rate(),
+            workload.mean_rate(service.mean()),
             run.warmup.0 + run.duration.0,
             replications,
             run.max_requests,
         )?;
         let scenario = Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
-            arrivals,
+            workload,
             service,
+            request,
+            dyno_type,
+            app,
+            resources,
             dynos,
             slots,
             policy_name: r.policy.clone(),
@@ -300,14 +400,62 @@ impl Scenario {
             // A dyno's count of requests is a u32: a billion waiting stay well inside it.
             max_waiting: whole::<usize>(run.max_waiting, "run.max_waiting", 1, 1_000_000_000)?,
             max_memory: run.max_memory.0,
+            engine,
         };
         scenario.check_time_scales()?;
         Ok(scenario)
     }
 
-    /// Arrival rate × mean service time / slots: the utilisation every policy must reach.
+    /// Requests per second: the open process's rate, or the most a closed loop's clients can
+    /// send (see [`Workload::mean_rate`]).
+    pub fn arrival_rate(&self) -> f64 {
+        self.workload.mean_rate(self.service.mean())
+    }
+
+    /// The utilisation of the busiest part of the system at the arrival rate: every policy
+    /// must reach it, and 1 or more is unstable. See [`Scenario::bottleneck`].
     pub fn offered_load(&self) -> f64 {
-        self.busy_slots_needed() / self.total_slots() as f64
+        self.bottleneck().1
+    }
+
+    /// The part of the system with the highest load, and that load: λ × the demand a request
+    /// makes on it / its servers. Threads (slots: λ E[S] / (dynos × slots)) for every scenario;
+    /// for phases also the cores (λ E[cpu] / (dynos × cores)), with an interpreter lock the
+    /// processes (λ E[cpu] / (dynos × min(processes, cores))), each resource's servers, and
+    /// each pool's connections. Demands are uncontended; memory slowdowns are not counted.
+    pub fn bottleneck(&self) -> (&'static str, f64) {
+        let rate = self.arrival_rate();
+        let dynos = f64::from(self.dynos);
+        let mut best = (
+            "threads",
+            self.busy_slots_needed() / self.total_slots() as f64,
+        );
+        let mut consider = |name: &'static str, load: f64| {
+            if load > best.1 || load.is_nan() {
+                best = (name, load);
+            }
+        };
+        if let Some(model) = &self.request {
+            let cpu = rate * model.mean_demand(PhaseKind::Cpu);
+            consider("cores", cpu / (dynos * f64::from(self.dyno_type.cores)));
+            if self.app.lock {
+                let running = self.app.processes.min(self.dyno_type.cores);
+                consider("interpreter lock", cpu / (dynos * f64::from(running)));
+            }
+            for (i, r) in self.resources.iter().enumerate() {
+                let busy = rate * model.mean_demand(PhaseKind::Use(i as u32));
+                consider("resource", busy / f64::from(r.servers));
+                if let Some((size, scope)) = r.pool {
+                    let pools = match scope {
+                        PoolScope::App => 1.0,
+                        PoolScope::Dyno => dynos,
+                        PoolScope::Process => dynos * f64::from(self.app.processes),
+                    };
+                    consider("pool", busy / (pools * f64::from(size)));
+                }
+            }
+        }
+        best
     }
 
     /// How long the queues take to settle at this load, in seconds: the heavy-traffic estimate
@@ -330,8 +478,9 @@ impl Scenario {
         )
     }
 
+    /// Arrival rate × mean (uncontended) time a request holds its thread.
     pub fn busy_slots_needed(&self) -> f64 {
-        self.arrivals.mean_rate() * self.service.mean()
+        self.arrival_rate() * self.service.mean()
     }
 
     pub fn total_slots(&self) -> u64 {
@@ -343,7 +492,7 @@ impl Scenario {
     /// never queues), or whose run is so long that the simulated clock (f64 seconds) cannot
     /// time a mean service time or a mean gap between arrivals to 1 part in 1000 near its end.
     fn check_time_scales(&self) -> Result<()> {
-        let expected = self.arrivals.mean_rate() * self.duration;
+        let expected = self.arrival_rate() * self.duration;
         if expected < 1.0 {
             return Err(Error::config(
                 "run.duration",
@@ -351,7 +500,7 @@ impl Scenario {
                     "{} s at {} arrivals/s expects {expected:e} arrivals; a run needs at least \
                      one (arrivals.rate x run.duration >= 1)",
                     self.duration,
-                    self.arrivals.mean_rate()
+                    self.arrival_rate()
                 ),
             ));
         }
@@ -360,13 +509,13 @@ impl Scenario {
                 "arrivals.rate",
                 format!(
                     "arrival rate {} /s x mean service time {} s overflows",
-                    self.arrivals.mean_rate(),
+                    self.arrival_rate(),
                     self.service.mean()
                 ),
             ));
         }
         let horizon = self.warmup + self.duration;
-        let (gap, service) = (1.0 / self.arrivals.mean_rate(), self.service.mean());
+        let (gap, service) = (1.0 / self.arrival_rate(), self.service.mean());
         let shortest = gap.min(service);
         if horizon * f64::EPSILON * 1e3 > shortest {
             return Err(Error::config(
@@ -385,8 +534,12 @@ impl Scenario {
         Ok(())
     }
 
-    /// Refuses a scenario whose offered load is at or above capacity, or not a number.
+    /// Refuses a scenario whose offered load is at or above capacity, or not a number. A
+    /// closed loop is always stable: its clients wait for their responses.
     pub fn check_stable(&self) -> Result<()> {
+        if self.workload.is_closed() {
+            return Ok(());
+        }
         let load = self.offered_load();
         if load.is_nan() {
             return Err(Error::config(
@@ -394,7 +547,7 @@ impl Scenario {
                 format!(
                     "offered load is not a number (arrival rate {} /s x mean service time {} s \
                      / {} slots)",
-                    self.arrivals.mean_rate(),
+                    self.arrival_rate(),
                     self.service.mean(),
                     self.total_slots()
                 ),
@@ -409,6 +562,56 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// Builds `[service]`: a registered distribution, rounded and clipped if asked.
+fn build_service(
+    s: &ServiceSpec,
+    base_dir: &Path,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Box<dyn ServiceDistribution>> {
+    let (keys, build) = dist::REGISTRY.lookup(&s.distribution).ok_or_else(|| {
+        unknown(
+            "service.distribution",
+            "distribution",
+            &s.distribution,
+            &dist::REGISTRY.names(),
+        )
+    })?;
+    let params = Params::new("service", &s.distribution, &s.params);
+    params.allow(keys)?;
+    let mut service = build(&params, base_dir)?;
+    check_service(&*service, &format!("service.{}", keys[0]))?;
+    if let Some(step) = s.round_up {
+        check_duration(step.0, "service.round_up")?;
+    }
+    if let Some((lo, hi)) = s.clip {
+        if !(lo.0 >= 0.0 && hi.0 > lo.0 && hi.0 >= MIN_DURATION && hi.0.is_finite()) {
+            return Err(Error::config(
+                "service.clip",
+                format!(
+                    "expected [min, max] with 0 <= min < max, got [{} s, {} s]",
+                    lo.0, hi.0
+                ),
+            ));
+        }
+    }
+    if s.round_up.is_some() || s.clip.is_some() {
+        service = Box::new(Shaped::new(
+            service,
+            s.round_up.map(|d| d.0),
+            s.clip.map(|(a, b)| (a.0, b.0)),
+            interrupted,
+        )?);
+        let key = if s.round_up.is_some() {
+            "service.round_up"
+        } else {
+            "service.clip"
+        };
+        check_service(&*service, key)?;
+    }
+
+    Ok(service)
 }
 
 /// Refuses a run expected to simulate more requests than the budget `run.max_requests`.

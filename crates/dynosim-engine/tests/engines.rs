@@ -187,7 +187,7 @@ fn the_direct_engine_refuses_what_it_cannot_run() {
         let scenario = build(&json);
         assert!(!can_run(&scenario), "{label}");
         match run_replication_on(Engine::Direct, &scenario, 0, &never_interrupted) {
-            Err(Error::Config { path, .. }) => assert_eq!(path, "router.policy", "{label}"),
+            Err(Error::Config { path, .. }) => assert_eq!(path, "run.engine", "{label}"),
             other => panic!("{label}: expected a refusal, got {other:?}"),
         }
         // Auto falls back to the event-driven engine.

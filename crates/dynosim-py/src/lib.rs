@@ -60,7 +60,7 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
             "dynos": s.dynos,
             "slots": s.slots,
             "routers": s.routers,
-            "arrival_rate": s.arrivals.mean_rate(),
+            "arrival_rate": s.arrival_rate(),
             "service_mean": s.service.mean(),
             "service_second_moment": s.service.second_moment(),
             "offered_load": s.offered_load(),

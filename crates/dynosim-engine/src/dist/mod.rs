@@ -58,3 +58,67 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
 pub(crate) fn normal() -> statrs::distribution::Normal {
     statrs::distribution::Normal::new(0.0, 1.0).expect("standard normal")
 }
+
+/// A distribution written inline, as a phase's time or a client's think time: a duration
+/// (`"3ms"`, `0.003`: every sample that value) or a table naming one of [`REGISTRY`] with its
+/// parameters (`{ distribution = "exponential", mean = "20ms" }`). `path` is the value's key
+/// path, for errors.
+pub fn from_value(
+    value: &serde_json::Value,
+    path: &str,
+    base_dir: &Path,
+) -> Result<Box<dyn ServiceDistribution>> {
+    use crate::error::Error;
+    use crate::params::check_duration;
+    match value {
+        serde_json::Value::Object(table) => {
+            let kind = match table.get("distribution") {
+                Some(serde_json::Value::String(kind)) => kind.as_str(),
+                Some(_) => {
+                    return Err(Error::config(
+                        format!("{path}.distribution"),
+                        "expected a distribution name",
+                    ))
+                }
+                None => {
+                    return Err(Error::config(
+                        format!("{path}.distribution"),
+                        format!("missing; expected one of: {}", REGISTRY.names().join(", ")),
+                    ))
+                }
+            };
+            let (keys, build) = REGISTRY.lookup(kind).ok_or_else(|| {
+                Error::config(
+                    format!("{path}.distribution"),
+                    format!(
+                        "unknown distribution {kind:?}; expected one of: {}",
+                        REGISTRY.names().join(", ")
+                    ),
+                )
+            })?;
+            let params: serde_json::Map<String, serde_json::Value> = table
+                .iter()
+                .filter(|(k, _)| k.as_str() != "distribution")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let p = Params::new(path, kind, &params);
+            p.allow(keys)?;
+            build(&p, base_dir)
+        }
+        other => {
+            let seconds: crate::units::Duration = serde_json::from_value(other.clone())
+                .map_err(|e| {
+                    Error::config(
+                        path,
+                        format!(
+                            "{}; or a table such as {{ distribution = \"exponential\", mean = \"20ms\" }}",
+                            crate::params::strip_serde_position(&e.to_string())
+                        ),
+                    )
+                })?;
+            Ok(Box::new(constant::Constant(check_duration(
+                seconds.0, path,
+            )?)))
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! Inside a dyno: its type (cores, memory quota), the app server (processes × threads and how
+//! they take requests), and the memory model (per dyno, process, thread, request and malloc
+//! arena; R14 over the quota, R15 restarts at the restart threshold).
+
+use crate::error::{Error, Result};
+use crate::params::{check_duration, whole};
+use crate::units::{Bytes, Duration};
+use serde::{Deserialize, Serialize};
+
+/// A dyno type of the table in docs/model.md: name, cores, memory quota (bytes), and the
+/// multiple of the quota at which the dyno is restarted (R15).
+pub const DYNO_TYPES: &[(&str, u32, f64, f64)] = &[
+    ("eco", 1, 512e6, 2.0),
+    ("basic", 1, 512e6, 2.0),
+    ("standard-1x", 1, 512e6, 2.0),
+    ("standard-2x", 2, 1024e6, 2.0),
+    ("performance-m", 2, 2.5e9, 2.0),
+    ("performance-l", 8, 14e9, 2.0),
+    ("2013-1x", 1, 512e6, 3.0),
+];
+
+/// The `[app]` section.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    /// A preset: generic, thin, unicorn, puma, gunicorn.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// gunicorn's worker class: sync, gthread, gevent.
+    #[serde(default)]
+    pub worker_class: Option<String>,
+    /// sync, threaded or async; set by the preset unless given.
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub processes: Option<i64>,
+    #[serde(default)]
+    pub threads: Option<i64>,
+    #[serde(default)]
+    pub worker_connections: Option<i64>,
+    /// Whether a process's threads share an interpreter lock (CPython's GIL, MRI's GVL).
+    #[serde(default)]
+    pub lock: Option<bool>,
+    /// glibc's MALLOC_ARENA_MAX; unset: 8 × cores per process.
+    #[serde(default)]
+    pub malloc_arena_max: Option<i64>,
+    /// How long a restarted dyno takes to boot.
+    #[serde(default)]
+    pub boot_time: Option<Duration>,
+    /// How much CPU work slows over the memory quota: each 1.0 of the quota over it adds this
+    /// many times the work's own time (a slowdown of 1 + swap_slowdown × (memory/quota − 1)).
+    #[serde(default)]
+    pub swap_slowdown: Option<f64>,
+    /// The multiple of the quota at which the dyno is restarted (R15); the dyno type's unless given.
+    #[serde(default)]
+    pub restart_at: Option<f64>,
+    #[serde(default)]
+    pub memory: Option<MemorySpec>,
+}
+
+/// `[app.memory]`: what each part of a dyno holds.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    #[serde(default)]
+    pub dyno: Option<Bytes>,
+    #[serde(default)]
+    pub process: Option<Bytes>,
+    #[serde(default)]
+    pub thread: Option<Bytes>,
+    #[serde(default)]
+    pub request: Option<Bytes>,
+    #[serde(default)]
+    pub arena: Option<Bytes>,
+}
+
+/// How a process takes requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// One request per process at a time (Unicorn, gunicorn sync, thin).
+    Sync,
+    /// `threads` requests per process, each on its own thread (gthread, Puma).
+    Threaded,
+    /// Up to `worker_connections` requests per process on one OS thread (gevent).
+    Async,
+}
+
+/// The app server every dyno runs.
+#[derive(Debug, Clone)]
+pub struct AppServer {
+    pub server: String,
+    pub model: Model,
+    pub processes: u32,
+    /// Requests one process holds at once: 1 (sync), threads, or worker_connections.
+    pub per_process: u32,
+    /// OS threads per process (memory): 1 for sync and async, `threads` for threaded.
+    pub os_threads: u32,
+    pub lock: bool,
+    pub boot_time: f64,
+    pub memory: Memory,
+}
+
+/// The memory model of one dyno, bytes.
+#[derive(Debug, Clone)]
+pub struct Memory {
+    pub quota: f64,
+    pub restart_at: f64,
+    pub dyno: f64,
+    pub process: f64,
+    pub thread: f64,
+    pub request: f64,
+    pub arena: f64,
+    pub arena_max: u32,
+    pub swap_slowdown: f64,
+}
+
+impl Memory {
+    /// Whether the memory model can change anything: some part holds memory.
+    pub fn is_modelled(&self) -> bool {
+        self.dyno + self.process + self.thread + self.request + self.arena > 0.0
+    }
+
+    /// The factor CPU work slows by at `bytes` in use (1 within the quota).
+    #[inline]
+    pub fn slowdown(&self, bytes: f64) -> f64 {
+        if bytes > self.quota {
+            1.0 + self.swap_slowdown * (bytes / self.quota - 1.0)
+        } else {
+            1.0
+        }
+    }
+}
+
+/// The dyno type: its name, cores and memory quota (bytes).
+#[derive(Debug, Clone)]
+pub struct DynoType {
+    pub name: String,
+    pub cores: u32,
+    pub quota: f64,
+    pub restart_at: f64,
+}
+
+impl DynoType {
+    pub fn build(name: Option<&str>, cores: Option<i64>, memory: Option<f64>) -> Result<DynoType> {
+        let name = name.unwrap_or("standard-1x");
+        let (_, table_cores, table_quota, restart) = DYNO_TYPES
+            .iter()
+            .find(|(n, ..)| *n == name.to_ascii_lowercase())
+            .copied()
+            .ok_or_else(|| {
+                Error::config(
+                    "fleet.type",
+                    format!(
+                        "unknown dyno type {name:?}; expected one of: {}",
+                        DYNO_TYPES
+                            .iter()
+                            .map(|t| t.0)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?;
+        let cores = match cores {
+            Some(c) => whole(c, "fleet.cores", 1, 1024)?,
+            None => table_cores,
+        };
+        let quota = match memory {
+            Some(m) if m.is_finite() && m >= 1e6 => m,
+            Some(m) => {
+                return Err(Error::config(
+                    "fleet.memory",
+                    format!("must be at least 1 MB, got {m} bytes"),
+                ))
+            }
+            None => table_quota,
+        };
+        Ok(DynoType {
+            name: name.to_ascii_lowercase(),
+            cores,
+            quota,
+            restart_at: restart,
+        })
+    }
+}
+
+/// A preset's defaults: model, processes, threads, lock.
+struct Preset {
+    model: Model,
+    processes: i64,
+    threads: i64,
+    lock: bool,
+}
+
+fn preset(server: &str, worker_class: Option<&str>, cores: u32) -> Result<Preset> {
+    let p = |model, processes, threads, lock| Preset {
+        model,
+        processes,
+        threads,
+        lock,
+    };
+    let gunicorn_workers = 2 * i64::from(cores) + 1;
+    Ok(match (server, worker_class) {
+        ("generic", None) => p(Model::Threaded, 1, 1, false),
+        ("thin", None) => p(Model::Sync, 1, 1, true),
+        ("unicorn", None) => p(Model::Sync, 2, 1, true),
+        ("puma", None) => p(Model::Threaded, 2, 5, true),
+        ("gunicorn", None | Some("sync")) => p(Model::Sync, gunicorn_workers, 1, true),
+        ("gunicorn", Some("gthread")) => p(Model::Threaded, gunicorn_workers, 1, true),
+        ("gunicorn", Some("gevent") | Some("eventlet")) => {
+            p(Model::Async, gunicorn_workers, 1, true)
+        }
+        ("gunicorn", Some(other)) => {
+            return Err(Error::config(
+                "app.worker_class",
+                format!(
+                    "unknown gunicorn worker class {other:?}; expected sync, gthread or gevent"
+                ),
+            ))
+        }
+        (_, Some(_)) if ["generic", "thin", "unicorn", "puma"].contains(&server) => {
+            return Err(Error::config(
+                "app.worker_class",
+                format!("only gunicorn takes a worker_class, not {server:?}"),
+            ))
+        }
+        (other, _) => {
+            return Err(Error::config(
+                "app.server",
+                format!(
+                    "unknown app server {other:?}; expected one of: generic, thin, unicorn, \
+                     puma, gunicorn"
+                ),
+            ))
+        }
+    })
+}
+
+impl AppServer {
+    /// The app server of a scenario written with `fleet.slots` and `[service]`: `slots`
+    /// requests at once, each holding its slot for its service time, no CPU or memory model.
+    pub fn slots(slots: u32, dyno: &DynoType) -> AppServer {
+        AppServer {
+            server: "generic".into(),
+            model: Model::Threaded,
+            processes: 1,
+            per_process: slots,
+            os_threads: slots,
+            lock: false,
+            boot_time: 0.0,
+            memory: Memory {
+                quota: dyno.quota,
+                restart_at: dyno.restart_at * dyno.quota,
+                dyno: 0.0,
+                process: 0.0,
+                thread: 0.0,
+                request: 0.0,
+                arena: 0.0,
+                arena_max: 1,
+                swap_slowdown: 0.0,
+            },
+        }
+    }
+
+    pub fn build(spec: &AppSpec, dyno: &DynoType) -> Result<AppServer> {
+        let server = spec.server.as_deref().unwrap_or("generic");
+        let preset = preset(server, spec.worker_class.as_deref(), dyno.cores)?;
+        let model = match spec.model.as_deref() {
+            None => preset.model,
+            Some("sync") => Model::Sync,
+            Some("threaded") => Model::Threaded,
+            Some("async") => Model::Async,
+            Some(other) => {
+                return Err(Error::config(
+                    "app.model",
+                    format!("unknown model {other:?}; expected sync, threaded or async"),
+                ))
+            }
+        };
+        let processes = whole(
+            spec.processes.unwrap_or(preset.processes),
+            "app.processes",
+            1,
+            10_000,
+        )?;
+        let threads: u32 = whole(
+            spec.threads.unwrap_or(preset.threads),
+            "app.threads",
+            1,
+            100_000,
+        )?;
+        let connections: u32 = whole(
+            spec.worker_connections.unwrap_or(1000),
+            "app.worker_connections",
+            1,
+            1_000_000,
+        )?;
+        if model == Model::Sync && threads > 1 {
+            return Err(Error::config(
+                "app.threads",
+                format!(
+                    "a sync server runs one request per process; for {threads} threads use \
+                     model = \"threaded\" (gunicorn: worker_class = \"gthread\")"
+                ),
+            ));
+        }
+        let (per_process, os_threads) = match model {
+            Model::Sync => (1, 1),
+            Model::Threaded => (threads, threads),
+            Model::Async => (connections, 1),
+        };
+        let m = spec.memory.clone().unwrap_or_default();
+        let bytes = |v: Option<Bytes>, path: &str| -> Result<f64> {
+            let b = v.map_or(0.0, |b| b.0);
+            if b.is_finite() && b >= 0.0 {
+                Ok(b)
+            } else {
+                Err(Error::config(path, format!("must be a size >= 0, got {b}")))
+            }
+        };
+        let arena_max = match spec.malloc_arena_max {
+            Some(n) => whole(n, "app.malloc_arena_max", 1, 100_000)?,
+            None => 8 * dyno.cores,
+        };
+        let swap_slowdown = spec.swap_slowdown.unwrap_or(DEFAULT_SWAP_SLOWDOWN);
+        if !(swap_slowdown.is_finite() && swap_slowdown >= 0.0) {
+            return Err(Error::config("app.swap_slowdown", "must be a number >= 0"));
+        }
+        let restart_at = spec.restart_at.unwrap_or(dyno.restart_at);
+        if !(restart_at.is_finite() && restart_at > 1.0) {
+            return Err(Error::config(
+                "app.restart_at",
+                format!("must be a multiple of the memory quota above 1, got {restart_at}"),
+            ));
+        }
+        let boot_time = match spec.boot_time {
+            Some(d) => check_duration(d.0, "app.boot_time")?,
+            None => DEFAULT_BOOT_TIME,
+        };
+        Ok(AppServer {
+            server: server.to_string(),
+            model,
+            processes,
+            per_process,
+            os_threads,
+            lock: spec.lock.unwrap_or(preset.lock),
+            boot_time,
+            memory: Memory {
+                quota: dyno.quota,
+                restart_at: restart_at * dyno.quota,
+                dyno: bytes(m.dyno, "app.memory.dyno")?,
+                process: bytes(m.process, "app.memory.process")?,
+                thread: bytes(m.thread, "app.memory.thread")?,
+                request: bytes(m.request, "app.memory.request")?,
+                arena: bytes(m.arena, "app.memory.arena")?,
+                arena_max,
+                swap_slowdown,
+            },
+        })
+    }
+
+    /// Requests one dyno holds at once.
+    pub fn capacity(&self) -> u64 {
+        u64::from(self.processes) * u64::from(self.per_process)
+    }
+}
+
+/// `app.swap_slowdown` by default: 10% over the quota makes CPU work 3× slower. Heroku says
+/// only that a swapping dyno "slows down a lot"; see docs/model.md.
+pub const DEFAULT_SWAP_SLOWDOWN: f64 = 20.0;
+/// `app.boot_time` by default.
+pub const DEFAULT_BOOT_TIME: f64 = 10.0;

@@ -1,0 +1,1066 @@
+//! The event-driven engine: every scenario, one replication at a time, on the event kernel
+//! ([`crate::kernel`]).
+//!
+//! Components and the way a request flows through them:
+//! workload (an arrival process, or closed-loop clients) → router(s) (a policy, each router's
+//! view of its in-flight requests, a FIFO queue for policies that hold) → dyno (accept queue,
+//! processes and threads, [`dyno`]) → the request's phases: `cpu` on the dyno's cores
+//! ([`sharing`]), `io`, `use` of a resource (its pool and servers, [`resource`]) → the
+//! response (a closed-loop client thinks and sends again). The observer ([`Measures`]) is told
+//! what happened; the components keep no statistics of their own.
+//!
+//! Events at the same time run in this order (the kernel's priorities): completions (a timed
+//! phase, a CPU or resource slice), then dyno boots, then arrivals and clients' sends; among
+//! equals, in the order they were scheduled. A thread freed at t is free for a request
+//! arriving at t.
+//!
+//! A scenario of plain slots and `[service]` runs as requests holding a thread for their drawn
+//! service time, with the same draws and the same order of events as the direct engine
+//! ([`crate::direct`]), so that both report the same figures.
+
+mod dyno;
+mod resource;
+mod sharing;
+
+use crate::alloc::{filled, StateBytes};
+use crate::error::{Error, Result};
+use crate::kernel::EventQueue;
+use crate::load_index::LoadIndex;
+use crate::measure::Measures;
+use crate::policy::{DynoDraw, Knowledge, Route, RouterView, RoutingPolicy, Ties};
+use crate::request::PhaseKind;
+use crate::resource::Discipline;
+use crate::result::{Frame, ReplicationResult, Trace};
+use crate::rng::{stream, SimRng, Stream};
+use crate::scenario::{Scenario, Workload};
+use dyno::Dyno;
+use rand::Rng;
+use resource::ResourceState;
+use std::collections::VecDeque;
+
+/// How often (in events) the run asks whether it should stop.
+const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
+
+/// Event priorities (lower first at equal times).
+const COMPLETION: u8 = 0;
+const BOOT: u8 = 1;
+const ARRIVAL: u8 = 2;
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    /// The open workload's next arrival.
+    Arrival,
+    /// A closed-loop client sends its next request.
+    Send { client: u32 },
+    /// A timed phase ends: a `[service]` hold, an `io` wait, or an FCFS resource's service.
+    Done { req: u32 },
+    /// A dyno's CPU finishes a job (if the generation is current).
+    Cpu { dyno: u32, generation: u32 },
+    /// A processor-sharing resource finishes a job (if the generation is current).
+    Shared { resource: u32, generation: u32 },
+    /// A restarted dyno is up again.
+    Boot { dyno: u32 },
+}
+
+/// Where a request is, for what an event or a restart must do with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Routing,
+    Accept,
+    /// A timed phase: `[service]` hold or `io`.
+    Timed,
+    Cpu,
+    PoolWait(u32),
+    ResourceQueue(u32),
+    ResourceService(u32),
+    /// On a thread between phases.
+    Thread,
+    /// Killed while an event of its own was pending; freed when it comes.
+    Dead,
+    /// Not a request: a free entry of the slab.
+    Free,
+}
+
+#[derive(Debug, Clone)]
+struct Request {
+    arrival: f64,
+    start: f64,
+    /// `[service]`'s drawn time, or the sum of the phases' (uncontended).
+    service: f64,
+    router: u32,
+    dyno: u32,
+    process: u32,
+    class: u32,
+    phase: u32,
+    client: u32,
+    state: State,
+    /// The pool connection held (pool index), or NONE.
+    pool: u32,
+    /// When the current wait began (pool or resource queue).
+    waited_since: f64,
+    pool_wait: f64,
+    /// Drawn phase times (empty for `[service]`).
+    times: Vec<f64>,
+}
+
+/// Requests in flight, by index; freed entries are reused (their phase buffers too).
+#[derive(Debug, Default)]
+struct Slab {
+    entries: Vec<Request>,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    #[inline]
+    fn insert(&mut self) -> u32 {
+        if let Some(i) = self.free.pop() {
+            i
+        } else {
+            self.entries.push(Request {
+                arrival: 0.0,
+                start: 0.0,
+                service: 0.0,
+                router: 0,
+                dyno: NONE,
+                process: 0,
+                class: 0,
+                phase: 0,
+                client: NONE,
+                state: State::Routing,
+                pool: NONE,
+                waited_since: 0.0,
+                pool_wait: 0.0,
+                times: Vec::new(),
+            });
+            (self.entries.len() - 1) as u32
+        }
+    }
+    #[inline]
+    fn release(&mut self, i: u32) {
+        self.entries[i as usize].state = State::Free;
+        self.free.push(i);
+    }
+}
+
+#[derive(Debug)]
+struct TraceRecorder {
+    interval: f64,
+    until: f64,
+    next: f64,
+    frames: Vec<Frame>,
+}
+
+struct Simulation<'s> {
+    s: &'s Scenario,
+    now: f64,
+    events: EventQueue<Event>,
+    slab: Slab,
+    dynos: Vec<Dyno>,
+    dynos_up: u32,
+    loads: Vec<LoadIndex>,
+    policies: Vec<Box<dyn RoutingPolicy>>,
+    router_queues: Vec<VecDeque<u32>>,
+    waiting_total: usize,
+    resources: Vec<ResourceState>,
+    routing_rng: SimRng,
+    service_rng: SimRng,
+    think_rng: SimRng,
+    dyno_draw: DynoDraw,
+    measures: Measures,
+    queued: u64,
+    trace: Option<TraceRecorder>,
+    /// Whether requests have phases (`[request]`) rather than one `[service]` hold.
+    phases: bool,
+    /// Whether dynos keep memory and may restart.
+    memory: bool,
+    /// Fleet totals for the observer.
+    busy_processes: u32,
+    fleet_memory: f64,
+    over_quota: u32,
+    /// Closed loop: requests still to send (None: until the window ends).
+    to_send: Option<u64>,
+    done: Vec<u32>,
+}
+
+/// What a replication's state costs on this engine (see [`crate::memory`]).
+pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
+    let u32_bytes = size_of::<u32>() as f64;
+    // Per router and dyno: the in-flight count, and for a ranking its bucket links (random
+    // ties: a position and a place in a set that may hold spare room).
+    let ranking = match scenario.policy.knowledge() {
+        Knowledge::Ranking(Ties::Random) => 3.0 * u32_bytes,
+        Knowledge::Ranking(Ties::Oldest) | Knowledge::FreeSlots => 2.0 * u32_bytes,
+        Knowledge::Nothing | Knowledge::Some => 0.0,
+    };
+    let processes = f64::from(scenario.app.processes);
+    let request = size_of::<Request>() as f64
+        + 8.0
+            * scenario.request.as_ref().map_or(0.0, |r| {
+                r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0) as f64
+            });
+    StateBytes {
+        per_dyno: Measures::BYTES_PER_DYNO + size_of::<Dyno>() as f64 + processes * 2.0 * u32_bytes,
+        // Per busy thread: a request, a pending event (the heap's buffer doubles), a CPU job.
+        per_slot: request + 2.0 * EventQueue::<Event>::ENTRY_BYTES as f64 + 32.0,
+        per_router_dyno: u32_bytes + ranking,
+        // A waiting request: its entry and its place in a queue.
+        per_waiting: request + 2.0 * u32_bytes,
+    }
+}
+
+/// Runs replication `replication` of the scenario on this engine.
+pub(crate) fn run_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<ReplicationResult> {
+    simulate(scenario, replication, None, interrupted).map(|(result, _)| result)
+}
+
+/// Runs a replication and also snapshots it every `interval` seconds up to `until`.
+pub fn trace_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interval: f64,
+    until: f64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<(ReplicationResult, Trace)> {
+    if !(interval > 0.0 && until >= 0.0 && interval.is_finite() && until.is_finite()) {
+        return Err(Error::config(
+            "trace",
+            "interval must be positive and until >= 0",
+        ));
+    }
+    let frames = (until / interval).floor() + 1.0;
+    if frames * scenario.dynos as f64 > 5e7 {
+        return Err(Error::config(
+            "trace",
+            format!(
+                "{frames} frames x {} dynos is too large a trace; use a longer interval",
+                scenario.dynos
+            ),
+        ));
+    }
+    let recorder = TraceRecorder {
+        interval,
+        until,
+        next: 0.0,
+        frames: Vec::with_capacity(frames as usize),
+    };
+    simulate(scenario, replication, Some(recorder), interrupted)
+        .map(|(result, trace)| (result, trace.expect("a recorder was given")))
+}
+
+fn simulate(
+    s: &Scenario,
+    replication: u64,
+    trace: Option<TraceRecorder>,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<(ReplicationResult, Option<Trace>)> {
+    s.check_stable()?;
+    let seed = s.seed;
+    let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
+    let n = s.dynos as usize;
+    let routers = s.routers as usize;
+    let phases = s.request.is_some();
+    let cpu = phases;
+    let memory = s.app.memory.is_modelled();
+    let template = Dyno::new(&s.app, s.dyno_type.cores, cpu);
+    let mut sim = Simulation {
+        s,
+        now: 0.0,
+        events: EventQueue::with_capacity(s.total_slots().min(1 << 20) as usize + 2),
+        slab: Slab::default(),
+        dynos: filled(n, template)?,
+        dynos_up: s.dynos,
+        loads: (0..routers)
+            .map(|_| {
+                let ranking = match s.policy.knowledge() {
+                    Knowledge::Ranking(ties) => Some(ties),
+                    Knowledge::FreeSlots => Some(Ties::Oldest),
+                    Knowledge::Nothing | Knowledge::Some => None,
+                };
+                LoadIndex::new(n, ranking)
+            })
+            .collect::<Result<_>>()?,
+        policies: (0..routers).map(|_| s.policy.box_clone()).collect(),
+        router_queues: (0..routers).map(|_| VecDeque::new()).collect(),
+        waiting_total: 0,
+        resources: s
+            .resources
+            .iter()
+            .map(|r| ResourceState::new(r, s.dynos, s.app.processes))
+            .collect(),
+        routing_rng: stream(seed, replication, Stream::Routing),
+        service_rng: stream(seed, replication, Stream::Service),
+        think_rng: stream(seed, replication, Stream::Think),
+        dyno_draw: DynoDraw::new(n),
+        measures: Measures::new(s)?,
+        queued: 0,
+        trace,
+        phases,
+        memory,
+        busy_processes: 0,
+        fleet_memory: f64::from(s.dynos) * dyno::idle_memory(&s.app),
+        over_quota: 0,
+        to_send: None,
+        done: Vec::new(),
+    };
+    if sim.measures.detailed() {
+        sim.measures.fleet_levels(0.0, 0.0, sim.fleet_memory, 0.0);
+        if memory {
+            sim.measures.dyno_memory(0.0, dyno::idle_memory(&s.app));
+        }
+    }
+
+    let mut arrivals = match &s.workload {
+        Workload::Open(process) => {
+            let mut process = process.fresh();
+            if let Some(t) = process.next_arrival(0.0, &mut arrival_rng) {
+                sim.events.schedule(t, ARRIVAL, Event::Arrival);
+            }
+            Some(process)
+        }
+        Workload::Closed(clients) => {
+            sim.to_send = clients.requests;
+            for client in 0..clients.count {
+                sim.events.schedule(0.0, ARRIVAL, Event::Send { client });
+            }
+            None
+        }
+    };
+    let window_end = sim.measures.window_end();
+    let mut steps = 0u64;
+    while let Some((time, event)) = sim.events.pop() {
+        if sim.trace.is_some() {
+            sim.snapshot_until(time);
+        }
+        match event {
+            Event::Arrival => {
+                if time >= window_end {
+                    continue;
+                }
+                sim.now = time;
+                sim.arrive(NONE);
+                let process = arrivals.as_mut().expect("an open workload");
+                if let Some(t) = process.next_arrival(time, &mut arrival_rng) {
+                    sim.events.schedule(t, ARRIVAL, Event::Arrival);
+                }
+                sim.check_overload()?;
+            }
+            Event::Send { client } => {
+                if time >= window_end || sim.to_send == Some(0) {
+                    continue;
+                }
+                sim.now = time;
+                if let Some(left) = sim.to_send.as_mut() {
+                    *left -= 1;
+                }
+                sim.arrive(client);
+            }
+            Event::Done { req } => {
+                sim.now = time;
+                sim.timed_done(req);
+            }
+            Event::Cpu { dyno, generation } => {
+                if sim.dynos[dyno as usize]
+                    .cpu
+                    .generation
+                    .is_current(generation)
+                {
+                    sim.now = time;
+                    sim.cpu_done(dyno as usize);
+                }
+            }
+            Event::Shared {
+                resource,
+                generation,
+            } => {
+                if sim.resources[resource as usize]
+                    .sharing
+                    .generation
+                    .is_current(generation)
+                {
+                    sim.now = time;
+                    sim.shared_done(resource as usize);
+                }
+            }
+            Event::Boot { dyno } => {
+                sim.now = time;
+                sim.boot(dyno as usize);
+            }
+        }
+        steps += 1;
+        if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
+            return Err(Error::Interrupted);
+        }
+    }
+    if sim.trace.is_some() {
+        sim.snapshot_until(f64::INFINITY);
+    }
+    if sim.measures.detailed() {
+        let (now, busy, memory, over) = (
+            sim.now,
+            f64::from(sim.busy_processes),
+            sim.fleet_memory,
+            f64::from(sim.over_quota),
+        );
+        sim.measures.fleet_levels(now, busy, memory, over);
+        for (r, state) in sim.resources.iter().enumerate() {
+            sim.measures.resource_busy(r, now, state.busy_servers());
+        }
+    }
+    let trace = sim.trace.take().map(|t| Trace {
+        interval: t.interval,
+        frames: t.frames,
+    });
+    let end = sim.now;
+    Ok((sim.measures.finish(s, end), trace))
+}
+
+impl Simulation<'_> {
+    fn check_overload(&self) -> Result<()> {
+        if self.waiting_total > self.s.max_waiting {
+            return Err(Error::Overloaded {
+                queued: self.waiting_total,
+                at_time: self.now,
+            });
+        }
+        Ok(())
+    }
+
+    /// A request arrives (from `client`, or NONE for the open workload): its class and phase
+    /// times are drawn, then a router takes it.
+    fn arrive(&mut self, client: u32) {
+        let t = self.now;
+        let req = self.slab.insert();
+        let service = match &self.s.request {
+            None => self.s.service.sample(&mut self.service_rng),
+            Some(model) => {
+                let class = model.draw_class(&mut self.service_rng);
+                let entry = &mut self.slab.entries[req as usize];
+                entry.class = class as u32;
+                entry.times.clear();
+                let mut sum = 0.0;
+                for phase in &model.classes[class].phases {
+                    let x = phase.time.sample(&mut self.service_rng);
+                    entry.times.push(x);
+                    sum += x;
+                }
+                sum
+            }
+        };
+        self.measures.arrived(t, service);
+        let routers = self.s.routers as usize;
+        let router = if routers > 1 {
+            self.routing_rng.random_range(0..routers)
+        } else {
+            0
+        };
+        let entry = &mut self.slab.entries[req as usize];
+        entry.arrival = t;
+        entry.service = service;
+        entry.router = router as u32;
+        entry.client = client;
+        entry.phase = 0;
+        entry.pool = NONE;
+        entry.state = State::Routing;
+        if !self.router_queues[router].is_empty() {
+            self.hold(req);
+            return;
+        }
+        match self.route(router) {
+            Some(Route::To(dyno)) => self.dispatch(dyno, req),
+            Some(Route::Hold) => self.hold(req),
+            None => self.fail_unrouted(req),
+        }
+    }
+
+    /// The policy's choice; a dyno that is down is skipped by asking again, and after
+    /// [`DOWN_RETRIES`] such picks the up dyno with the fewest of this router's requests is
+    /// taken. None when every dyno is down.
+    #[inline]
+    fn route(&mut self, router: usize) -> Option<Route> {
+        if self.dynos_up == 0 {
+            return None;
+        }
+        for _ in 0..DOWN_RETRIES {
+            let view = RouterView::indexed(self.s.slots, &self.dyno_draw, &self.loads[router]);
+            let route = self.policies[router].route(&view, &mut self.routing_rng);
+            match route {
+                Route::To(d) if !self.dynos[d].up => continue,
+                other => return Some(other),
+            }
+        }
+        let loads = &self.loads[router];
+        (0..self.dynos.len())
+            .filter(|&d| self.dynos[d].up)
+            .min_by_key(|&d| loads.in_flight(d))
+            .map(Route::To)
+    }
+
+    fn fail_unrouted(&mut self, req: u32) {
+        let r = &self.slab.entries[req as usize];
+        let (arrival, client) = (r.arrival, r.client);
+        self.measures.failed(arrival, self.now, false);
+        self.slab.release(req);
+        self.respond(client);
+    }
+
+    /// Records the frames due before the next event at `time` (the state is constant between
+    /// events).
+    #[cold]
+    fn snapshot_until(&mut self, time: f64) {
+        let Some(trace) = self.trace.as_mut() else {
+            return;
+        };
+        while trace.next <= trace.until && trace.next < time {
+            trace.frames.push(Frame {
+                time: trace.next,
+                depth: self
+                    .dynos
+                    .iter()
+                    .map(|d| d.busy + d.accept.len() as u32)
+                    .collect(),
+                router_waiting: self.router_queues.iter().map(|q| q.len() as u64).sum(),
+                arrived: self.measures.arrivals(),
+                queued: self.queued,
+            });
+            trace.next = (trace.frames.len() as f64) * trace.interval;
+        }
+    }
+
+    fn hold(&mut self, req: u32) {
+        self.queued += 1;
+        let router = self.slab.entries[req as usize].router as usize;
+        let queue = &mut self.router_queues[router];
+        queue.push_back(req);
+        self.waiting_total += 1;
+        self.measures.router_queue(self.now, queue.len());
+    }
+
+    #[inline]
+    fn dispatch(&mut self, dyno: usize, req: u32) {
+        let entry = &mut self.slab.entries[req as usize];
+        entry.dyno = dyno as u32;
+        self.loads[entry.router as usize].increment(dyno);
+        match self.dynos[dyno].free_process(self.s.app.per_process) {
+            Some(process) => self.start(dyno, process, req),
+            None => {
+                self.queued += 1;
+                entry.state = State::Accept;
+                let accept = &mut self.dynos[dyno].accept;
+                accept.push_back(req);
+                self.measures.dyno_queue(dyno, self.now, accept.len());
+                self.waiting_total += 1;
+            }
+        }
+    }
+
+    /// A thread of `process` on `dyno` takes the request.
+    #[inline]
+    fn start(&mut self, dyno: usize, process: u32, req: u32) {
+        let now = self.now;
+        let d = &mut self.dynos[dyno];
+        d.busy += 1;
+        let held = &mut d.process_busy[process as usize];
+        *held += 1;
+        let first = *held == 1;
+        let entry = &mut self.slab.entries[req as usize];
+        entry.process = process;
+        entry.start = now;
+        if !self.phases {
+            // A `[service]` hold: its time on the thread is known now.
+            entry.state = State::Timed;
+            let (arrival, service) = (entry.arrival, entry.service);
+            self.measures.started(dyno, arrival, now, service);
+            self.events
+                .schedule(now + service, COMPLETION, Event::Done { req });
+        } else {
+            entry.state = State::Thread;
+            self.measures.took_thread(entry.arrival, now);
+        }
+        if first {
+            d.busy_processes += 1;
+            self.busy_processes += 1;
+        }
+        if self.memory {
+            let m = &self.s.app.memory;
+            let mut grow = m.request;
+            if let Some(arenas) = d.arenas.get_mut(process as usize) {
+                // A thread that finds every arena in use makes a new one, up to the limit.
+                if *held > *arenas + 1 && *arenas + 1 < m.arena_max {
+                    *arenas += 1;
+                    grow += m.arena;
+                }
+            }
+            self.memory_changed(dyno, grow);
+            if !self.dynos[dyno].up {
+                return;
+            }
+        }
+        if self.measures.detailed() && first {
+            self.fleet_levels();
+        }
+        if self.phases {
+            self.begin_phase(req);
+        }
+    }
+
+    fn fleet_levels(&mut self) {
+        self.measures.fleet_levels(
+            self.now,
+            f64::from(self.busy_processes),
+            self.fleet_memory,
+            f64::from(self.over_quota),
+        );
+    }
+
+    /// A dyno's memory changed by `delta` bytes: R14 slows its CPU, R15 restarts it.
+    fn memory_changed(&mut self, dyno: usize, delta: f64) {
+        let m = &self.s.app.memory;
+        let d = &mut self.dynos[dyno];
+        let was_over = d.memory > m.quota;
+        d.memory += delta;
+        let bytes = d.memory;
+        self.fleet_memory += delta;
+        let over = bytes > m.quota;
+        if over != was_over {
+            if over {
+                self.over_quota += 1;
+            } else {
+                self.over_quota -= 1;
+            }
+        }
+        self.measures.dyno_memory(self.now, bytes);
+        self.fleet_levels();
+        if bytes >= m.restart_at {
+            self.restart(dyno);
+            return;
+        }
+        if self.phases {
+            let slowdown = m.slowdown(bytes);
+            let (from, work) = {
+                let cpu = &mut self.dynos[dyno].cpu;
+                let (work, from) = cpu.advance(self.now);
+                (from, work)
+            };
+            self.measures.cpu(
+                from,
+                self.now,
+                work / (self.now - from).max(f64::MIN_POSITIVE),
+            );
+            if self.dynos[dyno].cpu.set_slowdown(slowdown) {
+                self.reschedule_cpu(dyno);
+            }
+        }
+    }
+
+    /// Starts the request's current phase.
+    fn begin_phase(&mut self, req: u32) {
+        let entry = &self.slab.entries[req as usize];
+        let model = self.s.request.as_ref().expect("phases");
+        let phase = &model.classes[entry.class as usize].phases[entry.phase as usize];
+        let time = entry.times[entry.phase as usize];
+        let (dyno, process) = (entry.dyno as usize, entry.process);
+        match phase.kind {
+            PhaseKind::Io => {
+                self.slab.entries[req as usize].state = State::Timed;
+                self.events
+                    .schedule(self.now + time, COMPLETION, Event::Done { req });
+            }
+            PhaseKind::Cpu => {
+                self.slab.entries[req as usize].state = State::Cpu;
+                self.cpu_advance(dyno);
+                self.dynos[dyno].cpu.add(req, process, time);
+                self.reschedule_cpu(dyno);
+            }
+            PhaseKind::Use(r) => {
+                let res = &mut self.resources[r as usize];
+                let entry = &mut self.slab.entries[req as usize];
+                entry.waited_since = self.now;
+                entry.pool_wait = 0.0;
+                match res.pool_of(dyno as u32, process, self.s.app.processes) {
+                    None => self.serve(r, req),
+                    Some(p) => {
+                        let pool = &mut res.pools[p];
+                        if pool.free > 0 {
+                            pool.free -= 1;
+                            entry.pool = p as u32;
+                            self.serve(r, req);
+                        } else {
+                            entry.state = State::PoolWait(r);
+                            pool.waiting.push_back(req);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The request has its connection (if any): a server of resource `r` takes it, or it queues.
+    fn serve(&mut self, r: u32, req: u32) {
+        let now = self.now;
+        let entry = &mut self.slab.entries[req as usize];
+        entry.pool_wait = now - entry.waited_since;
+        entry.waited_since = now;
+        let time = entry.times[entry.phase as usize];
+        let res = &mut self.resources[r as usize];
+        match res.discipline {
+            Discipline::Fcfs => {
+                if res.busy < res.servers {
+                    res.busy += 1;
+                    entry.state = State::ResourceService(r);
+                    let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
+                    self.measures
+                        .resource_use(r as usize, arrival, pool_wait, 0.0);
+                    let busy = f64::from(res.busy);
+                    self.measures.resource_busy(r as usize, now, busy);
+                    self.events
+                        .schedule(now + time, COMPLETION, Event::Done { req });
+                } else {
+                    entry.state = State::ResourceQueue(r);
+                    res.queue.push_back(req);
+                }
+            }
+            Discipline::Ps => {
+                entry.state = State::ResourceService(r);
+                let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
+                self.measures
+                    .resource_use(r as usize, arrival, pool_wait, 0.0);
+                res.sharing.advance(now);
+                res.sharing.add(req, 0, time);
+                let busy = res.sharing.busy_servers();
+                self.measures.resource_busy(r as usize, now, busy);
+                self.reschedule_shared(r as usize);
+            }
+        }
+    }
+
+    fn cpu_advance(&mut self, dyno: usize) {
+        let now = self.now;
+        let (work, from) = self.dynos[dyno].cpu.advance(now);
+        if work > 0.0 {
+            self.measures.cpu(from, now, work / (now - from));
+        }
+    }
+
+    fn reschedule_cpu(&mut self, dyno: usize) {
+        let cpu = &mut self.dynos[dyno].cpu;
+        if let Some(t) = cpu.next_completion(self.now) {
+            let generation = cpu.generation.renew();
+            self.events.schedule(
+                t,
+                COMPLETION,
+                Event::Cpu {
+                    dyno: dyno as u32,
+                    generation,
+                },
+            );
+        } else {
+            cpu.generation.renew();
+        }
+    }
+
+    fn reschedule_shared(&mut self, r: usize) {
+        let sharing = &mut self.resources[r].sharing;
+        if let Some(t) = sharing.next_completion(self.now) {
+            let generation = sharing.generation.renew();
+            self.events.schedule(
+                t,
+                COMPLETION,
+                Event::Shared {
+                    resource: r as u32,
+                    generation,
+                },
+            );
+        } else {
+            sharing.generation.renew();
+        }
+    }
+
+    fn cpu_done(&mut self, dyno: usize) {
+        self.cpu_advance(dyno);
+        let mut done = std::mem::take(&mut self.done);
+        self.dynos[dyno].cpu.take_done(self.now, &mut done);
+        self.reschedule_cpu(dyno);
+        for &req in &done {
+            self.phase_done(req);
+        }
+        done.clear();
+        self.done = done;
+    }
+
+    fn shared_done(&mut self, r: usize) {
+        let now = self.now;
+        self.resources[r].sharing.advance(now);
+        let mut done = std::mem::take(&mut self.done);
+        self.resources[r].sharing.take_done(now, &mut done);
+        let busy = self.resources[r].sharing.busy_servers();
+        self.measures.resource_busy(r, now, busy);
+        self.reschedule_shared(r);
+        for &req in &done {
+            self.resource_done(r as u32, req);
+        }
+        done.clear();
+        self.done = done;
+    }
+
+    /// A timed phase ended: a hold, an io wait, or an FCFS resource's service.
+    fn timed_done(&mut self, req: u32) {
+        match self.slab.entries[req as usize].state {
+            State::Timed => {
+                if self.phases {
+                    self.phase_done(req)
+                } else {
+                    self.finish(req)
+                }
+            }
+            State::ResourceService(r) => {
+                let res = &mut self.resources[r as usize];
+                res.busy -= 1;
+                if let Some(next) = res.queue.pop_front() {
+                    res.busy += 1;
+                    let entry = &mut self.slab.entries[next as usize];
+                    entry.state = State::ResourceService(r);
+                    let time = entry.times[entry.phase as usize];
+                    let (arrival, pool_wait, queued) = (
+                        entry.arrival,
+                        entry.pool_wait,
+                        self.now - entry.waited_since,
+                    );
+                    self.measures
+                        .resource_use(r as usize, arrival, pool_wait, queued);
+                    self.events
+                        .schedule(self.now + time, COMPLETION, Event::Done { req: next });
+                }
+                let busy = f64::from(self.resources[r as usize].busy);
+                self.measures.resource_busy(r as usize, self.now, busy);
+                self.resource_done(r, req);
+            }
+            State::Dead => self.slab.release(req),
+            other => unreachable!("a timed event for a request in state {other:?}"),
+        }
+    }
+
+    /// The resource is done with the request: its connection goes back to the pool (to the
+    /// next request waiting for one), and the request goes on.
+    fn resource_done(&mut self, r: u32, req: u32) {
+        let entry = &mut self.slab.entries[req as usize];
+        let pool = std::mem::replace(&mut entry.pool, NONE);
+        let dead = entry.state == State::Dead;
+        if pool != NONE {
+            let p = &mut self.resources[r as usize].pools[pool as usize];
+            if let Some(next) = p.waiting.pop_front() {
+                self.slab.entries[next as usize].pool = pool;
+                self.serve(r, next);
+            } else {
+                p.free += 1;
+            }
+        }
+        if dead {
+            self.slab.release(req);
+        } else {
+            self.phase_done(req);
+        }
+    }
+
+    /// The request's current phase is over: the next, or its response.
+    fn phase_done(&mut self, req: u32) {
+        let entry = &mut self.slab.entries[req as usize];
+        entry.phase += 1;
+        let model = self.s.request.as_ref().expect("phases");
+        if (entry.phase as usize) < model.classes[entry.class as usize].phases.len() {
+            self.begin_phase(req);
+        } else {
+            self.finish(req);
+        }
+    }
+
+    /// The response: the thread is free for the next request in the accept queue, the router
+    /// may send what it held, and a closed-loop client thinks.
+    fn finish(&mut self, req: u32) {
+        let now = self.now;
+        let entry = &self.slab.entries[req as usize];
+        let (dyno, router, process, arrival, client, class, start) = (
+            entry.dyno as usize,
+            entry.router as usize,
+            entry.process,
+            entry.arrival,
+            entry.client,
+            entry.class,
+            entry.start,
+        );
+        let d = &mut self.dynos[dyno];
+        d.busy -= 1;
+        let held = &mut d.process_busy[process as usize];
+        *held -= 1;
+        let emptied = *held == 0;
+        if emptied {
+            d.busy_processes -= 1;
+            self.busy_processes -= 1;
+        }
+        self.measures.completed(arrival, now);
+        if self.phases {
+            self.measures.held(dyno, start, now);
+        }
+        if self.measures.detailed() {
+            self.measures.class_completed(class as usize, arrival, now);
+        }
+        self.loads[router].decrement(dyno);
+        self.slab.release(req);
+        if self.memory {
+            let grow = -self.s.app.memory.request;
+            self.memory_changed(dyno, grow);
+        } else if emptied && self.measures.detailed() {
+            self.fleet_levels();
+        }
+        if self.dynos[dyno].up {
+            if let Some(next) = self.dynos[dyno].accept.pop_front() {
+                self.waiting_total -= 1;
+                // The thread just freed takes it (a process's own accept loop).
+                self.start(dyno, process, next);
+            }
+        }
+        self.drain_router(router);
+        self.respond(client);
+    }
+
+    /// The router sends what it holds while its policy finds dynos for it.
+    fn drain_router(&mut self, router: usize) {
+        while let Some(&head) = self.router_queues[router].front() {
+            match self.route(router) {
+                Some(Route::To(target)) => {
+                    self.router_queues[router].pop_front();
+                    self.waiting_total -= 1;
+                    self.dispatch(target, head);
+                }
+                Some(Route::Hold) | None => break,
+            }
+        }
+    }
+
+    /// A closed-loop client got its response (or error): it thinks, then sends again.
+    fn respond(&mut self, client: u32) {
+        if client == NONE {
+            return;
+        }
+        let Workload::Closed(clients) = &self.s.workload else {
+            return;
+        };
+        let think = if clients.no_think {
+            0.0
+        } else {
+            clients.think.sample(&mut self.think_rng)
+        };
+        self.events
+            .schedule(self.now + think, ARRIVAL, Event::Send { client });
+    }
+
+    /// R15: the dyno is restarted. Every request on it fails; it boots again after the app's
+    /// boot time. Work a resource already has in hand for it runs to its end (the database
+    /// does not know), and then gives its connection back.
+    fn restart(&mut self, dyno: usize) {
+        let now = self.now;
+        self.measures.restarted(now);
+        self.cpu_advance(dyno);
+        let d = &mut self.dynos[dyno];
+        d.up = false;
+        self.dynos_up -= 1;
+        // The requests on it: those in its accept queue and those its threads hold.
+        let mut victims: Vec<u32> = d.accept.drain(..).collect();
+        self.waiting_total -= victims.len();
+        let on_threads: Vec<u32> = (0..self.slab.entries.len() as u32)
+            .filter(|&i| {
+                let e = &self.slab.entries[i as usize];
+                e.dyno as usize == dyno
+                    && !matches!(
+                        e.state,
+                        State::Routing | State::Accept | State::Dead | State::Free
+                    )
+            })
+            .collect();
+        victims.extend(on_threads);
+        for req in victims {
+            let e = &mut self.slab.entries[req as usize];
+            let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
+            let pending = match state {
+                State::Timed | State::ResourceService(_) => true,
+                State::Cpu => {
+                    self.dynos[dyno].cpu.remove(req);
+                    false
+                }
+                State::PoolWait(r) => {
+                    for p in &mut self.resources[r as usize].pools {
+                        p.waiting.retain(|&x| x != req);
+                    }
+                    false
+                }
+                State::ResourceQueue(r) => {
+                    let res = &mut self.resources[r as usize];
+                    res.queue.retain(|&x| x != req);
+                    let pool = e.pool;
+                    if pool != NONE {
+                        res.pools[pool as usize].free += 1;
+                    }
+                    false
+                }
+                State::Accept | State::Routing | State::Thread | State::Dead | State::Free => false,
+            };
+            self.loads[router as usize].decrement(dyno);
+            self.measures.failed(arrival, now, true);
+            if pending {
+                self.slab.entries[req as usize].state = State::Dead;
+            } else {
+                self.slab.release(req);
+            }
+            self.respond(client);
+        }
+        self.reschedule_cpu(dyno);
+        // Its per-dyno and per-process pools go with it.
+        let processes = self.s.app.processes;
+        for (res, spec) in self.resources.iter_mut().zip(&self.s.resources) {
+            let size = spec.pool.map_or(0, |p| p.0);
+            match res.scope {
+                Some(crate::resource::PoolScope::Dyno) => res.pools[dyno].free = size,
+                Some(crate::resource::PoolScope::Process) => {
+                    for p in 0..processes as usize {
+                        res.pools[dyno * processes as usize + p].free = size;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let before = self.dynos[dyno].memory;
+        let was_over = before > self.s.app.memory.quota;
+        let busy_before = self.dynos[dyno].busy_processes;
+        self.dynos[dyno].reset(&self.s.app);
+        self.dynos[dyno].up = false;
+        self.busy_processes -= busy_before;
+        let after = self.dynos[dyno].memory;
+        self.fleet_memory += after - before;
+        if was_over {
+            self.over_quota -= 1;
+        }
+        self.fleet_levels();
+        let _ = self.dynos[dyno].cpu.set_slowdown(1.0);
+        self.events.schedule(
+            now + self.s.app.boot_time,
+            BOOT,
+            Event::Boot { dyno: dyno as u32 },
+        );
+    }
+
+    fn boot(&mut self, dyno: usize) {
+        self.dynos[dyno].up = true;
+        self.dynos_up += 1;
+        for router in 0..self.router_queues.len() {
+            self.drain_router(router);
+        }
+    }
+}
+
+/// Picks of a down dyno after which a router stops asking its policy (see `route`).
+const DOWN_RETRIES: usize = 64;

@@ -1,0 +1,102 @@
+//! Where requests come from: an open arrival process (requests arrive whatever the latency,
+//! as real traffic does), or a closed loop of clients (each sends a request, waits for its
+//! response, thinks, and sends the next: what ab, hey and wrk do).
+
+use crate::arrivals::{self, ArrivalProcess};
+use crate::dist::{self, ServiceDistribution};
+use crate::error::{Error, Result};
+use crate::params::Params;
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// The keys `arrivals.process = "closed"` takes.
+pub const CLOSED_KEYS: &[&str] = &["clients", "think", "requests"];
+
+#[derive(Debug)]
+pub enum Workload {
+    Open(Box<dyn ArrivalProcess>),
+    Closed(Clients),
+}
+
+/// A closed loop: `count` clients, each thinking for a drawn time between a response and its
+/// next request; `requests` in all (ab's `-n`), or until the run ends when None.
+#[derive(Debug)]
+pub struct Clients {
+    pub count: u32,
+    pub think: Box<dyn ServiceDistribution>,
+    /// True when every think time is zero (no draws are taken).
+    pub no_think: bool,
+    pub requests: Option<u64>,
+}
+
+impl Workload {
+    /// Builds `[arrivals]`: `process` names a registered open process, or is `"closed"`.
+    pub fn build(process: &str, params: &Map<String, Value>, base_dir: &Path) -> Result<Workload> {
+        if process == "closed" {
+            let p = Params::new("arrivals", process, params);
+            p.allow(CLOSED_KEYS)?;
+            let count = p.whole::<u32>("clients", 1, 1, 10_000_000)?;
+            let (think, no_think) = match params.get("think") {
+                None => (
+                    dist::from_value(&Value::from(1.0), "arrivals.think", base_dir)?,
+                    true,
+                ),
+                Some(v) => {
+                    let zero = match v {
+                        Value::Number(n) => n.as_f64() == Some(0.0),
+                        Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
+                        _ => false,
+                    };
+                    if zero {
+                        (
+                            dist::from_value(&Value::from(1.0), "arrivals.think", base_dir)?,
+                            true,
+                        )
+                    } else {
+                        (dist::from_value(v, "arrivals.think", base_dir)?, false)
+                    }
+                }
+            };
+            let requests = match params.get("requests") {
+                None => None,
+                Some(_) => Some(p.whole::<u64>("requests", 1, 1, 10_000_000_000)?),
+            };
+            return Ok(Workload::Closed(Clients {
+                count,
+                think,
+                no_think,
+                requests,
+            }));
+        }
+        let (keys, build) = arrivals::REGISTRY.lookup(process).ok_or_else(|| {
+            let mut known = arrivals::REGISTRY.names();
+            known.push("closed");
+            Error::config(
+                "arrivals.process",
+                format!(
+                    "unknown arrival process {process:?}; expected one of: {}",
+                    known.join(", ")
+                ),
+            )
+        })?;
+        let p = Params::new("arrivals", process, params);
+        p.allow(keys)?;
+        Ok(Workload::Open(build(&p)?))
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Workload::Closed(_))
+    }
+
+    /// The open process's long-run arrival rate; for a closed loop, the most its clients can
+    /// send: clients / (mean think time + `min_response`), an upper bound.
+    pub fn mean_rate(&self, min_response: f64) -> f64 {
+        match self {
+            Workload::Open(arrivals) => arrivals.mean_rate(),
+            Workload::Closed(c) => {
+                let think = if c.no_think { 0.0 } else { c.think.mean() };
+                f64::from(c.count) / (think + min_response)
+            }
+        }
+    }
+}
