@@ -1,0 +1,237 @@
+//! The dyno model (processor-shared cores, an interpreter lock, pools in front of a resource,
+//! closed-loop clients) against queueing theory. Tolerances are k standard errors over
+//! replications, with the resolution each comparison must have; see `common/mod.rs`.
+
+mod common;
+
+use common::{assert_matches, build, run_ok, Measured};
+use dynosim_engine::theory::{erlang_c, mmc_mean_wait};
+use dynosim_engine::ReplicationResult;
+use serde_json::{json, Value};
+
+fn scenario(doc: Value) -> String {
+    doc.to_string()
+}
+
+fn measure(report: &dynosim_engine::RunReport, f: fn(&ReplicationResult) -> f64) -> Measured {
+    Measured::over_replications(report, f)
+}
+
+/// M/G/1-PS: one core shared by every request (threads without limit, no lock). The mean
+/// response time is E[S]/(1 − ρ) whatever the distribution of S (insensitivity), so a
+/// lognormal with σ = 1 must give the same mean as an exponential.
+#[test]
+fn one_core_shared_is_mg1_ps_and_insensitive() {
+    for (label, cpu) in [
+        ("exponential", json!({"distribution": "exponential", "mean": "10ms"})),
+        (
+            "lognormal",
+            json!({"distribution": "lognormal", "median": "6.065ms", "sigma": 1.0}),
+        ),
+    ] {
+        let rho: f64 = 0.7;
+        let doc = json!({
+            "arrivals": {"process": "poisson", "rate": 70.0},
+            "request": {"phases": [{"cpu": cpu}]},
+            "fleet": {"dynos": 1, "cores": 1},
+            "app": {"server": "generic", "processes": 1, "threads": 10000, "lock": false},
+            "run": {"duration": 4000.0, "warmup": 100.0, "replications": 20, "seed": 7},
+        });
+        let s = build(&scenario(doc));
+        let es = s.service.mean();
+        assert!((es - 0.010).abs() < 1e-6, "{label}: E[S] = {es}");
+        assert!((s.offered_load() - rho).abs() < 1e-3, "{label}: load");
+        let report = run_ok(&s);
+        let theory = es / (1.0 - rho);
+        assert_matches(
+            &format!("M/G/1-PS {label}: mean response"),
+            measure(&report, |r| r.response.mean),
+            theory,
+            0.05,
+        );
+        assert_matches(
+            &format!("M/G/1-PS {label}: CPU utilisation = rho"),
+            measure(&report, |r| r.dyno.as_ref().unwrap().cpu_utilisation),
+            rho,
+            0.02,
+        );
+    }
+}
+
+/// Several cores shared: M/M/k-PS has the number in system of M/M/k, so the mean response
+/// is E[S] + C(k, a)·E[S]/(k − a).
+#[test]
+fn k_cores_shared_match_mmk() {
+    let (k, a) = (4u32, 3.0);
+    let es = 0.02;
+    let doc = json!({
+        "arrivals": {"process": "poisson", "rate": a / es},
+        "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": es}}]},
+        "fleet": {"dynos": 1, "cores": k},
+        "app": {"server": "generic", "processes": 1, "threads": 10000, "lock": false},
+        "run": {"duration": 3000.0, "warmup": 100.0, "replications": 20, "seed": 11},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    let theory = es + mmc_mean_wait(k, a, es).unwrap();
+    assert_matches(
+        "M/M/4-PS: mean response",
+        measure(&report, |r| r.response.mean),
+        theory,
+        0.04,
+    );
+}
+
+/// A pool of c connections (per app) in front of a resource with a server for each: the wait
+/// for a connection is M/M/c's, Erlang C: P(wait) = C(c, a), mean wait C(c,a)·E[H]/(c − a).
+#[test]
+fn a_pool_in_front_of_a_resource_is_mmc() {
+    let (c, a, hold) = (5u32, 3.5, 0.05);
+    let doc = json!({
+        "arrivals": {"process": "poisson", "rate": a / hold},
+        "request": {"phases": [{"use": "db", "time": {"distribution": "exponential", "mean": hold}}]},
+        "resources": {"db": {"servers": 100, "discipline": "fcfs", "pool": {"size": c, "per": "app"}}},
+        "fleet": {"dynos": 2, "cores": 1},
+        "app": {"server": "generic", "processes": 1, "threads": 10000, "lock": false},
+        "run": {"duration": 3000.0, "warmup": 100.0, "replications": 20, "seed": 5},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    let pool = |r: &ReplicationResult| r.resources.as_ref().unwrap()["db"].pool_wait.mean;
+    assert_matches(
+        "pool of 5 as M/M/5: mean wait for a connection",
+        measure(&report, pool),
+        mmc_mean_wait(c, a, hold).unwrap(),
+        0.08,
+    );
+    assert!(erlang_c(c, a).unwrap() > 0.3, "the pool must queue for the test to mean much");
+}
+
+/// With an interpreter lock a process computes on one core at a time: P processes of many
+/// threads, kept saturated by a closed loop, complete min(P, cores)/E[cpu] requests a
+/// second; without the lock, cores/E[cpu].
+#[test]
+fn the_interpreter_lock_bounds_throughput() {
+    let cpu = 0.01;
+    for (lock, expected) in [(true, 2.0 / cpu), (false, 4.0 / cpu)] {
+        let doc = json!({
+            "arrivals": {"process": "closed", "clients": 64, "think": 0.0},
+            "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": cpu}}]},
+            "fleet": {"dynos": 1, "cores": 4},
+            "app": {"server": "generic", "model": "threaded", "processes": 2, "threads": 32, "lock": lock},
+            "run": {"duration": 200.0, "warmup": 10.0, "replications": 10, "seed": 3},
+        });
+        let report = run_ok(&build(&scenario(doc)));
+        assert_matches(
+            &format!("throughput with lock = {lock}"),
+            measure(&report, |r| r.throughput),
+            expected,
+            0.02,
+        );
+    }
+}
+
+/// Exact mean-value analysis of a closed network: N clients thinking Z (exponential), one
+/// dyno whose single core serves exponential CPU work (PS: same means as FCFS). MVA:
+/// R(n) = D(1 + Q(n−1)), X(n) = n/(Z + R(n)), Q(n) = X(n)R(n).
+#[test]
+fn a_closed_loop_matches_mean_value_analysis() {
+    let (n, z, d) = (10u32, 0.1, 0.012);
+    let mut q = 0.0;
+    let (mut x, mut r) = (0.0, 0.0);
+    for k in 1..=n {
+        r = d * (1.0 + q);
+        x = f64::from(k) / (z + r);
+        q = x * r;
+    }
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": n, "think": {"distribution": "exponential", "mean": z}},
+        "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": d}}]},
+        "fleet": {"dynos": 1, "cores": 1},
+        "app": {"server": "generic", "processes": 1, "threads": 1000, "lock": false},
+        "run": {"duration": 2000.0, "warmup": 50.0, "replications": 20, "seed": 9},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    assert_matches("MVA throughput", measure(&report, |r| r.throughput), x, 0.02);
+    assert_matches(
+        "MVA response time",
+        measure(&report, |r| r.response.mean),
+        r,
+        0.04,
+    );
+}
+
+/// A sync server: one request per process; with one process it is M/M/1 behind the accept
+/// queue, whatever the cores.
+#[test]
+fn one_sync_process_is_mm1() {
+    let (rho, es) = (0.6, 0.01);
+    let doc = json!({
+        "arrivals": {"process": "poisson", "rate": rho / es},
+        "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": es}}]},
+        "fleet": {"dynos": 1, "cores": 4},
+        "app": {"server": "unicorn", "processes": 1},
+        "run": {"duration": 3000.0, "warmup": 100.0, "replications": 20, "seed": 13},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    assert_matches(
+        "sync M/M/1: mean queue time",
+        measure(&report, |r| r.queue.mean),
+        rho * es / (1.0 - rho),
+        0.06,
+    );
+}
+
+/// Little's law on a run with phases: busy threads (thread occupancy × threads) equal
+/// throughput × mean time on a thread (response − queue).
+#[test]
+fn littles_law_holds_for_threads() {
+    let doc = json!({
+        "arrivals": {"process": "poisson", "rate": 40.0},
+        "request": {"phases": [{"cpu": "5ms"}, {"io": {"distribution": "exponential", "mean": "20ms"}}, {"cpu": "2ms"}]},
+        "fleet": {"dynos": 1, "cores": 1},
+        "app": {"server": "puma", "processes": 2, "threads": 3},
+        "run": {"duration": 2000.0, "warmup": 50.0, "replications": 20, "seed": 17},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    let l = measure(&report, |r| r.dyno.as_ref().unwrap().thread_occupancy * 6.0);
+    let xr: Vec<f64> = report
+        .per_replication
+        .iter()
+        .map(|r| r.throughput * (r.response.mean - r.queue.mean))
+        .collect();
+    let xr = Measured::of(&xr);
+    assert_matches("Little: busy threads = X x time on thread", l, xr.mean, 0.03);
+}
+
+/// Memory: a dyno over its restart threshold is restarted (R15) and its requests fail; one
+/// under the quota never is.
+#[test]
+fn memory_over_the_restart_threshold_restarts_the_dyno() {
+    let doc = |process: &str, request: &str| {
+        json!({
+            "arrivals": {"process": "poisson", "rate": 50.0},
+            "request": {"phases": [{"cpu": "5ms"}]},
+            "fleet": {"dynos": 2, "type": "standard-1x"},
+            "app": {"server": "unicorn", "processes": 4, "boot_time": "5s",
+                    "memory": {"dyno": "40MB", "process": process, "request": request}},
+            "run": {"duration": 200.0, "warmup": 10.0, "replications": 4, "seed": 2},
+        })
+    };
+    let calm = run_ok(&build(&scenario(doc("100MB", "10MB"))));
+    for r in &calm.per_replication {
+        let dyno = r.dyno.as_ref().unwrap();
+        assert_eq!(dyno.memory.r15_restarts, 0);
+        assert_eq!(r.failed.as_ref().unwrap().total, 0);
+        assert!(dyno.memory.peak <= 512e6 * 2.0);
+    }
+    // 40 + 4 x 100 + 4 x 10 = 480 MB at most above: never over the quota. Below, 40 + 4 x 200
+    // = 840 MB idle, over the 512 MB quota (R14); two requests in flight (100 MB each) pass
+    // 2 x 512 MB: R15.
+    let swapping = run_ok(&build(&scenario(doc("200MB", "100MB"))));
+    for r in &swapping.per_replication {
+        let dyno = r.dyno.as_ref().unwrap();
+        assert!(dyno.memory.r15_restarts > 0, "{:?}", dyno.memory);
+        assert!(dyno.memory.over_quota > 0.5, "{:?}", dyno.memory);
+        let failed = r.failed.as_ref().unwrap();
+        assert!(failed.r15 > 0 && failed.r15 <= r.simulated_requests);
+    }
+}
