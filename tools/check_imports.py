@@ -5,8 +5,9 @@
     python3 tools/check_imports.py [--python] [--rust] [--root DIR]
 
 Prints every cycle found, one a line (``python: a -> b -> a``, ``rust engine: sim -> direct ->
-sim``), and exits 1; otherwise prints one line per part checked with its node and edge counts
-and exits 0. With neither ``--python`` nor ``--rust``, both are checked.
+sim``), then a line counting them, and exits 1; otherwise prints one line, ``OK, no import
+cycle: ...`` with each part's module and import counts, and exits 0. With neither
+``--python`` nor ``--rust``, both are checked.
 
 Python: the nodes are the package's modules (a package is its ``__init__.py``); an edge A -> B
 when A imports B, relatively or as ``dynosim.B``, at module level or inside a function (a cycle
@@ -129,17 +130,13 @@ class _Imports(ast.NodeVisitor):
         self.found.append((node.level, node.module or "", [alias.name for alias in node.names]))
 
     def visit_Call(self, node: ast.Call) -> None:
-        # importlib.import_module("dynosim.x") and __import__("dynosim.x"): imports too.
+        # importlib.import_module("dynosim.x") and __import__("dynosim.x") import too (a name
+        # relative to a package given as another argument is not followed).
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if (name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)):
-            text = node.args[0].value
-            level = len(text) - len(text.lstrip("."))
-            if level and len(node.args) < 2 and name == "import_module":
-                pass  # relative to a package given as an argument we do not follow
-            else:
-                self.found.append((level, text.lstrip("."), None))
+                and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")):
+            self.found.append((0, node.args[0].value, None))
         self.generic_visit(node)
 
 
@@ -372,16 +369,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parts = [("python", check_python), ("rust engine", check_rust)]
     if args.python or args.rust:
         parts = [part for part, wanted in zip(parts, (args.python, args.rust)) if wanted]
-    failed = False
+    found, clean = [], []
     for label, check in parts:
         graph, cycles = check(args.root)
         for cycle in cycles:
             print(f"{label}: {' -> '.join(cycle)}")
+        size = f"{len(graph)} modules, {edge_count(graph)} imports"
         if cycles:
-            failed = True
+            found.append(f"{len(cycles)} in {label} ({size})")
         else:
-            print(f"{label}: no import cycle ({len(graph)} modules, {edge_count(graph)} imports)")
-    return 1 if failed else 0
+            clean.append(f"{label} ({size})")
+    if found:
+        print("import cycles: " + "; ".join(found) + "".join(f"; none in {c}" for c in clean))
+        return 1
+    print("OK, no import cycle: " + "; ".join(clean))
+    return 0
 
 
 if __name__ == "__main__":
