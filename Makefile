@@ -30,8 +30,12 @@ test-rust: ## engine tests (unit, theory, determinism)
 test-python: build-dev ## package, CLI and end-to-end tests
 	$(PY) -m pytest -q
 
+.PHONY: check-imports
+check-imports: ## no import cycles in the engine crate or the Python package
+	python3 tools/check_imports.py
+
 .PHONY: test
-test: test-rust test-python ## everything CI runs
+test: check-imports test-rust test-python ## everything CI runs
 
 .PHONY: fuzz
 fuzz: build-dev ## explore with the fuzz target: random inputs, FUZZ_EXAMPLES per generator (default 2000)

@@ -17,6 +17,8 @@ import pytest
 from dynosim import DynosimError, ScenarioError, cli, output
 from dynosim import sweep as sweep_module
 from dynosim.capacity import CapacityResult
+from dynosim.cli import common
+from dynosim.cli import run as run_verb
 from dynosim.results import PolicyResult
 from dynosim.sweep import MAX_POINTS, parse_vary_args
 
@@ -49,7 +51,7 @@ def test_write_error_mid_sweep_names_the_file_and_leaves_nothing(tmp_path, monke
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(sweep_module, "plot", disk_full)
-    assert cli.main(SMALL_SWEEP + ["--out", "new/dir/sw"]) == cli.EXIT_INPUT
+    assert cli.main(SMALL_SWEEP + ["--out", "new/dir/sw"]) == common.EXIT_INPUT
     one_line_error(capsys, f"--out: cannot write {Path('new/dir/sw.png')}: {os.strerror(errno.ENOSPC)}")
     assert os.listdir(tmp_path) == []  # no target, no temporary file, no folder it made
 
@@ -63,7 +65,7 @@ def test_write_error_keeps_the_previous_outputs(tmp_path, monkeypatch, capsys):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(sweep_module, "plot", disk_full)
-    assert cli.main(SMALL_SWEEP + ["--out", "sw"]) == cli.EXIT_INPUT
+    assert cli.main(SMALL_SWEEP + ["--out", "sw"]) == common.EXIT_INPUT
     one_line_error(capsys, "sw.png")
     assert sorted(os.listdir(tmp_path)) == ["sw.csv", "sw.png"]
     assert (tmp_path / "sw.csv").read_text() == "old csv"
@@ -74,7 +76,7 @@ def test_a_target_that_cannot_be_renamed_leaves_the_others_unwritten(tmp_path, m
     """sw.png is a folder: the CSV and JSON must not appear without it."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sw.png").mkdir()
-    assert cli.main(SMALL_SWEEP + ["--out", "sw"]) == cli.EXIT_INPUT
+    assert cli.main(SMALL_SWEEP + ["--out", "sw"]) == common.EXIT_INPUT
     one_line_error(capsys, "--out: cannot write sw.png: ")
     assert os.listdir(tmp_path) == ["sw.png"]
     assert os.listdir(tmp_path / "sw.png") == []
@@ -123,7 +125,7 @@ def test_animate_uses_the_same_writer(tmp_path, monkeypatch, capsys):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(Image.Image, "save", disk_full)
-    assert cli.main(["animate", "--out", "q.gif", "--seconds", "2", "--fps", "2", "--speed", "1"]) == cli.EXIT_INPUT
+    assert cli.main(["animate", "--out", "q.gif", "--seconds", "2", "--fps", "2", "--speed", "1"]) == common.EXIT_INPUT
     one_line_error(capsys, f"--out: cannot write q.gif: {os.strerror(errno.ENOSPC)}")
     assert os.listdir(tmp_path) == []
 
@@ -198,8 +200,8 @@ def test_a_failed_command_prints_no_part_of_its_table(monkeypatch, capsys):
         print("policy  dynos  queued")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "print_table", table_then_interrupted)
-    assert cli.main(["run", "--duration", "20s", "--replications", "2"]) == cli.EXIT_INTERRUPTED
+    monkeypatch.setattr(run_verb, "print_table", table_then_interrupted)
+    assert cli.main(["run", "--duration", "20s", "--replications", "2"]) == common.EXIT_INTERRUPTED
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == "dynosim: interrupted\n"
 
@@ -213,7 +215,7 @@ def test_stdout_closed_early_is_not_a_traceback(tmp_path):
     finally:
         proc.kill()
     assert err.decode() == ""
-    assert proc.returncode == cli.EXIT_BROKEN_PIPE
+    assert proc.returncode == common.EXIT_BROKEN_PIPE
 
 
 # --- signals, in a real process --------------------------------------------------------------
@@ -304,6 +306,6 @@ def test_a_sweep_has_at_most_max_points_points(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sweep_module, "Point", _never("a point was built"))
     args = ["sweep", "--vary", "fleet.dynos=100..10000:1000:lin", "--vary", "fleet.slots=1..100:100:lin",
             "--out", "never"]
-    assert cli.main(args) == cli.EXIT_INPUT
+    assert cli.main(args) == common.EXIT_INPUT
     one_line_error(capsys, "--vary: ", "100,000 points", f"at most {MAX_POINTS:,}")
     assert os.listdir(tmp_path) == []

@@ -14,6 +14,7 @@ import pytest
 import dynosim
 from dynosim import ScenarioError, cli
 from dynosim import sweep as sweep_module
+from dynosim.cli import common
 from dynosim.sweep import parse_spec, parse_vary, parse_vary_args
 
 from conftest import run_cli
@@ -269,7 +270,7 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch, capsys):
         raise KeyboardInterrupt  # Ctrl-C while drawing: the CSV and JSON are already written
 
     monkeypatch.setattr(sweep_module, "plot", broken_plot)
-    assert cli.main(_small_sweep_args("new/dir/sw")) == cli.EXIT_INTERRUPTED
+    assert cli.main(_small_sweep_args("new/dir/sw")) == common.EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []  # neither files, temporaries nor the folders it made
 
@@ -289,7 +290,7 @@ def test_ctrl_c_while_running_stops_and_leaves_nothing(tmp_path, monkeypatch, ca
     monkeypatch.setattr(sweep_module, "_run_one", interrupted_run)
     args = ["sweep", "--vary", "fleet.dynos=100..1000:30", "--duration", "2s", "--replications", "2",
             "--out", "sw"]
-    assert cli.main(args) == cli.EXIT_INTERRUPTED
+    assert cli.main(args) == common.EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
     time.sleep(0.5)

@@ -1,29 +1,15 @@
-"""`dynosim init [FILE]`: write a commented starter scenario to edit, which runs as it is.
+"""The commented starter scenario that ``dynosim init`` writes, to edit; it runs as it is.
 
 It has every section (arrivals, service, fleet, router, run, cost) and a commented example of
-``[[cases]]``; ``name`` is the file's name. An existing file is left alone unless ``--force``.
+``[[cases]]``; ``name`` is the file's name.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from importlib import resources
-from pathlib import Path
-
-from .errors import DynosimError
-from .output import write_files
 
 DEFAULT_FILE = "my-app.toml"
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    help = "Write a commented starter scenario to edit (it runs as it is)."
-    p = commands.add_parser("init", help=help, description=help + " Every key: dynosim keys.")
-    p.add_argument("file", nargs="?", default=DEFAULT_FILE, metavar="FILE",
-                   help=f"the scenario file to write (default: {DEFAULT_FILE})")
-    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    p.set_defaults(handler=main)
 
 
 def starter(name: str) -> str:
@@ -31,23 +17,3 @@ def starter(name: str) -> str:
     template = resources.files("dynosim").joinpath("templates", "scenario.toml").read_text(encoding="utf-8")
     # A JSON string of a name is a valid TOML basic string.
     return template.replace("__NAME__", json.dumps(name))
-
-
-def main(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    if path.suffix != ".toml":
-        raise DynosimError(f"expected a file name ending in .toml, got {args.file!r}", file="init")
-    if path.is_dir():
-        raise DynosimError("is a directory; expected a file name such as my-app.toml", file=args.file)
-    if path.exists() and not args.force:
-        raise DynosimError("already exists; --force overwrites it", file=args.file)
-    if not (path.parent if str(path.parent) else Path(".")).is_dir():
-        raise DynosimError(f"no such directory: {path.parent}", file=str(path))
-    text = starter(path.stem)
-    try:
-        write_files({path: lambda tmp: tmp.write_text(text, encoding="utf-8")}, option="init",
-                    overwrite=args.force)
-    except FileExistsError:
-        raise DynosimError("already exists; --force overwrites it", file=str(path)) from None
-    print(f"wrote {path}: edit it, then `dynosim run {path}` (every key: `dynosim keys`)")
-    return 0

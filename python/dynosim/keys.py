@@ -1,4 +1,4 @@
-"""`dynosim keys`: every scenario key with its type, unit, default and meaning.
+"""Every scenario key with its type, unit, default and meaning (what ``dynosim keys`` prints).
 
 The reference comes from the engine's schema (``crates/dynosim-engine/src/schema.rs``), which
 the engine's tests hold to the keys it validates; docs/scenario.md is this module's
@@ -7,33 +7,12 @@ the engine's tests hold to the keys it validates; docs/scenario.md is this modul
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any, Dict, List
 
 from . import _dynosim
 
 REGENERATE = "dynosim keys --markdown > docs/scenario.md"
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    help = "List every scenario key: type, unit, default and meaning."
-    p = commands.add_parser("keys", help=help, description=help)
-    p.add_argument("--markdown", action="store_true", help="print it as Markdown (docs/scenario.md)")
-    p.set_defaults(handler=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    text = markdown()
-    if args.markdown:
-        print(text, end="")
-        return 0
-    from rich.markdown import Markdown
-
-    from .display import stdout_console
-
-    stdout_console().print(Markdown(text))
-    return 0
 
 
 def reference() -> Dict[str, Any]:

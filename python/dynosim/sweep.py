@@ -1,4 +1,4 @@
-"""`dynosim sweep`: run a scenario over ranges and lists of keys; write CSV, JSON and a plot.
+"""Sweeps: run a scenario over ranges and lists of keys; write CSV, JSON and a plot.
 
     dynosim sweep rapgenius --vary fleet.dynos=50..10000 --vary router.policy=random,intelligent
 
@@ -20,7 +20,6 @@ or Ctrl-C leaves nothing half-written.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import csv
 import io
@@ -29,7 +28,6 @@ import json
 import math
 import os
 import re
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -70,68 +68,6 @@ _METRIC_UNITS = {
     "throughput": "req/s", "requests": "requests", "simulated_requests": "requests",
     "max_queue_depth.dyno": "requests", "max_queue_depth.router": "requests",
 }
-
-
-# --- the command line ------------------------------------------------------------------------
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    from .cli import add_scenario_arguments
-
-    help = "Run a scenario over ranges of keys; write CSV, JSON and a plot."
-    p = commands.add_parser(
-        "sweep", help=help, description=help,
-        epilog=("SPEC is a list a,b,c (each read like a --set value) or a numeric range "
-                f"A..B[:N][:log|:lin] (N points, default {DEFAULT_POINTS}; log spacing when "
-                "A > 0 and B/A >= 10, else linear; whole-number bounds give whole numbers). "
-                "Example: dynosim sweep --vary fleet.dynos=50..10000 "
-                "--vary router.policy=random,intelligent"),
-    )
-    add_scenario_arguments(p)
-    p.add_argument("--vary", action="append", required=True, metavar="KEY.PATH=SPEC",
-                   help="a key and its values: a list a,b,c or a range A..B[:N][:log|:lin] "
-                        "(repeatable: the sweep runs every combination)")
-    p.add_argument("--out", default="sweep", metavar="PREFIX",
-                   help="write PREFIX.csv, PREFIX.json and PREFIX.png (default: sweep)")
-    p.add_argument("--metric", type=_metric, default=DEFAULT_METRIC,
-                   help=f"the metric to plot and summarise (default: {DEFAULT_METRIC}; names: docs/output.md)")
-    p.add_argument("--format", type=_formats, default=["png"], metavar="png,svg",
-                   help="plot format(s), comma-separated (default: png)")
-    p.set_defaults(handler=main)
-
-
-def _metric(text: str) -> str:
-    if text not in METRICS:
-        raise argparse.ArgumentTypeError(f"unknown metric {text!r}; expected one of: {', '.join(METRICS)}")
-    return text
-
-
-def _formats(text: str) -> List[str]:
-    names = [f.strip().lower().lstrip(".") for f in text.split(",") if f.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError("expected png, svg or png,svg")
-    for name in names:
-        if name not in FORMATS:
-            raise argparse.ArgumentTypeError(f"unknown plot format {name!r}; expected png, svg or both")
-    return list(dict.fromkeys(names))
-
-
-def main(args: argparse.Namespace) -> int:
-    from .cli import scenario_from_args
-
-    vary = parse_vary_args(args.vary)
-    outputs = output_paths(args.out, args.format)
-    scenario = scenario_from_args(args)
-    sweep = Sweep(scenario, vary, metric=args.metric)
-    sweep.prepare()  # validates every point: nothing runs and nothing is written on error
-    sweep.run(progress=sys.stderr.isatty())
-    write_outputs(sweep, outputs)
-    if sweep.unusable:
-        print(f"dynosim: warning: {sweep.unusable_summary()}", file=sys.stderr)
-    if sweep.unsettled_summary():
-        print(f"dynosim: warning: {sweep.unsettled_summary()}", file=sys.stderr)
-    print_summary(sweep, outputs)
-    return 0
 
 
 # --- SPEC parsing ----------------------------------------------------------------------------
@@ -291,7 +227,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{k}={_text(v)}" for k, v in self.values.items())
+        return ", ".join(f"{k}={value_text(v)}" for k, v in self.values.items())
 
 
 class Sweep:
@@ -341,8 +277,8 @@ class Sweep:
             if path == key or path.startswith(key + ".") or path.startswith(key + "["):
                 if error.file in (OVERRIDE_SOURCE, None):
                     error.file = VARY_SOURCE
-                    if len(self.vary[key]) > 1 and _text(values[key]) not in error.message:
-                        error.message += f" (at {key}={_text(values[key])})"
+                    if len(self.vary[key]) > 1 and value_text(values[key]) not in error.message:
+                        error.message += f" (at {key}={value_text(values[key])})"
                 break
         error.args = (str(error),)
         return error
@@ -545,7 +481,7 @@ def _csv_value(v: Any) -> Any:
     return json.dumps(v, default=str)
 
 
-def _text(v: Any) -> str:
+def value_text(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float, str)):
@@ -561,7 +497,7 @@ def _axis_label(name: str, unit: Optional[str]) -> str:
     return f"{name} ({unit})" if unit else name
 
 
-def _metric_unit(metric: str) -> Optional[str]:
+def metric_unit(metric: str) -> Optional[str]:
     if is_time_metric(metric):
         return "s"
     if is_fraction_metric(metric):
@@ -587,7 +523,7 @@ def plot(sweep: Sweep, path: str, fmt: str) -> None:
     numeric = [k for k in keys if all(_is_number(v) for v in sweep.vary[k])]
     xkey = numeric[0] if numeric else keys[0]
     categorical = not numeric
-    categories = [_text(v) for v in sweep.vary[xkey]]
+    categories = [value_text(v) for v in sweep.vary[xkey]]
     # router.policy varied (and not on x): the policy column already names the line.
     others = [k for k in keys if k != xkey and k != "router.policy"]
     policy_on_x = xkey == "router.policy"
@@ -595,16 +531,16 @@ def plot(sweep: Sweep, path: str, fmt: str) -> None:
     lines: Dict[Tuple[Any, ...], Dict[str, List[float]]] = {}
     labels: Dict[Tuple[Any, ...], str] = {}
     for row in sweep.rows:
-        group = tuple(_text(row[k]) for k in others) + (() if policy_on_x else (row["policy"],))
+        group = tuple(value_text(row[k]) for k in others) + (() if policy_on_x else (row["policy"],))
         if group not in lines:
-            parts = ([] if policy_on_x else [str(row["policy"])]) + [f"{k}={_text(row[k])}" for k in others]
+            parts = ([] if policy_on_x else [str(row["policy"])]) + [f"{k}={value_text(row[k])}" for k in others]
             labels[group] = ", ".join(parts) or metric
             lines[group] = {"x": [], "y": [], "lo": [], "hi": []}
         y = row.get(metric)
         if row["status"] != "ok" or y is None or math.isnan(y):
             continue
         line = lines[group]
-        line["x"].append(categories.index(_text(row[xkey])) if categorical else row[xkey])
+        line["x"].append(categories.index(value_text(row[xkey])) if categorical else row[xkey])
         line["y"].append(y)
         line["lo"].append(row.get(f"{metric}.ci_low", math.nan))
         line["hi"].append(row.get(f"{metric}.ci_high", math.nan))
@@ -670,7 +606,7 @@ def plot(sweep: Sweep, path: str, fmt: str) -> None:
             ax.set_xticks(range(len(categories)), categories)
             ax.set_xlim(-0.5, len(categories) - 0.5)
         ax.set_xlabel(_axis_label(xkey, _key_unit(xkey, sweep.vary[xkey])))
-        ax.set_ylabel(_axis_label(metric, _metric_unit(metric)))
+        ax.set_ylabel(_axis_label(metric, metric_unit(metric)))
         replications = sorted({int(r["replications"]) for r in sweep.rows if r["status"] == "ok"})
         reps = "/".join(str(n) for n in replications) or "-"
         title = f"{sweep.scenario.name}: {metric} against {xkey}"
@@ -682,7 +618,7 @@ def plot(sweep: Sweep, path: str, fmt: str) -> None:
         for status in ("unstable", "overloaded"):
             # Unstable is a property of a point (every policy); overloaded, of one policy's run.
             left_out = list(dict.fromkeys(
-                _text(r[xkey]) + (f" ({r['policy']})" if status == "overloaded" and not policy_on_x else "")
+                value_text(r[xkey]) + (f" ({r['policy']})" if status == "overloaded" and not policy_on_x else "")
                 for r in sweep.rows if r["status"] == status))
             if left_out:
                 shown = ", ".join(left_out[:6]) + (", ..." if len(left_out) > 6 else "")
@@ -715,38 +651,3 @@ def _plain_log_ticks(axis: Any, values: Sequence[float], at_values: bool = False
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_minor_formatter(NullFormatter())
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-
-
-# --- the summary on stdout -------------------------------------------------------------------
-
-
-def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
-    from .display import Column, results_table, stdout_console
-    from .results import Estimate
-
-    console = stdout_console()
-    metric = sweep.metric
-    n_ok = sum(1 for row in sweep.rows if row["status"] == "ok")
-    console.print(f"[bold]{sweep.scenario.name}[/bold]: {len(sweep.points)} points, "
-                  f"{len(sweep.rows)} rows ({n_ok} ok)", highlight=False)
-
-    def key_cell(key: str) -> Any:
-        return lambda row: _text(row[key])
-
-    def metric_cell(row: Dict[str, Any]) -> Any:
-        if row["status"] != "ok":
-            return row["status"]
-        return Estimate(row[metric], row.get(f"{metric}.ci_low", math.nan),
-                        row.get(f"{metric}.ci_high", math.nan), math.nan)
-
-    unit = _metric_unit(metric)
-    kind = "time" if unit == "s" else "percent" if unit == "fraction" else "number"
-    columns = ([Column(k, key_cell(k), kind="text") for k in sweep.keys if k != "router.policy"]
-               + [Column("policy", lambda row: str(row["policy"]), kind="text"),
-                  Column("load", lambda row: row.get("offered_load", math.nan), kind="percent"),
-                  Column(metric if kind != "number" or not unit else f"{metric} ({unit})", metric_cell,
-                         kind=kind, ci=True)])
-    table, _ = results_table(console, columns, sweep.rows)
-    console.print(table)
-    console.print("± is the half-width of a 95% confidence interval over replications.", style="dim")
-    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)

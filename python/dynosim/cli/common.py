@@ -1,0 +1,138 @@
+"""What the ``dynosim`` commands share: exit codes, one-line errors and warnings, SIGTERM
+handling, and the options and argument types of more than one command.
+
+The verb modules import this module, never :mod:`dynosim.cli.entry` (which imports them)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+from typing import Any, Iterator, List, NoReturn
+
+from .. import _dynosim
+from ..errors import DynosimError
+from ..scenario import Scenario
+
+EXIT_INPUT = 2
+EXIT_UNSTABLE = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors reported on one line like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise DynosimError(f"{message} (see: {self.prog} --help)")
+
+
+def fail(error: Exception) -> None:
+    """An error is one line on stderr."""
+    print(f"dynosim: error: {error}", file=sys.stderr)
+
+
+def warn(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """A warning is one line on stderr, like an error (a ``warnings.showwarning``)."""
+    print(f"dynosim: warning: {message}", file=sys.stderr)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the command stops as it does on Ctrl-C (runs stop, temporary files
+    are removed), and exits with 143."""
+
+
+@contextlib.contextmanager
+def sigterm_stops() -> Iterator[List[bool]]:
+    """While the block runs, SIGTERM raises Terminated in the main thread; the list it gives
+    becomes [True] once SIGTERM has arrived. A run inside the engine reports an interruption
+    of its own (the exception the handler raised does not get through it), hence the flag."""
+    received: List[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # only the main thread can install a handler
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        received.append(True)
+        # A second SIGTERM must not cut the clean-up of the first short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# --- argument types --------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 2^64-1, got {value}")
+    return value
+
+
+def policy_list(text: str) -> List[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected one or more policy names separated by commas")
+    known = policy_names()
+    for name in names:
+        if name not in known:
+            raise argparse.ArgumentTypeError(f"unknown policy {name!r}; expected one of: {', '.join(known)}")
+    return names
+
+
+def policy_names() -> List[str]:
+    """The engine's routing policies, in its order."""
+    return list(_dynosim.registry()["policies"])
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def add_wide_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true",
+                   help="show every column of the table, however wide (the default fits the terminal)")
+
+
+def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
+    """The scenario argument and the options every scenario command shares."""
+    p.add_argument("scenario", nargs="?", default="rapgenius",
+                   help="a TOML file or a built-in scenario name (default: rapgenius)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a scenario key, e.g. --set fleet.dynos=100 (repeatable)")
+    p.add_argument("--seed", type=seed, help="random seed (run.seed)")
+    p.add_argument("--replications", type=positive_int, help="independent replications (run.replications)")
+    p.add_argument("--duration", metavar="TIME", help="measured simulated time, e.g. 5min (run.duration)")
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario named on the command line with its overrides applied."""
+    shorthand = {}
+    if args.seed is not None:
+        shorthand["run.seed"] = args.seed
+    if args.replications is not None:
+        shorthand["run.replications"] = args.replications
+    if args.duration is not None:
+        shorthand["run.duration"] = args.duration
+    return Scenario.load(args.scenario).with_overrides(args.overrides).with_overrides(shorthand)

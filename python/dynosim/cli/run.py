@@ -1,0 +1,121 @@
+"""`dynosim run`: run a scenario and print its queueing figures (a table, or JSON).
+
+``dynosim compare`` (:mod:`dynosim.cli.compare`) is the same command with ``--policy``
+required; both use :func:`scenario_command` and :func:`main` from here."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, Callable, List, Tuple
+
+from ..api import run as run_scenario
+from ..display import Column, duration, number, results_table, status, stdout_console
+from ..output import print_json
+from ..results import PolicyResult, Results
+from .common import add_scenario_arguments, add_wide_argument, policy_list, policy_names, scenario_from_args
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = scenario_command(commands, "run", "Run a scenario and print its queueing figures.")
+    p.add_argument("--policy", type=policy_list, metavar="P1,P2",
+                   help=f"routing policies to run side by side instead of router.policy ({', '.join(policy_names())})")
+
+
+def scenario_command(commands: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    """A command of run's kind: the scenario options, --json and --wide; handled by main."""
+    p: argparse.ArgumentParser = commands.add_parser(name, help=help, description=help)
+    add_scenario_arguments(p)
+    p.add_argument("--json", action="store_true", help="print JSON (fields: docs/output.md)")
+    add_wide_argument(p)
+    p.set_defaults(handler=main)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    scenario = scenario_from_args(args)
+    cases = scenario.cases or [("", scenario)]
+    for _, case in cases:  # validate every case before running any
+        (case.with_overrides({"router.policy": args.policy}) if args.policy else case).validate()
+    policies = ", ".join(args.policy or scenario.policies)
+    with status(f"running {policies}" + (f", {len(cases)} cases" if scenario.cases else "")):
+        results = [(label, run_scenario(case, policies=args.policy)) for label, case in cases]
+    if args.json:
+        doc = (results[0][1].to_dict() if not scenario.cases else
+               {"cases": [dict(label=label, **r.to_dict()) for label, r in results]})
+        print_json(doc)
+    else:
+        print_table(results, wide=args.wide)
+    return 0
+
+
+def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None:
+    """One row per (case, policy); the case column only when the scenario has cases. The
+    default columns fit 80 terminal columns; ``wide`` adds the rest."""
+    console = stdout_console(wide=wide)
+    labelled = any(label for label, _ in cases)
+    head = cases[0][1][0].report
+    console.print(
+        f"[bold]{head['scenario']}[/bold]: {head['arrival_rate'] * 60:,.0f} req/min, mean service "
+        f"{duration(head['service_mean'])}, {head['replications']} replications × "
+        f"{head['duration'] / 60:g} min (after {head['warmup']:g} s warm-up), seed {head['seed']}",
+        highlight=False,
+    )
+    rows = [(label, r) for label, results in cases for r in results]
+    columns = list(RUN_COLUMNS)
+    if any(r.report["routers"] > 1 for _, r in rows):
+        columns.insert(2, Column("routers", lambda row: row[1].report["routers"], drop=2))
+    if labelled:
+        # A case's label usually says what its policy is: the policy column gives way early.
+        columns[0] = dataclasses.replace(columns[0], drop=2)
+        columns.insert(0, Column("case", lambda row: row[0], kind="text", wrap=True, max_width=24))
+    table, left_out = results_table(console, columns, rows, wide=wide)
+    console.print(table)
+    notes = ["± is the half-width of a 95% confidence interval over replications",
+             "max queue: most requests waiting at once, at the router or at one dyno"]
+    if not wide:
+        notes.append(f"not shown: {', '.join(left_out)}; --wide shows them" if left_out else
+                     "--wide shows more columns")
+    console.print("; ".join(notes) + ".", style="dim", highlight=False)
+
+
+def _dynos_cell(row: Tuple[str, PolicyResult]) -> str:
+    """``75``, or ``25×2`` for 25 dynos of 2 slots."""
+    rep = row[1].report
+    return f"{rep['dynos']:,}" + (f"×{rep['slots']}" if rep["slots"] > 1 else "")
+
+
+def _max_queue_cell(row: Tuple[str, PolicyResult]) -> str:
+    """Where requests queue: intelligent routing queues at the router, the others at dynos."""
+    r = row[1]
+    dyno, router = r["max_queue_depth.dyno"], r["max_queue_depth.router"]
+    if dyno == router == 0:
+        return "0"
+    return f"{number(router)} router" if router > dyno else f"{number(dyno)} dyno"
+
+
+def _metric(metric: str) -> Callable[[Tuple[str, PolicyResult]], Any]:
+    return lambda row: row[1].estimate(metric)
+
+
+def _report(key: str) -> Callable[[Tuple[str, PolicyResult]], Any]:
+    return lambda row: row[1].report[key]
+
+
+#: The run and compare table: what to show of each result, narrow (the default) or wide.
+RUN_COLUMNS = [
+    Column("policy", lambda row: row[1].policy, kind="text"),
+    Column("dynos", _dynos_cell, kind="text", drop=4),
+    Column("load", _report("offered_load"), kind="percent", drop=1),
+    Column("queued", _metric("queued_fraction"), kind="percent", ci=True),
+    Column("queue\nmean", _metric("queue.mean"), kind="time", ci=True),
+    Column("queue mean\nof queued", _metric("queue_of_queued.mean"), kind="time", ci=True, wide=True),
+    Column("queue median\nof queued", _metric("queue_of_queued.p50"), kind="time", wide=True),
+    Column("queue\np99", _metric("queue.p99"), kind="time", drop=5),
+    Column("response\nmean", _metric("response.mean"), kind="time", wide=True),
+    Column("response\np99", _metric("response.p99"), kind="time", drop=3),
+    Column("utilisation", _metric("utilisation.mean"), kind="percent", wide=True),
+    Column("max\nqueue", _max_queue_cell, kind="text", narrow=True, drop=6),
+    Column("max dyno\nqueue", _metric("max_queue_depth.dyno"), wide=True),
+    Column("max router\nqueue", _metric("max_queue_depth.router"), wide=True),
+]

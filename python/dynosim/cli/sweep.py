@@ -1,0 +1,103 @@
+"""`dynosim sweep`: run a scenario over ranges and lists of keys; write CSV, JSON and a plot,
+and print a summary table. SPECs, running and the outputs are :mod:`dynosim.sweep`'s."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ..display import Column, results_table, stdout_console
+from ..results import METRICS, Estimate
+from ..sweep import (DEFAULT_METRIC, DEFAULT_POINTS, FORMATS, Sweep, metric_unit, output_paths, parse_vary_args,
+                     value_text, write_outputs)
+from .common import add_scenario_arguments, scenario_from_args
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    help = "Run a scenario over ranges of keys; write CSV, JSON and a plot."
+    p = commands.add_parser(
+        "sweep", help=help, description=help,
+        epilog=("SPEC is a list a,b,c (each read like a --set value) or a numeric range "
+                f"A..B[:N][:log|:lin] (N points, default {DEFAULT_POINTS}; log spacing when "
+                "A > 0 and B/A >= 10, else linear; whole-number bounds give whole numbers). "
+                "Example: dynosim sweep --vary fleet.dynos=50..10000 "
+                "--vary router.policy=random,intelligent"),
+    )
+    add_scenario_arguments(p)
+    p.add_argument("--vary", action="append", required=True, metavar="KEY.PATH=SPEC",
+                   help="a key and its values: a list a,b,c or a range A..B[:N][:log|:lin] "
+                        "(repeatable: the sweep runs every combination)")
+    p.add_argument("--out", default="sweep", metavar="PREFIX",
+                   help="write PREFIX.csv, PREFIX.json and PREFIX.png (default: sweep)")
+    p.add_argument("--metric", type=_metric, default=DEFAULT_METRIC,
+                   help=f"the metric to plot and summarise (default: {DEFAULT_METRIC}; names: docs/output.md)")
+    p.add_argument("--format", type=_formats, default=["png"], metavar="png,svg",
+                   help="plot format(s), comma-separated (default: png)")
+    p.set_defaults(handler=main)
+
+
+def _metric(text: str) -> str:
+    if text not in METRICS:
+        raise argparse.ArgumentTypeError(f"unknown metric {text!r}; expected one of: {', '.join(METRICS)}")
+    return text
+
+
+def _formats(text: str) -> List[str]:
+    names = [f.strip().lower().lstrip(".") for f in text.split(",") if f.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected png, svg or png,svg")
+    for name in names:
+        if name not in FORMATS:
+            raise argparse.ArgumentTypeError(f"unknown plot format {name!r}; expected png, svg or both")
+    return list(dict.fromkeys(names))
+
+
+def main(args: argparse.Namespace) -> int:
+    vary = parse_vary_args(args.vary)
+    outputs = output_paths(args.out, args.format)
+    scenario = scenario_from_args(args)
+    sweep = Sweep(scenario, vary, metric=args.metric)
+    sweep.prepare()  # validates every point: nothing runs and nothing is written on error
+    sweep.run(progress=sys.stderr.isatty())
+    write_outputs(sweep, outputs)
+    if sweep.unusable:
+        print(f"dynosim: warning: {sweep.unusable_summary()}", file=sys.stderr)
+    if sweep.unsettled_summary():
+        print(f"dynosim: warning: {sweep.unsettled_summary()}", file=sys.stderr)
+    print_summary(sweep, outputs)
+    return 0
+
+
+# --- the summary on stdout -------------------------------------------------------------------
+
+
+def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
+    console = stdout_console()
+    metric = sweep.metric
+    n_ok = sum(1 for row in sweep.rows if row["status"] == "ok")
+    console.print(f"[bold]{sweep.scenario.name}[/bold]: {len(sweep.points)} points, "
+                  f"{len(sweep.rows)} rows ({n_ok} ok)", highlight=False)
+
+    def key_cell(key: str) -> Any:
+        return lambda row: value_text(row[key])
+
+    def metric_cell(row: Dict[str, Any]) -> Any:
+        if row["status"] != "ok":
+            return row["status"]
+        return Estimate(row[metric], row.get(f"{metric}.ci_low", math.nan),
+                        row.get(f"{metric}.ci_high", math.nan), math.nan)
+
+    unit = metric_unit(metric)
+    kind = "time" if unit == "s" else "percent" if unit == "fraction" else "number"
+    columns = ([Column(k, key_cell(k), kind="text") for k in sweep.keys if k != "router.policy"]
+               + [Column("policy", lambda row: str(row["policy"]), kind="text"),
+                  Column("load", lambda row: row.get("offered_load", math.nan), kind="percent"),
+                  Column(metric if kind != "number" or not unit else f"{metric} ({unit})", metric_cell,
+                         kind=kind, ci=True)])
+    table, _ = results_table(console, columns, sweep.rows)
+    console.print(table)
+    console.print("± is the half-width of a 95% confidence interval over replications.", style="dim")
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)

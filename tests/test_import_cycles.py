@@ -1,0 +1,178 @@
+"""tools/check_imports.py: no import cycle in the Python package or the engine crate (issue #10).
+
+The checker is tried on small trees written here, with and without a cycle, so that these
+tests can fail; then on the repository itself."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+CHECKER = ROOT / "tools" / "check_imports.py"
+
+
+def check(root: Path, *parts: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CHECKER), "--root", str(root), *parts],
+                          capture_output=True, text=True, timeout=120)
+
+
+def write(root: Path, files: dict) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def package(tmp_path: Path, files: dict) -> Path:
+    """A python/dynosim package with `files` (paths relative to the package)."""
+    base = {"__init__.py": "from .api import run\n", "api.py": "from . import errors\n", "errors.py": "",
+            "_dynosim.pyi": "def f() -> int: ...\n"}
+    return write(tmp_path, {f"python/dynosim/{k}": v for k, v in {**base, **files}.items()})
+
+
+def crate(tmp_path: Path, files: dict) -> Path:
+    """A crates/dynosim-engine/src tree with `files` (paths relative to src)."""
+    return write(tmp_path, {f"crates/dynosim-engine/src/{k}": v for k, v in files.items()})
+
+
+# --- Python ----------------------------------------------------------------------------------
+
+#: A CLI package laid out as issue #10 asks: verbs share helpers through common, never the entry.
+CLI_PACKAGE = {
+    "__main__.py": "from .cli import main\nraise SystemExit(main())\n",
+    "cli/__init__.py": "from .entry import main\n",
+    "cli/entry.py": "from . import common, run, sweep\nfrom .. import errors\n",
+    "cli/common.py": "from .. import _dynosim\nfrom ..errors import DynosimError\n",
+    "cli/run.py": "from .common import add_scenario_arguments\nfrom ..api import run\n",
+    "cli/sweep.py": "from . import common\nfrom ..sweep import Sweep\n",
+    "sweep.py": "import dynosim.api\nfrom dynosim.errors import DynosimError\n",
+}
+
+
+def test_a_package_without_cycles_passes(tmp_path):
+    result = check(package(tmp_path, CLI_PACKAGE), "--python")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == "OK, no import cycle: python (11 modules, 16 imports)\n"
+
+
+@pytest.mark.parametrize("files, cycle", [
+    # Two domain modules importing each other at module level.
+    ({"api.py": "from .sweep import Sweep\n", "sweep.py": "from . import api\n"},
+     "python: dynosim.api -> dynosim.sweep -> dynosim.api"),
+    # A cycle hidden inside a function is still a cycle; so is an absolute import.
+    ({"sweep.py": "def main():\n    from dynosim.cli.common import x\n",
+      "cli/common.py": "import dynosim.sweep\n"},
+     "python: dynosim.cli.common -> dynosim.sweep -> dynosim.cli.common"),
+    # A verb importing the entry module, which imports the verb.
+    ({"cli/run.py": "from .entry import main\n"},
+     "python: dynosim.cli.entry -> dynosim.cli.run -> dynosim.cli.entry"),
+    # A child importing its parent package, whose __init__ imports the child.
+    ({"cli/run.py": "from . import main\n"},
+     "python: dynosim.cli -> dynosim.cli.entry -> dynosim.cli.run -> dynosim.cli"),
+    ({"errors.py": "def f():\n    import dynosim\n"},
+     "python: dynosim -> dynosim.api -> dynosim.errors -> dynosim"),
+])
+def test_a_package_with_a_cycle_fails_and_names_it(tmp_path, files, cycle):
+    result = check(package(tmp_path, {**CLI_PACKAGE, **files}), "--python")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert cycle in result.stdout.splitlines(), result.stdout
+
+
+def test_imports_for_type_checking_only_are_not_cycles(tmp_path):
+    files = {**CLI_PACKAGE, "errors.py": """\
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from .api import run
+        else:
+            import json
+        """}
+    assert check(package(tmp_path, files), "--python").returncode == 0
+
+
+def test_the_extension_module_is_a_module_not_the_package(tmp_path):
+    # `from . import _dynosim` in a module the package imports: an edge to _dynosim (known
+    # from its stub before the build), not to the package's __init__.
+    files = {**CLI_PACKAGE, "api.py": "from . import _dynosim, errors\n"}
+    assert check(package(tmp_path, files), "--python").returncode == 0
+
+
+# --- Rust ------------------------------------------------------------------------------------
+
+ENGINE = {
+    "lib.rs": "pub mod error;\npub mod policy;\npub mod rng;\npub mod sim;\npub use sim::run;\n",
+    "error.rs": "pub struct Error;\n",
+    "rng.rs": "use crate::error::Error;\n",
+    "policy/mod.rs": "mod random;\nuse crate::{error::Error, rng};\npub use self::random::Random;\n",
+    "policy/random.rs": "use super::Route;\nuse crate::rng::SimRng;\n",
+    "sim.rs": """\
+        //! Runs a scenario; see [`crate::policy`] and crate::report.
+        use crate::policy::{self, Route};
+        /// Not [`crate::sim`] (itself) nor crate::nothing.
+        const HELP: &str = "crate::rng is not a path in a string";
+        fn f<'a>(x: &'a str) -> char { 'c' }
+        #[cfg(test)]
+        mod tests {
+            use super::*;
+            /* a block comment naming crate::rng */
+        }
+        """,
+}
+
+
+def test_a_crate_without_cycles_passes(tmp_path):
+    result = check(crate(tmp_path, ENGINE), "--rust")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Modules error, policy, rng, sim; edges rng->error, policy->error, policy->rng, sim->policy.
+    assert result.stdout == "OK, no import cycle: rust engine (4 modules, 4 imports)\n"
+
+
+@pytest.mark.parametrize("files, cycle", [
+    # A `use crate::{...}` group in a file inside a module's folder.
+    ({"policy/random.rs": "use crate::{error::Error, sim::Engine};\n"},
+     "rust engine: policy -> sim -> policy"),
+    # A path in code, outside any use.
+    ({"error.rs": "fn f() { let _ = crate::sim::run(); }\n"},
+     "rust engine: error -> sim -> policy -> error"),
+    # super:: from a module's mod.rs reaches the crate root, hence another module.
+    ({"policy/mod.rs": "use super::sim::Engine;\n"},
+     "rust engine: policy -> sim -> policy"),
+    # A use group spread over lines, nested.
+    ({"rng.rs": "use crate::{\n    error::Error,\n    sim::{Engine, run},\n};\n",
+      "error.rs": "use crate::rng::SimRng;\n"},
+     "rust engine: error -> rng -> error"),
+])
+def test_a_crate_with_a_cycle_fails_and_names_it(tmp_path, files, cycle):
+    result = check(crate(tmp_path, {**ENGINE, **files}), "--rust")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert cycle in result.stdout.splitlines(), result.stdout
+
+
+def test_by_default_both_parts_are_checked(tmp_path):
+    package(tmp_path, {"api.py": "from .sweep import Sweep\n", "sweep.py": "from . import api\n"})
+    crate(tmp_path, {**ENGINE, "error.rs": "use crate::sim;\n"})
+    result = check(tmp_path)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "python: dynosim.api -> dynosim.sweep -> dynosim.api"
+    assert "rust engine: error -> sim -> policy -> error" in lines[1:-1]
+    assert lines[-1].startswith("import cycles: 1 in python (") and "in rust engine (" in lines[-1]
+
+
+# --- this repository -------------------------------------------------------------------------
+
+
+def test_the_python_package_has_no_import_cycle():
+    result = check(ROOT, "--python")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.startswith("OK, no import cycle: python (")
+
+
+def test_the_engine_crate_has_no_import_cycle():
+    result = check(ROOT, "--rust")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.startswith("OK, no import cycle: rust engine (")
