@@ -374,12 +374,17 @@ impl Scenario {
             ));
         }
         let replications = whole(run.replications, "run.replications", 1, 100_000)?;
-        check_work(
-            workload.mean_rate(service.mean()),
-            run.warmup.0 + run.duration.0,
-            replications,
-            run.max_requests,
-        )?;
+        let whole_run = matches!(&workload, Workload::Closed(c) if c.requests.is_some());
+        let (rate, simulated) = match &workload {
+            Workload::Closed(Clients {
+                requests: Some(n), ..
+            }) => (*n as f64, 1.0),
+            _ => (
+                workload.mean_rate(service.mean()),
+                run.warmup.0 + run.duration.0,
+            ),
+        };
+        check_work(rate, simulated, replications, run.max_requests)?;
         let scenario = Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
             workload,
@@ -394,7 +399,9 @@ impl Scenario {
             policy,
             routers,
             duration: run.duration.0,
-            warmup: run.warmup.0,
+            // A closed loop of a set number of requests is measured whole, as ab measures it:
+            // no warm-up, and the run lasts until the last response.
+            warmup: if whole_run { 0.0 } else { run.warmup.0 },
             replications,
             seed: run.seed,
             // A dyno's count of requests is a u32: a billion waiting stay well inside it.

@@ -23,7 +23,10 @@ fn measure(report: &dynosim_engine::RunReport, f: fn(&ReplicationResult) -> f64)
 #[test]
 fn one_core_shared_is_mg1_ps_and_insensitive() {
     for (label, cpu) in [
-        ("exponential", json!({"distribution": "exponential", "mean": "10ms"})),
+        (
+            "exponential",
+            json!({"distribution": "exponential", "mean": "10ms"}),
+        ),
         (
             "lognormal",
             json!({"distribution": "lognormal", "median": "6.065ms", "sigma": 1.0}),
@@ -102,7 +105,10 @@ fn a_pool_in_front_of_a_resource_is_mmc() {
         mmc_mean_wait(c, a, hold).unwrap(),
         0.08,
     );
-    assert!(erlang_c(c, a).unwrap() > 0.3, "the pool must queue for the test to mean much");
+    assert!(
+        erlang_c(c, a).unwrap() > 0.3,
+        "the pool must queue for the test to mean much"
+    );
 }
 
 /// With an interpreter lock a process computes on one core at a time: P processes of many
@@ -150,7 +156,12 @@ fn a_closed_loop_matches_mean_value_analysis() {
         "run": {"duration": 2000.0, "warmup": 50.0, "replications": 20, "seed": 9},
     });
     let report = run_ok(&build(&scenario(doc)));
-    assert_matches("MVA throughput", measure(&report, |r| r.throughput), x, 0.02);
+    assert_matches(
+        "MVA throughput",
+        measure(&report, |r| r.throughput),
+        x,
+        0.02,
+    );
     assert_matches(
         "MVA response time",
         measure(&report, |r| r.response.mean),
@@ -199,7 +210,12 @@ fn littles_law_holds_for_threads() {
         .map(|r| r.throughput * (r.response.mean - r.queue.mean))
         .collect();
     let xr = Measured::of(&xr);
-    assert_matches("Little: busy threads = X x time on thread", l, xr.mean, 0.03);
+    assert_matches(
+        "Little: busy threads = X x time on thread",
+        l,
+        xr.mean,
+        0.03,
+    );
 }
 
 /// Memory: a dyno over its restart threshold is restarted (R15) and its requests fail; one
