@@ -51,6 +51,10 @@ pub struct AppSpec {
     /// many times the work's own time (a slowdown of 1 + swap_slowdown × (memory/quota − 1)).
     #[serde(default)]
     pub swap_slowdown: Option<f64>,
+    /// How much CPU work slows when a process's busy threads outnumber its malloc arenas:
+    /// by 1 + arena_contention × (busy − arenas) / busy (0: not at all).
+    #[serde(default)]
+    pub arena_contention: Option<f64>,
     /// The multiple of the quota at which the dyno is restarted (R15); the dyno type's unless given.
     #[serde(default)]
     pub restart_at: Option<f64>,
@@ -112,12 +116,30 @@ pub struct Memory {
     pub arena: f64,
     pub arena_max: u32,
     pub swap_slowdown: f64,
+    /// See [`AppSpec::arena_contention`].
+    pub arena_contention: f64,
 }
 
 impl Memory {
     /// Whether the memory model can change anything: some part holds memory.
     pub fn is_modelled(&self) -> bool {
         self.dyno + self.process + self.thread + self.request + self.arena > 0.0
+    }
+
+    /// Whether processes count their malloc arenas (for memory or for contention).
+    pub fn counts_arenas(&self) -> bool {
+        self.arena > 0.0 || self.arena_contention > 0.0
+    }
+
+    /// The factor a process's CPU work slows by with `busy` threads holding requests and
+    /// `arenas` arenas in all.
+    #[inline]
+    pub fn contention(&self, busy: u32, arenas: u32) -> f64 {
+        if busy > arenas {
+            1.0 + self.arena_contention * f64::from(busy - arenas) / f64::from(busy)
+        } else {
+            1.0
+        }
     }
 
     /// The factor CPU work slows by at `bytes` in use (1 within the quota).
@@ -257,6 +279,7 @@ impl AppServer {
                 arena: 0.0,
                 arena_max: 1,
                 swap_slowdown: 0.0,
+                arena_contention: 0.0,
             },
         }
     }
@@ -325,6 +348,13 @@ impl AppServer {
         if !(swap_slowdown.is_finite() && swap_slowdown >= 0.0) {
             return Err(Error::config("app.swap_slowdown", "must be a number >= 0"));
         }
+        let arena_contention = spec.arena_contention.unwrap_or(0.0);
+        if !(arena_contention.is_finite() && arena_contention >= 0.0) {
+            return Err(Error::config(
+                "app.arena_contention",
+                "must be a number >= 0",
+            ));
+        }
         let restart_at = spec.restart_at.unwrap_or(dyno.restart_at);
         if !(restart_at.is_finite() && restart_at > 1.0) {
             return Err(Error::config(
@@ -354,6 +384,7 @@ impl AppServer {
                 arena: bytes(m.arena, "app.memory.arena")?,
                 arena_max,
                 swap_slowdown,
+                arena_contention,
             },
         })
     }

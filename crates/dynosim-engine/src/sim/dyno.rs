@@ -31,12 +31,13 @@ impl Dyno {
             accept: VecDeque::new(),
             process_busy: vec![0; processes],
             busy_processes: 0,
-            arenas: if app.memory.arena > 0.0 {
+            arenas: if app.memory.counts_arenas() {
                 vec![0; processes]
             } else {
                 Vec::new()
             },
             cpu: Sharing::new(cores, if cpu { app.processes } else { 0 }, cpu && app.lock),
+
             up: true,
             memory: idle_memory(app),
         }

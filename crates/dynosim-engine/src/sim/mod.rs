@@ -586,16 +586,17 @@ impl Simulation<'_> {
             d.busy_processes += 1;
             self.busy_processes += 1;
         }
-        if self.memory {
-            let m = &self.s.app.memory;
-            let mut grow = m.request;
-            if let Some(arenas) = d.arenas.get_mut(process as usize) {
-                // A thread that finds every arena in use makes a new one, up to the limit.
-                if *held > *arenas + 1 && *arenas + 1 < m.arena_max {
-                    *arenas += 1;
-                    grow += m.arena;
-                }
+        let m = &self.s.app.memory;
+        let mut grow = 0.0;
+        if let Some(arenas) = d.arenas.get_mut(process as usize) {
+            // A thread that finds every arena in use makes a new one, up to the limit.
+            if *held > *arenas + 1 && *arenas + 1 < m.arena_max {
+                *arenas += 1;
+                grow += m.arena;
             }
+        }
+        if self.memory {
+            grow += m.request;
             self.memory_changed(dyno, grow);
             if !self.dynos[dyno].up {
                 return;
@@ -605,7 +606,30 @@ impl Simulation<'_> {
             self.fleet_levels();
         }
         if self.phases {
+            self.contention(dyno, process);
             self.begin_phase(req);
+        }
+    }
+
+    /// A process's busy threads or arenas changed: its CPU work's contention for malloc
+    /// arenas (see [`crate::app::Memory::contention`]).
+    fn contention(&mut self, dyno: usize, process: u32) {
+        let m = &self.s.app.memory;
+        if m.arena_contention == 0.0 {
+            return;
+        }
+        let d = &self.dynos[dyno];
+        let factor = m.contention(
+            d.process_busy[process as usize],
+            1 + d.arenas[process as usize],
+        );
+        let processes = self.s.app.processes;
+        self.cpu_advance(dyno);
+        if self.dynos[dyno]
+            .cpu
+            .set_group_factor(process, factor, processes)
+        {
+            self.reschedule_cpu(dyno);
         }
     }
 
@@ -911,6 +935,9 @@ impl Simulation<'_> {
         }
         self.loads[router].decrement(dyno);
         self.slab.release(req);
+        if self.phases {
+            self.contention(dyno, process);
+        }
         if self.memory {
             let grow = -self.s.app.memory.request;
             self.memory_changed(dyno, grow);

@@ -30,6 +30,8 @@ pub struct Sharing {
     servers: f64,
     lock: bool,
     slowdown: f64,
+    /// Each group's own slowdown (malloc arena contention), when any is set.
+    group_factor: Vec<f64>,
 }
 
 impl Sharing {
@@ -47,7 +49,23 @@ impl Sharing {
             servers: f64::from(servers),
             lock,
             slowdown: 1.0,
+            group_factor: Vec::new(),
         }
+    }
+
+    /// Sets a group's own slowdown; true when it changed (then advance first, and
+    /// reschedule after).
+    pub fn set_group_factor(&mut self, group: u32, factor: f64, groups: u32) -> bool {
+        if self.group_factor.is_empty() {
+            if factor == 1.0 {
+                return false;
+            }
+            self.group_factor = vec![1.0; groups as usize];
+        }
+        let f = &mut self.group_factor[group as usize];
+        let changed = *f != factor;
+        *f = factor;
+        changed
     }
 
     /// Servers in use now.
@@ -137,6 +155,9 @@ impl Sharing {
             } else {
                 share
             };
+            if let Some(f) = self.group_factor.get(j.group as usize) {
+                j.rate /= f;
+            }
             let t = j.remaining.max(0.0) / j.rate;
             if t < soonest {
                 soonest = t;
