@@ -251,3 +251,25 @@ fn memory_over_the_restart_threshold_restarts_the_dyno() {
         assert!(failed.r15 > 0 && failed.r15 <= r.simulated_requests);
     }
 }
+
+/// A closed loop whose only dyno restarts keeps going: its clients' requests fail while the
+/// dyno boots (they back off rather than spin at one instant), and the run ends.
+#[test]
+fn a_closed_loop_survives_its_only_dyno_restarting() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 20},
+        "request": {"phases": [{"cpu": "5ms"}]},
+        "fleet": {"dynos": 1, "type": "standard-1x"},
+        "app": {"server": "generic", "processes": 1, "threads": 20, "boot_time": "2s",
+                "memory": {"process": "300MB", "request": "40MB"}},
+        "run": {"duration": 30.0, "warmup": 0.0, "replications": 2, "seed": 4},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    for r in &report.per_replication {
+        let failed = r.failed.as_ref().unwrap();
+        assert!(r.dyno.as_ref().unwrap().memory.r15_restarts > 0);
+        assert!(failed.no_dyno > 0 && failed.r15 > 0, "{failed:?}");
+        // No more than one failed attempt per client per back-off while the dyno is down.
+        assert!(failed.no_dyno as f64 <= 20.0 * 30.0 / 1e-3, "{failed:?}");
+    }
+}

@@ -506,7 +506,7 @@ impl Simulation<'_> {
         let (arrival, client) = (r.arrival, r.client);
         self.measures.failed(arrival, self.now, false);
         self.slab.release(req);
-        self.respond(client);
+        self.respond_after(client, NO_DYNO_BACKOFF);
     }
 
     /// Records the frames due before the next event at `time` (the state is constant between
@@ -971,6 +971,11 @@ impl Simulation<'_> {
 
     /// A closed-loop client got its response (or error): it thinks, then sends again.
     fn respond(&mut self, client: u32) {
+        self.respond_after(client, 0.0);
+    }
+
+    /// [`Self::respond`], waiting at least `at_least` before sending again.
+    fn respond_after(&mut self, client: u32, at_least: f64) {
         if client == NONE {
             return;
         }
@@ -981,7 +986,8 @@ impl Simulation<'_> {
             0.0
         } else {
             clients.think.sample(&mut self.think_rng)
-        };
+        }
+        .max(at_least);
         self.events
             .schedule(self.now + think, ARRIVAL, Event::Send { client });
     }
@@ -1088,6 +1094,10 @@ impl Simulation<'_> {
         }
     }
 }
+
+/// A closed-loop client whose request found no dyno up waits this long (or its think time,
+/// if longer) before sending again, so that time moves on while every dyno boots.
+const NO_DYNO_BACKOFF: f64 = 1e-3;
 
 /// Picks of a down dyno after which a router stops asking its policy (see `route`).
 const DOWN_RETRIES: usize = 64;
