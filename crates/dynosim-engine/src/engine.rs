@@ -10,6 +10,15 @@ use crate::scenario::Scenario;
 use crate::sim;
 
 impl Engine {
+    /// The engine that runs the scenario: the one `run.engine` names, or for `auto` the one
+    /// [`Engine::for_scenario`] picks.
+    pub fn chosen(scenario: &Scenario) -> Engine {
+        match scenario.engine {
+            Engine::Auto => Engine::for_scenario(scenario),
+            chosen => chosen,
+        }
+    }
+
     /// The engine that `Auto` picks for this scenario.
     pub fn for_scenario(scenario: &Scenario) -> Engine {
         if direct::can_run(scenario) {
@@ -45,7 +54,7 @@ pub fn run_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<ReplicationResult> {
-    run_replication_on(Engine::Auto, scenario, replication, interrupted)
+    run_replication_on(scenario.engine, scenario, replication, interrupted)
 }
 
 /// [`run_replication`] on a chosen engine (for the tests that compare the engines, and for

@@ -3,7 +3,9 @@
 //! needs to know which engine will run the scenario, which sits above the scenario in the
 //! crate's layers; so the entry points live here, above both.
 
-use crate::error::Result;
+use crate::direct::Eligible;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
 use crate::scenario::{Scenario, ScenarioSpec};
 use std::path::Path;
 
@@ -18,6 +20,7 @@ impl Scenario {
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<Scenario> {
         let scenario = Scenario::validate_json(text, base_dir, interrupted)?;
+        scenario.check_engine()?;
         scenario.check_memory()?;
         Ok(scenario)
     }
@@ -29,7 +32,24 @@ impl Scenario {
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<Scenario> {
         let scenario = Scenario::validate(spec, base_dir, interrupted)?;
+        scenario.check_engine()?;
         scenario.check_memory()?;
         Ok(scenario)
+    }
+
+    /// Refuses `run.engine = "direct"` for a scenario the direct engine cannot run, saying why.
+    fn check_engine(&self) -> Result<()> {
+        if self.engine == Engine::Direct {
+            if let Err(why) = Eligible::of(self) {
+                return Err(Error::config(
+                    "run.engine",
+                    format!(
+                        "the direct engine cannot run this scenario ({why}); use \"events\" \
+                         or \"auto\""
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }

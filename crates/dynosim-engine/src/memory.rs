@@ -22,7 +22,7 @@ struct Part {
 
 impl Scenario {
     fn memory_parts(&self) -> [Part; 3] {
-        let cost = Engine::for_scenario(self).state_bytes(self);
+        let cost = Engine::chosen(self).state_bytes(self);
         let (dynos, slots, routers) = (
             f64::from(self.dynos),
             f64::from(self.slots),

@@ -1,7 +1,7 @@
 //! Replications and their summary: every numeric result becomes an estimate with a 95%
 //! confidence interval from the spread between independent replications (Student's t).
 
-use crate::engine::{run_replication, Engine};
+use crate::engine::{run_replication_on, Engine};
 use crate::error::Result;
 use crate::result::ReplicationResult;
 use crate::scenario::Scenario;
@@ -99,7 +99,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
     for first in (0..replications).step_by(at_once as usize) {
         let batch: Vec<ReplicationResult> = (first..replications.min(first + at_once))
             .into_par_iter()
-            .map(|r| run_replication(scenario, r, interrupted))
+            .map(|r| run_replication_on(scenario.engine, scenario, r, interrupted))
             .collect::<Result<_>>()?;
         // Summed in replication order, as the mean of the whole list would be.
         for mut result in batch {
@@ -122,7 +122,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
     Ok(RunReport {
         scenario: scenario.name.clone(),
         policy: scenario.policy_name.clone(),
-        engine: Engine::for_scenario(scenario).name(),
+        engine: Engine::chosen(scenario).name(),
         dynos: scenario.dynos,
         slots: scenario.slots,
         routers: scenario.routers,

@@ -26,6 +26,8 @@ pub(super) struct Dyno {
 impl Dyno {
     pub fn new(app: &AppServer, cores: u32, cpu: bool) -> Dyno {
         let processes = app.processes as usize;
+        let mut cpu = Sharing::new(cores, if cpu { app.processes } else { 0 }, cpu && app.lock);
+        cpu.set_slowdown(app.memory.slowdown(idle_memory(app)));
         Dyno {
             busy: 0,
             accept: VecDeque::new(),
@@ -36,8 +38,7 @@ impl Dyno {
             } else {
                 Vec::new()
             },
-            cpu: Sharing::new(cores, if cpu { app.processes } else { 0 }, cpu && app.lock),
-
+            cpu,
             up: true,
             memory: idle_memory(app),
         }

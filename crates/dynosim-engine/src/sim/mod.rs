@@ -304,12 +304,17 @@ fn simulate(
         memory,
         busy_processes: 0,
         fleet_memory: f64::from(s.dynos) * dyno::idle_memory(&s.app),
-        over_quota: 0,
+        over_quota: if dyno::idle_memory(&s.app) > s.app.memory.quota {
+            s.dynos
+        } else {
+            0
+        },
         to_send: None,
         done: Vec::new(),
     };
     if sim.measures.detailed() {
-        sim.measures.fleet_levels(0.0, 0.0, sim.fleet_memory, 0.0);
+        let over = f64::from(sim.over_quota);
+        sim.measures.fleet_levels(0.0, 0.0, sim.fleet_memory, over);
         if memory {
             sim.measures.dyno_memory(0.0, dyno::idle_memory(&s.app));
         }
@@ -811,7 +816,11 @@ impl Simulation<'_> {
         self.dynos[dyno].cpu.take_done(self.now, &mut done);
         self.reschedule_cpu(dyno);
         for &req in &done {
-            self.phase_done(req);
+            // A request finished before it may have restarted the dyno (R15), which failed
+            // the rest of these.
+            if self.slab.entries[req as usize].state == State::Cpu {
+                self.phase_done(req);
+            }
         }
         done.clear();
         self.done = done;
@@ -1074,11 +1083,15 @@ impl Simulation<'_> {
         self.busy_processes -= busy_before;
         let after = self.dynos[dyno].memory;
         self.fleet_memory += after - before;
-        if was_over {
-            self.over_quota -= 1;
+        let quota = self.s.app.memory.quota;
+        match (was_over, after > quota) {
+            (true, false) => self.over_quota -= 1,
+            (false, true) => self.over_quota += 1,
+            _ => {}
         }
         self.fleet_levels();
-        let _ = self.dynos[dyno].cpu.set_slowdown(1.0);
+        let slowdown = self.s.app.memory.slowdown(after);
+        let _ = self.dynos[dyno].cpu.set_slowdown(slowdown);
         self.events.schedule(
             now + self.s.app.boot_time,
             BOOT,
