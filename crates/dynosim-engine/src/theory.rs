@@ -1,6 +1,13 @@
 //! Closed-form queueing results the simulator is checked against (docs/model.md, section 5),
 //! and the formulas users can call (section 8; Python: `dynosim.theory`).
 
+mod mva;
+
+pub use mva::{
+    mva_closed, ClosedNetwork, Station, StationKind, MVA_MAX_CUSTOMERS, MVA_MAX_STATIONS,
+    MVA_MAX_WORK,
+};
+
 /// Erlang C: probability that an arrival waits in an M/M/c queue with offered load `a` = λE[S]
 /// (in Erlangs) and `c` servers. Computed with the Erlang B recursion, stable for large c.
 /// None outside its domain, 0 <= a < c.
