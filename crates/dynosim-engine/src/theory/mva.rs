@@ -102,7 +102,8 @@ pub const MVA_MAX_WORK: f64 = 1e9;
 ///
 /// None unless 1 <= N <= [`MVA_MAX_CUSTOMERS`], there are at most [`MVA_MAX_STATIONS`]
 /// stations, Z and every D_i are >= 0 and finite with a positive sum, every queueing station
-/// has a server, and the work is at most [`MVA_MAX_WORK`].
+/// has a server, the work is at most [`MVA_MAX_WORK`], and the throughput is finite (not so
+/// with demands of 10⁻³⁰⁰ s).
 pub fn mva_closed(customers: u32, think_time: f64, stations: &[Station]) -> Option<ClosedNetwork> {
     let n = customers;
     let valid = |x: f64| x >= 0.0 && x.is_finite();
@@ -138,6 +139,10 @@ pub fn mva_closed(customers: u32, think_time: f64, stations: &[Station]) -> Opti
     } else {
         by_normalising_constants(n, think_time, stations, &roles)
     };
+    // Demands a few hundred orders of magnitude apart can still overflow X.
+    if !(x > 0.0 && x.is_finite() && queue_lengths.iter().all(|q| q.is_finite())) {
+        return None;
+    }
     let residence_times: Vec<f64> = queue_lengths.iter().map(|q| q / x).collect();
     let utilisations = stations
         .iter()
@@ -334,6 +339,17 @@ fn by_normalising_constants(
             _ => None,
         })
         .fold(0.0, f64::max);
+    // A station with a demand below 10⁻²⁵⁰ of that is a delay to within as much (nobody queues
+    // there), and its scaled demand would underflow below.
+    let roles: Vec<Role> = roles
+        .iter()
+        .zip(stations)
+        .map(|(&r, s)| match r {
+            Role::Single | Role::Multi(_) if s.demand / scale < 1e-250 => Role::Delay,
+            r => r,
+        })
+        .collect();
+    let roles = &roles[..];
     // The think time and the delay stations together are one delay: G(n) = d₀ⁿ/n!.
     let delay: f64 = z + stations
         .iter()
@@ -680,6 +696,28 @@ mod tests {
             mva_closed(5, 1.0, &[odd]),
             mva_closed(5, 1.0, &[Station::delay(2.0)])
         );
+    }
+
+    #[test]
+    fn demands_hundreds_of_orders_apart() {
+        // 10⁻²⁰⁰ beside 10²⁰⁰: the small station is a delay to within 10⁻⁴⁰⁰.
+        let net = mva_closed(
+            50,
+            0.0,
+            &[Station::queueing(1e-200, 2), Station::queueing(1e200, 3)],
+        )
+        .unwrap();
+        assert!(close(net.throughput, 3e-200, 1e-12), "{net:?}");
+        assert!(close(net.queue_lengths[1], 50.0, 1e-12), "{net:?}");
+        assert!(net.queue_lengths[0] >= 0.0 && net.queue_lengths[0] < 1e-300);
+        let tiny = mva_closed(
+            1000,
+            0.0,
+            &[Station::queueing(1.0, 999), Station::queueing(5e-324, 2)],
+        );
+        assert!(close(tiny.unwrap().throughput, 999.0, 1e-12));
+        // A throughput beyond f64: None rather than infinity.
+        assert_eq!(mva_closed(10, 0.0, &[Station::queueing(5e-324, 1)]), None);
     }
 
     #[test]
