@@ -8,14 +8,14 @@
 //! Stations with one server or none (delay) use the classic recursion. A station with m > 1
 //! servers is load dependent: the textbook recursion for it tracks its marginal probabilities
 //! p_i(j|n), j < m, with p_i(0|n) = 1 − [X(n)D_i + Σ_{j≥1} (m − j)·p_i(j|n)]/m (Bolch et al.
-//! 2006, §8.2.1; Menascé, Almeida and Dowdy 2004, ch. 13). That update is numerically unstable
-//! (Casale and Serazzi 2005; Zhang and Down 2016): rounding errors grow geometrically near
+//! 2006, §8.2; Menascé, Almeida and Dowdy 2004, on load-dependent devices). That update is
+//! numerically unstable (Zhang and Down 2016): rounding errors grow geometrically near
 //! saturation, and for one station of 8 servers behind a think time it returns a negative
 //! throughput by N = 200. Here the same marginals are computed as ratios of normalising
-//! constants, p_i(j|N) = f_i(j)·G₋ᵢ(N − j)/G(N) with G₋ᵢ the network without station i,
-//! summed in logarithms so that every step adds positive numbers. The complements G₋ᵢ of all
-//! the multi-server stations are built by halving the list of those stations, which costs
-//! about log₂ of their number in convolutions each.
+//! constants, p_i(j|N) = f_i(j)·G₋ᵢ(N − j)/G(N) with G₋ᵢ the network without station i, in
+//! logarithms and from positive terms only. The complements G₋ᵢ of all the multi-server
+//! stations are built by halving the list of those stations, which costs about log₂ of their
+//! number in convolutions each.
 
 /// What a station does with the customers it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
