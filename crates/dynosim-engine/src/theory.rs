@@ -1,4 +1,12 @@
-//! Closed-form queueing results the simulator is checked against (docs/model.md, section 5).
+//! Closed-form queueing results the simulator is checked against (docs/model.md, section 5),
+//! and the formulas users can call (section 8; Python: `dynosim.theory`).
+
+mod mva;
+
+pub use mva::{
+    mva_closed, ClosedNetwork, Station, StationKind, MVA_MAX_CUSTOMERS, MVA_MAX_STATIONS,
+    MVA_MAX_WORK,
+};
 
 /// Erlang C: probability that an arrival waits in an M/M/c queue with offered load `a` = λE[S]
 /// (in Erlangs) and `c` servers. Computed with the Erlang B recursion, stable for large c.
@@ -93,6 +101,87 @@ pub fn relaxation_time(
     Some(t).filter(|t| t.is_finite())
 }
 
+/// Mean response time of M/G/k processor sharing: Poisson arrivals at rate λ, any service
+/// distribution with mean E[S], and `cores` = k servers shared so that each of n jobs present
+/// is served at rate min(1, k/n) (k cores under an ideal scheduler).
+///
+/// For k = 1 this is the classical M/G/1-PS result E[T] = E[S]/(1 − ρ), ρ = λE[S]
+/// (Kleinrock 1976, Queueing Systems Vol. 2, §4.4). For k >= 1 the queue is a symmetric queue
+/// whose number in system is insensitive to the service distribution beyond its mean and
+/// equals that of M/M/k (Cohen 1979; Kelly 1979, §3.3), so by Little's law E[T] = E[N]/λ,
+/// with E[N] = a + C(k, a)·a/(k − a) for M/M/k (a = λE[S], C Erlang C):
+///
+/// E[T] = E[S] + C(k, a)·E[S]/(k − a).
+///
+/// None unless λ >= 0, E[S] > 0 (both finite), k >= 1 and a < k.
+pub fn ps_mean_response(lambda: f64, mean_service: f64, cores: u32) -> Option<f64> {
+    if !(lambda >= 0.0 && lambda.is_finite()) {
+        return None;
+    }
+    Some(mean_service + mmc_mean_wait(cores, lambda * mean_service, mean_service)?)
+}
+
+/// Mean wait for a connection from a pool of `connections` = c connections, each held for an
+/// exponential time with mean `mean_hold`, requested by a Poisson stream at rate λ, waiters
+/// served first come first served: the M/M/c mean wait in queue (Erlang C, Kleinrock 1975),
+/// W = C(c, a)·E[H]/(c − a) with a = λE[H]. A named convenience for [`mmc_mean_wait`].
+/// None unless λ >= 0 (finite), E[H] > 0 (finite) and a < c.
+pub fn pool_mean_wait(lambda: f64, mean_hold: f64, connections: u32) -> Option<f64> {
+    if !(lambda >= 0.0 && lambda.is_finite()) {
+        return None;
+    }
+    mmc_mean_wait(connections, lambda * mean_hold, mean_hold)
+}
+
+/// Upper bound on the throughput (requests/s) of CPU-bound work needing `cpu_per_request`
+/// seconds of CPU each, run by `processes` processes of `threads_per_process` threads on
+/// `cores` cores. A thread computes on at most one core at a time, and with an interpreter
+/// lock (`lock`: CPython's GIL, Ruby's GVL) so does a whole process, whatever its threads:
+///
+/// X ≤ min(processes, cores) / cpu                      with a lock,
+/// X ≤ min(processes × threads_per_process, cores) / cpu without one.
+///
+/// It is the utilisation law (X·D ≤ servers, Denning & Buzen 1978) with the parallel
+/// servers counted as the lock allows. None unless cpu > 0 (finite) and every count >= 1.
+pub fn cpu_bound_throughput(
+    cpu_per_request: f64,
+    processes: u32,
+    threads_per_process: u32,
+    cores: u32,
+    lock: bool,
+) -> Option<f64> {
+    let counts = processes >= 1 && threads_per_process >= 1 && cores >= 1;
+    if !(cpu_per_request > 0.0 && cpu_per_request.is_finite() && counts) {
+        return None;
+    }
+    let runnable = if lock {
+        u64::from(processes)
+    } else {
+        u64::from(processes) * u64::from(threads_per_process)
+    };
+    Some(runnable.min(u64::from(cores)) as f64 / cpu_per_request)
+}
+
+/// Relative gap between the two sides of Little's law L = X·R (Little 1961): the mean number
+/// in system against throughput × mean response time,
+///
+/// |L − X·R| / max(|L|, |X·R|),
+///
+/// 0 when both sides are 0, and NaN when an input is NaN or infinite. A run's figures should
+/// give a gap within its sampling error; tests use it as a consistency check.
+pub fn littles_law_gap(mean_in_system: f64, throughput: f64, mean_response: f64) -> f64 {
+    let l = mean_in_system;
+    let xr = throughput * mean_response;
+    let scale = l.abs().max(xr.abs());
+    if !(l.is_finite() && xr.is_finite()) {
+        return f64::NAN;
+    }
+    if scale == 0.0 {
+        return 0.0;
+    }
+    (l - xr).abs() / scale
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +254,126 @@ mod tests {
         assert_eq!(relaxation_time(1.0, 1.0, 2.0, 1), None);
         assert_eq!(relaxation_time(0.5, 1.0, f64::INFINITY, 1), None);
         assert_eq!(relaxation_time(0.5, 1.0, 2.0, 0), None);
+    }
+
+    /// Mean number in system of M/M/k from its birth–death chain, summed directly (no Erlang C):
+    /// π_n ∝ aⁿ/n! for n <= k and a^k/k!·(a/k)^(n−k) beyond, truncated where the terms vanish.
+    fn mmk_mean_number(k: u32, a: f64) -> f64 {
+        let (mut weight, mut total, mut mean) = (1.0f64, 0.0, 0.0);
+        for n in 0..200_000u32 {
+            if n > 0 {
+                weight *= a / f64::from(n.min(k));
+            }
+            total += weight;
+            mean += f64::from(n) * weight;
+            if n > k && weight < 1e-18 * total {
+                break;
+            }
+        }
+        mean / total
+    }
+
+    #[test]
+    fn processor_sharing_is_mm1_for_one_core_and_mmk_for_several() {
+        // One core: E[S]/(1 − ρ), whatever the distribution (only the mean enters).
+        for (lambda, s) in [(0.5, 1.0), (9.0, 0.1), (0.0, 2.0)] {
+            let t = ps_mean_response(lambda, s, 1).unwrap();
+            assert!(
+                (t - s / (1.0 - lambda * s)).abs() < 1e-12,
+                "{lambda} {s}: {t}"
+            );
+        }
+        // Several cores: E[N] of M/M/k from the chain, then Little's law.
+        for (lambda, s, k) in [
+            (3.0, 1.0, 4u32),
+            (15.0, 0.05, 1),
+            (70.0, 1.0, 80),
+            (1.9, 1.0, 2),
+        ] {
+            let expected = mmk_mean_number(k, lambda * s) / lambda;
+            let t = ps_mean_response(lambda, s, k).unwrap();
+            assert!(
+                (t - expected).abs() < 1e-9 * expected,
+                "k {k}: {t} vs {expected}"
+            );
+        }
+        // M/M/2 in closed form: E[T] = E[S]/(1 − ρ²).
+        let t = ps_mean_response(1.5, 1.0, 2).unwrap();
+        assert!((t - 1.0 / (1.0 - 0.75f64.powi(2))).abs() < 1e-12);
+        // Light load: no sharing, E[T] = E[S]. More cores never hurt at the same load.
+        assert!((ps_mean_response(1e-9, 0.3, 4).unwrap() - 0.3).abs() < 1e-9);
+        assert!(ps_mean_response(3.0, 1.0, 8) < ps_mean_response(3.0, 1.0, 4));
+        assert_eq!(ps_mean_response(1.0, 1.0, 1), None);
+        assert_eq!(ps_mean_response(1.0, 1.0, 0), None);
+        assert_eq!(ps_mean_response(-1.0, 1.0, 2), None);
+        assert_eq!(ps_mean_response(f64::INFINITY, 1.0, 2), None);
+        assert_eq!(ps_mean_response(1.0, 0.0, 2), None);
+        assert_eq!(ps_mean_response(1.0, f64::NAN, 2), None);
+    }
+
+    #[test]
+    fn pool_wait_is_mmc_wait() {
+        // c = 1: M/M/1, ρE[H]/(1 − ρ). c = 2: ρ²E[H]/(1 − ρ²), ρ = a/2.
+        let w1 = pool_mean_wait(8.0, 0.1, 1).unwrap();
+        assert!((w1 - 0.8 * 0.1 / 0.2).abs() < 1e-12, "{w1}");
+        let w2 = pool_mean_wait(15.0, 0.1, 2).unwrap();
+        assert!(
+            (w2 - 0.75f64.powi(2) * 0.1 / (1.0 - 0.75f64.powi(2))).abs() < 1e-12,
+            "{w2}"
+        );
+        // The Erlang C sum of the textbook for a larger pool.
+        let (c, a, h) = (10u32, 8.5f64, 0.02);
+        let mut term = 1.0f64;
+        let mut head = 0.0;
+        for k in 0..c {
+            head += term;
+            term *= a / f64::from(k + 1);
+        }
+        let tail = term / (1.0 - a / f64::from(c));
+        let expected = tail / (head + tail) * h / (f64::from(c) - a);
+        let w = pool_mean_wait(a / h, h, c).unwrap();
+        assert!((w - expected).abs() < 1e-12 * expected, "{w} vs {expected}");
+        assert_eq!(pool_mean_wait(0.0, 1.0, 3), Some(0.0));
+        assert_eq!(pool_mean_wait(30.0, 0.1, 3), None);
+        assert_eq!(pool_mean_wait(1.0, 0.1, 0), None);
+        assert_eq!(pool_mean_wait(-1.0, 0.1, 3), None);
+        assert_eq!(pool_mean_wait(1.0, -0.1, 3), None);
+    }
+
+    #[test]
+    fn cpu_bound_throughput_counts_what_can_run_at_once() {
+        // 4 processes × 8 threads on 16 cores, 50 ms of CPU per request.
+        let locked = cpu_bound_throughput(0.05, 4, 8, 16, true).unwrap();
+        let free = cpu_bound_throughput(0.05, 4, 8, 16, false).unwrap();
+        assert!((locked - 80.0).abs() < 1e-9, "{locked}");
+        assert!((free - 320.0).abs() < 1e-9, "{free}");
+        // Enough processes: the cores bind, lock or not.
+        assert_eq!(cpu_bound_throughput(0.1, 32, 1, 8, true), Some(80.0));
+        assert_eq!(cpu_bound_throughput(0.1, 32, 4, 8, false), Some(80.0));
+        // One process: its threads help only without the lock.
+        assert_eq!(cpu_bound_throughput(0.5, 1, 16, 8, true), Some(2.0));
+        assert_eq!(cpu_bound_throughput(0.5, 1, 16, 8, false), Some(16.0));
+        // No overflow in processes × threads.
+        let big = cpu_bound_throughput(1.0, u32::MAX, u32::MAX, u32::MAX, false).unwrap();
+        assert_eq!(big, f64::from(u32::MAX));
+        assert_eq!(cpu_bound_throughput(0.0, 1, 1, 1, true), None);
+        assert_eq!(cpu_bound_throughput(f64::NAN, 1, 1, 1, true), None);
+        assert_eq!(cpu_bound_throughput(f64::INFINITY, 1, 1, 1, true), None);
+        assert_eq!(cpu_bound_throughput(1.0, 0, 1, 1, true), None);
+        assert_eq!(cpu_bound_throughput(1.0, 1, 0, 1, false), None);
+        assert_eq!(cpu_bound_throughput(1.0, 1, 1, 0, false), None);
+    }
+
+    #[test]
+    fn littles_law_gap_is_relative_and_symmetric() {
+        assert_eq!(littles_law_gap(10.0, 5.0, 2.0), 0.0);
+        assert!((littles_law_gap(10.0, 5.0, 2.2) - 1.0 / 11.0).abs() < 1e-15);
+        assert!((littles_law_gap(11.0, 5.0, 2.0) - 1.0 / 11.0).abs() < 1e-15);
+        assert_eq!(littles_law_gap(0.0, 0.0, 3.0), 0.0);
+        assert_eq!(littles_law_gap(0.0, 0.0, 0.0), 0.0);
+        assert_eq!(littles_law_gap(1.0, 0.0, 0.0), 1.0);
+        assert_eq!(littles_law_gap(0.0, 2.0, 1.0), 1.0);
+        assert!(littles_law_gap(f64::NAN, 1.0, 1.0).is_nan());
+        assert!(littles_law_gap(1.0, f64::INFINITY, 1.0).is_nan());
     }
 }

@@ -237,6 +237,112 @@ fn power_of_d_mean_time(load: f64, d: u32) -> PyResult<f64> {
     )
 }
 
+#[pyfunction]
+fn ps_mean_response(arrival_rate: f64, mean_service: f64, cores: u32) -> PyResult<f64> {
+    in_domain(
+        theory::ps_mean_response(arrival_rate, mean_service, cores),
+        || {
+            format!(
+                "ps_mean_response(arrival_rate={arrival_rate}, mean_service={mean_service}, \
+                 cores={cores})"
+            )
+        },
+        "arrival_rate >= 0, mean_service > 0, cores >= 1 and arrival_rate * mean_service < cores",
+    )
+}
+
+#[pyfunction]
+fn pool_mean_wait(arrival_rate: f64, mean_hold: f64, connections: u32) -> PyResult<f64> {
+    in_domain(
+        theory::pool_mean_wait(arrival_rate, mean_hold, connections),
+        || {
+            format!(
+                "pool_mean_wait(arrival_rate={arrival_rate}, mean_hold={mean_hold}, \
+                 connections={connections})"
+            )
+        },
+        "arrival_rate >= 0, mean_hold > 0 and arrival_rate * mean_hold < connections",
+    )
+}
+
+#[pyfunction]
+fn cpu_bound_throughput(
+    cpu_per_request: f64,
+    processes: u32,
+    threads_per_process: u32,
+    cores: u32,
+    lock: bool,
+) -> PyResult<f64> {
+    in_domain(
+        theory::cpu_bound_throughput(cpu_per_request, processes, threads_per_process, cores, lock),
+        || {
+            format!(
+                "cpu_bound_throughput(cpu_per_request={cpu_per_request}, processes={processes}, \
+                 threads_per_process={threads_per_process}, cores={cores}, lock={lock})"
+            )
+        },
+        "cpu_per_request > 0 (finite) and processes, threads_per_process, cores >= 1",
+    )
+}
+
+#[pyfunction]
+fn littles_law_gap(mean_in_system: f64, throughput: f64, mean_response: f64) -> f64 {
+    theory::littles_law_gap(mean_in_system, throughput, mean_response)
+}
+
+/// Exact MVA of a closed network; `stations` are `(demand, servers, kind)` with kind
+/// "queueing" or "delay". Returns a dict of the `theory::ClosedNetwork` fields. Runs with the
+/// GIL released (a large network takes seconds).
+#[pyfunction]
+fn mva_closed(
+    py: Python<'_>,
+    customers: u32,
+    think_time: f64,
+    stations: Vec<(f64, u32, String)>,
+) -> PyResult<Py<PyAny>> {
+    let stations = stations
+        .into_iter()
+        .map(|(demand, servers, kind)| {
+            let kind = match kind.as_str() {
+                "queueing" => theory::StationKind::Queueing,
+                "delay" => theory::StationKind::Delay,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "mva_closed: a station's kind is \"queueing\" or \"delay\", not {other:?}"
+                    )))
+                }
+            };
+            Ok(theory::Station {
+                demand,
+                servers,
+                kind,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let count = stations.len();
+    let solved = py.detach(|| theory::mva_closed(customers, think_time, &stations));
+    let net = solved.ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "mva_closed(customers={customers}, think_time={think_time}, {count} stations): \
+             needs 1 <= customers <= {}, at most {} stations, think_time and demands >= 0 \
+             and finite with a positive sum, servers >= 1 at queueing stations, and at most \
+             {:e} steps of work (customers x (stations + (servers + 18) x (log2 M + 1)) \
+             summed over the M stations with 1 < servers < customers), with a finite \
+             throughput",
+            theory::MVA_MAX_CUSTOMERS,
+            theory::MVA_MAX_STATIONS,
+            theory::MVA_MAX_WORK,
+        ))
+    })?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("throughput", net.throughput)?;
+    d.set_item("response_time", net.response_time)?;
+    d.set_item("queue_lengths", net.queue_lengths)?;
+    d.set_item("residence_times", net.residence_times)?;
+    d.set_item("utilisations", net.utilisations)?;
+    Ok(d.into_any().unbind())
+}
+
 #[pymodule]
 fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EngineError", m.py().get_type::<EngineError>())?;
@@ -253,5 +359,10 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;
     m.add_function(wrap_pyfunction!(mg1_mean_wait, m)?)?;
     m.add_function(wrap_pyfunction!(power_of_d_mean_time, m)?)?;
+    m.add_function(wrap_pyfunction!(ps_mean_response, m)?)?;
+    m.add_function(wrap_pyfunction!(pool_mean_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_bound_throughput, m)?)?;
+    m.add_function(wrap_pyfunction!(littles_law_gap, m)?)?;
+    m.add_function(wrap_pyfunction!(mva_closed, m)?)?;
     Ok(())
 }
