@@ -184,3 +184,13 @@ def test_capacity_flags_an_answer_whose_runs_may_not_be_steady(capsys):
     result, = json.loads(out)["results"]
     assert result["dynos"] == 46 and "relaxation time" in result["not_steady"]
     assert err.startswith("dynosim: warning: random at 46 dynos: offered load 0.986")
+
+
+def test_a_nul_character_in_a_file_name_is_a_scenario_error_not_a_value_error() -> None:
+    # Found by the fuzz target: Path.resolve() and Path.exists() raise ValueError on NUL.
+    from dynosim import Scenario, ScenarioError
+
+    with pytest.raises(ScenarioError, match="NUL"):
+        Scenario.load("rapgenius").with_overrides({"service.file": "samples\x00.txt"})
+    with pytest.raises(ScenarioError, match="NUL"):
+        Scenario.load("scen\x00ario")

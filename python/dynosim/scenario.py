@@ -111,6 +111,8 @@ class Scenario:
             return ref
         if isinstance(ref, Mapping):
             return cls(ref, source=None)
+        if "\x00" in str(ref):
+            raise ScenarioError("a file name cannot contain a NUL character", file=repr(str(ref)))
         path = Path(ref)
         if path.suffix != ".toml" and not path.exists():
             builtin = resources.files("dynosim").joinpath("scenarios", f"{ref}.toml")
@@ -162,6 +164,8 @@ class Scenario:
                 for old in [k for k in section if k not in shared]:
                     del section[old]
             if key.endswith(".file") and isinstance(value, str):
+                if "\x00" in value:
+                    raise ScenarioError("a file name cannot contain a NUL character", file=self.source, path=key)
                 # Paths in a file are relative to that file; paths typed on the command line
                 # are relative to where they were typed.
                 value = str(Path(value).resolve())
