@@ -29,7 +29,7 @@ use crate::load_index::LoadIndex;
 use crate::measure::Measures;
 use crate::policy::{DynoDraw, Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::request::PhaseKind;
-use crate::resource::Discipline;
+use crate::resource::{Discipline, PoolScope};
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
@@ -884,19 +884,26 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         let pool = std::mem::replace(&mut entry.pool, NONE);
         let dead = entry.state == State::Dead;
-        if pool != NONE {
-            let p = &mut self.resources[r as usize].pools[pool as usize];
-            if let Some(next) = p.waiting.pop_front() {
-                self.slab.entries[next as usize].pool = pool;
-                self.serve(r, next);
-            } else {
-                p.free += 1;
-            }
+        // A dead request's per-dyno or per-process pool went with its dyno's restart.
+        let pool_survived = !dead || self.resources[r as usize].scope == Some(PoolScope::App);
+        if pool != NONE && pool_survived {
+            self.release_connection(r, pool);
         }
         if dead {
             self.slab.release(req);
         } else {
             self.phase_done(req);
+        }
+    }
+
+    /// A connection goes back to its pool: to the first request waiting for one, if any.
+    fn release_connection(&mut self, r: u32, pool: u32) {
+        let p = &mut self.resources[r as usize].pools[pool as usize];
+        if let Some(next) = p.waiting.pop_front() {
+            self.slab.entries[next as usize].pool = pool;
+            self.serve(r, next);
+        } else {
+            p.free += 1;
         }
     }
 
@@ -1025,6 +1032,7 @@ impl Simulation<'_> {
             })
             .collect();
         victims.extend(on_threads);
+        let mut released = Vec::new();
         for req in victims {
             let e = &mut self.slab.entries[req as usize];
             let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
@@ -1043,9 +1051,8 @@ impl Simulation<'_> {
                 State::ResourceQueue(r) => {
                     let res = &mut self.resources[r as usize];
                     res.queue.retain(|&x| x != req);
-                    let pool = e.pool;
-                    if pool != NONE {
-                        res.pools[pool as usize].free += 1;
+                    if e.pool != NONE && res.scope == Some(PoolScope::App) {
+                        released.push((r, e.pool));
                     }
                     false
                 }
@@ -1061,13 +1068,17 @@ impl Simulation<'_> {
             self.respond(client);
         }
         self.reschedule_cpu(dyno);
+        // Connections of an app-wide pool held by its requests go to whoever waits for one.
+        for (r, pool) in released {
+            self.release_connection(r, pool);
+        }
         // Its per-dyno and per-process pools go with it.
         let processes = self.s.app.processes;
         for (res, spec) in self.resources.iter_mut().zip(&self.s.resources) {
             let size = spec.pool.map_or(0, |p| p.0);
             match res.scope {
-                Some(crate::resource::PoolScope::Dyno) => res.pools[dyno].free = size,
-                Some(crate::resource::PoolScope::Process) => {
+                Some(PoolScope::Dyno) => res.pools[dyno].free = size,
+                Some(PoolScope::Process) => {
                     for p in 0..processes as usize {
                         res.pools[dyno * processes as usize + p].free = size;
                     }
