@@ -20,23 +20,22 @@
 
 mod dyno;
 mod resource;
+mod router;
 mod sharing;
 
 use crate::alloc::{filled, StateBytes};
 use crate::error::{Error, Result};
 use crate::kernel::EventQueue;
-use crate::load_index::LoadIndex;
 use crate::measure::Measures;
-use crate::policy::{DynoDraw, Knowledge, Route, RouterView, RoutingPolicy, Ties};
+use crate::policy::{Knowledge, Route, Ties};
 use crate::request::PhaseKind;
 use crate::resource::{Discipline, PoolScope};
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
 use dyno::Dyno;
-use rand::Rng;
 use resource::ResourceState;
-use std::collections::VecDeque;
+use router::Routers;
 
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
@@ -159,15 +158,11 @@ struct Simulation<'s> {
     slab: Slab,
     dynos: Vec<Dyno>,
     dynos_up: u32,
-    loads: Vec<LoadIndex>,
-    policies: Vec<Box<dyn RoutingPolicy>>,
-    router_queues: Vec<VecDeque<u32>>,
+    routers: Routers,
     waiting_total: usize,
     resources: Vec<ResourceState>,
-    routing_rng: SimRng,
     service_rng: SimRng,
     think_rng: SimRng,
-    dyno_draw: DynoDraw,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
@@ -263,7 +258,6 @@ fn simulate(
     let seed = s.seed;
     let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
     let n = s.dynos as usize;
-    let routers = s.routers as usize;
     let phases = s.request.is_some();
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
@@ -275,28 +269,15 @@ fn simulate(
         slab: Slab::default(),
         dynos: filled(n, template)?,
         dynos_up: s.dynos,
-        loads: (0..routers)
-            .map(|_| {
-                let ranking = match s.policy.knowledge() {
-                    Knowledge::Ranking(ties) => Some(ties),
-                    Knowledge::FreeSlots => Some(Ties::Oldest),
-                    Knowledge::Nothing | Knowledge::Some => None,
-                };
-                LoadIndex::new(n, ranking)
-            })
-            .collect::<Result<_>>()?,
-        policies: (0..routers).map(|_| s.policy.box_clone()).collect(),
-        router_queues: (0..routers).map(|_| VecDeque::new()).collect(),
+        routers: Routers::new(s, stream(seed, replication, Stream::Routing))?,
         waiting_total: 0,
         resources: s
             .resources
             .iter()
             .map(|r| ResourceState::new(r, s.dynos, s.app.processes))
             .collect(),
-        routing_rng: stream(seed, replication, Stream::Routing),
         service_rng: stream(seed, replication, Stream::Service),
         think_rng: stream(seed, replication, Stream::Think),
-        dyno_draw: DynoDraw::new(n),
         measures: Measures::new(s)?,
         queued: 0,
         trace,
@@ -458,12 +439,7 @@ impl Simulation<'_> {
             }
         };
         self.measures.arrived(t, service);
-        let routers = self.s.routers as usize;
-        let router = if routers > 1 {
-            self.routing_rng.random_range(0..routers)
-        } else {
-            0
-        };
+        let router = self.routers.pick();
         let entry = &mut self.slab.entries[req as usize];
         entry.arrival = t;
         entry.service = service;
@@ -472,7 +448,7 @@ impl Simulation<'_> {
         entry.phase = 0;
         entry.pool = NONE;
         entry.state = State::Routing;
-        if !self.router_queues[router].is_empty() {
+        if !self.routers.queues[router].is_empty() {
             self.hold(req);
             return;
         }
@@ -483,27 +459,9 @@ impl Simulation<'_> {
         }
     }
 
-    /// The policy's choice; a dyno that is down is skipped by asking again, and after
-    /// [`DOWN_RETRIES`] such picks the up dyno with the fewest of this router's requests is
-    /// taken. None when every dyno is down.
     #[inline]
     fn route(&mut self, router: usize) -> Option<Route> {
-        if self.dynos_up == 0 {
-            return None;
-        }
-        for _ in 0..DOWN_RETRIES {
-            let view = RouterView::indexed(self.s.slots, &self.dyno_draw, &self.loads[router]);
-            let route = self.policies[router].route(&view, &mut self.routing_rng);
-            match route {
-                Route::To(d) if !self.dynos[d].up => continue,
-                other => return Some(other),
-            }
-        }
-        let loads = &self.loads[router];
-        (0..self.dynos.len())
-            .filter(|&d| self.dynos[d].up)
-            .min_by_key(|&d| loads.in_flight(d))
-            .map(Route::To)
+        self.routers.route(router, &self.dynos, self.dynos_up)
     }
 
     fn fail_unrouted(&mut self, req: u32) {
@@ -529,7 +487,7 @@ impl Simulation<'_> {
                     .iter()
                     .map(|d| d.busy + d.accept.len() as u32)
                     .collect(),
-                router_waiting: self.router_queues.iter().map(|q| q.len() as u64).sum(),
+                router_waiting: self.routers.held(),
                 arrived: self.measures.arrivals(),
                 queued: self.queued,
             });
@@ -540,7 +498,7 @@ impl Simulation<'_> {
     fn hold(&mut self, req: u32) {
         self.queued += 1;
         let router = self.slab.entries[req as usize].router as usize;
-        let queue = &mut self.router_queues[router];
+        let queue = &mut self.routers.queues[router];
         queue.push_back(req);
         self.waiting_total += 1;
         self.measures.router_queue(self.now, queue.len());
@@ -550,7 +508,7 @@ impl Simulation<'_> {
     fn dispatch(&mut self, dyno: usize, req: u32) {
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
-        self.loads[entry.router as usize].increment(dyno);
+        self.routers.loads[entry.router as usize].increment(dyno);
         match self.dynos[dyno].free_process(self.s.app.per_process) {
             Some(process) => self.start(dyno, process, req),
             None => {
@@ -949,7 +907,7 @@ impl Simulation<'_> {
         if self.measures.detailed() {
             self.measures.class_completed(class as usize, arrival, now);
         }
-        self.loads[router].decrement(dyno);
+        self.routers.loads[router].decrement(dyno);
         self.slab.release(req);
         if self.phases {
             self.contention(dyno, process);
@@ -973,10 +931,10 @@ impl Simulation<'_> {
 
     /// The router sends what it holds while its policy finds dynos for it.
     fn drain_router(&mut self, router: usize) {
-        while let Some(&head) = self.router_queues[router].front() {
+        while let Some(&head) = self.routers.queues[router].front() {
             match self.route(router) {
                 Some(Route::To(target)) => {
-                    self.router_queues[router].pop_front();
+                    self.routers.queues[router].pop_front();
                     self.waiting_total -= 1;
                     self.dispatch(target, head);
                 }
@@ -1058,7 +1016,7 @@ impl Simulation<'_> {
                 }
                 State::Accept | State::Routing | State::Thread | State::Dead | State::Free => false,
             };
-            self.loads[router as usize].decrement(dyno);
+            self.routers.loads[router as usize].decrement(dyno);
             self.measures.failed(arrival, now, true);
             if pending {
                 self.slab.entries[req as usize].state = State::Dead;
@@ -1113,7 +1071,7 @@ impl Simulation<'_> {
     fn boot(&mut self, dyno: usize) {
         self.dynos[dyno].up = true;
         self.dynos_up += 1;
-        for router in 0..self.router_queues.len() {
+        for router in 0..self.routers.queues.len() {
             self.drain_router(router);
         }
     }
@@ -1122,6 +1080,3 @@ impl Simulation<'_> {
 /// A closed-loop client whose request found no dyno up waits this long (or its think time,
 /// if longer) before sending again, so that time moves on while every dyno boots.
 const NO_DYNO_BACKOFF: f64 = 1e-3;
-
-/// Picks of a down dyno after which a router stops asking its policy (see `route`).
-const DOWN_RETRIES: usize = 64;
