@@ -217,8 +217,12 @@ class Scenario:
         return Scenario(doc, source=self.source, base_dir=self.base_dir, overridden=self.overridden)
 
     def to_json(self) -> str:
-        """The document the engine reads (without the Python layer's sections)."""
-        return json.dumps({k: v for k, v in self.doc.items() if k not in PYTHON_SECTIONS})
+        """The document the engine reads (without the Python layer's sections), named: a file
+        without ``name`` is called after the file, as the key reference says."""
+        doc = {k: v for k, v in self.doc.items() if k not in PYTHON_SECTIONS}
+        if "name" not in doc and self.source:
+            doc["name"] = self.name
+        return json.dumps(doc)
 
     @property
     def cases(self) -> List[tuple]:
