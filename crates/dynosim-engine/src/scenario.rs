@@ -556,10 +556,12 @@ impl Scenario {
             ));
         }
         if load >= 1.0 {
+            let (bottleneck, offered_load) = self.bottleneck();
             return Err(Error::Unstable {
-                offered_load: self.offered_load(),
+                offered_load,
                 busy_slots_needed: self.busy_slots_needed(),
                 slots: self.total_slots(),
+                bottleneck,
             });
         }
         Ok(())
