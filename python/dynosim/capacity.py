@@ -5,7 +5,8 @@ A target is ``METRIC OP VALUE``: ``"queue.mean <= 10ms"``, ``"response.p99 < 2s"
 95% confidence interval meets its target (the upper end for ``<=``), so an answer is never
 an artefact of a lucky seed. Counts are searched upward from the smallest stable one by
 doubling, then by bisection; every count runs on the same seed (common random numbers),
-which keeps the metrics monotone in the count in practice.
+which keeps the metrics monotone in the count in practice. A closed loop of clients is stable
+at any count, so its search starts at one dyno.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _dynosim
 from .api import run as run_scenario
 from .cost import Pricing
-from .errors import DynosimError, ScenarioError
+from .errors import DynosimError, ScenarioError, UnstableError
 from .results import METRICS, Estimate, PolicyResult, is_fraction_metric, is_time_metric
 from .scenario import Scenario
 
@@ -127,6 +128,10 @@ def min_dynos(
         raise DynosimError("give at least one target")
     s = scenario.for_policy(policy)
     if slots is not None:
+        if "app" in s.doc:
+            raise ScenarioError("a scenario with [app] takes no fleet.slots: its processes and threads set "
+                                "the requests a dyno holds (dynosim sweep --vary app.processes=... varies them)",
+                                file="--slots")
         s = s.with_overrides({"fleet.slots": slots})
     info = s.describe()
     if info["replications"] < 2:
@@ -145,8 +150,7 @@ def min_dynos(
             on_step(n, ok)
         return ok
 
-    # The smallest stable count: offered load strictly below capacity.
-    low = math.floor(info["busy_slots_needed"] / info["slots"]) + 1
+    low = smallest_stable(s, info, max_dynos)
     result.smallest_stable = low
     if low > max_dynos:
         return result
@@ -173,6 +177,42 @@ def min_dynos(
     result.estimates = {t.metric: cache[best].estimate(t.metric) for t in targets}
     result.not_steady = s.with_overrides({"fleet.dynos": best}).steady_state_warning()
     return result
+
+
+#: The most dynos a scenario may have (fleet.dynos).
+MAX_FLEET = 10_000_000
+
+#: The parts of a dyno or of the system that `describe()` may name as the bottleneck.
+_BOTTLENECKS = {"threads": "the dynos' threads", "cores": "the dynos' cores",
+                "interpreter lock": "the processes' interpreter locks",
+                "resource": "a shared resource's servers", "pool": "a resource's connection pools"}
+
+
+def smallest_stable(scenario: Scenario, info: Dict[str, Any], max_dynos: int) -> int:
+    """The fewest dynos at which a run of `scenario` (one policy; `info` its ``describe()``)
+    goes ahead: offered load strictly below capacity, or 1 for a closed loop, which is stable
+    at any count. The threads' load (arrival rate × mean time a request holds its thread) gives
+    the first guess; with phases the cores, an interpreter lock, a resource or its pools may be
+    busier. Their loads fall as 1/dynos too, but for a resource's servers or a pool for the
+    whole app, which no number of dynos relieves: then UnstableError. A count above
+    `max_dynos` is returned as it is, unchecked."""
+    if info["closed_loop"]:
+        return 1
+    low = math.floor(info["busy_slots_needed"] / info["slots"]) + 1
+    while low <= max_dynos:
+        at = scenario.with_overrides({"fleet.dynos": low}).describe()
+        if at["stable"]:
+            break
+        more = min(2 * low, MAX_FLEET)
+        if more == low:
+            break
+        if not scenario.with_overrides({"fleet.dynos": more}).describe()["offered_load"] < at["offered_load"]:
+            what = _BOTTLENECKS.get(at["bottleneck"], at["bottleneck"])
+            raise UnstableError(f"unstable at any number of dynos: the offered load on {what} is "
+                                f"{at['offered_load']:.3f} of their capacity, and more dynos do not lower it",
+                                file=scenario.source)
+        low = max(low + 1, math.floor(at["offered_load"] * low) + 1)
+    return low
 
 
 #: Response-time percentiles, as quantiles of the service time (which no queue can shorten).

@@ -1,7 +1,8 @@
 """Dyno prices (docs/model.md, "Capacity planning") and monthly cost.
 
-The default is today's Standard-1X; ``2013-1x`` is the $36 dyno of the seed study. A scenario
-can choose a type and add or override prices:
+The type priced is ``--dyno-type``, else ``cost.dyno_type``, else the fleet's own type
+(``fleet.type``), else today's Standard-1X; ``2013-1x`` is the $36 dyno of the seed study. A
+scenario can choose a type and add or override prices:
 
     [cost]
     dyno_type = "2013-1x"
@@ -57,13 +58,24 @@ class Pricing:
                 raise ScenarioError(f"expected a finite price >= 0 in $/month, got {value!r}", file=source,
                                     path=f"cost.prices.{name}")
             prices[name] = float(value)
-        chosen = dyno_type or section.get("dyno_type", DEFAULT_DYNO_TYPE)
+        fleet = doc.get("fleet")
+        fleet_type = fleet.get("type") if isinstance(fleet, Mapping) else None
+        chosen: Any
+        where: Optional[str]
+        if dyno_type:
+            chosen, where, path = dyno_type, "--dyno-type", ""
+        elif "dyno_type" in section:
+            chosen, where, path = section["dyno_type"], source, "cost.dyno_type"
+        elif isinstance(fleet_type, str):
+            # The engine reads dyno type names in any case; the table's names are lower case.
+            chosen, where, path = fleet_type.lower(), source, "fleet.type"
+        else:
+            chosen, where, path = DEFAULT_DYNO_TYPE, source, "cost.dyno_type"
         if not isinstance(chosen, str):
-            raise ScenarioError(f"expected a dyno type name, got {chosen!r}", file=source, path="cost.dyno_type")
+            raise ScenarioError(f"expected a dyno type name, got {chosen!r}", file=source, path=path)
         if chosen not in prices:
-            where = "--dyno-type" if dyno_type else source
             raise ScenarioError(f"unknown dyno type {chosen!r}; expected one of: {', '.join(prices)}",
-                                file=where, path="" if dyno_type else "cost.dyno_type")
+                                file=where, path=path)
         return cls(chosen, prices[chosen])
 
     def monthly(self, dynos: int) -> float:

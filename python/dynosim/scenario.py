@@ -35,7 +35,11 @@ OVERRIDE_SOURCE = "--set"
 PYTHON_SECTIONS = ("cost", "cases")
 
 #: Sections that are tables of keys.
-TABLES = ("arrivals", "service", "fleet", "router", "run", "cost")
+TABLES = ("arrivals", "service", "request", "fleet", "app", "resources", "router", "run", "cost")
+
+#: ``router.policy`` when the scenario leaves it out: the engine's default (random routing, as
+#: Heroku's router does; crates/dynosim-engine/src/scenario.rs).
+DEFAULT_POLICY = "random"
 
 #: How deeply a scenario's values may nest (tables and lists); the deepest real key,
 #: ``service.percentiles[i][j]``, is three levels down.
@@ -199,16 +203,15 @@ class Scenario:
 
     @property
     def policies(self) -> List[str]:
-        """The routing policies to run: ``router.policy`` as a list."""
-        policy = self.doc.get("router", {}).get("policy")
+        """The routing policies to run: ``router.policy`` as a list (``random`` when the
+        scenario leaves it out, as the engine does)."""
+        policy = self.doc.get("router", {}).get("policy", DEFAULT_POLICY)
         if isinstance(policy, list):
             if not policy or not all(isinstance(p, str) for p in policy):
                 raise self._error("router.policy", "expected a policy name or a non-empty list of names")
             return list(policy)
         if isinstance(policy, str):
             return [policy]
-        if policy is None:
-            raise self._error("router.policy", "missing; expected a policy name such as \"random\"")
         raise self._error("router.policy", f"expected a policy name or a list of names, got {policy!r}")
 
     def for_policy(self, policy: str) -> "Scenario":
@@ -218,8 +221,12 @@ class Scenario:
         return Scenario(doc, source=self.source, base_dir=self.base_dir, overridden=self.overridden)
 
     def to_json(self) -> str:
-        """The document the engine reads (without the Python layer's sections)."""
-        return json.dumps({k: v for k, v in self.doc.items() if k not in PYTHON_SECTIONS})
+        """The document the engine reads (without the Python layer's sections), named: a file
+        without ``name`` is called after the file, as the key reference says."""
+        doc = {k: v for k, v in self.doc.items() if k not in PYTHON_SECTIONS}
+        if "name" not in doc and self.source:
+            doc["name"] = self.name
+        return json.dumps(doc)
 
     @property
     def cases(self) -> List[tuple]:
@@ -251,7 +258,9 @@ class Scenario:
 
     def describe(self) -> Dict[str, Any]:
         """Validates the scenario (first policy) and returns what the engine made of it:
-        arrival rate, service mean and second moment, offered load..."""
+        arrival rate, service mean and second moment, offered load and its ``bottleneck``
+        (threads, cores, interpreter lock, resource, pool), whether a run would go ahead
+        (``stable``; a ``closed_loop`` always does)..."""
         single = self.for_policy(self.policies[0])
         return json.loads(single._call(_dynosim.describe))
 

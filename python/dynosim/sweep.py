@@ -266,7 +266,7 @@ class Sweep:
                     point.unsettled.append(variant.steady_state_warning(point.described[-1]) is not None)
             except ScenarioError as e:
                 raise self._as_vary_error(e, values) from None
-            if point.described[0]["offered_load"] >= 1:  # the same for every policy
+            if not point.described[0]["stable"]:  # the same for every policy (a closed loop always is)
                 point.statuses = ["unstable"] * len(point.policies)
             self.points.append(point)
 

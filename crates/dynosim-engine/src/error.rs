@@ -8,11 +8,14 @@ pub enum Error {
     /// The scenario is malformed or a value is out of range. `path` is the dotted key path
     /// (`service.percentiles[3]`), empty for the document as a whole.
     Config { path: String, message: String },
-    /// Offered load at or above capacity: queues would grow without bound.
+    /// Offered load at or above capacity: queues would grow without bound. `bottleneck` is
+    /// the part whose load it is ([`crate::Scenario::bottleneck`]): "threads", whose
+    /// figures the other two fields are, or cores, an interpreter lock, a resource, a pool.
     Unstable {
         offered_load: f64,
         busy_slots_needed: f64,
         slots: u64,
+        bottleneck: &'static str,
     },
     /// The run was stopped because queues grew past the memory guard.
     Overloaded { queued: usize, at_time: f64 },
@@ -36,8 +39,37 @@ impl fmt::Display for Error {
             Error::Config { path, message } => write!(f, "{path}: {message}"),
             Error::Unstable {
                 offered_load,
+                bottleneck,
+                ..
+            } if *bottleneck != "threads" => {
+                let (what, remedy) = match *bottleneck {
+                    "cores" => ("the dynos' cores", "Add dynos or cores (fleet.cores)"),
+                    "interpreter lock" => (
+                        "the processes' interpreter locks (one computes at a time)",
+                        "Add dynos or processes",
+                    ),
+                    "resource" => (
+                        "a shared resource's servers",
+                        "Add servers to the resource (resources.NAME.servers)",
+                    ),
+                    "pool" => (
+                        "a resource's connection pools",
+                        "Enlarge the pools (resources.NAME.pool.size)",
+                    ),
+                    other => (other, "Lower the load"),
+                };
+                write!(
+                    f,
+                    "unstable system: offered load on {what} is {offered_load:.3} of their \
+                     capacity (arrival rate x mean demand / servers); queues would grow without \
+                     bound. {remedy}."
+                )
+            }
+            Error::Unstable {
+                offered_load,
                 busy_slots_needed,
                 slots,
+                ..
             } => {
                 write!(
                     f,

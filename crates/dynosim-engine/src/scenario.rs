@@ -17,7 +17,9 @@ use std::path::Path;
 
 pub use crate::workload::{Clients, Workload};
 
-/// The scenario document as written (after the front end has turned TOML into JSON).
+/// The scenario document as written (after the front end has turned TOML into JSON). Every
+/// field here and in the structs it holds serializes, None as null (no
+/// `skip_serializing_if`): the schema's tests (crate::schema) find the fields that way.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioSpec {
@@ -28,14 +30,14 @@ pub struct ScenarioSpec {
     pub arrivals: ArrivalsSpec,
     /// A request's service time, one number a request (`[service]`), or its phases
     /// (`[request]`): one of the two.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub service: Option<ServiceSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub request: Option<RequestSpec>,
     pub fleet: FleetSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub app: Option<AppSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub resources: Option<BTreeMap<String, ResourceSpec>>,
     #[serde(default)]
     pub router: RouterSpec,
@@ -76,16 +78,16 @@ pub struct FleetSpec {
     pub dynos: i64,
     /// Concurrent requests per dyno (workers sharing the dyno's accept queue), for a scenario
     /// without `[app]`; 1 when left out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub slots: Option<i64>,
     /// The dyno type: cores and memory quota from the table, and what `[cost]` prices.
-    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "type")]
     pub dyno_type: Option<String>,
     /// Cores per dyno, overriding the type's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub cores: Option<i64>,
     /// Memory quota per dyno, overriding the type's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub memory: Option<Bytes>,
 }
 
@@ -561,10 +563,12 @@ impl Scenario {
             ));
         }
         if load >= 1.0 {
+            let (bottleneck, offered_load) = self.bottleneck();
             return Err(Error::Unstable {
-                offered_load: self.offered_load(),
+                offered_load,
                 busy_slots_needed: self.busy_slots_needed(),
                 slots: self.total_slots(),
+                bottleneck,
             });
         }
         Ok(())

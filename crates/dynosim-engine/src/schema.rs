@@ -1,10 +1,12 @@
 //! The reference of every scenario key: its type, unit, default and meaning. `dynosim keys`
 //! prints it and docs/scenario.md is generated from it.
 //!
-//! It is kept true by the tests below: the keys of each section here are the fields of that
-//! section's serde struct in [`crate::scenario`], the kinds of each extension point are its
-//! registry's names, and the keys of each kind are the ones its registry entry takes. A key
-//! added to a struct or a registry without a line here fails `cargo test`.
+//! It is kept true by the tests below: the keys of each section here (and the sections inside
+//! it, `[app.memory]` in `[app]`) are the fields of that section's serde struct in
+//! [`crate::scenario`] and the modules it uses, the kinds of each extension point are its
+//! registry's names, the keys of each kind are the ones its registry entry takes, and a default
+//! written here is what the engine builds when the key is left out. A key added to a struct or
+//! a registry without a line here fails `cargo test`.
 
 use serde_json::{json, Value};
 
@@ -16,7 +18,9 @@ pub enum Reader {
     FrontEnd,
 }
 
-/// A section of the scenario file (`[service]`), or the top level (`name` "").
+/// A section of the scenario file (`[service]`), or the top level (`name` ""). A section
+/// inside another is named by its path (`app.memory`); `NAME` stands for a name the scenario
+/// chooses (`resources.NAME` is `[resources.db]`).
 #[derive(Debug)]
 pub struct Section {
     pub name: &'static str,
@@ -46,7 +50,7 @@ pub enum Default {
     Value(&'static str),
     /// Required unless the other key of the pair is given (Weibull's `scale` or `median`).
     EitherThisOr(&'static str),
-    /// A value the front end works out, described in words.
+    /// A value that depends on other keys (a preset, the dyno type), described in words.
     Described(&'static str),
 }
 
@@ -87,6 +91,16 @@ pub const FORMATS: &[(&str, &str)] = &[
         "rate",
         "a number of requests per second, or a string: \"9000/min\", \"150/s\", \"150 per second\"",
     ),
+    (
+        "size",
+        "a number of bytes, or a string with a unit: \"512MB\", \"1.5GB\", \"512MiB\" \
+         (units: B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+    ),
+    (
+        "time distribution",
+        "a duration (every sample that time), or a table naming a distribution of `[service]` \
+         with its parameters: `{ distribution = \"exponential\", mean = \"20ms\" }`",
+    ),
 ];
 
 pub const SECTIONS: &[Section] = &[
@@ -99,28 +113,89 @@ pub const SECTIONS: &[Section] = &[
     },
     Section {
         name: "arrivals",
-        meaning: "How requests arrive.",
+        meaning: "How requests arrive: an open process (requests arrive whatever the latency, as \
+                  real traffic does), or a closed loop of clients (`process = \"closed\"`, as \
+                  ab, hey and wrk send them).",
         kind_key: Some("process"),
         reader: Reader::Engine,
         array: false,
     },
     Section {
         name: "service",
-        meaning: "How long the app works on a request (its service time), once a slot takes it.",
+        meaning: "How long the app works on a request (its service time), once a slot takes it: \
+                  one time a request, using no CPU or resource. A scenario has `[service]` or \
+                  `[request]`, not both.",
         kind_key: Some("distribution"),
         reader: Reader::Engine,
         array: false,
     },
     Section {
+        name: "request",
+        meaning: "What a request does once a thread takes it, phase by phase (instead of \
+                  `[service]`): `phases` for one kind of request, or `[[request.class]]` tables \
+                  for several.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
+        name: "request.class",
+        meaning: "A class of requests (an endpoint) with its own phases, drawn by weight; the \
+                  results give each class's count and response times (`classes` in the JSON).",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: true,
+    },
+    Section {
         name: "fleet",
-        meaning: "The dynos.",
+        meaning: "The dynos: how many, their type (cores and memory quota), and for a scenario \
+                  without `[app]` the requests each holds at once.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
+        name: "app",
+        meaning: "The app server every dyno runs: processes, threads, how they take requests \
+                  (from a preset), and its memory. Without `[app]`, a dyno has `fleet.slots` \
+                  slots and no memory model.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
+        name: "app.memory",
+        meaning: "What each part of a dyno holds in memory (all 0, memory not modelled, unless \
+                  given). Over the dyno's quota (`fleet.memory`) it swaps (R14) and CPU work \
+                  slows by `app.swap_slowdown`; at `app.restart_at` × the quota it is restarted \
+                  (R15): its requests fail and it boots again.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
+        name: "resources.NAME",
+        meaning: "A shared back end named NAME (a database, a cache: `[resources.db]`), used by \
+                  the phases `{ use = \"NAME\", time = ... }` of `[request]`: its servers work on \
+                  the uses first come, first served or by processor sharing.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
+        name: "resources.NAME.pool",
+        meaning: "A pool of connections in front of the resource, usually written inline: \
+                  `pool = { size = 5, per = \"process\" }`. A use waits for a free connection of \
+                  its pool and holds it while served. Without a pool, every use goes straight to \
+                  the servers.",
         kind_key: None,
         reader: Reader::Engine,
         array: false,
     },
     Section {
         name: "router",
-        meaning: "How requests are routed to dynos.",
+        meaning: "How requests are routed to dynos. Without `[router]`: random routing, one \
+                  router.",
         kind_key: Some("policy"),
         reader: Reader::Engine,
         array: false,
@@ -155,6 +230,14 @@ pub const KINDS: &[Kind] = &[
         section: "arrivals",
         name: "poisson",
         meaning: "independent arrivals at a constant mean rate (exponential gaps)",
+    },
+    Kind {
+        section: "arrivals",
+        name: "closed",
+        meaning: "a closed loop of clients, as ab, hey and wrk load a server: each client sends a \
+                  request, waits for its response (or its failure), thinks, and sends the next. \
+                  The rate is what the app sustains, so the run is never refused as unstable; \
+                  the results have `closed_loop`, what the load generator would report",
     },
     Kind {
         section: "service",
@@ -269,6 +352,39 @@ pub const KEYS: &[Key] = &[
         default: Default::Required,
         example: r#""9000/min""#,
         meaning: "mean arrival rate",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("closed"),
+        name: "clients",
+        value: "whole number, 1 to 10,000,000",
+        unit: "clients",
+        default: Default::Value("1"),
+        example: "100",
+        meaning: "clients sending at once, each one request at a time (ab's -c)",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("closed"),
+        name: "think",
+        value: "time distribution",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#"{"distribution": "exponential", "mean": "500ms"}"#,
+        meaning: "how long a client waits between a response and its next request",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("closed"),
+        name: "requests",
+        value: "whole number, 1 to 10^10",
+        unit: "requests",
+        default: Default::Off,
+        example: "1000",
+        meaning: "requests to send in all, over every client (ab's -n): the run ends when they \
+                  are answered, and run.duration does not apply (requests sent during \
+                  run.warmup are not measured in the queueing figures). Left out, the clients \
+                  send until run.warmup + run.duration",
     },
     // --- [service]
     Key {
@@ -433,6 +549,52 @@ pub const KEYS: &[Key] = &[
         meaning: "at least two pairs, percentiles strictly between 0 and 100 and increasing, \
                   times not decreasing",
     },
+    // --- [request]
+    Key {
+        section: "request",
+        kind: None,
+        name: "phases",
+        value: "list of phases",
+        unit: "",
+        default: Default::EitherThisOr("[[request.class]]"),
+        example: r#"[{"cpu": "3ms"}, {"io": "1ms"}, {"use": "db", "time": "5ms"}]"#,
+        meaning: "what a request does, in order, 1 to 32 phases: `{ cpu = T }` computes on a \
+                  core (with the process's interpreter lock, if any), `{ io = T }` waits using no \
+                  CPU, `{ use = \"NAME\", time = T }` takes a connection from the pool of \
+                  `[resources.NAME]` and is served by its servers for T; each T is a time \
+                  distribution",
+    },
+    // --- [[request.class]]
+    Key {
+        section: "request.class",
+        kind: None,
+        name: "name",
+        value: "string",
+        unit: "",
+        default: Default::Required,
+        example: r#""listing""#,
+        meaning: "the class's name in the results; each class has its own",
+    },
+    Key {
+        section: "request.class",
+        kind: None,
+        name: "weight",
+        value: "number > 0",
+        unit: "",
+        default: Default::Value("1"),
+        example: "0.8",
+        meaning: "the class's share of requests, relative to the other classes' weights",
+    },
+    Key {
+        section: "request.class",
+        kind: None,
+        name: "phases",
+        value: "list of phases",
+        unit: "",
+        default: Default::Required,
+        example: r#"[{"cpu": {"distribution": "exponential", "mean": "20ms"}}, {"use": "db", "time": "50ms"}]"#,
+        meaning: "what a request of this class does, as `request.phases`",
+    },
     // --- [fleet]
     Key {
         section: "fleet",
@@ -450,10 +612,269 @@ pub const KEYS: &[Key] = &[
         name: "slots",
         value: "whole number, 1 to 100,000",
         unit: "requests",
-        default: Default::Value("1"),
+        default: Default::Described("1, for a scenario without [app]"),
         example: "2",
         meaning: "concurrent requests per dyno (Unicorn, Puma or Gunicorn workers sharing its \
-                  accept queue)",
+                  accept queue), for a scenario without `[app]`, whose processes and threads \
+                  set it instead (giving both is an error)",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "type",
+        value: "name",
+        unit: "",
+        default: Default::Value(r#""standard-1x""#),
+        example: r#""standard-2x""#,
+        meaning: "the dyno type, for its cores and memory quota: eco, basic, standard-1x and \
+                  2013-1x (1 core, 512MB), standard-2x (2 cores, 1024MB), performance-m (2 cores, \
+                  2.5GB), performance-l (8 cores, 14GB). It is also what `[cost]` prices unless \
+                  `cost.dyno_type` says otherwise",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "cores",
+        value: "whole number, 1 to 1024",
+        unit: "cores",
+        default: Default::Described("the dyno type's"),
+        example: "4",
+        meaning: "cores per dyno, instead of the type's: `cpu` phases share them (processor \
+                  sharing), and gunicorn's preset and `app.malloc_arena_max` count them",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "memory",
+        value: "size, at least 1 MB",
+        unit: "bytes",
+        default: Default::Described("the dyno type's"),
+        example: r#""1GB""#,
+        meaning: "the memory quota per dyno, instead of the type's (see `[app.memory]`)",
+    },
+    // --- [app]
+    Key {
+        section: "app",
+        kind: None,
+        name: "server",
+        value: "name",
+        unit: "",
+        default: Default::Value(r#""generic""#),
+        example: r#""gunicorn""#,
+        meaning: "a preset, which sets model, processes, threads and lock: generic (1 threaded \
+                  process of 1 thread), thin (1 sync process), unicorn (2 sync processes), puma \
+                  (2 processes of 5 threads), gunicorn (2 × cores + 1 processes, see \
+                  worker_class); all but generic have an interpreter lock",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "worker_class",
+        value: "name",
+        unit: "",
+        default: Default::Described("\"sync\" for gunicorn; only gunicorn takes one"),
+        example: r#""gevent""#,
+        meaning: "gunicorn's worker class: sync (one request per process), gthread (threaded), \
+                  gevent or eventlet (async)",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "model",
+        value: "name",
+        unit: "",
+        default: Default::Described("the preset's"),
+        example: r#""async""#,
+        meaning: "how a process takes requests: sync (one at a time), threaded (`threads` at \
+                  once, each on an OS thread of its own), async (up to `worker_connections` at \
+                  once on one OS thread)",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "processes",
+        value: "whole number, 1 to 10,000",
+        unit: "processes",
+        default: Default::Described(
+            "the preset's: 1 (generic, thin), 2 (unicorn, puma), 2 × \
+                                     cores + 1 (gunicorn)",
+        ),
+        example: "3",
+        meaning: "processes (workers) per dyno, sharing its accept queue and its cores; a \
+                  dyno holds processes × requests per process at once",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "threads",
+        value: "whole number, 1 to 100,000",
+        unit: "threads",
+        default: Default::Described("the preset's: 5 (puma), else 1"),
+        example: "4",
+        meaning: "threads per process, each holding a request, for the threaded model (a sync \
+                  server has 1)",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "worker_connections",
+        value: "whole number, 1 to 1,000,000",
+        unit: "requests",
+        default: Default::Value("1000"),
+        example: "100",
+        meaning: "requests one process holds at once, for the async model",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "lock",
+        value: "true or false",
+        unit: "",
+        default: Default::Described("the preset's: false (generic), else true"),
+        example: "false",
+        meaning: "whether a process's threads share an interpreter lock (CPython's GIL, Ruby's \
+                  GVL): one of them computes at a time",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "malloc_arena_max",
+        value: "whole number, 1 to 100,000",
+        unit: "arenas",
+        default: Default::Described("8 × cores (glibc's default)"),
+        example: "2",
+        meaning: "glibc's MALLOC_ARENA_MAX: the malloc arenas a process may have. A request \
+                  that finds every arena of its process in use makes a new one (of \
+                  `app.memory.arena` bytes, kept until the dyno restarts), up to this many",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "boot_time",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""10s""#),
+        example: r#""30s""#,
+        meaning: "how long a dyno restarted for memory (R15) takes to boot; the fleet is one \
+                  dyno short meanwhile",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "swap_slowdown",
+        value: "number >= 0",
+        unit: "",
+        default: Default::Value("20"),
+        example: "10",
+        meaning: "how much CPU work slows over the memory quota (R14): by 1 + swap_slowdown × \
+                  (memory / quota − 1); by default 10% over makes it 3× slower",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "restart_at",
+        value: "number > 1",
+        unit: "× quota",
+        default: Default::Described("the dyno type's: 3 (2013-1x), else 2"),
+        example: "2.5",
+        meaning: "the multiple of the memory quota at which a dyno is restarted (R15)",
+    },
+    // --- [app.memory]
+    Key {
+        section: "app.memory",
+        kind: None,
+        name: "dyno",
+        value: "size",
+        unit: "bytes",
+        default: Default::Value("0"),
+        example: r#""40MB""#,
+        meaning: "held by each dyno whatever it runs",
+    },
+    Key {
+        section: "app.memory",
+        kind: None,
+        name: "process",
+        value: "size",
+        unit: "bytes",
+        default: Default::Value("0"),
+        example: r#""110MB""#,
+        meaning: "held by each process (the app, loaded)",
+    },
+    Key {
+        section: "app.memory",
+        kind: None,
+        name: "thread",
+        value: "size",
+        unit: "bytes",
+        default: Default::Value("0"),
+        example: r#""8MB""#,
+        meaning: "held by each OS thread of a process",
+    },
+    Key {
+        section: "app.memory",
+        kind: None,
+        name: "request",
+        value: "size",
+        unit: "bytes",
+        default: Default::Value("0"),
+        example: r#""1MB""#,
+        meaning: "held by each request while a thread holds it",
+    },
+    Key {
+        section: "app.memory",
+        kind: None,
+        name: "arena",
+        value: "size",
+        unit: "bytes",
+        default: Default::Value("0"),
+        example: r#""2MB""#,
+        meaning: "held by each malloc arena a process makes beyond its first (see \
+                  `app.malloc_arena_max`)",
+    },
+    // --- [resources.NAME]
+    Key {
+        section: "resources.NAME",
+        kind: None,
+        name: "servers",
+        value: "whole number, 1 to 100,000",
+        unit: "servers",
+        default: Default::Value("1"),
+        example: "2",
+        meaning: "the resource's own servers (a database's cores)",
+    },
+    Key {
+        section: "resources.NAME",
+        kind: None,
+        name: "discipline",
+        value: "name",
+        unit: "",
+        default: Default::Value(r#""fcfs""#),
+        example: r#""ps""#,
+        meaning: "how the servers share the uses: fcfs (first come, first served: a use waits \
+                  for a free server) or ps (processor sharing: every use is served at once, \
+                  each at min(1, servers / uses) of a server's speed)",
+    },
+    // --- [resources.NAME.pool]
+    Key {
+        section: "resources.NAME.pool",
+        kind: None,
+        name: "size",
+        value: "whole number, 1 to 1,000,000",
+        unit: "connections",
+        default: Default::Required,
+        example: "5",
+        meaning: "connections in each pool",
+    },
+    Key {
+        section: "resources.NAME.pool",
+        kind: None,
+        name: "per",
+        value: "name",
+        unit: "",
+        default: Default::Value(r#""process""#),
+        example: r#""dyno""#,
+        meaning: "whose pool it is: process (each process has its own, as an ORM's), dyno (one \
+                  a dyno) or app (one for the whole fleet, as a PgBouncer)",
     },
     // --- [router]
     Key {
@@ -462,7 +883,7 @@ pub const KEYS: &[Key] = &[
         name: "policy",
         value: "name, or a list of names",
         unit: "",
-        default: Default::Required,
+        default: Default::Value(r#""random""#),
         example: r#""random""#,
         meaning: "the routing policy; a list runs each on the same traffic, side by side",
     },
@@ -506,7 +927,8 @@ pub const KEYS: &[Key] = &[
         unit: "s",
         default: Default::Value(r#""5min""#),
         example: r#""1min""#,
-        meaning: "measured simulated time per replication, after the warm-up",
+        meaning: "measured simulated time per replication, after the warm-up (a closed loop \
+                  with `arrivals.requests` runs until they are answered instead)",
     },
     Key {
         section: "run",
@@ -566,7 +988,7 @@ pub const KEYS: &[Key] = &[
         section: "run",
         kind: None,
         name: "max_memory",
-        value: "size such as \"8GB\" or \"512MiB\", or a number of bytes; at least 1 MB",
+        value: "size, at least 1 MB",
         unit: "bytes",
         default: Default::Value("8e9"),
         example: "\"16GB\"",
@@ -575,6 +997,18 @@ pub const KEYS: &[Key] = &[
                   slots, routers × dynos for load-aware routers) is refused before anything is \
                   allocated, and replications run side by side only as far as it allows",
     },
+    Key {
+        section: "run",
+        kind: None,
+        name: "engine",
+        value: "name",
+        unit: "",
+        default: Default::Value(r#""auto""#),
+        example: r#""events""#,
+        meaning: "the engine that simulates: auto (the direct engine when it can run the \
+                  scenario, else the event-driven one), direct (an error for a scenario it cannot \
+                  run) or events; both give the same figures where both can run (docs/engines.md)",
+    },
     // --- [cost]
     Key {
         section: "cost",
@@ -582,7 +1016,7 @@ pub const KEYS: &[Key] = &[
         name: "dyno_type",
         value: "name",
         unit: "",
-        default: Default::Value(r#""standard-1x""#),
+        default: Default::Described("fleet.type, else \"standard-1x\""),
         example: r#""standard-2x""#,
         meaning: "price the fleet as this dyno type: eco, basic, standard-1x, standard-2x, \
                   performance-m, performance-l, 2013-1x, or one from `prices`",
@@ -663,7 +1097,10 @@ mod tests {
     use crate::scenario::{Scenario, ScenarioSpec};
     use serde_json::Map;
     use std::collections::BTreeSet;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
+
+    /// The name the tests give `NAME` in `resources.NAME`: the phases' examples use it.
+    const RESOURCE: &str = "db";
 
     fn engine_sections() -> impl Iterator<Item = &'static Section> {
         SECTIONS
@@ -671,43 +1108,145 @@ mod tests {
             .filter(|s| s.reader == Reader::Engine && !s.name.is_empty())
     }
 
+    fn section(name: &str) -> &'static Section {
+        SECTIONS
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no section {name:?}"))
+    }
+
     fn example(key: &Key) -> Value {
         serde_json::from_str(key.example)
             .unwrap_or_else(|e| panic!("{}: example is not JSON: {e}", key.path()))
     }
 
-    /// The smallest valid document: the required keys of the engine's sections, with the first
-    /// kind of each extension point.
-    fn minimal() -> Map<String, Value> {
-        let mut doc = Map::new();
-        for section in engine_sections() {
-            let mut table = Map::new();
-            for key in KEYS.iter().filter(|k| {
-                k.section == section.name && k.kind.is_none() && k.default == Default::Required
-            }) {
-                table.insert(key.name.into(), example(key));
+    /// A section's path in a document: `app.memory` → app, memory; `resources.NAME` →
+    /// resources, db.
+    fn parts(section: &str) -> Vec<&str> {
+        section
+            .split('.')
+            .filter(|p| !p.is_empty())
+            .map(|p| if p == "NAME" { RESOURCE } else { p })
+            .collect()
+    }
+
+    /// The table of `section` in a document (an array section's first table), made if missing.
+    fn table_mut<'a>(doc: &'a mut Map<String, Value>, section: &str) -> &'a mut Map<String, Value> {
+        let mut node = doc;
+        let mut path = String::new();
+        for part in parts(section) {
+            path = if path.is_empty() {
+                part.to_string()
+            } else {
+                format!("{path}.{part}")
+            };
+            let array = SECTIONS
+                .iter()
+                .any(|s| s.array && parts(s.name).join(".") == path);
+            let entry = node.entry(part.to_string()).or_insert_with(|| {
+                if array {
+                    json!([{}])
+                } else {
+                    json!({})
+                }
+            });
+            let entry = if array {
+                &mut entry.as_array_mut().expect("an array of tables")[0]
+            } else {
+                entry
+            };
+            node = entry.as_object_mut().expect("a table");
+        }
+        node
+    }
+
+    /// The table of `section` in a serialized scenario, if it is there.
+    fn table<'a>(doc: &'a Value, section: &str) -> Option<&'a Map<String, Value>> {
+        let mut node = doc;
+        for part in parts(section) {
+            node = node.get(part)?;
+            if let Value::Array(items) = node {
+                node = items.first()?;
             }
-            doc.insert(section.name.into(), Value::Object(table));
+        }
+        node.as_object()
+    }
+
+    /// Sets the required keys of `section` (kind-independent ones) to their examples.
+    fn add_required(doc: &mut Map<String, Value>, section: &str) {
+        let table = table_mut(doc, section);
+        for key in KEYS
+            .iter()
+            .filter(|k| k.section == section && k.kind.is_none() && k.default == Default::Required)
+        {
+            table.insert(key.name.into(), example(key));
+        }
+    }
+
+    /// The sections `section` lies in, outermost first, and itself: `resources.NAME.pool` →
+    /// resources.NAME, resources.NAME.pool (`resources` alone is no section).
+    fn enclosing(section: &str) -> Vec<&'static Section> {
+        engine_sections()
+            .filter(|s| section == s.name || section.starts_with(&format!("{}.", s.name)))
+            .collect()
+    }
+
+    /// The smallest valid scenario holding `section`: [arrivals], [fleet], the required keys of
+    /// `section` and the sections it lies in, the first kind's parameters (from the examples)
+    /// of each section with kinds, and the service time: [service], or for a section of
+    /// [request] or [resources], [request] with its example phases and the resource they use
+    /// ([[request.class]] instead of request.phases when that is the section).
+    fn minimal(with: &str) -> Map<String, Value> {
+        let phases = with.starts_with("request") || with.starts_with("resources");
+        let mut wanted = vec!["arrivals", "fleet"];
+        if phases {
+            wanted.extend(["request", "resources.NAME"]);
+        } else {
+            wanted.push("service");
+        }
+        let mut doc = Map::new();
+        for name in wanted.into_iter().chain([with]) {
+            for s in enclosing(name) {
+                add_required(&mut doc, s.name);
+            }
+        }
+        if phases && !with.starts_with("request.class") {
+            let key = KEYS
+                .iter()
+                .find(|k| k.section == "request" && k.name == "phases")
+                .expect("request.phases");
+            table_mut(&mut doc, "request").insert(key.name.into(), example(key));
+        }
+        for s in engine_sections().filter(|s| s.kind_key.is_some()) {
+            if let Some(kind) = table(&Value::Object(doc.clone()), s.name)
+                .and_then(|t| t.get(s.kind_key.unwrap()))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+            {
+                set_kind(&mut doc, s, &kind);
+            }
         }
         doc
     }
 
-    fn spec_json(doc: &Map<String, Value>) -> Map<String, Value> {
-        let spec: ScenarioSpec = serde_json::from_value(Value::Object(doc.clone()))
-            .unwrap_or_else(|e| panic!("{e}: {doc:?}"));
-        match serde_json::to_value(&spec).expect("serializes") {
-            Value::Object(map) => map,
-            other => panic!("not an object: {other}"),
+    /// Every engine section at once, each with its required keys: no valid scenario ([service]
+    /// and [request] together, fleet.slots and [app]) but one that serde reads.
+    fn every_section() -> Map<String, Value> {
+        let mut doc = Map::new();
+        for s in engine_sections() {
+            add_required(&mut doc, s.name);
         }
+        doc
     }
 
-    fn keys_of(value: &Value) -> BTreeSet<String> {
-        value
-            .as_object()
-            .expect("a table")
-            .keys()
-            .cloned()
-            .collect()
+    fn spec_json(doc: &Map<String, Value>) -> Value {
+        let spec: ScenarioSpec = serde_json::from_value(Value::Object(doc.clone()))
+            .unwrap_or_else(|e| panic!("{e}: {doc:?}"));
+        serde_json::to_value(&spec).expect("serializes")
+    }
+
+    fn keys_of(table: &Map<String, Value>) -> BTreeSet<String> {
+        table.keys().cloned().collect()
     }
 
     fn documented(section: &str, kind: Option<&str>) -> BTreeSet<String> {
@@ -717,35 +1256,54 @@ mod tests {
             .collect()
     }
 
-    /// Every field of the scenario's structs has a line here, and every line is a field: the
-    /// structs serialize every field they have (flattened kind parameters aside).
+    /// The engine sections directly inside `section`, by their own name (`memory` in `app`;
+    /// at the top level `resources`, whose tables are named by the scenario).
+    fn inner_sections(section: &str) -> BTreeSet<String> {
+        engine_sections()
+            .filter_map(|s| {
+                if section.is_empty() {
+                    return s.name.split('.').next().map(str::to_string);
+                }
+                let rest = s.name.strip_prefix(section)?.strip_prefix('.')?;
+                (!rest.contains('.')).then(|| rest.to_string())
+            })
+            .collect()
+    }
+
+    /// Every field of the scenario's structs has a line here (or is a section inside), and
+    /// every line is a field: the structs serialize every field they have, None as null
+    /// (flattened kind parameters aside, checked against the registries below).
     #[test]
     fn section_keys_are_the_fields_of_the_scenario_structs() {
-        let spec = spec_json(&minimal());
-        let top: BTreeSet<String> = keys_of(&Value::Object(spec.clone()));
-        let mut expected = documented("", None);
-        expected.extend(engine_sections().map(|s| s.name.to_string()));
-        assert_eq!(top, expected, "top-level keys and sections");
-        for section in engine_sections() {
-            let fields = keys_of(&spec[section.name]);
+        let spec = spec_json(&every_section());
+        for s in SECTIONS.iter().filter(|s| s.reader == Reader::Engine) {
+            let fields = keys_of(
+                table(&spec, s.name).unwrap_or_else(|| panic!("[{}] not serialized", s.name)),
+            );
             // A flattened kind key is a field too; the kind's parameters are checked below.
-            if let Some(kind_key) = section.kind_key {
-                assert!(fields.contains(kind_key), "{}.{kind_key}", section.name);
+            if let Some(kind_key) = s.kind_key {
+                assert!(fields.contains(kind_key), "{}.{kind_key}", s.name);
             }
+            let mut expected = documented(s.name, None);
+            expected.extend(inner_sections(s.name));
             assert_eq!(
-                fields,
-                documented(section.name, None),
+                fields, expected,
                 "[{}]: fields of its struct against the schema",
-                section.name
+                s.name
             );
         }
+        // Every table of [resources] is a resource: one struct, documented once.
+        assert_eq!(
+            keys_of(spec["resources"].as_object().expect("a table of resources")),
+            BTreeSet::from([RESOURCE.to_string()])
+        );
     }
 
     /// The front end's sections are accepted (and ignored) by the engine's schema.
     #[test]
     fn front_end_sections_pass_through_the_engine() {
         for section in SECTIONS.iter().filter(|s| s.reader == Reader::FrontEnd) {
-            let mut doc = minimal();
+            let mut doc = minimal("service");
             let mut table = Map::new();
             for key in KEYS.iter().filter(|k| k.section == section.name) {
                 table.insert(key.name.into(), example(key));
@@ -760,15 +1318,25 @@ mod tests {
         }
     }
 
-    fn check_registry<B: Copy>(section: &str, registry: &Registry<B>) {
-        let names: BTreeSet<&str> = registry.names().into_iter().collect();
+    /// `extra`: kinds the section takes that are not in the registry, with their keys
+    /// (`arrivals.process = "closed"`, built by [`crate::workload`]).
+    fn check_registry<B: Copy>(
+        section: &str,
+        registry: &Registry<B>,
+        extra: &[(&'static str, &'static [&'static str])],
+    ) {
+        let mut names: BTreeSet<&str> = registry.names().into_iter().collect();
+        for (name, _) in extra {
+            assert!(names.insert(name), "{section} {name:?} is in the registry");
+        }
         let kinds: BTreeSet<&str> = KINDS
             .iter()
             .filter(|k| k.section == section)
             .map(|k| k.name)
             .collect();
         assert_eq!(kinds, names, "[{section}]: kinds against the registry");
-        for (name, keys, _) in registry.0 {
+        let entries = registry.0.iter().map(|(name, keys, _)| (*name, *keys));
+        for (name, keys) in entries.chain(extra.iter().copied()) {
             let taken: BTreeSet<String> = keys.iter().map(|k| k.to_string()).collect();
             assert_eq!(
                 documented(section, Some(name)),
@@ -780,47 +1348,119 @@ mod tests {
 
     #[test]
     fn kinds_and_their_keys_are_the_registries() {
-        check_registry("arrivals", &crate::arrivals::REGISTRY);
-        check_registry("service", &crate::dist::REGISTRY);
-        check_registry("router", &crate::policy::REGISTRY);
+        check_registry(
+            "arrivals",
+            &crate::arrivals::REGISTRY,
+            &[("closed", crate::workload::CLOSED_KEYS)],
+        );
+        check_registry("service", &crate::dist::REGISTRY, &[]);
+        check_registry("router", &crate::policy::REGISTRY, &[]);
         assert!(KEYS.iter().all(|k| k.kind.is_none()
             || KINDS
                 .iter()
                 .any(|kind| Some(kind.name) == k.kind && kind.section == k.section)));
+        for s in SECTIONS.iter().filter(|s| s.kind_key.is_some()) {
+            assert!(
+                KINDS.iter().any(|k| k.section == s.name),
+                "[{}] has kinds",
+                s.name
+            );
+        }
     }
 
-    /// A default written here is what the engine takes when the key is left out.
+    /// A directory with the file the `empirical` example names.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(test: &str) -> TempDir {
+            let dir =
+                std::env::temp_dir().join(format!("dynosim-schema-{test}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            std::fs::write(dir.join("service-times.txt"), "46\n120\n7\n").expect("sample file");
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn build(doc: &Map<String, Value>, dir: &Path) -> crate::error::Result<Scenario> {
+        let text = Value::Object(doc.clone()).to_string();
+        Scenario::from_json(&text, dir, &crate::never_interrupted)
+    }
+
+    /// What the engine built, all of it: two scenarios that print the same run the same.
+    fn built(doc: &Map<String, Value>, dir: &Path, what: &str) -> String {
+        match build(doc, dir) {
+            Ok(scenario) => format!("{scenario:?}"),
+            Err(e) => panic!("{what}: {e}: {doc:?}"),
+        }
+    }
+
+    /// A default written here is what the engine builds when the key is left out; a required
+    /// key left out is an error; a key that is off when left out is null in the spec. Each in
+    /// the smallest scenario with the key's section and in each full one with it (a default
+    /// may matter only there: `app.worker_connections` with the async model).
     #[test]
     fn defaults_are_the_engines() {
-        let base = spec_json(&minimal());
-        for key in KEYS.iter().filter(|k| k.kind.is_none()) {
-            let section = SECTIONS
-                .iter()
-                .find(|s| s.name == key.section)
-                .expect("section");
-            if section.reader != Reader::Engine || section.name.is_empty() {
+        let dir = TempDir::new("defaults");
+        let full = full_documents();
+        for key in KEYS {
+            let s = section(key.section);
+            if s.reader != Reader::Engine || s.name.is_empty() {
                 continue;
             }
-            let mut doc = minimal();
-            let table = doc[key.section].as_object_mut().expect("a table");
-            match key.default {
-                Default::Value(v) => {
-                    table.insert(key.name.into(), serde_json::from_str(v).expect("JSON"));
-                    assert_eq!(spec_json(&doc), base, "{}: default {v}", key.path());
-                }
-                Default::Off => {
-                    assert_eq!(base[key.section][key.name], Value::Null, "{}", key.path());
-                }
-                Default::Required => {
-                    table.remove(key.name);
-                    assert!(
-                        serde_json::from_value::<ScenarioSpec>(Value::Object(doc)).is_err(),
-                        "{} is documented as required",
-                        key.path()
-                    );
-                }
-                Default::EitherThisOr(_) | Default::Described(_) => {}
+            let mut docs = vec![minimal(key.section)];
+            docs.extend(
+                full.iter()
+                    .filter(|d| table(&Value::Object((*d).clone()), key.section).is_some())
+                    .cloned(),
+            );
+            for (i, doc) in docs.into_iter().enumerate() {
+                check_default(key, s, doc, &dir.0, i == 0);
             }
+        }
+    }
+
+    /// Checks `key`'s default in `doc` (the key's kind set, the key removed). Unless `smallest`,
+    /// a document that other keys make invalid without this one (`app.worker_class` needs the
+    /// server gunicorn) is passed over.
+    fn check_default(
+        key: &Key,
+        s: &Section,
+        mut doc: Map<String, Value>,
+        dir: &Path,
+        smallest: bool,
+    ) {
+        if let Some(kind) = key.kind {
+            set_kind(&mut doc, s, kind);
+        }
+        table_mut(&mut doc, key.section).remove(key.name);
+        let path = key.path();
+        match key.default {
+            Default::Value(_) if !smallest && build(&doc, dir).is_err() => {}
+            Default::Value(v) => {
+                let left_out = built(&doc, dir, &path);
+                let value = serde_json::from_str(v).expect("JSON");
+                table_mut(&mut doc, key.section).insert(key.name.into(), value);
+                assert_eq!(built(&doc, dir, &path), left_out, "{path}: default {v}");
+            }
+            Default::Off => {
+                build(&doc, dir).unwrap_or_else(|e| panic!("{path} left out: {e}"));
+                let spec = spec_json(&doc);
+                let value = table(&spec, key.section).and_then(|t| t.get(key.name));
+                assert!(value.is_none_or(Value::is_null), "{path}: {value:?}");
+            }
+            Default::Required => {
+                assert!(
+                    build(&doc, dir).is_err(),
+                    "{path} is documented as required"
+                );
+            }
+            Default::EitherThisOr(_) | Default::Described(_) => {}
         }
     }
 
@@ -828,7 +1468,7 @@ mod tests {
     /// parameters of the kind it had.
     fn set_kind(doc: &mut Map<String, Value>, section: &Section, kind: &str) {
         let kind_key = section.kind_key.expect("a section with kinds");
-        let table = doc[section.name].as_object_mut().expect("a table");
+        let table = table_mut(doc, section.name);
         table.retain(|name, _| {
             KEYS.iter()
                 .any(|k| k.section == section.name && k.kind.is_none() && k.name == name)
@@ -847,37 +1487,95 @@ mod tests {
         }
     }
 
-    /// Every example is a valid value: a scenario of each kind with its keys' examples builds.
+    /// Keys a valid scenario cannot have together with a section.
+    const EXCLUDES: &[(&str, &str)] =
+        &[("fleet.slots", "app"), ("request.phases", "request.class")];
+
+    /// Valid scenarios that between them hold every engine section and every key, each key set
+    /// to its example: [service] with fleet.slots; [request] phases with [app] and
+    /// [resources]; [[request.class]] with [app] and [resources]. Each is `minimal` of a
+    /// section, with every section but those left out.
+    fn full_documents() -> Vec<Map<String, Value>> {
+        let variants: [(&str, &[&str]); 3] = [
+            ("service", &["request", "resources", "app"]),
+            ("resources.NAME.pool", &["service", "request.class"]),
+            ("request.class", &["service"]),
+        ];
+        variants
+            .into_iter()
+            .map(|(with, left_out)| {
+                let mut doc = minimal(with);
+                let present: Vec<&Section> = engine_sections()
+                    .filter(|s| {
+                        !left_out
+                            .iter()
+                            .any(|l| s.name == *l || s.name.starts_with(&format!("{l}.")))
+                    })
+                    .collect();
+                for s in &present {
+                    for key in KEYS
+                        .iter()
+                        .filter(|k| k.section == s.name && k.kind.is_none())
+                    {
+                        let excluded = EXCLUDES.iter().any(|(path, other)| {
+                            key.path() == *path && present.iter().any(|p| p.name == *other)
+                        });
+                        let table = table_mut(&mut doc, s.name);
+                        if !excluded {
+                            table.insert(key.name.into(), example(key));
+                        }
+                    }
+                }
+                for s in present.iter().filter(|s| s.kind_key.is_some()) {
+                    let kind = table_mut(&mut doc, s.name)[s.kind_key.unwrap()]
+                        .as_str()
+                        .expect("a name")
+                        .to_string();
+                    set_kind(&mut doc, s, &kind);
+                }
+                doc
+            })
+            .collect()
+    }
+
+    /// Every example is a valid value: scenarios of each kind with every key's example build.
     #[test]
     fn examples_build_a_scenario_of_every_kind() {
-        let dir = std::env::temp_dir().join(format!("dynosim-schema-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        std::fs::write(dir.join("service-times.txt"), "46\n120\n7\n").expect("sample file");
-        let mut full = minimal();
-        for key in KEYS.iter().filter(|k| k.kind.is_none()) {
-            if let Some(table) = full.get_mut(key.section).and_then(Value::as_object_mut) {
-                table.insert(key.name.into(), example(key));
+        let dir = TempDir::new("examples");
+        let docs = full_documents();
+        let mut covered: BTreeSet<String> = BTreeSet::new();
+        for doc in &docs {
+            let value = Value::Object(doc.clone());
+            for s in engine_sections() {
+                let Some(table) = table(&value, s.name) else {
+                    continue;
+                };
+                covered.extend(table.keys().map(|k| format!("{}.{k}", s.name)));
+                for kind in KINDS.iter().filter(|k| k.section == s.name) {
+                    let mut doc = doc.clone();
+                    set_kind(&mut doc, s, kind.name);
+                    covered.extend(
+                        documented(s.name, Some(kind.name))
+                            .into_iter()
+                            .map(|k| format!("{}.{k}", s.name)),
+                    );
+                    if let Err(e) = build(&doc, &dir.0) {
+                        panic!("{} {:?} from the examples: {e}: {doc:?}", s.name, kind.name);
+                    }
+                }
             }
         }
-        for section in engine_sections().filter(|s| s.kind_key.is_some()) {
-            let kind = full[section.name][section.kind_key.unwrap()]
-                .as_str()
-                .expect("a name")
-                .to_string();
-            set_kind(&mut full, section, &kind);
-        }
-        for kind in KINDS {
-            let section = SECTIONS
-                .iter()
-                .find(|s| s.name == kind.section)
-                .expect("section");
-            let mut doc = full.clone();
-            set_kind(&mut doc, section, kind.name);
-            let text = Value::Object(doc).to_string();
-            if let Err(e) = Scenario::from_json(&text, Path::new(&dir), &crate::never_interrupted) {
-                panic!("{} {:?} from the examples: {e}", kind.section, kind.name);
+        for key in KEYS
+            .iter()
+            .filter(|k| section(k.section).reader == Reader::Engine)
+        {
+            if !key.section.is_empty() {
+                assert!(
+                    covered.contains(&key.path()),
+                    "{}: no scenario sets it",
+                    key.path()
+                );
             }
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -917,7 +917,9 @@ fn offered_load_at_or_above_capacity_is_refused() {
                 offered_load,
                 busy_slots_needed,
                 slots,
+                bottleneck,
             }) => {
+                assert_eq!(bottleneck, "threads");
                 assert!((offered_load - load).abs() < 1e-12);
                 assert!((busy_slots_needed - rate * 0.1).abs() < 1e-9);
                 assert_eq!(slots, 8);

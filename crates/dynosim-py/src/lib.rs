@@ -64,6 +64,11 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
             "service_mean": s.service.mean(),
             "service_second_moment": s.service.second_moment(),
             "offered_load": s.offered_load(),
+            // The part of the system whose load offered_load is (threads, cores...).
+            "bottleneck": s.bottleneck().0,
+            // Whether a run would go ahead: a closed loop always does, whatever its load.
+            "stable": s.check_stable().is_ok(),
+            "closed_loop": s.workload.is_closed(),
             "busy_slots_needed": s.busy_slots_needed(),
             "relaxation_time": s.relaxation_time(),
             "duration": s.duration,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from typing import Any, Callable, List, Tuple
 
 from ..api import run as run_scenario
@@ -55,14 +56,25 @@ def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None
     console = stdout_console(wide=wide)
     labelled = any(label for label, _ in cases)
     head = cases[0][1][0].report
+    closed = head["summary"].get("closed_loop")
+    if closed:
+        # A closed loop's rate is what the app sustains (the req/s column), and with
+        # arrivals.requests its run lasts until they are answered, not run.duration.
+        traffic, window = f"a closed loop of {closed['clients']['mean']:,.0f} clients", ""
+    else:
+        traffic = f"{head['arrival_rate'] * 60:,.0f} req/min"
+        window = f" × {head['duration'] / 60:g} min (after {head['warmup']:g} s warm-up)"
     console.print(
-        f"[bold]{head['scenario']}[/bold]: {head['arrival_rate'] * 60:,.0f} req/min, mean service "
-        f"{duration(head['service_mean'])}, {head['replications']} replications × "
-        f"{head['duration'] / 60:g} min (after {head['warmup']:g} s warm-up), seed {head['seed']}",
+        f"[bold]{head['scenario']}[/bold]: {traffic}, mean service {duration(head['service_mean'])}, "
+        f"{head['replications']} replications{window}, seed {head['seed']}",
         highlight=False,
     )
     rows = [(label, r) for label, results in cases for r in results]
     columns = list(RUN_COLUMNS)
+    if any("closed_loop" in r.summary for _, r in rows):
+        columns.insert(2, Column("req/s", _metric_or_nan("closed_loop.requests_per_s"), ci=True))
+    if any("dyno" in r.summary for _, r in rows):
+        columns.insert(-3, Column("cpu", _metric_or_nan("dyno.cpu_utilisation"), kind="percent", wide=True))
     if any(r.report["routers"] > 1 for _, r in rows):
         columns.insert(2, Column("routers", lambda row: row[1].report["routers"], drop=2))
     if labelled:
@@ -102,11 +114,28 @@ def _report(key: str) -> Callable[[Tuple[str, PolicyResult]], Any]:
     return lambda row: row[1].report[key]
 
 
+def _metric_or_nan(metric: str) -> Callable[[Tuple[str, PolicyResult]], Any]:
+    """A metric that only some scenarios report (a closed loop's, a dyno's insides)."""
+    def value(row: Tuple[str, PolicyResult]) -> Any:
+        try:
+            return row[1].estimate(metric)
+        except KeyError:
+            return math.nan
+    return value
+
+
+def _load_cell(row: Tuple[str, PolicyResult]) -> float:
+    """The offered load; none for a closed loop, whose clients wait for their responses (its
+    arrival rate is only the most they could send)."""
+    rep = row[1].report
+    return math.nan if "closed_loop" in rep["summary"] else float(rep["offered_load"])
+
+
 #: The run and compare table: what to show of each result, narrow (the default) or wide.
 RUN_COLUMNS = [
     Column("policy", lambda row: row[1].policy, kind="text"),
     Column("dynos", _dynos_cell, kind="text", drop=4),
-    Column("load", _report("offered_load"), kind="percent", drop=1),
+    Column("load", _load_cell, kind="percent", drop=1),
     Column("queued", _metric("queued_fraction"), kind="percent", ci=True),
     Column("queue\nmean", _metric("queue.mean"), kind="time", ci=True),
     Column("queue mean\nof queued", _metric("queue_of_queued.mean"), kind="time", ci=True, wide=True),

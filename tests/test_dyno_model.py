@@ -1,0 +1,246 @@
+"""The dyno's insides from the front end (issue #10): scenarios with [app], [app.memory],
+[request] phases and classes, [resources], a closed loop of clients and fleet.type, and
+without [router], load, describe and run through the CLI. The issue's two examples are run
+verbatim."""
+
+import json
+import math
+
+import pytest
+
+from conftest import assert_one_line_error, run_cli
+
+# ab -n 1000 -c 100 against one Unicorn dyno (issue #10, first example), verbatim.
+EXAMPLE_1 = '''\
+[arrivals]
+process = "closed"        # ab -n 1000 -c 100
+clients = 100
+think = "0s"
+requests = 1000
+
+[fleet]
+dynos = 1
+type = "standard-1x"      # cores and memory quota from the dyno table
+cores = 4                 # override
+
+[app]
+server = "unicorn"        # sync processes, interpreter lock, shared backlog
+processes = 4
+
+[app.memory]
+dyno = "40MB"
+process = "110MB"
+thread = "8MB"
+request = "1MB"
+
+[request]
+phases = [ { cpu = "3ms" }, { io = "1ms" } ]
+'''
+
+# Gunicorn gthread dynos in front of a database, two request classes (second example), verbatim.
+EXAMPLE_2 = '''\
+[arrivals]
+process = "poisson"
+rate = "20/s"
+
+[fleet]
+dynos = 2
+type = "standard-2x"
+
+[app]
+server = "gunicorn"
+worker_class = "gthread"
+processes = 3
+threads = 3
+
+[[request.class]]
+name = "listing"
+weight = 0.8
+phases = [ { cpu = { distribution = "exponential", mean = "20ms" } },
+           { use = "db", time = { distribution = "lognormal", median = "300ms", sigma = 0.9 } },
+           { cpu = "5ms" } ]
+
+[[request.class]]
+name = "health"
+weight = 0.2
+phases = [ { cpu = "1ms" } ]
+
+[resources.db]
+servers = 2               # the database's own cores
+discipline = "ps"
+pool = { size = 5, per = "process" }
+'''
+
+# The second example at a rate its database can serve: 0.8 × 4/s listings use the db for a
+# mean of 0.3 s × exp(0.9²/2) = 0.45 s each, 1.44 of its 2 servers (at 20/s: 7.2 of 2).
+EXAMPLE_2_AT_4_PER_S = EXAMPLE_2.replace('rate = "20/s"', 'rate = "4/s"')
+
+# The first example measured from its first request: without [run], the 30 s default warm-up
+# outlasts the ~1 s the 1000 requests take (see test_example_1_requests_per_second).
+EXAMPLE_1_NO_WARMUP = EXAMPLE_1 + '\n[run]\nwarmup = "0s"\n'
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run_json(tmp_path, name, text, *args):
+    path = write(tmp_path, name, text)
+    result = run_cli("run", str(path), "--json", *args)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    (report,) = json.loads(result.stdout)["results"]
+    return report
+
+
+def mean(summary, path):
+    node = summary
+    for part in path.split("."):
+        node = node[part]
+    return node["mean"]
+
+
+# --- the first example: a closed loop (ab) on one dyno ----------------------------------------
+
+
+def test_example_1_runs_verbatim(tmp_path):
+    report = run_json(tmp_path, "ab.toml", EXAMPLE_1)
+    assert report["scenario"] == "ab"
+    assert report["policy"] == "random"  # no [router]: the engine's default
+    assert report["slots"] == 4  # 4 sync processes
+    summary = report["summary"]
+    assert "dyno" in summary and "closed_loop" in summary
+    for rep in report["per_replication"]:
+        assert rep["closed_loop"]["clients"] == 100
+        # ab -n 1000: every request is answered, one way or another.
+        assert rep["closed_loop"]["completed"] == 1000
+        assert 0 <= rep["dyno"]["cpu_utilisation"] <= 1 + 1e-9
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "engine (measure.rs): closed_loop.elapsed is the last response minus run.warmup, so with the "
+    "default 30 s warm-up and requests answered in ~1 s it is negative and requests_per_s is 0"))
+def test_example_1_requests_per_second(tmp_path):
+    report = run_json(tmp_path, "ab.toml", EXAMPLE_1)
+    for rep in report["per_replication"]:
+        assert rep["closed_loop"]["elapsed"] > 0
+        assert rep["closed_loop"]["requests_per_s"] > 0
+
+
+def test_example_1_without_warmup_sustains_a_rate(tmp_path):
+    report = run_json(tmp_path, "ab.toml", EXAMPLE_1_NO_WARMUP)
+    for rep in report["per_replication"]:
+        loop = rep["closed_loop"]
+        assert loop["completed"] == 1000 and loop["elapsed"] > 0
+        assert loop["requests_per_s"] == pytest.approx(loop["completed"] / loop["elapsed"])
+        # A sync process holds a request for at least its 3 ms of CPU and 1 ms of I/O: 4
+        # processes answer at most 1000 a second.
+        assert 0 < loop["requests_per_s"] <= 1000 * (1 + 1e-9)
+        assert loop["latency"]["mean"] >= 0.004 - 1e-12
+
+
+def test_example_1_table(tmp_path):
+    """The table names the clients rather than an arrival rate, and shows the rate sustained."""
+    result = run_cli("run", str(write(tmp_path, "ab.toml", EXAMPLE_1_NO_WARMUP)))
+    assert result.returncode == 0, result.stderr
+    assert "a closed loop of 100 clients" in result.stdout
+    assert "req/s" in result.stdout
+    assert "req/min" not in result.stdout
+
+
+# --- the second example: gunicorn gthread dynos and a database --------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "engine refuses it as unstable (exit 3): 16 listings/s use the db for a mean of 0.45 s, "
+    "7.2 s of work a second for its 2 servers (offered load 3.6)"))
+def test_example_2_runs_verbatim(tmp_path):
+    run_json(tmp_path, "shop.toml", EXAMPLE_2)
+
+
+def test_example_2_verbatim_is_refused_naming_the_database(tmp_path):
+    result = run_cli("run", str(write(tmp_path, "shop.toml", EXAMPLE_2)))
+    assert_one_line_error(result, "shop.toml", "unstable", "shared resource's servers", "3.598", code=3)
+
+
+def test_example_2_figures(tmp_path):
+    report = run_json(tmp_path, "shop.toml", EXAMPLE_2_AT_4_PER_S)
+    assert report["slots"] == 9  # 3 processes × 3 threads
+    summary = report["summary"]
+    assert "dyno" in summary and "closed_loop" not in summary
+    assert 0 < mean(summary, "resources.db.utilisation") < 1
+    assert set(summary["classes"]) == {"listing", "health"}
+    for rep in report["per_replication"]:
+        db = rep["resources"]["db"]
+        assert 0 < db["utilisation"] < 1 and db["uses"] > 0
+        counts = {name: c["requests"] for name, c in rep["classes"].items()}
+        # The health check uses neither the database nor more than 1 ms of CPU.
+        assert rep["classes"]["health"]["response"]["mean"] < rep["classes"]["listing"]["response"]["mean"]
+        # Weights 0.8 and 0.2 over ~1200 requests: the listings' share within 5 standard errors.
+        share = counts["listing"] / (counts["listing"] + counts["health"])
+        assert abs(share - 0.8) < 5 * math.sqrt(0.8 * 0.2 / sum(counts.values()))
+
+
+def test_example_2_table(tmp_path):
+    result = run_cli("run", str(write(tmp_path, "shop.toml", EXAMPLE_2_AT_4_PER_S)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("shop: 240 req/min")
+
+
+# --- describe, sweep, capacity, cost ----------------------------------------------------------
+
+
+def test_describe_names_the_bottleneck(tmp_path):
+    from dynosim import Scenario
+
+    ab = Scenario.load(write(tmp_path, "ab.toml", EXAMPLE_1)).describe()
+    assert ab["closed_loop"] and ab["stable"]  # a closed loop runs at any load
+    shop = Scenario.load(write(tmp_path, "shop.toml", EXAMPLE_2)).describe()
+    assert not shop["closed_loop"] and not shop["stable"]
+    assert shop["bottleneck"] == "resource" and shop["offered_load"] == pytest.approx(3.598, abs=1e-3)
+    ok = Scenario.load(write(tmp_path, "ok.toml", EXAMPLE_2_AT_4_PER_S)).describe()
+    assert ok["stable"] and ok["offered_load"] < 1
+
+
+def test_sweep_varies_the_app_processes_of_a_closed_loop(tmp_path):
+    path = write(tmp_path, "ab.toml", EXAMPLE_1_NO_WARMUP)
+    result = run_cli("sweep", str(path), "--vary", "app.processes=1..3", "--replications", "2",
+                     "--out", str(tmp_path / "sw"))
+    assert result.returncode == 0, result.stderr
+    rows = json.loads((tmp_path / "sw.json").read_text())["rows"]
+    # A closed loop is never unstable, whatever its clients could send.
+    assert [(r["app.processes"], r["status"]) for r in rows] == [(1, "ok"), (2, "ok"), (3, "ok")]
+    assert [r["slots"] for r in rows] == [1, 2, 3]
+
+
+def test_capacity_says_when_no_fleet_relieves_the_database(tmp_path):
+    result = run_cli("capacity", str(write(tmp_path, "shop.toml", EXAMPLE_2)),
+                     "--target", "response.p99 <= 5s")
+    assert_one_line_error(result, "unstable at any number of dynos", "shared resource's servers", code=3)
+
+
+def test_capacity_slots_with_app_is_refused(tmp_path):
+    result = run_cli("capacity", str(write(tmp_path, "shop.toml", EXAMPLE_2_AT_4_PER_S)),
+                     "--target", "response.p99 <= 5s", "--slots", "1,2")
+    assert_one_line_error(result, "--slots", "[app]")
+
+
+def test_cost_prices_the_fleet_type_unless_told_otherwise():
+    from dynosim.cost import Pricing
+
+    assert Pricing.from_scenario({"fleet": {"type": "standard-2x"}}, None).dyno_type == "standard-2x"
+    assert Pricing.from_scenario({"fleet": {"type": "Performance-M"}}, None).dyno_type == "performance-m"
+    told = {"fleet": {"type": "standard-2x"}, "cost": {"dyno_type": "2013-1x"}}
+    assert Pricing.from_scenario(told, None).dyno_type == "2013-1x"
+    assert Pricing.from_scenario(told, None, "eco").dyno_type == "eco"
+    assert Pricing.from_scenario({"fleet": {"dynos": 3}}, None).dyno_type == "standard-1x"
+
+
+def test_default_policy_is_the_engines():
+    from dynosim.keys import reference
+    from dynosim.scenario import DEFAULT_POLICY
+
+    (policy,) = [k for k in reference()["keys"] if k["path"] == "router.policy"]
+    assert json.loads(policy["default"]) == DEFAULT_POLICY
