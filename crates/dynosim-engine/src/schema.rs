@@ -772,6 +772,17 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "arena_contention",
+        value: "number >= 0",
+        unit: "",
+        default: Default::Value("0"),
+        example: "0.3",
+        meaning: "how much a process's CPU work slows when its busy threads outnumber its malloc \
+                  arenas: by 1 + arena_contention × (busy − arenas) / busy (0: not at all)",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "restart_at",
         value: "number > 1",
         unit: "× quota",
