@@ -7,6 +7,11 @@
 //! scenario, for comparison. `service/quantiles` times the seed's service-time sampler
 //! alone, in the engine's blocks of 256. `bench/engine_vs_simpy.py` gives the same figure
 //! through the Python package beside a SimPy model of the same system.
+//!
+//! `dyno/two_phase` is issue #10 §9's scenario with the dyno model (the one
+//! `bench/dyno_vs_simpy.py` runs beside SimPy): 4000 req/s at random to 20 dynos of 2 cores,
+//! 3 processes x 5 threads under a lock; cpu 4 ms, a 10 ms query on 60 FCFS servers, cpu
+//! 2 ms (all exponential); 100 simulated seconds, on the event-driven engine.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dynosim_engine::rng::SimRng;
@@ -72,5 +77,39 @@ fn service_sampling(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, routing_policies, service_sampling);
+/// The two-phase cpu + db scenario of `bench/dyno_vs_simpy.py` (keep the two in step).
+fn dyno_scenario_json() -> String {
+    let exp = |mean: f64| serde_json::json!({"distribution": "exponential", "mean": mean});
+    serde_json::json!({
+        "arrivals": {"process": "poisson", "rate": 4000.0},
+        "request": {"phases": [
+            {"cpu": exp(0.004)},
+            {"use": "db", "time": exp(0.010)},
+            {"cpu": exp(0.002)},
+        ]},
+        "resources": {"db": {"servers": 60, "discipline": "fcfs"}},
+        "fleet": {"dynos": 20, "cores": 2},
+        "router": {"policy": "random"},
+        "app": {"server": "generic", "model": "threaded", "processes": 3, "threads": 5, "lock": true},
+        "run": {"duration": 100.0, "warmup": 0, "replications": 1, "seed": 1},
+    })
+    .to_string()
+}
+
+fn dyno_model(c: &mut Criterion) {
+    let scenario =
+        Scenario::from_json(&dyno_scenario_json(), Path::new("."), &never_interrupted).unwrap();
+    let mut group = c.benchmark_group("dyno");
+    group.sample_size(10);
+    let requests = run_replication(&scenario, 0, &never_interrupted)
+        .unwrap()
+        .simulated_requests;
+    group.throughput(Throughput::Elements(requests));
+    group.bench_function("two_phase", |b| {
+        b.iter(|| run_replication(&scenario, 0, &never_interrupted).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, routing_policies, service_sampling, dyno_model);
 criterion_main!(benches);
