@@ -128,7 +128,8 @@ def test_compare_runs_the_listed_policies(cli):
 def test_scenarios_lists_builtins(cli):
     result = cli("scenarios")
     assert result.returncode == 0
-    assert result.stdout.startswith("rapgenius")
+    names = [line.split()[0] for line in result.stdout.splitlines()]
+    assert {"rapgenius", "unicorn-2011", "gunicorn-db", "malloc-arenas"} <= set(names)
 
 
 def test_interrupt_stops_a_long_run():
