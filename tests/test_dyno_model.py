@@ -3,6 +3,7 @@
 without [router], load, describe and run through the CLI. The issue's two examples are run
 verbatim."""
 
+import csv
 import json
 import math
 
@@ -242,3 +243,31 @@ def test_default_policy_is_the_engines():
 
     (policy,) = [k for k in reference()["keys"] if k["path"] == "router.policy"]
     assert json.loads(policy["default"]) == DEFAULT_POLICY
+
+
+def test_the_dyno_models_metrics_are_metrics_sweep_and_results_know() -> None:
+    from dynosim.results import is_fraction_metric, is_metric, is_time_metric
+
+    for name in ("dyno.cpu_utilisation", "closed_loop.requests_per_s", "failed.fraction",
+                 "resources.db.pool_wait.p99", "resources.db.utilisation", "classes.listing.response.p50"):
+        assert is_metric(name), name
+    for name in ("dyno.nope", "resources.db", "resources.db.pool_wait.p42", "closed_loop"):
+        assert not is_metric(name), name
+    assert is_time_metric("resources.db.pool_wait.p99") and is_time_metric("closed_loop.latency.p50")
+    assert is_fraction_metric("resources.db.utilisation") and not is_fraction_metric("closed_loop.requests_per_s")
+
+
+def test_a_closed_loop_sweep_plots_requests_per_second_by_default(tmp_path) -> None:
+    result = run_cli("sweep", "unicorn-2011", "--vary", "app.processes=1,2", "--out", str(tmp_path / "s"))
+    assert result.returncode == 0, result.stderr
+    assert "closed_loop.requests_per_s" in result.stdout
+    rows = list(csv.DictReader(open(f"{tmp_path / 's'}.csv")))
+    assert [round(float(r["closed_loop.requests_per_s"])) for r in rows] == [250, 500]
+
+
+def test_a_metric_the_scenario_does_not_report_is_one_line(tmp_path) -> None:
+    result = run_cli("sweep", "rapgenius", "--vary", "fleet.dynos=70,80", "--metric", "dyno.cpu_utilisation",
+                     "--set", "run.duration=10s", "--set", "run.replications=2", "--out", str(tmp_path / "s"))
+    assert result.returncode != 0
+    assert "does not report 'dyno.cpu_utilisation'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -21,7 +21,7 @@ from . import _dynosim
 from .api import run as run_scenario
 from .cost import Pricing
 from .errors import DynosimError, ScenarioError, UnstableError
-from .results import METRICS, Estimate, PolicyResult, is_fraction_metric, is_time_metric
+from .results import Estimate, PolicyResult, is_fraction_metric, is_metric, is_time_metric, metric_names_hint
 from .scenario import Scenario
 
 __all__ = ["Target", "parse_target", "CapacityResult", "min_dynos", "plan", "shortfall"]
@@ -58,8 +58,8 @@ def parse_target(text: str) -> Target:
         raise ScenarioError(f"expected METRIC OP VALUE such as \"queue.mean <= 10ms\", got {text!r}",
                             file="--target")
     metric, op, raw = m.groups()
-    if metric not in METRICS:
-        raise ScenarioError(f"unknown metric {metric!r}; expected one of: {', '.join(METRICS)}",
+    if not is_metric(metric):
+        raise ScenarioError(f"unknown metric {metric!r}; expected one of: {metric_names_hint()}",
                             file="--target")
     if is_time_metric(metric):
         value = _dynosim.parse_duration(raw)

@@ -8,10 +8,12 @@ Metric names are dotted paths into a replication's figures (documented in docs/o
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
-__all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "is_time_metric", "is_fraction_metric"]
+__all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "OPTIONAL_METRICS", "is_metric", "is_time_metric",
+           "is_fraction_metric"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -23,14 +25,73 @@ METRICS: List[str] = (
 )
 
 
+_STATS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
+
+#: Metrics of the dyno model (docs/dyno.md), reported only by scenarios with `[request]`
+#: phases, `[app]` memory or a closed loop; besides these, `resources.NAME.*` and
+#: `classes.NAME.*` for each resource and request class.
+OPTIONAL_METRICS: List[str] = (
+    ["dyno.cpu_utilisation", "dyno.thread_occupancy", "dyno.process_occupancy", "dyno.accept_queue_max",
+     "dyno.memory.mean", "dyno.memory.peak", "dyno.memory.over_quota", "dyno.memory.r14_seconds",
+     "dyno.memory.r15_restarts", "failed.fraction", "failed.total", "failed.r15", "failed.no_dyno",
+     "closed_loop.clients", "closed_loop.completed", "closed_loop.failed", "closed_loop.elapsed",
+     "closed_loop.requests_per_s"]
+    + [f"closed_loop.latency.{stat}" for stat in _STATS]
+)
+
+_NAMED = re.compile(r"^(resources\.[^.]+\.(utilisation|uses|(pool_wait|queue)\.(" + "|".join(_STATS) + r"))"
+                    r"|classes\.[^.]+\.(requests|response\.(" + "|".join(_STATS) + r")))$")
+
+
+def is_metric(metric: str) -> bool:
+    """Whether a name is a metric some scenario reports (docs/output.md)."""
+    return metric in METRICS or metric in OPTIONAL_METRICS or bool(_NAMED.match(metric))
+
+
+def metric_names_hint() -> str:
+    """The metric names, for an error message."""
+    return (", ".join(METRICS) + "; with the dyno model also dyno.*, failed.*, closed_loop.*, "
+            "resources.NAME.*, classes.NAME.* (docs/output.md)")
+
+
 def is_time_metric(metric: str) -> bool:
     """Whether a metric is a time, in seconds (the others are counts, rates and fractions)."""
-    return metric.split(".")[0] in ("queue", "queue_of_queued", "response") or metric == "service_mean"
+    parts = metric.split(".")
+    return (parts[0] in ("queue", "queue_of_queued", "response") or metric == "service_mean"
+            or metric in ("closed_loop.elapsed", "dyno.memory.r14_seconds")
+            or metric.startswith("closed_loop.latency.")
+            or (parts[0] == "resources" and len(parts) == 4 and parts[2] in ("pool_wait", "queue"))
+            or (parts[0] == "classes" and len(parts) == 4 and parts[2] == "response"))
 
 
 def is_fraction_metric(metric: str) -> bool:
     """Whether a metric is a fraction from 0 to 1 (shown as a percentage)."""
-    return metric == "queued_fraction" or metric.startswith("utilisation.")
+    return (metric == "queued_fraction" or metric.startswith("utilisation.")
+            or metric in ("dyno.cpu_utilisation", "dyno.thread_occupancy", "dyno.process_occupancy",
+                          "dyno.memory.over_quota", "failed.fraction")
+            or (metric.startswith("resources.") and metric.endswith(".utilisation")))
+
+
+def metrics_of(tree: Mapping[str, Any]) -> List[str]:
+    """The metrics a report's summary (or one replication) holds: every core one, then those
+    of the dyno model it has, in display order."""
+    names = list(METRICS)
+    for metric in OPTIONAL_METRICS:
+        try:
+            _lookup(tree, metric)
+            names.append(metric)
+        except KeyError:
+            pass
+    for section in ("resources", "classes"):
+        for name, sub in (tree.get(section) or {}).items():
+            names += [f"{section}.{name}.{leaf}" for leaf in _leaves(sub)]
+    return names
+
+
+def _leaves(node: Any, prefix: str = "") -> List[str]:
+    if isinstance(node, Mapping) and not ({"mean", "ci_low"} <= set(node) and len(node) == 4):
+        return [leaf for k, v in node.items() for leaf in _leaves(v, f"{prefix}{k}.")]
+    return [prefix[:-1]]
 
 
 @dataclass(frozen=True)
@@ -54,11 +115,11 @@ class Estimate:
         return cls(num(d["mean"]), num(d["ci_low"]), num(d["ci_high"]), num(d["std_error"]))
 
 
-def _lookup(tree: Dict[str, Any], metric: str) -> Any:
+def _lookup(tree: Mapping[str, Any], metric: str) -> Any:
     node: Any = tree
     for part in metric.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise KeyError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+            raise KeyError(f"metric {metric!r} is not in this report; known: {metric_names_hint()}")
         node = node[part]
     return node
 
@@ -100,7 +161,7 @@ class PolicyResult:
         row["service_mean_analytic"] = row.pop("service_mean")
         # The heavy-traffic estimate of how long the queues take to settle, s (None at ρ >= 1).
         row["relaxation_time"] = self.report.get("relaxation_time")
-        for metric in METRICS:
+        for metric in metrics_of(self.summary):
             e = self.estimate(metric)
             row[metric] = e.mean
             row[f"{metric}.ci_low"] = e.ci_low
@@ -151,7 +212,7 @@ class Results(Sequence[PolicyResult]):
         for r in self._results:
             for i, rep in enumerate(r.per_replication):
                 row: Dict[str, Any] = {"policy": r.policy, "replication": i}
-                row.update({m: _lookup(rep, m) for m in METRICS})
+                row.update({m: _lookup(rep, m) for m in metrics_of(rep)})
                 rows.append(row)
         return _pandas().DataFrame(rows)
 

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from . import _dynosim
 from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
 from .output import Writer, finite, json_text, write_files
-from .results import METRICS, is_fraction_metric, is_time_metric
+from .results import METRICS, is_fraction_metric, is_metric, is_time_metric, metric_names_hint
 from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
 
 VARY_SOURCE = "--vary"
@@ -45,6 +45,8 @@ DEFAULT_POINTS = 12
 #: range gives: every point is a full run, and each is built and validated before any runs.
 MAX_POINTS = 10_000
 DEFAULT_METRIC = "queue.mean"
+#: The default metric for a closed loop.
+CLOSED_LOOP_METRIC = "closed_loop.requests_per_s"
 FORMATS = ("png", "svg")
 #: Progress appears only once a sweep has run this long (seconds).
 PROGRESS_AFTER = 1.0
@@ -236,11 +238,14 @@ class Sweep:
     ``prepare()`` builds and validates the points, ``run()`` runs them; then ``columns`` and
     ``rows`` (one per point and policy, in point order) hold the table that is written."""
 
-    def __init__(self, scenario: Scenario, vary: Dict[str, List[Any]], *, metric: str = DEFAULT_METRIC) -> None:
+    def __init__(self, scenario: Scenario, vary: Dict[str, List[Any]], *, metric: Optional[str] = None) -> None:
         if not vary:
             raise ScenarioError("nothing to vary; give at least one --vary KEY=SPEC", file=VARY_SOURCE)
-        if metric not in METRICS:
-            raise DynosimError(f"unknown metric {metric!r}; expected one of: {', '.join(METRICS)}")
+        if metric is None:
+            # A closed loop's figure of merit is the rate its clients get, as ab reports it.
+            metric = CLOSED_LOOP_METRIC if scenario.describe().get("closed_loop") else DEFAULT_METRIC
+        if not is_metric(metric):
+            raise DynosimError(f"unknown metric {metric!r}; expected one of: {metric_names_hint()}")
         check_point_count(vary)
         self.scenario = scenario
         self.vary = vary
@@ -328,6 +333,9 @@ class Sweep:
 
     def _collect_rows(self) -> None:
         first = next((r for p in self.points for r in p.results if r is not None), None)
+        if first is not None and self.metric not in first.row():
+            raise DynosimError(f"this scenario does not report {self.metric!r} (the dyno model's metrics "
+                               "need [request] phases, [app] memory or a closed loop; docs/output.md)")
         self.columns = (list(self.vary) + ["status", "steady_state"]
                         + (list(first.row()) if first else _fallback_columns()))
         self.rows = []

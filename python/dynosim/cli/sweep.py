@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..display import Column, results_table, stdout_console
-from ..results import METRICS, Estimate
-from ..sweep import (DEFAULT_METRIC, DEFAULT_POINTS, FORMATS, Sweep, metric_unit, output_paths, parse_vary_args,
+from ..results import Estimate, is_metric, metric_names_hint
+from ..sweep import (CLOSED_LOOP_METRIC, DEFAULT_METRIC, DEFAULT_POINTS, FORMATS, Sweep, metric_unit, output_paths, parse_vary_args,
                      value_text, write_outputs)
 from .common import add_scenario_arguments, scenario_from_args
 
@@ -32,16 +32,24 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "(repeatable: the sweep runs every combination)")
     p.add_argument("--out", default="sweep", metavar="PREFIX",
                    help="write PREFIX.csv, PREFIX.json and PREFIX.png (default: sweep)")
-    p.add_argument("--metric", type=_metric, default=DEFAULT_METRIC,
-                   help=f"the metric to plot and summarise (default: {DEFAULT_METRIC}; names: docs/output.md)")
+    p.add_argument("--metric", type=_metric, default=None,
+                   help=f"the metric to plot and summarise (default: {DEFAULT_METRIC}, or "
+                        f"{CLOSED_LOOP_METRIC} for a closed loop; names: docs/output.md)")
     p.add_argument("--format", type=_formats, default=["png"], metavar="png,svg",
                    help="plot format(s), comma-separated (default: png)")
     p.set_defaults(handler=main)
 
 
+def _load_cell(row: Dict[str, Any]) -> float:
+    """The offered load; none for a closed loop, whose clients wait for their responses."""
+    if "closed_loop.requests_per_s" in row:
+        return math.nan
+    return float(row.get("offered_load", math.nan))
+
+
 def _metric(text: str) -> str:
-    if text not in METRICS:
-        raise argparse.ArgumentTypeError(f"unknown metric {text!r}; expected one of: {', '.join(METRICS)}")
+    if not is_metric(text):
+        raise argparse.ArgumentTypeError(f"unknown metric {text!r}; expected one of: {metric_names_hint()}")
     return text
 
 
@@ -94,7 +102,7 @@ def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
     kind = "time" if unit == "s" else "percent" if unit == "fraction" else "number"
     columns = ([Column(k, key_cell(k), kind="text") for k in sweep.keys if k != "router.policy"]
                + [Column("policy", lambda row: str(row["policy"]), kind="text"),
-                  Column("load", lambda row: row.get("offered_load", math.nan), kind="percent"),
+                  Column("load", _load_cell, kind="percent"),
                   Column(metric if kind != "number" or not unit else f"{metric} ({unit})", metric_cell,
                          kind=kind, ci=True)])
     table, _ = results_table(console, columns, sweep.rows)
