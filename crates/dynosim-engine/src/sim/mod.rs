@@ -736,39 +736,52 @@ impl Simulation<'_> {
 
     fn reschedule_cpu(&mut self, dyno: usize) {
         let cpu = &mut self.dynos[dyno].cpu;
-        if let Some(t) = cpu.next_completion(self.now) {
-            let generation = cpu.generation.renew();
-            self.events.schedule(
-                t,
-                COMPLETION,
-                Event::Cpu {
-                    dyno: dyno as u32,
-                    generation,
-                },
-            );
-        } else {
-            cpu.generation.renew();
+        match cpu.next_completion(self.now) {
+            Some(t) if !cpu.needs_event(t) => {}
+            Some(t) => {
+                let generation = cpu.generation.renew();
+                cpu.scheduled = Some(t);
+                self.events.schedule(
+                    t,
+                    COMPLETION,
+                    Event::Cpu {
+                        dyno: dyno as u32,
+                        generation,
+                    },
+                );
+            }
+            None => {
+                cpu.generation.renew();
+                cpu.scheduled = None;
+            }
         }
     }
 
     fn reschedule_shared(&mut self, r: usize) {
         let sharing = &mut self.resources[r].sharing;
-        if let Some(t) = sharing.next_completion(self.now) {
-            let generation = sharing.generation.renew();
-            self.events.schedule(
-                t,
-                COMPLETION,
-                Event::Shared {
-                    resource: r as u32,
-                    generation,
-                },
-            );
-        } else {
-            sharing.generation.renew();
+        match sharing.next_completion(self.now) {
+            Some(t) if !sharing.needs_event(t) => {}
+            Some(t) => {
+                let generation = sharing.generation.renew();
+                sharing.scheduled = Some(t);
+                self.events.schedule(
+                    t,
+                    COMPLETION,
+                    Event::Shared {
+                        resource: r as u32,
+                        generation,
+                    },
+                );
+            }
+            None => {
+                sharing.generation.renew();
+                sharing.scheduled = None;
+            }
         }
     }
 
     fn cpu_done(&mut self, dyno: usize) {
+        self.dynos[dyno].cpu.scheduled = None;
         self.cpu_advance(dyno);
         let mut done = std::mem::take(&mut self.done);
         self.dynos[dyno].cpu.take_done(self.now, &mut done);
@@ -785,6 +798,7 @@ impl Simulation<'_> {
     }
 
     fn shared_done(&mut self, r: usize) {
+        self.resources[r].sharing.scheduled = None;
         let now = self.now;
         self.resources[r].sharing.advance(now);
         let mut done = std::mem::take(&mut self.done);

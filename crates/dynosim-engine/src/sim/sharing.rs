@@ -24,6 +24,8 @@ pub struct Sharing {
     pub jobs: Vec<Job>,
     last: f64,
     pub generation: Generation,
+    /// When the pending completion event is due (None: none pending).
+    pub scheduled: Option<f64>,
     /// Runnable jobs per group (only with a lock).
     per_group: Vec<u32>,
     active_groups: u32,
@@ -40,6 +42,7 @@ impl Sharing {
             jobs: Vec::new(),
             last: 0.0,
             generation: Generation::default(),
+            scheduled: None,
             per_group: if lock {
                 vec![0; groups as usize]
             } else {
@@ -135,6 +138,15 @@ impl Sharing {
         let changed = slowdown != self.slowdown;
         self.slowdown = slowdown;
         changed
+    }
+
+    /// Whether a completion due at `t` needs an event of its own: false when the pending one
+    /// is already due then (to within rounding), as when a job joins without changing the
+    /// others' rates. Sparing the event keeps stale ones out of the queue.
+    pub fn needs_event(&self, t: f64) -> bool {
+        !self
+            .scheduled
+            .is_some_and(|s| (s - t).abs() <= 1e-12 * t.abs().max(1e-3))
     }
 
     /// Sets every job's rate and returns when the next one completes (None with no jobs).
