@@ -43,7 +43,8 @@ BASE: Dict[str, Any] = {
     "run": {"duration": "2s", "warmup": "0s", "replications": 2, "seed": 1},
 }
 
-SECTIONS = ["arrivals", "service", "fleet", "router", "run", "cost", "cases", "name", "description"]
+SECTIONS = ["arrivals", "service", "fleet", "router", "run", "cost", "cases", "name", "description",
+            "app", "request", "resources"]
 KEYS = [
     "arrivals.process", "arrivals.rate",
     "service.distribution", "service.mean", "service.median", "service.scale", "service.shape",
@@ -53,6 +54,14 @@ KEYS = [
     "router.policy", "router.routers", "router.d", "router.tries",
     "run.duration", "run.warmup", "run.replications", "run.seed", "run.max_waiting",
     "cost.dyno_type", "cost.prices", "cost.prices.x",
+    # The dyno model (docs/dyno.md).
+    "fleet.type", "fleet.cores", "fleet.memory", "run.engine",
+    "arrivals.clients", "arrivals.think", "arrivals.requests",
+    "app.server", "app.worker_class", "app.model", "app.processes", "app.threads", "app.worker_connections",
+    "app.lock", "app.malloc_arena_max", "app.boot_time", "app.swap_slowdown", "app.arena_contention",
+    "app.restart_at", "app.memory.dyno", "app.memory.process", "app.memory.thread", "app.memory.request",
+    "app.memory.arena", "request.phases", "request.class", "resources.db.servers", "resources.db.discipline",
+    "resources.db.pool", "resources.db.pool.size", "resources.db.pool.per",
 ]
 DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles"]
 POLICIES = ["random", "round_robin", "least_connections", "power_of_d", "retry_if_busy", "intelligent"]
@@ -232,6 +241,59 @@ def scenario_documents(draw: Any) -> Dict[str, Any]:
         value = draw(percentile_tables) if key == "service.percentiles" else draw(values)
         set_path(doc, key, value)
     return doc
+
+
+@st.composite
+def dyno_documents(draw: Any) -> Dict[str, Any]:
+    """A scenario with the dyno model: an app server, phases or classes, a database with a
+    pool, memory, an open or closed loop; then, sometimes, a few keys set to anything."""
+    def time() -> Any:
+        return st.one_of(_durations(1e-4, 0.05), _durations(1e-4, 0.05).map(
+            lambda m: {"distribution": "exponential", "mean": m}))
+
+    phase = st.one_of(time().map(lambda t: {"cpu": t}), time().map(lambda t: {"io": t}),
+                      time().map(lambda t: {"use": "db", "time": t}))
+    phases = st.lists(phase, min_size=1, max_size=4)
+    doc: Dict[str, Any] = {"name": "fuzz-dyno"}
+    if draw(st.booleans()):
+        doc["arrivals"] = {"process": "poisson", "rate": draw(st.floats(min_value=1, max_value=300))}
+    else:
+        doc["arrivals"] = {"process": "closed", "clients": draw(st.integers(1, 40))}
+        if draw(st.booleans()):
+            doc["arrivals"]["requests"] = draw(st.integers(1, 500))
+        if draw(st.booleans()):
+            doc["arrivals"]["think"] = draw(time())
+    if draw(st.booleans()):
+        doc["request"] = {"phases": draw(phases)}
+    else:
+        doc["request"] = {"class": [{"name": f"c{i}", "weight": draw(st.floats(min_value=0.1, max_value=5)),
+                                     "phases": draw(phases)} for i in range(draw(st.integers(1, 3)))]}
+    doc["resources"] = {"db": {"servers": draw(st.integers(1, 8)), "discipline": draw(st.sampled_from(["fcfs", "ps"]))}}
+    if draw(st.booleans()):
+        doc["resources"]["db"]["pool"] = {"size": draw(st.integers(1, 10)),
+                                          "per": draw(st.sampled_from(["process", "dyno", "app"]))}
+    server = draw(st.sampled_from(["generic", "thin", "unicorn", "puma", "gunicorn"]))
+    doc["app"] = {"server": server, "processes": draw(st.integers(1, 6)), "boot_time": "100ms"}
+    if server == "gunicorn":
+        doc["app"]["worker_class"] = draw(st.sampled_from(["sync", "gthread", "gevent"]))
+        if doc["app"]["worker_class"] == "gthread":
+            doc["app"]["threads"] = draw(st.integers(1, 8))
+    elif server in ("puma", "generic"):
+        doc["app"]["threads"] = draw(st.integers(1, 8))
+    if draw(st.booleans()):
+        doc["app"]["memory"] = {k: f"{draw(st.integers(0, 300))}MB" for k in ("dyno", "process", "thread", "request")}
+    doc["fleet"] = {"dynos": draw(st.integers(1, 6)),
+                    "type": draw(st.sampled_from(["standard-1x", "standard-2x", "performance-m", "2013-1x"]))}
+    doc["router"] = {"policy": draw(st.sampled_from(POLICIES))}
+    doc["run"] = {"duration": draw(_durations(0.5, 5)), "warmup": "0s", "replications": 2, "seed": 1}
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+        set_path(doc, draw(st.sampled_from(KEYS[-33:] + SECTIONS)), draw(values))
+    return doc
+
+
+@st.composite
+def dyno_cases(draw: Any) -> Case:
+    return Case(["run", "d.toml", "--json", *BUDGET], {"d.toml": toml_document(draw(dyno_documents()))})
 
 
 @st.composite

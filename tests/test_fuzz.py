@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, event, given, settings
 
-from fuzzing import Case, check, command_cases, file_cases, override_cases, run_case
+from fuzzing import Case, check, command_cases, dyno_cases, file_cases, override_cases, run_case
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "500"))
 
@@ -54,4 +54,10 @@ def test_set_values(case: Case) -> None:
 @fuzz
 @given(command_cases())
 def test_command_lines(case: Case) -> None:
+    _check(case)
+
+
+@fuzz
+@given(dyno_cases())
+def test_dyno_model_files(case: Case) -> None:
     _check(case)
