@@ -87,6 +87,88 @@ fn same_on_both_engines(label: &str, rate: f64, service: Value, fleet: (u32, u32
     }
 }
 
+/// Every built-in scenario (python/dynosim/scenarios/) the direct engine can run, with each
+/// policy its file names, gives identical figures on both engines (a shortened run: 2
+/// simulated minutes, 2 replications). The others (phases, memory, closed loops) are checked
+/// to be refused by the direct engine.
+#[test]
+fn every_eligible_builtin_scenario_is_the_same_on_both_engines() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../python/dynosim/scenarios"
+    );
+    let mut eligible = 0;
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut doc: Value =
+            serde_json::to_value(toml::from_str::<toml::Value>(&text).unwrap()).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let map = doc.as_object_mut().unwrap();
+        map.remove("cases");
+        map.remove("cost");
+        let mut policies = vec![doc["router"]["policy"]
+            .as_str()
+            .unwrap_or("random")
+            .to_string()];
+        for p in ["random", "power_of_d", "intelligent", "round_robin"] {
+            if !policies.iter().any(|q| q == p) {
+                policies.push(p.into());
+            }
+        }
+        for policy in policies {
+            let mut doc = doc.clone();
+            if doc.get("router").is_none() {
+                doc["router"] = json!({});
+            }
+            doc["router"]["policy"] = json!(policy);
+            if doc.get("run").is_none() {
+                doc["run"] = json!({});
+            }
+            doc["run"]["duration"] = json!("2min");
+            doc["run"]["warmup"] = json!("10s");
+            doc["run"]["replications"] = json!(2);
+            let scenario = build(&doc.to_string());
+            let label = format!("{name} {policy}");
+            if !can_run(&scenario) {
+                assert!(
+                    run_replication_on(Engine::Direct, &scenario, 0, &never_interrupted).is_err(),
+                    "{label}"
+                );
+                continue;
+            }
+            eligible += 1;
+            for replication in 0..2 {
+                let run = |engine| {
+                    run_replication_on(engine, &scenario, replication, &never_interrupted)
+                        .unwrap_or_else(|e| panic!("{label}: {e}"))
+                };
+                let (direct, events) =
+                    (figures(&run(Engine::Direct)), figures(&run(Engine::Events)));
+                assert_eq!(direct.len(), events.len(), "{label}");
+                for ((key, d), (_, e)) in direct.iter().zip(&events) {
+                    if key.ends_with(".mean") && !key.starts_with(".utilisation")
+                        || key == ".service_mean"
+                    {
+                        let scale = d.abs().max(e.abs()).max(1e-300);
+                        assert!((d - e).abs() <= 1e-9 * scale, "{label}: {key} {d} vs {e}");
+                    } else {
+                        assert_eq!(d, e, "{label}, replication {replication}: {key}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        eligible >= 6,
+        "only {eligible} eligible (scenario, policy) pairs"
+    );
+}
+
 #[test]
 fn random_routing_is_the_same_on_both_engines() {
     for (dynos, slots) in [(75, 1), (12, 4)] {
