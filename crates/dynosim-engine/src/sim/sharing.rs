@@ -26,6 +26,9 @@ pub struct Sharing {
     pub generation: Generation,
     /// When the pending completion event is due (None: none pending).
     pub scheduled: Option<f64>,
+    /// The job (its request) that completes first, as of the last [`Self::next_completion`]:
+    /// rates change only there, so the order of completions holds until it is called again.
+    soonest: u32,
     /// Runnable jobs per group (only with a lock).
     per_group: Vec<u32>,
     active_groups: u32,
@@ -43,6 +46,7 @@ impl Sharing {
             last: 0.0,
             generation: Generation::default(),
             scheduled: None,
+            soonest: u32::MAX,
             per_group: if lock {
                 vec![0; groups as usize]
             } else {
@@ -155,6 +159,7 @@ impl Sharing {
             return None;
         }
         let mut soonest = f64::INFINITY;
+        let mut first = u32::MAX;
         let n = self.jobs.len() as f64;
         let share = if self.lock {
             (self.servers / f64::from(self.active_groups)).min(1.0) / self.slowdown
@@ -173,8 +178,10 @@ impl Sharing {
             let t = j.remaining.max(0.0) / j.rate;
             if t < soonest {
                 soonest = t;
+                first = j.req;
             }
         }
+        self.soonest = first;
         Some(now + soonest)
     }
 
@@ -184,24 +191,17 @@ impl Sharing {
     pub fn take_done(&mut self, now: f64, done: &mut Vec<u32>) {
         // What the clock can resolve at `now`, in work: a few ulps of the time.
         let eps = (now.abs() * 8.0 * f64::EPSILON).max(1e-15);
-        let soonest = self
-            .jobs
-            .iter()
-            .enumerate()
-            .min_by(|a, b| (a.1.remaining / a.1.rate).total_cmp(&(b.1.remaining / b.1.rate)))
-            .map(|(i, _)| i);
+        let soonest = self.soonest;
         let mut i = 0;
-        let mut k = 0;
         while i < self.jobs.len() {
             let j = self.jobs[i];
-            if j.remaining <= eps * j.rate.max(1e-300) || Some(k) == soonest {
+            if j.remaining <= eps * j.rate.max(1e-300) || j.req == soonest {
                 done.push(j.req);
                 self.forget(j.group);
                 self.jobs.remove(i);
             } else {
                 i += 1;
             }
-            k += 1;
         }
     }
 }
