@@ -7,11 +7,14 @@
 //! - **Sequence**: events of equal time and priority run in the order they were scheduled,
 //!   so that every run of a scenario and seed is the same.
 //!
-//! Cancellation is by generation counters (lazy deletion): a component that may need to take
-//! back what it scheduled (a CPU's next completion, replaced whenever the jobs sharing the
-//! cores change) keeps a [`Generation`] and puts its value in the event; when the event comes
-//! out, it is acted on only if the generation is still current. Superseded events cost a pop,
-//! and the queue never has to be searched.
+//! Cancellation is by key (lazy deletion): [`EventQueue::schedule`] returns the event's
+//! [`EventKey`], unique in the run. A component that may need to take back what it scheduled
+//! (a CPU's next completion, replaced whenever the jobs sharing the cores change) keeps the key
+//! of the one event it wants; when an event comes out with another key, it is stale and is
+//! dropped. Superseded events cost a pop, and the queue never has to be searched.
+//!
+//! An entry is 24 bytes: the time, one `u64` holding the priority (top 8 bits) above the
+//! sequence number, and an event of at most 8 bytes.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -19,10 +22,17 @@ use std::collections::BinaryHeap;
 #[derive(Debug)]
 struct Entry<E> {
     time: f64,
-    priority: u8,
-    seq: u64,
+    /// Priority << 56 | sequence number: the order at equal times, and the event's key.
+    key: u64,
     event: E,
 }
+
+/// An event's identity, for cancelling it (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventKey(u64);
+
+/// Sequence numbers fit below the priority's 8 bits.
+const SEQ_BITS: u32 = 56;
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
@@ -42,8 +52,7 @@ impl<E> Ord for Entry<E> {
         other
             .time
             .total_cmp(&self.time)
-            .then_with(|| other.priority.cmp(&self.priority))
-            .then_with(|| other.seq.cmp(&self.seq))
+            .then_with(|| other.key.cmp(&self.key))
     }
 }
 
@@ -62,22 +71,21 @@ impl<E> EventQueue<E> {
         }
     }
 
-    /// Schedules `event` at `time` with `priority` (lower runs first at equal times).
+    /// Schedules `event` at `time` with `priority` (lower runs first at equal times); returns
+    /// its key.
     #[inline]
-    pub fn schedule(&mut self, time: f64, priority: u8, event: E) {
+    pub fn schedule(&mut self, time: f64, priority: u8, event: E) -> EventKey {
         self.seq += 1;
-        self.heap.push(Entry {
-            time,
-            priority,
-            seq: self.seq,
-            event,
-        });
+        debug_assert!(self.seq < 1 << SEQ_BITS);
+        let key = (u64::from(priority) << SEQ_BITS) | self.seq;
+        self.heap.push(Entry { time, key, event });
+        EventKey(key)
     }
 
-    /// The next event and its time.
+    /// The next event, its time and its key.
     #[inline]
-    pub fn pop(&mut self) -> Option<(f64, E)> {
-        self.heap.pop().map(|e| (e.time, e.event))
+    pub fn pop(&mut self) -> Option<(f64, EventKey, E)> {
+        self.heap.pop().map(|e| (e.time, EventKey(e.key), e.event))
     }
 
     /// When the next event is due.
@@ -98,26 +106,6 @@ impl<E> EventQueue<E> {
     pub const ENTRY_BYTES: usize = size_of::<Entry<E>>();
 }
 
-/// A component's handle on the one event it may have pending: [`Generation::renew`] makes
-/// every event scheduled with an earlier value stale.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Generation(u32);
-
-impl Generation {
-    /// Cancels whatever was scheduled before; returns the value for the next event.
-    #[inline]
-    pub fn renew(&mut self) -> u32 {
-        self.0 = self.0.wrapping_add(1);
-        self.0
-    }
-
-    /// Whether an event carrying `value` is still wanted.
-    #[inline]
-    pub fn is_current(&self, value: u32) -> bool {
-        self.0 == value
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,7 +119,7 @@ mod tests {
         q.schedule(1.0, 1, "boot at 1");
         q.schedule(1.0, 0, "second completion at 1");
         q.schedule(0.5, 9, "early");
-        let order: Vec<&str> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        let order: Vec<&str> = std::iter::from_fn(|| q.pop().map(|(_, _, e)| e)).collect();
         assert_eq!(
             order,
             [
@@ -146,12 +134,18 @@ mod tests {
     }
 
     #[test]
-    fn a_renewed_generation_makes_earlier_events_stale() {
-        let mut g = Generation::default();
-        let first = g.renew();
-        assert!(g.is_current(first));
-        let second = g.renew();
-        assert!(!g.is_current(first));
-        assert!(g.is_current(second));
+    fn keys_tell_a_kept_event_from_a_superseded_one() {
+        let mut q = EventQueue::with_capacity(4);
+        let first = q.schedule(1.0, 0, "first");
+        let kept = q.schedule(2.0, 0, "replacement");
+        assert_ne!(first, kept);
+        let mut acted = Vec::new();
+        while let Some((_, key, e)) = q.pop() {
+            if key == kept {
+                acted.push(e);
+            }
+        }
+        assert_eq!(acted, ["replacement"]);
+        assert_eq!(EventQueue::<u32>::ENTRY_BYTES, 24);
     }
 }

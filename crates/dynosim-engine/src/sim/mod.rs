@@ -55,13 +55,16 @@ enum Event {
     Send { client: u32 },
     /// A timed phase ends: a `[service]` hold, an `io` wait, or an FCFS resource's service.
     Done { req: u32 },
-    /// A dyno's CPU finishes a job (if the generation is current).
-    Cpu { dyno: u32, generation: u32 },
-    /// A processor-sharing resource finishes a job (if the generation is current).
-    Shared { resource: u32, generation: u32 },
+    /// A dyno's CPU finishes a job (if this is the event it still wants).
+    Cpu { dyno: u32 },
+    /// A processor-sharing resource finishes a job (if this is the event it still wants).
+    Shared { resource: u32 },
     /// A restarted dyno is up again.
     Boot { dyno: u32 },
 }
+
+// The kernel's entries stay at 24 bytes (see crate::kernel).
+const _: () = assert!(size_of::<Event>() <= 8);
 
 /// Where a request is, for what an event or a restart must do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,7 +322,7 @@ fn simulate(
     };
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
-    while let Some((time, event)) = sim.events.pop() {
+    while let Some((time, key, event)) = sim.events.pop() {
         if sim.trace.is_some() {
             sim.snapshot_until(time);
         }
@@ -350,25 +353,14 @@ fn simulate(
                 sim.now = time;
                 sim.timed_done(req);
             }
-            Event::Cpu { dyno, generation } => {
-                if sim.dynos[dyno as usize]
-                    .cpu
-                    .generation
-                    .is_current(generation)
-                {
+            Event::Cpu { dyno } => {
+                if sim.dynos[dyno as usize].cpu.pending == Some(key) {
                     sim.now = time;
                     sim.cpu_done(dyno as usize);
                 }
             }
-            Event::Shared {
-                resource,
-                generation,
-            } => {
-                if sim.resources[resource as usize]
-                    .sharing
-                    .generation
-                    .is_current(generation)
-                {
+            Event::Shared { resource } => {
+                if sim.resources[resource as usize].sharing.pending == Some(key) {
                     sim.now = time;
                     sim.shared_done(resource as usize);
                 }
@@ -739,19 +731,15 @@ impl Simulation<'_> {
         match cpu.next_completion(self.now) {
             Some(t) if !cpu.needs_event(t) => {}
             Some(t) => {
-                let generation = cpu.generation.renew();
                 cpu.scheduled = Some(t);
-                self.events.schedule(
+                cpu.pending = Some(self.events.schedule(
                     t,
                     COMPLETION,
-                    Event::Cpu {
-                        dyno: dyno as u32,
-                        generation,
-                    },
-                );
+                    Event::Cpu { dyno: dyno as u32 },
+                ));
             }
             None => {
-                cpu.generation.renew();
+                cpu.pending = None;
                 cpu.scheduled = None;
             }
         }
@@ -762,19 +750,15 @@ impl Simulation<'_> {
         match sharing.next_completion(self.now) {
             Some(t) if !sharing.needs_event(t) => {}
             Some(t) => {
-                let generation = sharing.generation.renew();
                 sharing.scheduled = Some(t);
-                self.events.schedule(
+                sharing.pending = Some(self.events.schedule(
                     t,
                     COMPLETION,
-                    Event::Shared {
-                        resource: r as u32,
-                        generation,
-                    },
-                );
+                    Event::Shared { resource: r as u32 },
+                ));
             }
             None => {
-                sharing.generation.renew();
+                sharing.pending = None;
                 sharing.scheduled = None;
             }
         }

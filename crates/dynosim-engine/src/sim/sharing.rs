@@ -7,9 +7,10 @@
 //!
 //! The state changes only when a job joins or leaves, or the slowdown changes: then the work
 //! done since the last change is taken off each job and the next completion is scheduled
-//! anew, the previous one cancelled by its generation ([`crate::kernel::Generation`]).
+//! anew, the previous one cancelled by keeping only the new one's key
+//! ([`crate::kernel::EventKey`]).
 
-use crate::kernel::Generation;
+use crate::kernel::EventKey;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Job {
@@ -23,7 +24,8 @@ pub struct Job {
 pub struct Sharing {
     pub jobs: Vec<Job>,
     last: f64,
-    pub generation: Generation,
+    /// The key of the one completion event wanted (None: none pending).
+    pub pending: Option<EventKey>,
     /// When the pending completion event is due (None: none pending).
     pub scheduled: Option<f64>,
     /// The job (its request) that completes first, as of the last [`Self::next_completion`]:
@@ -44,7 +46,7 @@ impl Sharing {
         Sharing {
             jobs: Vec::new(),
             last: 0.0,
-            generation: Generation::default(),
+            pending: None,
             scheduled: None,
             soonest: u32::MAX,
             per_group: if lock {
