@@ -3,146 +3,178 @@
 //! interpreter lock, the jobs are grouped by process and at most one job of a process computes
 //! at a time: each process with runnable jobs gets min(1, servers / processes) of a server,
 //! split evenly between its jobs (a lock handed round much faster than a CPU phase lasts).
-//! A slowdown factor (memory over quota) divides every rate.
+//! A slowdown factor (memory over quota) divides every rate, and a group may have a factor of
+//! its own (malloc arena contention).
 //!
-//! The state changes only when a job joins or leaves, or the slowdown changes: then the work
-//! done since the last change is taken off each job and the next completion is scheduled
-//! anew, the previous one cancelled by keeping only the new one's key
-//! ([`crate::kernel::EventKey`]).
+//! Every job of a group runs at the same rate, so each group keeps a virtual time: the work
+//! each of its jobs has done since the group was last empty. A job joining at virtual time V
+//! with work w is done when the group's virtual time reaches V + w, its tag. A change (a job
+//! joins or leaves, a factor changes) advances each active group's virtual time and sets the
+//! rates anew: its cost grows with the groups (processes), not with the jobs. The next
+//! completion is scheduled anew only when it moves; the previous event is then cancelled by
+//! keeping only the new one's key ([`crate::kernel::EventKey`]).
 
 use crate::kernel::EventKey;
 
-#[derive(Debug, Clone, Copy)]
-pub struct Job {
-    pub req: u32,
-    pub group: u32,
-    pub remaining: f64,
+#[derive(Debug, Clone)]
+struct Group {
+    /// (request, tag) in the order the jobs joined.
+    jobs: Vec<(u32, f64)>,
+    virtual_time: f64,
+    /// Each job's rate now.
     rate: f64,
+    /// The group's own slowdown.
+    factor: f64,
+    /// The smallest tag and its request.
+    first: (f64, u32),
+}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            jobs: Vec::new(),
+            virtual_time: 0.0,
+            rate: 0.0,
+            factor: 1.0,
+            first: (f64::INFINITY, u32::MAX),
+        }
+    }
+
+    fn find_first(&mut self) {
+        self.first = (f64::INFINITY, u32::MAX);
+        for &(req, tag) in &self.jobs {
+            if tag < self.first.0 {
+                self.first = (tag, req);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct Sharing {
-    pub jobs: Vec<Job>,
+    groups: Vec<Group>,
+    /// Groups with jobs, in the order they became active.
+    active: Vec<u32>,
+    jobs: u32,
     last: f64,
     /// The key of the one completion event wanted (None: none pending).
     pub pending: Option<EventKey>,
     /// When the pending completion event is due (None: none pending).
     pub scheduled: Option<f64>,
-    /// The job (its request) that completes first, as of the last [`Self::next_completion`]:
-    /// rates change only there, so the order of completions holds until it is called again.
+    /// The job that completes first, as of the last [`Self::next_completion`]: rates change
+    /// only there, so the order of completions holds until it is called again.
     soonest: u32,
-    /// Runnable jobs per group (only with a lock).
-    per_group: Vec<u32>,
-    active_groups: u32,
     servers: f64,
     lock: bool,
     slowdown: f64,
-    /// Each group's own slowdown (malloc arena contention), when any is set.
-    group_factor: Vec<f64>,
 }
 
 impl Sharing {
+    /// `groups`: processes (0: one group for all jobs, for a resource).
     pub fn new(servers: u32, groups: u32, lock: bool) -> Self {
         Sharing {
-            jobs: Vec::new(),
+            groups: vec![Group::new(); groups.max(1) as usize],
+            active: Vec::new(),
+            jobs: 0,
             last: 0.0,
             pending: None,
             scheduled: None,
             soonest: u32::MAX,
-            per_group: if lock {
-                vec![0; groups as usize]
-            } else {
-                Vec::new()
-            },
-            active_groups: 0,
             servers: f64::from(servers),
             lock,
             slowdown: 1.0,
-            group_factor: Vec::new(),
         }
     }
 
-    /// Sets a group's own slowdown; true when it changed (then advance first, and
-    /// reschedule after).
-    pub fn set_group_factor(&mut self, group: u32, factor: f64, groups: u32) -> bool {
-        if self.group_factor.is_empty() {
-            if factor == 1.0 {
-                return false;
-            }
-            self.group_factor = vec![1.0; groups as usize];
+    #[inline]
+    fn group_of(&self, group: u32) -> usize {
+        if self.groups.len() == 1 {
+            0
+        } else {
+            group as usize
         }
-        let f = &mut self.group_factor[group as usize];
-        let changed = *f != factor;
-        *f = factor;
-        changed
     }
 
     /// Servers in use now.
     pub fn busy_servers(&self) -> f64 {
         let runnable = if self.lock {
-            self.active_groups
+            self.active.len() as u32
         } else {
-            self.jobs.len() as u32
+            self.jobs
         };
         f64::from(runnable).min(self.servers)
     }
 
-    /// Takes the work done since the last change off every job; returns the server-seconds
-    /// used over that span (for utilisation) and when it began.
+    /// Moves every active group's virtual time on to `now`; returns the server-seconds used
+    /// over the span since the last change (for utilisation) and when it began.
     pub fn advance(&mut self, now: f64) -> (f64, f64) {
         let dt = now - self.last;
         let from = self.last;
         self.last = now;
-        if dt <= 0.0 || self.jobs.is_empty() {
+        if dt <= 0.0 || self.jobs == 0 {
             return (0.0, from);
         }
-        for j in &mut self.jobs {
-            j.remaining -= j.rate * dt;
+        for &g in &self.active {
+            let group = &mut self.groups[g as usize];
+            group.virtual_time += group.rate * dt;
         }
         (self.busy_servers() * dt, from)
     }
 
     /// Adds a job (after [`Self::advance`]).
     pub fn add(&mut self, req: u32, group: u32, work: f64) {
-        if self.lock {
-            let g = &mut self.per_group[group as usize];
-            if *g == 0 {
-                self.active_groups += 1;
-            }
-            *g += 1;
+        let g = self.group_of(group);
+        let grp = &mut self.groups[g];
+        if grp.jobs.is_empty() {
+            // Virtual time restarts with the group: tags stay small, and precise.
+            grp.virtual_time = 0.0;
+            self.active.push(g as u32);
         }
-        self.jobs.push(Job {
-            req,
-            group,
-            remaining: work,
-            rate: 0.0,
-        });
+        let tag = grp.virtual_time + work;
+        grp.jobs.push((req, tag));
+        if tag < grp.first.0 {
+            grp.first = (tag, req);
+        }
+        self.jobs += 1;
     }
 
-    fn forget(&mut self, group: u32) {
-        if self.lock {
-            let g = &mut self.per_group[group as usize];
-            *g -= 1;
-            if *g == 0 {
-                self.active_groups -= 1;
-            }
+    /// Takes job `i` out of group `g`.
+    fn take(&mut self, g: usize, i: usize) {
+        let grp = &mut self.groups[g];
+        let (req, _) = grp.jobs.remove(i);
+        if grp.first.1 == req {
+            grp.find_first();
         }
+        if grp.jobs.is_empty() {
+            self.active.retain(|&a| a as usize != g);
+        }
+        self.jobs -= 1;
     }
 
     /// Removes a job wherever it is (a request killed with its dyno); after [`Self::advance`].
     pub fn remove(&mut self, req: u32) -> bool {
-        if let Some(i) = self.jobs.iter().position(|j| j.req == req) {
-            let job = self.jobs.remove(i);
-            self.forget(job.group);
-            true
-        } else {
-            false
+        for g in 0..self.groups.len() {
+            if let Some(i) = self.groups[g].jobs.iter().position(|&(r, _)| r == req) {
+                self.take(g, i);
+                return true;
+            }
         }
+        false
     }
 
     pub fn set_slowdown(&mut self, slowdown: f64) -> bool {
         let changed = slowdown != self.slowdown;
         self.slowdown = slowdown;
+        changed
+    }
+
+    /// Sets a group's own slowdown; true when it changed (then advance first, and
+    /// reschedule after).
+    pub fn set_group_factor(&mut self, group: u32, factor: f64, _groups: u32) -> bool {
+        let g = self.group_of(group);
+        let f = &mut self.groups[g].factor;
+        let changed = *f != factor;
+        *f = factor;
         changed
     }
 
@@ -155,54 +187,63 @@ impl Sharing {
             .is_some_and(|s| (s - t).abs() <= 1e-12 * t.abs().max(1e-3))
     }
 
-    /// Sets every job's rate and returns when the next one completes (None with no jobs).
+    /// Sets every group's rate and returns when the next job completes (None with no jobs).
     pub fn next_completion(&mut self, now: f64) -> Option<f64> {
-        if self.jobs.is_empty() {
+        if self.jobs == 0 {
             return None;
         }
-        let mut soonest = f64::INFINITY;
-        let mut first = u32::MAX;
-        let n = self.jobs.len() as f64;
         let share = if self.lock {
-            (self.servers / f64::from(self.active_groups)).min(1.0) / self.slowdown
+            (self.servers / self.active.len() as f64).min(1.0) / self.slowdown
         } else {
-            (self.servers / n).min(1.0) / self.slowdown
+            (self.servers / f64::from(self.jobs)).min(1.0) / self.slowdown
         };
-        for j in &mut self.jobs {
-            j.rate = if self.lock {
-                share / f64::from(self.per_group[j.group as usize])
+        let mut soonest = f64::INFINITY;
+        for &g in &self.active {
+            let grp = &mut self.groups[g as usize];
+            grp.rate = if self.lock {
+                share / grp.jobs.len() as f64
             } else {
                 share
-            };
-            if let Some(f) = self.group_factor.get(j.group as usize) {
-                j.rate /= f;
-            }
-            let t = j.remaining.max(0.0) / j.rate;
+            } / grp.factor;
+            let t = (grp.first.0 - grp.virtual_time).max(0.0) / grp.rate;
             if t < soonest {
                 soonest = t;
-                first = j.req;
+                self.soonest = grp.first.1;
             }
         }
-        self.soonest = first;
         Some(now + soonest)
     }
 
-    /// Takes out the jobs done at `now` (after [`Self::advance`]): those whose remaining work
-    /// is within rounding of zero, and at least the one that was due. Their requests are
-    /// appended to `done` in the order the jobs joined.
+    /// Takes out the jobs done at `now` (after [`Self::advance`]): those whose tag their
+    /// group's virtual time has reached, to within rounding, and at least the one that was
+    /// due. Their requests are appended to `done`.
     pub fn take_done(&mut self, now: f64, done: &mut Vec<u32>) {
-        // What the clock can resolve at `now`, in work: a few ulps of the time.
+        // What the clock can resolve at `now`: a few ulps of the time, in each group's work.
         let eps = (now.abs() * 8.0 * f64::EPSILON).max(1e-15);
         let soonest = self.soonest;
-        let mut i = 0;
-        while i < self.jobs.len() {
-            let j = self.jobs[i];
-            if j.remaining <= eps * j.rate.max(1e-300) || j.req == soonest {
-                done.push(j.req);
-                self.forget(j.group);
-                self.jobs.remove(i);
-            } else {
-                i += 1;
+        let mut a = 0;
+        while a < self.active.len() {
+            let g = self.active[a] as usize;
+            let (virtual_time, slack) = {
+                let grp = &self.groups[g];
+                (grp.virtual_time, eps * grp.rate.max(1e-300))
+            };
+            let mut i = 0;
+            while i < self.groups[g].jobs.len() {
+                let (req, tag) = self.groups[g].jobs[i];
+                if tag - virtual_time <= slack || req == soonest {
+                    done.push(req);
+                    let before = self.active.len();
+                    self.take(g, i);
+                    if self.active.len() < before {
+                        break; // the group emptied and left `active` at index a
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            if self.active.get(a).is_some_and(|&x| x as usize == g) {
+                a += 1;
             }
         }
     }
