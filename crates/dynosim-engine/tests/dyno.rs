@@ -273,3 +273,26 @@ fn a_closed_loop_survives_its_only_dyno_restarting() {
         assert!(failed.no_dyno as f64 <= 20.0 * 30.0 / 1e-3, "{failed:?}");
     }
 }
+
+/// Found by the fuzz target: a dyno restarted while the database served one of its requests
+/// (FCFS) left that server busy for ever, so every later request queued behind it and a closed
+/// loop never got all its answers. The database now finishes the orphaned work and frees the
+/// server.
+#[test]
+fn a_restart_during_a_query_frees_the_database_server_when_the_query_ends() {
+    let doc = json!({
+        "app": {"boot_time": "50ms", "server": "gunicorn", "worker_class": "gevent", "processes": 4,
+                "memory": {"dyno": "130MB", "process": "12MB", "request": "68MB", "thread": "26MB"}},
+        "arrivals": {"process": "closed", "clients": 14, "requests": 118, "think": "29ms"},
+        "fleet": {"dynos": 1, "type": "standard-1x"},
+        "request": {"phases": [{"use": "db", "time": "20ms"}]},
+        "resources": {"db": {"servers": 1, "discipline": "fcfs"}},
+        "run": {"replications": 2, "seed": 1},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    for r in &report.per_replication {
+        let closed = r.closed_loop.as_ref().unwrap();
+        assert_eq!(closed.completed, 118, "{closed:?}");
+        assert!(r.dyno.as_ref().unwrap().memory.r15_restarts > 0);
+    }
+}

@@ -81,6 +81,9 @@ enum State {
     Thread,
     /// Killed while an event of its own was pending; freed when it comes.
     Dead,
+    /// Killed while resource `r` served it: the resource works on to the end (it is not
+    /// told), then frees its server and connection, and the entry is freed.
+    Orphan(u32),
     /// Not a request: a free entry of the slab.
     Free,
 }
@@ -807,7 +810,7 @@ impl Simulation<'_> {
                     self.finish(req)
                 }
             }
-            State::ResourceService(r) => {
+            State::ResourceService(r) | State::Orphan(r) => {
                 let res = &mut self.resources[r as usize];
                 res.busy -= 1;
                 if let Some(next) = res.queue.pop_front() {
@@ -839,7 +842,7 @@ impl Simulation<'_> {
     fn resource_done(&mut self, r: u32, req: u32) {
         let entry = &mut self.slab.entries[req as usize];
         let pool = std::mem::replace(&mut entry.pool, NONE);
-        let dead = entry.state == State::Dead;
+        let dead = matches!(entry.state, State::Orphan(_));
         // A dead request's per-dyno or per-process pool went with its dyno's restart.
         let pool_survived = !dead || self.resources[r as usize].scope == Some(PoolScope::App);
         if pool != NONE && pool_survived {
@@ -983,7 +986,11 @@ impl Simulation<'_> {
                 e.dyno as usize == dyno
                     && !matches!(
                         e.state,
-                        State::Routing | State::Accept | State::Dead | State::Free
+                        State::Routing
+                            | State::Accept
+                            | State::Dead
+                            | State::Orphan(_)
+                            | State::Free
                     )
             })
             .collect();
@@ -992,17 +999,19 @@ impl Simulation<'_> {
         for req in victims {
             let e = &mut self.slab.entries[req as usize];
             let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
+            // What the entry becomes: freed now, or kept until an event of its own comes.
             let pending = match state {
-                State::Timed | State::ResourceService(_) => true,
+                State::Timed => Some(State::Dead),
+                State::ResourceService(r) => Some(State::Orphan(r)),
                 State::Cpu => {
                     self.dynos[dyno].cpu.remove(req);
-                    false
+                    None
                 }
                 State::PoolWait(r) => {
                     for p in &mut self.resources[r as usize].pools {
                         p.waiting.retain(|&x| x != req);
                     }
-                    false
+                    None
                 }
                 State::ResourceQueue(r) => {
                     let res = &mut self.resources[r as usize];
@@ -1010,16 +1019,20 @@ impl Simulation<'_> {
                     if e.pool != NONE && res.scope == Some(PoolScope::App) {
                         released.push((r, e.pool));
                     }
-                    false
+                    None
                 }
-                State::Accept | State::Routing | State::Thread | State::Dead | State::Free => false,
+                State::Accept
+                | State::Routing
+                | State::Thread
+                | State::Dead
+                | State::Orphan(_)
+                | State::Free => None,
             };
             self.routers.loads[router as usize].decrement(dyno);
             self.measures.failed(arrival, now, true);
-            if pending {
-                self.slab.entries[req as usize].state = State::Dead;
-            } else {
-                self.slab.release(req);
+            match pending {
+                Some(kept) => self.slab.entries[req as usize].state = kept,
+                None => self.slab.release(req),
             }
             self.respond(client);
         }
