@@ -63,12 +63,12 @@ import platform
 import random
 import shlex
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import simpy
+
+from machine import cpu_model, fmt_rate, git_commit, timed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -287,11 +287,6 @@ def simpy_run(system: System, seconds: float, seed: int):
 # --------------------------------------------------------------------------------------------
 
 
-def timed(fn):
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    out = fn()
-    t1, cpu1 = time.perf_counter(), time.process_time()
-    return out, t1 - t0, cpu1 - cpu0
 
 
 def bench_engine(_dynosim, system, seconds, seed=1):
@@ -348,36 +343,10 @@ def bench_simpy(system, seconds, seed):
 # --------------------------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "crates"],
-                               capture_output=True, text=True, timeout=5)
-        if out.returncode == 0:
-            return out.stdout.strip() + ("+dirty-crates" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return None
 
 
-def fmt_rate(x: float) -> str:
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f} k"
-    return f"{x:.0f}"
 
 
 def machine_info(pinned, _dynosim):

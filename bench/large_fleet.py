@@ -44,6 +44,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from machine import cpu_model, git_commit
+
 REPO = Path(__file__).resolve().parent.parent
 DYNOS = 100_000
 RATE = 1_000_000.0
@@ -122,28 +124,8 @@ def child(doc: dict | None, pin) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "crates"],
-                               capture_output=True, text=True, timeout=5)
-        if out.returncode == 0:
-            return out.stdout.strip() + ("+dirty-crates" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return None
 
 
 def main(argv=None) -> int:

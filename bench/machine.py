@@ -1,0 +1,53 @@
+"""What every benchmark script records beside its figures: the machine, the commit, and
+timing and rate formatting shared by the scripts in bench/."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> str | None:
+    """The short commit, marked when the engine's sources (crates/) differ from it."""
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "crates"],
+                               capture_output=True, text=True, timeout=5)
+        if out.returncode == 0:
+            return out.stdout.strip() + ("+dirty-crates" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return None
+
+
+def fmt_rate(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f} k"
+    return f"{x:.0f}"
+
+
+def timed(fn):
+    """fn()'s result, its wall time and its process CPU time."""
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    out = fn()
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    return out, t1 - t0, cpu1 - cpu0
