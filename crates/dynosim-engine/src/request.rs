@@ -4,7 +4,7 @@
 //! served, give the connection back). Request classes (endpoints) with weights, each with its
 //! own phases.
 
-use crate::dist::{self, ServiceDistribution};
+use crate::dist::{self, Empirical, ServiceDistribution};
 use crate::error::{Error, Result};
 use crate::rng::SimRng;
 use rand::Rng;
@@ -269,41 +269,41 @@ fn build_phases(
 }
 
 /// A request's time when nothing contends: a class drawn by weight, then the sum of its
-/// phases. Its mean and second moment are exact; its quantiles and cdf come from a fixed
-/// sample of [`RequestTime::SAMPLE`] requests (seed fixed, so a scenario always describes
-/// itself the same way), as the sum has no closed form.
+/// phases. Its mean and second moment are exact; its quantiles and cdf are those of a fixed
+/// sample of [`RequestTime::SAMPLE`] requests (an [`Empirical`] distribution, seed fixed, so a
+/// scenario always describes itself the same way), as the sum has no closed form.
 #[derive(Debug)]
 pub struct RequestTime {
     mean: f64,
     second: f64,
-    sorted: Vec<f64>,
+    sample: Empirical,
 }
 
 impl RequestTime {
     pub const SAMPLE: usize = 20_000;
 
-    pub fn new(model: &RequestModel) -> RequestTime {
+    pub fn new(model: &RequestModel) -> Result<RequestTime> {
         use rand::SeedableRng;
         let (mean, second) = model.moments();
         let mut rng = SimRng::seed_from_u64(0x5eed);
-        let mut sorted: Vec<f64> = (0..Self::SAMPLE)
+        let times: Vec<f64> = (0..Self::SAMPLE)
             .map(|_| {
                 let class = &model.classes[model.draw_class(&mut rng)];
                 class.phases.iter().map(|p| p.time.sample(&mut rng)).sum()
             })
             .collect();
-        sorted.sort_by(f64::total_cmp);
-        RequestTime {
+        let sample = Empirical::new(times).map_err(|e| Error::config("request", e))?;
+        Ok(RequestTime {
             mean,
             second,
-            sorted,
-        }
+            sample,
+        })
     }
 }
 
 impl ServiceDistribution for RequestTime {
     fn sample(&self, rng: &mut SimRng) -> f64 {
-        self.sorted[rng.random_range(0..self.sorted.len())]
+        self.sample.sample(rng)
     }
     fn mean(&self) -> f64 {
         self.mean
@@ -312,10 +312,9 @@ impl ServiceDistribution for RequestTime {
         self.second
     }
     fn quantile(&self, p: f64) -> f64 {
-        let i = ((p * self.sorted.len() as f64) as usize).min(self.sorted.len() - 1);
-        self.sorted[i]
+        self.sample.quantile(p)
     }
     fn cdf(&self, x: f64) -> f64 {
-        self.sorted.partition_point(|&v| v <= x) as f64 / self.sorted.len() as f64
+        self.sample.cdf(x)
     }
 }

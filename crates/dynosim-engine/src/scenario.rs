@@ -275,7 +275,7 @@ impl Scenario {
             (Some(s), None) => (build_service(s, base_dir, interrupted)?, None),
             (None, Some(r)) => {
                 let model = RequestModel::build(r, &resource_names, base_dir)?;
-                let time = crate::request::RequestTime::new(&model);
+                let time = crate::request::RequestTime::new(&model)?;
                 check_service(&time, "request")?;
                 (Box::new(time) as Box<dyn ServiceDistribution>, Some(model))
             }

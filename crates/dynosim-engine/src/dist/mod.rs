@@ -18,6 +18,7 @@ mod quantile_table;
 mod shaped;
 mod weibull;
 
+pub use empirical::Empirical;
 pub use shaped::Shaped;
 
 /// A distribution of service times, in seconds, with its analytic moments so that tests and the
