@@ -23,9 +23,8 @@ pub enum Workload {
 #[derive(Debug)]
 pub struct Clients {
     pub count: u32,
-    pub think: Box<dyn ServiceDistribution>,
-    /// True when every think time is zero (no draws are taken).
-    pub no_think: bool,
+    /// None: no think time (nothing is drawn).
+    pub think: Option<Box<dyn ServiceDistribution>>,
     pub requests: Option<u64>,
 }
 
@@ -36,26 +35,11 @@ impl Workload {
             let p = Params::new("arrivals", process, params);
             p.allow(CLOSED_KEYS)?;
             let count = p.whole::<u32>("clients", 1, 1, 10_000_000)?;
-            let (think, no_think) = match params.get("think") {
-                None => (
-                    dist::from_value(&Value::from(1.0), "arrivals.think", base_dir)?,
-                    true,
-                ),
-                Some(v) => {
-                    let zero = match v {
-                        Value::Number(n) => n.as_f64() == Some(0.0),
-                        Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
-                        _ => false,
-                    };
-                    if zero {
-                        (
-                            dist::from_value(&Value::from(1.0), "arrivals.think", base_dir)?,
-                            true,
-                        )
-                    } else {
-                        (dist::from_value(v, "arrivals.think", base_dir)?, false)
-                    }
-                }
+            // A think time of zero (the default) draws nothing.
+            let think = match params.get("think") {
+                None => None,
+                Some(v) if is_zero(v) => None,
+                Some(v) => Some(dist::from_value(v, "arrivals.think", base_dir)?),
             };
             let requests = match params.get("requests") {
                 None => None,
@@ -64,7 +48,6 @@ impl Workload {
             return Ok(Workload::Closed(Clients {
                 count,
                 think,
-                no_think,
                 requests,
             }));
         }
@@ -94,9 +77,18 @@ impl Workload {
         match self {
             Workload::Open(arrivals) => arrivals.mean_rate(),
             Workload::Closed(c) => {
-                let think = if c.no_think { 0.0 } else { c.think.mean() };
+                let think = c.think.as_ref().map_or(0.0, |t| t.mean());
                 f64::from(c.count) / (think + min_response)
             }
         }
+    }
+}
+
+/// Whether a duration as written is zero (`0`, `"0s"`), which [`dist::from_value`] refuses.
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
+        _ => false,
     }
 }

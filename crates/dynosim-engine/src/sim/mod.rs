@@ -36,6 +36,7 @@ use crate::scenario::{Scenario, Workload};
 use dyno::Dyno;
 use resource::ResourceState;
 use router::Routers;
+use sharing::Sharing;
 
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
@@ -401,6 +402,22 @@ fn simulate(
     Ok((sim.measures.finish(s, end), trace))
 }
 
+/// Keeps a processor-sharing component's one completion event right after a change: a new
+/// `event` when its next completion moved, none when it has no jobs left.
+fn schedule_next(events: &mut EventQueue<Event>, sharing: &mut Sharing, now: f64, event: Event) {
+    match sharing.next_completion(now) {
+        Some(t) if !sharing.needs_event(t) => {}
+        Some(t) => {
+            sharing.scheduled = Some(t);
+            sharing.pending = Some(events.schedule(t, COMPLETION, event));
+        }
+        None => {
+            sharing.pending = None;
+            sharing.scheduled = None;
+        }
+    }
+}
+
 impl Simulation<'_> {
     fn check_overload(&self) -> Result<()> {
         if self.waiting_total > self.s.max_waiting {
@@ -581,12 +598,8 @@ impl Simulation<'_> {
             d.process_busy[process as usize],
             1 + d.arenas[process as usize],
         );
-        let processes = self.s.app.processes;
         self.cpu_advance(dyno);
-        if self.dynos[dyno]
-            .cpu
-            .set_group_factor(process, factor, processes)
-        {
+        if self.dynos[dyno].cpu.set_group_factor(process, factor) {
             self.reschedule_cpu(dyno);
         }
     }
@@ -730,41 +743,18 @@ impl Simulation<'_> {
     }
 
     fn reschedule_cpu(&mut self, dyno: usize) {
-        let cpu = &mut self.dynos[dyno].cpu;
-        match cpu.next_completion(self.now) {
-            Some(t) if !cpu.needs_event(t) => {}
-            Some(t) => {
-                cpu.scheduled = Some(t);
-                cpu.pending = Some(self.events.schedule(
-                    t,
-                    COMPLETION,
-                    Event::Cpu { dyno: dyno as u32 },
-                ));
-            }
-            None => {
-                cpu.pending = None;
-                cpu.scheduled = None;
-            }
-        }
+        let event = Event::Cpu { dyno: dyno as u32 };
+        schedule_next(&mut self.events, &mut self.dynos[dyno].cpu, self.now, event);
     }
 
     fn reschedule_shared(&mut self, r: usize) {
-        let sharing = &mut self.resources[r].sharing;
-        match sharing.next_completion(self.now) {
-            Some(t) if !sharing.needs_event(t) => {}
-            Some(t) => {
-                sharing.scheduled = Some(t);
-                sharing.pending = Some(self.events.schedule(
-                    t,
-                    COMPLETION,
-                    Event::Shared { resource: r as u32 },
-                ));
-            }
-            None => {
-                sharing.pending = None;
-                sharing.scheduled = None;
-            }
-        }
+        let event = Event::Shared { resource: r as u32 };
+        schedule_next(
+            &mut self.events,
+            &mut self.resources[r].sharing,
+            self.now,
+            event,
+        );
     }
 
     fn cpu_done(&mut self, dyno: usize) {
@@ -957,12 +947,11 @@ impl Simulation<'_> {
         let Workload::Closed(clients) = &self.s.workload else {
             return;
         };
-        let think = if clients.no_think {
-            0.0
-        } else {
-            clients.think.sample(&mut self.think_rng)
-        }
-        .max(at_least);
+        let think = clients
+            .think
+            .as_ref()
+            .map_or(0.0, |t| t.sample(&mut self.think_rng))
+            .max(at_least);
         self.events
             .schedule(self.now + think, ARRIVAL, Event::Send { client });
     }

@@ -170,7 +170,7 @@ impl Sharing {
 
     /// Sets a group's own slowdown; true when it changed (then advance first, and
     /// reschedule after).
-    pub fn set_group_factor(&mut self, group: u32, factor: f64, _groups: u32) -> bool {
+    pub fn set_group_factor(&mut self, group: u32, factor: f64) -> bool {
         let g = self.group_of(group);
         let f = &mut self.groups[g].factor;
         let changed = *f != factor;
