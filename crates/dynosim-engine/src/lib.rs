@@ -10,6 +10,7 @@ pub mod app;
 pub mod arrivals;
 pub mod direct;
 pub mod dist;
+pub mod drawn;
 pub mod engine;
 pub mod error;
 pub mod fifo_dynos;

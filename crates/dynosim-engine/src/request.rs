@@ -152,6 +152,22 @@ impl RequestModel {
             .unwrap_or(self.classes.len() - 1)
     }
 
+    /// Draws a request: its class, then each of its phases' times into `times` (cleared
+    /// first); returns the class and the sum of the times. The simulation and
+    /// [`crate::drawn`] both draw through here, so they see the same requests.
+    #[inline]
+    pub fn draw(&self, rng: &mut SimRng, times: &mut Vec<f64>) -> (usize, f64) {
+        let class = self.draw_class(rng);
+        times.clear();
+        let mut sum = 0.0;
+        for phase in &self.classes[class].phases {
+            let x = phase.time.sample(rng);
+            times.push(x);
+            sum += x;
+        }
+        (class, sum)
+    }
+
     /// The share of requests in each class.
     pub fn shares(&self) -> Vec<f64> {
         let total: f64 = self.classes.iter().map(|c| c.weight).sum();

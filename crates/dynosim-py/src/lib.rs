@@ -3,7 +3,10 @@
 //! errors become `EngineError(kind, path, message)`, which `dynosim.errors` maps once into the
 //! package's exception hierarchy.
 
-use dynosim_engine::{theory, Error, Scenario};
+use dynosim_engine::app::Model;
+use dynosim_engine::resource::{Discipline, PoolScope};
+use dynosim_engine::workload::Workload;
+use dynosim_engine::{drawn, theory, Error, Scenario};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -75,9 +78,59 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
             "warmup": s.warmup,
             "replications": s.replications,
             "seed": s.seed,
+            "dyno_type": s.dyno_type.name,
+            "cores": s.dyno_type.cores,
+            "memory_quota": s.dyno_type.quota,
+            "app": {
+                "server": s.app.server,
+                "model": match s.app.model {
+                    Model::Sync => "sync",
+                    Model::Threaded => "threaded",
+                    Model::Async => "async",
+                },
+                "processes": s.app.processes,
+                "per_process": s.app.per_process,
+                "os_threads": s.app.os_threads,
+                "lock": s.app.lock,
+                "boot_time": s.app.boot_time,
+            },
+            "resources": s.resources.iter().map(|r| serde_json::json!({
+                "name": r.name,
+                "servers": r.servers,
+                "discipline": match r.discipline { Discipline::Fcfs => "fcfs", Discipline::Ps => "ps" },
+                "pool": r.pool.map(|(size, per)| serde_json::json!({
+                    "size": size,
+                    "per": match per { PoolScope::Process => "process", PoolScope::Dyno => "dyno", PoolScope::App => "app" },
+                })),
+            })).collect::<Vec<_>>(),
+            "closed_clients": match &s.workload {
+                Workload::Closed(c) => Some(c.count),
+                Workload::Open(_) => None,
+            },
+            "closed_requests": match &s.workload {
+                Workload::Closed(c) => c.requests,
+                Workload::Open(_) => None,
+            },
         })
         .to_string())
     })
+}
+
+/// The requests replication `replication` draws up to `until` s, at most `limit` (JSON text of
+/// `dynosim_engine::drawn::Drawn`): what the testbed sends.
+#[pyfunction]
+fn draw_requests(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    replication: u64,
+    until: f64,
+    limit: usize,
+) -> PyResult<String> {
+    let drawn = with_scenario(py, scenario_json, base_dir, |s, _| {
+        Ok(drawn::draw(&s, replication, until, limit))
+    })?;
+    Ok(serde_json::to_string(&drawn).expect("drawn requests serialize"))
 }
 
 /// Service-time quantiles of a scenario's distribution (after rounding and clipping); each p
@@ -353,6 +406,7 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EngineError", m.py().get_type::<EngineError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
+    m.add_function(wrap_pyfunction!(draw_requests, m)?)?;
     m.add_function(wrap_pyfunction!(service_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(registry, m)?)?;

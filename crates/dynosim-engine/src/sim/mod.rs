@@ -437,16 +437,9 @@ impl Simulation<'_> {
         let service = match &self.s.request {
             None => self.s.service.sample(&mut self.service_rng),
             Some(model) => {
-                let class = model.draw_class(&mut self.service_rng);
                 let entry = &mut self.slab.entries[req as usize];
+                let (class, sum) = model.draw(&mut self.service_rng, &mut entry.times);
                 entry.class = class as u32;
-                entry.times.clear();
-                let mut sum = 0.0;
-                for phase in &model.classes[class].phases {
-                    let x = phase.time.sample(&mut self.service_rng);
-                    entry.times.push(x);
-                    sum += x;
-                }
                 sum
             }
         };
