@@ -22,6 +22,10 @@ install: $(VENV)/.installed ## create .venv with the build and test tools
 build-dev: install ## build the engine (release) and install the package editable into .venv
 	$(VENV)/bin/maturin develop --release -q
 
+.PHONY: testbed-deps
+testbed-deps: install ## install the testbed's HAProxy and PostgreSQL (apt, as root), gunicorn, gevent, psycopg
+	bash tools/install-testbed.sh $(PY)
+
 .PHONY: test-rust
 test-rust: ## engine tests (unit, theory, determinism)
 	cargo test --release -p dynosim-engine

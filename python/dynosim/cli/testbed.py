@@ -1,0 +1,136 @@
+"""`dynosim testbed`: run a scenario for real (HAProxy in front of gunicorn dynos, PostgreSQL
+behind them, all on loopback) and simulated, on the same requests, and compare. The testbed
+itself is :mod:`dynosim.testbed`; this module parses, prints and writes."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ..display import Column, activity, results_table, stdout_console
+from ..output import print_json, write_files
+from ..results import is_time_metric
+from .common import add_scenario_arguments, policy_list, policy_names, scenario_from_args
+
+#: The metrics of the side-by-side table, when the reports have them.
+TABLE_METRICS = ["requests", "throughput", "queued_fraction", "queue.mean", "queue.p50", "queue.p90", "queue.p99",
+                 "response.mean", "response.p50", "response.p99", "service_mean", "utilisation.mean",
+                 "max_queue_depth.dyno", "failed.total", "closed_loop.requests_per_s", "closed_loop.latency.mean",
+                 "closed_loop.latency.p99"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    help = "Run a scenario for real (HAProxy, gunicorn, PostgreSQL on loopback) and simulated, and compare."
+    p = commands.add_parser(
+        "testbed", help=help, description=help,
+        epilog=("The real run sends the requests the simulation's replication 0 draws (same arrival and phase "
+                "times), to 127.0.0.1 only. Components: dynosim testbed --check. Details: docs/testbed.md."))
+    add_scenario_arguments(p)
+    p.add_argument("--policy", type=policy_list, metavar="P1,P2",
+                   help=f"routing policies to run instead of router.policy ({', '.join(policy_names())})")
+    p.add_argument("--json", action="store_true", help='print {"results": [{"policy", "simulated", "measured", ...}]}')
+    p.add_argument("--out", metavar="DIR", type=Path,
+                   help="write testbed.json, requests-POLICY.csv (per request) and cdf.png into DIR")
+    p.add_argument("--check", action="store_true",
+                   help="say which of haproxy, postgres, gunicorn, gevent, psycopg are installed, and how to install them")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..testbed.tools import tools
+
+    if args.check:
+        return check(tools())
+    from ..testbed.run import testbed
+
+    scenario = scenario_from_args(args)
+    with activity() as shown:
+        task = shown.task("testbed")
+        doc = testbed(scenario, policies=args.policy, progress=lambda m: shown.update(task, note=m))
+    records = {r["policy"]: r.pop("_records") for r in doc["results"]}
+    if args.out is not None:
+        write_outputs(args.out, doc, records)
+    if args.json:
+        print_json(doc)
+    else:
+        print_comparison(doc)
+    return 0
+
+
+def check(found: List[Any]) -> int:
+    console = stdout_console()
+    for t in found:
+        if t.present:
+            console.print(f"[green]found[/]    {t.name} {t.version or ''} ({t.path})", highlight=False)
+        else:
+            console.print(f"[red]missing[/]  {t.name}: install with {t.install}", highlight=False)
+    return 0 if all(t.present for t in found) else 1
+
+
+def print_comparison(doc: Dict[str, Any]) -> None:
+    from ..results import _lookup
+
+    console = stdout_console()
+    for result in doc["results"]:
+        sim, real = result["simulated"], result["measured"]
+        console.print(f"[bold]{result['policy']}[/]: {sim['scenario']}, {sim['dynos']} dynos; simulated "
+                      f"{sim['replications']} replications (mean and 95% interval; replication 0 saw the requests "
+                      f"that were sent), measured once", highlight=False)
+        rows = []
+        for metric in TABLE_METRICS:
+            try:
+                s = _lookup(sim["summary"], metric)
+                m = _lookup(real["summary"], metric)["mean"]
+                paired = _lookup(sim["per_replication"][0], metric)
+            except KeyError:
+                continue
+            rows.append({"metric": metric, "simulated": s, "paired": paired, "measured": m,
+                         "difference": result["difference"].get(metric), "_time": is_time_metric(metric)})
+        columns = [
+            Column("metric", lambda r: r["metric"], kind="text"),
+            Column("simulated (95% CI)", lambda r: _fmt(r["simulated"]["mean"], r) + _ci(r["simulated"], r), kind="text"),
+            Column("replication 0", lambda r: _fmt(r["paired"], r), kind="text"),
+            Column("measured", lambda r: _fmt(r["measured"], r), kind="text"),
+            Column("difference", lambda r: "" if r["difference"] is None else f"{r['difference'] * 100:+.1f}%",
+                   kind="text"),
+        ]
+        table, _ = results_table(console, columns, rows)
+        console.print(table)
+        extras = result["testbed"]
+        late = extras["lateness"]
+        console.print(f"load generator lateness: p50 {late['p50'] * 1e3:.3f} ms, p99 {late['p99'] * 1e3:.3f} ms, "
+                      f"max {late['max'] * 1e3:.3f} ms; HAProxy: {extras['haproxy']}", highlight=False)
+        for w in extras["warnings"]:
+            console.print(f"[yellow]warning[/]: {w}", highlight=False)
+
+
+def _fmt(value: Any, row: Dict[str, Any]) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if row.get("_time"):
+        return f"{value * 1e3:.1f} ms"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value)}"
+    return f"{value:.3f}"
+
+
+def _ci(estimate: Dict[str, Any], row: Dict[str, Any]) -> str:
+    lo, hi = estimate.get("ci_low"), estimate.get("ci_high")
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return ""
+    return f" ({_fmt(lo, row)}–{_fmt(hi, row)})"
+
+
+def write_outputs(folder: Path, doc: Dict[str, Any], records: Dict[str, List[Dict[str, Any]]]) -> None:
+    from ..testbed import plots
+    from ..testbed.run import write_json, write_records
+
+    writers: Dict[Path, Any] = {folder / "testbed.json": lambda p: write_json(p, doc)}
+    for policy, rows in records.items():
+        writers[folder / f"requests-{policy}.csv"] = lambda p, rows=rows: write_records(p, rows)
+    writers[folder / "cdf.png"] = lambda p: plots.cdf_plot(p, doc, records)
+    write_files(writers, option="--out")
+    print(f"wrote {', '.join(str(p) for p in writers)}", file=sys.stderr)

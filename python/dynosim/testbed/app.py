@@ -1,0 +1,195 @@
+"""The testbed's app: a WSGI app that performs each request's phases for real.
+
+gunicorn loads it (``dynosim.testbed.app:app``) in every worker of every dyno. The load
+generator passes the times the simulator drew for the request in ``X-Dynosim-Phases``::
+
+    X-Dynosim-Phases: cpu:0.012,use=db:0.030,io:0.005
+
+and the app does each in turn:
+
+- ``cpu:T`` computes in the interpreter until its thread has used T seconds of CPU
+  (``time.thread_time``), so the interpreter lock, the other threads and processes of the dyno
+  and the cores it is pinned to stretch it as they would stretch real work;
+- ``io:T`` and ``hold:T`` sleep T seconds (gevent's sleep under gevent workers): a wait that
+  uses no CPU;
+- ``use=R:T`` takes a connection to PostgreSQL from resource R's pool for this process, and
+  runs ``SELECT pg_sleep(T)`` on it (or, in ``burn`` mode, a query that keeps one of the
+  database's cores busy for T seconds), then gives the connection back.
+
+It answers 200 with headers saying what happened: ``X-Dynosim-Start`` and ``X-Dynosim-End``
+(wall clock, Unix seconds: when the app began and finished the request's work),
+``X-Dynosim-Dyno``, ``X-Dynosim-Pid``, ``X-Dynosim-Rss`` (the process's resident memory,
+bytes), ``X-Dynosim-Cpu`` (CPU seconds the thread used), ``X-Dynosim-Pool-Wait`` (seconds spent
+waiting for pool connections) and ``X-Dynosim-Request-Start`` (the router's
+``X-Request-Start``, echoed).
+
+Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
+:mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
+"mode": "sleep", "burn_rate": 0}}, "ready_dir": "..."}``. This module imports nothing of
+dynosim's own, so a worker stays small and boots fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+Phase = Tuple[str, str, float]  # (kind, resource or "", seconds)
+
+_CONFIG: Dict[str, Any] = json.loads(os.environ.get("DYNOSIM_TESTBED", "{}"))
+_DYNO = str(_CONFIG.get("dyno", 0))
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def parse_phases(text: str) -> List[Phase]:
+    """``cpu:0.01,use=db:0.02`` → [("cpu", "", 0.01), ("use", "db", 0.02)]."""
+    phases: List[Phase] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        kind, _, seconds = item.rpartition(":")
+        resource = ""
+        if kind.startswith("use="):
+            kind, resource = "use", kind[4:]
+        if kind not in ("cpu", "io", "hold", "use") or (kind == "use" and not resource):
+            raise ValueError(f"unknown phase {item!r}")
+        value = float(seconds)
+        if not value >= 0:
+            raise ValueError(f"phase {item!r}: the time must be a number >= 0")
+        phases.append((kind, resource, value))
+    return phases
+
+
+def burn_cpu(seconds: float) -> None:
+    """Computes until this thread has used `seconds` of CPU time."""
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        for i in range(256):
+            x ^= i
+
+
+class Pool:
+    """A resource's connections in this process: at most `size` open at once (None: as many as
+    requests need), handed out first come, first served, kept open between requests."""
+
+    def __init__(self, dsn: str, size: Optional[int]) -> None:
+        self.dsn = dsn
+        self.size = size
+        self.idle: "queue.Queue[Any]" = queue.Queue()
+        self.opened = 0
+        self.lock = threading.Lock()
+
+    def _connect(self) -> Any:
+        import psycopg  # imported here: only apps with a resource need it
+
+        return psycopg.connect(self.dsn, autocommit=True)
+
+    def take(self) -> Any:
+        try:
+            return self.idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self.lock:
+            grow = self.size is None or self.opened < self.size
+            if grow:
+                self.opened += 1
+        if grow:
+            try:
+                return self._connect()
+            except BaseException:
+                with self.lock:
+                    self.opened -= 1
+                raise
+        return self.idle.get()
+
+    def give(self, conn: Any) -> None:
+        self.idle.put(conn)
+
+
+class Resource:
+    def __init__(self, name: str, dsn: str, spec: Dict[str, Any]) -> None:
+        self.name = name
+        self.pool = Pool(dsn, spec.get("pool"))
+        self.mode = spec.get("mode", "sleep")
+        self.burn_rate = float(spec.get("burn_rate", 0.0))
+
+    def use(self, seconds: float) -> float:
+        """Runs one query holding a connection; returns the time spent waiting for it."""
+        asked = time.time()
+        conn = self.pool.take()
+        waited = time.time() - asked
+        try:
+            if self.mode == "burn":
+                conn.execute("SELECT dynosim_burn(%s)", (max(1, round(seconds * self.burn_rate)),))
+            else:
+                conn.execute("SELECT pg_sleep(%s)", (seconds,))
+        except BaseException:
+            conn.close()  # a broken connection is not given back
+            with self.pool.lock:
+                self.pool.opened -= 1
+            raise
+        self.pool.give(conn)
+        return waited
+
+
+_RESOURCES = {name: Resource(name, _CONFIG.get("dsn", ""), spec)
+              for name, spec in (_CONFIG.get("resources") or {}).items()}
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def perform(phases: List[Phase]) -> Tuple[float, float]:
+    """Does the phases; returns (CPU seconds this thread used, seconds waited for pools)."""
+    cpu0 = time.thread_time()
+    pool_wait = 0.0
+    for kind, resource, seconds in phases:
+        if kind == "cpu":
+            burn_cpu(seconds)
+        elif kind == "use":
+            if resource not in _RESOURCES:
+                raise ValueError(f"no resource {resource!r} in this testbed")
+            pool_wait += _RESOURCES[resource].use(seconds)
+        else:
+            time.sleep(seconds)
+    return time.thread_time() - cpu0, pool_wait
+
+
+def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    start = time.time()
+    try:
+        phases = parse_phases(environ.get("HTTP_X_DYNOSIM_PHASES", ""))
+    except ValueError as e:
+        start_response("400 Bad Request", [("Content-Type", "text/plain")])
+        return [f"{e}\n".encode()]
+    cpu, pool_wait = perform(phases)
+    end = time.time()
+    headers = [
+        ("Content-Type", "text/plain"),
+        ("X-Dynosim-Start", f"{start:.6f}"),
+        ("X-Dynosim-End", f"{end:.6f}"),
+        ("X-Dynosim-Dyno", _DYNO),
+        ("X-Dynosim-Pid", str(os.getpid())),
+        ("X-Dynosim-Rss", str(rss())),
+        ("X-Dynosim-Cpu", f"{cpu:.6f}"),
+        ("X-Dynosim-Pool-Wait", f"{pool_wait:.6f}"),
+        ("X-Dynosim-Request-Start", environ.get("HTTP_X_REQUEST_START", "")),
+    ]
+    start_response("200 OK", headers)
+    return [b"ok\n"]
+
+
+def _ready() -> None:
+    """Tells the testbed this worker has loaded the app: a file named dyno-pid in ready_dir."""
+    ready_dir = _CONFIG.get("ready_dir")
+    if ready_dir:
+        with open(os.path.join(ready_dir, f"{_DYNO}-{os.getpid()}"), "w"):
+            pass
+
+
+_ready()

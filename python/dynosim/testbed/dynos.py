@@ -1,0 +1,124 @@
+"""The testbed's dynos: one real gunicorn master per simulated dyno, on its own loopback port,
+with the scenario's workers, threads and worker class, optionally pinned to CPU cores.
+
+How a scenario's app server becomes gunicorn (docs/testbed.md):
+
+- ``sync`` model (Unicorn, gunicorn sync, thin): ``--worker-class sync --workers P``;
+- ``threaded`` (gthread, Puma): ``--worker-class gthread --workers P --threads T``;
+- ``async`` (gevent): ``--worker-class gevent --workers P --worker-connections C``;
+- a ``[service]`` scenario's dyno with S slots: S sync workers (the seed study's Unicorn
+  workers), each request holding its worker for the drawn time.
+
+Every dyno runs CPython, which has an interpreter lock; a scenario without one
+(``app.lock = false``) and CPU work on more than one thread per process is run anyway, with a
+warning that the machine cannot honour it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .procs import Supervisor, TestbedError
+
+
+@dataclass
+class DynoPlan:
+    """How to start each dyno."""
+
+    dynos: int
+    worker_class: str
+    workers: int
+    threads: int = 1
+    worker_connections: int = 1000
+    cpus: List[Optional[List[int]]] = field(default_factory=list)
+    resources: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def argv(self, port: int) -> List[str]:
+        argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
+                "--worker-class", self.worker_class, "--workers", str(self.workers),
+                # No worker timeout (app.timeout is the scenario's, and #12's); a quick stop.
+                "--timeout", "0", "--graceful-timeout", "1", "--log-level", "warning",
+                "--backlog", "2048"]
+        if self.worker_class == "gthread":
+            argv += ["--threads", str(self.threads)]
+        if self.worker_class == "gevent":
+            argv += ["--worker-connections", str(self.worker_connections)]
+        return argv + ["dynosim.testbed.app:app"]
+
+
+def plan_dynos(described: Dict[str, Any], has_phases: bool, cpu_work: bool, machine_cpus: List[int],
+               warnings: List[str]) -> DynoPlan:
+    """The gunicorn settings for a scenario as the engine described it (Scenario.describe)."""
+    app = described["app"]
+    dynos = int(described["dynos"])
+    if not has_phases:
+        plan = DynoPlan(dynos, "sync", int(described["slots"]))
+    elif app["model"] == "sync":
+        plan = DynoPlan(dynos, "sync", int(app["processes"]))
+    elif app["model"] == "threaded":
+        plan = DynoPlan(dynos, "gthread", int(app["processes"]), threads=int(app["per_process"]))
+    else:
+        plan = DynoPlan(dynos, "gevent", int(app["processes"]), worker_connections=int(app["per_process"]))
+    if app["server"] not in ("gunicorn", "generic"):
+        warnings.append(f"app.server = {app['server']} runs as gunicorn {plan.worker_class} workers "
+                        f"(the same {app['model']} model)")
+    if cpu_work and not app["lock"] and plan.worker_class != "sync" and plan.threads * plan.worker_connections > 1:
+        warnings.append("cannot honour app.lock = false: the testbed's workers are CPython, whose threads "
+                        "share an interpreter lock")
+    cores = int(described["cores"])
+    if cpu_work:
+        # Pin each dyno to its own cores while the machine has them, then round again.
+        wanted = cores * dynos
+        if wanted > len(machine_cpus):
+            warnings.append(f"cannot honour the dynos' cores: {dynos} dyno(s) x {cores} core(s) = {wanted}, "
+                            f"this machine has {len(machine_cpus)}; dynos share cores")
+        plan.cpus = [[machine_cpus[(d * cores + c) % len(machine_cpus)] for c in range(cores)]
+                     for d in range(dynos)]
+        warnings.append("the load generator, HAProxy and PostgreSQL share the dynos' cores")
+    else:
+        plan.cpus = [None] * dynos
+    return plan
+
+
+class Dynos:
+    """The running dynos: ``ports[i]`` is dyno i's."""
+
+    def __init__(self, supervisor: Supervisor, plan: DynoPlan, ports: List[int], dsn: str,
+                 timeout: float = 60.0) -> None:
+        self.supervisor = supervisor
+        self.ports = ports
+        ready_dir = supervisor.workdir / "ready"
+        ready_dir.mkdir(exist_ok=True)
+        self.processes = []
+        for d, port in enumerate(ports):
+            config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir)}
+            env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
+            self.processes.append(supervisor.spawn(
+                plan.argv(port), name=f"dyno {d} (gunicorn)", env=env, cpus=plan.cpus[d],
+                log=supervisor.workdir / f"dyno{d}.log", stop_signal=signal.SIGTERM))
+        deadline = time.monotonic() + timeout
+        for proc, port in zip(self.processes, ports):
+            supervisor.wait_for_port(port, proc, max(1.0, deadline - time.monotonic()))
+        # Every worker has loaded the app once it has written its ready file.
+        while True:
+            ready = [len(list(ready_dir.glob(f"{d}-*"))) for d in range(len(ports))]
+            if all(n >= plan.workers for n in ready):
+                break
+            for d, proc in enumerate(self.processes):
+                if proc.poll() is not None:
+                    raise TestbedError(f"dyno {d} (gunicorn) exited with status {proc.returncode} while starting; "
+                                       f"see {supervisor.workdir / f'dyno{d}.log'}")
+            if time.monotonic() > deadline:
+                raise TestbedError(f"the dynos' workers did not all start within {timeout:.0f} s "
+                                   f"(ready per dyno: {ready}, want {plan.workers})")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            self.supervisor.stop(proc)

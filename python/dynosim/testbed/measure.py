@@ -1,0 +1,173 @@
+"""What the testbed measured, as a report of the same shape and metric names as ``dynosim run``
+(docs/output.md), computed from the per-request records.
+
+A request's times, all wall-clock seconds on this machine's one clock:
+
+- ``sent``: the load generator began to connect (the simulated request's arrival);
+- ``start`` and ``end``: the app began and finished the request's work (its headers);
+- ``done``: the generator had the whole response.
+
+``queue`` is start − sent: the time in HAProxy's queue, connecting, in the dyno's accept queue
+and in gunicorn until the app runs; ``response`` is done − sent; ``service_mean`` the mean of
+end − start (the app's own time, which the simulation draws). A request ``queued`` when every
+slot of the dyno that served it was busy at the moment it was sent (its dyno's other requests,
+from their own start and end) — the simulation's definition, which a fixed threshold on the
+queue time could not give, as every real request spends a millisecond or so getting through
+the stack.
+
+Requests count from their scheduled time: those scheduled from the warm-up on are measured
+(a closed loop with a request count: all of them). Requests that failed (no response, a status
+other than 200) count in ``failed`` and are left out of the time figures.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+STATS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
+_PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
+
+
+def time_summary(values: "np.ndarray") -> Dict[str, float]:
+    if len(values) == 0:
+        return {s: 0.0 for s in STATS}
+    out = {"mean": float(np.mean(values))}
+    for name, p in _PERCENTILES.items():
+        out[name] = float(np.percentile(values, p))
+    out["max"] = float(np.max(values))
+    return out
+
+
+def _floats(column: Sequence[Optional[str]]) -> "np.ndarray":
+    out = np.full(len(column), np.nan)
+    for i, text in enumerate(column):
+        if text:
+            try:
+                out[i] = float(text)
+            except ValueError:
+                pass
+    return out
+
+
+def busy_at_send(dyno: "np.ndarray", sent: "np.ndarray", start: "np.ndarray", end: "np.ndarray",
+                 dynos: int) -> "np.ndarray":
+    """For each request, how many other requests its dyno was working on (start < sent < end,
+    ended at sent: not) when it was sent; -1 for a request without a dyno. A request starts
+    after it was sent, so it never counts itself."""
+    out = np.full(len(sent), -1, dtype=np.int64)
+    for d in range(dynos):
+        idx = np.nonzero(dyno == d)[0]
+        if len(idx) == 0:
+            continue
+        starts = np.sort(start[idx])
+        ends = np.sort(end[idx])
+        t = sent[idx]
+        out[idx] = np.searchsorted(starts, t, side="left") - np.searchsorted(ends, t, side="right")
+    return out
+
+
+def max_depth(arrive: "np.ndarray", leave: "np.ndarray") -> int:
+    """The most intervals [arrive, leave) open at once."""
+    if len(arrive) == 0:
+        return 0
+    times = np.concatenate([arrive, leave])
+    steps = np.concatenate([np.ones(len(arrive), dtype=np.int64), -np.ones(len(leave), dtype=np.int64)])
+    order = np.lexsort((steps, times))  # at equal times, leaving first
+    return int(max(0, np.max(np.cumsum(steps[order]))))
+
+
+def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
+                warmup: float, duration: float, closed: Optional[Dict[str, Any]],
+                classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str]) -> Dict[str, Any]:
+    """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``)."""
+    t0 = float(load["start"])
+    n = len(load["index"])
+    scheduled = np.asarray(load["scheduled"], dtype=float) - t0
+    sent = np.asarray(load["sent"], dtype=float)
+    done = np.asarray(load["done"], dtype=float)
+    status = np.asarray(load["status"], dtype=np.int64)
+    headers = load["headers"]
+    start = _floats(headers["x-dynosim-start"])
+    end = _floats(headers["x-dynosim-end"])
+    dyno = np.nan_to_num(_floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
+    pool_wait = _floats(headers["x-dynosim-pool-wait"])
+    ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
+    window_end = math.inf if closed and closed.get("requests") else warmup + duration
+    measured = scheduled >= warmup if not closed else np.ones(n, dtype=bool)
+    good = measured & ok
+    queue = start[good] - sent[good]
+    response = done[good] - sent[good]
+    busy = busy_at_send(dyno, sent, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
+    queued = good & (busy >= slots)
+    queue_of_queued = start[queued] - sent[queued]
+
+    # Busy time per dyno inside the window [warmup, window_end] (relative to the start).
+    lo, hi = t0 + warmup, t0 + (window_end if math.isfinite(window_end) else float(np.nanmax(end, initial=t0)) - t0)
+    span = max(hi - lo, 1e-9)
+    busy_time = np.zeros(dynos)
+    for d in range(dynos):
+        sel = ok & (dyno == d)
+        busy_time[d] = float(np.sum(np.clip(np.minimum(end[sel], hi) - np.maximum(start[sel], lo), 0, None)))
+    utilisation = busy_time / (slots * span)
+    completions = int(np.sum(ok & (done >= lo) & (done <= hi)))
+
+    depth_dyno = 0
+    for d in range(dynos):
+        sel = good & (dyno == d)
+        depth_dyno = max(depth_dyno, max_depth(sent[sel], start[sel]))
+    waits = [(sent[i], sent[i] + (router_log.get(str(load["index"][i])) or {}).get("tw", 0.0) or 0.0)
+             for i in np.nonzero(good)[0]]
+    depth_router = max_depth(np.array([a for a, _ in waits]), np.array([b for _, b in waits])) if waits else 0
+
+    rep: Dict[str, Any] = {
+        "requests": int(np.sum(measured)),
+        "queued_fraction": float(np.sum(queued) / max(1, np.sum(good))),
+        "queue": time_summary(queue),
+        "queue_of_queued": time_summary(queue_of_queued),
+        "response": time_summary(response),
+        "service_mean": float(np.mean(end[good] - start[good])) if np.any(good) else 0.0,
+        "throughput": completions / span,
+        "utilisation": {"mean": float(np.mean(utilisation)), "min": float(np.min(utilisation)),
+                        "max": float(np.max(utilisation))},
+        "max_queue_depth": {"dyno": int(depth_dyno), "router": int(depth_router)},
+        "simulated_requests": n,
+        "events": 0,
+    }
+    failed = int(np.sum(measured & ~ok))
+    rep["failed"] = {"fraction": failed / max(1, int(np.sum(measured))), "total": failed}
+    if resources:
+        rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
+                            for name in resources}
+    if len(classes) > 1:
+        cls = np.asarray(class_of, dtype=np.int64)
+        rep["classes"] = {name: {"requests": int(np.sum(measured & (cls == c))),
+                                 "response": time_summary(done[good & (cls == c)] - sent[good & (cls == c)])}
+                          for c, name in enumerate(classes)}
+    if closed:
+        first = float(np.min(sent)) if n else t0
+        last = float(np.max(done[np.isfinite(done)])) if np.any(np.isfinite(done)) else first
+        elapsed = max(last - first, 1e-9)
+        completed = int(np.sum(ok))
+        rep["closed_loop"] = {"clients": closed["clients"], "completed": completed, "failed": n - completed,
+                              "elapsed": elapsed, "requests_per_s": completed / elapsed,
+                              "latency": time_summary(done[ok] - sent[ok])}
+    return rep
+
+
+def as_summary(rep: Dict[str, Any]) -> Dict[str, Any]:
+    """A one-replication summary: each figure as an estimate without an interval."""
+    out: Dict[str, Any] = {}
+    for key, value in rep.items():
+        if isinstance(value, dict):
+            out[key] = as_summary(value)
+        else:
+            out[key] = {"mean": value, "ci_low": None, "ci_high": None, "std_error": None}
+    return out
+
+
+def lateness_summary(load: Dict[str, Any]) -> Dict[str, float]:
+    late = np.asarray(load["sent"], dtype=float) - np.asarray(load["scheduled"], dtype=float)
+    return time_summary(late) if len(late) else time_summary(np.zeros(0))

@@ -1,0 +1,146 @@
+"""From a scenario to what the testbed starts and sends, decided before anything starts: every
+refusal (a policy HAProxy cannot do, a pool the testbed cannot build, more dynos or requests
+than this machine can take) is one clear line here, and every way the machine falls short of
+the scenario (cores) is a warning carried into the report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .. import _dynosim
+from ..errors import DynosimError
+from ..scenario import Scenario
+from .dynos import DynoPlan, plan_dynos
+from .router import SUPPORTED, RouterPlan, balance
+
+#: Bounds that keep a testbed run within what one machine can take.
+MAX_DYNOS = 64
+MAX_PROCESSES = 256
+MAX_REQUESTS = 500_000
+MAX_SECONDS = 3600.0
+
+
+@dataclass
+class Plan:
+    scenario: Scenario
+    described: Dict[str, Any]
+    drawn: Dict[str, Any]
+    dynos: DynoPlan
+    router: RouterPlan
+    #: Resource name → {"pool": size or None, "mode": "sleep" | "burn"}.
+    resources: Dict[str, Dict[str, Any]]
+    max_connections: int
+    database_cpus: Optional[List[int]]
+    #: Seconds of traffic: the open loop's last arrival bound; a closed loop's cap.
+    length: float
+    #: The hard stop of the whole load.
+    deadline: float
+    request_timeout: float
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def closed(self) -> Optional[Dict[str, Any]]:
+        if not self.drawn["closed"]:
+            return None
+        return {"clients": self.described["closed_clients"], "requests": self.described["closed_requests"]}
+
+    def requests(self) -> List[tuple]:
+        """(at, path, headers) for each drawn request, in order: what the load generator sends."""
+        classes = self.drawn["classes"]
+        out = []
+        times = self.drawn["time"] or [0.0] * len(self.drawn["phases"])
+        for i, (at, c, phases) in enumerate(zip(times, self.drawn["class"], self.drawn["phases"])):
+            outline = classes[c]
+            spec = ",".join(_phase(p, x) for p, x in zip(outline["phases"], phases))
+            out.append((at, f"/{outline['name']}", {"X-Dynosim-Id": str(i), "X-Dynosim-Phases": spec}))
+        return out
+
+
+def _phase(outline: Dict[str, Any], seconds: float) -> str:
+    kind = outline["kind"]
+    head = f"use={outline['resource']}" if kind == "use" else kind
+    return f"{head}:{seconds:.6f}"
+
+
+def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
+    """The plan for one policy's run of `scenario` (a single-policy scenario): its warm-up and
+    duration of real traffic, with the requests replication `replication` draws."""
+    described = scenario.describe()
+    policy = described["policy"]
+    if policy not in SUPPORTED:
+        raise scenario._error("router.policy", f"{policy!r} has no HAProxy equivalent; the testbed runs "
+                                               f"{', '.join(SUPPORTED)}")
+    if described["routers"] != 1:
+        raise scenario._error("router.routers", "the testbed runs one HAProxy: set router.routers = 1")
+    router = scenario.doc.get("router") or {}
+    params = {k: v for k, v in router.items() if k not in ("policy", "routers")}
+    balance(policy, params)  # refuses what HAProxy cannot do
+    warnings: List[str] = []
+    warmup = float(described["warmup"])
+    length = warmup + float(described["duration"])
+    closed = described["closed_loop"]
+    if not closed and length > MAX_SECONDS:
+        raise scenario._error("run.duration", f"the testbed runs at most {MAX_SECONDS:.0f} s of real traffic; "
+                                              f"this scenario asks {length:.0f} s (use --duration)")
+    drawn = json.loads(scenario._call(_dynosim.draw_requests, replication, length if not closed else math.inf,
+                                      MAX_REQUESTS))
+    if drawn["truncated"]:
+        raise DynosimError(f"the testbed sends at most {MAX_REQUESTS} requests; this scenario draws more "
+                           f"(use --duration, or a lower rate)")
+    if not drawn["phases"]:
+        raise DynosimError("the scenario draws no request within the run; use a longer --duration")
+    dynos = int(described["dynos"])
+    if dynos > MAX_DYNOS:
+        raise scenario._error("fleet.dynos", f"the testbed runs at most {MAX_DYNOS} dynos on one machine; got {dynos}")
+    has_phases = bool(scenario.doc.get("request"))
+    kinds = {p["kind"] for c in drawn["classes"] for p in c["phases"]}
+    machine_cpus = sorted(os.sched_getaffinity(0))
+    dyno_plan = plan_dynos(described, has_phases, "cpu" in kinds, machine_cpus, warnings)
+    if dynos * dyno_plan.workers > MAX_PROCESSES:
+        raise scenario._error("app.processes", f"the testbed runs at most {MAX_PROCESSES} worker processes; "
+                                               f"{dynos} dynos x {dyno_plan.workers} = {dynos * dyno_plan.workers}")
+    per_process = int(described["app"]["per_process"]) if has_phases else 1
+    resources: Dict[str, Dict[str, Any]] = {}
+    max_connections = 0
+    database_cpus: Optional[List[int]] = None
+    for r in described["resources"]:
+        pool = r["pool"]
+        if pool is not None and pool["per"] != "process":
+            raise scenario._error(f"resources.{r['name']}.pool.per",
+                                  f"the testbed builds pools per process only (a pool per {pool['per']} needs a "
+                                  "connection pooler such as pgbouncer, not there yet)")
+        size = pool["size"] if pool else None
+        per_process_users = min(per_process, size) if size else per_process
+        users = dynos * dyno_plan.workers * per_process_users
+        max_connections += users
+        if r["servers"] >= users:
+            mode = "sleep"
+        else:
+            mode = "burn"
+            cpus = min(int(r["servers"]), len(machine_cpus))
+            if r["servers"] > len(machine_cpus):
+                warnings.append(f"cannot honour resources.{r['name']}.servers = {r['servers']}: the database runs on "
+                                f"this machine's {len(machine_cpus)} cores")
+            if r["discipline"] == "fcfs":
+                warnings.append(f"resources.{r['name']} is fcfs, but a real database shares its cores among its "
+                                "queries (processor sharing)")
+            database_cpus = machine_cpus[-cpus:]
+        resources[r["name"]] = {"pool": size, "mode": mode}
+    dyno_plan.resources = resources
+    mean_response = float(described["service_mean"]) or 0.001
+    if closed:
+        n = len(drawn["phases"])
+        clients = int(described["closed_clients"])
+        # A closed loop runs until its requests are done: bounded by a generous multiple of
+        # the time they would take one after another on `clients` clients.
+        length = min(MAX_SECONDS, 60.0 + 10.0 * n * mean_response / max(1, clients))
+    deadline = length + 60.0 + 10.0 * mean_response
+    return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
+                router=RouterPlan(policy, params, int(described["slots"]), timeout=deadline),
+                resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
+                length=length, deadline=deadline, request_timeout=deadline, warnings=warnings)

@@ -1,0 +1,149 @@
+"""The testbed's router: a real HAProxy in front of the dynos, with the routing policy mapped
+to the nearest thing HAProxy does (docs/testbed.md says where they differ):
+
+=====================  ===========================================================
+dynosim policy         HAProxy backend
+=====================  ===========================================================
+``random``             ``balance random(1)``
+``power_of_d`` (d)     ``balance random(d)``
+``round_robin``        ``balance roundrobin``
+``least_connections``  ``balance leastconn``
+``intelligent``        ``balance leastconn``, ``maxconn`` = the dyno's slots on each
+                       server, and the backend's queue (``timeout queue`` set)
+=====================  ===========================================================
+
+Every server has ``weight 256``: HAProxy's random draws pick a point on a consistent-hash
+ring that holds each server ``weight`` times, and with the default weight of 1 the four
+servers of the issue's first measurement got 28/28/25/18% of the requests instead of 25%
+each; 256 points each bring the shares within a percent or so.
+
+HAProxy logs one line per request to its standard output (a file): the request's id (the
+load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
+connect to the dyno), Tr (ms until the dyno's response headers), Ta (ms in all), the status,
+the server, and the backend and server queue lengths (docs/testbed.md). It also adds
+``X-Request-Start: t=<microseconds>`` to each request, as Heroku's router does, for the app to
+measure request queueing the way Judoscale and New Relic do.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ..errors import DynosimError
+from .procs import Supervisor
+from .tools import INSTALL_DEBIAN, haproxy
+
+SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent")
+WEIGHT = 256
+LOG_FIELDS = ("id", "tw", "tc", "tr", "ta", "status", "server", "backend_queue", "server_queue")
+
+
+def balance(policy: str, params: Dict[str, Any]) -> str:
+    """The ``balance`` line for a policy; a clear error for one HAProxy cannot do."""
+    if policy == "random":
+        return "balance random(1)"
+    if policy == "power_of_d":
+        return f"balance random({int(params.get('d', 2))})"
+    if policy == "round_robin":
+        return "balance roundrobin"
+    if policy in ("least_connections", "intelligent"):
+        return "balance leastconn"
+    raise DynosimError(f"router.policy = {policy!r} has no HAProxy equivalent; the testbed runs "
+                       f"{', '.join(SUPPORTED)}")
+
+
+@dataclass
+class RouterPlan:
+    policy: str
+    params: Dict[str, Any]
+    slots: int
+    timeout: float  # s: HAProxy's client, server and queue timeouts (the run's own bound)
+
+    def config(self, port: int, dyno_ports: List[int]) -> str:
+        maxconn = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
+        servers = "\n".join(f"    server dyno{d} 127.0.0.1:{p} weight {WEIGHT}{maxconn}"
+                            for d, p in enumerate(dyno_ports))
+        ms = int(self.timeout * 1000)
+        return f"""# Written by dynosim testbed for router.policy = {self.policy}
+global
+    log stdout format raw local0 info
+    nbthread 1
+    maxconn 100000
+
+defaults
+    mode http
+    log global
+    option httpclose
+    timeout connect 5s
+    timeout client {ms}ms
+    timeout server {ms}ms
+    timeout queue {ms}ms
+    log-format "%[capture.req.hdr(0)] %Tw %Tc %Tr %Ta %ST %s %bq %sq"
+
+frontend router
+    bind 127.0.0.1:{port}
+    http-request capture req.hdr(X-Dynosim-Id) len 20
+    http-request set-header X-Request-Start t=%[date(0,us)]
+    default_backend dynos
+
+backend dynos
+    {balance(self.policy, self.params)}
+{servers}
+"""
+
+
+class Router:
+    def __init__(self, supervisor: Supervisor, plan: RouterPlan, port: int, dyno_ports: List[int],
+                 cpus: Optional[List[int]] = None) -> None:
+        tool = haproxy()
+        if tool.path is None:
+            raise DynosimError(f"HAProxy is not installed; install it: {INSTALL_DEBIAN}")
+        self.supervisor = supervisor
+        self.port = port
+        self.config_path = supervisor.workdir / "haproxy.cfg"
+        self.config_path.write_text(plan.config(port, dyno_ports))
+        self.log = supervisor.workdir / "haproxy.log"
+        check = [tool.path, "-c", "-q", "-f", str(self.config_path)]
+        import subprocess
+
+        checked = subprocess.run(check, capture_output=True, text=True, timeout=30)
+        if checked.returncode != 0:
+            raise DynosimError(f"HAProxy refused the configuration dynosim wrote ({self.config_path}): "
+                               f"{(checked.stderr or checked.stdout).strip()}")
+        self.process = supervisor.spawn([tool.path, "-db", "-f", str(self.config_path)], name="haproxy",
+                                        log=self.log, cpus=cpus, stop_signal=signal.SIGUSR1)
+        supervisor.wait_for_port(port, self.process, 10.0)
+
+    def stop(self) -> None:
+        self.supervisor.stop(self.process)
+
+
+def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
+    """HAProxy's lines by request id: {id: {"tw": s, "tc": s, "tr": s, "ta": s, "status": int,
+    "server": str, "backend_queue": int, "server_queue": int}}. Times are seconds (HAProxy logs
+    ms; -1 when the step did not happen: None here). Lines that are not request lines (start-up
+    notices) are skipped."""
+    out: Dict[str, Dict[str, Any]] = {}
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split()
+        if len(parts) != len(LOG_FIELDS):
+            continue
+        try:
+            tw, tc, tr, ta, status = (int(x) for x in parts[1:6])
+            bq, sq = int(parts[7]), int(parts[8])
+        except ValueError:
+            continue
+
+        def seconds(ms: int) -> Optional[float]:
+            return None if ms < 0 else ms / 1000.0
+
+        out[parts[0]] = {"tw": seconds(tw), "tc": seconds(tc), "tr": seconds(tr), "ta": seconds(ta),
+                         "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq}
+    return out

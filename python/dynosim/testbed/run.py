@@ -1,0 +1,215 @@
+"""Runs a scenario for real and simulated, side by side.
+
+For each policy: the plan (:mod:`dynosim.testbed.plan`) is made for every policy before
+anything starts; then PostgreSQL (when the scenario has resources), one gunicorn per dyno and
+HAProxy start under a :class:`~dynosim.testbed.procs.Supervisor`, the load generator sends the
+requests replication 0 of the simulation draws (same arrival times, same phase times), every
+component stops, and the records become a report of ``dynosim run``'s shape. The simulation
+runs the same scenario with the same seed; its replication 0 saw exactly the requests that
+were sent, its other replications give the spread.
+
+The result, per policy: ``{"policy", "simulated": <run report>, "measured": <report of the same
+shape, engine "testbed", one replication>, "difference": {metric: (measured − simulated) /
+simulated}, "testbed": {...}}`` (docs/testbed.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from .. import _dynosim
+from ..api import run as run_scenario
+from ..errors import DynosimError
+from ..results import metrics_of
+from ..scenario import Scenario
+from . import measure
+from .database import Database
+from .dynos import Dynos
+from .plan import Plan, make_plan
+from .procs import Supervisor, free_ports
+from .router import Router, balance, read_log
+from .tools import missing
+
+#: Response headers the load generator keeps (see dynosim.testbed.app).
+CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
+           "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start"]
+
+
+def needed_tools(plans: List[Plan]) -> List[str]:
+    needed = ["haproxy", "gunicorn"]
+    if any(p.resources for p in plans):
+        needed += ["postgres", "psycopg"]
+    if any(p.dynos.worker_class == "gevent" for p in plans):
+        needed.append("gevent")
+    return needed
+
+
+def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
+            progress: Callable[[str], None] = lambda message: None) -> Dict[str, Any]:
+    """Runs every policy of `scenario` (or `policies`) for real and simulated: ``{"results":
+    [...]}`` as ``dynosim testbed --json`` prints it."""
+    if policies:
+        scenario = scenario.with_overrides({"router.policy": list(policies)})
+    cases = [scenario.for_policy(p) for p in scenario.policies]
+    plans = [make_plan(case) for case in cases]  # every refusal before anything starts
+    absent = missing(needed_tools(plans))
+    if absent:
+        raise DynosimError("the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
+                           + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
+    results = []
+    for case, plan in zip(cases, plans):
+        policy = plan.described["policy"]
+        progress(f"{policy}: simulating")
+        simulated = run_scenario(case, warn=False)[0].to_dict()
+        progress(f"{policy}: starting the testbed")
+        measured, records = run_plan(plan, progress=lambda m: progress(f"{policy}: {m}"))
+        results.append({"policy": policy, "simulated": simulated, "measured": measured,
+                        "difference": difference(simulated["summary"], measured["summary"]),
+                        "testbed": measured.pop("testbed"), "_records": records})
+    return {"results": results}
+
+
+def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None) -> tuple:
+    """Starts the components, sends the load, stops everything; the measured report and the
+    per-request records."""
+    wall0 = time.monotonic()
+    requests = plan.requests()
+    with Supervisor() as supervisor:
+        ports = free_ports(plan.described["dynos"] + 1)
+        database = None
+        dsn = ""
+        if plan.resources:
+            database = Database(supervisor, plan.max_connections, cpus=plan.database_cpus)
+            dsn = database.dsn
+            if any(r["mode"] == "burn" for r in plan.resources.values()):
+                rate = database.calibrate_burn()
+                for r in plan.resources.values():
+                    r["burn_rate"] = rate
+        dynos = Dynos(supervisor, plan.dynos, ports[1:], dsn)
+        router = Router(supervisor, plan.router, ports[0], ports[1:])
+        closed = plan.closed
+        progress(f"sending {len(requests)} requests")
+        load = _dynosim.send_load(
+            f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
+            int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
+            plan.deadline, CAPTURE)
+        progress("stopping")
+        router.stop()  # HAProxy's log is complete once it has stopped
+        dynos.stop()
+        if database is not None:
+            database.stop()
+        router_log = read_log(router.log)
+    d = plan.described
+    classes = [c["name"] for c in plan.drawn["classes"]]
+    rep = measure.replication(load, router_log, dynos=int(d["dynos"]), slots=int(d["slots"]),
+                              warmup=float(d["warmup"]), duration=float(d["duration"]), closed=closed,
+                              classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources))
+    report = {
+        "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
+        "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
+        "offered_load": d["offered_load"], "relaxation_time": d["relaxation_time"], "duration": d["duration"],
+        "warmup": d["warmup"], "replications": 1, "seed": d["seed"],
+        "summary": measure.as_summary(rep), "per_replication": [rep],
+        "wall_seconds": time.monotonic() - wall0,
+        "testbed": extras(plan, load, router_log),
+    }
+    return report, records(plan, load, router_log)
+
+
+def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """What only the testbed knows: the generator's lateness, HAProxy's own queue time, the
+    queueing the app sees from X-Request-Start, and the warnings."""
+    start = measure._floats(load["headers"]["x-dynosim-start"])
+    stamped = np.array([_request_start(v) for v in load["headers"]["x-dynosim-request-start"]])
+    tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
+    ok = np.isfinite(start) & np.isfinite(stamped)
+    return {
+        "lateness": measure.lateness_summary(load),
+        "router_queue": measure.time_summary(tw[np.isfinite(tw)]),
+        "request_queueing": measure.time_summary(start[ok] - stamped[ok]),
+        "router_log_lines": len(router_log),
+        "warnings": plan.warnings,
+        "haproxy": balance(plan.router.policy, plan.router.params) + (
+            f", maxconn {plan.router.slots}" if plan.router.policy == "intelligent" else ""),
+        "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
+                     "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
+        "resources": plan.resources,
+    }
+
+
+def _request_start(text: Optional[str]) -> float:
+    """X-Request-Start as HAProxy wrote it, ``t=<microseconds since the epoch>``, in seconds."""
+    if not text or not text.startswith("t="):
+        return float("nan")
+    try:
+        return int(text[2:]) / 1e6
+    except ValueError:
+        return float("nan")
+
+
+def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One row per request: what was drawn, sent and measured (the CSV of ``--out``)."""
+    rows = []
+    t0 = float(load["start"])
+    h = load["headers"]
+    for k, i in enumerate(load["index"]):
+        log = router_log.get(str(i)) or {}
+        rows.append({
+            "index": i, "class": plan.drawn["classes"][plan.drawn["class"][i]]["name"],
+            "drawn_service": sum(plan.drawn["phases"][i]),
+            "scheduled": load["scheduled"][k] - t0, "sent": load["sent"][k] - t0, "done": load["done"][k] - t0,
+            "status": load["status"][k], "error": load["error"][k] or "",
+            "app_start": _minus(h["x-dynosim-start"][k], t0), "app_end": _minus(h["x-dynosim-end"][k], t0),
+            "dyno": h["x-dynosim-dyno"][k] or "", "pid": h["x-dynosim-pid"][k] or "",
+            "rss": h["x-dynosim-rss"][k] or "", "cpu": h["x-dynosim-cpu"][k] or "",
+            "pool_wait": h["x-dynosim-pool-wait"][k] or "",
+            "router_queue": "" if log.get("tw") is None else log["tw"],
+            "router_connect": "" if log.get("tc") is None else log["tc"],
+        })
+    return rows
+
+
+def _minus(text: Optional[str], t0: float) -> Any:
+    try:
+        return float(text) - t0 if text else ""
+    except ValueError:
+        return ""
+
+
+def difference(simulated: Dict[str, Any], measured: Dict[str, Any]) -> Dict[str, Optional[float]]:
+    """(measured − simulated) / simulated for every metric both have (None where the simulated
+    figure is 0)."""
+    from ..results import _lookup
+
+    out: Dict[str, Optional[float]] = {}
+    for metric in metrics_of(measured):
+        try:
+            sim = float(_lookup(simulated, metric)["mean"])
+            real = float(_lookup(measured, metric)["mean"])
+        except (KeyError, TypeError):
+            continue
+        if metric in ("simulated_requests", "events"):
+            continue
+        out[metric] = None if sim == 0 else (real - sim) / abs(sim)
+    return out
+
+
+def write_records(path: Path, rows: List[Dict[str, Any]]) -> None:
+    with open(path, "w", newline="") as f:
+        if not rows:
+            return
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_json(path: Path, doc: Any) -> None:
+    from ..output import json_text
+
+    Path(path).write_text(json_text(doc) + "\n")
+

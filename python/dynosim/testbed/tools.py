@@ -1,0 +1,93 @@
+"""Where the testbed's real components are on this machine, and how to install them.
+
+``dynosim testbed --check`` prints :func:`check`; ``make testbed-deps`` (which CI runs)
+installs what is missing: HAProxy and PostgreSQL from Debian's packages, gunicorn, gevent and
+psycopg from the Python package index into the environment dynosim runs in.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import List, Optional
+
+INSTALL_DEBIAN = "apt-get install haproxy postgresql"
+INSTALL_PYTHON = f"{sys.executable} -m pip install 'dynosim[testbed]'  (gunicorn, gevent, psycopg)"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    path: Optional[str]
+    version: Optional[str]
+    install: str
+
+    @property
+    def present(self) -> bool:
+        return self.path is not None
+
+
+def _version(argv: List[str], pattern: str) -> Optional[str]:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(pattern, out.stdout + out.stderr)
+    return m.group(1) if m else None
+
+
+def haproxy() -> Tool:
+    path = shutil.which("haproxy") or next(
+        (p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.access(p, os.X_OK)), None)
+    version = _version([path, "-v"], r"version (\S+)") if path else None
+    return Tool("haproxy", path, version, INSTALL_DEBIAN)
+
+
+def postgres_bindir() -> Optional[str]:
+    """The directory holding postgres and initdb: Debian keeps them in
+    /usr/lib/postgresql/VERSION/bin (newest first), elsewhere they are on PATH."""
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                        key=lambda p: [int(x) for x in re.findall(r"\d+", p)], reverse=True)
+    for d in candidates:
+        if all(os.access(os.path.join(d, exe), os.X_OK) for exe in ("postgres", "initdb")):
+            return d
+    found = shutil.which("postgres")
+    if found and shutil.which("initdb"):
+        return os.path.dirname(os.path.realpath(found))
+    return None
+
+
+def postgres() -> Tool:
+    bindir = postgres_bindir()
+    path = os.path.join(bindir, "postgres") if bindir else None
+    version = _version([path, "--version"], r"(\d+(?:\.\d+)*)") if path else None
+    return Tool("postgres", path, version, INSTALL_DEBIAN)
+
+
+def python_module(name: str, module: str) -> Tool:
+    spec = importlib.util.find_spec(module)
+    version = None
+    if spec is not None:
+        try:
+            from importlib.metadata import version as dist_version
+
+            version = dist_version(name)
+        except Exception:
+            version = None
+    return Tool(name, spec.origin if spec and spec.origin else None, version, INSTALL_PYTHON)
+
+
+def tools() -> List[Tool]:
+    return [haproxy(), postgres(), python_module("gunicorn", "gunicorn"), python_module("gevent", "gevent"),
+            python_module("psycopg", "psycopg")]
+
+
+def missing(needed: List[str]) -> List[Tool]:
+    """The tools among `needed` that are not installed."""
+    return [t for t in tools() if t.name in needed and not t.present]

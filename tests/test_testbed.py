@@ -1,0 +1,319 @@
+"""The real testbed (docs/testbed.md): its parts on their own, then short real runs of HAProxy,
+gunicorn and PostgreSQL on loopback, then that nothing outlives a run however it stops.
+
+The real runs need the components; ``make testbed-deps`` installs them and CI runs it first.
+Outside CI a missing component skips those tests; in CI (``CI`` set) it fails them, so the
+suite cannot pass there without having run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Set
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, run_cli
+from dynosim import Scenario
+from dynosim.errors import DynosimError, ScenarioError
+from dynosim.testbed import app, measure
+from dynosim.testbed.plan import make_plan
+from dynosim.testbed.router import RouterPlan, read_log
+from dynosim.testbed.tools import tools
+
+MISSING = [t.name for t in tools() if not t.present]
+
+
+def needs_components() -> None:
+    if MISSING:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the testbed; missing {MISSING} (make testbed-deps installs them)")
+        pytest.skip(f"testbed components missing: {MISSING} (make testbed-deps)")
+
+
+def io_scenario(**extra: object) -> Dict[str, object]:
+    doc: Dict[str, object] = {
+        "name": "testbed-io",
+        "arrivals": {"process": "poisson", "rate": "20/s"},
+        "service": {"distribution": "lognormal", "median": "20ms", "sigma": 0.5},
+        "fleet": {"dynos": 2},
+        "router": {"policy": "random"},
+        "run": {"duration": "6s", "warmup": "1s", "replications": 4, "seed": 7},
+    }
+    doc.update(extra)
+    if "request" in extra:
+        del doc["service"]  # a scenario has [service] or [request]
+    return doc
+
+
+# --- the parts ---------------------------------------------------------------------------------
+
+
+def test_phases_header_round_trips_through_the_app_parser():
+    s = Scenario(io_scenario(request={"phases": [
+        {"cpu": {"distribution": "exponential", "mean": "2ms"}},
+        {"use": "db", "time": "5ms"}, {"io": {"distribution": "exponential", "mean": "3ms"}}]},
+        resources={"db": {"servers": 100, "pool": {"size": 1}}}))
+    plan = make_plan(s)
+    requests = plan.requests()
+    assert len(requests) == len(plan.drawn["phases"]) > 50
+    for i, (at, path, headers) in enumerate(requests):
+        assert headers["X-Dynosim-Id"] == str(i)
+        parsed = app.parse_phases(headers["X-Dynosim-Phases"])
+        assert [(k, r) for k, r, _ in parsed] == [("cpu", ""), ("use", "db"), ("io", "")]
+        assert np.allclose([x for _, _, x in parsed], plan.drawn["phases"][i], atol=1e-6)
+    assert [r[0] for r in requests] == plan.drawn["time"]
+    assert plan.resources == {"db": {"pool": 1, "mode": "sleep"}}
+
+
+def test_app_parser_refuses_garbage():
+    for bad in ("cpu", "cpu:x", "sleep:1", "use=:1", "io:-1", "io:nan"):
+        with pytest.raises(ValueError):
+            app.parse_phases(bad)
+
+
+def test_app_performs_cpu_and_io_phases():
+    seen = {}
+
+    def start_response(status, headers):
+        seen["status"] = status
+        seen.update(headers)
+
+    environ = {"HTTP_X_DYNOSIM_PHASES": "cpu:0.02,io:0.03", "HTTP_X_REQUEST_START": "t=1"}
+    body = app.app(environ, start_response)
+    assert seen["status"] == "200 OK" and body == [b"ok\n"]
+    start, end = float(seen["X-Dynosim-Start"]), float(seen["X-Dynosim-End"])
+    # The CPU phase used at least its 20 ms of CPU; with the sleep, at least 50 ms passed.
+    assert float(seen["X-Dynosim-Cpu"]) >= 0.02
+    assert end - start >= 0.05
+    assert seen["X-Dynosim-Request-Start"] == "t=1"
+    assert int(seen["X-Dynosim-Rss"]) > 1_000_000
+
+
+def test_queued_means_every_slot_of_its_dyno_was_busy_when_sent():
+    # Dyno 0 (1 slot): a works 0-1; b sent at 0.5 waits until 1; c sent at 2 finds it idle.
+    dyno = np.array([0, 0, 0, 1])
+    sent = np.array([0.0, 0.5, 2.0, 0.5])
+    start = np.array([0.0, 1.0, 2.0, 0.5])
+    end = np.array([1.0, 1.5, 2.5, 0.7])
+    busy = measure.busy_at_send(dyno, sent, start, end, 2)
+    assert busy.tolist() == [0, 1, 0, 0]
+    assert measure.max_depth(np.array([0.0, 0.1, 0.2, 1.0]), np.array([0.5, 0.3, 0.25, 2.0])) == 3
+    assert measure.max_depth(np.array([0.0, 1.0]), np.array([1.0, 2.0])) == 1  # leaving first
+
+
+def test_router_log_lines_are_read_by_request_id(tmp_path):
+    log = tmp_path / "haproxy.log"
+    log.write_text("[NOTICE] starting\n7 0 1 20 21 200 dyno1 0 0\n8 12 -1 -1 13 503 <NOSRV> 3 0\nbroken line\n")
+    got = read_log(log)
+    assert got["7"] == {"tw": 0.0, "tc": 0.001, "tr": 0.02, "ta": 0.021, "status": 200, "server": "dyno1",
+                        "backend_queue": 0, "server_queue": 0}
+    assert got["8"]["tc"] is None and got["8"]["tw"] == 0.012
+    assert set(got) == {"7", "8"}
+
+
+@pytest.mark.parametrize("policy,line", [("random", "balance random(1)"), ("power_of_d", "balance random(2)"),
+                                         ("round_robin", "balance roundrobin"),
+                                         ("least_connections", "balance leastconn"),
+                                         ("intelligent", "balance leastconn")])
+def test_policies_map_to_haproxy(policy, line, tmp_path):
+    config = RouterPlan(policy, {}, 2, 60.0).config(18000, [18001, 18002])
+    assert line in config
+    assert ("maxconn 2" in config) == (policy == "intelligent")
+    haproxy = next(t for t in tools() if t.name == "haproxy")
+    if haproxy.present:
+        path = tmp_path / "haproxy.cfg"
+        path.write_text(config)
+        checked = subprocess.run([haproxy.path, "-c", "-q", "-f", str(path)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+
+
+def test_refusals_come_before_anything_starts():
+    with pytest.raises(ScenarioError, match="router.policy.*retry_if_busy.*no HAProxy equivalent"):
+        make_plan(Scenario(io_scenario(router={"policy": "retry_if_busy"})))
+    with pytest.raises(ScenarioError, match="fleet.dynos"):
+        make_plan(Scenario(io_scenario(fleet={"dynos": 500})))
+    pooled = io_scenario(request={"phases": [{"use": "db", "time": "5ms"}]},
+                         resources={"db": {"servers": 10, "pool": {"size": 2, "per": "dyno"}}})
+    with pytest.raises(ScenarioError, match=r"resources\.db\.pool\.per"):
+        make_plan(Scenario(pooled))
+    with pytest.raises(DynosimError, match="at most"):
+        make_plan(Scenario(io_scenario(arrivals={"process": "poisson", "rate": "2000/s"},
+                                       run={"duration": "10min", "seed": 1})))
+
+
+def test_cli_refuses_an_unmappable_policy_in_one_line():
+    result = run_cli("testbed", "rapgenius", "--policy", "retry_if_busy", "--duration", "5s")
+    assert_one_line_error(result, "router.policy", "retry_if_busy")
+
+
+def test_check_lists_every_component():
+    result = run_cli("testbed", "--check")
+    for name in ("haproxy", "postgres", "gunicorn", "gevent", "psycopg"):
+        assert name in result.stdout
+    assert result.returncode == (1 if MISSING else 0), result.stdout + result.stderr
+
+
+# --- real runs ---------------------------------------------------------------------------------
+
+
+def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path):
+    needs_components()
+    plan = make_plan(Scenario(io_scenario()))
+    out = tmp_path / "out"
+    toml = tmp_path / "io.toml"
+    toml.write_text(_toml(io_scenario()))
+    result = run_cli("testbed", str(toml), "--policy", "random,intelligent", "--json", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [r["policy"] for r in doc["results"]] == ["random", "intelligent"]
+    in_window = [i for i, t in enumerate(plan.drawn["time"]) if t >= 1.0]
+    drawn_service = np.array([sum(plan.drawn["phases"][i]) for i in in_window])
+    for r in doc["results"]:
+        sim, real = r["simulated"], r["measured"]
+        assert real["engine"] == "testbed" and sim["engine"] in ("direct", "events")
+        rep = real["per_replication"][0]
+        # Every request the simulation's replication 0 saw was sent, and each was served.
+        assert rep["requests"] == sim["per_replication"][0]["requests"] == len(in_window)
+        assert rep["failed"]["total"] == 0
+        assert sorted(metric for metric in r["difference"]) == sorted(set(r["difference"]))
+        # The app sleeps at least the drawn time: its mean service time cannot be shorter.
+        assert rep["service_mean"] >= drawn_service.mean() - 1e-6
+        assert 0 <= rep["queued_fraction"] <= 1 and rep["queue"]["p50"] <= rep["queue"]["p99"]
+        assert rep["response"]["mean"] >= rep["queue"]["mean"] + drawn_service.mean() - 1e-6
+        assert r["testbed"]["router_log_lines"] == len(plan.drawn["time"])
+        assert set(real) >= set(sim) - {"wall_seconds"}
+    rows = (out / "requests-random.csv").read_text().splitlines()
+    assert len(rows) == 1 + len(plan.drawn["time"])
+    assert (out / "cdf.png").stat().st_size > 10_000
+    assert json.loads((out / "testbed.json").read_text())["results"][0]["policy"] == "random"
+
+
+def test_a_real_run_with_a_database_pool_and_threads():
+    needs_components()
+    doc = {
+        "name": "testbed-db",
+        "arrivals": {"process": "poisson", "rate": "15/s"},
+        "fleet": {"dynos": 1},
+        "app": {"server": "gunicorn", "worker_class": "gthread", "processes": 2, "threads": 3},
+        "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": "2ms"}},
+                               {"use": "db", "time": {"distribution": "exponential", "mean": "30ms"}}]},
+        "resources": {"db": {"servers": 100, "pool": {"size": 1}}},
+        "run": {"duration": "5s", "warmup": "0s", "replications": 3, "seed": 3},
+    }
+    from dynosim.testbed.run import testbed
+
+    result = testbed(Scenario(doc))["results"][0]
+    rep = result["measured"]["per_replication"][0]
+    assert rep["failed"]["total"] == 0 and rep["requests"] > 30
+    # One connection per process and three threads each: requests wait for the pool, and
+    # the app measures that wait.
+    assert rep["resources"]["db"]["pool_wait"]["max"] > 0
+    assert result["testbed"]["resources"]["db"]["mode"] == "sleep"
+
+
+# --- nothing outlives a run --------------------------------------------------------------------
+
+
+def _descendants(pid: int) -> Set[int]:
+    children: Dict[int, List[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    out: Set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_nothing_outlives_a_stopped_run(tmp_path, how):
+    needs_components()
+    doc = io_scenario(run={"duration": "60s", "warmup": "0s", "replications": 1, "seed": 1},
+                      request={"phases": [{"use": "db", "time": "10ms"}]},
+                      resources={"db": {"servers": 100, "pool": {"size": 1}}})
+    toml = tmp_path / "long.toml"
+    toml.write_text(_toml(doc))
+    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "testbed", str(toml)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    seen: Set[int] = set()
+    deadline = time.monotonic() + 60
+    # Wait until HAProxy runs: then PostgreSQL and the dynos are up and the load is on.
+    while time.monotonic() < deadline:
+        seen |= _descendants(proc.pid)
+        if any("haproxy" in _cmdline(p) for p in seen):
+            break
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.1)
+    else:
+        pytest.fail("the testbed did not start HAProxy within 60 s")
+    time.sleep(0.5)
+    seen |= _descendants(proc.pid)
+    names = " ".join(_cmdline(p) for p in seen)
+    assert "gunicorn" in names and "postgres" in names
+    proc.send_signal(getattr(signal, how))
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(p) for p in seen):
+        time.sleep(0.1)
+    left = {p: _cmdline(p) for p in seen if _alive(p)}
+    assert not left, f"left running after {how}: {left}"
+    if how != "SIGKILL":
+        assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[how]
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        assert "Traceback" not in err
+
+
+def _toml(doc: Dict[str, object]) -> str:
+    """A scenario dict as TOML (strings, numbers, lists of inline tables, nested tables)."""
+
+    def value(v: object) -> str:
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
+        raise TypeError(v)
+
+    lines = [f"{k} = {value(v)}" for k, v in doc.items() if not isinstance(v, dict)]
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            lines.append(f"[{k}]")
+            lines += [f"{kk} = {value(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"

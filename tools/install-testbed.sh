@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the testbed's real components (docs/testbed.md):
+#   HAProxy and PostgreSQL from Debian's packages (as root, with apt-get), and
+#   gunicorn, gevent and psycopg into the Python environment given as $1 (default: python3).
+# Services are not started: the testbed starts its own HAProxy and PostgreSQL for each run.
+set -euo pipefail
+PY="${1:-python3}"
+
+need_apt=()
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || command -v postgres >/dev/null || need_apt+=(postgresql)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "install-testbed: missing ${need_apt[*]}; install as root: apt-get install ${need_apt[*]}" >&2
+    exit 1
+  fi
+  # Keep the packages' own services from starting (policy-rc.d: 101 = action forbidden),
+  # unless the machine already has a policy of its own.
+  made_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  trap '[ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d' EXIT
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# gunicorn 23+ (the worker classes, --threads), gevent, psycopg 3.1.14+ (gevent support).
+"$PY" -m pip install -q "gunicorn>=23,<28" "gevent>=24" "psycopg[binary]>=3.1.14,<4"
+echo "install-testbed: haproxy, postgresql, gunicorn, gevent, psycopg ready"
