@@ -200,8 +200,8 @@ class Supervisor:
 
     def stop(self, proc: "subprocess.Popen[bytes]", grace: float = 5.0) -> None:
         """Stops a child and its process group: its stop signal to the group, up to `grace`
-        seconds for the child, its group and what it started in other sessions to end, then
-        SIGKILL to whatever is left. Waits for the child (sets ``proc.returncode``). Does
+        seconds for the child, its group and what it started in other sessions to end (those
+        get SIGTERM if the child ends without them), then SIGKILL to whatever is left. Waits for the child (sets ``proc.returncode``). Does
         nothing for a child already stopped."""
         child = self._child(proc)
         if child.stopped:
@@ -218,7 +218,12 @@ class Supervisor:
         def left() -> List[Proc]:
             return group_members(pgid, processes()) + [p for p in others if still_alive(p)]
 
+        orphans_told = False
         while (_exit_status(proc) is None or left()) and time.monotonic() < deadline:
+            if not orphans_told and _exit_status(proc) is not None:
+                for p in others:  # the child is gone without stopping them: they are orphans now
+                    signal_proc(p, signal.SIGTERM)
+                orphans_told = True
             time.sleep(POLL)
         if _exit_status(proc) is None or left():
             if proc.returncode is None or group_members(pgid, processes()):

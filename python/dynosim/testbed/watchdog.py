@@ -1,7 +1,7 @@
 """The testbed's watchdog: cleans up after a testbed process that died without cleaning up
 (SIGKILL, the out-of-memory killer), where no Python code of its own can run.
 
-    python -I .../dynosim/testbed/watchdog.py [--grace SECONDS]    (or python -m dynosim.testbed.watchdog)
+    python -I .../dynosim/testbed/watchdog.py [--grace S] [--period S]    (or python -m dynosim.testbed.watchdog)
 
 :class:`dynosim.testbed.procs.Supervisor` starts it in a session of its own (so a terminal's
 Ctrl-C does not reach it) with its standard input the read end of a pipe whose write end only
@@ -17,10 +17,13 @@ the supervisor holds, and tells it, one line at a time:
 ``done``
     the supervisor closed normally: exit without touching anything.
 
+While registered groups live, every ``--period`` seconds (1 by default; a /proc scan of a
+millisecond or two) it notes the processes they started in sessions of their own, such as
+PostgreSQL's backends: once their parent is dead nothing else links them to the testbed.
+
 End of input without ``done`` means the supervisor is gone (the kernel closed its end of the
 pipe). Then the watchdog sends each registered group its stop signal (and SIGTERM to the
-processes those groups had started in sessions of their own, such as PostgreSQL's backends),
-waits up to ``--grace`` seconds for them to end, SIGKILLs whatever is left, removes the
+escaped processes it noted), waits up to ``--grace`` seconds for them to end, SIGKILLs whatever is left, removes the
 directories and exits. It never signals a group it was not told about, nor one whose
 members are no longer in the session it was registered with; and it ends within about
 ``grace`` + 3 seconds of the supervisor's death.
@@ -34,11 +37,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import shutil
 import signal
 import sys
 import time
-from typing import BinaryIO, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 #: Polling period while waiting for processes to end.
 POLL = 0.05
@@ -135,47 +139,85 @@ def signal_group(pgid: int, sig: int) -> None:
 # --- the watchdog ----------------------------------------------------------------------------
 
 
-def read_registrations(stream: BinaryIO) -> Tuple[Dict[int, int], List[str], bool]:
-    """Reads the supervisor's lines until ``done`` or end of input: (group -> stop signal, in
-    registration order; directories; whether ``done`` came). Malformed lines (a supervisor
-    killed halfway through a write) are skipped."""
-    groups: Dict[int, int] = {}
-    dirs: List[str] = []
-    for raw in stream:
-        line = raw.decode("utf-8", "surrogateescape").rstrip("\n")
+class Registry:
+    """What the supervisor registered: groups (-> stop signal, in registration order) and
+    directories; and the processes the groups started in sessions of their own, as last seen
+    (they must be found while their parents live: once orphaned, nothing links them to the
+    testbed)."""
+
+    def __init__(self) -> None:
+        self.groups: Dict[int, int] = {}
+        self.dirs: List[str] = []
+        self.escaped: Dict[Tuple[int, int], Proc] = {}
+
+    def apply(self, raw: bytes) -> bool:
+        """Applies one line; True for ``done``. Malformed lines (a supervisor killed halfway
+        through a write) are skipped."""
+        line = raw.decode("utf-8", "surrogateescape")
         verb, _, arg = line.partition(" ")
         try:
             if verb == "done":
-                return groups, dirs, True
+                return True
             elif verb == "group":
                 pgid, signum = (int(x) for x in arg.split())
                 if pgid > 1 and 0 < signum < signal.NSIG:
-                    groups[pgid] = signum
+                    self.groups[pgid] = signum
             elif verb == "ungroup":
-                groups.pop(int(arg), None)
+                self.groups.pop(int(arg), None)
             elif verb == "dir" and os.path.isabs(arg):
-                dirs.append(arg)
-            elif verb == "undir" and arg in dirs:
-                dirs.remove(arg)
+                self.dirs.append(arg)
+            elif verb == "undir" and arg in self.dirs:
+                self.dirs.remove(arg)
         except ValueError:
-            continue
-    return groups, dirs, False
+            pass
+        return False
+
+    def look(self) -> Dict[int, Proc]:
+        """Records the groups' escaped descendants now alive; returns the processes seen."""
+        procs = processes()
+        self.escaped = {key: p for key, p in self.escaped.items() if still_alive(p)}
+        for pgid in self.groups:
+            members = group_members(pgid, procs)
+            for p in descendants([m.pid for m in members], procs):
+                if p.pgrp != pgid:
+                    self.escaped[(p.pid, p.starttime)] = p
+        return procs
 
 
-def clean_up(groups: Dict[int, int], dirs: Sequence[str], grace: float) -> None:
+def watch(fd: int, registry: Registry, period: float) -> bool:
+    """Reads the supervisor's lines from `fd` until ``done`` (True) or end of input (False),
+    looking at the registered groups' descendants every `period` seconds meanwhile."""
+    pending = b""
+    last_look = time.monotonic()
+    while True:
+        wait = max(0.0, last_look + period - time.monotonic()) if registry.groups else None
+        ready, _, _ = select.select([fd], [], [], wait)
+        if ready:
+            data = os.read(fd, 65536)
+            if not data:
+                return False
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                if registry.apply(line):
+                    return True
+        if registry.groups and time.monotonic() >= last_look + period:
+            registry.look()
+            last_look = time.monotonic()
+
+
+def clean_up(registry: Registry, grace: float) -> None:
     """Stops the registered groups (their stop signal, then SIGKILL after `grace`), and the
-    processes they started in other sessions, then removes `dirs`."""
-    procs = processes()
-    targets: List[Proc] = []
-    for pgid, signum in groups.items():
+    processes they started in other sessions (SIGTERM, then SIGKILL), then removes the
+    registered directories."""
+    procs = registry.look()
+    targets: List[Proc] = list(registry.escaped.values())
+    for pgid, signum in registry.groups.items():
         members = group_members(pgid, procs)
-        if not members:
-            continue
-        others = [p for p in descendants([m.pid for m in members], procs) if p.pgrp != pgid]
-        targets += members + others
-        signal_group(pgid, signum)
-        for p in others:
-            signal_proc(p, signal.SIGTERM)
+        if members:
+            targets += members
+            signal_group(pgid, signum)
+    for p in registry.escaped.values():
+        signal_proc(p, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while any(still_alive(p) for p in targets) and time.monotonic() < deadline:
         time.sleep(POLL)
@@ -185,7 +227,7 @@ def clean_up(groups: Dict[int, int], dirs: Sequence[str], grace: float) -> None:
     deadline = time.monotonic() + KILL_WAIT
     while any(still_alive(p) for p in left) and time.monotonic() < deadline:
         time.sleep(POLL)
-    for path in dirs:
+    for path in registry.dirs:
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -193,13 +235,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Cleans up after a testbed killed outright (see the module's notes).")
     parser.add_argument("--grace", type=float, default=3.0,
                         help="seconds between the stop signals and SIGKILL (default 3)")
+    parser.add_argument("--period", type=float, default=1.0,
+                        help="seconds between looks for what the groups started in other sessions (default 1)")
     args = parser.parse_args(argv)
     # A terminal's hang-up or Ctrl-C is for the testbed, which tells the watchdog what to do.
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    groups, dirs, done = read_registrations(sys.stdin.buffer)
-    if not done:
-        clean_up(groups, dirs, args.grace)
+    registry = Registry()
+    if not watch(sys.stdin.fileno(), registry, args.period):
+        clean_up(registry, args.grace)
     return 0
 
 
