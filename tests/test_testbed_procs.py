@@ -5,7 +5,7 @@ A parent program (PARENT below, run as a subprocess as `dynosim testbed` would b
 with a Supervisor: a shell that forks two sleeps into its own group, a server listening on a
 port, and a program that starts a sleep in a session of its own (as PostgreSQL's backends
 are). It prints every pid (with its start time, so that a reused pid is not mistaken for
-it), the port and the work directory, then ends one of five ways. Each test then waits (up
+it), the port and the work directory, then ends one of six ways. Each test then waits (up
 to a bound, polling) until every one of those processes is gone, the directory removed and
 the port free. Only standard tools: sh, sleep, python.
 """
@@ -133,8 +133,9 @@ def start_parent(tmp_path: Path, mode: str):
     ("exception", None, 1),
     ("wait", lambda p: os.killpg(p.pid, signal.SIGINT), -signal.SIGINT),  # Ctrl-C: SIGINT to the foreground group
     ("wait", lambda p: os.kill(p.pid, signal.SIGTERM), 128 + signal.SIGTERM),
+    ("wait", lambda p: os.kill(p.pid, signal.SIGHUP), 128 + signal.SIGHUP),  # the terminal closed
     ("sigkill", lambda p: os.kill(p.pid, signal.SIGKILL), -signal.SIGKILL),
-], ids=["normal-exit", "exception", "ctrl-c", "sigterm", "sigkill"])
+], ids=["normal-exit", "exception", "ctrl-c", "sigterm", "sighup", "sigkill"])
 def test_nothing_is_left_however_the_testbed_ends(tmp_path, mode, action, code):
     parent, info = start_parent(tmp_path, mode)
     procs = info["procs"]

@@ -161,20 +161,20 @@ class Supervisor:
         environ = dict(os.environ)
         environ.update(env or {})
         setup = _child_setup(os.getpid(), int(stop_signal), cpu_set)
-        with open(log_path, "ab") as out:
+        # Ctrl-C between the fork and the bookkeeping would leave a child close() knows nothing of.
+        with _signals_held(), open(log_path, "ab") as out:
             try:
                 proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                         env=environ, cwd=cwd, start_new_session=True, preexec_fn=setup,
                                         close_fds=True)
             except (OSError, subprocess.SubprocessError) as e:
                 raise TestbedError(f"cannot start {name} ({args[0]}): {getattr(e, 'strerror', None) or e}") from None
-        child = _Child(proc, name, int(stop_signal), log_path)
-        self._children.append(child)
-        try:
-            self._tell(f"group {proc.pid} {int(stop_signal)}")
-        except TestbedError:
-            self.stop(proc, grace=0)
-            raise
+            self._children.append(_Child(proc, name, int(stop_signal), log_path))
+            try:
+                self._tell(f"group {proc.pid} {int(stop_signal)}")
+            except TestbedError:
+                self.stop(proc, grace=0)
+                raise
         return proc
 
     def wait_for_port(self, port: int, proc: "subprocess.Popen[bytes]", timeout: float) -> None:
