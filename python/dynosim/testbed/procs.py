@@ -198,14 +198,17 @@ class Supervisor:
                                    f"{_log_tail(child.log)}")
             time.sleep(POLL)
 
-    def stop(self, proc: "subprocess.Popen[bytes]", grace: float = 5.0) -> None:
+    def stop(self, proc: "subprocess.Popen[bytes]", grace: Optional[float] = None) -> None:
         """Stops a child and its process group: its stop signal to the group, up to `grace`
-        seconds for the child, its group and what it started in other sessions to end (those
-        get SIGTERM if the child ends without them), then SIGKILL to whatever is left. Waits for the child (sets ``proc.returncode``). Does
+        seconds (by default the supervisor's) for the child, its group and what it started in
+        other sessions to end (those get SIGTERM if the child ends without them), then
+        SIGKILL to whatever is left. Waits for the child (sets ``proc.returncode``). Does
         nothing for a child already stopped."""
         child = self._child(proc)
         if child.stopped:
             return
+        if grace is None:
+            grace = self.grace
         pgid = proc.pid
         # What the child started in sessions of its own, found while their parent still lives.
         others = [p for p in descendants([pgid], processes()) if p.pgrp != pgid]
