@@ -133,7 +133,7 @@ class Supervisor:
 
     def spawn(self, argv: Sequence[StrPath], *, name: str, env: Optional[Mapping[str, str]] = None,
               cwd: Optional[StrPath] = None, cpus: Optional[Sequence[int]] = None, log: Optional[StrPath] = None,
-              stop_signal: int = signal.SIGTERM) -> "subprocess.Popen[bytes]":
+              stop_signal: int = signal.SIGTERM, user: Optional[str] = None) -> "subprocess.Popen[bytes]":
         """Starts `argv` as a session and process group of its own, and returns it.
 
         - `name` names it in errors, and its log: stdout and stderr go to `log`, by default
@@ -141,6 +141,8 @@ class Supervisor:
         - `env`: variables set on top of this process's environment.
         - `cpus`: the CPU cores it (and what it starts) may run on (sched_setaffinity).
         - `stop_signal`: what :meth:`stop` sends its group first; also its parent-death signal.
+        - `user`: run it as this user (root only; PostgreSQL refuses to run as root). The
+          parent-death signal is set after the change of user, which would clear it.
         """
         self._check_open()
         if threading.current_thread() is not threading.main_thread():
@@ -166,7 +168,7 @@ class Supervisor:
             try:
                 proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                         env=environ, cwd=cwd, start_new_session=True, preexec_fn=setup,
-                                        close_fds=True)
+                                        close_fds=True, user=user)
             except (OSError, subprocess.SubprocessError) as e:
                 raise TestbedError(f"cannot start {name} ({args[0]}): {getattr(e, 'strerror', None) or e}") from None
             self._children.append(_Child(proc, name, int(stop_signal), log_path))

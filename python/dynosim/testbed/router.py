@@ -27,6 +27,7 @@ measure request queueing the way Judoscale and New Relic do.
 
 from __future__ import annotations
 
+import resource
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,15 +64,18 @@ class RouterPlan:
     timeout: float  # s: HAProxy's client, server and queue timeouts (the run's own bound)
 
     def config(self, port: int, dyno_ports: List[int]) -> str:
-        maxconn = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
-        servers = "\n".join(f"    server dyno{d} 127.0.0.1:{p} weight {WEIGHT}{maxconn}"
+        limit = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
+        servers = "\n".join(f"    server dyno{d} 127.0.0.1:{p} weight {WEIGHT}{limit}"
                             for d, p in enumerate(dyno_ports))
         ms = int(self.timeout * 1000)
+        # Two descriptors a connection (client and server side), within what the system allows.
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        maxconn = min(100_000, max(256, ((hard if hard != resource.RLIM_INFINITY else 1 << 20) - 200) // 2))
         return f"""# Written by dynosim testbed for router.policy = {self.policy}
 global
     log stdout format raw local0 info
     nbthread 1
-    maxconn 100000
+    maxconn {maxconn}
 
 defaults
     mode http
@@ -133,7 +137,8 @@ def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
         return out
     for line in lines:
         parts = line.split()
-        if len(parts) != len(LOG_FIELDS):
+        # Connections without a request (a readiness probe) log "-" for the id.
+        if len(parts) != len(LOG_FIELDS) or parts[0] == "-":
             continue
         try:
             tw, tc, tr, ta, status = (int(x) for x in parts[1:6])
