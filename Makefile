@@ -23,8 +23,8 @@ build-dev: install ## build the engine (release) and install the package editabl
 	$(VENV)/bin/maturin develop --release -q
 
 .PHONY: test-rust
-test-rust: ## engine tests (unit, theory, determinism)
-	cargo test --release -p dynosim-engine
+test-rust: ## engine tests (unit, theory, determinism) and the load generator's
+	cargo test --release -p dynosim-engine -p dynosim-load
 
 .PHONY: test-python
 test-python: build-dev ## package, CLI and end-to-end tests
