@@ -27,8 +27,8 @@ testbed-deps: install ## install the testbed's HAProxy and PostgreSQL (apt, as r
 	bash tools/install-testbed.sh $(PY)
 
 .PHONY: test-rust
-test-rust: ## engine tests (unit, theory, determinism)
-	cargo test --release -p dynosim-engine
+test-rust: ## engine tests (unit, theory, determinism) and the load generator's
+	cargo test --release -p dynosim-engine -p dynosim-load
 
 .PHONY: test-python
 test-python: build-dev ## package, CLI and end-to-end tests

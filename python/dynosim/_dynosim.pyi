@@ -6,7 +6,7 @@ __all__ = [
     "EngineError", "__version__", "describe", "service_quantiles", "run", "registry", "trace",
     "interrupt", "keys", "parse_duration", "erlang_c", "mmc_mean_wait", "mg1_mean_wait",
     "power_of_d_mean_time", "ps_mean_response", "pool_mean_wait", "cpu_bound_throughput",
-    "littles_law_gap", "mva_closed",
+    "littles_law_gap", "mva_closed", "send_load",
 ]
 
 __version__: str
@@ -36,3 +36,31 @@ def littles_law_gap(mean_in_system: float, throughput: float, mean_response: flo
 def mva_closed(
     customers: int, think_time: float, stations: List[Tuple[float, int, str]]
 ) -> Dict[str, Any]: ...
+def send_load(
+    target: str,
+    requests: List[Tuple[float, str, Dict[str, str]]],
+    mode: str = "open",
+    clients: int = 1,
+    think: List[float] = ...,
+    timeout: float = 30.0,
+    deadline: float = 60.0,
+    capture: List[str] = ...,
+) -> Dict[str, Any]:
+    """HTTP/1.1 load to a loopback ``target`` ("127.0.0.1:8080"), one connection per request.
+
+    ``requests``: ``(at, path, headers)``; ``at`` is seconds after the start (open loop only).
+    ``mode``: "open" sends each request at its time whatever the others do; "closed" runs
+    ``clients`` clients that send the next request after their response and ``think[k]``
+    seconds after the k-th response (``think`` empty, or one per request). ``timeout`` bounds
+    each request, ``deadline`` the whole run; Ctrl-C stops it. Raises EngineError("config")
+    for a target that is not loopback or bad arguments.
+
+    Returns ``start`` (Unix epoch s), ``lateness`` (``{"count", "p50", "p99", "max"}`` of sent
+    minus scheduled, s; None if nothing was sent), ``stopped`` (None, "deadline" or
+    "interrupted"), ``unsent`` (requests never sent), and columns with one entry per request
+    sent, in request order: ``index``, ``client``, ``scheduled``, ``sent``, ``connected``,
+    ``first_byte``, ``done`` (Unix epoch s, NaN when not reached), ``status`` (0 if none),
+    ``error`` (None, or "connect", "refused", "timeout", "io", "bad_response", "deadline",
+    "interrupted"), ``bytes`` (received), and ``headers``: for each name in ``capture``, its
+    column of values (None where absent).
+    """
