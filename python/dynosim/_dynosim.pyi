@@ -6,7 +6,7 @@ __all__ = [
     "EngineError", "__version__", "describe", "service_quantiles", "run", "registry", "trace",
     "interrupt", "keys", "parse_duration", "erlang_c", "mmc_mean_wait", "mg1_mean_wait",
     "power_of_d_mean_time", "ps_mean_response", "pool_mean_wait", "cpu_bound_throughput",
-    "littles_law_gap", "mva_closed", "send_load",
+    "littles_law_gap", "mva_closed", "send_load", "draw_requests",
 ]
 
 __version__: str

@@ -8,7 +8,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..display import Column, activity, results_table, stdout_console
 from ..output import print_json, write_files
@@ -88,14 +88,15 @@ def print_comparison(doc: Dict[str, Any]) -> None:
             except KeyError:
                 continue
             rows.append({"metric": metric, "simulated": s, "paired": paired, "measured": m,
-                         "difference": result["difference"].get(metric), "_time": is_time_metric(metric)})
+                         "difference": result["difference"].get(metric),
+                         "paired_difference": result["paired_difference"].get(metric), "_time": is_time_metric(metric)})
         columns = [
             Column("metric", lambda r: r["metric"], kind="text"),
             Column("simulated (95% CI)", lambda r: _fmt(r["simulated"]["mean"], r) + _ci(r["simulated"], r), kind="text"),
             Column("replication 0", lambda r: _fmt(r["paired"], r), kind="text"),
             Column("measured", lambda r: _fmt(r["measured"], r), kind="text"),
-            Column("difference", lambda r: "" if r["difference"] is None else f"{r['difference'] * 100:+.1f}%",
-                   kind="text"),
+            Column("vs mean", lambda r: _pct(r["difference"]), kind="text"),
+            Column("vs rep. 0", lambda r: _pct(r["paired_difference"]), kind="text"),
         ]
         table, _ = results_table(console, columns, rows)
         console.print(table)
@@ -105,6 +106,10 @@ def print_comparison(doc: Dict[str, Any]) -> None:
                       f"max {late['max'] * 1e3:.3f} ms; HAProxy: {extras['haproxy']}", highlight=False)
         for w in extras["warnings"]:
             console.print(f"[yellow]warning[/]: {w}", highlight=False)
+
+
+def _pct(value: Optional[float]) -> str:
+    return "" if value is None else f"{value * 100:+.1f}%"
 
 
 def _fmt(value: Any, row: Dict[str, Any]) -> str:

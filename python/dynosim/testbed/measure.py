@@ -53,7 +53,7 @@ def _floats(column: Sequence[Optional[str]]) -> "np.ndarray":
 
 
 def busy_at_send(dyno: "np.ndarray", sent: "np.ndarray", start: "np.ndarray", end: "np.ndarray",
-                 dynos: int) -> "np.ndarray":
+                 dynos: int) -> "np.ndarray":  # `sent`: any instant per request (e.g. its arrival at the dyno)
     """For each request, how many other requests its dyno was working on (start < sent < end,
     ended at sent: not) when it was sent; -1 for a request without a dyno. A request starts
     after it was sent, so it never counts itself."""
@@ -80,11 +80,17 @@ def max_depth(arrive: "np.ndarray", leave: "np.ndarray") -> int:
 
 
 def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
-                warmup: float, duration: float, closed: Optional[Dict[str, Any]],
+                warmup: float, duration: float, closed: Optional[Dict[str, Any]], drawn_times: Sequence[float],
                 classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str]) -> Dict[str, Any]:
-    """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``)."""
+    """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
+
+    `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
+    request (empty for a closed loop), so that one never sent (the run stopped) counts as a
+    request that failed."""
     t0 = float(load["start"])
     n = len(load["index"])
+    drawn = len(class_of)
+    in_window = int(np.sum(np.asarray(drawn_times, dtype=float) >= warmup)) if not closed else drawn
     scheduled = np.asarray(load["scheduled"], dtype=float) - t0
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
@@ -114,16 +120,23 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     utilisation = busy_time / (slots * span)
     completions = int(np.sum(ok & (done >= lo) & (done <= hi)))
 
+    # A request reaches its dyno when HAProxy has it connected: sent + Tw + Tc (HAProxy's ms).
+    index = np.asarray(load["index"])
+    logged = [router_log.get(str(i)) or {} for i in index]
+    tw = np.array([entry.get("tw") or 0.0 for entry in logged])
+    tc = np.array([entry.get("tc") or 0.0 for entry in logged])
+    at_dyno = np.minimum(sent + tw + tc, np.where(np.isfinite(start), start, np.inf))
+    busy_at_dyno = busy_at_send(dyno, at_dyno, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
     depth_dyno = 0
     for d in range(dynos):
-        sel = good & (dyno == d)
-        depth_dyno = max(depth_dyno, max_depth(sent[sel], start[sel]))
-    waits = [(sent[i], sent[i] + (router_log.get(str(load["index"][i])) or {}).get("tw", 0.0) or 0.0)
-             for i in np.nonzero(good)[0]]
-    depth_router = max_depth(np.array([a for a, _ in waits]), np.array([b for _, b in waits])) if waits else 0
+        # Requests that found every slot of their dyno busy, from arriving there to starting.
+        sel = good & (dyno == d) & (busy_at_dyno >= slots)
+        depth_dyno = max(depth_dyno, max_depth(at_dyno[sel], start[sel]))
+    held = good & (tw > 0)
+    depth_router = max_depth(sent[held], sent[held] + tw[held])
 
     rep: Dict[str, Any] = {
-        "requests": int(np.sum(measured)),
+        "requests": in_window,
         "queued_fraction": float(np.sum(queued) / max(1, np.sum(good))),
         "queue": time_summary(queue),
         "queue_of_queued": time_summary(queue_of_queued),
@@ -133,16 +146,16 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         "utilisation": {"mean": float(np.mean(utilisation)), "min": float(np.min(utilisation)),
                         "max": float(np.max(utilisation))},
         "max_queue_depth": {"dyno": int(depth_dyno), "router": int(depth_router)},
-        "simulated_requests": n,
+        "simulated_requests": drawn,
         "events": 0,
     }
-    failed = int(np.sum(measured & ~ok))
-    rep["failed"] = {"fraction": failed / max(1, int(np.sum(measured))), "total": failed}
+    failed = in_window - int(np.sum(good))
+    rep["failed"] = {"fraction": failed / max(1, in_window), "total": failed}
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
                             for name in resources}
     if len(classes) > 1:
-        cls = np.asarray(class_of, dtype=np.int64)
+        cls = np.asarray(class_of, dtype=np.int64)[np.asarray(load["index"], dtype=np.int64)]
         rep["classes"] = {name: {"requests": int(np.sum(measured & (cls == c))),
                                  "response": time_summary(done[good & (cls == c)] - sent[good & (cls == c)])}
                           for c, name in enumerate(classes)}
@@ -151,7 +164,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         last = float(np.max(done[np.isfinite(done)])) if np.any(np.isfinite(done)) else first
         elapsed = max(last - first, 1e-9)
         completed = int(np.sum(ok))
-        rep["closed_loop"] = {"clients": closed["clients"], "completed": completed, "failed": n - completed,
+        rep["closed_loop"] = {"clients": closed["clients"], "completed": completed, "failed": drawn - completed,
                               "elapsed": elapsed, "requests_per_s": completed / elapsed,
                               "latency": time_summary(done[ok] - sent[ok])}
     return rep

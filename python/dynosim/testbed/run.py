@@ -40,6 +40,11 @@ CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid"
            "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start"]
 
 
+#: The load generator is behind when its p99 lateness passes this share of the shortest
+#: drawn service time (the issue: "well under the smallest service time").
+LATENESS_SHARE = 0.25
+
+
 def needed_tools(plans: List[Plan]) -> List[str]:
     needed = ["haproxy", "gunicorn"]
     if any(p.resources for p in plans):
@@ -70,6 +75,7 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
         measured, records = run_plan(plan, progress=lambda m: progress(f"{policy}: {m}"))
         results.append({"policy": policy, "simulated": simulated, "measured": measured,
                         "difference": difference(simulated["summary"], measured["summary"]),
+                        "paired_difference": difference(simulated["per_replication"][0], measured["summary"]),
                         "testbed": measured.pop("testbed"), "_records": records})
     return {"results": results}
 
@@ -108,6 +114,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
     classes = [c["name"] for c in plan.drawn["classes"]]
     rep = measure.replication(load, router_log, dynos=int(d["dynos"]), slots=int(d["slots"]),
                               warmup=float(d["warmup"]), duration=float(d["duration"]), closed=closed,
+                              drawn_times=plan.drawn["time"],
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources))
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
@@ -128,12 +135,20 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
     stamped = np.array([_request_start(v) for v in load["headers"]["x-dynosim-request-start"]])
     tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
     ok = np.isfinite(start) & np.isfinite(stamped)
+    lateness = measure.lateness_summary(load)
+    served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
+    shortest = min(served) if served else 0.0
+    warnings = list(plan.warnings)
+    if not plan.closed and lateness["p99"] > LATENESS_SHARE * shortest:
+        warnings.append(f"the load generator fell behind: p99 lateness {lateness['p99'] * 1e3:.3f} ms, more than "
+                        f"{LATENESS_SHARE:.0%} of the shortest drawn service time ({shortest * 1e3:.3f} ms); "
+                        "the measured queue times include that lateness")
     return {
-        "lateness": measure.lateness_summary(load),
+        "lateness": lateness,
         "router_queue": measure.time_summary(tw[np.isfinite(tw)]),
         "request_queueing": measure.time_summary(start[ok] - stamped[ok]),
         "router_log_lines": len(router_log),
-        "warnings": plan.warnings,
+        "warnings": warnings,
         "haproxy": balance(plan.router.policy, plan.router.params) + (
             f", maxconn {plan.router.slots}" if plan.router.policy == "intelligent" else ""),
         "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
@@ -164,6 +179,7 @@ def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, An
             "drawn_service": sum(plan.drawn["phases"][i]),
             "scheduled": load["scheduled"][k] - t0, "sent": load["sent"][k] - t0, "done": load["done"][k] - t0,
             "status": load["status"][k], "error": load["error"][k] or "",
+            "router_status": log.get("status", ""), "server": log.get("server", ""),
             "app_start": _minus(h["x-dynosim-start"][k], t0), "app_end": _minus(h["x-dynosim-end"][k], t0),
             "dyno": h["x-dynosim-dyno"][k] or "", "pid": h["x-dynosim-pid"][k] or "",
             "rss": h["x-dynosim-rss"][k] or "", "cpu": h["x-dynosim-cpu"][k] or "",
@@ -183,13 +199,14 @@ def _minus(text: Optional[str], t0: float) -> Any:
 
 def difference(simulated: Dict[str, Any], measured: Dict[str, Any]) -> Dict[str, Optional[float]]:
     """(measured − simulated) / simulated for every metric both have (None where the simulated
-    figure is 0)."""
+    figure is 0). `simulated` is a summary (estimates) or one replication (plain figures)."""
     from ..results import _lookup
 
     out: Dict[str, Optional[float]] = {}
     for metric in metrics_of(measured):
         try:
-            sim = float(_lookup(simulated, metric)["mean"])
+            node = _lookup(simulated, metric)
+            sim = float(node["mean"] if isinstance(node, dict) else node)
             real = float(_lookup(measured, metric)["mean"])
         except (KeyError, TypeError):
             continue
