@@ -921,6 +921,17 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         section: "router",
+        kind: Some("power_of_d"),
+        name: "distinct",
+        value: "true or false",
+        unit: "",
+        default: Default::Value("true"),
+        example: "false",
+        meaning: "draw d different dynos; false: d independent draws that may repeat a dyno, \
+                  as HAProxy's balance random(d) does",
+    },
+    Key {
+        section: "router",
         kind: Some("retry_if_busy"),
         name: "tries",
         value: "whole number >= 1",

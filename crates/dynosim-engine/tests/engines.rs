@@ -208,6 +208,10 @@ fn load_aware_policies_are_the_same_on_both_engines() {
         ("power_of_d d=2", json!({"policy": "power_of_d", "d": 2})),
         ("power_of_d d=3", json!({"policy": "power_of_d", "d": 3})),
         (
+            "power_of_d d=2, draws that may repeat",
+            json!({"policy": "power_of_d", "d": 2, "distinct": false}),
+        ),
+        (
             "retry_if_busy",
             json!({"policy": "retry_if_busy", "tries": 2}),
         ),

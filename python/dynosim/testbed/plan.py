@@ -81,6 +81,9 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     params = {k: v for k, v in router.items() if k not in ("policy", "routers")}
     balance(policy, params)  # refuses what HAProxy cannot do
     warnings: List[str] = []
+    if policy == "power_of_d" and params.get("distinct", True):
+        warnings.append("HAProxy's random(d) makes d independent draws, which may repeat a dyno; the simulation "
+                        "draws d distinct dynos: set router.distinct = false to simulate what HAProxy does")
     warmup = float(described["warmup"])
     length = warmup + float(described["duration"])
     closed = described["closed_loop"]

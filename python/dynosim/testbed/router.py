@@ -5,7 +5,7 @@ to the nearest thing HAProxy does (docs/testbed.md says where they differ):
 dynosim policy         HAProxy backend
 =====================  ===========================================================
 ``random``             ``balance random(1)``
-``power_of_d`` (d)     ``balance random(d)``
+``power_of_d`` (d)     ``balance random(d)`` (independent draws: ``distinct = false``)
 ``round_robin``        ``balance roundrobin``
 ``least_connections``  ``balance leastconn``
 ``intelligent``        ``balance leastconn``, ``maxconn`` = the dyno's slots on each

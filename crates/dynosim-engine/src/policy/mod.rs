@@ -194,7 +194,7 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("random", &[], random::build),
     ("round_robin", &[], round_robin::build),
     ("least_connections", &[], least_connections::build),
-    ("power_of_d", &["d"], power_of_d::build),
+    ("power_of_d", &["d", "distinct"], power_of_d::build),
     ("retry_if_busy", &["tries"], retry_if_busy::build),
     ("intelligent", &[], intelligent::build),
 ]);

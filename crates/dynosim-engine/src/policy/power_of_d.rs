@@ -9,19 +9,36 @@ const MAX_D: usize = 16;
 /// Power of d choices (Mitzenmacher 1996; Envoy's and HAProxy's `random(2)`): d distinct dynos
 /// drawn at random, the one with the fewest in-flight requests from this router wins; ties go
 /// to the earlier draw, which is itself random.
+///
+/// With `distinct = false` the d draws are independent, so a dyno may be drawn twice and then
+/// compared with itself: HAProxy's `random(d)` (`get_server_rnd` in its backend.c draws d
+/// times and compares a draw only with a different previous best), which with few dynos is
+/// noticeably closer to random routing than d distinct candidates.
 #[derive(Debug, Clone)]
 pub struct PowerOfD {
     d: usize,
+    distinct: bool,
 }
 
 pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
     Ok(Box::new(PowerOfD {
         d: p.whole("d", 2, 1, MAX_D as i64)?,
+        distinct: p.get::<bool>("distinct")?.unwrap_or(true),
     }))
 }
 
 impl RoutingPolicy for PowerOfD {
     fn route(&mut self, view: &RouterView, rng: &mut SimRng) -> Route {
+        if !self.distinct {
+            let mut best = view.random_dyno(rng);
+            for _ in 1..self.d {
+                let candidate = view.random_dyno(rng);
+                if view.in_flight(candidate) < view.in_flight(best) {
+                    best = candidate;
+                }
+            }
+            return Route::To(best);
+        }
         let d = self.d.min(view.dynos());
         let first = view.random_dyno(rng);
         if d == 2 {
