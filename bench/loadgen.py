@@ -51,7 +51,7 @@ def worker(args: argparse.Namespace) -> None:
     from dynosim import _dynosim
 
     rng = random.Random(args.seed)
-    requests = []
+    requests: list[tuple[float, str, dict[str, str]]] = []
     t = 0.0
     while True:
         t += rng.expovariate(args.rate)
