@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The testbed's validation table (issue #11, docs/testbed.md "Fidelity"): scenarios this 2-core
+machine can run honestly, each run for real (HAProxy, gunicorn, PostgreSQL on loopback) and
+simulated on the same requests, against the issue's bounds:
+
+- routing (4 single-worker dynos, Poisson 50 req/s, lognormal service median 40 ms, σ 0.8,
+  the app sleeping the drawn time: the issue's first hand measurement): mean queue time
+  within 10% and p99 response time within 20% of the simulation;
+- inside the dyno (one dyno of 3 gunicorn workers, 9 closed-loop clients, each request 10 ms of
+  CPU then a 100 ms database query through a pool of 2 connections per process): throughput
+  within 15%, and the worker classes ranked the same.
+
+"simulated" is the mean of the simulation's replications with its 95% interval; "rep. 0" the
+replication that saw exactly the requests that were sent (same arrival and phase times; the
+random routing draws are HAProxy's own on the real side). A measured figure inside the
+simulated interval is as close as the simulation's own spread can tell.
+
+    python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|dyno]
+                                       [--json out.json]
+
+Needs the testbed's components (make testbed-deps) and about (duration + 15 s) per routing
+case and a minute per dyno case. Prints a Markdown table and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import cpu_model, git_commit  # noqa: E402
+
+from dynosim import Scenario  # noqa: E402
+from dynosim.results import _lookup  # noqa: E402
+from dynosim.testbed.run import testbed  # noqa: E402
+
+ROUTING = {
+    "name": "validation-routing",
+    "arrivals": {"process": "poisson", "rate": "50/s"},
+    "service": {"distribution": "lognormal", "median": "40ms", "sigma": 0.8},
+    "fleet": {"dynos": 4},
+    "router": {"policy": "random"},
+    "run": {"duration": "120s", "warmup": "0s", "replications": 20, "seed": 1},
+}
+ROUTING_CASES: List[Tuple[str, Dict[str, Any]]] = [
+    ("random", {"policy": "random"}),
+    ("power_of_d (HAProxy's draws)", {"policy": "power_of_d", "d": 2, "distinct": False}),
+    ("round_robin", {"policy": "round_robin"}),
+    ("least_connections", {"policy": "least_connections"}),
+    ("intelligent", {"policy": "intelligent"}),
+]
+
+DYNO = {
+    "name": "validation-dyno",
+    "arrivals": {"process": "closed", "clients": 9, "requests": 300},
+    "fleet": {"dynos": 1, "type": "standard-2x"},
+    "app": {"server": "gunicorn", "worker_class": "sync", "processes": 3},
+    "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": "10ms"}},
+                           {"use": "db", "time": {"distribution": "lognormal", "median": "100ms", "sigma": 0.3}}]},
+    "resources": {"db": {"servers": 1000, "pool": {"size": 2}}},
+    "router": {"policy": "random"},
+    "run": {"replications": 20, "seed": 2},
+}
+DYNO_CASES: List[Tuple[str, Dict[str, Any]]] = [
+    ("sync", {"worker_class": "sync"}),
+    ("gthread, 3 threads", {"worker_class": "gthread", "threads": 3}),
+    ("gevent", {"worker_class": "gevent"}),
+]
+
+
+def figure(report: Dict[str, Any], metric: str) -> Dict[str, Any]:
+    return _lookup(report["summary"], metric)
+
+
+def row(label: str, result: Dict[str, Any], metric: str, bound: float) -> Dict[str, Any]:
+    sim = figure(result["simulated"], metric)
+    paired = _lookup(result["simulated"]["per_replication"][0], metric)
+    real = figure(result["measured"], metric)["mean"]
+    diff = (real - sim["mean"]) / sim["mean"]
+    inside = sim["ci_low"] <= real <= sim["ci_high"]
+    return {"case": label, "metric": metric, "simulated": sim["mean"], "ci": (sim["ci_low"], sim["ci_high"]),
+            "paired": paired, "measured": real, "difference": diff,
+            "paired_difference": (real - paired) / paired, "bound": bound,
+            "met": abs(diff) <= bound or inside, "lateness_p99": result["testbed"]["lateness"]["p99"],
+            "warnings": result["testbed"]["warnings"]}
+
+
+def fmt(metric: str, value: float) -> str:
+    if metric.startswith(("queue", "response", "closed_loop.latency")):
+        return f"{value * 1e3:.1f} ms"
+    return f"{value:.3f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic per routing case")
+    parser.add_argument("--replications", type=int, default=20)
+    parser.add_argument("--only", choices=["routing", "dyno"])
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    rows: List[Dict[str, Any]] = []
+    t0 = time.time()
+    if args.only in (None, "routing"):
+        for label, router in ROUTING_CASES:
+            doc = json.loads(json.dumps(ROUTING))
+            doc["router"] = router
+            doc["run"].update(duration=args.duration, replications=args.replications)
+            result = testbed(Scenario(doc))["results"][0]
+            rows.append(row(label, result, "queue.mean", 0.10))
+            rows.append(row(label, result, "response.p99", 0.20))
+            print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    if args.only in (None, "dyno"):
+        for label, app in DYNO_CASES:
+            doc = json.loads(json.dumps(DYNO))
+            doc["app"].update(app)
+            doc["run"]["replications"] = args.replications
+            result = testbed(Scenario(doc))["results"][0]
+            rows.append(row(label, result, "closed_loop.requests_per_s", 0.15))
+            print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    print("| case | metric | simulated (95% CI) | rep. 0 | measured | vs mean | vs rep. 0 | bound | met |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        lo, hi = r["ci"]
+        print(f"| {r['case']} | {r['metric']} | {fmt(r['metric'], r['simulated'])} "
+              f"({fmt(r['metric'], lo)}–{fmt(r['metric'], hi)}) | {fmt(r['metric'], r['paired'])} | "
+              f"{fmt(r['metric'], r['measured'])} | {r['difference'] * 100:+.1f}% | "
+              f"{r['paired_difference'] * 100:+.1f}% | ±{r['bound'] * 100:.0f}% | {'yes' if r['met'] else 'NO'} |")
+    ranking = [r for r in rows if r["metric"] == "closed_loop.requests_per_s"]
+    if ranking:
+        sim_order = [r["case"] for r in sorted(ranking, key=lambda r: -r["simulated"])]
+        real_order = [r["case"] for r in sorted(ranking, key=lambda r: -r["measured"])]
+        print(f"\nthroughput ranking: simulated {sim_order}, measured {real_order}: "
+              f"{'same' if sim_order == real_order else 'DIFFERENT'}")
+    late = max((r["lateness_p99"] for r in rows), default=0.0)
+    print(f"\nworst load generator p99 lateness: {late * 1e3:.3f} ms; {time.time() - t0:.0f} s in all")
+    print(f"\nmachine: {cpu_model()}, commit {git_commit()}")
+    print(f"command: python bench/testbed_validation.py {' '.join(sys.argv[1:])}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
