@@ -38,6 +38,9 @@ pub struct AppSpec {
     pub threads: Option<i64>,
     #[serde(default)]
     pub worker_connections: Option<i64>,
+    /// How a dyno's processes take connections: shared or greedy (see [`Accept`]).
+    #[serde(default)]
+    pub accept: Option<String>,
     /// Whether a process's threads share an interpreter lock (CPython's GIL, MRI's GVL).
     #[serde(default)]
     pub lock: Option<bool>,
@@ -89,6 +92,19 @@ pub enum Model {
     Async,
 }
 
+/// How a dyno's processes take the connections that reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accept {
+    /// A process accepts only when it has a thread free: the requests wait in the dyno's one
+    /// accept queue for the first free thread (Unicorn, gunicorn sync, Puma, thin).
+    Shared,
+    /// Every process accepts while it holds fewer than `limit` connections, and queues them for
+    /// its own threads: a request goes at once to one of those processes, drawn at random (the
+    /// one whose accept() wins the wake-up), and waits there even while another process has a
+    /// thread free (gunicorn's gthread and gevent workers, up to `worker_connections`).
+    Greedy { limit: u32 },
+}
+
 /// The app server every dyno runs.
 #[derive(Debug, Clone)]
 pub struct AppServer {
@@ -100,6 +116,7 @@ pub struct AppServer {
     /// OS threads per process (memory): 1 for sync and async, `threads` for threaded.
     pub os_threads: u32,
     pub lock: bool,
+    pub accept: Accept,
     pub boot_time: f64,
     pub memory: Memory,
 }
@@ -205,12 +222,13 @@ impl DynoType {
     }
 }
 
-/// A preset's defaults: model, processes, threads, lock.
+/// A preset's defaults: model, processes, threads, lock, whether its processes accept greedily.
 struct Preset {
     model: Model,
     processes: i64,
     threads: i64,
     lock: bool,
+    greedy: bool,
 }
 
 fn preset(server: &str, worker_class: Option<&str>, cores: u32) -> Result<Preset> {
@@ -219,6 +237,7 @@ fn preset(server: &str, worker_class: Option<&str>, cores: u32) -> Result<Preset
         processes,
         threads,
         lock,
+        greedy: false,
     };
     let gunicorn_workers = 2 * i64::from(cores) + 1;
     Ok(match (server, worker_class) {
@@ -227,10 +246,16 @@ fn preset(server: &str, worker_class: Option<&str>, cores: u32) -> Result<Preset
         ("unicorn", None) => p(Model::Sync, 2, 1, true),
         ("puma", None) => p(Model::Threaded, 2, 5, true),
         ("gunicorn", None | Some("sync")) => p(Model::Sync, gunicorn_workers, 1, true),
-        ("gunicorn", Some("gthread")) => p(Model::Threaded, gunicorn_workers, 1, true),
-        ("gunicorn", Some("gevent") | Some("eventlet")) => {
-            p(Model::Async, gunicorn_workers, 1, true)
-        }
+        // gunicorn's gthread and gevent workers poll the listening socket and accept while
+        // they hold fewer than worker_connections connections, whatever their threads do.
+        ("gunicorn", Some("gthread")) => Preset {
+            greedy: true,
+            ..p(Model::Threaded, gunicorn_workers, 1, true)
+        },
+        ("gunicorn", Some("gevent") | Some("eventlet")) => Preset {
+            greedy: true,
+            ..p(Model::Async, gunicorn_workers, 1, true)
+        },
         ("gunicorn", Some(other)) => {
             return Err(Error::config(
                 "app.worker_class",
@@ -268,6 +293,7 @@ impl AppServer {
             per_process: slots,
             os_threads: slots,
             lock: false,
+            accept: Accept::Shared,
             boot_time: 0.0,
             memory: Memory {
                 quota: dyno.quota,
@@ -331,6 +357,17 @@ impl AppServer {
             Model::Threaded => (threads, threads),
             Model::Async => (connections, 1),
         };
+        let accept = match spec.accept.as_deref() {
+            None if preset.greedy => Accept::Greedy { limit: connections },
+            None | Some("shared") => Accept::Shared,
+            Some("greedy") => Accept::Greedy { limit: connections },
+            Some(other) => {
+                return Err(Error::config(
+                    "app.accept",
+                    format!("unknown accept {other:?}; expected shared or greedy"),
+                ))
+            }
+        };
         let m = spec.memory.clone().unwrap_or_default();
         let bytes = |v: Option<Bytes>, path: &str| -> Result<f64> {
             let b = v.map_or(0.0, |b| b.0);
@@ -373,6 +410,7 @@ impl AppServer {
             per_process,
             os_threads,
             lock: spec.lock.unwrap_or(preset.lock),
+            accept,
             boot_time,
             memory: Memory {
                 quota: dyno.quota,

@@ -78,6 +78,7 @@ impl<'s> Eligible<'s> {
             per_process: _,
             os_threads: _,
             lock: _,
+            accept,
             boot_time: _,
             memory,
         } = app;
@@ -92,6 +93,9 @@ impl<'s> Eligible<'s> {
         }
         if memory.is_modelled() {
             return Err("memory, which may restart dynos");
+        }
+        if *accept != crate::app::Accept::Shared {
+            return Err("processes that accept greedily, each with a queue of its own");
         }
         if *processes != 1 {
             // Several processes of one slot each are the same FIFO slots; the engine keeps

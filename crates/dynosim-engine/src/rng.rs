@@ -15,6 +15,8 @@ pub enum Stream {
     Routing = 3,
     /// Closed-loop clients' think times.
     Think = 4,
+    /// Which process of a dyno accepts a connection (greedy accept).
+    Accept = 5,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

@@ -722,7 +722,22 @@ pub const KEYS: &[Key] = &[
         unit: "requests",
         default: Default::Value("1000"),
         example: "100",
-        meaning: "requests one process holds at once, for the async model",
+        meaning: "requests one process holds at once, for the async model; with greedy \
+                  accept, the connections a process takes at once (running and queued)",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "accept",
+        value: "shared or greedy",
+        unit: "",
+        default: Default::Described("greedy for gunicorn's gthread and gevent, else shared"),
+        example: "\"shared\"",
+        meaning: "how the processes take connections: shared (a process accepts only with a \
+                  thread free; requests wait in the dyno's one accept queue) or greedy (each \
+                  process accepts up to worker_connections and queues them for its own \
+                  threads: a request goes at once to a process drawn at random and waits \
+                  there, even while another has a thread free)",
     },
     Key {
         section: "app",

@@ -296,3 +296,46 @@ fn a_restart_during_a_query_frees_the_database_server_when_the_query_ends() {
         assert!(r.dyno.as_ref().unwrap().memory.r15_restarts > 0);
     }
 }
+
+/// Greedy accept (gunicorn's gthread and gevent workers): each connection goes at once to a
+/// process drawn at random and waits for that process's threads. With P single-thread
+/// processes that is Poisson splitting into P independent M/M/1 queues: the mean wait is
+/// ρ·E[S]/(1 − ρ) at per-process load ρ. The same dyno with a shared accept queue is one
+/// M/M/P queue (Erlang C), which waits far less: the test tells the two apart.
+#[test]
+fn greedy_accept_splits_a_dyno_into_independent_queues() {
+    let (processes, rho, es) = (3u32, 0.6, 0.05);
+    let doc = |accept: &str, seed: u64| {
+        json!({
+            "arrivals": {"process": "poisson", "rate": rho * f64::from(processes) / es},
+            "request": {"phases": [{"io": {"distribution": "exponential", "mean": es}}]},
+            "fleet": {"dynos": 1},
+            "app": {"server": "gunicorn", "worker_class": "gthread", "processes": processes,
+                    "threads": 1, "accept": accept},
+            "run": {"duration": 20000.0 * es, "warmup": 200.0 * es, "replications": 20, "seed": seed},
+        })
+    };
+    let greedy = run_ok(&build(&scenario(doc("greedy", 41))));
+    let mm1 = rho * es / (1.0 - rho);
+    assert_matches(
+        "greedy accept, 3 single-thread processes: mean queue = M/M/1's",
+        measure(&greedy, |r| r.queue.mean),
+        mm1,
+        0.05,
+    );
+    assert_matches(
+        "greedy accept: P(wait) = rho",
+        measure(&greedy, |r| r.queued_fraction),
+        rho,
+        0.02,
+    );
+    let shared = run_ok(&build(&scenario(doc("shared", 42))));
+    let mmc = mmc_mean_wait(processes, rho * f64::from(processes), es).unwrap();
+    assert_matches(
+        "shared accept, 3 single-thread processes: mean queue = M/M/3's",
+        measure(&shared, |r| r.queue.mean),
+        mmc,
+        0.1,
+    );
+    assert!(mm1 > 2.0 * mmc, "{mm1} vs {mmc}");
+}

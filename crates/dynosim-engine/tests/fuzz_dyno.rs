@@ -83,9 +83,13 @@ fn app() -> impl Strategy<Value = Value> {
         prop::option::of(0.0..200.0f64),
         prop::option::of((0u32..200, 0u32..50, 0u32..30, 0u32..400, 0u32..30)),
         prop::option::of(0.0..2.0f64),
+        prop::option::of(prop::sample::select(vec!["shared", "greedy"])),
     )
-        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention)| {
+        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept)| {
             let mut a = json!({"server": server, "processes": processes, "boot_time": "50ms"});
+            if let Some(mode) = accept {
+                a["accept"] = json!(mode);
+            }
             if let Some(c) = class {
                 a["worker_class"] = json!(c);
             }

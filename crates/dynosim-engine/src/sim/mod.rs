@@ -24,6 +24,7 @@ mod router;
 mod sharing;
 
 use crate::alloc::{filled, StateBytes};
+use crate::app::Accept;
 use crate::error::{Error, Result};
 use crate::kernel::EventQueue;
 use crate::measure::Measures;
@@ -34,6 +35,7 @@ use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
 use dyno::Dyno;
+use rand::Rng;
 use resource::ResourceState;
 use router::Routers;
 use sharing::Sharing;
@@ -170,6 +172,9 @@ struct Simulation<'s> {
     resources: Vec<ResourceState>,
     service_rng: SimRng,
     think_rng: SimRng,
+    /// Greedy accept: which process wins a connection; and the candidates, reused.
+    accept_rng: SimRng,
+    open_processes: Vec<u32>,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
@@ -285,6 +290,8 @@ fn simulate(
             .collect(),
         service_rng: stream(seed, replication, Stream::Service),
         think_rng: stream(seed, replication, Stream::Think),
+        accept_rng: stream(seed, replication, Stream::Accept),
+        open_processes: Vec::new(),
         measures: Measures::new(s)?,
         queued: 0,
         trace,
@@ -487,11 +494,7 @@ impl Simulation<'_> {
         while trace.next <= trace.until && trace.next < time {
             trace.frames.push(Frame {
                 time: trace.next,
-                depth: self
-                    .dynos
-                    .iter()
-                    .map(|d| d.busy + d.accept.len() as u32)
-                    .collect(),
+                depth: self.dynos.iter().map(|d| d.busy + d.waiting).collect(),
                 router_waiting: self.routers.held(),
                 arrived: self.measures.arrivals(),
                 queued: self.queued,
@@ -514,17 +517,46 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
         self.routers.loads[entry.router as usize].increment(dyno);
+        if let Accept::Greedy { limit } = self.s.app.accept {
+            return self.accept_greedily(dyno, req, limit);
+        }
         match self.dynos[dyno].free_process(self.s.app.per_process) {
             Some(process) => self.start(dyno, process, req),
-            None => {
-                self.queued += 1;
-                entry.state = State::Accept;
-                let accept = &mut self.dynos[dyno].accept;
-                accept.push_back(req);
-                self.measures.dyno_queue(dyno, self.now, accept.len());
-                self.waiting_total += 1;
-            }
+            None => self.wait_on_dyno(dyno, req, None),
         }
+    }
+
+    /// Greedy accept: a process with room, drawn at random, takes the connection, and runs it
+    /// on a free thread or queues it for its own threads; with no process having room it
+    /// waits in the dyno's backlog.
+    fn accept_greedily(&mut self, dyno: usize, req: u32, limit: u32) {
+        let d = &mut self.dynos[dyno];
+        d.open_processes(limit, &mut self.open_processes);
+        let process = match self.open_processes.len() {
+            0 => return self.wait_on_dyno(dyno, req, None),
+            1 => self.open_processes[0],
+            n => self.open_processes[self.accept_rng.random_range(0..n)],
+        };
+        d.held[process as usize] += 1;
+        if d.process_busy[process as usize] < self.s.app.per_process {
+            self.start(dyno, process, req);
+        } else {
+            self.wait_on_dyno(dyno, req, Some(process));
+        }
+    }
+
+    /// The request waits on the dyno for a thread: in the accept queue, or in `process`'s own.
+    fn wait_on_dyno(&mut self, dyno: usize, req: u32, process: Option<u32>) {
+        self.queued += 1;
+        self.slab.entries[req as usize].state = State::Accept;
+        let d = &mut self.dynos[dyno];
+        match process {
+            None => d.accept.push_back(req),
+            Some(p) => d.queues[p as usize].push_back(req),
+        }
+        d.waiting += 1;
+        self.measures.dyno_queue(dyno, self.now, d.waiting as usize);
+        self.waiting_total += 1;
     }
 
     /// A thread of `process` on `dyno` takes the request.
@@ -903,7 +935,27 @@ impl Simulation<'_> {
             self.fleet_levels();
         }
         if self.dynos[dyno].up {
-            if let Some(next) = self.dynos[dyno].accept.pop_front() {
+            let d = &mut self.dynos[dyno];
+            let next = if d.queues.is_empty() {
+                d.accept.pop_front()
+            } else {
+                // Greedy: the process's own queue first; a backlogged request fills the room
+                // this one leaves.
+                d.held[process as usize] -= 1;
+                let own = d.queues[process as usize].pop_front();
+                if own.is_none() {
+                    if let Some(r) = d.accept.pop_front() {
+                        d.held[process as usize] += 1;
+                        Some(r)
+                    } else {
+                        None
+                    }
+                } else {
+                    own
+                }
+            };
+            if let Some(next) = next {
+                d.waiting -= 1;
                 self.waiting_total -= 1;
                 // The thread just freed takes it (a process's own accept loop).
                 self.start(dyno, process, next);
@@ -961,6 +1013,11 @@ impl Simulation<'_> {
         self.dynos_up -= 1;
         // The requests on it: those in its accept queue and those its threads hold.
         let mut victims: Vec<u32> = d.accept.drain(..).collect();
+        for queue in &mut d.queues {
+            victims.extend(queue.drain(..));
+        }
+        d.held.iter_mut().for_each(|h| *h = 0);
+        d.waiting = 0;
         self.waiting_total -= victims.len();
         let on_threads: Vec<u32> = (0..self.slab.entries.len() as u32)
             .filter(|&i| {
