@@ -104,6 +104,10 @@ def print_comparison(doc: Dict[str, Any]) -> None:
         late = extras["lateness"]
         console.print(f"load generator lateness: p50 {late['p50'] * 1e3:.3f} ms, p99 {late['p99'] * 1e3:.3f} ms, "
                       f"max {late['max'] * 1e3:.3f} ms; HAProxy: {extras['haproxy']}", highlight=False)
+        over = extras.get("overhead") or {}
+        parts = [f"{name.replace('_', ' ')} {value * 1e3:.2f} ms" for name, value in over.items() if value is not None]
+        if parts:
+            console.print("the real stack adds per request (means): " + ", ".join(parts), highlight=False)
         for w in extras["warnings"]:
             console.print(f"[yellow]warning[/]: {w}", highlight=False)
 

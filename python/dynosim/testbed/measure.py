@@ -184,3 +184,39 @@ def as_summary(rep: Dict[str, Any]) -> Dict[str, Any]:
 def lateness_summary(load: Dict[str, Any]) -> Dict[str, float]:
     late = np.asarray(load["sent"], dtype=float) - np.asarray(load["scheduled"], dtype=float)
     return time_summary(late) if len(late) else time_summary(np.zeros(0))
+
+
+def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float]) -> Dict[str, Optional[float]]:
+    """What the real stack adds to each request beyond the drawn times, in seconds (means), the
+    evidence for modelling it:
+
+    - ``to_app_when_idle``: sent → the app starts, for requests whose dyno had nothing in hand
+      when they were sent (connecting, HAProxy, gunicorn's accept and parse);
+    - ``in_app``: the app's own time beyond the drawn phase times;
+    - ``after_app``: the app is done → the client has the whole response;
+    - ``between_requests``: a dyno's request ends in the app → the next one, already waiting,
+      starts there (the worker's time between two requests).
+    """
+    sent = np.asarray(load["sent"], dtype=float)
+    done = np.asarray(load["done"], dtype=float)
+    headers = load["headers"]
+    start = _floats(headers["x-dynosim-start"])
+    end = _floats(headers["x-dynosim-end"])
+    dyno = np.nan_to_num(_floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
+    drawn = np.asarray(drawn_service, dtype=float)
+    ok = np.isfinite(start) & np.isfinite(end) & np.isfinite(done)
+    busy = busy_at_send(dyno, sent, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
+    idle = ok & (busy == 0)
+    gaps: List[float] = []
+    for d in range(dynos):
+        idx = np.nonzero(ok & (dyno == d))[0]
+        order = idx[np.argsort(start[idx])]
+        for a, b in zip(order[:-1], order[1:]):
+            if sent[b] < end[a]:  # b was waiting when a ended
+                gaps.append(float(start[b] - end[a]))
+
+    def mean(values: "np.ndarray") -> Optional[float]:
+        return float(np.mean(values)) if len(values) else None
+
+    return {"to_app_when_idle": mean((start - sent)[idle]), "in_app": mean((end - start - drawn)[ok]),
+            "after_app": mean((done - end)[ok]), "between_requests": mean(np.array(gaps))}

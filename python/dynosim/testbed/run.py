@@ -148,6 +148,7 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "router_queue": measure.time_summary(tw[np.isfinite(tw)]),
         "request_queueing": measure.time_summary(start[ok] - stamped[ok]),
         "router_log_lines": len(router_log),
+        "overhead": measure.overheads(load, int(plan.described["dynos"]), served),
         "warnings": warnings,
         "haproxy": balance(plan.router.policy, plan.router.params) + (
             f", maxconn {plan.router.slots}" if plan.router.policy == "intelligent" else ""),
