@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_model, git_commit  # noqa: E402
 
 from dynosim import Scenario  # noqa: E402
-from dynosim.results import _lookup  # noqa: E402
+from dynosim.results import lookup  # noqa: E402
 from dynosim.testbed.run import testbed  # noqa: E402
 
 ROUTING = {
@@ -74,12 +74,12 @@ DYNO_CASES: List[Tuple[str, Dict[str, Any]]] = [
 
 
 def figure(report: Dict[str, Any], metric: str) -> Dict[str, Any]:
-    return _lookup(report["summary"], metric)
+    return lookup(report["summary"], metric)
 
 
 def row(label: str, result: Dict[str, Any], metric: str, bound: float) -> Dict[str, Any]:
     sim = figure(result["simulated"], metric)
-    paired = _lookup(result["simulated"]["per_replication"][0], metric)
+    paired = lookup(result["simulated"]["per_replication"][0], metric)
     real = figure(result["measured"], metric)["mean"]
     diff = (real - sim["mean"]) / sim["mean"]
     inside = sim["ci_low"] <= real <= sim["ci_high"]

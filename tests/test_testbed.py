@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_cli
+from fuzzing import toml_document
 from dynosim import Scenario
 from dynosim.errors import DynosimError, ScenarioError
 from dynosim.testbed import app, measure
@@ -169,7 +170,7 @@ def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path
     plan = make_plan(Scenario(io_scenario()))
     out = tmp_path / "out"
     toml = tmp_path / "io.toml"
-    toml.write_text(_toml(io_scenario()))
+    toml.write_text(toml_document(io_scenario()))
     result = run_cli("testbed", str(toml), "--policy", "random,intelligent", "--json", "--out", str(out))
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
@@ -264,7 +265,7 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
                       request={"phases": [{"use": "db", "time": "10ms"}]},
                       resources={"db": {"servers": 100, "pool": {"size": 1}}})
     toml = tmp_path / "long.toml"
-    toml.write_text(_toml(doc))
+    toml.write_text(toml_document(doc))
     proc = subprocess.Popen([sys.executable, "-m", "dynosim", "testbed", str(toml)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     seen: Set[int] = set()
@@ -293,27 +294,3 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
         assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[how]
         err = proc.stderr.read().decode() if proc.stderr else ""
         assert "Traceback" not in err
-
-
-def _toml(doc: Dict[str, object]) -> str:
-    """A scenario dict as TOML (strings, numbers, lists of inline tables, nested tables)."""
-
-    def value(v: object) -> str:
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, list):
-            return "[" + ", ".join(value(x) for x in v) + "]"
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
-        raise TypeError(v)
-
-    lines = [f"{k} = {value(v)}" for k, v in doc.items() if not isinstance(v, dict)]
-    for k, v in doc.items():
-        if isinstance(v, dict):
-            lines.append(f"[{k}]")
-            lines += [f"{kk} = {value(vv)}" for kk, vv in v.items()]
-    return "\n".join(lines) + "\n"

@@ -115,6 +115,12 @@ class Estimate:
         return cls(num(d["mean"]), num(d["ci_low"]), num(d["ci_high"]), num(d["std_error"]))
 
 
+def lookup(tree: Mapping[str, Any], metric: str) -> Any:
+    """The node a dotted metric name leads to in a report's summary or one replication (an
+    estimate's dict, or a plain figure); KeyError naming the known metrics if there is none."""
+    return _lookup(tree, metric)
+
+
 def _lookup(tree: Mapping[str, Any], metric: str) -> Any:
     node: Any = tree
     for part in metric.split("."):

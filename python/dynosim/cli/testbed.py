@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from ..display import Column, activity, results_table, stdout_console
 from ..output import print_json, write_files
-from ..results import is_time_metric
+from ..results import is_time_metric, lookup
 from .common import add_scenario_arguments, policy_list, policy_names, scenario_from_args
 
 #: The metrics of the side-by-side table, when the reports have them.
@@ -71,8 +71,6 @@ def check(found: List[Any]) -> int:
 
 
 def print_comparison(doc: Dict[str, Any]) -> None:
-    from ..results import _lookup
-
     console = stdout_console()
     for result in doc["results"]:
         sim, real = result["simulated"], result["measured"]
@@ -82,9 +80,9 @@ def print_comparison(doc: Dict[str, Any]) -> None:
         rows = []
         for metric in TABLE_METRICS:
             try:
-                s = _lookup(sim["summary"], metric)
-                m = _lookup(real["summary"], metric)["mean"]
-                paired = _lookup(sim["per_replication"][0], metric)
+                s = lookup(sim["summary"], metric)
+                m = lookup(real["summary"], metric)["mean"]
+                paired = lookup(sim["per_replication"][0], metric)
             except KeyError:
                 continue
             rows.append({"metric": metric, "simulated": s, "paired": paired, "measured": m,

@@ -25,7 +25,7 @@ import numpy as np
 from .. import _dynosim
 from ..api import run as run_scenario
 from ..errors import DynosimError
-from ..results import metrics_of
+from ..results import lookup, metrics_of
 from ..scenario import Scenario
 from . import measure
 from .database import Database
@@ -201,14 +201,12 @@ def _minus(text: Optional[str], t0: float) -> Any:
 def difference(simulated: Dict[str, Any], measured: Dict[str, Any]) -> Dict[str, Optional[float]]:
     """(measured − simulated) / simulated for every metric both have (None where the simulated
     figure is 0). `simulated` is a summary (estimates) or one replication (plain figures)."""
-    from ..results import _lookup
-
     out: Dict[str, Optional[float]] = {}
     for metric in metrics_of(measured):
         try:
-            node = _lookup(simulated, metric)
+            node = lookup(simulated, metric)
             sim = float(node["mean"] if isinstance(node, dict) else node)
-            real = float(_lookup(measured, metric)["mean"])
+            real = float(lookup(measured, metric)["mean"])
         except (KeyError, TypeError):
             continue
         if metric in ("simulated_requests", "events"):
