@@ -183,7 +183,8 @@ impl Measures {
                     inside.failed_no_dyno += 1;
                 }
             }
-            if let Some(closed) = inside.closed.as_mut() {
+            // A closed loop counts, as ab does, the requests it sent inside the window.
+            if let Some(closed) = inside.closed.as_mut().filter(|_| counted) {
                 closed.0 = closed.0.max(now);
                 closed.1 += 1;
                 closed.2 += 1;
@@ -239,7 +240,14 @@ impl Measures {
                     stats.record(end - arrival);
                 }
             }
-            if let Some(closed) = inside.closed.as_mut() {
+            // Only requests sent inside the window: over `last − window start`, counting the
+            // warm-up's completions too would overstate the rate by (warm-up + duration) /
+            // duration.
+            if let Some(closed) = inside
+                .closed
+                .as_mut()
+                .filter(|_| arrival >= self.window_start)
+            {
                 closed.0 = closed.0.max(end);
                 closed.1 += 1;
                 closed.3.record(end - arrival);

@@ -339,3 +339,35 @@ fn greedy_accept_splits_a_dyno_into_independent_queues() {
     );
     assert!(mm1 > 2.0 * mmc, "{mm1} vs {mmc}");
 }
+
+/// A closed loop that runs for a time (no request count) with a warm-up: ab's requests/s
+/// counts the requests sent inside the window over the time from the window's start to the
+/// last response, so it must agree with the window's throughput up to the requests in flight
+/// at its two edges (at most `clients` each). Counting the warm-up's completions too once
+/// overstated it by (warm-up + duration) / duration.
+#[test]
+fn a_timed_closed_loop_counts_its_window_only() {
+    let clients = 4u32;
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": clients, "think": "20ms"},
+        "request": {"phases": [{"io": {"distribution": "exponential", "mean": "30ms"}}]},
+        "fleet": {"dynos": 2},
+        "app": {"server": "gunicorn", "worker_class": "sync", "processes": 1},
+        "run": {"duration": 100.0, "warmup": 50.0, "replications": 3, "seed": 5},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    for r in &report.per_replication {
+        let closed = r.closed_loop.as_ref().unwrap();
+        let in_window = r.throughput * 100.0;
+        let counted = closed.requests_per_s * closed.elapsed;
+        assert!(
+            (counted - in_window).abs() <= 2.0 * f64::from(clients) + 1e-9,
+            "closed loop counted {counted} requests, the window completed {in_window}"
+        );
+        assert!(
+            (closed.elapsed - 100.0).abs() < 1.0,
+            "elapsed {}",
+            closed.elapsed
+        );
+    }
+}

@@ -90,8 +90,14 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
-    in_window = int(np.sum(np.asarray(drawn_times, dtype=float) >= warmup)) if not closed else drawn
     scheduled = np.asarray(load["scheduled"], dtype=float) - t0
+    counted = closed is not None and bool(closed.get("requests"))
+    if not closed:
+        in_window = int(np.sum(np.asarray(drawn_times, dtype=float) >= warmup))
+    elif counted:
+        in_window = drawn
+    else:  # a timed closed loop: what was sent inside its window
+        in_window = int(np.sum((scheduled >= warmup) & (scheduled < warmup + duration)))
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
     status = np.asarray(load["status"], dtype=np.int64)
@@ -101,8 +107,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     dyno = np.nan_to_num(_floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
     pool_wait = _floats(headers["x-dynosim-pool-wait"])
     ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
-    window_end = math.inf if closed and closed.get("requests") else warmup + duration
-    measured = scheduled >= warmup if not closed else np.ones(n, dtype=bool)
+    window_end = math.inf if counted else warmup + duration
+    measured = np.ones(n, dtype=bool) if counted else (scheduled >= warmup) & (scheduled < window_end)
     good = measured & ok
     queue = start[good] - sent[good]
     response = done[good] - sent[good]
@@ -149,7 +155,11 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         "simulated_requests": drawn,
         "events": 0,
     }
-    failed = in_window - int(np.sum(good))
+    # A timed closed loop ends at its deadline: the requests then in flight were cut, not failed
+    # (the simulation, too, leaves them unfinished).
+    cut = 0 if (counted or not closed) else int(np.sum(measured & np.array([e == "deadline" for e in load["error"]],
+                                                                            dtype=bool)))
+    failed = in_window - int(np.sum(good)) - cut
     rep["failed"] = {"fraction": failed / max(1, in_window), "total": failed}
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
@@ -160,13 +170,17 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                                  "response": time_summary(done[good & (cls == c)] - sent[good & (cls == c)])}
                           for c, name in enumerate(classes)}
     if closed:
-        first = float(np.min(sent)) if n else t0
-        last = float(np.max(done[np.isfinite(done)])) if np.any(np.isfinite(done)) else first
+        # As ab and the simulation count: the requests sent inside the window, over the time
+        # from the window's start (the first send, without a warm-up) to the last response.
+        answered = measured & np.isfinite(done) & (status > 0)
+        first = t0 + warmup
+        last = float(np.max(done[answered])) if np.any(answered) else first
         elapsed = max(last - first, 1e-9)
-        completed = int(np.sum(ok))
-        rep["closed_loop"] = {"clients": closed["clients"], "completed": completed, "failed": drawn - completed,
+        completed = int(np.sum(answered))
+        rep["closed_loop"] = {"clients": closed["clients"], "completed": completed,
+                              "failed": int(np.sum(answered & ~ok)) + (drawn - n if counted else 0),
                               "elapsed": elapsed, "requests_per_s": completed / elapsed,
-                              "latency": time_summary(done[ok] - sent[ok])}
+                              "latency": time_summary(done[answered] - sent[answered])}
     return rep
 
 

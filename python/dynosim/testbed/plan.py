@@ -87,11 +87,19 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     warmup = float(described["warmup"])
     length = warmup + float(described["duration"])
     closed = described["closed_loop"]
-    if not closed and length > MAX_SECONDS:
+    # A closed loop without a request count runs for the run's length, as the simulation does.
+    timed = not closed or described["closed_requests"] is None
+    if timed and length > MAX_SECONDS:
         raise scenario._error("run.duration", f"the testbed runs at most {MAX_SECONDS:.0f} s of real traffic; "
                                               f"this scenario asks {length:.0f} s (use --duration)")
+    limit = MAX_REQUESTS
+    if closed and timed:
+        # Enough requests for every client never to run short: each takes at least the
+        # request's own time (with no think time, nothing else).
+        fastest = max(float(described["service_mean"]) / 4, 1e-3)
+        limit = min(MAX_REQUESTS, int(described["closed_clients"] * length / fastest) + 1000)
     drawn = json.loads(scenario._call(_dynosim.draw_requests, replication, length if not closed else math.inf,
-                                      MAX_REQUESTS))
+                                      limit))
     if drawn["truncated"]:
         raise DynosimError(f"the testbed sends at most {MAX_REQUESTS} requests; this scenario draws more "
                            f"(use --duration, or a lower rate)")
@@ -136,13 +144,15 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
         resources[r["name"]] = {"pool": size, "mode": mode}
     dyno_plan.resources = resources
     mean_response = float(described["service_mean"]) or 0.001
-    if closed:
+    if closed and not timed:
         n = len(drawn["phases"])
         clients = int(described["closed_clients"])
         # A closed loop runs until its requests are done: bounded by a generous multiple of
         # the time they would take one after another on `clients` clients.
         length = min(MAX_SECONDS, 60.0 + 10.0 * n * mean_response / max(1, clients))
-    deadline = length + 60.0 + 10.0 * mean_response
+    # A timed closed loop stops at its end (requests still in flight end as "deadline" and
+    # are not counted, as the simulation counts only what arrived in its window).
+    deadline = length if closed and timed else length + 60.0 + 10.0 * mean_response
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=RouterPlan(policy, params, int(described["slots"]), timeout=deadline),
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
