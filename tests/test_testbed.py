@@ -173,6 +173,8 @@ def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path
     toml.write_text(toml_document(io_scenario()))
     result = run_cli("testbed", str(toml), "--policy", "random,intelligent", "--json", "--out", str(out))
     assert result.returncode == 0, result.stderr
+    # A normal exit leaves nothing of the testbed running.
+    assert not _testbed_processes(), _testbed_processes()
     doc = json.loads(result.stdout)
     assert [r["policy"] for r in doc["results"]] == ["random", "intelligent"]
     in_window = [i for i, t in enumerate(plan.drawn["time"]) if t >= 1.0]
@@ -240,6 +242,18 @@ def _descendants(pid: int) -> Set[int]:
             if child not in out:
                 out.add(child)
                 todo.append(child)
+    return out
+
+
+def _testbed_processes() -> Dict[int, str]:
+    """Processes still running that the testbed starts: its app's workers, its HAProxy and
+    PostgreSQL (found by their command lines, which name the testbed's app or directory)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            line = _cmdline(int(entry.name))
+            if "dynosim.testbed.app" in line or "dynosim-testbed-" in line:
+                out[int(entry.name)] = line
     return out
 
 
