@@ -19,13 +19,13 @@
 //! ([`crate::direct`]), so that both report the same figures.
 
 mod dyno;
+mod events;
 mod resource;
 mod router;
 mod sharing;
 
 use crate::alloc::{filled, StateBytes};
 use crate::error::{Error, Result};
-use crate::kernel::EventQueue;
 use crate::measure::Measures;
 use crate::policy::{Knowledge, Route, Ties};
 use crate::request::PhaseKind;
@@ -34,6 +34,7 @@ use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
 use dyno::Dyno;
+use events::{Event, EventIds, Events, ARRIVAL, BOOT, COMPLETION};
 use resource::ResourceState;
 use router::Routers;
 use sharing::Sharing;
@@ -41,31 +42,7 @@ use sharing::Sharing;
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
-/// Event priorities (lower first at equal times).
-const COMPLETION: u8 = 0;
-const BOOT: u8 = 1;
-const ARRIVAL: u8 = 2;
-
 const NONE: u32 = u32::MAX;
-
-#[derive(Debug, Clone, Copy)]
-enum Event {
-    /// The open workload's next arrival.
-    Arrival,
-    /// A closed-loop client sends its next request.
-    Send { client: u32 },
-    /// A timed phase ends: a `[service]` hold, an `io` wait, or an FCFS resource's service.
-    Done { req: u32 },
-    /// A dyno's CPU finishes a job (if this is the event it still wants).
-    Cpu { dyno: u32 },
-    /// A processor-sharing resource finishes a job (if this is the event it still wants).
-    Shared { resource: u32 },
-    /// A restarted dyno is up again.
-    Boot { dyno: u32 },
-}
-
-// The kernel's entries stay at 24 bytes (see crate::kernel).
-const _: () = assert!(size_of::<Event>() <= 8);
 
 /// Where a request is, for what an event or a restart must do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +138,7 @@ struct TraceRecorder {
 struct Simulation<'s> {
     s: &'s Scenario,
     now: f64,
-    events: EventQueue<Event>,
+    events: Events,
     slab: Slab,
     dynos: Vec<Dyno>,
     dynos_up: u32,
@@ -205,7 +182,7 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     StateBytes {
         per_dyno: Measures::BYTES_PER_DYNO + size_of::<Dyno>() as f64 + processes * 2.0 * u32_bytes,
         // Per busy thread: a request, a pending event (the heap's buffer doubles), a CPU job.
-        per_slot: request + 2.0 * EventQueue::<Event>::ENTRY_BYTES as f64 + 32.0,
+        per_slot: request + 2.0 * crate::kernel::EventQueue::ENTRY_BYTES as f64 + 32.0,
         per_router_dyno: u32_bytes + ranking,
         // A waiting request: its entry and its place in a queue.
         per_waiting: request + 2.0 * u32_bytes,
@@ -269,10 +246,17 @@ fn simulate(
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
     let template = Dyno::new(&s.app, s.dyno_type.cores, cpu);
+    let clients = match &s.workload {
+        Workload::Open(_) => 0,
+        Workload::Closed(clients) => clients.count,
+    };
     let mut sim = Simulation {
         s,
         now: 0.0,
-        events: EventQueue::with_capacity(s.total_slots().min(1 << 20) as usize + 2),
+        events: Events::new(
+            s.total_slots().min(1 << 20) as usize + 2,
+            EventIds::new(s.dynos, s.resources.len() as u32, clients),
+        ),
         slab: Slab::default(),
         dynos: filled(n, template)?,
         dynos_up: s.dynos,
@@ -326,7 +310,7 @@ fn simulate(
     };
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
-    while let Some((time, key, event)) = sim.events.pop() {
+    while let Some((time, event)) = sim.events.pop() {
         if sim.trace.is_some() {
             sim.snapshot_until(time);
         }
@@ -358,16 +342,12 @@ fn simulate(
                 sim.timed_done(req);
             }
             Event::Cpu { dyno } => {
-                if sim.dynos[dyno as usize].cpu.pending == Some(key) {
-                    sim.now = time;
-                    sim.cpu_done(dyno as usize);
-                }
+                sim.now = time;
+                sim.cpu_done(dyno as usize);
             }
             Event::Shared { resource } => {
-                if sim.resources[resource as usize].sharing.pending == Some(key) {
-                    sim.now = time;
-                    sim.shared_done(resource as usize);
-                }
+                sim.now = time;
+                sim.shared_done(resource as usize);
             }
             Event::Boot { dyno } => {
                 sim.now = time;
@@ -402,18 +382,18 @@ fn simulate(
     Ok((sim.measures.finish(s, end), trace))
 }
 
-/// Keeps a processor-sharing component's one completion event right after a change: a new
-/// `event` when its next completion moved, none when it has no jobs left.
-fn schedule_next(events: &mut EventQueue<Event>, sharing: &mut Sharing, now: f64, event: Event) {
+/// Keeps a processor-sharing component's one completion event right after a change: moved
+/// when its next completion moved, taken back when it has no jobs left.
+fn schedule_next(events: &mut Events, sharing: &mut Sharing, now: f64, event: Event) {
     match sharing.next_completion(now) {
         Some(t) if !sharing.needs_event(t) => {}
         Some(t) => {
             sharing.scheduled = Some(t);
-            sharing.pending = Some(events.schedule(t, COMPLETION, event));
+            events.reschedule(t, event);
         }
         None => {
-            sharing.pending = None;
             sharing.scheduled = None;
+            events.cancel(event);
         }
     }
 }

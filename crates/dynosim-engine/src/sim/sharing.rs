@@ -11,10 +11,8 @@
 //! with work w is done when the group's virtual time reaches V + w, its tag. A change (a job
 //! joins or leaves, a factor changes) advances each active group's virtual time and sets the
 //! rates anew: its cost grows with the groups (processes), not with the jobs. The next
-//! completion is scheduled anew only when it moves; the previous event is then cancelled by
-//! keeping only the new one's key ([`crate::kernel::EventKey`]).
-
-use crate::kernel::EventKey;
+//! completion is moved (in the event queue, [`crate::kernel`]) only when it moves by more than
+//! rounding.
 
 #[derive(Debug, Clone)]
 struct Group {
@@ -57,8 +55,6 @@ pub struct Sharing {
     active: Vec<u32>,
     jobs: u32,
     last: f64,
-    /// The key of the one completion event wanted (None: none pending).
-    pub pending: Option<EventKey>,
     /// When the pending completion event is due (None: none pending).
     pub scheduled: Option<f64>,
     /// The job that completes first, as of the last [`Self::next_completion`]: rates change
@@ -77,7 +73,6 @@ impl Sharing {
             active: Vec::new(),
             jobs: 0,
             last: 0.0,
-            pending: None,
             scheduled: None,
             soonest: u32::MAX,
             servers: f64::from(servers),
