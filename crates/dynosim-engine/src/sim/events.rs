@@ -101,11 +101,21 @@ impl EventIds {
     }
 }
 
-/// The queue with the engine's events: [`EventQueue`] of ids, translated.
+/// The queue with the engine's events: [`EventQueue`] of ids, translated; and the open
+/// workload's next arrival, kept beside the queue rather than in it.
+///
+/// An open workload has one arrival pending at every moment, and each arrival schedules the
+/// next: through the heap that was a push and a pop per request. Beside it, the arrival is
+/// compared with the heap's first event instead. The order is the same: the arrival is the
+/// only event of priority [`ARRIVAL`] in an open workload (clients' sends are the closed
+/// loop's), so at equal times the heap's event, a completion or a boot, goes first; and
+/// sequence numbers only order events of equal time and priority.
 #[derive(Debug)]
 pub(super) struct Events {
     queue: EventQueue,
     ids: EventIds,
+    /// When the open workload's next arrival is due, if one is pending.
+    arrival: Option<f64>,
 }
 
 impl Events {
@@ -113,11 +123,21 @@ impl Events {
         Events {
             queue: EventQueue::new(capacity, ids.movable()),
             ids,
+            arrival: None,
         }
     }
 
     #[inline]
     pub fn schedule(&mut self, time: f64, priority: u8, event: Event) {
+        if event == Event::Arrival {
+            debug_assert!(self.arrival.is_none() && priority == ARRIVAL);
+            self.arrival = Some(time);
+            return;
+        }
+        debug_assert!(
+            self.arrival.is_none() || priority < ARRIVAL,
+            "an open workload's arrival must be the only event of its priority"
+        );
         self.queue.schedule(time, priority, self.ids.id(event));
     }
 
@@ -135,6 +155,17 @@ impl Events {
 
     #[inline]
     pub fn pop(&mut self) -> Option<(f64, Event)> {
+        if let Some(a) = self.arrival {
+            // Strictly before: at equal times the heap's event has the lower priority.
+            let first = match self.queue.next_time() {
+                None => true,
+                Some(t) => a.total_cmp(&t).is_lt(),
+            };
+            if first {
+                self.arrival = None;
+                return Some((a, Event::Arrival));
+            }
+        }
         self.queue.pop().map(|(t, id)| (t, self.ids.event(id)))
     }
 }
