@@ -1,7 +1,7 @@
 //! A dyno's state: its accept queue (the listen backlog its processes share), its processes'
 //! busy threads, its CPU ([`Sharing`] of its cores), its memory and whether it is up.
 
-use super::sharing::Sharing;
+use super::sharing::{Sharing, SharingStore};
 use crate::app::{AppServer, Memory};
 use std::collections::VecDeque;
 
@@ -24,9 +24,10 @@ pub(super) struct Dyno {
 }
 
 impl Dyno {
-    pub fn new(app: &AppServer, cores: u32, cpu: bool) -> Dyno {
+    /// A dyno whose CPU is sharing 0 of `store` (see [`Sharing::placed`]).
+    pub fn new(app: &AppServer, cores: u32, cpu: bool, store: &SharingStore) -> Dyno {
         let processes = app.processes as usize;
-        let mut cpu = Sharing::new(cores, if cpu { app.processes } else { 0 }, cpu && app.lock);
+        let mut cpu = store.sharing(0, cores, cpu && app.lock);
         cpu.set_slowdown(app.memory.slowdown(idle_memory(app)));
         Dyno {
             busy: 0,
@@ -68,6 +69,20 @@ impl Dyno {
         self.busy_processes = 0;
         self.arenas.iter_mut().for_each(|a| *a = 0);
         self.memory = idle_memory(app);
+    }
+}
+
+/// The store of every dyno's CPU jobs: a group per process (with `cpu`), each holding at most
+/// the process's requests.
+pub(super) fn cpu_store(
+    app: &AppServer,
+    dynos: u32,
+    cpu: bool,
+) -> crate::error::Result<SharingStore> {
+    if cpu {
+        SharingStore::new(dynos, app.processes, Some(app.per_process))
+    } else {
+        SharingStore::new(dynos, 1, Some(0))
     }
 }
 

@@ -37,7 +37,7 @@ use dyno::Dyno;
 use events::{Event, EventIds, Events, ARRIVAL, BOOT, COMPLETION};
 use resource::ResourceState;
 use router::Routers;
-use sharing::Sharing;
+use sharing::{Sharing, SharingStore};
 
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
@@ -141,6 +141,8 @@ struct Simulation<'s> {
     events: Events,
     slab: Slab,
     dynos: Vec<Dyno>,
+    /// The groups and jobs of every dyno's CPU.
+    cpu_store: SharingStore,
     dynos_up: u32,
     routers: Routers,
     waiting_total: usize,
@@ -245,7 +247,11 @@ fn simulate(
     let phases = s.request.is_some();
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
-    let template = Dyno::new(&s.app, s.dyno_type.cores, cpu);
+    let cpu_store = dyno::cpu_store(&s.app, s.dynos, cpu)?;
+    let mut dynos = filled(n, Dyno::new(&s.app, s.dyno_type.cores, cpu, &cpu_store))?;
+    for (d, dyno) in dynos.iter_mut().enumerate() {
+        dyno.cpu = dyno.cpu.clone().placed(d as u32);
+    }
     let clients = match &s.workload {
         Workload::Open(_) => 0,
         Workload::Closed(clients) => clients.count,
@@ -258,7 +264,8 @@ fn simulate(
             EventIds::new(s.dynos, s.resources.len() as u32, clients),
         ),
         slab: Slab::default(),
-        dynos: filled(n, template)?,
+        dynos,
+        cpu_store,
         dynos_up: s.dynos,
         routers: Routers::new(s, stream(seed, replication, Stream::Routing))?,
         waiting_total: 0,
@@ -384,8 +391,14 @@ fn simulate(
 
 /// Keeps a processor-sharing component's one completion event right after a change: moved
 /// when its next completion moved, taken back when it has no jobs left.
-fn schedule_next(events: &mut Events, sharing: &mut Sharing, now: f64, event: Event) {
-    match sharing.next_completion(now) {
+fn schedule_next(
+    events: &mut Events,
+    sharing: &mut Sharing,
+    store: &mut SharingStore,
+    now: f64,
+    event: Event,
+) {
+    match sharing.next_completion(store, now) {
         Some(t) if !sharing.needs_event(t) => {}
         Some(t) => {
             sharing.scheduled = Some(t);
@@ -579,7 +592,10 @@ impl Simulation<'_> {
             1 + d.arenas[process as usize],
         );
         self.cpu_advance(dyno);
-        if self.dynos[dyno].cpu.set_group_factor(process, factor) {
+        if self.dynos[dyno]
+            .cpu
+            .set_group_factor(&mut self.cpu_store, process, factor)
+        {
             self.reschedule_cpu(dyno);
         }
     }
@@ -619,7 +635,7 @@ impl Simulation<'_> {
             let slowdown = m.slowdown(bytes);
             let (from, work) = {
                 let cpu = &mut self.dynos[dyno].cpu;
-                let (work, from) = cpu.advance(self.now);
+                let (work, from) = cpu.advance(&mut self.cpu_store, self.now);
                 (from, work)
             };
             self.measures.cpu(
@@ -649,7 +665,9 @@ impl Simulation<'_> {
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
                 self.cpu_advance(dyno);
-                self.dynos[dyno].cpu.add(req, process, time);
+                self.dynos[dyno]
+                    .cpu
+                    .add(&mut self.cpu_store, req, process, time);
                 self.reschedule_cpu(dyno);
             }
             PhaseKind::Use(r) => {
@@ -705,8 +723,8 @@ impl Simulation<'_> {
                 let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
                 self.measures
                     .resource_use(r as usize, arrival, pool_wait, 0.0);
-                res.sharing.advance(now);
-                res.sharing.add(req, 0, time);
+                res.sharing.advance(&mut res.store, now);
+                res.sharing.add(&mut res.store, req, 0, time);
                 let busy = res.sharing.busy_servers();
                 self.measures.resource_busy(r as usize, now, busy);
                 self.reschedule_shared(r as usize);
@@ -716,7 +734,7 @@ impl Simulation<'_> {
 
     fn cpu_advance(&mut self, dyno: usize) {
         let now = self.now;
-        let (work, from) = self.dynos[dyno].cpu.advance(now);
+        let (work, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, now);
         if work > 0.0 {
             self.measures.cpu(from, now, work / (now - from));
         }
@@ -724,14 +742,22 @@ impl Simulation<'_> {
 
     fn reschedule_cpu(&mut self, dyno: usize) {
         let event = Event::Cpu { dyno: dyno as u32 };
-        schedule_next(&mut self.events, &mut self.dynos[dyno].cpu, self.now, event);
+        schedule_next(
+            &mut self.events,
+            &mut self.dynos[dyno].cpu,
+            &mut self.cpu_store,
+            self.now,
+            event,
+        );
     }
 
     fn reschedule_shared(&mut self, r: usize) {
         let event = Event::Shared { resource: r as u32 };
+        let res = &mut self.resources[r];
         schedule_next(
             &mut self.events,
-            &mut self.resources[r].sharing,
+            &mut res.sharing,
+            &mut res.store,
             self.now,
             event,
         );
@@ -741,7 +767,9 @@ impl Simulation<'_> {
         self.dynos[dyno].cpu.scheduled = None;
         self.cpu_advance(dyno);
         let mut done = std::mem::take(&mut self.done);
-        self.dynos[dyno].cpu.take_done(self.now, &mut done);
+        self.dynos[dyno]
+            .cpu
+            .take_done(&mut self.cpu_store, self.now, &mut done);
         self.reschedule_cpu(dyno);
         for &req in &done {
             // A request finished before it may have restarted the dyno (R15), which failed
@@ -757,9 +785,11 @@ impl Simulation<'_> {
     fn shared_done(&mut self, r: usize) {
         self.resources[r].sharing.scheduled = None;
         let now = self.now;
-        self.resources[r].sharing.advance(now);
+        let res = &mut self.resources[r];
+        res.sharing.advance(&mut res.store, now);
         let mut done = std::mem::take(&mut self.done);
-        self.resources[r].sharing.take_done(now, &mut done);
+        let res = &mut self.resources[r];
+        res.sharing.take_done(&mut res.store, now, &mut done);
         let busy = self.resources[r].sharing.busy_servers();
         self.measures.resource_busy(r, now, busy);
         self.reschedule_shared(r);
@@ -973,7 +1003,7 @@ impl Simulation<'_> {
                 State::Timed => Some(State::Dead),
                 State::ResourceService(r) => Some(State::Orphan(r)),
                 State::Cpu => {
-                    self.dynos[dyno].cpu.remove(req);
+                    self.dynos[dyno].cpu.remove(&mut self.cpu_store, req);
                     None
                 }
                 State::PoolWait(r) => {
