@@ -84,15 +84,19 @@ struct Request {
     /// When the current wait began (pool or resource queue).
     waited_since: f64,
     pool_wait: f64,
-    /// Drawn phase times (empty for `[service]`).
-    times: Vec<f64>,
 }
 
-/// Requests in flight, by index; freed entries are reused (their phase buffers too).
+/// Requests in flight, by index; freed entries are reused.
 #[derive(Debug, Default)]
 struct Slab {
     entries: Vec<Request>,
     free: Vec<u32>,
+    /// Drawn phase times: request i's are `times[i * stride ..][.. its phases]`, `stride`
+    /// being the most phases a class has (0 for `[service]`). One array for all requests,
+    /// rather than a vector each, so that a request's times are where its index says (no
+    /// pointer to load first: with many requests in flight that was a cache miss more).
+    times: Vec<f64>,
+    stride: usize,
 }
 
 impl Slab {
@@ -115,11 +119,17 @@ impl Slab {
                 pool: NONE,
                 waited_since: 0.0,
                 pool_wait: 0.0,
-                times: Vec::new(),
             });
+            self.times.resize(self.entries.len() * self.stride, 0.0);
             (self.entries.len() - 1) as u32
         }
     }
+    /// Request `i`'s time for phase `phase`.
+    #[inline]
+    fn time(&self, i: u32, phase: u32) -> f64 {
+        self.times[i as usize * self.stride + phase as usize]
+    }
+
     #[inline]
     fn release(&mut self, i: u32) {
         self.entries[i as usize].state = State::Free;
@@ -263,7 +273,12 @@ fn simulate(
             s.total_slots().min(1 << 20) as usize + 2,
             EventIds::new(s.dynos, s.resources.len() as u32, clients),
         ),
-        slab: Slab::default(),
+        slab: Slab {
+            stride: s.request.as_ref().map_or(0, |r| {
+                r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0)
+            }),
+            ..Slab::default()
+        },
         dynos,
         cpu_store,
         dynos_up: s.dynos,
@@ -431,13 +446,13 @@ impl Simulation<'_> {
             None => self.s.service.sample(&mut self.service_rng),
             Some(model) => {
                 let class = model.draw_class(&mut self.service_rng);
-                let entry = &mut self.slab.entries[req as usize];
-                entry.class = class as u32;
-                entry.times.clear();
+                self.slab.entries[req as usize].class = class as u32;
+                let at = req as usize * self.slab.stride;
+                let times = &mut self.slab.times[at..];
                 let mut sum = 0.0;
-                for phase in &model.classes[class].phases {
+                for (k, phase) in model.classes[class].phases.iter().enumerate() {
                     let x = phase.time.sample(&mut self.service_rng);
-                    entry.times.push(x);
+                    times[k] = x;
                     sum += x;
                 }
                 sum
@@ -654,7 +669,7 @@ impl Simulation<'_> {
         let entry = &self.slab.entries[req as usize];
         let model = self.s.request.as_ref().expect("phases");
         let phase = &model.classes[entry.class as usize].phases[entry.phase as usize];
-        let time = entry.times[entry.phase as usize];
+        let time = self.slab.time(req, entry.phase);
         let (dyno, process) = (entry.dyno as usize, entry.process);
         match phase.kind {
             PhaseKind::Io => {
@@ -699,7 +714,7 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.pool_wait = now - entry.waited_since;
         entry.waited_since = now;
-        let time = entry.times[entry.phase as usize];
+        let time = self.slab.times[req as usize * self.slab.stride + entry.phase as usize];
         let res = &mut self.resources[r as usize];
         match res.discipline {
             Discipline::Fcfs => {
@@ -817,7 +832,8 @@ impl Simulation<'_> {
                     res.busy += 1;
                     let entry = &mut self.slab.entries[next as usize];
                     entry.state = State::ResourceService(r);
-                    let time = entry.times[entry.phase as usize];
+                    let time =
+                        self.slab.times[next as usize * self.slab.stride + entry.phase as usize];
                     let (arrival, pool_wait, queued) = (
                         entry.arrival,
                         entry.pool_wait,
