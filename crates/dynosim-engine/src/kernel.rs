@@ -296,6 +296,12 @@ impl EventQueue {
         Some((time_of(top.time), top.id))
     }
 
+    /// The next event's id.
+    #[inline]
+    pub fn peek(&self) -> Option<u32> {
+        (self.len > 0).then(|| self.at(ROOT).id)
+    }
+
     /// When the next event is due.
     #[inline]
     pub fn next_time(&self) -> Option<f64> {

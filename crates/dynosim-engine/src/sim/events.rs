@@ -153,6 +153,12 @@ impl Events {
         self.queue.cancel(self.ids.id(event));
     }
 
+    /// The heap's next event (the arrival beside it may come first).
+    #[inline]
+    pub fn peek(&self) -> Option<Event> {
+        self.queue.peek().map(|id| self.ids.event(id))
+    }
+
     #[inline]
     pub fn pop(&mut self) -> Option<(f64, Event)> {
         if let Some(a) = self.arrival {

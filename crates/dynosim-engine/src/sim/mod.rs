@@ -39,6 +39,10 @@ use resource::ResourceState;
 use router::Routers;
 use sharing::{Sharing, SharingStore};
 
+/// Fleets of at least this many dynos read ahead for the next event (see
+/// `Simulation::touch`): about 1 MB of dyno and CPU state, beyond the faster caches.
+const LOOK_AHEAD_DYNOS: u32 = 4096;
+
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
@@ -170,6 +174,9 @@ struct Simulation<'s> {
     busy_processes: u32,
     fleet_memory: f64,
     over_quota: u32,
+    /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
+    /// state outgrows the caches; a small one's is in them already (the reads cost 1–2%).
+    look_ahead: bool,
     /// Closed loop: requests still to send (None: until the window ends).
     to_send: Option<u64>,
     done: Vec<u32>,
@@ -304,6 +311,7 @@ fn simulate(
             0
         },
         to_send: None,
+        look_ahead: s.dynos >= LOOK_AHEAD_DYNOS,
         done: Vec::new(),
     };
     if sim.measures.detailed() {
@@ -333,6 +341,11 @@ fn simulate(
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
     while let Some((time, event)) = sim.events.pop() {
+        if sim.look_ahead {
+            if let Some(next) = sim.events.peek() {
+                sim.touch(next);
+            }
+        }
         if sim.trace.is_some() {
             sim.snapshot_until(time);
         }
@@ -427,6 +440,26 @@ fn schedule_next(
 }
 
 impl Simulation<'_> {
+    /// Reads what the next event will first need (its dyno's CPU, or its request), so that
+    /// the cache misses of a large fleet overlap with the work on the current event rather
+    /// than following it: the loads are issued now and their values not waited for until
+    /// the processor runs out of other work. Only the first level: a load that depends on
+    /// another (the request's dyno) would stall, and did (measured slower).
+    #[inline]
+    fn touch(&self, event: Event) {
+        use std::hint::black_box;
+        match event {
+            Event::Cpu { dyno } => {
+                black_box(self.dynos[dyno as usize].cpu.scheduled);
+                black_box(self.cpu_store.touch(dyno));
+            }
+            Event::Done { req } => {
+                black_box(self.slab.entries[req as usize].state);
+            }
+            _ => {}
+        }
+    }
+
     fn check_overload(&self) -> Result<()> {
         if self.waiting_total > self.s.max_waiting {
             return Err(Error::Overloaded {

@@ -119,6 +119,12 @@ impl SharingStore {
         }
     }
 
+    /// Sharing `k`'s first group's virtual time: a load that brings its groups into the cache.
+    #[inline]
+    pub fn touch(&self, k: u32) -> f64 {
+        self.groups[(k * self.per_sharing) as usize].virtual_time
+    }
+
     #[inline]
     fn jobs_of(&self, g: usize) -> &[(u32, f64)] {
         let grp = &self.groups[g];
