@@ -33,7 +33,7 @@ use crate::resource::{Discipline, PoolScope};
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
-use dyno::Dyno;
+use dyno::{Dyno, Processes};
 use events::{Event, EventIds, Events, ARRIVAL, BOOT, COMPLETION};
 use resource::ResourceState;
 use router::Routers;
@@ -157,6 +157,8 @@ struct Simulation<'s> {
     dynos: Vec<Dyno>,
     /// The groups and jobs of every dyno's CPU.
     cpu_store: SharingStore,
+    /// Every dyno's processes' requests and arenas.
+    procs: Processes,
     dynos_up: u32,
     routers: Routers,
     waiting_total: usize,
@@ -288,6 +290,7 @@ fn simulate(
         },
         dynos,
         cpu_store,
+        procs: Processes::new(&s.app, s.dynos)?,
         dynos_up: s.dynos,
         routers: Routers::new(s, stream(seed, replication, Stream::Routing))?,
         waiting_total: 0,
@@ -562,7 +565,7 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
         self.routers.loads[entry.router as usize].increment(dyno);
-        match self.dynos[dyno].free_process(self.s.app.per_process) {
+        match self.procs.free(dyno, self.s.app.per_process) {
             Some(process) => self.start(dyno, process, req),
             None => {
                 self.queued += 1;
@@ -581,9 +584,9 @@ impl Simulation<'_> {
         let now = self.now;
         let d = &mut self.dynos[dyno];
         d.busy += 1;
-        let held = &mut d.process_busy[process as usize];
-        *held += 1;
-        let first = *held == 1;
+        let proc = self.procs.of_mut(dyno, process);
+        proc.busy += 1;
+        let first = proc.busy == 1;
         let entry = &mut self.slab.entries[req as usize];
         entry.process = process;
         entry.start = now;
@@ -604,10 +607,11 @@ impl Simulation<'_> {
         }
         let m = &self.s.app.memory;
         let mut grow = 0.0;
-        if let Some(arenas) = d.arenas.get_mut(process as usize) {
+        if self.procs.arenas {
             // A thread that finds every arena in use makes a new one, up to the limit.
-            if *held > *arenas + 1 && *arenas + 1 < m.arena_max {
-                *arenas += 1;
+            let proc = self.procs.of_mut(dyno, process);
+            if proc.busy > proc.arenas + 1 && proc.arenas + 1 < m.arena_max {
+                proc.arenas += 1;
                 grow += m.arena;
             }
         }
@@ -634,11 +638,8 @@ impl Simulation<'_> {
         if m.arena_contention == 0.0 {
             return;
         }
-        let d = &self.dynos[dyno];
-        let factor = m.contention(
-            d.process_busy[process as usize],
-            1 + d.arenas[process as usize],
-        );
+        let proc = self.procs.of(dyno, process);
+        let factor = m.contention(proc.busy, 1 + proc.arenas);
         self.cpu_advance(dyno);
         if self.dynos[dyno]
             .cpu
@@ -943,9 +944,9 @@ impl Simulation<'_> {
         );
         let d = &mut self.dynos[dyno];
         d.busy -= 1;
-        let held = &mut d.process_busy[process as usize];
-        *held -= 1;
-        let emptied = *held == 0;
+        let proc = self.procs.of_mut(dyno, process);
+        proc.busy -= 1;
+        let emptied = proc.busy == 0;
         if emptied {
             d.busy_processes -= 1;
             self.busy_processes -= 1;
@@ -1107,6 +1108,7 @@ impl Simulation<'_> {
         let was_over = before > self.s.app.memory.quota;
         let busy_before = self.dynos[dyno].busy_processes;
         self.dynos[dyno].reset(&self.s.app);
+        self.procs.reset(dyno);
         self.dynos[dyno].up = false;
         self.busy_processes -= busy_before;
         let after = self.dynos[dyno].memory;
