@@ -89,16 +89,15 @@ impl Processes {
     /// lowest numbered among equals), if it has a thread free.
     #[inline]
     pub fn free(&self, dyno: usize, per_process: u32) -> Option<u32> {
-        let procs = &self.all[dyno * self.per_dyno..][..self.per_dyno];
-        if procs.len() == 1 {
-            return (procs[0].busy < per_process).then_some(0);
+        let base = dyno * self.per_dyno;
+        let procs = &self.all[base..base + self.per_dyno];
+        let (mut p, mut busy) = (0, procs[0].busy);
+        for (i, proc) in procs.iter().enumerate().skip(1) {
+            // Strictly fewer: the lowest numbered among equals.
+            if proc.busy < busy {
+                (p, busy) = (i, proc.busy);
+            }
         }
-        let (p, busy) = procs
-            .iter()
-            .map(|p| p.busy)
-            .enumerate()
-            .min_by_key(|&(i, b)| (b, i))
-            .expect("a dyno has a process");
         (busy < per_process).then_some(p as u32)
     }
 
