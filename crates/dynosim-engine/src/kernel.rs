@@ -24,11 +24,13 @@
 //! levels. The priority and sequence, needed only between events of equal time, sit in a
 //! separate array indexed by id.
 
-/// An entry of the heap: the time as ordered bits ([`order_bits`]) and the event's id.
+/// An entry of the heap: the time as ordered bits ([`order_bits`]), the event's id, and a
+/// hint for whoever looks ahead ([`EventQueue::peek`]), in what would be padding.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     time: u64,
     id: u32,
+    hint: u32,
 }
 
 /// An empty slot: after every real entry (no time maps to it, see [`order_bits`]), so that
@@ -36,6 +38,7 @@ struct Entry {
 const VACANT: Entry = Entry {
     time: u64::MAX,
     id: u32::MAX,
+    hint: 0,
 };
 
 /// A node's children, one cache line.
@@ -150,6 +153,12 @@ impl EventQueue {
     /// `id` must have no pending event (else [`Self::reschedule`]).
     #[inline]
     pub fn schedule(&mut self, time: f64, priority: u8, id: u32) {
+        self.schedule_with(time, priority, id, 0);
+    }
+
+    /// [`Self::schedule`] with a hint (see [`Self::peek`]).
+    #[inline]
+    fn schedule_with(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
         debug_assert!(!self.is_pending(id), "event {id} is already pending");
         self.stamp(id, priority);
         let end = ROOT + self.len;
@@ -160,22 +169,24 @@ impl EventQueue {
         let e = Entry {
             time: order_bits(time),
             id,
+            hint,
         };
         self.sift_up(end, e);
     }
 
     /// Schedules movable event `id` at `time`, moving its pending event if it has one (the
-    /// moved event is ordered as a newly scheduled one).
+    /// moved event is ordered as a newly scheduled one). `hint`: see [`Self::peek`].
     #[inline]
-    pub fn reschedule(&mut self, time: f64, priority: u8, id: u32) {
+    pub fn reschedule(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
         let p = self.pos[id as usize];
         if p == NOWHERE {
-            return self.schedule(time, priority, id);
+            return self.schedule_with(time, priority, id, hint);
         }
         self.stamp(id, priority);
         let e = Entry {
             time: order_bits(time),
             id,
+            hint,
         };
         let i = p as usize;
         if i > ROOT && self.before(e, self.at(i / 4 + 2)) {
@@ -296,10 +307,15 @@ impl EventQueue {
         Some((time_of(top.time), top.id))
     }
 
-    /// The next event's id.
+    /// The next event's id, and the hint it was scheduled with (0 if none): a number the
+    /// engine gives a movable event for reading ahead (a CPU's: the request expected to
+    /// finish first). It never affects the order of events.
     #[inline]
-    pub fn peek(&self) -> Option<u32> {
-        (self.len > 0).then(|| self.at(ROOT).id)
+    pub fn peek(&self) -> Option<(u32, u32)> {
+        (self.len > 0).then(|| {
+            let e = self.at(ROOT);
+            (e.id, e.hint)
+        })
     }
 
     /// When the next event is due.
@@ -347,9 +363,9 @@ mod tests {
         let mut q = EventQueue::new(8, 2);
         q.schedule(1.0, 0, 0);
         q.schedule(1.0, 0, 5);
-        q.reschedule(1.0, 0, 0); // same time, now after 5
+        q.reschedule(1.0, 0, 0, 0); // same time, now after 5
         q.schedule(3.0, 0, 1);
-        q.reschedule(0.5, 0, 1); // earlier
+        q.reschedule(0.5, 0, 1, 0); // earlier
         assert!(q.is_pending(0) && q.is_pending(1));
         assert_eq!(drain(&mut q), [1, 5, 0]);
         assert!(!q.is_pending(0) && !q.is_pending(1));
@@ -384,7 +400,7 @@ mod tests {
                 reference.push((t, prio, seq, id));
             } else if op < 7 {
                 let id = rng.random_range(0..movable);
-                q.reschedule(t, prio, id);
+                q.reschedule(t, prio, id, 0);
                 reference.retain(|e| e.3 != id);
                 reference.push((t, prio, seq, id));
             } else if op < 8 {

@@ -141,10 +141,12 @@ impl Events {
         self.queue.schedule(time, priority, self.ids.id(event));
     }
 
-    /// Schedules a CPU's or a shared resource's completion, moving the pending one.
+    /// Schedules a CPU's or a shared resource's completion, moving the pending one; `req`:
+    /// the request expected to finish first (for [`Self::peek`]).
     #[inline]
-    pub fn reschedule(&mut self, time: f64, event: Event) {
-        self.queue.reschedule(time, COMPLETION, self.ids.id(event));
+    pub fn reschedule(&mut self, time: f64, event: Event, req: u32) {
+        self.queue
+            .reschedule(time, COMPLETION, self.ids.id(event), req);
     }
 
     /// Takes back a CPU's or a shared resource's pending completion.
@@ -153,10 +155,11 @@ impl Events {
         self.queue.cancel(self.ids.id(event));
     }
 
-    /// The heap's next event (the arrival beside it may come first).
+    /// The heap's next event (the arrival beside it may come first), with the request a
+    /// completion expects to finish first (meaningful for CPU and shared completions).
     #[inline]
-    pub fn peek(&self) -> Option<Event> {
-        self.queue.peek().map(|id| self.ids.event(id))
+    pub fn peek(&self) -> Option<(Event, u32)> {
+        self.queue.peek().map(|(id, req)| (self.ids.event(id), req))
     }
 
     #[inline]

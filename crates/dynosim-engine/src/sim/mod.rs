@@ -345,8 +345,8 @@ fn simulate(
     let mut steps = 0u64;
     while let Some((time, event)) = sim.events.pop() {
         if sim.look_ahead {
-            if let Some(next) = sim.events.peek() {
-                sim.touch(next);
+            if let Some((next, req)) = sim.events.peek() {
+                sim.touch(next, req);
             }
         }
         if sim.trace.is_some() {
@@ -433,7 +433,7 @@ fn schedule_next(
         Some(t) if !sharing.needs_event(t) => {}
         Some(t) => {
             sharing.scheduled = Some(t);
-            events.reschedule(t, event);
+            events.reschedule(t, event, sharing.soonest());
         }
         None => {
             sharing.scheduled = None;
@@ -449,12 +449,16 @@ impl Simulation<'_> {
     /// the processor runs out of other work. Only the first level: a load that depends on
     /// another (the request's dyno) would stall, and did (measured slower).
     #[inline]
-    fn touch(&self, event: Event) {
+    fn touch(&self, event: Event, soonest: u32) {
         use std::hint::black_box;
         match event {
             Event::Cpu { dyno } => {
                 black_box(self.dynos[dyno as usize].cpu.scheduled);
                 black_box(self.cpu_store.touch(dyno));
+                // The request it expects to finish (known when it was scheduled).
+                if let Some(entry) = self.slab.entries.get(soonest as usize) {
+                    black_box(entry.state);
+                }
             }
             Event::Done { req } => {
                 black_box(self.slab.entries[req as usize].state);

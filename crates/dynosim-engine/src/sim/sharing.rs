@@ -206,6 +206,12 @@ impl Sharing {
         (self.base + if self.groups == 1 { 0 } else { group }) as usize
     }
 
+    /// The job expected to complete first, as of the last [`Self::next_completion`].
+    #[inline]
+    pub fn soonest(&self) -> u32 {
+        self.soonest
+    }
+
     /// Servers in use now.
     pub fn busy_servers(&self) -> f64 {
         let runnable = if self.lock { self.active } else { self.jobs };
