@@ -57,7 +57,7 @@ pub fn draw(s: &Scenario, replication: u64, until: f64, limit: usize) -> Drawn {
         think: Vec::new(),
         truncated: false,
     };
-    let mut times = Vec::new();
+    let mut times = [0.0; crate::request::MAX_PHASES];
     let mut one = |out: &mut Drawn| match &s.request {
         None => {
             out.class.push(0);
@@ -66,7 +66,8 @@ pub fn draw(s: &Scenario, replication: u64, until: f64, limit: usize) -> Drawn {
         Some(model) => {
             let (class, _) = model.draw(&mut service_rng, &mut times);
             out.class.push(class as u32);
-            out.phases.push(times.clone());
+            let n = model.classes[class].phases.len();
+            out.phases.push(times[..n].to_vec());
         }
     };
     match &s.workload {

@@ -152,17 +152,17 @@ impl RequestModel {
             .unwrap_or(self.classes.len() - 1)
     }
 
-    /// Draws a request: its class, then each of its phases' times into `times` (cleared
-    /// first); returns the class and the sum of the times. The simulation and
-    /// [`crate::drawn`] both draw through here, so they see the same requests.
+    /// Draws a request: its class, then each of its phases' times into the first places of
+    /// `times` (at least [`MAX_PHASES`] long, or as many as the class has phases); returns the
+    /// class and the sum of the times. The simulation and [`crate::drawn`] both draw through
+    /// here, so they see the same requests.
     #[inline]
-    pub fn draw(&self, rng: &mut SimRng, times: &mut Vec<f64>) -> (usize, f64) {
+    pub fn draw(&self, rng: &mut SimRng, times: &mut [f64]) -> (usize, f64) {
         let class = self.draw_class(rng);
-        times.clear();
         let mut sum = 0.0;
-        for phase in &self.classes[class].phases {
+        for (k, phase) in self.classes[class].phases.iter().enumerate() {
             let x = phase.time.sample(rng);
-            times.push(x);
+            times[k] = x;
             sum += x;
         }
         (class, sum)

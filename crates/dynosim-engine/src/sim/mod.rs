@@ -19,6 +19,7 @@
 //! ([`crate::direct`]), so that both report the same figures.
 
 mod dyno;
+mod events;
 mod resource;
 mod router;
 mod sharing;
@@ -26,7 +27,6 @@ mod sharing;
 use crate::alloc::{filled, StateBytes};
 use crate::app::Accept;
 use crate::error::{Error, Result};
-use crate::kernel::EventQueue;
 use crate::measure::Measures;
 use crate::policy::{Knowledge, Route, Ties};
 use crate::request::PhaseKind;
@@ -34,40 +34,21 @@ use crate::resource::{Discipline, PoolScope};
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
-use dyno::Dyno;
+use dyno::{Dyno, Processes};
+use events::{Event, EventIds, Events, ARRIVAL, BOOT, COMPLETION};
 use rand::Rng;
 use resource::ResourceState;
 use router::Routers;
-use sharing::Sharing;
+use sharing::{Sharing, SharingStore};
+
+/// Fleets of at least this many dynos read ahead for the next event (see
+/// `Simulation::touch`): about 1 MB of dyno and CPU state, beyond the faster caches.
+const LOOK_AHEAD_DYNOS: u32 = 4096;
 
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
-/// Event priorities (lower first at equal times).
-const COMPLETION: u8 = 0;
-const BOOT: u8 = 1;
-const ARRIVAL: u8 = 2;
-
 const NONE: u32 = u32::MAX;
-
-#[derive(Debug, Clone, Copy)]
-enum Event {
-    /// The open workload's next arrival.
-    Arrival,
-    /// A closed-loop client sends its next request.
-    Send { client: u32 },
-    /// A timed phase ends: a `[service]` hold, an `io` wait, or an FCFS resource's service.
-    Done { req: u32 },
-    /// A dyno's CPU finishes a job (if this is the event it still wants).
-    Cpu { dyno: u32 },
-    /// A processor-sharing resource finishes a job (if this is the event it still wants).
-    Shared { resource: u32 },
-    /// A restarted dyno is up again.
-    Boot { dyno: u32 },
-}
-
-// The kernel's entries stay at 24 bytes (see crate::kernel).
-const _: () = assert!(size_of::<Event>() <= 8);
 
 /// Where a request is, for what an event or a restart must do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,15 +90,19 @@ struct Request {
     /// When the current wait began (pool or resource queue).
     waited_since: f64,
     pool_wait: f64,
-    /// Drawn phase times (empty for `[service]`).
-    times: Vec<f64>,
 }
 
-/// Requests in flight, by index; freed entries are reused (their phase buffers too).
+/// Requests in flight, by index; freed entries are reused.
 #[derive(Debug, Default)]
 struct Slab {
     entries: Vec<Request>,
     free: Vec<u32>,
+    /// Drawn phase times: request i's are `times[i * stride ..][.. its phases]`, `stride`
+    /// being the most phases a class has (0 for `[service]`). One array for all requests,
+    /// rather than a vector each, so that a request's times are where its index says (no
+    /// pointer to load first: with many requests in flight that was a cache miss more).
+    times: Vec<f64>,
+    stride: usize,
 }
 
 impl Slab {
@@ -140,11 +125,17 @@ impl Slab {
                 pool: NONE,
                 waited_since: 0.0,
                 pool_wait: 0.0,
-                times: Vec::new(),
             });
+            self.times.resize(self.entries.len() * self.stride, 0.0);
             (self.entries.len() - 1) as u32
         }
     }
+    /// Request `i`'s time for phase `phase`.
+    #[inline]
+    fn time(&self, i: u32, phase: u32) -> f64 {
+        self.times[i as usize * self.stride + phase as usize]
+    }
+
     #[inline]
     fn release(&mut self, i: u32) {
         self.entries[i as usize].state = State::Free;
@@ -163,9 +154,13 @@ struct TraceRecorder {
 struct Simulation<'s> {
     s: &'s Scenario,
     now: f64,
-    events: EventQueue<Event>,
+    events: Events,
     slab: Slab,
     dynos: Vec<Dyno>,
+    /// The groups and jobs of every dyno's CPU.
+    cpu_store: SharingStore,
+    /// Every dyno's processes' requests and arenas.
+    procs: Processes,
     dynos_up: u32,
     routers: Routers,
     waiting_total: usize,
@@ -186,6 +181,9 @@ struct Simulation<'s> {
     busy_processes: u32,
     fleet_memory: f64,
     over_quota: u32,
+    /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
+    /// state outgrows the caches; a small one's is in them already (the reads cost 1–2%).
+    look_ahead: bool,
     /// Closed loop: requests still to send (None: until the window ends).
     to_send: Option<u64>,
     done: Vec<u32>,
@@ -210,7 +208,7 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     StateBytes {
         per_dyno: Measures::BYTES_PER_DYNO + size_of::<Dyno>() as f64 + processes * 2.0 * u32_bytes,
         // Per busy thread: a request, a pending event (the heap's buffer doubles), a CPU job.
-        per_slot: request + 2.0 * EventQueue::<Event>::ENTRY_BYTES as f64 + 32.0,
+        per_slot: request + 2.0 * crate::kernel::EventQueue::ENTRY_BYTES as f64 + 32.0,
         per_router_dyno: u32_bytes + ranking,
         // A waiting request: its entry and its place in a queue.
         per_waiting: request + 2.0 * u32_bytes,
@@ -273,13 +271,31 @@ fn simulate(
     let phases = s.request.is_some();
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
-    let template = Dyno::new(&s.app, s.dyno_type.cores, cpu);
+    let cpu_store = dyno::cpu_store(&s.app, s.dynos, cpu)?;
+    let mut dynos = filled(n, Dyno::new(&s.app, s.dyno_type.cores, cpu, &cpu_store))?;
+    for (d, dyno) in dynos.iter_mut().enumerate() {
+        dyno.cpu = dyno.cpu.clone().placed(d as u32);
+    }
+    let clients = match &s.workload {
+        Workload::Open(_) => 0,
+        Workload::Closed(clients) => clients.count,
+    };
     let mut sim = Simulation {
         s,
         now: 0.0,
-        events: EventQueue::with_capacity(s.total_slots().min(1 << 20) as usize + 2),
-        slab: Slab::default(),
-        dynos: filled(n, template)?,
+        events: Events::new(
+            s.total_slots().min(1 << 20) as usize + 2,
+            EventIds::new(s.dynos, s.resources.len() as u32, clients),
+        ),
+        slab: Slab {
+            stride: s.request.as_ref().map_or(0, |r| {
+                r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0)
+            }),
+            ..Slab::default()
+        },
+        dynos,
+        cpu_store,
+        procs: Processes::new(&s.app, s.dynos)?,
         dynos_up: s.dynos,
         routers: Routers::new(s, stream(seed, replication, Stream::Routing))?,
         waiting_total: 0,
@@ -305,6 +321,7 @@ fn simulate(
             0
         },
         to_send: None,
+        look_ahead: s.dynos >= LOOK_AHEAD_DYNOS,
         done: Vec::new(),
     };
     if sim.measures.detailed() {
@@ -333,7 +350,12 @@ fn simulate(
     };
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
-    while let Some((time, key, event)) = sim.events.pop() {
+    while let Some((time, event)) = sim.events.pop() {
+        if sim.look_ahead {
+            if let Some((next, req)) = sim.events.peek() {
+                sim.touch(next, req);
+            }
+        }
         if sim.trace.is_some() {
             sim.snapshot_until(time);
         }
@@ -365,16 +387,12 @@ fn simulate(
                 sim.timed_done(req);
             }
             Event::Cpu { dyno } => {
-                if sim.dynos[dyno as usize].cpu.pending == Some(key) {
-                    sim.now = time;
-                    sim.cpu_done(dyno as usize);
-                }
+                sim.now = time;
+                sim.cpu_done(dyno as usize);
             }
             Event::Shared { resource } => {
-                if sim.resources[resource as usize].sharing.pending == Some(key) {
-                    sim.now = time;
-                    sim.shared_done(resource as usize);
-                }
+                sim.now = time;
+                sim.shared_done(resource as usize);
             }
             Event::Boot { dyno } => {
                 sim.now = time;
@@ -409,23 +427,53 @@ fn simulate(
     Ok((sim.measures.finish(s, end), trace))
 }
 
-/// Keeps a processor-sharing component's one completion event right after a change: a new
-/// `event` when its next completion moved, none when it has no jobs left.
-fn schedule_next(events: &mut EventQueue<Event>, sharing: &mut Sharing, now: f64, event: Event) {
-    match sharing.next_completion(now) {
+/// Keeps a processor-sharing component's one completion event right after a change: moved
+/// when its next completion moved, taken back when it has no jobs left.
+fn schedule_next(
+    events: &mut Events,
+    sharing: &mut Sharing,
+    store: &mut SharingStore,
+    now: f64,
+    event: Event,
+) {
+    match sharing.next_completion(store, now) {
         Some(t) if !sharing.needs_event(t) => {}
         Some(t) => {
             sharing.scheduled = Some(t);
-            sharing.pending = Some(events.schedule(t, COMPLETION, event));
+            events.reschedule(t, event, sharing.soonest());
         }
         None => {
-            sharing.pending = None;
             sharing.scheduled = None;
+            events.cancel(event);
         }
     }
 }
 
 impl Simulation<'_> {
+    /// Reads what the next event will first need (its dyno's CPU, or its request), so that
+    /// the cache misses of a large fleet overlap with the work on the current event rather
+    /// than following it: the loads are issued now and their values not waited for until
+    /// the processor runs out of other work. Only the first level: a load that depends on
+    /// another (the request's dyno) would stall, and did (measured slower).
+    #[inline]
+    fn touch(&self, event: Event, soonest: u32) {
+        use std::hint::black_box;
+        match event {
+            Event::Cpu { dyno } => {
+                black_box(self.dynos[dyno as usize].cpu.scheduled);
+                black_box(self.cpu_store.touch(dyno));
+                // The request it expects to finish (known when it was scheduled).
+                if let Some(entry) = self.slab.entries.get(soonest as usize) {
+                    black_box(entry.state);
+                }
+            }
+            Event::Done { req } => {
+                black_box(self.slab.entries[req as usize].state);
+            }
+            _ => {}
+        }
+    }
+
     fn check_overload(&self) -> Result<()> {
         if self.waiting_total > self.s.max_waiting {
             return Err(Error::Overloaded {
@@ -444,9 +492,10 @@ impl Simulation<'_> {
         let service = match &self.s.request {
             None => self.s.service.sample(&mut self.service_rng),
             Some(model) => {
-                let entry = &mut self.slab.entries[req as usize];
-                let (class, sum) = model.draw(&mut self.service_rng, &mut entry.times);
-                entry.class = class as u32;
+                let at = req as usize * self.slab.stride;
+                let times = &mut self.slab.times[at..];
+                let (class, sum) = model.draw(&mut self.service_rng, times);
+                self.slab.entries[req as usize].class = class as u32;
                 sum
             }
         };
@@ -520,7 +569,7 @@ impl Simulation<'_> {
         if let Accept::Greedy { limit } = self.s.app.accept {
             return self.accept_greedily(dyno, req, limit);
         }
-        match self.dynos[dyno].free_process(self.s.app.per_process) {
+        match self.procs.free(dyno, self.s.app.per_process) {
             Some(process) => self.start(dyno, process, req),
             None => self.wait_on_dyno(dyno, req, None),
         }
@@ -530,15 +579,15 @@ impl Simulation<'_> {
     /// on a free thread or queues it for its own threads; with no process having room it
     /// waits in the dyno's backlog.
     fn accept_greedily(&mut self, dyno: usize, req: u32, limit: u32) {
-        let d = &mut self.dynos[dyno];
-        d.open_processes(limit, &mut self.open_processes);
+        self.procs.open(dyno, limit, &mut self.open_processes);
         let process = match self.open_processes.len() {
             0 => return self.wait_on_dyno(dyno, req, None),
             1 => self.open_processes[0],
             n => self.open_processes[self.accept_rng.random_range(0..n)],
         };
-        d.held[process as usize] += 1;
-        if d.process_busy[process as usize] < self.s.app.per_process {
+        let p = self.procs.of_mut(dyno, process);
+        p.held += 1;
+        if p.busy < self.s.app.per_process {
             self.start(dyno, process, req);
         } else {
             self.wait_on_dyno(dyno, req, Some(process));
@@ -565,9 +614,9 @@ impl Simulation<'_> {
         let now = self.now;
         let d = &mut self.dynos[dyno];
         d.busy += 1;
-        let held = &mut d.process_busy[process as usize];
-        *held += 1;
-        let first = *held == 1;
+        let proc = self.procs.of_mut(dyno, process);
+        proc.busy += 1;
+        let first = proc.busy == 1;
         let entry = &mut self.slab.entries[req as usize];
         entry.process = process;
         entry.start = now;
@@ -588,10 +637,11 @@ impl Simulation<'_> {
         }
         let m = &self.s.app.memory;
         let mut grow = 0.0;
-        if let Some(arenas) = d.arenas.get_mut(process as usize) {
+        if self.procs.arenas {
             // A thread that finds every arena in use makes a new one, up to the limit.
-            if *held > *arenas + 1 && *arenas + 1 < m.arena_max {
-                *arenas += 1;
+            let proc = self.procs.of_mut(dyno, process);
+            if proc.busy > proc.arenas + 1 && proc.arenas + 1 < m.arena_max {
+                proc.arenas += 1;
                 grow += m.arena;
             }
         }
@@ -618,13 +668,13 @@ impl Simulation<'_> {
         if m.arena_contention == 0.0 {
             return;
         }
-        let d = &self.dynos[dyno];
-        let factor = m.contention(
-            d.process_busy[process as usize],
-            1 + d.arenas[process as usize],
-        );
+        let proc = self.procs.of(dyno, process);
+        let factor = m.contention(proc.busy, 1 + proc.arenas);
         self.cpu_advance(dyno);
-        if self.dynos[dyno].cpu.set_group_factor(process, factor) {
+        if self.dynos[dyno]
+            .cpu
+            .set_group_factor(&mut self.cpu_store, process, factor)
+        {
             self.reschedule_cpu(dyno);
         }
     }
@@ -664,7 +714,7 @@ impl Simulation<'_> {
             let slowdown = m.slowdown(bytes);
             let (from, work) = {
                 let cpu = &mut self.dynos[dyno].cpu;
-                let (work, from) = cpu.advance(self.now);
+                let (work, from) = cpu.advance(&mut self.cpu_store, self.now);
                 (from, work)
             };
             self.measures.cpu(
@@ -683,7 +733,7 @@ impl Simulation<'_> {
         let entry = &self.slab.entries[req as usize];
         let model = self.s.request.as_ref().expect("phases");
         let phase = &model.classes[entry.class as usize].phases[entry.phase as usize];
-        let time = entry.times[entry.phase as usize];
+        let time = self.slab.time(req, entry.phase);
         let (dyno, process) = (entry.dyno as usize, entry.process);
         match phase.kind {
             PhaseKind::Io => {
@@ -694,7 +744,9 @@ impl Simulation<'_> {
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
                 self.cpu_advance(dyno);
-                self.dynos[dyno].cpu.add(req, process, time);
+                self.dynos[dyno]
+                    .cpu
+                    .add(&mut self.cpu_store, req, process, time);
                 self.reschedule_cpu(dyno);
             }
             PhaseKind::Use(r) => {
@@ -726,7 +778,7 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.pool_wait = now - entry.waited_since;
         entry.waited_since = now;
-        let time = entry.times[entry.phase as usize];
+        let time = self.slab.times[req as usize * self.slab.stride + entry.phase as usize];
         let res = &mut self.resources[r as usize];
         match res.discipline {
             Discipline::Fcfs => {
@@ -750,8 +802,8 @@ impl Simulation<'_> {
                 let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
                 self.measures
                     .resource_use(r as usize, arrival, pool_wait, 0.0);
-                res.sharing.advance(now);
-                res.sharing.add(req, 0, time);
+                res.sharing.advance(&mut res.store, now);
+                res.sharing.add(&mut res.store, req, 0, time);
                 let busy = res.sharing.busy_servers();
                 self.measures.resource_busy(r as usize, now, busy);
                 self.reschedule_shared(r as usize);
@@ -761,7 +813,7 @@ impl Simulation<'_> {
 
     fn cpu_advance(&mut self, dyno: usize) {
         let now = self.now;
-        let (work, from) = self.dynos[dyno].cpu.advance(now);
+        let (work, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, now);
         if work > 0.0 {
             self.measures.cpu(from, now, work / (now - from));
         }
@@ -769,14 +821,22 @@ impl Simulation<'_> {
 
     fn reschedule_cpu(&mut self, dyno: usize) {
         let event = Event::Cpu { dyno: dyno as u32 };
-        schedule_next(&mut self.events, &mut self.dynos[dyno].cpu, self.now, event);
+        schedule_next(
+            &mut self.events,
+            &mut self.dynos[dyno].cpu,
+            &mut self.cpu_store,
+            self.now,
+            event,
+        );
     }
 
     fn reschedule_shared(&mut self, r: usize) {
         let event = Event::Shared { resource: r as u32 };
+        let res = &mut self.resources[r];
         schedule_next(
             &mut self.events,
-            &mut self.resources[r].sharing,
+            &mut res.sharing,
+            &mut res.store,
             self.now,
             event,
         );
@@ -786,7 +846,9 @@ impl Simulation<'_> {
         self.dynos[dyno].cpu.scheduled = None;
         self.cpu_advance(dyno);
         let mut done = std::mem::take(&mut self.done);
-        self.dynos[dyno].cpu.take_done(self.now, &mut done);
+        self.dynos[dyno]
+            .cpu
+            .take_done(&mut self.cpu_store, self.now, &mut done);
         self.reschedule_cpu(dyno);
         for &req in &done {
             // A request finished before it may have restarted the dyno (R15), which failed
@@ -802,9 +864,11 @@ impl Simulation<'_> {
     fn shared_done(&mut self, r: usize) {
         self.resources[r].sharing.scheduled = None;
         let now = self.now;
-        self.resources[r].sharing.advance(now);
+        let res = &mut self.resources[r];
+        res.sharing.advance(&mut res.store, now);
         let mut done = std::mem::take(&mut self.done);
-        self.resources[r].sharing.take_done(now, &mut done);
+        let res = &mut self.resources[r];
+        res.sharing.take_done(&mut res.store, now, &mut done);
         let busy = self.resources[r].sharing.busy_servers();
         self.measures.resource_busy(r, now, busy);
         self.reschedule_shared(r);
@@ -832,7 +896,8 @@ impl Simulation<'_> {
                     res.busy += 1;
                     let entry = &mut self.slab.entries[next as usize];
                     entry.state = State::ResourceService(r);
-                    let time = entry.times[entry.phase as usize];
+                    let time =
+                        self.slab.times[next as usize * self.slab.stride + entry.phase as usize];
                     let (arrival, pool_wait, queued) = (
                         entry.arrival,
                         entry.pool_wait,
@@ -909,9 +974,9 @@ impl Simulation<'_> {
         );
         let d = &mut self.dynos[dyno];
         d.busy -= 1;
-        let held = &mut d.process_busy[process as usize];
-        *held -= 1;
-        let emptied = *held == 0;
+        let proc = self.procs.of_mut(dyno, process);
+        proc.busy -= 1;
+        let emptied = proc.busy == 0;
         if emptied {
             d.busy_processes -= 1;
             self.busy_processes -= 1;
@@ -939,19 +1004,21 @@ impl Simulation<'_> {
             let next = if d.queues.is_empty() {
                 d.accept.pop_front()
             } else {
-                // Greedy: the process's own queue first; a backlogged request fills the room
-                // this one leaves.
-                d.held[process as usize] -= 1;
-                let own = d.queues[process as usize].pop_front();
-                if own.is_none() {
-                    if let Some(r) = d.accept.pop_front() {
-                        d.held[process as usize] += 1;
-                        Some(r)
-                    } else {
-                        None
+                // Greedy: the process's own queue first (it holds one fewer); else a
+                // backlogged request fills the room this one leaves (it holds as many).
+                let held = &mut self.procs.of_mut(dyno, process).held;
+                match d.queues[process as usize].pop_front() {
+                    Some(own) => {
+                        *held -= 1;
+                        Some(own)
                     }
-                } else {
-                    own
+                    None => {
+                        let backlog = d.accept.pop_front();
+                        if backlog.is_none() {
+                            *held -= 1;
+                        }
+                        backlog
+                    }
                 }
             };
             if let Some(next) = next {
@@ -1016,7 +1083,6 @@ impl Simulation<'_> {
         for queue in &mut d.queues {
             victims.extend(queue.drain(..));
         }
-        d.held.iter_mut().for_each(|h| *h = 0);
         d.waiting = 0;
         self.waiting_total -= victims.len();
         let on_threads: Vec<u32> = (0..self.slab.entries.len() as u32)
@@ -1043,7 +1109,7 @@ impl Simulation<'_> {
                 State::Timed => Some(State::Dead),
                 State::ResourceService(r) => Some(State::Orphan(r)),
                 State::Cpu => {
-                    self.dynos[dyno].cpu.remove(req);
+                    self.dynos[dyno].cpu.remove(&mut self.cpu_store, req);
                     None
                 }
                 State::PoolWait(r) => {
@@ -1098,6 +1164,7 @@ impl Simulation<'_> {
         let was_over = before > self.s.app.memory.quota;
         let busy_before = self.dynos[dyno].busy_processes;
         self.dynos[dyno].reset(&self.s.app);
+        self.procs.reset(dyno);
         self.dynos[dyno].up = false;
         self.busy_processes -= busy_before;
         let after = self.dynos[dyno].memory;

@@ -1,7 +1,7 @@
 //! A shared resource's state: its pools of connections and its servers (first come, first
 //! served, or processor sharing through [`Sharing`]).
 
-use super::sharing::Sharing;
+use super::sharing::{Sharing, SharingStore};
 use crate::resource::{Discipline, PoolScope, Resource};
 use std::collections::VecDeque;
 
@@ -23,10 +23,12 @@ pub(super) struct ResourceState {
     pub queue: VecDeque<u32>,
     /// PS: the jobs sharing the servers.
     pub sharing: Sharing,
+    pub store: SharingStore,
 }
 
 impl ResourceState {
     pub fn new(r: &Resource, dynos: u32, processes: u32) -> ResourceState {
+        let store = SharingStore::new(1, 1, None).expect("one group of no jobs");
         let (pools, scope) = match r.pool {
             None => (Vec::new(), None),
             Some((size, scope)) => {
@@ -54,7 +56,8 @@ impl ResourceState {
             pools,
             busy: 0,
             queue: VecDeque::new(),
-            sharing: Sharing::new(r.servers, 0, false),
+            sharing: store.sharing(0, r.servers, false),
+            store,
         }
     }
 

@@ -1,0 +1,212 @@
+//! The engine's events and their ids in the kernel's queue ([`crate::kernel`]): every
+//! component that waits for a time has one id, and so at most one pending event.
+//!
+//! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources (these two may move
+//! their pending completion: ids below [`EventIds::movable`]), then the dynos' boots, the open
+//! workload's arrival, the closed-loop clients' sends, and the requests' timed phases (a
+//! request has at most one timed phase at a time; by slab index, the last range, open-ended).
+
+use crate::kernel::EventQueue;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Event {
+    /// The open workload's next arrival.
+    Arrival,
+    /// A closed-loop client sends its next request.
+    Send { client: u32 },
+    /// A timed phase ends: a `[service]` hold, an `io` wait, or an FCFS resource's service.
+    Done { req: u32 },
+    /// A dyno's CPU finishes a job.
+    Cpu { dyno: u32 },
+    /// A processor-sharing resource finishes a job.
+    Shared { resource: u32 },
+    /// A restarted dyno is up again.
+    Boot { dyno: u32 },
+}
+
+/// Event priorities (lower first at equal times).
+pub(super) const COMPLETION: u8 = 0;
+pub(super) const BOOT: u8 = 1;
+pub(super) const ARRIVAL: u8 = 2;
+
+/// Where each kind of event's ids begin.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct EventIds {
+    shared: u32,
+    boot: u32,
+    arrival: u32,
+    send: u32,
+    done: u32,
+}
+
+impl EventIds {
+    pub fn new(dynos: u32, resources: u32, clients: u32) -> EventIds {
+        let shared = dynos;
+        let boot = shared + resources;
+        let arrival = boot + dynos;
+        let send = arrival + 1;
+        let done = send + clients;
+        EventIds {
+            shared,
+            boot,
+            arrival,
+            send,
+            done,
+        }
+    }
+
+    /// Ids below this may move or be cancelled: the CPUs' and the shared resources'.
+    pub fn movable(&self) -> u32 {
+        self.boot
+    }
+
+    #[inline]
+    pub fn id(&self, event: Event) -> u32 {
+        match event {
+            Event::Cpu { dyno } => dyno,
+            Event::Shared { resource } => self.shared + resource,
+            Event::Boot { dyno } => self.boot + dyno,
+            Event::Arrival => self.arrival,
+            Event::Send { client } => self.send + client,
+            Event::Done { req } => self
+                .done
+                .checked_add(req)
+                .expect("fewer requests in flight than event ids"),
+        }
+    }
+
+    #[inline]
+    pub fn event(&self, id: u32) -> Event {
+        if id >= self.done {
+            Event::Done {
+                req: id - self.done,
+            }
+        } else if id < self.shared {
+            Event::Cpu { dyno: id }
+        } else if id < self.boot {
+            Event::Shared {
+                resource: id - self.shared,
+            }
+        } else if id < self.arrival {
+            Event::Boot {
+                dyno: id - self.boot,
+            }
+        } else if id == self.arrival {
+            Event::Arrival
+        } else {
+            Event::Send {
+                client: id - self.send,
+            }
+        }
+    }
+}
+
+/// The queue with the engine's events: [`EventQueue`] of ids, translated; and the open
+/// workload's next arrival, kept beside the queue rather than in it.
+///
+/// An open workload has one arrival pending at every moment, and each arrival schedules the
+/// next: through the heap that was a push and a pop per request. Beside it, the arrival is
+/// compared with the heap's first event instead. The order is the same: the arrival is the
+/// only event of priority [`ARRIVAL`] in an open workload (clients' sends are the closed
+/// loop's), so at equal times the heap's event, a completion or a boot, goes first; and
+/// sequence numbers only order events of equal time and priority.
+#[derive(Debug)]
+pub(super) struct Events {
+    queue: EventQueue,
+    ids: EventIds,
+    /// When the open workload's next arrival is due, if one is pending.
+    arrival: Option<f64>,
+}
+
+impl Events {
+    pub fn new(capacity: usize, ids: EventIds) -> Events {
+        Events {
+            queue: EventQueue::new(capacity, ids.movable()),
+            ids,
+            arrival: None,
+        }
+    }
+
+    #[inline]
+    pub fn schedule(&mut self, time: f64, priority: u8, event: Event) {
+        if event == Event::Arrival {
+            debug_assert!(self.arrival.is_none() && priority == ARRIVAL);
+            self.arrival = Some(time);
+            return;
+        }
+        debug_assert!(
+            self.arrival.is_none() || priority < ARRIVAL,
+            "an open workload's arrival must be the only event of its priority"
+        );
+        self.queue.schedule(time, priority, self.ids.id(event));
+    }
+
+    /// Schedules a CPU's or a shared resource's completion, moving the pending one; `req`:
+    /// the request expected to finish first (for [`Self::peek`]).
+    #[inline]
+    pub fn reschedule(&mut self, time: f64, event: Event, req: u32) {
+        self.queue
+            .reschedule(time, COMPLETION, self.ids.id(event), req);
+    }
+
+    /// Takes back a CPU's or a shared resource's pending completion.
+    #[inline]
+    pub fn cancel(&mut self, event: Event) {
+        self.queue.cancel(self.ids.id(event));
+    }
+
+    /// The heap's next event (the arrival beside it may come first), with the request a
+    /// completion expects to finish first (meaningful for CPU and shared completions).
+    #[inline]
+    pub fn peek(&self) -> Option<(Event, u32)> {
+        self.queue.peek().map(|(id, req)| (self.ids.event(id), req))
+    }
+
+    #[inline]
+    pub fn pop(&mut self) -> Option<(f64, Event)> {
+        if let Some(a) = self.arrival {
+            // Strictly before: at equal times the heap's event has the lower priority.
+            let first = match self.queue.next_time() {
+                None => true,
+                Some(t) => a.total_cmp(&t).is_lt(),
+            };
+            if first {
+                self.arrival = None;
+                return Some((a, Event::Arrival));
+            }
+        }
+        self.queue.pop().map(|(t, id)| (t, self.ids.event(id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_name_their_events_back() {
+        let ids = EventIds::new(3, 2, 4);
+        let events = [
+            Event::Cpu { dyno: 0 },
+            Event::Cpu { dyno: 2 },
+            Event::Shared { resource: 0 },
+            Event::Shared { resource: 1 },
+            Event::Boot { dyno: 0 },
+            Event::Boot { dyno: 2 },
+            Event::Arrival,
+            Event::Send { client: 0 },
+            Event::Send { client: 3 },
+            Event::Done { req: 0 },
+            Event::Done { req: 1000 },
+        ];
+        let mut seen = Vec::new();
+        for e in events {
+            let id = ids.id(e);
+            assert_eq!(ids.event(id), e);
+            assert!(!seen.contains(&id));
+            seen.push(id);
+            let movable = matches!(e, Event::Cpu { .. } | Event::Shared { .. });
+            assert_eq!(id < ids.movable(), movable);
+        }
+    }
+}
