@@ -110,6 +110,19 @@ def test_queued_means_every_slot_of_its_dyno_was_busy_when_sent():
     assert measure.max_depth(np.array([0.0, 1.0]), np.array([1.0, 2.0])) == 1  # leaving first
 
 
+def test_several_runs_summarise_like_the_simulation():
+    # Three runs: the mean with Student's t interval (2 degrees of freedom: t = 4.303).
+    got = measure.estimate([1.0, 2.0, 3.0])
+    se = 1.0 / np.sqrt(3)
+    assert got["mean"] == 2.0 and np.isclose(got["std_error"], se)
+    assert np.isclose(got["ci_low"], 2.0 - 4.303 * se) and np.isclose(got["ci_high"], 2.0 + 4.303 * se)
+    assert measure.estimate([5.0]) == {"mean": 5.0, "ci_low": None, "ci_high": None, "std_error": None}
+    reps = [{"requests": 10, "queue": {"mean": 0.1}, "note": "x"}, {"requests": 12, "queue": {"mean": 0.3}}]
+    summary = measure.summary_of(reps)
+    assert summary["requests"]["mean"] == 11.0 and np.isclose(summary["queue"]["mean"]["mean"], 0.2)
+    assert "note" not in summary
+
+
 def test_router_log_lines_are_read_by_request_id(tmp_path):
     log = tmp_path / "haproxy.log"
     log.write_text("[NOTICE] starting\n7 0 1 20 21 200 dyno1 0 0\n8 12 -1 -1 13 503 <NOSRV> 3 0\nbroken line\n")
@@ -153,6 +166,7 @@ def test_refusals_come_before_anything_starts():
 def test_cli_refuses_an_unmappable_policy_in_one_line():
     result = run_cli("testbed", "rapgenius", "--policy", "retry_if_busy", "--duration", "5s")
     assert_one_line_error(result, "router.policy", "retry_if_busy")
+    assert_one_line_error(run_cli("testbed", "rapgenius", "--runs", "0"), "--runs")
 
 
 def test_check_lists_every_component():
@@ -213,7 +227,12 @@ def test_a_real_run_with_a_database_pool_and_threads():
     }
     from dynosim.testbed.run import testbed
 
-    result = testbed(Scenario(doc))["results"][0]
+    result = testbed(Scenario(doc), runs=2)["results"][0]
+    assert result["measured"]["replications"] == 2 and len(result["measured"]["per_replication"]) == 2
+    assert result["testbed"]["runs"] == 2
+    # Run k sent the requests of the simulation's replication k.
+    assert [r["requests"] for r in result["measured"]["per_replication"]] == \
+        [r["requests"] for r in result["simulated"]["per_replication"][:2]]
     rep = result["measured"]["per_replication"][0]
     assert rep["failed"]["total"] == 0 and rep["requests"] > 30
     # One connection per process and three threads each: requests wait for the pool, and

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 from ..display import Column, activity, results_table, stdout_console
 from ..output import print_json, write_files
 from ..results import is_time_metric, lookup
-from .common import add_scenario_arguments, policy_list, policy_names, scenario_from_args
+from .common import add_scenario_arguments, policy_list, policy_names, positive_int, scenario_from_args
 
 #: The metrics of the side-by-side table, when the reports have them.
 TABLE_METRICS = ["requests", "throughput", "queued_fraction", "queue.mean", "queue.p50", "queue.p90", "queue.p99",
@@ -34,6 +34,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help='print {"results": [{"policy", "simulated", "measured", ...}]}')
     p.add_argument("--out", metavar="DIR", type=Path,
                    help="write testbed.json, requests-POLICY.csv (per request) and cdf.png into DIR")
+    p.add_argument("--runs", type=positive_int, default=1, metavar="N",
+                   help="real runs per policy (run k sends the simulation's replication k; default 1), "
+                        "for the measured side's spread")
     p.add_argument("--check", action="store_true",
                    help="say which of haproxy, postgres, gunicorn, gevent, psycopg are installed, and how to install them")
     p.set_defaults(handler=main)
@@ -49,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
     with activity() as shown:
         task = shown.task("testbed")
-        doc = testbed(scenario, policies=args.policy, progress=lambda m: shown.update(task, note=m))
+        doc = testbed(scenario, policies=args.policy, runs=args.runs,
+                      progress=lambda m: shown.update(task, note=m))
     records = {r["policy"]: r.pop("_records") for r in doc["results"]}
     if args.out is not None:
         write_outputs(args.out, doc, records)
@@ -74,15 +78,19 @@ def print_comparison(doc: Dict[str, Any]) -> None:
     console = stdout_console()
     for result in doc["results"]:
         sim, real = result["simulated"], result["measured"]
+        runs = int(real["replications"])
+        twins = "replication 0" if runs == 1 else f"replications 0-{runs - 1}"
         console.print(f"[bold]{result['policy']}[/]: {sim['scenario']}, {sim['dynos']} dynos; simulated "
-                      f"{sim['replications']} replications (mean and 95% interval; replication 0 saw the requests "
-                      f"that were sent), measured once", highlight=False)
+                      f"{sim['replications']} replications (mean and 95% interval; 'paired sim.' is {twins}, which "
+                      f"drew the requests that were sent); measured {runs} time{'s' if runs > 1 else ''}",
+                      highlight=False)
         rows = []
         for metric in TABLE_METRICS:
             try:
                 s = lookup(sim["summary"], metric)
-                m = lookup(real["summary"], metric)["mean"]
-                paired = lookup(sim["per_replication"][0], metric)
+                m = lookup(real["summary"], metric)
+                runs = int(real["replications"])
+                paired = sum(float(lookup(rep, metric)) for rep in sim["per_replication"][:runs]) / runs
             except KeyError:
                 continue
             rows.append({"metric": metric, "simulated": s, "paired": paired, "measured": m,
@@ -91,8 +99,8 @@ def print_comparison(doc: Dict[str, Any]) -> None:
         columns = [
             Column("metric", lambda r: r["metric"], kind="text"),
             Column("simulated (95% CI)", lambda r: _fmt(r["simulated"]["mean"], r) + _ci(r["simulated"], r), kind="text"),
-            Column("replication 0", lambda r: _fmt(r["paired"], r), kind="text"),
-            Column("measured", lambda r: _fmt(r["measured"], r), kind="text"),
+            Column("paired sim.", lambda r: _fmt(r["paired"], r), kind="text"),
+            Column("measured", lambda r: _fmt(r["measured"]["mean"], r) + _ci(r["measured"], r), kind="text"),
             Column("vs mean", lambda r: _pct(r["difference"]), kind="text"),
             Column("vs rep. 0", lambda r: _pct(r["paired_difference"]), kind="text"),
         ]

@@ -184,14 +184,35 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     return rep
 
 
-def as_summary(rep: Dict[str, Any]) -> Dict[str, Any]:
-    """A one-replication summary: each figure as an estimate without an interval."""
+#: Student's t, 97.5% quantile, for 1..30 degrees of freedom (a 95% two-sided interval).
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042]
+
+
+def estimate(values: Sequence[float]) -> Dict[str, Optional[float]]:
+    """The mean of independent runs' figures with its standard error and 95% interval
+    (Student's t; none with one run), the shape of the simulation's summary."""
+    n = len(values)
+    mean = float(np.mean(values))
+    if n < 2:
+        return {"mean": mean, "ci_low": None, "ci_high": None, "std_error": None}
+    se = float(np.std(values, ddof=1) / math.sqrt(n))
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return {"mean": mean, "ci_low": mean - t * se, "ci_high": mean + t * se, "std_error": se}
+
+
+def summary_of(reps: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """A summary over replications (each a report's ``per_replication`` entry): every figure
+    they all have as an :func:`estimate`."""
     out: Dict[str, Any] = {}
-    for key, value in rep.items():
+    for key, value in reps[0].items():
         if isinstance(value, dict):
-            out[key] = as_summary(value)
-        else:
-            out[key] = {"mean": value, "ci_low": None, "ci_high": None, "std_error": None}
+            out[key] = summary_of([r[key] for r in reps if isinstance(r.get(key), dict)])
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            values = [r[key] for r in reps if isinstance(r.get(key), (int, float))]
+            if len(values) == len(reps):
+                out[key] = estimate([float(v) for v in values])
     return out
 
 

@@ -54,12 +54,20 @@ def needed_tools(plans: List[Plan]) -> List[str]:
     return needed
 
 
-def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
+def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: int = 1,
             progress: Callable[[str], None] = lambda message: None) -> Dict[str, Any]:
-    """Runs every policy of `scenario` (or `policies`) for real and simulated: ``{"results":
-    [...]}`` as ``dynosim testbed --json`` prints it."""
+    """Runs every policy of `scenario` (or `policies`) for real `runs` times and simulated:
+    ``{"results": [...]}`` as ``dynosim testbed --json`` prints it. Real run k sends the
+    requests of the simulation's replication k (the simulation runs at least `runs`
+    replications), so each real run has a simulated twin, and several runs give the measured
+    side a spread of its own."""
+    if runs < 1:
+        raise DynosimError(f"--runs must be at least 1, got {runs}")
     if policies:
         scenario = scenario.with_overrides({"router.policy": list(policies)})
+    replications = int(scenario.describe()["replications"])
+    if replications < runs:
+        scenario = scenario.with_overrides({"run.replications": runs})
     cases = [scenario.for_policy(p) for p in scenario.policies]
     plans = [make_plan(case) for case in cases]  # every refusal before anything starts
     absent = missing(needed_tools(plans))
@@ -67,17 +75,43 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
         raise DynosimError("the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
                            + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
     results = []
-    for case, plan in zip(cases, plans):
-        policy = plan.described["policy"]
+    for case, first in zip(cases, plans):
+        policy = first.described["policy"]
         progress(f"{policy}: simulating")
         simulated = run_scenario(case, warn=False)[0].to_dict()
-        progress(f"{policy}: starting the testbed")
-        measured, records = run_plan(plan, progress=lambda m: progress(f"{policy}: {m}"))
+        reports, rows = [], []
+        for k in range(runs):
+            plan = first if k == 0 else make_plan(case, replication=k)
+            progress(f"{policy}: run {k + 1} of {runs}: starting the testbed")
+            report, records = run_plan(plan, progress=lambda m: progress(f"{policy}: run {k + 1}: {m}"))
+            reports.append(report)
+            rows += [dict(r, run=k) for r in records]
+        measured = combine(reports)
+        twins = {"summary": measure.summary_of(simulated["per_replication"][:runs])}
         results.append({"policy": policy, "simulated": simulated, "measured": measured,
                         "difference": difference(simulated["summary"], measured["summary"]),
-                        "paired_difference": difference(simulated["per_replication"][0], measured["summary"]),
-                        "testbed": measured.pop("testbed"), "_records": records})
+                        "paired_difference": difference(twins["summary"], measured["summary"]),
+                        "testbed": measured.pop("testbed"), "_records": rows})
     return {"results": results}
+
+
+def combine(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """One measured report from several real runs: their replications side by side, the
+    summary their means with 95% intervals (as the simulation's), the testbed's extras of the
+    run whose generator was latest, with every run's warnings."""
+    out = dict(reports[0])
+    out["replications"] = len(reports)
+    out["per_replication"] = [r["per_replication"][0] for r in reports]
+    out["summary"] = measure.summary_of(out["per_replication"])
+    out["wall_seconds"] = sum(r["wall_seconds"] for r in reports)
+    latest = max(reports, key=lambda r: r["testbed"]["lateness"]["p99"])
+    extras = dict(latest["testbed"])
+    extras["warnings"] = list(dict.fromkeys(w for r in reports for w in r["testbed"]["warnings"]))
+    extras["runs"] = len(reports)
+    out["testbed"] = extras
+    for r in reports:
+        r.pop("testbed", None)
+    return out
 
 
 def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None) -> tuple:
@@ -121,7 +155,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
         "offered_load": d["offered_load"], "relaxation_time": d["relaxation_time"], "duration": d["duration"],
         "warmup": d["warmup"], "replications": 1, "seed": d["seed"],
-        "summary": measure.as_summary(rep), "per_replication": [rep],
+        "summary": measure.summary_of([rep]), "per_replication": [rep],
         "wall_seconds": time.monotonic() - wall0,
         "testbed": extras(plan, load, router_log),
     }
