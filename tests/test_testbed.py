@@ -303,10 +303,11 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
                             stderr=subprocess.PIPE)
     seen: Set[int] = set()
     deadline = time.monotonic() + 60
-    # Wait until HAProxy runs: then PostgreSQL and the dynos are up and the load is on.
+    # Wait until the HAProxy that routes runs (`haproxy -db -f ...`, not the version or
+    # configuration checks before it): then PostgreSQL and the dynos are up and the load is on.
     while time.monotonic() < deadline:
         seen |= _descendants(proc.pid)
-        if any("haproxy" in _cmdline(p) for p in seen):
+        if any("haproxy -db" in _cmdline(p) for p in seen):
             break
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         time.sleep(0.1)
