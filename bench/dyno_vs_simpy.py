@@ -59,7 +59,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shlex
 import statistics
@@ -68,7 +67,7 @@ from pathlib import Path
 
 import simpy
 
-from machine import cpu_model, fmt_rate, git_commit, timed
+from machine import fmt_rate, machine_info, one_cpu, timed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -349,19 +348,6 @@ def bench_simpy(system, seconds, seed):
 
 
 
-def machine_info(pinned, _dynosim):
-    return {
-        "cpu": cpu_model(),
-        "os.cpu_count": os.cpu_count(),
-        "pinned_to_cpu": pinned,
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "simpy": simpy.__version__,
-        "dynosim_engine": getattr(_dynosim, "__version__", None),
-        "git": git_commit(),
-        "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
-    }
 
 
 def print_machine(machine):
@@ -403,17 +389,14 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write every figure to this file")
     args = ap.parse_args(argv)
 
-    pinned = None
-    if not args.no_pin and hasattr(os, "sched_setaffinity"):
-        # Before the engine starts its threads, so that it sees one CPU too.
-        pinned = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {pinned})
+    pinned = one_cpu(args.no_pin)
 
     from dynosim import _dynosim  # the compiled module; imported after pinning
 
     system = System(args)
     command = " ".join(shlex.quote(a) for a in ["python", *sys.argv])
-    machine = machine_info(pinned, _dynosim)
+    machine = machine_info(pinned, simpy=simpy.__version__,
+                           dynosim_engine=getattr(_dynosim, "__version__", None))
     print_machine(machine)
     print(f"scenario: {system.describe()}")
     print(f"dynosim {args.simulated_seconds:g} simulated s/run, SimPy {args.simpy_seconds:g}, "

@@ -30,7 +30,6 @@ import bisect
 import json
 import math
 import os
-import platform
 import random
 import shlex
 import statistics
@@ -45,7 +44,7 @@ try:
 except ImportError:  # Python < 3.11
     import tomli as tomllib
 
-from machine import cpu_model, fmt_rate, git_commit, timed
+from machine import fmt_rate, machine_info, one_cpu, timed
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = REPO / "python" / "dynosim" / "scenarios" / "rapgenius.toml"
@@ -291,11 +290,7 @@ def main(argv=None) -> int:
         if p not in POLICIES:
             ap.error(f"unknown policy {p!r}; expected some of {', '.join(POLICIES)}")
 
-    pinned = None
-    if not args.no_pin and hasattr(os, "sched_setaffinity"):
-        # Before the engine starts its thread pool, so that it sees one CPU too.
-        pinned = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {pinned})
+    pinned = one_cpu(args.no_pin)
 
     from dynosim import _dynosim  # the compiled module; imported after pinning
 
@@ -310,19 +305,8 @@ def main(argv=None) -> int:
     service = PercentileTable(doc["service"]["percentiles"])
 
     command = " ".join(shlex.quote(a) for a in ["python", *sys.argv])
-    machine = {
-        "cpu": cpu_model(),
-        "platform.processor": platform.processor(),
-        "os.cpu_count": os.cpu_count(),
-        "pinned_to_cpu": pinned,
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "simpy": simpy.__version__,
-        "dynosim_engine": getattr(_dynosim, "__version__", None),
-        "git": git_commit(),
-        "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
-    }
+    machine = machine_info(pinned, simpy=simpy.__version__,
+                           dynosim_engine=getattr(_dynosim, "__version__", None))
     print(f"machine: {machine['cpu']} (platform.processor={machine['platform.processor']!r}), "
           f"os.cpu_count={machine['os.cpu_count']}, "
           + (f"pinned to CPU {pinned}" if pinned is not None else "not pinned"))

@@ -38,13 +38,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-from machine import cpu_model, git_commit
+from machine import machine_info, one_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 DYNOS = 100_000
@@ -150,18 +149,13 @@ def main(argv=None) -> int:
         if n not in SCENARIOS:
             ap.error(f"unknown scenario {n!r}; expected some of {', '.join(SCENARIOS)}")
     multiples = [float(m) for m in args.multiples.split(",")]
-    pin = None
-    if not args.no_pin and hasattr(os, "sched_setaffinity"):
-        pin = min(os.sched_getaffinity(0))
+    pin = one_cpu(args.no_pin, apply=False)  # each run pins its own child process
 
     import simpy  # noqa: F401  (only to fail early if the venv is not the project's)
     from dynosim import _dynosim
 
     command = " ".join(shlex.quote(a) for a in ["python", *sys.argv])
-    machine = {"cpu": cpu_model(), "os.cpu_count": os.cpu_count(), "pinned_to_cpu": pin,
-               "platform": platform.platform(), "python": sys.version.split()[0],
-               "dynosim_engine": getattr(_dynosim, "__version__", None), "git": git_commit(),
-               "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    machine = machine_info(pin, dynosim_engine=getattr(_dynosim, "__version__", None))
     print(f"machine: {machine['cpu']}, os.cpu_count={machine['os.cpu_count']}, "
           + (f"runs pinned to CPU {pin}" if pin is not None else "not pinned")
           + f"; {machine['platform']}")

@@ -3,8 +3,10 @@ timing and rate formatting shared by the scripts in bench/."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,3 +53,32 @@ def timed(fn):
     out = fn()
     t1, cpu1 = time.perf_counter(), time.process_time()
     return out, t1 - t0, cpu1 - cpu0
+
+
+def one_cpu(no_pin: bool, apply: bool = True) -> int | None:
+    """The lowest CPU this process may use, or None with `no_pin` (or where pinning is not
+    available); with `apply`, the process is pinned to it. Pin before the engine starts its
+    threads, so that it sees one CPU too."""
+    if no_pin or not hasattr(os, "sched_setaffinity"):
+        return None
+    cpu = min(os.sched_getaffinity(0))
+    if apply:
+        os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def machine_info(pinned: int | None, **versions) -> dict:
+    """The machine, the interpreter, the commit and the load, beside `versions` (e.g.
+    simpy=..., dynosim_engine=...): what each script's JSON records."""
+    return {
+        "cpu": cpu_model(),
+        "platform.processor": platform.processor(),
+        "os.cpu_count": os.cpu_count(),
+        "pinned_to_cpu": pinned,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        **versions,
+        "git": git_commit(),
+        "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
