@@ -41,7 +41,8 @@ def time_summary(values: "np.ndarray") -> Dict[str, float]:
     return out
 
 
-def _floats(column: Sequence[Optional[str]]) -> "np.ndarray":
+def floats(column: Sequence[Optional[str]]) -> "np.ndarray":
+    """A column of header values as numbers (NaN where absent or not a number)."""
     out = np.full(len(column), np.nan)
     for i, text in enumerate(column):
         if text:
@@ -50,6 +51,14 @@ def _floats(column: Sequence[Optional[str]]) -> "np.ndarray":
             except ValueError:
                 pass
     return out
+
+
+def app_times(load: Dict[str, Any]) -> tuple:
+    """From the app's headers, per request sent: when the app started and ended (NaN where it
+    did not answer) and the dyno that served it (-1 where none)."""
+    headers = load["headers"]
+    dyno = np.nan_to_num(floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
+    return floats(headers["x-dynosim-start"]), floats(headers["x-dynosim-end"]), dyno
 
 
 def busy_at_send(dyno: "np.ndarray", sent: "np.ndarray", start: "np.ndarray", end: "np.ndarray",
@@ -101,11 +110,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
     status = np.asarray(load["status"], dtype=np.int64)
-    headers = load["headers"]
-    start = _floats(headers["x-dynosim-start"])
-    end = _floats(headers["x-dynosim-end"])
-    dyno = np.nan_to_num(_floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
-    pool_wait = _floats(headers["x-dynosim-pool-wait"])
+    start, end, dyno = app_times(load)
+    pool_wait = floats(load["headers"]["x-dynosim-pool-wait"])
     ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
     window_end = math.inf if counted else warmup + duration
     measured = np.ones(n, dtype=bool) if counted else (scheduled >= warmup) & (scheduled < window_end)
@@ -218,7 +224,7 @@ def summary_of(reps: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
 
 def lateness_summary(load: Dict[str, Any]) -> Dict[str, float]:
     late = np.asarray(load["sent"], dtype=float) - np.asarray(load["scheduled"], dtype=float)
-    return time_summary(late) if len(late) else time_summary(np.zeros(0))
+    return time_summary(late)
 
 
 def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float]) -> Dict[str, Optional[float]]:
@@ -234,10 +240,7 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float]) 
     """
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
-    headers = load["headers"]
-    start = _floats(headers["x-dynosim-start"])
-    end = _floats(headers["x-dynosim-end"])
-    dyno = np.nan_to_num(_floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
+    start, end, dyno = app_times(load)
     drawn = np.asarray(drawn_service, dtype=float)
     ok = np.isfinite(start) & np.isfinite(end) & np.isfinite(done)
     busy = busy_at_send(dyno, sent, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)

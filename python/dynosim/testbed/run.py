@@ -165,7 +165,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
 def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     """What only the testbed knows: the generator's lateness, HAProxy's own queue time, the
     queueing the app sees from X-Request-Start, and the warnings."""
-    start = measure._floats(load["headers"]["x-dynosim-start"])
+    start, _, _ = measure.app_times(load)
     stamped = np.array([_request_start(v) for v in load["headers"]["x-dynosim-request-start"]])
     tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
     ok = np.isfinite(start) & np.isfinite(stamped)
