@@ -2,10 +2,13 @@
 //! they take requests), and the memory model (per dyno, process, thread, request and malloc
 //! arena; R14 over the quota, R15 restarts at the restart threshold).
 
+use crate::dist::{self, ServiceDistribution};
 use crate::error::{Error, Result};
 use crate::params::{check_duration, whole};
 use crate::units::{Bytes, Duration};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::Arc;
 
 /// A dyno type of the table in docs/model.md: name, cores, memory quota (bytes), and the
 /// multiple of the quota at which the dyno is restarted (R15).
@@ -50,6 +53,10 @@ pub struct AppSpec {
     /// How long a restarted dyno takes to boot.
     #[serde(default)]
     pub boot_time: Option<Duration>,
+    /// The worker's own time per request after its response: a duration or a distribution
+    /// (see [`AppServer::overhead`]).
+    #[serde(default)]
+    pub overhead: Option<serde_json::Value>,
     /// How much CPU work slows over the memory quota: each 1.0 of the quota over it adds this
     /// many times the work's own time (a slowdown of 1 + swap_slowdown × (memory/quota − 1)).
     #[serde(default)]
@@ -118,6 +125,10 @@ pub struct AppServer {
     pub lock: bool,
     pub accept: Accept,
     pub boot_time: f64,
+    /// The thread's own time per request after the response has gone (writing and closing
+    /// the connection, logging, back to accept): it holds the thread, and the request's
+    /// memory, but the client and the router are done with the request. None: no time.
+    pub overhead: Option<Arc<dyn ServiceDistribution>>,
     pub memory: Memory,
 }
 
@@ -282,6 +293,45 @@ fn preset(server: &str, worker_class: Option<&str>, cores: u32) -> Result<Preset
     })
 }
 
+impl AppSpec {
+    /// Whether the section sets nothing but the per-request overhead, which a dyno of plain
+    /// `fleet.slots` may have too. Every field is named, so that a new one must be decided
+    /// here.
+    pub fn only_overhead(&self) -> bool {
+        let AppSpec {
+            server,
+            worker_class,
+            model,
+            processes,
+            threads,
+            worker_connections,
+            accept,
+            lock,
+            malloc_arena_max,
+            boot_time,
+            overhead: _,
+            swap_slowdown,
+            arena_contention,
+            restart_at,
+            memory,
+        } = self;
+        server.is_none()
+            && worker_class.is_none()
+            && model.is_none()
+            && processes.is_none()
+            && threads.is_none()
+            && worker_connections.is_none()
+            && accept.is_none()
+            && lock.is_none()
+            && malloc_arena_max.is_none()
+            && boot_time.is_none()
+            && swap_slowdown.is_none()
+            && arena_contention.is_none()
+            && restart_at.is_none()
+            && memory.is_none()
+    }
+}
+
 impl AppServer {
     /// The app server of a scenario written with `fleet.slots` and `[service]`: `slots`
     /// requests at once, each holding its slot for its service time, no CPU or memory model.
@@ -295,6 +345,7 @@ impl AppServer {
             lock: false,
             accept: Accept::Shared,
             boot_time: 0.0,
+            overhead: None,
             memory: Memory {
                 quota: dyno.quota,
                 restart_at: dyno.restart_at * dyno.quota,
@@ -310,7 +361,18 @@ impl AppServer {
         }
     }
 
-    pub fn build(spec: &AppSpec, dyno: &DynoType) -> Result<AppServer> {
+    /// The overhead `app.overhead` sets, if any.
+    pub fn overhead_of(
+        spec: &AppSpec,
+        base_dir: &Path,
+    ) -> Result<Option<Arc<dyn ServiceDistribution>>> {
+        Ok(match &spec.overhead {
+            None => None,
+            Some(v) => dist::from_value_or_zero(v, "app.overhead", base_dir)?.map(Arc::from),
+        })
+    }
+
+    pub fn build(spec: &AppSpec, dyno: &DynoType, base_dir: &Path) -> Result<AppServer> {
         let server = spec.server.as_deref().unwrap_or("generic");
         let preset = preset(server, spec.worker_class.as_deref(), dyno.cores)?;
         let model = match spec.model.as_deref() {
@@ -403,6 +465,7 @@ impl AppServer {
             Some(d) => check_duration(d.0, "app.boot_time")?,
             None => DEFAULT_BOOT_TIME,
         };
+        let overhead = Self::overhead_of(spec, base_dir)?;
         Ok(AppServer {
             server: server.to_string(),
             model,
@@ -412,6 +475,7 @@ impl AppServer {
             lock: spec.lock.unwrap_or(preset.lock),
             accept,
             boot_time,
+            overhead,
             memory: Memory {
                 quota: dyno.quota,
                 restart_at: restart_at * dyno.quota,

@@ -63,6 +63,7 @@ impl<'s> Eligible<'s> {
             policy_name: _,
             policy,
             routers,
+            connect,
             duration: _,
             warmup: _,
             replications: _,
@@ -80,6 +81,7 @@ impl<'s> Eligible<'s> {
             lock: _,
             accept,
             boot_time: _,
+            overhead,
             memory,
         } = app;
         let Workload::Open(arrivals) = workload else {
@@ -90,6 +92,14 @@ impl<'s> Eligible<'s> {
         }
         if !resources.is_empty() {
             return Err("shared resources");
+        }
+        if connect.is_some() {
+            return Err(
+                "a connect time, during which the router counts the request against its dyno",
+            );
+        }
+        if overhead.is_some() {
+            return Err("a per-request overhead, which holds the thread after the response");
         }
         if memory.is_modelled() {
             return Err("memory, which may restart dynos");

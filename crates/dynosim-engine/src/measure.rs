@@ -18,6 +18,9 @@ pub(crate) struct Measures {
     window_end: f64,
     /// Queue times; its positive part is the queue time of the requests that waited.
     queue: TimeStats,
+    /// With a connect time every request's queue time is positive: the queue times of those
+    /// that waited in a queue (held by the router or waiting at the dyno), kept apart.
+    queued: Option<TimeStats>,
     response: TimeStats,
     service_sum: f64,
     completions_in_window: u64,
@@ -86,6 +89,7 @@ impl Measures {
                 _ => scenario.warmup + scenario.duration,
             },
             queue: TimeStats::default(),
+            queued: scenario.connect.is_some().then(TimeStats::default),
             response: TimeStats::default(),
             service_sum: 0.0,
             completions_in_window: 0,
@@ -231,6 +235,24 @@ impl Measures {
         }
     }
 
+    /// With a connect time: the request that arrived at `arrival` and took a thread at `start`
+    /// had waited in a queue (router or dyno) on its way, besides connecting.
+    #[inline]
+    pub fn waited(&mut self, arrival: f64, start: f64) {
+        if arrival >= self.window_start {
+            if let Some(queued) = self.queued.as_mut() {
+                queued.record(start - arrival);
+            }
+        }
+    }
+
+    /// The app's overhead holds a slot over [start, start + time] after a `[service]` hold
+    /// (a request with phases counts it in [`Self::held`]).
+    #[inline]
+    pub fn overhead(&mut self, dyno: usize, start: f64, time: f64) {
+        self.busy(dyno, start, time);
+    }
+
     /// A request of class `class` that arrived at `arrival` completed at `end`.
     #[inline]
     pub fn class_completed(&mut self, class: usize, arrival: f64, end: f64) {
@@ -363,11 +385,15 @@ impl Measures {
         });
         let per_dyno: Vec<f64> = self.busy_area.iter().map(|a| a / capacity).collect();
         let requests = self.queue.count();
+        let (queued, queue_of_queued) = match &self.queued {
+            None => (self.queue.positive_count(), self.queue.positive_summary()),
+            Some(q) => (q.count(), q.summary()),
+        };
         ReplicationResult {
             requests,
-            queued_fraction: ratio(self.queue.positive_count() as f64, requests as f64),
+            queued_fraction: ratio(queued as f64, requests as f64),
             queue: self.queue.summary(),
-            queue_of_queued: self.queue.positive_summary(),
+            queue_of_queued,
             response: self.response.summary(),
             service_mean: ratio(self.service_sum, requests as f64),
             throughput: self.completions_in_window as f64 / span,

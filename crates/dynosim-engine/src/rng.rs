@@ -17,6 +17,10 @@ pub enum Stream {
     Think = 4,
     /// Which process of a dyno accepts a connection (greedy accept).
     Accept = 5,
+    /// The router's connect times (`router.connect`).
+    Connect = 6,
+    /// The app's per-request overhead (`app.overhead`).
+    Overhead = 7,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

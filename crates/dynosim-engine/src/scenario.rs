@@ -99,6 +99,10 @@ pub struct RouterSpec {
     /// Independent routers; each request lands on one at random.
     #[serde(default = "one")]
     pub routers: i64,
+    /// From the routing decision to the request's arrival at the dyno: a duration or a
+    /// distribution (see [`Scenario::connect`]).
+    #[serde(default)]
+    pub connect: Option<Value>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -140,6 +144,7 @@ impl Default for RouterSpec {
         RouterSpec {
             policy: random(),
             routers: 1,
+            connect: None,
             params: Map::new(),
         }
     }
@@ -213,6 +218,10 @@ pub struct Scenario {
     pub policy_name: String,
     pub policy: Box<dyn RoutingPolicy>,
     pub routers: u32,
+    /// `router.connect`: the time from the routing decision to the request's arrival at its
+    /// dyno (the router's own work, the connection, the server's accept and parse). The router
+    /// counts the request against the dyno from the decision on. None: no time.
+    pub connect: Option<Box<dyn ServiceDistribution>>,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -304,14 +313,18 @@ impl Scenario {
         let f = &spec.fleet;
         let dyno_type = DynoType::build(f.dyno_type.as_deref(), f.cores, f.memory.map(|m| m.0))?;
         let app = match (&spec.app, f.slots) {
+            (Some(app), Some(slots)) if app.only_overhead() => AppServer {
+                overhead: AppServer::overhead_of(app, base_dir)?,
+                ..AppServer::slots(whole(slots, "fleet.slots", 1, 100_000)?, &dyno_type)
+            },
             (Some(_), Some(_)) => {
                 return Err(Error::config(
                     "fleet.slots",
                     "give fleet.slots (a plain dyno of slots) or [app] (processes and \
-                     threads), not both",
+                     threads), not both (with fleet.slots, [app] may set only overhead)",
                 ))
             }
-            (Some(app), None) => AppServer::build(app, &dyno_type)?,
+            (Some(app), None) => AppServer::build(app, &dyno_type, base_dir)?,
             (None, slots) => AppServer::slots(
                 whole(slots.unwrap_or(1), "fleet.slots", 1, 100_000)?,
                 &dyno_type,
@@ -363,6 +376,10 @@ impl Scenario {
         let params = Params::new("router", &r.policy, &own);
         params.allow(keys)?;
         let policy = build(&params)?;
+        let connect = match &r.connect {
+            None => None,
+            Some(v) => crate::dist::from_value_or_zero(v, "router.connect", base_dir)?,
+        };
 
         let run = &spec.run;
         check_duration(run.duration.0, "run.duration")?;
@@ -400,6 +417,7 @@ impl Scenario {
             policy_name: r.policy.clone(),
             policy,
             routers,
+            connect,
             duration: run.duration.0,
             // A closed loop of a set number of requests is measured whole, as ab measures it:
             // no warm-up, and the run lasts until the last response.
@@ -487,9 +505,11 @@ impl Scenario {
         )
     }
 
-    /// Arrival rate × mean (uncontended) time a request holds its thread.
+    /// Arrival rate × mean (uncontended) time a request holds its thread: its service time,
+    /// and the app's overhead after it.
     pub fn busy_slots_needed(&self) -> f64 {
-        self.arrival_rate() * self.service.mean()
+        let overhead = self.app.overhead.as_ref().map_or(0.0, |o| o.mean());
+        self.arrival_rate() * (self.service.mean() + overhead)
     }
 
     pub fn total_slots(&self) -> u64 {

@@ -776,6 +776,19 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "overhead",
+        value: "time distribution",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""1ms""#,
+        meaning: "the worker's own time per request after its response has gone (writing and \
+                  closing the connection, logging, accepting the next): it holds the thread \
+                  (and the request's memory), not the client or the router. `dynosim testbed` \
+                  measures it as `testbed.overhead.between_requests`",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "swap_slowdown",
         value: "number >= 0",
         unit: "",
@@ -923,6 +936,19 @@ pub const KEYS: &[Key] = &[
         example: "2",
         meaning: "independent routers; each request lands on one at random, and each knows \
                   only the requests it sent (Heroku's Bamboo routers)",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "connect",
+        value: "time distribution",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""0.8ms""#,
+        meaning: "from the routing decision to the request's arrival at its dyno (the router's \
+                  work, the connection, the app server's accept and parse); the router counts \
+                  the request against the dyno from its decision, and the queue time includes \
+                  it. `dynosim testbed` measures it as `testbed.overhead.to_app_when_idle`",
     },
     Key {
         section: "router",

@@ -38,8 +38,7 @@ impl Workload {
             // A think time of zero (the default) draws nothing.
             let think = match params.get("think") {
                 None => None,
-                Some(v) if is_zero(v) => None,
-                Some(v) => Some(dist::from_value(v, "arrivals.think", base_dir)?),
+                Some(v) => dist::from_value_or_zero(v, "arrivals.think", base_dir)?,
             };
             let requests = match params.get("requests") {
                 None => None,
@@ -81,14 +80,5 @@ impl Workload {
                 f64::from(c.count) / (think + min_response)
             }
         }
-    }
-}
-
-/// Whether a duration as written is zero (`0`, `"0s"`), which [`dist::from_value`] refuses.
-fn is_zero(value: &Value) -> bool {
-    match value {
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
-        _ => false,
     }
 }

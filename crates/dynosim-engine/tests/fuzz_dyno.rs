@@ -84,9 +84,13 @@ fn app() -> impl Strategy<Value = Value> {
         prop::option::of((0u32..200, 0u32..50, 0u32..30, 0u32..400, 0u32..30)),
         prop::option::of(0.0..2.0f64),
         prop::option::of(prop::sample::select(vec!["shared", "greedy"])),
+        prop::option::of(time()),
     )
-        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept)| {
+        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept, overhead)| {
             let mut a = json!({"server": server, "processes": processes, "boot_time": "50ms"});
+            if let Some(o) = overhead {
+                a["overhead"] = o;
+            }
             if let Some(mode) = accept {
                 a["accept"] = json!(mode);
             }
@@ -149,8 +153,9 @@ fn document() -> impl Strategy<Value = Value> {
             prop_oneof![6 => prop::sample::select(vec![None, Some("standard-1x"), Some("performance-l"), Some("2013-1x")]), 1 => Just(Some("xl"))],
             prop::option::of(1i64..9),
             prop::sample::select(vec!["auto", "events", "direct"]),
+            prop::option::of(time()),
         )
-            .prop_map(|(arrivals, request, resources, app, dynos, policy, ty, cores, engine)| {
+            .prop_map(|(arrivals, request, resources, app, dynos, policy, ty, cores, engine, connect)| {
                 let mut fleet = json!({"dynos": dynos});
                 if let Some(t) = ty {
                     fleet["type"] = json!(t);
@@ -158,13 +163,17 @@ fn document() -> impl Strategy<Value = Value> {
                 if let Some(c) = cores {
                     fleet["cores"] = json!(c);
                 }
+                let mut router = json!({"policy": policy});
+                if let Some(c) = connect {
+                    router["connect"] = c;
+                }
                 json!({
                     "arrivals": arrivals,
                     "request": request,
                     "resources": resources,
                     "app": app,
                     "fleet": fleet,
-                    "router": {"policy": policy},
+                    "router": router,
                     "run": {"duration": 5.0, "warmup": 1.0, "replications": 2, "seed": 1,
                             "max_requests": 200000, "max_waiting": 20000, "engine": engine},
                 })

@@ -94,7 +94,10 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
                 "os_threads": s.app.os_threads,
                 "lock": s.app.lock,
                 "boot_time": s.app.boot_time,
+                // Mean seconds, 0 when not modelled.
+                "overhead": s.app.overhead.as_ref().map_or(0.0, |o| o.mean()),
             },
+            "connect": s.connect.as_ref().map_or(0.0, |c| c.mean()),
             "resources": s.resources.iter().map(|r| serde_json::json!({
                 "name": r.name,
                 "servers": r.servers,

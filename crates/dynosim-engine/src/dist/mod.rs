@@ -60,6 +60,26 @@ pub(crate) fn normal() -> statrs::distribution::Normal {
     statrs::distribution::Normal::new(0.0, 1.0).expect("standard normal")
 }
 
+/// [`from_value`], but a duration of zero as written (`0`, `"0s"`), which [`from_value`]
+/// refuses, is `None`: no time at all, and nothing drawn. For optional delays whose default is
+/// none (a client's think time, the router's connect time, the app's per-request overhead).
+pub fn from_value_or_zero(
+    value: &serde_json::Value,
+    path: &str,
+    base_dir: &Path,
+) -> Result<Option<Box<dyn ServiceDistribution>>> {
+    let zero = match value {
+        serde_json::Value::Number(n) => n.as_f64() == Some(0.0),
+        serde_json::Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
+        _ => false,
+    };
+    if zero {
+        Ok(None)
+    } else {
+        from_value(value, path, base_dir).map(Some)
+    }
+}
+
 /// A distribution written inline, as a phase's time or a client's think time: a duration
 /// (`"3ms"`, `0.003`: every sample that value) or a table naming one of [`REGISTRY`] with its
 /// parameters (`{ distribution = "exponential", mean = "20ms" }`). `path` is the value's key

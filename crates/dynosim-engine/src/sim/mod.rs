@@ -54,6 +54,8 @@ const NONE: u32 = u32::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Routing,
+    /// Routed, on its way to the dyno (`router.connect`).
+    Connecting,
     Accept,
     /// A timed phase: `[service]` hold or `io`.
     Timed,
@@ -63,6 +65,8 @@ enum State {
     ResourceService(u32),
     /// On a thread between phases.
     Thread,
+    /// Answered; its thread is still busy with it (`app.overhead`).
+    Overhead,
     /// Killed while an event of its own was pending; freed when it comes.
     Dead,
     /// Killed while resource `r` served it: the resource works on to the end (it is not
@@ -85,6 +89,8 @@ struct Request {
     phase: u32,
     client: u32,
     state: State,
+    /// Whether it has waited in a queue (router or dyno) on its way to a thread.
+    waited: bool,
     /// The pool connection held (pool index), or NONE.
     pool: u32,
     /// When the current wait began (pool or resource queue).
@@ -122,6 +128,7 @@ impl Slab {
                 phase: 0,
                 client: NONE,
                 state: State::Routing,
+                waited: false,
                 pool: NONE,
                 waited_since: 0.0,
                 pool_wait: 0.0,
@@ -170,6 +177,8 @@ struct Simulation<'s> {
     /// Greedy accept: which process wins a connection; and the candidates, reused.
     accept_rng: SimRng,
     open_processes: Vec<u32>,
+    connect_rng: SimRng,
+    overhead_rng: SimRng,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
@@ -308,6 +317,8 @@ fn simulate(
         think_rng: stream(seed, replication, Stream::Think),
         accept_rng: stream(seed, replication, Stream::Accept),
         open_processes: Vec::new(),
+        connect_rng: stream(seed, replication, Stream::Connect),
+        overhead_rng: stream(seed, replication, Stream::Overhead),
         measures: Measures::new(s)?,
         queued: 0,
         trace,
@@ -509,6 +520,7 @@ impl Simulation<'_> {
         entry.phase = 0;
         entry.pool = NONE;
         entry.state = State::Routing;
+        entry.waited = false;
         if !self.routers.queues[router].is_empty() {
             self.hold(req);
             return;
@@ -554,6 +566,7 @@ impl Simulation<'_> {
 
     fn hold(&mut self, req: u32) {
         self.queued += 1;
+        self.slab.entries[req as usize].waited = true;
         let router = self.slab.entries[req as usize].router as usize;
         let queue = &mut self.routers.queues[router];
         queue.push_back(req);
@@ -561,11 +574,25 @@ impl Simulation<'_> {
         self.measures.router_queue(self.now, queue.len());
     }
 
+    /// The router sends the request to `dyno`: it counts against the dyno from now on, and
+    /// reaches it now, or after the connect time.
     #[inline]
     fn dispatch(&mut self, dyno: usize, req: u32) {
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
         self.routers.loads[entry.router as usize].increment(dyno);
+        if let Some(connect) = &self.s.connect {
+            entry.state = State::Connecting;
+            let at = self.now + connect.sample(&mut self.connect_rng);
+            self.events.schedule(at, ARRIVAL, Event::Done { req });
+            return;
+        }
+        self.reach(dyno, req);
+    }
+
+    /// The request reaches its dyno: a thread takes it, or it waits for one.
+    #[inline]
+    fn reach(&mut self, dyno: usize, req: u32) {
         if let Accept::Greedy { limit } = self.s.app.accept {
             return self.accept_greedily(dyno, req, limit);
         }
@@ -597,7 +624,9 @@ impl Simulation<'_> {
     /// The request waits on the dyno for a thread: in the accept queue, or in `process`'s own.
     fn wait_on_dyno(&mut self, dyno: usize, req: u32, process: Option<u32>) {
         self.queued += 1;
-        self.slab.entries[req as usize].state = State::Accept;
+        let entry = &mut self.slab.entries[req as usize];
+        entry.state = State::Accept;
+        entry.waited = true;
         let d = &mut self.dynos[dyno];
         match process {
             None => d.accept.push_back(req),
@@ -620,6 +649,9 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.process = process;
         entry.start = now;
+        if entry.waited && self.s.connect.is_some() {
+            self.measures.waited(entry.arrival, now);
+        }
         if !self.phases {
             // A `[service]` hold: its time on the thread is known now.
             entry.state = State::Timed;
@@ -912,6 +944,11 @@ impl Simulation<'_> {
                 self.measures.resource_busy(r as usize, self.now, busy);
                 self.resource_done(r, req);
             }
+            State::Connecting => {
+                let dyno = self.slab.entries[req as usize].dyno as usize;
+                self.reach(dyno, req);
+            }
+            State::Overhead => self.free_thread(req),
             State::Dead => self.slab.release(req),
             other => unreachable!("a timed event for a request in state {other:?}"),
         }
@@ -958,20 +995,45 @@ impl Simulation<'_> {
         }
     }
 
-    /// The response: the thread is free for the next request in the accept queue, the router
-    /// may send what it held, and a closed-loop client thinks.
+    /// The response: the router may send what it held, and a closed-loop client thinks. The
+    /// thread is free for the next request in the accept queue now, or after the app's
+    /// overhead.
     fn finish(&mut self, req: u32) {
         let now = self.now;
         let entry = &self.slab.entries[req as usize];
-        let (dyno, router, process, arrival, client, class, start) = (
+        let (dyno, router, arrival, client, class) = (
             entry.dyno as usize,
             entry.router as usize,
-            entry.process,
             entry.arrival,
             entry.client,
             entry.class,
-            entry.start,
         );
+        self.measures.completed(arrival, now);
+        if self.measures.detailed() {
+            self.measures.class_completed(class as usize, arrival, now);
+        }
+        self.routers.loads[router].decrement(dyno);
+        match &self.s.app.overhead {
+            None => self.free_thread(req),
+            Some(overhead) => {
+                let time = overhead.sample(&mut self.overhead_rng);
+                if !self.phases {
+                    self.measures.overhead(dyno, now, time);
+                }
+                let at = now + time;
+                self.slab.entries[req as usize].state = State::Overhead;
+                self.events.schedule(at, COMPLETION, Event::Done { req });
+            }
+        }
+        self.drain_router(router);
+        self.respond(client);
+    }
+
+    /// The thread is done with the request: it takes the next request waiting on the dyno.
+    fn free_thread(&mut self, req: u32) {
+        let now = self.now;
+        let entry = &self.slab.entries[req as usize];
+        let (dyno, process, start) = (entry.dyno as usize, entry.process, entry.start);
         let d = &mut self.dynos[dyno];
         d.busy -= 1;
         let proc = self.procs.of_mut(dyno, process);
@@ -981,14 +1043,9 @@ impl Simulation<'_> {
             d.busy_processes -= 1;
             self.busy_processes -= 1;
         }
-        self.measures.completed(arrival, now);
         if self.phases {
             self.measures.held(dyno, start, now);
         }
-        if self.measures.detailed() {
-            self.measures.class_completed(class as usize, arrival, now);
-        }
-        self.routers.loads[router].decrement(dyno);
         self.slab.release(req);
         if self.phases {
             self.contention(dyno, process);
@@ -1028,8 +1085,6 @@ impl Simulation<'_> {
                 self.start(dyno, process, next);
             }
         }
-        self.drain_router(router);
-        self.respond(client);
     }
 
     /// The router sends what it holds while its policy finds dynos for it.
@@ -1093,6 +1148,7 @@ impl Simulation<'_> {
                         e.state,
                         State::Routing
                             | State::Accept
+                            | State::Overhead
                             | State::Dead
                             | State::Orphan(_)
                             | State::Free
@@ -1100,13 +1156,20 @@ impl Simulation<'_> {
             })
             .collect();
         victims.extend(on_threads);
+        // Answered requests whose threads were still busy with them: nothing fails, the entry
+        // goes when its event comes.
+        for e in &mut self.slab.entries {
+            if e.dyno as usize == dyno && e.state == State::Overhead {
+                e.state = State::Dead;
+            }
+        }
         let mut released = Vec::new();
         for req in victims {
             let e = &mut self.slab.entries[req as usize];
             let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
             // What the entry becomes: freed now, or kept until an event of its own comes.
             let pending = match state {
-                State::Timed => Some(State::Dead),
+                State::Timed | State::Connecting => Some(State::Dead),
                 State::ResourceService(r) => Some(State::Orphan(r)),
                 State::Cpu => {
                     self.dynos[dyno].cpu.remove(&mut self.cpu_store, req);
@@ -1129,6 +1192,7 @@ impl Simulation<'_> {
                 State::Accept
                 | State::Routing
                 | State::Thread
+                | State::Overhead
                 | State::Dead
                 | State::Orphan(_)
                 | State::Free => None,
