@@ -16,7 +16,12 @@ random routing draws are HAProxy's own on the real side). A measured figure insi
 simulated interval is as close as the simulation's own spread can tell.
 
     python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|dyno]
-                                       [--runs 1] [--json out.json]
+                                       [--runs 1] [--stack-costs none|measured|C,O] [--json out.json]
+
+--stack-costs models the real stack's own per-request costs in the simulation
+(`router.connect` and `app.overhead`): "measured" calibrates them first, from a 30 s real run
+of the routing scenario with random routing (its `testbed.stack_costs`), then uses those values
+for every case; "0.8ms,1ms" gives them; "none" (the default) leaves them out.
 
 Needs the testbed's components (make testbed-deps) and about (duration + 15 s) per routing
 case and a minute per dyno case. Prints a Markdown table and the command.
@@ -92,6 +97,29 @@ def row(label: str, result: Dict[str, Any], metric: str, bound: float) -> Dict[s
             "warnings": result["testbed"]["warnings"]}
 
 
+def stack_costs(arg: str, runs: int) -> Dict[str, Any]:
+    """The `router.connect` and `app.overhead` to simulate with (see the module's doc)."""
+    if arg == "none":
+        return {}
+    if arg != "measured":
+        connect, overhead = arg.split(",")
+        return {"router.connect": connect, "app.overhead": overhead}
+    doc = json.loads(json.dumps(ROUTING))
+    doc["run"].update(duration=30.0, replications=max(runs, 1))
+    result = testbed(Scenario(doc), runs=1)["results"][0]
+    measured = result["testbed"]["stack_costs"]
+    print(f"... calibrated: {measured}", file=sys.stderr)
+    return {k: float(v) for k, v in measured.items() if v is not None}
+
+
+def with_costs(doc: Dict[str, Any], costs: Dict[str, Any]) -> Dict[str, Any]:
+    if "router.connect" in costs:
+        doc["router"]["connect"] = costs["router.connect"]
+    if "app.overhead" in costs:
+        doc.setdefault("app", {})["overhead"] = costs["app.overhead"]
+    return doc
+
+
 def fmt(metric: str, value: float) -> str:
     if metric.startswith(("queue", "response", "closed_loop.latency")):
         return f"{value * 1e3:.1f} ms"
@@ -104,15 +132,19 @@ def main() -> int:
     parser.add_argument("--replications", type=int, default=20)
     parser.add_argument("--only", choices=["routing", "dyno"])
     parser.add_argument("--runs", type=int, default=1, help="real runs per case (run k: replication k's requests)")
+    parser.add_argument("--stack-costs", default="none",
+                        help='none, measured, or "CONNECT,OVERHEAD" (e.g. "0.8ms,1ms"): simulate the stack\'s costs')
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows: List[Dict[str, Any]] = []
     t0 = time.time()
+    costs = stack_costs(args.stack_costs, args.runs)
     if args.only in (None, "routing"):
         for label, router in ROUTING_CASES:
             doc = json.loads(json.dumps(ROUTING))
-            doc["router"] = router
+            doc["router"] = dict(router)
             doc["run"].update(duration=args.duration, replications=args.replications)
+            with_costs(doc, costs)
             result = testbed(Scenario(doc), runs=args.runs)["results"][0]
             rows.append(row(label, result, "queue.mean", 0.10))
             rows.append(row(label, result, "response.p99", 0.20))
@@ -122,6 +154,7 @@ def main() -> int:
             doc = json.loads(json.dumps(DYNO))
             doc["app"].update(app)
             doc["run"]["replications"] = args.replications
+            with_costs(doc, costs)
             result = testbed(Scenario(doc), runs=args.runs)["results"][0]
             rows.append(row(label, result, "closed_loop.requests_per_s", 0.15))
             print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
@@ -141,6 +174,8 @@ def main() -> int:
               f"{'same' if sim_order == real_order else 'DIFFERENT'}")
     late = max((r["lateness_p99"] for r in rows), default=0.0)
     print(f"\nworst load generator p99 lateness: {late * 1e3:.3f} ms; {time.time() - t0:.0f} s in all")
+    if costs:
+        print(f"\nsimulated with the stack's costs: {costs}")
     print(f"\nmachine: {cpu_model()}, commit {git_commit()}")
     print(f"command: python bench/testbed_validation.py {' '.join(sys.argv[1:])}")
     if args.json:

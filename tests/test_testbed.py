@@ -110,6 +110,27 @@ def test_queued_means_every_slot_of_its_dyno_was_busy_when_sent():
     assert measure.max_depth(np.array([0.0, 1.0]), np.array([1.0, 2.0])) == 1  # leaving first
 
 
+def test_the_stack_costs_come_from_idle_sends_and_gaps_at_the_dyno():
+    # Dyno 0: a (sent 0, app 0.001-0.101); b sent 0.05 waits at the dyno, starts 0.102: a gap of
+    # 1 ms; c sent 0.06 is held by the router (Tw 40 ms) and starts 0.2: not the worker's gap.
+    # Each app runs its drawn time plus 0.1 ms; the client has it 0.5 ms after the app.
+    sent = [0.0, 0.05, 0.06]
+    start = [0.001, 0.102, 0.2]
+    end = [0.1011, 0.1521, 0.2501]
+    load = {"sent": sent, "done": [e + 0.0005 for e in end],
+            "headers": {"x-dynosim-start": [str(t) for t in start], "x-dynosim-end": [str(t) for t in end],
+                        "x-dynosim-dyno": ["0", "0", "0"]}}
+    drawn = [0.1, 0.05, 0.05]
+    over = measure.overheads(load, 1, drawn, router_wait=[0.0, 0.0, 0.04])
+    assert np.isclose(over["to_app_when_idle"], 0.001)
+    assert np.isclose(over["in_app"], 0.0001) and np.isclose(over["after_app"], 0.0005)
+    assert np.isclose(over["between_requests"], 0.0009)
+    # Without the router's times, c's 48 ms wait for the router counts as a worker's gap.
+    assert measure.overheads(load, 1, drawn)["between_requests"] > 0.02
+    assert measure.stack_costs(over) == {"router.connect": over["to_app_when_idle"],
+                                         "app.overhead": over["between_requests"]}
+
+
 def test_several_runs_summarise_like_the_simulation():
     # Three runs: the mean with Student's t interval (2 degrees of freedom: t = 4.303).
     got = measure.estimate([1.0, 2.0, 3.0])
@@ -207,6 +228,11 @@ def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path
         assert rep["response"]["mean"] >= rep["queue"]["mean"] + drawn_service.mean() - 1e-6
         assert r["testbed"]["router_log_lines"] == len(plan.drawn["time"])
         assert set(real) >= set(sim) - {"wall_seconds"}
+        # What modelling the stack's costs would set: the measured costs, positive, and what the
+        # simulation had (none here).
+        costs = r["testbed"]["stack_costs"]
+        assert costs["router.connect"] == r["testbed"]["overhead"]["to_app_when_idle"] > 0
+        assert r["testbed"]["modelled_costs"] == {"router.connect": 0.0, "app.overhead": 0.0}
     rows = (out / "requests-random.csv").read_text().splitlines()
     assert len(rows) == 1 + len(plan.drawn["time"])
     assert (out / "cdf.png").stat().st_size > 10_000

@@ -114,6 +114,12 @@ def print_comparison(doc: Dict[str, Any]) -> None:
         parts = [f"{name.replace('_', ' ')} {value * 1e3:.2f} ms" for name, value in over.items() if value is not None]
         if parts:
             console.print("the real stack adds per request (means): " + ", ".join(parts), highlight=False)
+        costs = {k: v for k, v in (extras.get("stack_costs") or {}).items() if v is not None and v > 0}
+        if costs:
+            modelled = extras.get("modelled_costs") or {}
+            now = ", ".join(f"{k} {float(modelled.get(k) or 0.0) * 1e3:.2f} ms" for k in costs)
+            console.print("to model them: " + " ".join(f"--set {k}={v * 1e3:.2f}ms" for k, v in costs.items())
+                          + f" (the simulation had {now})", highlight=False)
         for w in extras["warnings"]:
             console.print(f"[yellow]warning[/]: {w}", highlight=False)
 

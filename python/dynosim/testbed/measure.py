@@ -227,7 +227,8 @@ def lateness_summary(load: Dict[str, Any]) -> Dict[str, float]:
     return time_summary(late)
 
 
-def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float]) -> Dict[str, Optional[float]]:
+def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
+              router_wait: Optional[Sequence[float]] = None) -> Dict[str, Optional[float]]:
     """What the real stack adds to each request beyond the drawn times, in seconds (means), the
     evidence for modelling it:
 
@@ -235,8 +236,13 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float]) 
       when they were sent (connecting, HAProxy, gunicorn's accept and parse);
     - ``in_app``: the app's own time beyond the drawn phase times;
     - ``after_app``: the app is done → the client has the whole response;
-    - ``between_requests``: a dyno's request ends in the app → the next one, already waiting,
-      starts there (the worker's time between two requests).
+    - ``between_requests``: a dyno's request ends in the app → the next one, already waiting
+      there, starts (the worker's time between two requests). ``router_wait`` (HAProxy's Tw
+      per request, NaN where unknown) leaves out requests the router held: their gap is the
+      router's forwarding and connecting, not the worker's.
+
+    ``to_app_when_idle`` is what ``router.connect`` models and ``between_requests`` what
+    ``app.overhead`` models (see :func:`stack_costs`).
     """
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
@@ -245,12 +251,14 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float]) 
     ok = np.isfinite(start) & np.isfinite(end) & np.isfinite(done)
     busy = busy_at_send(dyno, sent, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
     idle = ok & (busy == 0)
+    held = (np.zeros(len(sent), dtype=bool) if router_wait is None
+            else np.nan_to_num(np.asarray(router_wait, dtype=float), nan=0.0) > 0)
     gaps: List[float] = []
     for d in range(dynos):
         idx = np.nonzero(ok & (dyno == d))[0]
         order = idx[np.argsort(start[idx])]
         for a, b in zip(order[:-1], order[1:]):
-            if sent[b] < end[a]:  # b was waiting when a ended
+            if sent[b] < end[a] and not held[b]:  # b was waiting at the dyno when a ended
                 gaps.append(float(start[b] - end[a]))
 
     def mean(values: "np.ndarray") -> Optional[float]:
@@ -258,3 +266,10 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float]) 
 
     return {"to_app_when_idle": mean((start - sent)[idle]), "in_app": mean((end - start - drawn)[ok]),
             "after_app": mean((done - end)[ok]), "between_requests": mean(np.array(gaps))}
+
+
+def stack_costs(over: Dict[str, Optional[float]]) -> Dict[str, Optional[float]]:
+    """The scenario keys that model what :func:`overheads` measured, in seconds (None where
+    the run could not tell): ``router.connect`` is the time to the app for a request finding
+    its dyno idle, ``app.overhead`` the worker's time between two requests."""
+    return {"router.connect": over.get("to_app_when_idle"), "app.overhead": over.get("between_requests")}

@@ -108,6 +108,13 @@ def combine(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
     extras = dict(latest["testbed"])
     extras["warnings"] = list(dict.fromkeys(w for r in reports for w in r["testbed"]["warnings"]))
     extras["runs"] = len(reports)
+    # The stack's costs: the mean over the runs that measured each.
+    over: Dict[str, Optional[float]] = {}
+    for key in extras["overhead"]:
+        values = [r["testbed"]["overhead"][key] for r in reports if r["testbed"]["overhead"].get(key) is not None]
+        over[key] = float(np.mean(values)) if values else None
+    extras["overhead"] = over
+    extras["stack_costs"] = measure.stack_costs(over)
     out["testbed"] = extras
     for r in reports:
         r.pop("testbed", None)
@@ -172,6 +179,7 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
     lateness = measure.lateness_summary(load)
     served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
     shortest = min(served) if served else 0.0
+    over = measure.overheads(load, int(plan.described["dynos"]), served, router_wait=tw)
     warnings = list(plan.warnings)
     if not plan.closed and lateness["p99"] > LATENESS_SHARE * shortest:
         warnings.append(f"the load generator fell behind: p99 lateness {lateness['p99'] * 1e3:.3f} ms, more than "
@@ -182,7 +190,11 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "router_queue": measure.time_summary(tw[np.isfinite(tw)]),
         "request_queueing": measure.time_summary(start[ok] - stamped[ok]),
         "router_log_lines": len(router_log),
-        "overhead": measure.overheads(load, int(plan.described["dynos"]), served),
+        "overhead": over,
+        # What to set to model those costs, and what the simulation modelled.
+        "stack_costs": measure.stack_costs(over),
+        "modelled_costs": {"router.connect": plan.described.get("connect", 0.0),
+                           "app.overhead": plan.described["app"].get("overhead", 0.0)},
         "warnings": warnings,
         "haproxy": balance(plan.router.policy, plan.router.params) + (
             f", maxconn {plan.router.slots}" if plan.router.policy == "intelligent" else ""),
