@@ -23,7 +23,7 @@ other than 200) count in ``failed`` and are left out of the time figures.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -228,7 +228,7 @@ def lateness_summary(load: Dict[str, Any]) -> Dict[str, float]:
 
 
 def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
-              router_wait: Optional[Sequence[float]] = None) -> Dict[str, Optional[float]]:
+              router_wait: Optional[Union[Sequence[float], "np.ndarray"]] = None) -> Dict[str, Optional[float]]:
     """What the real stack adds to each request beyond the drawn times, in seconds (means), the
     evidence for modelling it:
 
