@@ -32,6 +32,7 @@ pub(crate) struct Measures {
     arrived: u64,
     arrived_in_window: u64,
     completed: u64,
+    failures: u64,
     /// What the dyno model adds; None for a scenario of plain slots.
     inside: Option<Box<Inside>>,
 }
@@ -99,6 +100,7 @@ impl Measures {
             arrived: 0,
             arrived_in_window: 0,
             completed: 0,
+            failures: 0,
             inside: Self::inside(scenario),
         })
     }
@@ -178,6 +180,7 @@ impl Measures {
     /// A request that arrived at `arrival` failed at `now`: killed with its dyno (`r15`) or
     /// with no dyno up.
     pub fn failed(&mut self, arrival: f64, now: f64, r15: bool) {
+        self.failures += 1;
         let counted = arrival >= self.window_start;
         if let Some(inside) = self.inside.as_mut() {
             if counted {
@@ -296,6 +299,16 @@ impl Measures {
 
     pub fn arrivals(&self) -> u64 {
         self.arrived
+    }
+
+    /// Responses so far, warm-up included (failures are not responses).
+    pub fn completions(&self) -> u64 {
+        self.completed
+    }
+
+    /// Requests failed so far, warm-up included.
+    pub fn failures(&self) -> u64 {
+        self.failures
     }
 
     /// A request that arrived at `arrival` started `service` seconds of work on a slot of

@@ -138,14 +138,23 @@ pub struct Trace {
 #[derive(Debug, Clone, Serialize)]
 pub struct Frame {
     pub time: f64,
-    /// Requests at each dyno, in service or waiting.
+    /// Requests at each dyno, in service or waiting (empty when the trace was asked for
+    /// fleet totals only).
     pub depth: Vec<u32>,
     /// Requests waiting at the routers.
     pub router_waiting: u64,
+    /// Requests waiting at the dynos (in their accept queues), all dynos together.
+    pub dyno_waiting: u64,
+    /// Threads busy with a request, all dynos together (an answered request's overhead too).
+    pub busy: u64,
     /// Requests that have arrived so far.
     pub arrived: u64,
     /// Requests that have had to wait so far (joined a router or dyno queue).
     pub queued: u64,
+    /// Requests answered so far (not counting failures).
+    pub completed: u64,
+    /// Requests failed so far.
+    pub failed: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

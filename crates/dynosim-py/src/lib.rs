@@ -166,18 +166,21 @@ fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> 
 }
 
 /// One replication of a scenario, snapshotted every `interval` s up to `until` s (JSON text:
-/// `{"interval": .., "frames": [{"time", "depth": [per dyno], "router_waiting", "arrived",
-/// "queued"}, ..]}`).
+/// `{"interval": .., "frames": [{"time", "depth": [per dyno, or empty without per_dyno],
+/// "router_waiting", "dyno_waiting", "busy", "arrived", "queued", "completed", "failed"}, ..]}`).
 #[pyfunction]
+#[pyo3(signature = (scenario_json, base_dir, interval, until, per_dyno = true))]
 fn trace(
     py: Python<'_>,
     scenario_json: &str,
     base_dir: &str,
     interval: f64,
     until: f64,
+    per_dyno: bool,
 ) -> PyResult<String> {
     let trace = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
-        dynosim_engine::trace_replication(&scenario, 0, interval, until, stop).map(|(_, t)| t)
+        dynosim_engine::trace_replication(&scenario, 0, interval, until, per_dyno, stop)
+            .map(|(_, t)| t)
     })?;
     Ok(serde_json::to_string(&trace).expect("traces serialize"))
 }

@@ -8,9 +8,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
+from pathlib import Path
 from typing import Any, Callable, List, Tuple
 
+from .. import timeseries
 from ..api import run as run_scenario
+from ..errors import DynosimError
 from ..display import Column, duration, number, results_table, status, stdout_console
 from ..output import print_json
 from ..results import PolicyResult, Results
@@ -28,6 +32,10 @@ def scenario_command(commands: argparse._SubParsersAction, name: str, help: str)
     p: argparse.ArgumentParser = commands.add_parser(name, help=help, description=help)
     add_scenario_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON (fields: docs/output.md)")
+    p.add_argument("--timeseries", type=Path, metavar="FILE",
+                   help="also write replication 0 over time: a CSV of per-interval arrivals, responses, failures, "
+                        "waiting requests and busy threads, and a plot beside it (FILE.png)")
+    p.add_argument("--interval", metavar="TIME", help="the time series' interval (default: the run in 200)")
     add_wide_argument(p)
     p.set_defaults(handler=main)
     return p
@@ -38,6 +46,12 @@ def main(args: argparse.Namespace) -> int:
     cases = scenario.cases or [("", scenario)]
     for _, case in cases:  # validate every case before running any
         (case.with_overrides({"router.policy": args.policy}) if args.policy else case).validate()
+    if args.interval is not None and args.timeseries is None:
+        raise DynosimError("--interval: give --timeseries FILE too")
+    interval = timeseries.parse_interval(args.interval) if args.interval is not None else None
+    if args.timeseries is not None:  # before the run, not after
+        for _, case in cases:
+            timeseries.intervals(case, interval)
     policies = ", ".join(args.policy or scenario.policies)
     with status(f"running {policies}" + (f", {len(cases)} cases" if scenario.cases else "")):
         results = [(label, run_scenario(case, policies=args.policy)) for label, case in cases]
@@ -47,6 +61,12 @@ def main(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         print_table(results, wide=args.wide)
+    if args.timeseries is not None:
+        with status("tracing replication 0 over time"):
+            rows = [row for label, case in cases
+                    for row in timeseries.series(case, args.policy or case.policies, interval, case=label)]
+        written = timeseries.write(rows, args.timeseries, f"{scenario.name}: replication 0 over time")
+        print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
 
 

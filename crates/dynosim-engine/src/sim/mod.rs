@@ -154,6 +154,8 @@ impl Slab {
 struct TraceRecorder {
     interval: f64,
     until: f64,
+    /// Whether each frame lists every dyno's depth, or only the fleet's totals.
+    per_dyno: bool,
     next: f64,
     frames: Vec<Frame>,
 }
@@ -239,6 +241,7 @@ pub fn trace_replication(
     replication: u64,
     interval: f64,
     until: f64,
+    per_dyno: bool,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(ReplicationResult, Trace)> {
     if !(interval > 0.0 && until >= 0.0 && interval.is_finite() && until.is_finite()) {
@@ -248,7 +251,8 @@ pub fn trace_replication(
         ));
     }
     let frames = (until / interval).floor() + 1.0;
-    if frames * scenario.dynos as f64 > 5e7 {
+    let per_frame = if per_dyno { scenario.dynos as f64 } else { 1.0 };
+    if frames * per_frame > 5e7 {
         return Err(Error::config(
             "trace",
             format!(
@@ -260,6 +264,7 @@ pub fn trace_replication(
     let recorder = TraceRecorder {
         interval,
         until,
+        per_dyno,
         next: 0.0,
         frames: Vec::with_capacity(frames as usize),
     };
@@ -553,12 +558,25 @@ impl Simulation<'_> {
             return;
         };
         while trace.next <= trace.until && trace.next < time {
+            let (mut busy, mut dyno_waiting) = (0u64, 0u64);
+            for d in &self.dynos {
+                busy += u64::from(d.busy);
+                dyno_waiting += u64::from(d.waiting);
+            }
             trace.frames.push(Frame {
                 time: trace.next,
-                depth: self.dynos.iter().map(|d| d.busy + d.waiting).collect(),
+                depth: if trace.per_dyno {
+                    self.dynos.iter().map(|d| d.busy + d.waiting).collect()
+                } else {
+                    Vec::new()
+                },
                 router_waiting: self.routers.held(),
+                dyno_waiting,
+                busy,
                 arrived: self.measures.arrivals(),
                 queued: self.queued,
+                completed: self.measures.completions(),
+                failed: self.measures.failures(),
             });
             trace.next = (trace.frames.len() as f64) * trace.interval;
         }

@@ -1,0 +1,138 @@
+"""What happens over time in one replication (issue #12's `--timeseries`): per interval, the
+arrivals, responses and failures, and at each interval's end the requests waiting at the
+routers and at the dynos and the threads busy, so that a burst or a ramp can be seen.
+
+Replication 0 of each policy (the same traffic for every policy), from time 0 (warm-up
+included) to the end of the measured window; the engine's trace gives cumulative counts and
+levels at every multiple of the interval (`_dynosim.trace` without per-dyno depths)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+from . import _dynosim
+from .errors import DynosimError
+from .output import write_files
+from .scenario import Scenario
+
+#: The columns of a row, in the CSV's order.
+COLUMNS = ["case", "policy", "time", "arrivals_per_s", "responses_per_s", "failures_per_s",
+           "router_waiting", "dyno_waiting", "busy_threads"]
+
+#: Most intervals a series may have (each is a row per policy).
+MAX_INTERVALS = 1_000_000
+
+#: Intervals a run is cut into when no interval is given.
+DEFAULT_INTERVALS = 200
+
+
+def parse_interval(text: str) -> float:
+    """``--interval``: a duration such as ``"10s"`` or ``"500ms"``."""
+    value = _dynosim.parse_duration(text)
+    if value is None or not (value > 0 and math.isfinite(value)):
+        raise DynosimError(f"--interval: expected a positive duration such as 10s, got {text!r}")
+    return float(value)
+
+
+def intervals(scenario: Scenario, interval: float | None) -> Tuple[float, int]:
+    """The interval and how many of them the run has; an error for a series that cannot be."""
+    head = json.loads(scenario.for_policy(scenario.policies[0])._call(_dynosim.describe))
+    span = float(head["warmup"]) + float(head["duration"])
+    if head.get("closed_requests"):
+        raise DynosimError("--timeseries: a closed loop of a set number of requests (arrivals.requests) has no "
+                           "set end; give run.duration instead of arrivals.requests")
+    step = interval if interval is not None else span / DEFAULT_INTERVALS
+    count = int(math.floor(span / step + 1e-9))
+    if count < 1:
+        raise DynosimError(f"--interval: {step:g} s is longer than the run ({span:g} s)")
+    if count > MAX_INTERVALS:
+        raise DynosimError(f"--interval: {count:,} intervals of {step:g} s is too many (at most {MAX_INTERVALS:,}); "
+                           "use a longer interval")
+    return step, count
+
+
+def series(scenario: Scenario, policies: Sequence[str], interval: float | None = None,
+           case: str = "") -> List[Dict[str, Any]]:
+    """The rows for each policy in turn (see the module's docstring); ``interval`` in seconds,
+    by default the run cut into :data:`DEFAULT_INTERVALS`."""
+    variants = [scenario.for_policy(p) for p in policies]
+    for v in variants:  # validate all first
+        v.validate()
+    step, count = intervals(scenario, interval)
+    # A hair past the last frame, so that accumulated frame times do not drop it.
+    until = count * step * (1 + 1e-9) + step * 1e-6
+    rows: List[Dict[str, Any]] = []
+    for policy, variant in zip(policies, variants):
+        frames = json.loads(variant._call(_dynosim.trace, step, until, False))["frames"][: count + 1]
+        for before, now in zip(frames, frames[1:]):
+            rows.append({
+                "case": case, "policy": policy, "time": round(float(now["time"]), 9),
+                "arrivals_per_s": (now["arrived"] - before["arrived"]) / step,
+                "responses_per_s": (now["completed"] - before["completed"]) / step,
+                "failures_per_s": (now["failed"] - before["failed"]) / step,
+                "router_waiting": int(now["router_waiting"]), "dyno_waiting": int(now["dyno_waiting"]),
+                "busy_threads": int(now["busy"]),
+            })
+    return rows
+
+
+def csv_text(rows: Sequence[Dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (f"{v:.9g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return out.getvalue()
+
+
+def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
+    """Three panels sharing the time axis: rates, waiting requests, busy threads; a line per
+    (case, policy)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["case"], r["policy"]), []).append(r)
+    fig, (rates, waiting, busy) = plt.subplots(3, 1, sharex=True, figsize=(9, 8))
+    for (case, policy), rs in groups.items():
+        label = f"{case}: {policy}" if case else policy
+        t = [r["time"] for r in rs]
+        line, = rates.plot(t, [r["responses_per_s"] for r in rs], label=f"{label}: responses")
+        if groups and (case, policy) == next(iter(groups)):
+            rates.plot(t, [r["arrivals_per_s"] for r in rs], color="grey", linestyle=":", label="arrivals")
+        if any(r["failures_per_s"] for r in rs):
+            rates.plot(t, [r["failures_per_s"] for r in rs], color=line.get_color(), linestyle="--",
+                       label=f"{label}: failures")
+        waiting.plot(t, [r["router_waiting"] + r["dyno_waiting"] for r in rs], label=label)
+        busy.plot(t, [r["busy_threads"] for r in rs], label=label)
+    rates.set_ylabel("per second")
+    waiting.set_ylabel("requests waiting\n(routers + dynos)")
+    busy.set_ylabel("threads busy")
+    busy.set_xlabel("simulated time (s), warm-up included")
+    rates.legend(fontsize="small")
+    waiting.legend(fontsize="small")
+    rates.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+def plot_path(path: Path) -> Path:
+    """The plot written beside the CSV: ``FILE.png`` (``series.csv`` → ``series.png``)."""
+    return path.with_suffix(".png") if path.suffix.lower() == ".csv" else path.with_name(path.name + ".png")
+
+
+def write(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> List[Path]:
+    """The CSV at ``path`` and its plot beside it (:func:`plot_path`), both or neither."""
+    picture = plot_path(path)
+    write_files({path: lambda tmp: tmp.write_text(csv_text(rows), encoding="utf-8"),
+                 picture: lambda tmp: plot(rows, tmp, title)}, option="--timeseries")
+    return [path, picture]
