@@ -69,6 +69,7 @@ impl<'s> Eligible<'s> {
             replications: _,
             seed: _,
             max_waiting: _,
+            allow_overload: _,
             max_memory: _,
             engine: _,
         } = s;

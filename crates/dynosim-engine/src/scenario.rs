@@ -134,6 +134,10 @@ pub struct RunSpec {
     /// Which engine runs it: auto, direct or events.
     #[serde(default = "auto")]
     pub engine: String,
+    /// Simulate an offered load at or above capacity for the run's time (a step of a rate
+    /// ramp, a burst) instead of refusing it as unstable.
+    #[serde(default)]
+    pub allow_overload: bool,
 }
 
 /// `run.max_memory` when the scenario does not set it: 8 GB.
@@ -194,6 +198,7 @@ impl Default for RunSpec {
             max_requests: default_max_requests(),
             max_memory: default_max_memory(),
             engine: auto(),
+            allow_overload: false,
         }
     }
 }
@@ -227,6 +232,8 @@ pub struct Scenario {
     pub replications: u32,
     pub seed: u64,
     pub max_waiting: usize,
+    /// `run.allow_overload`: [`Scenario::check_stable`] lets a load at or above capacity run.
+    pub allow_overload: bool,
     /// Bytes one replication's engine state may take.
     pub max_memory: f64,
     /// The engine asked for (`run.engine`).
@@ -426,6 +433,7 @@ impl Scenario {
             seed: run.seed,
             // A dyno's count of requests is a u32: a billion waiting stay well inside it.
             max_waiting: whole::<usize>(run.max_waiting, "run.max_waiting", 1, 1_000_000_000)?,
+            allow_overload: run.allow_overload,
             max_memory: run.max_memory.0,
             engine,
         };
@@ -563,8 +571,9 @@ impl Scenario {
         Ok(())
     }
 
-    /// Refuses a scenario whose offered load is at or above capacity, or not a number. A
-    /// closed loop is always stable: its clients wait for their responses.
+    /// Refuses a scenario whose offered load is at or above capacity (unless
+    /// `run.allow_overload`), or not a number. A closed loop is always stable: its clients wait
+    /// for their responses.
     pub fn check_stable(&self) -> Result<()> {
         if self.workload.is_closed() {
             return Ok(());
@@ -582,7 +591,7 @@ impl Scenario {
                 ),
             ));
         }
-        if load >= 1.0 {
+        if load >= 1.0 && !self.allow_overload {
             let (bottleneck, offered_load) = self.bottleneck();
             return Err(Error::Unstable {
                 offered_load,

@@ -1038,6 +1038,18 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "run",
         kind: None,
+        name: "allow_overload",
+        value: "true or false",
+        unit: "",
+        default: Default::Value("false"),
+        example: "true",
+        meaning: "simulate an offered load at or above capacity for the run's time (a step of \
+                  `dynosim ramp`, a burst) instead of refusing it as unstable: the queues grow, \
+                  and the run stops as overloaded past `run.max_waiting`",
+    },
+    Key {
+        section: "run",
+        kind: None,
         name: "max_requests",
         value: "number >= 1",
         unit: "requests",

@@ -946,6 +946,37 @@ fn offered_load_at_or_above_capacity_is_refused() {
     assert!(s.check_stable().is_ok());
 }
 
+/// With `run.allow_overload` a load above capacity runs for the run's time: every slot is busy
+/// once the backlog has formed (with random routing each dyno is overloaded too, at the same
+/// 1.25), so the completions inside the window come at the fleet's service rate, slots / E[S],
+/// whatever the offered rate. On both engines.
+#[test]
+fn an_allowed_overload_serves_at_capacity() {
+    for (policy, engine) in [("random", "direct"), ("intelligent", "events")] {
+        let mut doc: Value = serde_json::from_str(&scenario_json(
+            100.0,
+            json!({"distribution": "exponential", "mean": "100ms"}),
+            4,
+            2,
+            json!({"policy": policy}),
+            (600.0, 100.0, 20, 9),
+        ))
+        .unwrap();
+        doc["run"]["allow_overload"] = json!(true);
+        doc["run"]["engine"] = json!(engine);
+        let s = build(&doc.to_string());
+        assert!((s.offered_load() - 1.25).abs() < 1e-12);
+        let report = run_ok(&s);
+        let capacity = 8.0 / 0.1;
+        assert_matches(
+            &format!("{policy} ({engine}) overloaded: throughput = capacity"),
+            Measured::over_replications(&report, |r| r.throughput),
+            capacity,
+            0.01,
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Two draws over two dynos: an exact Markov chain.
 
