@@ -250,3 +250,40 @@ def test_mva_takes_stations_as_tuples():
 def test_outside_the_domain_is_a_value_error(call):
     with pytest.raises(ValueError, match="needs|kind"):
         call()
+
+
+def test_the_docstring_examples_hold():
+    import doctest
+
+    result = doctest.testmod(theory)
+    assert result.attempted >= 8 and result.failed == 0
+
+
+def test_mmck_blocking_against_the_birth_death_chain_in_exact_fractions():
+    # π_n ∝ a^n/n! up to c, then π_c (a/c)^(n−c): rational for rational a.
+    c, k, a = 3, 7, Fraction(5, 2)
+    weights = []
+    for n in range(k + 1):
+        w = a ** n / math.factorial(min(n, c)) / Fraction(c) ** max(n - c, 0)
+        weights.append(w)
+    exact = weights[-1] / sum(weights)
+    assert theory.mmck_blocking(c, k, float(a), 1.0) == pytest.approx(float(exact), rel=1e-12)
+
+
+def test_erlang_a_conserves_arrivals_and_tends_to_erlang_c():
+    # Patient customers: Erlang C. Impatient ones: abandonment is θ·E[queue]/λ, and they wait less.
+    got = theory.erlang_a(servers=3, arrival_rate=2.5, mean_service=1.0, mean_patience=1e9)
+    assert got.p_wait == pytest.approx(theory.mmc_wait_probability(3, 2.5), rel=1e-6)
+    assert got.p_abandon < 1e-8
+    impatient = theory.erlang_a(servers=3, arrival_rate=2.5, mean_service=1.0, mean_patience=0.2)
+    assert impatient.p_abandon == pytest.approx(5.0 * impatient.mean_queue / 2.5)
+    assert impatient.mean_wait < got.mean_wait
+
+
+def test_new_formulas_refuse_their_outside():
+    with pytest.raises(ValueError, match="mm1_late_fraction"):
+        theory.mm1_late_fraction(1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="erlang_a"):
+        theory.erlang_a(0, 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="capacity >= servers"):
+        theory.mmck_blocking(3, 2, 1.0, 1.0)

@@ -30,6 +30,10 @@ __all__ = [
     "power_of_d_mean_response",
     "ps_mean_response",
     "pool_mean_wait",
+    "mm1_late_fraction",
+    "ErlangA",
+    "erlang_a",
+    "mmck_blocking",
     "cpu_bound_throughput",
     "littles_law_gap",
     "Station",
@@ -108,6 +112,60 @@ def pool_mean_wait(arrival_rate: float, mean_hold: float, connections: int) -> f
     with a = λ·E[H]. Needs λ >= 0, E[H] > 0 and a < c.
     """
     return _dynosim.pool_mean_wait(arrival_rate, mean_hold, _count("connections", connections))
+
+
+def mm1_late_fraction(arrival_rate: float, service_rate: float, deadline: float) -> float:
+    """The fraction of M/M/1 responses later than ``deadline``: e^{−(μ − λ)T}.
+
+    The response time of M/M/1 (FCFS) is exponential with rate μ − λ. With a router timeout
+    whose work goes on (Heroku's H12: the dyno is not told), the queue is what it would be
+    without the timeout, so this is also the fraction of requests that get the timeout's
+    error. Needs 0 <= λ < μ and T >= 0.
+
+    >>> round(mm1_late_fraction(arrival_rate=0.5, service_rate=1.0, deadline=2.0), 4)
+    0.3679
+    """
+    return _dynosim.mm1_late_fraction(arrival_rate, service_rate, deadline)
+
+
+class ErlangA(NamedTuple):
+    """Erlang-A's answers (see :func:`erlang_a`)."""
+
+    p_wait: float
+    """P(an arrival waits): every server busy."""
+    p_abandon: float
+    """P(an arrival abandons before service) = θ·E[queue]/λ."""
+    mean_wait: float
+    """Mean time in queue over all arrivals, served or abandoning."""
+    mean_queue: float
+    """Mean number waiting."""
+
+
+def erlang_a(servers: int, arrival_rate: float, mean_service: float, mean_patience: float) -> ErlangA:
+    """Erlang-A (M/M/c+M): c exponential servers and a queue whose customers abandon after an
+    exponential patience: a router's queue timeout (HAProxy's ``timeout queue``) with impatient
+    clients.
+
+    The birth–death chain on the number in system, born at λ and dying at
+    min(n, c)·μ + max(n − c, 0)·θ (Palm 1943; Garnett, Mandelbaum & Reiman 2002). Stable at any
+    load. Needs c >= 1, λ > 0, E[S] > 0 and a mean patience > 0.
+
+    >>> round(erlang_a(servers=2, arrival_rate=10.0, mean_service=1.0, mean_patience=0.5).p_abandon, 3)
+    0.801
+    """
+    return ErlangA(*_dynosim.erlang_a(_count("servers", servers), arrival_rate, mean_service, mean_patience))
+
+
+def mmck_blocking(servers: int, capacity: int, arrival_rate: float, mean_service: float) -> float:
+    """The fraction of arrivals turned away by M/M/c/K: c servers and room for K requests in
+    all (a backlog cap: Heroku's H11, a full listen backlog). K = c is Erlang B. Any load.
+    Needs c >= 1, K >= c, λ >= 0 and E[S] > 0.
+
+    >>> round(mmck_blocking(servers=1, capacity=10, arrival_rate=0.8, mean_service=1.0), 4)
+    0.0235
+    """
+    return _dynosim.mmck_blocking(_count("servers", servers), _count("capacity", capacity), arrival_rate,
+                                  mean_service)
 
 
 def cpu_bound_throughput(

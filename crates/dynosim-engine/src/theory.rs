@@ -182,9 +182,178 @@ pub fn littles_law_gap(mean_in_system: f64, throughput: f64, mean_response: f64)
     (l - xr).abs() / scale
 }
 
+/// Fraction of responses later than a deadline `deadline` in M/M/1 (FCFS, arrival rate λ,
+/// service rate μ): the response time is exponential with rate μ − λ (Kleinrock 1975, §3.2),
+///
+/// P(R > T) = e^{−(μ − λ)T}.
+///
+/// With a router timeout whose work goes on (Heroku's H12: the dyno is not told), the queue is
+/// the same as without the timeout, so this is also the fraction of requests that get the
+/// timeout's error. None unless 0 <= λ < μ (finite) and T >= 0.
+pub fn mm1_late_fraction(lambda: f64, mu: f64, deadline: f64) -> Option<f64> {
+    let ok = lambda >= 0.0 && mu.is_finite() && lambda < mu && deadline >= 0.0;
+    if !ok || deadline.is_nan() {
+        return None;
+    }
+    Some((-(mu - lambda) * deadline).exp())
+}
+
+/// What Erlang-A (M/M/c+M: Poisson arrivals, c exponential servers, a FIFO queue whose waiting
+/// customers abandon after an exponential patience) gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErlangA {
+    /// P(an arrival waits): all c servers busy (PASTA).
+    pub p_wait: f64,
+    /// P(an arrival abandons before service) = θ·E[queue]/λ.
+    pub p_abandon: f64,
+    /// Mean time in queue over all arrivals (served or abandoning) = E[queue]/λ (Little).
+    pub mean_wait: f64,
+    /// Mean number waiting.
+    pub mean_queue: f64,
+}
+
+/// Erlang-A (Palm 1943; Garnett, Mandelbaum & Reiman 2002): the birth–death chain on the
+/// number in system n, born at rate λ and dying at rate min(n, c)·μ + max(n − c, 0)·θ, with
+/// μ = 1/`mean_service` and θ = 1/`mean_patience`. Stable at any load when θ > 0. The
+/// stationary distribution is summed until its terms fall below 1e-16 of the total. None
+/// unless c >= 1, λ > 0, the means > 0 (finite).
+pub fn erlang_a(
+    servers: u32,
+    lambda: f64,
+    mean_service: f64,
+    mean_patience: f64,
+) -> Option<ErlangA> {
+    let finite = |x: f64| x > 0.0 && x.is_finite();
+    if !(servers >= 1 && finite(lambda) && finite(mean_service) && finite(mean_patience)) {
+        return None;
+    }
+    let (mu, theta, c) = (1.0 / mean_service, 1.0 / mean_patience, servers as usize);
+    // Unnormalised π_n, with π_0 = 1, scaled down whenever it grows large.
+    let mut term = 1.0f64;
+    let (mut total, mut waiting, mut queue) = (1.0f64, 0.0f64, 0.0f64);
+    let mut n = 0usize;
+    loop {
+        n += 1;
+        let death = n.min(c) as f64 * mu + n.saturating_sub(c) as f64 * theta;
+        term *= lambda / death;
+        total += term;
+        if n >= c {
+            waiting += term;
+            queue += (n - c) as f64 * term;
+        }
+        if term > 1e250 {
+            total /= 1e250;
+            waiting /= 1e250;
+            queue /= 1e250;
+            term /= 1e250;
+        }
+        // Past the mode (births below deaths from here on) and negligible: done.
+        if n > c && lambda < death && term < 1e-16 * total {
+            break;
+        }
+        if n > 100_000_000 {
+            return None;
+        }
+    }
+    let mean_queue = queue / total;
+    Some(ErlangA {
+        p_wait: waiting / total,
+        p_abandon: theta * mean_queue / lambda,
+        mean_wait: mean_queue / lambda,
+        mean_queue,
+    })
+}
+
+/// Blocking probability of M/M/c/K (c servers, room for K requests in all, K >= c): an
+/// arrival finding K in the system is turned away (a backlog cap; Heroku's H11 and a full
+/// listen backlog are caps of this kind). Birth–death: π_n ∝ a^n/n! for n <= c and
+/// π_c·(a/c)^{n−c} above, a = λE[S]; P(block) = π_K (PASTA). K = c is Erlang B. Any load.
+/// None unless c >= 1, K >= c, λ >= 0 and E[S] > 0 (finite).
+pub fn mmck_blocking(servers: u32, capacity: u32, lambda: f64, mean_service: f64) -> Option<f64> {
+    let ok = servers >= 1 && capacity >= servers && lambda >= 0.0 && lambda.is_finite();
+    if !(ok && mean_service > 0.0 && mean_service.is_finite()) {
+        return None;
+    }
+    let a = lambda * mean_service;
+    if a == 0.0 {
+        return Some(0.0);
+    }
+    let c = f64::from(servers);
+    // π_n / π_K computed backwards from the top, so that no term overflows: each step down
+    // divides by the birth–death ratio of that step.
+    let mut term = 1.0f64;
+    let mut total = 1.0f64;
+    for n in (1..=capacity).rev() {
+        // π_{n−1} = π_n · (death rate at n) / λ, in units of E[S]: min(n, c) / a.
+        term *= f64::from(n).min(c) / a;
+        total += term;
+        if !total.is_finite() {
+            return Some(0.0);
+        }
+    }
+    Some(1.0 / total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn erlang_a_tends_to_erlang_c_with_patient_customers() {
+        // θ → 0: nobody abandons, the M/M/c queue.
+        let (c, lambda, es) = (4u32, 3.0, 1.0);
+        let a = erlang_a(c, lambda, es, 1e9).unwrap();
+        assert!((a.p_wait - erlang_c(c, lambda * es).unwrap()).abs() < 1e-6);
+        assert!((a.mean_wait - mmc_mean_wait(c, lambda * es, es).unwrap()).abs() < 1e-5);
+        assert!(a.p_abandon < 1e-8);
+    }
+
+    #[test]
+    fn erlang_a_with_patience_equal_to_service_is_an_infinite_server() {
+        // θ = μ: everyone leaves at rate μ, waiting or served, so N ~ Poisson(a) (M/M/∞).
+        let (c, lambda, es) = (3u32, 5.0, 1.0);
+        let got = erlang_a(c, lambda, es, es).unwrap();
+        let a: f64 = lambda * es;
+        let mut p = (-a).exp();
+        let (mut at_least_c, mut queue) = (0.0, 0.0);
+        for n in 0..200u32 {
+            if n >= c {
+                at_least_c += p;
+                queue += f64::from(n - c) * p;
+            }
+            p *= a / f64::from(n + 1);
+        }
+        assert!((got.p_wait - at_least_c).abs() < 1e-12, "{got:?}");
+        assert!((got.mean_queue - queue).abs() < 1e-10, "{got:?}");
+        assert!((got.p_abandon - queue / a).abs() < 1e-10);
+        // Stable beyond c servers' capacity too.
+        assert!(erlang_a(2, 10.0, 1.0, 0.5).unwrap().p_abandon > 0.7);
+    }
+
+    #[test]
+    fn mmck_blocking_is_erlang_b_at_k_equal_c_and_vanishes_with_room() {
+        let (c, a) = (5u32, 4.0f64);
+        let mut b = 1.0;
+        for k in 1..=c {
+            b = a * b / (f64::from(k) + a * b);
+        }
+        assert!((mmck_blocking(c, c, a, 1.0).unwrap() - b).abs() < 1e-12);
+        // M/M/1/K: (1 − ρ)ρ^K / (1 − ρ^{K+1}).
+        let (rho, k) = (0.8f64, 10u32);
+        let exact = (1.0 - rho) * rho.powi(k as i32) / (1.0 - rho.powi(k as i32 + 1));
+        assert!((mmck_blocking(1, k, rho, 1.0).unwrap() - exact).abs() < 1e-12);
+        assert!(mmck_blocking(4, 200, 3.0, 1.0).unwrap() < 1e-20);
+        // Overloaded: at a = 2c, about 1 − c/a of arrivals are turned away as K grows.
+        assert!((mmck_blocking(2, 2000, 4.0, 1.0).unwrap() - 0.5).abs() < 1e-9);
+        assert!(mmck_blocking(2, 1, 1.0, 1.0).is_none());
+    }
+
+    #[test]
+    fn mm1_late_fraction_is_the_exponential_tail() {
+        assert!((mm1_late_fraction(0.5, 1.0, 2.0).unwrap() - (-1.0f64).exp()).abs() < 1e-15);
+        assert_eq!(mm1_late_fraction(0.5, 1.0, 0.0), Some(1.0));
+        assert!(mm1_late_fraction(1.0, 1.0, 1.0).is_none());
+    }
 
     #[test]
     fn erlang_c_matches_the_textbook_formula() {

@@ -946,6 +946,42 @@ fn offered_load_at_or_above_capacity_is_refused() {
     assert!(s.check_stable().is_ok());
 }
 
+/// One dyno of one slot, exponential service: M/M/1, whose response time is exponential with
+/// rate μ − λ, so the fraction of responses later than T is e^{−(μ−λ)T} (the fraction of H12s
+/// under a router timeout whose work goes on). Checked through the response percentiles: the
+/// p-quantile is the T at which that fraction is 1 − p.
+#[test]
+fn mm1_response_times_have_the_exponential_tail() {
+    use dynosim_engine::theory::mm1_late_fraction;
+    let (lambda, mu) = (0.7, 1.0);
+    let s = build(&scenario_json(
+        lambda,
+        json!({"distribution": "exponential", "mean": 1.0 / mu}),
+        1,
+        1,
+        json!({"policy": "random"}),
+        (100_000.0, 100.0, 20, 17),
+    ));
+    let report = run_ok(&s);
+    for (p, f) in [
+        (
+            0.5,
+            (|r: &dynosim_engine::ReplicationResult| r.response.p50) as fn(&_) -> f64,
+        ),
+        (0.9, |r| r.response.p90),
+        (0.99, |r| r.response.p99),
+    ] {
+        let t = -(1.0f64 - p).ln() / (mu - lambda);
+        assert!((mm1_late_fraction(lambda, mu, t).unwrap() - (1.0 - p)).abs() < 1e-12);
+        assert_matches(
+            &format!("M/M/1: response p{} = -ln(1-p)/(mu-lambda)", p * 100.0),
+            Measured::over_replications(&report, f),
+            t,
+            0.05,
+        );
+    }
+}
+
 /// With `run.allow_overload` a load above capacity runs for the run's time: every slot is busy
 /// once the backlog has formed (with random routing each dyno is overloaded too, at the same
 /// 1.25), so the completions inside the window come at the fleet's service rate, slots / E[S],

@@ -256,7 +256,7 @@ fn parse_duration(text: &str) -> Option<f64> {
 }
 
 /// A theory helper's answer, or ValueError when its arguments are outside its domain.
-fn in_domain(value: Option<f64>, call: impl FnOnce() -> String, needs: &str) -> PyResult<f64> {
+fn in_domain<T>(value: Option<T>, call: impl FnOnce() -> String, needs: &str) -> PyResult<T> {
     value.ok_or_else(|| PyValueError::new_err(format!("{}: needs {needs}", call())))
 }
 
@@ -313,6 +313,60 @@ fn ps_mean_response(arrival_rate: f64, mean_service: f64, cores: u32) -> PyResul
             )
         },
         "arrival_rate >= 0, mean_service > 0, cores >= 1 and arrival_rate * mean_service < cores",
+    )
+}
+
+#[pyfunction]
+fn mm1_late_fraction(arrival_rate: f64, service_rate: f64, deadline: f64) -> PyResult<f64> {
+    in_domain(
+        theory::mm1_late_fraction(arrival_rate, service_rate, deadline),
+        || {
+            format!(
+                "mm1_late_fraction(arrival_rate={arrival_rate}, service_rate={service_rate}, \
+                 deadline={deadline})"
+            )
+        },
+        "0 <= arrival_rate < service_rate and deadline >= 0",
+    )
+}
+
+/// Erlang-A as (p_wait, p_abandon, mean_wait, mean_queue).
+#[pyfunction]
+fn erlang_a(
+    servers: u32,
+    arrival_rate: f64,
+    mean_service: f64,
+    mean_patience: f64,
+) -> PyResult<(f64, f64, f64, f64)> {
+    let a = in_domain(
+        theory::erlang_a(servers, arrival_rate, mean_service, mean_patience),
+        || {
+            format!(
+                "erlang_a(servers={servers}, arrival_rate={arrival_rate}, \
+                 mean_service={mean_service}, mean_patience={mean_patience})"
+            )
+        },
+        "servers >= 1, arrival_rate > 0, mean_service > 0 and mean_patience > 0",
+    )?;
+    Ok((a.p_wait, a.p_abandon, a.mean_wait, a.mean_queue))
+}
+
+#[pyfunction]
+fn mmck_blocking(
+    servers: u32,
+    capacity: u32,
+    arrival_rate: f64,
+    mean_service: f64,
+) -> PyResult<f64> {
+    in_domain(
+        theory::mmck_blocking(servers, capacity, arrival_rate, mean_service),
+        || {
+            format!(
+                "mmck_blocking(servers={servers}, capacity={capacity}, \
+                 arrival_rate={arrival_rate}, mean_service={mean_service})"
+            )
+        },
+        "servers >= 1, capacity >= servers, arrival_rate >= 0 and mean_service > 0",
     )
 }
 
@@ -573,6 +627,9 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(power_of_d_mean_time, m)?)?;
     m.add_function(wrap_pyfunction!(ps_mean_response, m)?)?;
     m.add_function(wrap_pyfunction!(pool_mean_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(mm1_late_fraction, m)?)?;
+    m.add_function(wrap_pyfunction!(erlang_a, m)?)?;
+    m.add_function(wrap_pyfunction!(mmck_blocking, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_bound_throughput, m)?)?;
     m.add_function(wrap_pyfunction!(littles_law_gap, m)?)?;
     m.add_function(wrap_pyfunction!(mva_closed, m)?)?;
