@@ -99,13 +99,16 @@ def print_comparison(doc: Dict[str, Any]) -> None:
         columns = [
             Column("metric", lambda r: r["metric"], kind="text"),
             Column("simulated (95% CI)", lambda r: _fmt(r["simulated"]["mean"], r) + _ci(r["simulated"], r), kind="text"),
-            Column("paired sim.", lambda r: _fmt(r["paired"], r), kind="text"),
+            Column("paired sim.", lambda r: _fmt(r["paired"], r), kind="text", drop=2),
             Column("measured", lambda r: _fmt(r["measured"]["mean"], r) + _ci(r["measured"], r), kind="text"),
             Column("vs mean", lambda r: _pct(r["difference"]), kind="text"),
-            Column("vs rep. 0", lambda r: _pct(r["paired_difference"]), kind="text"),
+            Column("vs rep. 0", lambda r: _pct(r["paired_difference"]), kind="text", drop=1),
         ]
-        table, _ = results_table(console, columns, rows)
+        table, hidden = results_table(console, columns, rows)
         console.print(table)
+        if hidden:
+            console.print(f"left out to fit the terminal: {', '.join(hidden)} (--json has every figure)",
+                          highlight=False)
         extras = result["testbed"]
         late = extras["lateness"]
         console.print(f"load generator lateness: p50 {late['p50'] * 1e3:.3f} ms, p99 {late['p99'] * 1e3:.3f} ms, "
