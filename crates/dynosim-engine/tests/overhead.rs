@@ -236,3 +236,36 @@ fn connect_and_overhead_leave_the_traffic_alone() {
     );
     assert!(b.queue.mean > a.queue.mean, "the costs lengthen the queue");
 }
+
+/// Restarts (R15) while requests are connecting to the dyno or its threads are in their
+/// overhead: a connecting request fails once, an answered one in its overhead is not failed
+/// again, and a closed loop of N requests gets exactly N answers (answered + failed) on a
+/// single dyno that keeps restarting, with shared and greedy accept.
+#[test]
+fn restarts_answer_every_request_once_with_connect_and_overhead() {
+    for accept in ["shared", "greedy"] {
+        let doc = json!({
+            "arrivals": {"process": "closed", "clients": 10, "requests": 5000, "think": "20ms"},
+            "request": {"phases": [{"io": {"distribution": "exponential", "mean": "5ms"}}]},
+            "fleet": {"dynos": 2, "type": "standard-1x"},
+            "app": {"server": "generic", "processes": 2, "threads": 3, "accept": accept,
+                    "boot_time": "20ms", "overhead": {"distribution": "exponential", "mean": "2ms"},
+                    "memory": {"process": "150MB", "request": "125MB"}},
+            "router": {"policy": "random",
+                       "connect": {"distribution": "exponential", "mean": "1ms"}},
+            "run": {"replications": 3, "seed": 5},
+        });
+        let report = run_ok(&build(&doc.to_string()));
+        for r in &report.per_replication {
+            let closed = r.closed_loop.as_ref().unwrap();
+            assert_eq!(closed.completed, 5000, "{accept}: {closed:?}");
+            let failed = r.failed.as_ref().unwrap();
+            assert!(
+                r.dyno.as_ref().unwrap().memory.r15_restarts > 0,
+                "{accept}: no restart"
+            );
+            assert!(failed.r15 > 0, "{accept}: {failed:?}");
+            assert_eq!(closed.failed, failed.total, "{accept}");
+        }
+    }
+}
