@@ -27,6 +27,8 @@ pub trait Shape: Send + Sync + std::fmt::Debug + Clone + 'static {
     fn integral(&self, from: f64, to: f64) -> f64;
     /// What the rate averages over a long run.
     fn long_run(&self) -> f64;
+    /// The highest rate in [0, to).
+    fn highest(&self, to: f64) -> f64;
 }
 
 /// Piecewise linear through `(time, rate)` points, the first at 0 s, constant after the last.
@@ -80,6 +82,14 @@ impl Schedule {
                     format!("must be at most 1e9 per second (1 ns between events), got {r}"),
                 ));
             }
+        }
+        let last = points.len() - 1;
+        if points[last].1 == 0.0 {
+            return Err(Error::config(
+                format!("{path}[{last}][1]"),
+                "expected a rate > 0 at the last point: it holds for the rest of the run and is \
+                 the long-run rate the stability check uses (end on a small rate rather than 0)",
+            ));
         }
         Ok(Schedule {
             times: points.iter().map(|p| p.0).collect(),
@@ -140,6 +150,14 @@ impl Shape for Schedule {
     fn long_run(&self) -> f64 {
         self.last_rate()
     }
+
+    fn highest(&self, to: f64) -> f64 {
+        let k = self.segment(to);
+        self.rates[..=k]
+            .iter()
+            .copied()
+            .fold(self.rate_in(k, to), f64::max)
+    }
 }
 
 /// Pieces of the majorant in one period of a sine.
@@ -152,6 +170,9 @@ pub struct Sine {
     amplitude: f64,
     period: f64,
     peak: f64,
+    /// Whether the majorant follows the sine piece by piece: only when a piece expects a few
+    /// candidates (with a period of a few mean gaps, one bound for all time is cheaper).
+    pieces: bool,
 }
 
 #[derive(Deserialize)]
@@ -177,6 +198,9 @@ impl Shape for Sine {
     }
 
     fn piece(&self, t: f64) -> (f64, f64) {
+        if !self.pieces {
+            return (f64::INFINITY, self.mean + self.amplitude);
+        }
         let n = f64::from(SINE_PIECES);
         let x = (t - self.peak) / self.period;
         let cycle = x.floor();
@@ -210,6 +234,10 @@ impl Shape for Sine {
 
     fn long_run(&self) -> f64 {
         self.mean
+    }
+
+    fn highest(&self, _to: f64) -> f64 {
+        self.mean + self.amplitude
     }
 }
 
@@ -257,14 +285,7 @@ impl<S: Shape> ArrivalProcess for Varying<S> {
         self.shape.integral(from, to)
     }
     fn peak_rate(&self, to: f64) -> f64 {
-        let mut t = 0.0;
-        let mut top: f64 = 0.0;
-        while t < to {
-            let (end, bound) = self.shape.piece(t);
-            top = top.max(bound);
-            t = end;
-        }
-        top.max(self.shape.long_run())
+        self.shape.highest(to)
     }
     fn fresh(&self, _seed: u64, _replication: u64) -> Box<dyn ArrivalProcess> {
         Box::new(self.clone())
@@ -276,7 +297,18 @@ impl<S: Shape> ArrivalProcess for Varying<S> {
 pub fn build(p: &Params, key: &str) -> Result<Option<Box<dyn ArrivalProcess>>> {
     let path = p.path(key);
     match p.get::<Value>(key)? {
-        Some(Value::Array(_)) => {
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                if !matches!(item, Value::Array(pair) if pair.len() == 2) {
+                    return Err(Error::config(
+                        format!("{path}[{i}]"),
+                        format!(
+                            "expected a [time, rate] point such as [\"10min\", \"200/s\"], \
+                             got {item}"
+                        ),
+                    ));
+                }
+            }
             let points: Vec<(Duration, Rate)> = p.require(key, "a schedule")?;
             let points: Vec<(f64, f64)> = points.iter().map(|(t, r)| (t.0, r.0)).collect();
             Ok(Some(Box::new(Varying::new(Schedule::new(&points, &path)?))))
@@ -318,6 +350,7 @@ pub fn build(p: &Params, key: &str) -> Result<Option<Box<dyn ArrivalProcess>>> {
                 amplitude,
                 period,
                 peak,
+                pieces: period * (mean + amplitude) >= 4.0 * f64::from(SINE_PIECES),
             }))))
         }
         _ => Ok(None),
@@ -335,6 +368,7 @@ mod tests {
             amplitude: 60.0,
             period: 3600.0,
             peak: 1000.0,
+            pieces: true,
         };
         let mut t = 0.0;
         while t < 3.0 * 3600.0 {
@@ -353,6 +387,8 @@ mod tests {
     #[test]
     fn schedule_integral_is_the_trapezoids() {
         let s = Schedule::new(&[(0.0, 0.0), (10.0, 100.0), (10.0, 50.0)], "r").unwrap();
+        assert_eq!(s.highest(5.0), 50.0);
+        assert_eq!(s.highest(30.0), 100.0);
         assert_eq!(s.integral(0.0, 10.0), 500.0);
         assert_eq!(s.integral(0.0, 20.0), 1000.0);
         assert_eq!(s.rate(5.0), 50.0);
