@@ -382,7 +382,8 @@ pub const KEYS: &[Key] = &[
         meaning: "the arrival rate: a rate (constant); a schedule of `[time, rate]` points, \
                   `[[\"0s\", \"50/s\"], [\"10min\", \"200/s\"], [\"20min\", \"50/s\"]]`, \
                   the first at 0s, times never decreasing (a time given twice is a step), \
-                  rates >= 0, linear between points and constant after the last; or a daily \
+                  rates >= 0 (the last > 0), linear between points and constant after the \
+                  last; or a daily \
                   sine `{ mean = \"100/s\", amplitude = \"50/s\", period = \"24h\", peak = \
                   \"14h\" }`, mean + amplitude × cos(2π (t − peak) / period), amplitude at \
                   most the mean, period 24h and peak 0s when left out (t counts from the run's \

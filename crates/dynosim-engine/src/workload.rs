@@ -6,7 +6,7 @@ pub use crate::arrivals::burst::BurstSpec;
 use crate::arrivals::{self, ArrivalProcess, Burst, Superposed};
 use crate::dist::{self, ServiceDistribution};
 use crate::error::{Error, Result};
-use crate::params::Params;
+use crate::params::{is_zero_duration, Params};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -52,7 +52,7 @@ impl Workload {
             // A think time of zero (the default) draws nothing.
             let think = match params.get("think") {
                 None => None,
-                Some(v) if is_zero(v) => None,
+                Some(v) if is_zero_duration(v) => None,
                 Some(v) => Some(dist::from_value(v, "arrivals.think", base_dir)?),
             };
             let requests = match params.get("requests") {
@@ -123,14 +123,5 @@ impl Workload {
             Workload::Open(arrivals) => arrivals.peak_rate(to),
             Workload::Closed(_) => self.mean_rate(min_response),
         }
-    }
-}
-
-/// Whether a duration as written is zero (`0`, `"0s"`), which [`dist::from_value`] refuses.
-pub(crate) fn is_zero(value: &Value) -> bool {
-    match value {
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
-        _ => false,
     }
 }

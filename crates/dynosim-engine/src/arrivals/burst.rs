@@ -8,7 +8,7 @@
 use super::ArrivalProcess;
 use crate::dist::{self, ServiceDistribution};
 use crate::error::{Error, Result};
-use crate::params::{check_duration, whole};
+use crate::params::{check_duration, is_zero_duration, whole};
 use crate::rng::{substream, SimRng, Stream};
 use crate::units::Duration;
 use serde::{Deserialize, Serialize};
@@ -67,7 +67,7 @@ impl Burst {
         )?;
         let jitter = match &spec.jitter {
             None => None,
-            Some(v) if crate::workload::is_zero(v) => None,
+            Some(v) if is_zero_duration(v) => None,
             Some(v) => Some(dist::from_value(v, &format!("{path}.jitter"), base_dir)?),
         };
         let every = spec

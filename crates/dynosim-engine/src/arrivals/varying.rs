@@ -253,8 +253,10 @@ impl<S: Shape> Varying<S> {
     }
 }
 
-impl<S: Shape> ArrivalProcess for Varying<S> {
-    fn next_arrival(&mut self, now: f64, rng: &mut SimRng) -> Option<f64> {
+impl<S: Shape> Varying<S> {
+    /// The next arrival after `now`, counting the candidates drawn in `candidates`.
+    #[inline]
+    fn next_counted(&self, now: f64, rng: &mut SimRng, candidates: &mut u64) -> Option<f64> {
         let mut t = now;
         loop {
             let (end, top) = self.shape.piece(t);
@@ -271,12 +273,19 @@ impl<S: Shape> ArrivalProcess for Varying<S> {
                 t = end;
                 continue;
             }
+            *candidates += 1;
             let u: f64 = rng.random();
             if u * top < self.shape.rate(candidate) {
                 return Some(candidate);
             }
             t = candidate;
         }
+    }
+}
+
+impl<S: Shape> ArrivalProcess for Varying<S> {
+    fn next_arrival(&mut self, now: f64, rng: &mut SimRng) -> Option<f64> {
+        self.next_counted(now, rng, &mut 0)
     }
     fn mean_rate(&self) -> f64 {
         self.shape.long_run()
@@ -360,6 +369,67 @@ pub fn build(p: &Params, key: &str) -> Result<Option<Box<dyn ArrivalProcess>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::{stream, Stream};
+
+    /// Arrivals and candidates before `until`.
+    fn count<S: Shape>(v: &Varying<S>, until: f64, replication: u64) -> (u64, u64) {
+        let mut rng = stream(7, replication, Stream::Arrivals);
+        let (mut arrivals, mut candidates, mut t) = (0, 0, 0.0);
+        while let Some(next) = v.next_counted(t, &mut rng, &mut candidates) {
+            if next >= until {
+                break;
+            }
+            arrivals += 1;
+            t = next;
+        }
+        (arrivals, candidates)
+    }
+
+    /// On a ramp from 0 to r over [0, T] the majorant is r, so candidates come at rate r and
+    /// each is kept with probability t/T: half of them, binomially.
+    #[test]
+    fn thinning_keeps_half_the_candidates_on_a_ramp() {
+        let v = Varying::new(Schedule::new(&[(0.0, 0.0), (100.0, 1000.0)], "r").unwrap());
+        let (mut kept, mut drawn) = (0, 0);
+        for r in 0..4 {
+            let (a, c) = count(&v, 100.0, r);
+            kept += a;
+            drawn += c;
+        }
+        // The last candidate of each replication may fall past T: at most 4 extra.
+        let p = kept as f64 / drawn as f64;
+        let se = (0.25 / drawn as f64).sqrt();
+        assert!(
+            (p - 0.5).abs() < 3.89 * se + 4.0 / drawn as f64,
+            "{p} of {drawn}"
+        );
+        // Candidates are Poisson at the majorant: 1000 × 100 per replication.
+        let se = (4.0e5f64).sqrt();
+        assert!((drawn as f64 - 4.0e5).abs() < 3.89 * se + 4.0, "{drawn}");
+    }
+
+    /// A short peak costs its own candidates only: on constant pieces every candidate is kept,
+    /// however high the peak elsewhere.
+    #[test]
+    fn a_short_peak_costs_no_candidates_elsewhere() {
+        let v = Varying::new(
+            Schedule::new(
+                &[
+                    (0.0, 10.0),
+                    (100.0, 10.0),
+                    (100.0, 1e4),
+                    (101.0, 1e4),
+                    (101.0, 10.0),
+                ],
+                "r",
+            )
+            .unwrap(),
+        );
+        let (kept, drawn) = count(&v, 200.0, 0);
+        // The one candidate past the end is kept too, but not counted as an arrival.
+        assert_eq!(kept + 1, drawn);
+        assert!(kept > 5000, "{kept}");
+    }
 
     #[test]
     fn sine_pieces_bound_the_rate_and_tile_time() {
