@@ -81,3 +81,12 @@ def test_keys_documents_the_traffic_keys(cli):
     assert result.returncode == 0, result.stderr
     for word in ["[[arrivals.burst]]", "jitter", "every", "batch", "on_off", "schedule", "sine"]:
         assert word in result.stdout, word
+
+
+def test_changing_the_process_keeps_the_bursts():
+    scenario = with_arrivals(burst=[{"at": "70s", "clients": 300}])
+    changed = scenario.with_overrides(["arrivals.process=on_off", "arrivals.rate=40/s",
+                                       "arrivals.on=5s", "arrivals.off=5s"])
+    assert changed.doc["arrivals"] == {"process": "on_off", "rate": "40/s", "on": "5s", "off": "5s",
+                                       "burst": [{"at": "70s", "clients": 300}]}
+    changed.validate()
