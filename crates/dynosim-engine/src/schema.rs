@@ -375,7 +375,7 @@ pub const KEYS: &[Key] = &[
         section: "arrivals",
         kind: Some("poisson"),
         name: "rate",
-        value: "rate",
+        value: "rate, schedule or sine table",
         unit: "req/s",
         default: Default::Required,
         example: r#""9000/min""#,
