@@ -18,6 +18,9 @@ pub use varying::{Schedule, Sine, Varying};
 
 pub trait ArrivalProcess: Send + Sync + Debug {
     /// The time of the next arrival after one at `now`, or `None` when the process has ended.
+    /// Engines call it with 0 first and then with the arrival it last returned, drawing from
+    /// the arrival stream only; a process may keep its own clock (a batch's instant, the
+    /// base process under bursts). Arrivals may coincide (a batch), never go back.
     fn next_arrival(&mut self, now: f64, rng: &mut SimRng) -> Option<f64>;
     /// Fills `out` with the arrivals following one at `now`, as successive calls of
     /// [`Self::next_arrival`] would give them; returns how many it wrote, fewer than
