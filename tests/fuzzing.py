@@ -57,6 +57,8 @@ KEYS = [
     # The dyno model (docs/dyno.md).
     "fleet.type", "fleet.cores", "fleet.memory", "run.engine",
     "arrivals.clients", "arrivals.think", "arrivals.requests",
+    # Traffic (issue 12): schedules and sines are values of arrivals.rate.
+    "arrivals.size", "arrivals.on", "arrivals.off", "arrivals.burst",
     "app.server", "app.worker_class", "app.model", "app.processes", "app.threads", "app.worker_connections",
     "app.accept", "app.lock", "app.malloc_arena_max", "app.boot_time", "app.swap_slowdown", "app.arena_contention",
     "app.restart_at", "app.memory.dyno", "app.memory.process", "app.memory.thread", "app.memory.request",
@@ -213,6 +215,29 @@ def plausible_documents(draw: Any) -> Dict[str, Any]:
         st.floats(min_value=0.1, max_value=5000),
         st.sampled_from(["/s", "/min", " rps", " per hour"]).flatmap(
             lambda u: st.floats(min_value=0.1, max_value=5000).map(lambda v: f"{v:.4g}{u}"))))}
+    shape = draw(st.integers(0, 9))
+    rate = st.floats(min_value=0.1, max_value=500)
+    if shape == 0:  # a schedule: points from 0 s, times not decreasing
+        times = sorted(draw(st.lists(st.floats(min_value=0, max_value=60), min_size=0, max_size=4)))
+        doc["arrivals"]["rate"] = [[0, draw(rate)]] + [[t, draw(rate)] for t in times]
+    elif shape == 1:
+        mean = draw(rate)
+        doc["arrivals"]["rate"] = {"mean": mean, "amplitude": draw(st.floats(min_value=0, max_value=mean)),
+                                   "period": draw(_durations(0.01, 100)), "peak": draw(_durations(0, 10))}
+    elif shape == 2:
+        doc["arrivals"] = {"process": "batch", "rate": draw(rate), "size": draw(st.one_of(
+            count(1, 10), st.floats(min_value=1, max_value=10).map(
+                lambda m: {"distribution": "geometric", "mean": m})))}
+    elif shape == 3:
+        doc["arrivals"] = {"process": "on_off", "rate": draw(rate), "on": draw(_durations(0.01, 10)),
+                           "off": draw(_durations(0.01, 10))}
+    if draw(st.integers(0, 5)) == 0:
+        doc["arrivals"]["burst"] = [
+            {"at": draw(_durations(0, 30)), "clients": draw(count(1, 300)), "requests": draw(count(1, 3)),
+             "jitter": draw(st.one_of(_durations(0, 5), _durations(0.001, 5).map(
+                 lambda m: {"distribution": "exponential", "mean": m}))),
+             **({"every": draw(_durations(0.5, 30))} if draw(st.booleans()) else {})}
+            for _ in range(draw(st.integers(1, 2)))]
     kind = draw(st.sampled_from(DISTRIBUTIONS))
     service = {"distribution": kind, **draw(_service_params[kind]())}
     if draw(st.integers(0, 3)) == 0:

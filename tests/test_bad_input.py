@@ -31,6 +31,18 @@ import dynosim
         ('service.percentiles=[[5,"7 msec"],[10,"46ms"]]', ["service.percentiles[0][1]:", "expected a duration"]),
         ("router.dd=3", ["router.dd:", "unknown key"]),
         ("router.d=0", None),  # random ignores d (a key of power_of_d): not an error
+        # Traffic (issue 12): bad schedules, sines and bursts.
+        ('arrivals.rate=[["0s","50/s"],["10min","200/s"],["5min","100/s"]]',
+         ["arrivals.rate[2][0]:", "must not decrease", "300 s comes after 600 s"]),
+        ('arrivals.rate=[["0s","50/s"],["1min","-5/s"]]', ["arrivals.rate[1][1]:", "rate >= 0", "-5"]),
+        ("arrivals.rate=[]", ["arrivals.rate:", "empty schedule", "[[time, rate], ...]"]),
+        ('arrivals.rate=[["1min","50/s"]]', ["arrivals.rate[0][0]:", 'starts at "0s"']),
+        ('arrivals.rate={mean="100/s",amplitude="150/s"}', ["arrivals.rate.amplitude:", "from 0 to the mean"]),
+        ('arrivals.burst=[{at="2h",clients=600}]',
+         ["arrivals.burst[0].at:", "7200 s", "after the run's end"]),
+        ('arrivals.burst=[{at="5s",clients=0}]', ["arrivals.burst[0].clients:", ">= 1", "got 0"]),
+        ('arrivals.rate=[["0s","50/s"],["5s","200/s"],["8s","100/s"]]', None),
+        ('arrivals.burst=[{at="5s",clients=100,jitter={distribution="exponential",mean="1s"}}]', None),
     ],
 )
 def test_bad_override(cli, override, fragments):
@@ -60,6 +72,10 @@ def test_power_of_d_rejects_d_zero(cli):
         (('distribution = "quantiles"', 'distribution = "pareto"'), ["bad.toml: service.distribution:", "weibull"]),
         (("[fleet]", "[flete]"), ["bad.toml:", "flete"]),
         (("9000/min", "9000 per fortnight"), ["bad.toml: arrivals.rate:", "expected a rate"]),
+        (('rate = "9000/min"', 'rate = "9000/min"\n[[arrivals.burst]]\nat = "2h"\nclients = 600'),
+         ["bad.toml: arrivals.burst[0].at:", "after the run's end"]),
+        (('rate = "9000/min"', 'rate = [["0s", "100/s"], ["1min", "-1/s"]]'),
+         ["bad.toml: arrivals.rate[1][1]:", "expected a rate >= 0"]),
         (("replications = 10", "replications = -1"), ["bad.toml: run.replications:", "whole number"]),
         (("[run]", "[run"), ["bad.toml: invalid TOML"]),
     ],

@@ -50,7 +50,8 @@ MAX_DEPTH = 16
 #: ``--set`` replaces the file's percentile table rather than clashing with it).
 KIND_KEYS = {
     "service.distribution": ("round_up", "clip"),
-    "arrivals.process": (),
+    # Bursts go on top of any open process: a new process keeps them.
+    "arrivals.process": ("burst",),
 }
 
 

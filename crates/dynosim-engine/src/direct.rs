@@ -144,6 +144,10 @@ pub fn run_replication(
     })?;
     scenario.check_stable()?;
     let streams = |purpose| stream(scenario.seed, replication, purpose);
+    let arrivals = Eligible::of(scenario)
+        .expect("checked above")
+        .arrivals
+        .fresh(scenario.seed, replication);
     let mut measures = Measures::new(scenario)?;
     if scenario.policy.knowledge() == Knowledge::FreeSlots {
         let mut queue = CentralQueue::new(scenario.dynos as usize)?;
@@ -151,6 +155,7 @@ pub fn run_replication(
             scenario,
             &mut measures,
             interrupted,
+            arrivals,
             streams,
             |now, service, _| Ok(queue.place(scenario, now, service)),
         )?;
@@ -172,6 +177,7 @@ pub fn run_replication(
                 scenario,
                 &mut measures,
                 interrupted,
+                arrivals,
                 streams,
                 |now, service, rng| {
                     if next == BLOCK {
@@ -189,6 +195,7 @@ pub fn run_replication(
                 scenario,
                 &mut measures,
                 interrupted,
+                arrivals,
                 streams,
                 |now, service, rng| {
                     let router = if routers > 1 {
@@ -258,16 +265,13 @@ fn drive(
     scenario: &Scenario,
     measures: &mut Measures,
     interrupted: &(dyn Fn() -> bool + Sync),
+    mut arrivals: Box<dyn ArrivalProcess>,
     streams: impl Fn(Stream) -> SimRng,
     mut place: impl FnMut(f64, f64, &mut SimRng) -> Result<Placed>,
 ) -> Result<()> {
     let mut arrival_rng = streams(Stream::Arrivals);
     let mut service_rng = streams(Stream::Service);
     let mut routing_rng = streams(Stream::Routing);
-    let mut arrivals = Eligible::of(scenario)
-        .expect("checked by run_replication")
-        .arrivals
-        .fresh();
     let end = measures.window_end();
     let mut times = [0.0; BLOCK];
     let mut services = [0.0; BLOCK];

@@ -72,7 +72,7 @@ pub fn draw(s: &Scenario, replication: u64, until: f64, limit: usize) -> Drawn {
     };
     match &s.workload {
         Workload::Open(process) => {
-            let mut process = process.fresh();
+            let mut process = process.fresh(s.seed, replication);
             let mut arrival_rng = stream(s.seed, replication, Stream::Arrivals);
             let mut now = 0.0;
             while let Some(t) = process.next_arrival(now, &mut arrival_rng) {

@@ -210,3 +210,12 @@ pub fn explain_serde_error(path: String, message: &str) -> Error {
         .replace("expected f64", "expected a number");
     Error::config(path, message)
 }
+
+/// Whether a duration as written is zero (`0`, `"0s"`), which [`dist::from_value`] refuses.
+pub fn is_zero_duration(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
+        _ => false,
+    }
+}

@@ -21,6 +21,10 @@ pub enum Stream {
     Connect = 6,
     /// The app's per-request overhead (`app.overhead`).
     Overhead = 7,
+    /// Scheduled bursts (`[[arrivals.burst]]`) on top of the base arrivals: drawn apart, so the
+    /// base traffic is the same with or without them. Each burst table has a substream of its
+    /// own (see [`substream`]).
+    Bursts = 8,
 }
 
 fn splitmix64(mut z: u64) -> u64 {
@@ -34,4 +38,11 @@ fn splitmix64(mut z: u64) -> u64 {
 pub fn stream(seed: u64, replication: u64, purpose: Stream) -> SimRng {
     let key = splitmix64(splitmix64(splitmix64(seed) ^ replication) ^ purpose as u64);
     SimRng::seed_from_u64(key)
+}
+
+/// The `index`-th generator of one purpose of one replication: for a purpose with several
+/// independent parts (each burst table), so that adding one leaves the others' draws alone.
+pub fn substream(seed: u64, replication: u64, purpose: Stream, index: u64) -> SimRng {
+    let key = splitmix64(splitmix64(splitmix64(seed) ^ replication) ^ purpose as u64);
+    SimRng::seed_from_u64(splitmix64(key ^ splitmix64(index.wrapping_add(1))))
 }

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use crate::workload::{Clients, Workload};
+pub use crate::workload::{BurstSpec, Clients, Workload};
 
 /// The scenario document as written (after the front end has turned TOML into JSON). Every
 /// field here and in the structs it holds serializes, None as null (no
@@ -55,6 +55,9 @@ pub struct ScenarioSpec {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct ArrivalsSpec {
     pub process: String,
+    /// Scheduled bursts on top of the process (`[[arrivals.burst]]`).
+    #[serde(default)]
+    pub burst: Option<Vec<BurstSpec>>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -274,7 +277,9 @@ impl Scenario {
         base_dir: &Path,
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<Scenario> {
-        let workload = Workload::build(&spec.arrivals.process, &spec.arrivals.params, base_dir)?;
+        let a = &spec.arrivals;
+        let bursts = a.burst.as_deref().unwrap_or_default();
+        let workload = Workload::build(&a.process, &a.params, bursts, base_dir)?;
         let resource_names: Vec<String> = spec
             .resources
             .iter()
@@ -401,13 +406,18 @@ impl Scenario {
         }
         let replications = whole(run.replications, "run.replications", 1, 100_000)?;
         let whole_run = matches!(&workload, Workload::Closed(c) if c.requests.is_some());
+        let horizon = run.warmup.0 + run.duration.0;
+        if let Workload::Open(arrivals) = &workload {
+            arrivals.check_within(horizon)?;
+        }
         let (rate, simulated) = match &workload {
             Workload::Closed(Clients {
                 requests: Some(n), ..
             }) => (*n as f64, 1.0),
+            // The rate averaged over the run (a schedule's integral over it).
             _ => (
-                workload.mean_rate(service.mean()),
-                run.warmup.0 + run.duration.0,
+                workload.expected(0.0, horizon, service.mean()) / horizon,
+                horizon,
             ),
         };
         check_work(rate, simulated, replications, run.max_requests)?;
@@ -529,15 +539,17 @@ impl Scenario {
     /// never queues), or whose run is so long that the simulated clock (f64 seconds) cannot
     /// time a mean service time or a mean gap between arrivals to 1 part in 1000 near its end.
     fn check_time_scales(&self) -> Result<()> {
-        let expected = self.arrival_rate() * self.duration;
-        if expected < 1.0 {
+        let horizon = self.warmup + self.duration;
+        let min_response = self.service.mean();
+        let expected = self.workload.expected(self.warmup, horizon, min_response);
+        if expected.is_nan() || expected < 1.0 {
             return Err(Error::config(
                 "run.duration",
                 format!(
                     "{} s at {} arrivals/s expects {expected:e} arrivals; a run needs at least \
                      one (arrivals.rate x run.duration >= 1)",
                     self.duration,
-                    self.arrival_rate()
+                    expected / self.duration
                 ),
             ));
         }
@@ -551,8 +563,8 @@ impl Scenario {
                 ),
             ));
         }
-        let horizon = self.warmup + self.duration;
-        let (gap, service) = (1.0 / self.arrival_rate(), self.service.mean());
+        let peak = self.workload.peak_rate(horizon, min_response);
+        let (gap, service) = (1.0 / peak, self.service.mean());
         let shortest = gap.min(service);
         if horizon * f64::EPSILON * 1e3 > shortest {
             return Err(Error::config(

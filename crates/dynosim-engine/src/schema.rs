@@ -121,6 +121,18 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "arrivals.burst",
+        meaning: "A scheduled burst on top of an open arrival process: `clients` clients (a \
+                  fleet of servers run from cron) set for `at`, each firing after its own \
+                  drawn `jitter` and sending `requests` requests at once; again every `every` \
+                  if given. Its draws are apart from the base process's (a random stream per \
+                  burst table), so the base traffic is the same with or without it. A burst \
+                  that fires once is transient and leaves the stability check alone.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: true,
+    },
+    Section {
         name: "service",
         meaning: "How long the app works on a request (its service time), once a slot takes it: \
                   one time a request, using no CPU or resource. A scenario has `[service]` or \
@@ -229,7 +241,23 @@ pub const KINDS: &[Kind] = &[
     Kind {
         section: "arrivals",
         name: "poisson",
-        meaning: "independent arrivals at a constant mean rate (exponential gaps)",
+        meaning: "independent arrivals (a Poisson process) at a constant rate, or at a rate \
+                  that varies in time: a piecewise-linear schedule or a daily sine (drawn by \
+                  thinning)",
+    },
+    Kind {
+        section: "arrivals",
+        name: "batch",
+        meaning: "batches of requests arriving at the same instant, the batches a Poisson \
+                  process (a page fanning out into calls, a retry storm): counts vary more \
+                  than Poisson's by the batch size",
+    },
+    Kind {
+        section: "arrivals",
+        name: "on_off",
+        meaning: "a Markov-modulated on/off source: Poisson arrivals at `rate` while on, none \
+                  while off, on and off periods exponential with means `on` and `off`; \
+                  between Poisson and scheduled bursts in burstiness",
     },
     Kind {
         section: "arrivals",
@@ -347,11 +375,73 @@ pub const KEYS: &[Key] = &[
         section: "arrivals",
         kind: Some("poisson"),
         name: "rate",
-        value: "rate",
+        value: "rate, schedule or sine table",
         unit: "req/s",
         default: Default::Required,
         example: r#""9000/min""#,
-        meaning: "mean arrival rate",
+        meaning: "the arrival rate: a rate (constant); a schedule of `[time, rate]` points, \
+                  `[[\"0s\", \"50/s\"], [\"10min\", \"200/s\"], [\"20min\", \"50/s\"]]`, \
+                  the first at 0s, times never decreasing (a time given twice is a step), \
+                  rates >= 0 (the last > 0), linear between points and constant after the \
+                  last; or a daily \
+                  sine `{ mean = \"100/s\", amplitude = \"50/s\", period = \"24h\", peak = \
+                  \"14h\" }`, mean + amplitude × cos(2π (t − peak) / period), amplitude at \
+                  most the mean, period 24h and peak 0s when left out (t counts from the run's \
+                  start, warm-up included). The stability check uses the long-run rate: a \
+                  schedule's last rate, the sine's mean; a sustained overload stops the run at \
+                  run.max_waiting instead",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("batch"),
+        name: "rate",
+        value: "rate",
+        unit: "batches/s",
+        default: Default::Required,
+        example: r#""20/s""#,
+        meaning: "the rate of batches (requests arrive at rate × the mean batch size)",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("batch"),
+        name: "size",
+        value: "whole number, 1 to 10^6, or a table",
+        unit: "requests",
+        default: Default::Required,
+        example: "4",
+        meaning: "requests in a batch: a number (every batch), or `{ distribution = \
+                  \"geometric\", mean = 4 }` (1, 2, 3... with P(n) = (1 − p)^(n−1) p, p = \
+                  1/mean)",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("on_off"),
+        name: "rate",
+        value: "rate",
+        unit: "req/s",
+        default: Default::Required,
+        example: r#""500/s""#,
+        meaning: "the arrival rate while on (the long-run rate is rate × on / (on + off))",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("on_off"),
+        name: "on",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""10s""#,
+        meaning: "the mean time on (exponential)",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("on_off"),
+        name: "off",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""40s""#,
+        meaning: "the mean time off (exponential)",
     },
     Key {
         section: "arrivals",
@@ -385,6 +475,61 @@ pub const KEYS: &[Key] = &[
                   are answered, and run.duration does not apply (requests sent during \
                   run.warmup are not measured in the queueing figures). Left out, the clients \
                   send until run.warmup + run.duration",
+    },
+    // --- [[arrivals.burst]]
+    Key {
+        section: "arrivals.burst",
+        kind: None,
+        name: "at",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""1min""#,
+        meaning: "when the clients are set to fire, from the run's start (warm-up included); \
+                  before the run's end",
+    },
+    Key {
+        section: "arrivals.burst",
+        kind: None,
+        name: "clients",
+        value: "whole number, 1 to 10,000,000",
+        unit: "clients",
+        default: Default::Required,
+        example: "600",
+        meaning: "clients firing at once",
+    },
+    Key {
+        section: "arrivals.burst",
+        kind: None,
+        name: "requests",
+        value: "whole number, 1 to 10^6",
+        unit: "requests",
+        default: Default::Value("1"),
+        example: "2",
+        meaning: "requests each client sends when it fires, all at that instant",
+    },
+    Key {
+        section: "arrivals.burst",
+        kind: None,
+        name: "jitter",
+        value: "time distribution",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#"{"distribution": "exponential", "mean": "5s"}"#,
+        meaning: "each client's delay after `at`, drawn once per client and firing (clocks \
+                  and start-up times differ)",
+    },
+    Key {
+        section: "arrivals.burst",
+        kind: None,
+        name: "every",
+        value: "duration",
+        unit: "s",
+        default: Default::Off,
+        example: r#""5min""#,
+        meaning: "the burst fires again this long after each firing (a cron schedule); once \
+                  when left out. A repeating burst adds clients × requests / every to the \
+                  long-run rate",
     },
     // --- [service]
     Key {
@@ -1544,9 +1689,12 @@ mod tests {
     fn set_kind(doc: &mut Map<String, Value>, section: &Section, kind: &str) {
         let kind_key = section.kind_key.expect("a section with kinds");
         let table = table_mut(doc, section.name);
+        let inner = inner_sections(section.name);
         table.retain(|name, _| {
-            KEYS.iter()
-                .any(|k| k.section == section.name && k.kind.is_none() && k.name == name)
+            (inner.contains(name) && !KIND_EXCLUDES.contains(&(section.name, kind, name)))
+                || KEYS
+                    .iter()
+                    .any(|k| k.section == section.name && k.kind.is_none() && k.name == name)
         });
         table.insert(kind_key.into(), json!(kind));
         for key in KEYS
@@ -1561,6 +1709,10 @@ mod tests {
             table.insert(key.name.into(), example(key));
         }
     }
+
+    /// Sections inside a section that one of its kinds does not take: (section, kind, inner
+    /// section). Bursts go on top of an open process, not a closed loop.
+    const KIND_EXCLUDES: &[(&str, &str, &str)] = &[("arrivals", "closed", "burst")];
 
     /// Keys a valid scenario cannot have together with a section.
     const EXCLUDES: &[(&str, &str)] =

@@ -2,7 +2,8 @@
 //! as real traffic does), or a closed loop of clients (each sends a request, waits for its
 //! response, thinks, and sends the next: what ab, hey and wrk do).
 
-use crate::arrivals::{self, ArrivalProcess};
+pub use crate::arrivals::burst::BurstSpec;
+use crate::arrivals::{self, ArrivalProcess, Burst, Superposed};
 use crate::dist::{self, ServiceDistribution};
 use crate::error::{Error, Result};
 use crate::params::Params;
@@ -29,8 +30,21 @@ pub struct Clients {
 }
 
 impl Workload {
-    /// Builds `[arrivals]`: `process` names a registered open process, or is `"closed"`.
-    pub fn build(process: &str, params: &Map<String, Value>, base_dir: &Path) -> Result<Workload> {
+    /// Builds `[arrivals]`: `process` names a registered open process, or is `"closed"`;
+    /// `bursts` (`[[arrivals.burst]]`) go on top of an open process.
+    pub fn build(
+        process: &str,
+        params: &Map<String, Value>,
+        bursts: &[BurstSpec],
+        base_dir: &Path,
+    ) -> Result<Workload> {
+        if process == "closed" && !bursts.is_empty() {
+            return Err(Error::config(
+                "arrivals.burst",
+                "bursts add requests to an open arrival process; a closed loop's clients send \
+                 only when answered (use process = \"poisson\" with a rate)",
+            ));
+        }
         if process == "closed" {
             let p = Params::new("arrivals", process, params);
             p.allow(CLOSED_KEYS)?;
@@ -63,7 +77,16 @@ impl Workload {
         })?;
         let p = Params::new("arrivals", process, params);
         p.allow(keys)?;
-        Ok(Workload::Open(build(&p)?))
+        let base = build(&p)?;
+        if bursts.is_empty() {
+            return Ok(Workload::Open(base));
+        }
+        let bursts = bursts
+            .iter()
+            .enumerate()
+            .map(|(i, b)| Burst::build(b, i, base_dir))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Workload::Open(Box::new(Superposed::new(base, bursts))))
     }
 
     pub fn is_closed(&self) -> bool {
@@ -79,6 +102,25 @@ impl Workload {
                 let think = c.think.as_ref().map_or(0.0, |t| t.mean());
                 f64::from(c.count) / (think + min_response)
             }
+        }
+    }
+}
+
+impl Workload {
+    /// Arrivals expected in [from, to): the open process's (a schedule's integral), or the
+    /// closed loop's upper bound at [`Workload::mean_rate`].
+    pub fn expected(&self, from: f64, to: f64, min_response: f64) -> f64 {
+        match self {
+            Workload::Open(arrivals) => arrivals.expected(from, to),
+            Workload::Closed(_) => self.mean_rate(min_response) * (to - from),
+        }
+    }
+
+    /// The highest arrival rate in [0, to).
+    pub fn peak_rate(&self, to: f64, min_response: f64) -> f64 {
+        match self {
+            Workload::Open(arrivals) => arrivals.peak_rate(to),
+            Workload::Closed(_) => self.mean_rate(min_response),
         }
     }
 }

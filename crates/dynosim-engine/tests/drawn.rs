@@ -85,3 +85,25 @@ fn closed_loop_sends_the_drawn_requests_in_order() {
     assert_eq!((d.phases.len(), d.think.len()), (100, 100));
     assert!(d.time.is_empty());
 }
+
+#[test]
+fn scheduled_and_bursty_arrivals_pair_bit_exactly() {
+    check(
+        json!({"arrivals": {"process": "poisson",
+                            "rate": [["0s", "20/s"], ["30s", "80/s"], ["50s", "30/s"]],
+                            "burst": [{"at": "20s", "clients": 50,
+                                       "jitter": {"distribution": "exponential", "mean": "1s"}},
+                                      {"at": "5s", "clients": 3, "requests": 2, "every": "15s"}]},
+               "service": {"distribution": "lognormal", "median": "40ms", "sigma": 0.8},
+               "fleet": {"dynos": 4}, "router": {"policy": "random"},
+               "run": {"duration": 60, "warmup": 5, "seed": 11}}),
+        &[Engine::Direct, Engine::Events],
+    );
+    check(
+        json!({"arrivals": {"process": "on_off", "rate": "60/s", "on": "4s", "off": "4s"},
+               "service": {"distribution": "exponential", "mean": "30ms"},
+               "fleet": {"dynos": 3}, "router": {"policy": "random"},
+               "run": {"duration": 60, "warmup": 5, "seed": 4}}),
+        &[Engine::Direct, Engine::Events],
+    );
+}

@@ -48,7 +48,12 @@ fn figures(result: &ReplicationResult) -> Vec<(String, f64)> {
 fn same_on_both_engines(label: &str, rate: f64, service: Value, fleet: (u32, u32), router: Value) {
     let (dynos, slots) = fleet;
     let json = scenario_json(rate, service, dynos, slots, router, (600.0, 60.0, 3, 99));
-    let scenario = build(&json);
+    same_figures(label, &json);
+}
+
+/// Runs the scenario `json` on both engines for three replications and compares.
+fn same_figures(label: &str, json: &str) {
+    let scenario = build(json);
     assert!(
         can_run(&scenario),
         "{label}: the direct engine should run it"
@@ -315,4 +320,45 @@ fn the_memory_guard_stops_both_engines_at_the_same_arrival() {
             other => panic!("{router}: expected both to stop, got {other:?}"),
         }
     }
+}
+
+/// Time-varying and bursty arrivals change nothing in how the engines place requests: a rate
+/// schedule with a peak above capacity, a sine, batches, an on/off source, and bursts on top
+/// give the same figures on both.
+#[test]
+fn varying_and_bursty_arrivals_are_the_same_on_both_engines() {
+    let with = |arrivals: Value| {
+        json!({
+            "name": "traffic",
+            "arrivals": arrivals,
+            "service": {"distribution": "exponential", "mean": "100ms"},
+            "fleet": {"dynos": 8, "slots": 2},
+            "router": {"policy": "random"},
+            "run": {"duration": 600, "warmup": 60, "replications": 3, "seed": 99},
+        })
+        .to_string()
+    };
+    same_figures(
+        "schedule",
+        &with(json!({"process": "poisson", "rate": [
+            ["0s", "60/s"], ["2min", "120/s"], ["3min", "200/s"], ["3min", "60/s"],
+            ["8min", "100/s"]],
+            "burst": [{"at": "5min", "clients": 300, "requests": 2,
+                       "jitter": {"distribution": "exponential", "mean": "3s"}},
+                      {"at": "1min", "clients": 20, "every": "2min"}]})),
+    );
+    same_figures(
+        "sine",
+        &with(json!({"process": "poisson",
+                     "rate": {"mean": "100/s", "amplitude": "60/s", "period": "5min"}})),
+    );
+    same_figures(
+        "batch",
+        &with(json!({"process": "batch", "rate": "30/s",
+                     "size": {"distribution": "geometric", "mean": 3}})),
+    );
+    same_figures(
+        "on_off",
+        &with(json!({"process": "on_off", "rate": "200/s", "on": "5s", "off": "5s"})),
+    );
 }

@@ -71,6 +71,96 @@ fn rate() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// A rate schedule: mostly points from 0s with times that do not decrease, sometimes any
+/// points at all (empty, unsorted, negative, wrongly shaped).
+fn schedule() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        3 => prop::collection::vec((0.0..600.0f64, 0.0..500.0f64), 0..6).prop_map(|mut pts| {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if let Some(first) = pts.first_mut() {
+                first.0 = 0.0;
+            }
+            json!(pts.iter().map(|(t, r)| json!([format!("{t}s"), r])).collect::<Vec<_>>())
+        }),
+        2 => prop::collection::vec((duration(), rate()), 0..5)
+            .prop_map(|pts| json!(pts.iter().map(|(t, r)| json!([t, r])).collect::<Vec<_>>())),
+        1 => prop::sample::select(vec![
+            json!([]), json!([[0]]), json!([["0s"]]), json!([[0, 1, 2]]), json!([0, 1]),
+            json!([[0, 5], [10, -5]]), json!([["0s", "5/s"], ["1min", "1/s"], ["30s", "2/s"]]),
+            json!([[0, 1e300], [1, 0]]),
+        ]),
+    ]
+}
+
+/// A daily sine as `arrivals.rate`, its keys sometimes missing or wrong.
+fn sine() -> impl Strategy<Value = Value> {
+    (rate(), rate(), duration(), duration(), 0usize..8).prop_map(
+        |(mean, amplitude, period, peak, drop)| {
+            let mut table = json!({"mean": mean, "amplitude": amplitude, "period": period,
+                                   "peak": peak});
+            match drop {
+                0 => table["shape"] = json!("sine"),
+                1..=4 => {
+                    let key = ["mean", "amplitude", "period", "peak"][drop - 1];
+                    table.as_object_mut().unwrap().remove(key);
+                }
+                _ => {}
+            }
+            table
+        },
+    )
+}
+
+/// Scheduled bursts: a few tables, each value sensible or not.
+fn bursts() -> impl Strategy<Value = Value> {
+    let jitter = prop_oneof![
+        2 => duration(),
+        1 => duration().prop_map(|m| json!({"distribution": "exponential", "mean": m})),
+    ];
+    let burst = (
+        duration(),
+        count(1..=1000),
+        count(1..=3),
+        jitter,
+        duration(),
+        0usize..6,
+    )
+        .prop_map(|(at, clients, requests, jitter, every, drop)| {
+            let mut table = json!({"at": at, "clients": clients, "requests": requests,
+                                   "jitter": jitter, "every": every});
+            let keys = ["at", "clients", "requests", "jitter", "every"];
+            if drop < keys.len() {
+                table.as_object_mut().unwrap().remove(keys[drop]);
+            }
+            table
+        });
+    prop::collection::vec(burst, 0..3).prop_map(Value::from)
+}
+
+/// `[arrivals]`: Poisson at a constant rate, a schedule or a sine; batch; on/off; with bursts
+/// on top now and then.
+fn arrivals() -> impl Strategy<Value = Value> {
+    let process = prop_oneof![
+        8 => rate().prop_map(|rate| json!({"process": "poisson", "rate": rate})),
+        2 => schedule().prop_map(|rate| json!({"process": "poisson", "rate": rate})),
+        1 => sine().prop_map(|rate| json!({"process": "poisson", "rate": rate})),
+        1 => (rate(), prop_oneof![
+            count(1..=10),
+            number().prop_map(|m| json!({"distribution": "geometric", "mean": m})),
+        ])
+            .prop_map(|(rate, size)| json!({"process": "batch", "rate": rate, "size": size})),
+        1 => (rate(), duration(), duration())
+            .prop_map(|(rate, on, off)| json!({"process": "on_off", "rate": rate, "on": on,
+                                               "off": off})),
+    ];
+    (process, prop::option::weighted(0.15, bursts())).prop_map(|(mut process, bursts)| {
+        if let Some(b) = bursts {
+            process["burst"] = b;
+        }
+        process
+    })
+}
+
 /// A whole number: small and sensible, at the edges of a range, or not whole at all.
 fn count(sensible: std::ops::RangeInclusive<i64>) -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -248,17 +338,17 @@ fn run_section() -> impl Strategy<Value = Value> {
 /// a value buried under deep nesting, a section of the wrong type.
 fn document() -> impl Strategy<Value = Value> {
     let doc = (
-        rate(),
+        arrivals(),
         service(),
         count(1..=200),
         count(1..=4),
         router(),
         run_section(),
     )
-        .prop_map(|(rate, service, dynos, slots, router, run)| {
+        .prop_map(|(arrivals, service, dynos, slots, router, run)| {
             json!({
                 "name": "fuzz",
-                "arrivals": {"process": "poisson", "rate": rate},
+                "arrivals": arrivals,
                 "service": service,
                 "fleet": {"dynos": dynos, "slots": slots},
                 "router": router,
@@ -663,4 +753,135 @@ fn the_report_states_the_relaxation_time() {
     let expected = 4.0 * 0.2 * 0.1 / (0.8f64 * 0.8);
     let t = report.relaxation_time.unwrap();
     assert!((t - expected).abs() < 1e-12, "{t} vs {expected}");
+}
+
+// Bad traffic (issue #12): one clear line each, naming the key path and what was expected.
+
+#[test]
+fn a_schedule_whose_times_decrease_is_refused() {
+    assert_refused(
+        &with(&[(
+            "arrivals.rate",
+            json!([["0s", "50/s"], ["10min", "200/s"], ["5min", "100/s"]]),
+        )]),
+        "arrivals.rate[2][0]",
+        &["must not decrease", "300 s comes after 600 s"],
+    );
+}
+
+#[test]
+fn a_schedule_with_a_negative_rate_is_refused() {
+    assert_refused(
+        &with(&[("arrivals.rate", json!([["0s", "50/s"], ["1min", "-5/s"]]))]),
+        "arrivals.rate[1][1]",
+        &["expected a rate >= 0", "-5"],
+    );
+}
+
+#[test]
+fn an_empty_schedule_is_refused() {
+    assert_refused(
+        &with(&[("arrivals.rate", json!([]))]),
+        "arrivals.rate",
+        &["empty schedule", "[[time, rate], ...]"],
+    );
+}
+
+#[test]
+fn a_schedule_must_start_at_zero_and_end_above_zero() {
+    assert_refused(
+        &with(&[("arrivals.rate", json!([["1min", "50/s"], ["2min", "60/s"]]))]),
+        "arrivals.rate[0][0]",
+        &["starts at \"0s\""],
+    );
+    assert_refused(
+        &with(&[("arrivals.rate", json!([["0s", "50/s"], ["1min", 0]]))]),
+        "arrivals.rate[1][1]",
+        &["rate > 0 at the last point"],
+    );
+    assert_refused(
+        &with(&[("arrivals.rate", json!([["0s", "50/s", "x"]]))]),
+        "arrivals.rate[0]",
+        &["expected a [time, rate] point", "[\"0s\",\"50/s\",\"x\"]"],
+    );
+}
+
+#[test]
+fn a_sine_whose_rate_would_go_negative_is_refused() {
+    assert_refused(
+        &with(&[(
+            "arrivals.rate",
+            json!({"mean": "100/s", "amplitude": "150/s", "period": "24h", "peak": "14h"}),
+        )]),
+        "arrivals.rate.amplitude",
+        &["from 0 to the mean"],
+    );
+    assert_refused(
+        &with(&[(
+            "arrivals.rate",
+            json!({"mean": "100/s", "amplitude": 5, "phase": 1}),
+        )]),
+        "arrivals.rate.phase",
+        &["unknown field `phase`"],
+    );
+}
+
+#[test]
+fn a_burst_after_the_run_is_refused() {
+    let mut doc = base();
+    doc["arrivals"]["burst"] = json!([{"at": "30s", "clients": 10},
+                                      {"at": "2h", "clients": 600}]);
+    assert_refused(
+        &doc,
+        "arrivals.burst[1].at",
+        &["7200 s", "after the run's end", "60 s"],
+    );
+}
+
+#[test]
+fn a_burst_of_zero_clients_is_refused() {
+    let mut doc = base();
+    doc["arrivals"]["burst"] = json!([{"at": "30s", "clients": 0}]);
+    assert_refused(&doc, "arrivals.burst[0].clients", &[">= 1", "got 0"]);
+    doc["arrivals"]["burst"] = json!([{"at": "30s"}]);
+    assert_refused(&doc, "arrivals.burst[0].clients", &["missing"]);
+    doc["arrivals"]["burst"] = json!([{"at": "30s", "clients": 5, "when": 1}]);
+    assert_refused(&doc, "arrivals.burst[0].when", &["unknown field `when`"]);
+}
+
+#[test]
+fn bursts_on_a_closed_loop_are_refused() {
+    let mut doc = base();
+    doc["arrivals"] = json!({"process": "closed", "clients": 4,
+                             "burst": [{"at": "30s", "clients": 10}]});
+    assert_refused(&doc, "arrivals.burst", &["open arrival process"]);
+}
+
+#[test]
+fn batch_and_on_off_parameters_are_checked() {
+    assert_refused(
+        &with(&[("arrivals.process", json!("batch"))]),
+        "arrivals.size",
+        &["missing"],
+    );
+    let mut doc = base();
+    doc["arrivals"] = json!({"process": "batch", "rate": "10/s", "size": 0});
+    assert_refused(&doc, "arrivals.size", &[">= 1"]);
+    doc["arrivals"] = json!({"process": "batch", "rate": "10/s",
+                             "size": {"distribution": "geometric", "mean": 0.5}});
+    assert_refused(&doc, "arrivals.size.mean", &["from 1"]);
+    doc["arrivals"] = json!({"process": "on_off", "rate": "10/s", "on": "-1s", "off": "1s"});
+    assert_refused(&doc, "arrivals.on", &["positive duration"]);
+}
+
+#[test]
+fn a_sine_with_a_period_of_a_nanosecond_validates_quickly() {
+    // The majorant's pieces are a 24th of the period: at 1 ns they would be walked by the
+    // billion; one bound for all time is used instead, and the checks do not walk them.
+    let doc = with(&[(
+        "arrivals.rate",
+        json!({"mean": "100/s", "amplitude": "50/s", "period": "1ns"}),
+    )]);
+    let s = from_json(&doc).unwrap();
+    assert!(s.check_stable().is_ok());
 }

@@ -7,10 +7,20 @@ use crate::registry::Registry;
 use crate::rng::SimRng;
 use std::fmt::Debug;
 
+mod batch;
+pub(crate) mod burst;
+mod on_off;
 mod poisson;
+mod varying;
+
+pub use burst::{Burst, Superposed};
+pub use varying::{Schedule, Sine, Varying};
 
 pub trait ArrivalProcess: Send + Sync + Debug {
     /// The time of the next arrival after one at `now`, or `None` when the process has ended.
+    /// Engines call it with 0 first and then with the arrival it last returned, drawing from
+    /// the arrival stream only; a process may keep its own clock (a batch's instant, the
+    /// base process under bursts). Arrivals may coincide (a batch), never go back.
     fn next_arrival(&mut self, now: f64, rng: &mut SimRng) -> Option<f64>;
     /// Fills `out` with the arrivals following one at `now`, as successive calls of
     /// [`Self::next_arrival`] would give them; returns how many it wrote, fewer than
@@ -27,13 +37,34 @@ pub trait ArrivalProcess: Send + Sync + Debug {
         }
         out.len()
     }
-    /// Long-run mean arrival rate per second (for the stability check).
+    /// Long-run mean arrival rate per second (for the stability check): what the process
+    /// sustains. A schedule's is the rate after its last point (it stays constant after it);
+    /// a transient peak or burst does not count, a sustained overload is caught by the run's
+    /// queue limit instead.
     fn mean_rate(&self) -> f64;
-    /// A fresh copy, in its initial state, for another replication.
-    fn fresh(&self) -> Box<dyn ArrivalProcess>;
+    /// The expected number of arrivals in [from, to) (for the checks of a run's size).
+    fn expected(&self, from: f64, to: f64) -> f64 {
+        self.mean_rate() * (to - from)
+    }
+    /// The highest rate the process reaches in [0, to) (for the clock's resolution check).
+    fn peak_rate(&self, _to: f64) -> f64 {
+        self.mean_rate()
+    }
+    /// Refuses what cannot happen in a run ending at `end` (a burst set after it).
+    fn check_within(&self, _end: f64) -> Result<()> {
+        Ok(())
+    }
+    /// A fresh copy, in its initial state, for replication `replication` of a run seeded
+    /// `seed`: a process with draws of its own (bursts) seeds its streams from these; the
+    /// others draw only from the arrival stream handed to [`Self::next_arrival`].
+    fn fresh(&self, seed: u64, replication: u64) -> Box<dyn ArrivalProcess>;
 }
 
 pub type Builder = fn(&Params) -> Result<Box<dyn ArrivalProcess>>;
 
 /// Every arrival process, by the name a scenario uses, with the parameter keys it takes.
-pub const REGISTRY: Registry<Builder> = Registry(&[("poisson", &["rate"], poisson::build)]);
+pub const REGISTRY: Registry<Builder> = Registry(&[
+    ("poisson", &["rate"], poisson::build),
+    ("batch", &["rate", "size"], batch::build),
+    ("on_off", &["rate", "on", "off"], on_off::build),
+]);

@@ -4,13 +4,17 @@ use crate::params::Params;
 use crate::rng::SimRng;
 use rand_distr::{Distribution, Exp1};
 
-/// Poisson arrivals: exponential gaps with mean 1/rate.
+/// Poisson arrivals: exponential gaps with mean 1/rate. A rate that varies in time (a schedule
+/// or a sine) is built by [`super::varying`] instead.
 #[derive(Debug, Clone)]
 pub struct Poisson {
     mean_gap: f64,
 }
 
 pub fn build(p: &Params) -> Result<Box<dyn ArrivalProcess>> {
+    if let Some(varying) = super::varying::build(p, "rate")? {
+        return Ok(varying);
+    }
     let rate = p.positive_rate("rate")?;
     let rate = p.required("rate", "a rate such as \"9000/min\"", rate)?;
     Ok(Box::new(Poisson {
@@ -27,7 +31,7 @@ impl ArrivalProcess for Poisson {
     fn mean_rate(&self) -> f64 {
         1.0 / self.mean_gap
     }
-    fn fresh(&self) -> Box<dyn ArrivalProcess> {
+    fn fresh(&self, _seed: u64, _replication: u64) -> Box<dyn ArrivalProcess> {
         Box::new(self.clone())
     }
 }

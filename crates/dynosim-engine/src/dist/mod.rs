@@ -68,12 +68,7 @@ pub fn from_value_or_zero(
     path: &str,
     base_dir: &Path,
 ) -> Result<Option<Box<dyn ServiceDistribution>>> {
-    let zero = match value {
-        serde_json::Value::Number(n) => n.as_f64() == Some(0.0),
-        serde_json::Value::String(s) => crate::units::parse_duration(s) == Some(0.0),
-        _ => false,
-    };
-    if zero {
+    if crate::params::is_zero_duration(value) {
         Ok(None)
     } else {
         from_value(value, path, base_dir).map(Some)

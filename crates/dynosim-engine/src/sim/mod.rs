@@ -350,7 +350,7 @@ fn simulate(
 
     let mut arrivals = match &s.workload {
         Workload::Open(process) => {
-            let mut process = process.fresh();
+            let mut process = process.fresh(seed, replication);
             if let Some(t) = process.next_arrival(0.0, &mut arrival_rng) {
                 sim.events.schedule(t, ARRIVAL, Event::Arrival);
             }
