@@ -712,16 +712,8 @@ impl Simulation<'_> {
         }
         if self.phases {
             let slowdown = m.slowdown(bytes);
-            let (from, work) = {
-                let cpu = &mut self.dynos[dyno].cpu;
-                let (work, from) = cpu.advance(&mut self.cpu_store, self.now);
-                (from, work)
-            };
-            self.measures.cpu(
-                from,
-                self.now,
-                work / (self.now - from).max(f64::MIN_POSITIVE),
-            );
+            let (busy, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, self.now);
+            self.measures.cpu(from, self.now, busy);
             if self.dynos[dyno].cpu.set_slowdown(slowdown) {
                 self.reschedule_cpu(dyno);
             }
@@ -813,9 +805,9 @@ impl Simulation<'_> {
 
     fn cpu_advance(&mut self, dyno: usize) {
         let now = self.now;
-        let (work, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, now);
-        if work > 0.0 {
-            self.measures.cpu(from, now, work / (now - from));
+        let (busy, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, now);
+        if busy > 0.0 {
+            self.measures.cpu(from, now, busy);
         }
     }
 
