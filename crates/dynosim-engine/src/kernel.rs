@@ -87,8 +87,11 @@ pub struct EventQueue {
     len: usize,
     /// Priority << 56 | sequence number of each id's latest event: the order at equal times.
     keys: Vec<u64>,
-    /// Flat index of each movable id's pending event, or [`NOWHERE`].
+    /// Flat index of each movable id's pending event, or [`NOWHERE`]; and one slot more,
+    /// written for every other id (so that moving an entry stores without a branch on its
+    /// id) and never read.
     pos: Vec<u32>,
+    movable: u32,
     seq: u64,
 }
 
@@ -99,7 +102,8 @@ impl EventQueue {
             lines: Vec::with_capacity((capacity + ROOT) / 4 + 1),
             len: 0,
             keys: Vec::new(),
-            pos: vec![NOWHERE; movable as usize],
+            pos: vec![NOWHERE; movable as usize + 1],
+            movable,
             seq: 0,
         };
         q.lines.push(Line([VACANT; 4]));
@@ -115,9 +119,8 @@ impl EventQueue {
     #[inline]
     fn put(&mut self, i: usize, e: Entry) {
         self.lines[i >> 2].0[i & 3] = e;
-        if let Some(p) = self.pos.get_mut(e.id as usize) {
-            *p = i as u32;
-        }
+        let slot = e.id.min(self.movable) as usize;
+        self.pos[slot] = i as u32;
     }
 
     /// Whether `a` comes before `b`.
@@ -178,6 +181,7 @@ impl EventQueue {
     /// moved event is ordered as a newly scheduled one). `hint`: see [`Self::peek`].
     #[inline]
     pub fn reschedule(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
+        debug_assert!(id < self.movable);
         let p = self.pos[id as usize];
         if p == NOWHERE {
             return self.schedule_with(time, priority, id, hint);
@@ -199,6 +203,7 @@ impl EventQueue {
     /// Takes back movable event `id`'s pending event, if any.
     #[inline]
     pub fn cancel(&mut self, id: u32) {
+        debug_assert!(id < self.movable);
         let p = self.pos[id as usize];
         if p == NOWHERE {
             return;
@@ -218,7 +223,7 @@ impl EventQueue {
 
     /// Whether `id` has a pending event (movable ids only; false for the others).
     pub fn is_pending(&self, id: u32) -> bool {
-        self.pos.get(id as usize).is_some_and(|&p| p != NOWHERE)
+        id < self.movable && self.pos[id as usize] != NOWHERE
     }
 
     /// Removes the last entry (leaving its slot vacant) and returns it.
@@ -251,6 +256,21 @@ impl EventQueue {
     #[inline]
     fn least_child(&self, first: usize) -> usize {
         let c = &self.lines[first >> 2].0;
+        // By time alone, without branches (the processor cannot predict which child is
+        // least); exact unless another child has the least time too (a tie, rare with
+        // continuous times; vacant slots cannot tie for least, a real child being first).
+        let t = [c[0].time, c[1].time, c[2].time, c[3].time];
+        let a = usize::from(t[1] < t[0]);
+        let b = 2 + usize::from(t[3] < t[2]);
+        let m = if t[b] < t[a] { b } else { a };
+        let least = t[m];
+        let equal = u32::from(t[0] == least)
+            + u32::from(t[1] == least)
+            + u32::from(t[2] == least)
+            + u32::from(t[3] == least);
+        if equal == 1 {
+            return first + m;
+        }
         let a = if self.before(c[1], c[0]) { 1 } else { 0 };
         let b = if self.before(c[3], c[2]) { 3 } else { 2 };
         first + if self.before(c[b], c[a]) { b } else { a }
@@ -283,9 +303,8 @@ impl EventQueue {
             return None;
         }
         let top = self.at(ROOT);
-        if let Some(p) = self.pos.get_mut(top.id as usize) {
-            *p = NOWHERE;
-        }
+        let slot = top.id.min(self.movable) as usize;
+        self.pos[slot] = NOWHERE;
         let last = self.take_last();
         if self.len > 0 {
             // The hole goes down to a leaf along the least children, then the last entry
