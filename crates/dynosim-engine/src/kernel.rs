@@ -253,24 +253,32 @@ impl EventQueue {
 
     /// The index of the first of `i`'s children, among `first .. first + 4`, vacant slots
     /// coming last.
-    #[inline]
+    #[inline(always)]
     fn least_child(&self, first: usize) -> usize {
         let c = &self.lines[first >> 2].0;
         // By time alone, without branches (the processor cannot predict which child is
-        // least); exact unless another child has the least time too (a tie, rare with
+        // least): exact unless another child has the least time too, a tie (rare with
         // continuous times; vacant slots cannot tie for least, a real child being first).
-        let t = [c[0].time, c[1].time, c[2].time, c[3].time];
-        let a = usize::from(t[1] < t[0]);
-        let b = 2 + usize::from(t[3] < t[2]);
-        let m = if t[b] < t[a] { b } else { a };
-        let least = t[m];
-        let equal = u32::from(t[0] == least)
-            + u32::from(t[1] == least)
-            + u32::from(t[2] == least)
-            + u32::from(t[3] == least);
-        if equal == 1 {
-            return first + m;
+        let (t0, t1, t2, t3) = (c[0].time, c[1].time, c[2].time, c[3].time);
+        let (low01, low23) = (t0.min(t1), t2.min(t3));
+        let right = low23 < low01;
+        let tie = (low01 == low23) | (right & (t2 == t3)) | (!right & (t0 == t1));
+        if tie {
+            return self.least_child_of_equals(first);
         }
+        first
+            + if right {
+                2 + usize::from(t3 < t2)
+            } else {
+                usize::from(t1 < t0)
+            }
+    }
+
+    /// [`Self::least_child`] when times tie: by the full order.
+    #[cold]
+    #[inline(never)]
+    fn least_child_of_equals(&self, first: usize) -> usize {
+        let c = &self.lines[first >> 2].0;
         let a = if self.before(c[1], c[0]) { 1 } else { 0 };
         let b = if self.before(c[3], c[2]) { 3 } else { 2 };
         first + if self.before(c[b], c[a]) { b } else { a }
