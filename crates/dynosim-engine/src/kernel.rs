@@ -161,7 +161,7 @@ impl EventQueue {
 
     /// [`Self::schedule`] with a hint (see [`Self::peek`]).
     #[inline]
-    fn schedule_with(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
+    pub fn schedule_with(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
         debug_assert!(!self.is_pending(id), "event {id} is already pending");
         self.stamp(id, priority);
         let end = ROOT + self.len;

@@ -141,6 +141,14 @@ impl Events {
         self.queue.schedule(time, priority, self.ids.id(event));
     }
 
+    /// Schedules request `req`'s timed phase to end at `time`; `dyno`: its dyno, for
+    /// [`Self::peek`].
+    #[inline]
+    pub fn schedule_done(&mut self, time: f64, req: u32, dyno: u32) {
+        let id = self.ids.id(Event::Done { req });
+        self.queue.schedule_with(time, COMPLETION, id, dyno);
+    }
+
     /// Schedules a CPU's or a shared resource's completion, moving the pending one; `req`:
     /// the request expected to finish first (for [`Self::peek`]).
     #[inline]
@@ -156,7 +164,8 @@ impl Events {
     }
 
     /// The heap's next event (the arrival beside it may come first), with the request a
-    /// completion expects to finish first (meaningful for CPU and shared completions).
+    /// completion expects to finish first (meaningful for CPU and shared completions), or a
+    /// timed phase's dyno (see [`Self::schedule_done`]; meaningful when the request has one).
     #[inline]
     pub fn peek(&self) -> Option<(Event, u32)> {
         self.queue.peek().map(|(id, req)| (self.ids.event(id), req))

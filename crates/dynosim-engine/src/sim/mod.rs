@@ -35,7 +35,7 @@ use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
 use dyno::{Dyno, Processes};
-use events::{Event, EventIds, Events, ARRIVAL, BOOT, COMPLETION};
+use events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use rand::Rng;
 use resource::ResourceState;
 use router::Routers;
@@ -184,6 +184,8 @@ struct Simulation<'s> {
     /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
     /// state outgrows the caches; a small one's is in them already (the reads cost 1–2%).
     look_ahead: bool,
+    /// Whether requests have CPU phases (for [`Simulation::touch_dyno`]).
+    cpu_phases: bool,
     /// Closed loop: requests still to send (None: until the window ends).
     to_send: Option<u64>,
     done: Vec<u32>,
@@ -322,6 +324,11 @@ fn simulate(
         },
         to_send: None,
         look_ahead: s.dynos >= LOOK_AHEAD_DYNOS,
+        cpu_phases: s.request.as_ref().is_some_and(|r| {
+            r.classes
+                .iter()
+                .any(|c| c.phases.iter().any(|p| p.kind == PhaseKind::Cpu))
+        }),
         done: Vec::new(),
     };
     if sim.measures.detailed() {
@@ -369,6 +376,9 @@ fn simulate(
                 let process = arrivals.as_mut().expect("an open workload");
                 if let Some(t) = process.next_arrival(time, &mut arrival_rng) {
                     sim.events.schedule(t, ARRIVAL, Event::Arrival);
+                }
+                if sim.look_ahead {
+                    sim.touch_next_arrival();
                 }
                 sim.check_overload()?;
             }
@@ -469,9 +479,44 @@ impl Simulation<'_> {
             }
             Event::Done { req } => {
                 black_box(self.slab.entries[req as usize].state);
+                // Its dyno, which the request's next phase or its response reaches.
+                self.touch_dyno(soonest as usize);
             }
             _ => {}
         }
+    }
+
+    /// Reads what a request's start, CPU phase or response reads of its dyno (each array's
+    /// line: see [`Self::touch`]).
+    #[inline]
+    fn touch_dyno(&self, dyno: usize) {
+        use std::hint::black_box;
+        let Some(d) = self.dynos.get(dyno) else {
+            return;
+        };
+        black_box(d.busy);
+        black_box(self.procs.of(dyno, 0).busy);
+        black_box(self.routers.loads[0].in_flight(dyno));
+        black_box(self.measures.busy_area(dyno));
+        if self.cpu_phases {
+            black_box(d.cpu.scheduled);
+            black_box(self.cpu_store.touch(dyno as u32));
+        }
+    }
+
+    /// Reads ahead for the next arrival: the slab entry it will take, and the dyno a random
+    /// draw would send it to, drawn from a copy of the routing stream (the stream itself is
+    /// not moved: a policy that draws otherwise only reads ahead in vain).
+    #[inline]
+    fn touch_next_arrival(&self) {
+        use std::hint::black_box;
+        if let Some(&i) = self.slab.free.last() {
+            black_box(self.slab.entries[i as usize].state);
+            if self.slab.stride > 0 {
+                black_box(self.slab.times[i as usize * self.slab.stride]);
+            }
+        }
+        self.touch_dyno(self.routers.next_random());
     }
 
     fn check_overload(&self) -> Result<()> {
@@ -625,8 +670,7 @@ impl Simulation<'_> {
             entry.state = State::Timed;
             let (arrival, service) = (entry.arrival, entry.service);
             self.measures.started(dyno, arrival, now, service);
-            self.events
-                .schedule(now + service, COMPLETION, Event::Done { req });
+            self.events.schedule_done(now + service, req, dyno as u32);
         } else {
             entry.state = State::Thread;
             self.measures.took_thread(entry.arrival, now);
@@ -730,8 +774,7 @@ impl Simulation<'_> {
         match phase.kind {
             PhaseKind::Io => {
                 self.slab.entries[req as usize].state = State::Timed;
-                self.events
-                    .schedule(self.now + time, COMPLETION, Event::Done { req });
+                self.events.schedule_done(self.now + time, req, dyno as u32);
             }
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
@@ -777,13 +820,12 @@ impl Simulation<'_> {
                 if res.busy < res.servers {
                     res.busy += 1;
                     entry.state = State::ResourceService(r);
-                    let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
+                    let (arrival, pool_wait, dyno) = (entry.arrival, entry.pool_wait, entry.dyno);
                     self.measures
                         .resource_use(r as usize, arrival, pool_wait, 0.0);
                     let busy = f64::from(res.busy);
                     self.measures.resource_busy(r as usize, now, busy);
-                    self.events
-                        .schedule(now + time, COMPLETION, Event::Done { req });
+                    self.events.schedule_done(now + time, req, dyno);
                 } else {
                     entry.state = State::ResourceQueue(r);
                     res.queue.push_back(req);
@@ -890,15 +932,15 @@ impl Simulation<'_> {
                     entry.state = State::ResourceService(r);
                     let time =
                         self.slab.times[next as usize * self.slab.stride + entry.phase as usize];
-                    let (arrival, pool_wait, queued) = (
+                    let (arrival, pool_wait, queued, dyno) = (
                         entry.arrival,
                         entry.pool_wait,
                         self.now - entry.waited_since,
+                        entry.dyno,
                     );
                     self.measures
                         .resource_use(r as usize, arrival, pool_wait, queued);
-                    self.events
-                        .schedule(self.now + time, COMPLETION, Event::Done { req: next });
+                    self.events.schedule_done(self.now + time, next, dyno);
                 }
                 let busy = f64::from(self.resources[r as usize].busy);
                 self.measures.resource_busy(r as usize, self.now, busy);
