@@ -93,6 +93,8 @@ pub struct EventQueue {
     pos: Vec<u32>,
     movable: u32,
     seq: u64,
+    /// Debug builds: the movable event [`EventQueue::pop_in_place`] left at the root.
+    held: u32,
 }
 
 impl EventQueue {
@@ -105,6 +107,7 @@ impl EventQueue {
             pos: vec![NOWHERE; movable as usize + 1],
             movable,
             seq: 0,
+            held: NOWHERE,
         };
         q.lines.push(Line([VACANT; 4]));
         q
@@ -182,6 +185,10 @@ impl EventQueue {
     #[inline]
     pub fn reschedule(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
         debug_assert!(id < self.movable);
+        #[cfg(debug_assertions)]
+        if self.held == id {
+            self.held = NOWHERE;
+        }
         let p = self.pos[id as usize];
         if p == NOWHERE {
             return self.schedule_with(time, priority, id, hint);
@@ -204,6 +211,10 @@ impl EventQueue {
     #[inline]
     pub fn cancel(&mut self, id: u32) {
         debug_assert!(id < self.movable);
+        #[cfg(debug_assertions)]
+        if self.held == id {
+            self.held = NOWHERE;
+        }
         let p = self.pos[id as usize];
         if p == NOWHERE {
             return;
@@ -334,6 +345,31 @@ impl EventQueue {
         Some((time_of(top.time), top.id))
     }
 
+    /// [`Self::pop`], except that a movable event stays where it is, at the root: the caller
+    /// must move it ([`Self::reschedule`]) or take it back ([`Self::cancel`]) before the
+    /// next pop, as a CPU does after its completion. Moving it from the root is one sift
+    /// down, where a pop and a new schedule were a sift down, a sift up and another.
+    #[inline]
+    pub fn pop_in_place(&mut self) -> Option<(f64, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        let top = self.at(ROOT);
+        if top.id < self.movable {
+            debug_assert!(
+                self.held == NOWHERE,
+                "event {} was left at the root",
+                self.held
+            );
+            #[cfg(debug_assertions)]
+            {
+                self.held = top.id;
+            }
+            return Some((time_of(top.time), top.id));
+        }
+        self.pop()
+    }
+
     /// The next event's id, and the hint it was scheduled with (0 if none): a number the
     /// engine gives a movable event for reading ahead (a CPU's: the request expected to
     /// finish first). It never affects the order of events.
@@ -401,6 +437,25 @@ mod tests {
         q.cancel(0);
         q.cancel(1); // nothing pending: nothing happens
         assert_eq!(drain(&mut q), [7]);
+    }
+
+    #[test]
+    fn an_event_left_at_the_root_moves_or_goes_from_there() {
+        let mut q = EventQueue::new(8, 2);
+        q.schedule(1.0, 0, 0);
+        q.schedule(2.0, 0, 5);
+        q.schedule(3.0, 0, 1);
+        assert_eq!(q.pop_in_place(), Some((1.0, 0)));
+        assert!(q.is_pending(0));
+        q.reschedule(2.5, 0, 0, 0);
+        // An event that cannot move is taken out as by `pop`.
+        assert_eq!(q.pop_in_place(), Some((2.0, 5)));
+        assert_eq!(q.pop_in_place(), Some((2.5, 0)));
+        q.cancel(0);
+        assert_eq!(q.pop_in_place(), Some((3.0, 1)));
+        q.cancel(1);
+        assert_eq!(q.pop_in_place(), None);
+        assert!(q.is_empty());
     }
 
     /// Against a reference: a sorted list with lazy deletion, as the queue was before.

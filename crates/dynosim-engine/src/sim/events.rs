@@ -116,14 +116,20 @@ pub(super) struct Events {
     ids: EventIds,
     /// When the open workload's next arrival is due, if one is pending.
     arrival: Option<f64>,
+    /// Whether a CPU's or a PS resource's completion stays at the heap's root when it comes
+    /// ([`EventQueue::pop_in_place`]): its handler always moves or cancels it (see
+    /// `schedule_next`). Not when the engine reads ahead: [`Self::peek`] must then name the
+    /// event after it.
+    in_place: bool,
 }
 
 impl Events {
-    pub fn new(capacity: usize, ids: EventIds) -> Events {
+    pub fn new(capacity: usize, ids: EventIds, in_place: bool) -> Events {
         Events {
             queue: EventQueue::new(capacity, ids.movable()),
             ids,
             arrival: None,
+            in_place,
         }
     }
 
@@ -184,7 +190,12 @@ impl Events {
                 return Some((a, Event::Arrival));
             }
         }
-        self.queue.pop().map(|(t, id)| (t, self.ids.event(id)))
+        let next = if self.in_place {
+            self.queue.pop_in_place()
+        } else {
+            self.queue.pop()
+        };
+        next.map(|(t, id)| (t, self.ids.event(id)))
     }
 }
 

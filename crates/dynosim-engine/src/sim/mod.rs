@@ -288,6 +288,7 @@ fn simulate(
         events: Events::new(
             s.total_slots().min(1 << 20) as usize + 2,
             EventIds::new(s.dynos, s.resources.len() as u32, clients),
+            s.dynos < LOOK_AHEAD_DYNOS,
         ),
         slab: Slab {
             stride: s.request.as_ref().map_or(0, |r| {
