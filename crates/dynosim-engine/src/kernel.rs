@@ -87,9 +87,14 @@ pub struct EventQueue {
     len: usize,
     /// Priority << 56 | sequence number of each id's latest event: the order at equal times.
     keys: Vec<u64>,
-    /// Flat index of each movable id's pending event, or [`NOWHERE`].
+    /// Flat index of each movable id's pending event, or [`NOWHERE`]; and one slot more,
+    /// written for every other id (so that moving an entry stores without a branch on its
+    /// id) and never read.
     pos: Vec<u32>,
+    movable: u32,
     seq: u64,
+    /// Debug builds: the movable event [`EventQueue::pop_in_place`] left at the root.
+    held: u32,
 }
 
 impl EventQueue {
@@ -99,8 +104,10 @@ impl EventQueue {
             lines: Vec::with_capacity((capacity + ROOT) / 4 + 1),
             len: 0,
             keys: Vec::new(),
-            pos: vec![NOWHERE; movable as usize],
+            pos: vec![NOWHERE; movable as usize + 1],
+            movable,
             seq: 0,
+            held: NOWHERE,
         };
         q.lines.push(Line([VACANT; 4]));
         q
@@ -115,9 +122,8 @@ impl EventQueue {
     #[inline]
     fn put(&mut self, i: usize, e: Entry) {
         self.lines[i >> 2].0[i & 3] = e;
-        if let Some(p) = self.pos.get_mut(e.id as usize) {
-            *p = i as u32;
-        }
+        let slot = e.id.min(self.movable) as usize;
+        self.pos[slot] = i as u32;
     }
 
     /// Whether `a` comes before `b`.
@@ -158,7 +164,7 @@ impl EventQueue {
 
     /// [`Self::schedule`] with a hint (see [`Self::peek`]).
     #[inline]
-    fn schedule_with(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
+    pub fn schedule_with(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
         debug_assert!(!self.is_pending(id), "event {id} is already pending");
         self.stamp(id, priority);
         let end = ROOT + self.len;
@@ -178,6 +184,11 @@ impl EventQueue {
     /// moved event is ordered as a newly scheduled one). `hint`: see [`Self::peek`].
     #[inline]
     pub fn reschedule(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
+        debug_assert!(id < self.movable);
+        #[cfg(debug_assertions)]
+        if self.held == id {
+            self.held = NOWHERE;
+        }
         let p = self.pos[id as usize];
         if p == NOWHERE {
             return self.schedule_with(time, priority, id, hint);
@@ -199,6 +210,11 @@ impl EventQueue {
     /// Takes back movable event `id`'s pending event, if any.
     #[inline]
     pub fn cancel(&mut self, id: u32) {
+        debug_assert!(id < self.movable);
+        #[cfg(debug_assertions)]
+        if self.held == id {
+            self.held = NOWHERE;
+        }
         let p = self.pos[id as usize];
         if p == NOWHERE {
             return;
@@ -218,7 +234,7 @@ impl EventQueue {
 
     /// Whether `id` has a pending event (movable ids only; false for the others).
     pub fn is_pending(&self, id: u32) -> bool {
-        self.pos.get(id as usize).is_some_and(|&p| p != NOWHERE)
+        id < self.movable && self.pos[id as usize] != NOWHERE
     }
 
     /// Removes the last entry (leaving its slot vacant) and returns it.
@@ -248,8 +264,31 @@ impl EventQueue {
 
     /// The index of the first of `i`'s children, among `first .. first + 4`, vacant slots
     /// coming last.
-    #[inline]
+    #[inline(always)]
     fn least_child(&self, first: usize) -> usize {
+        let c = &self.lines[first >> 2].0;
+        // By time alone, without branches (the processor cannot predict which child is
+        // least): exact unless another child has the least time too, a tie (rare with
+        // continuous times; vacant slots cannot tie for least, a real child being first).
+        let (t0, t1, t2, t3) = (c[0].time, c[1].time, c[2].time, c[3].time);
+        let (low01, low23) = (t0.min(t1), t2.min(t3));
+        let right = low23 < low01;
+        let tie = (low01 == low23) | (right & (t2 == t3)) | (!right & (t0 == t1));
+        if tie {
+            return self.least_child_of_equals(first);
+        }
+        first
+            + if right {
+                2 + usize::from(t3 < t2)
+            } else {
+                usize::from(t1 < t0)
+            }
+    }
+
+    /// [`Self::least_child`] when times tie: by the full order.
+    #[cold]
+    #[inline(never)]
+    fn least_child_of_equals(&self, first: usize) -> usize {
         let c = &self.lines[first >> 2].0;
         let a = if self.before(c[1], c[0]) { 1 } else { 0 };
         let b = if self.before(c[3], c[2]) { 3 } else { 2 };
@@ -283,9 +322,8 @@ impl EventQueue {
             return None;
         }
         let top = self.at(ROOT);
-        if let Some(p) = self.pos.get_mut(top.id as usize) {
-            *p = NOWHERE;
-        }
+        let slot = top.id.min(self.movable) as usize;
+        self.pos[slot] = NOWHERE;
         let last = self.take_last();
         if self.len > 0 {
             // The hole goes down to a leaf along the least children, then the last entry
@@ -305,6 +343,31 @@ impl EventQueue {
             self.sift_up(i, last);
         }
         Some((time_of(top.time), top.id))
+    }
+
+    /// [`Self::pop`], except that a movable event stays where it is, at the root: the caller
+    /// must move it ([`Self::reschedule`]) or take it back ([`Self::cancel`]) before the
+    /// next pop, as a CPU does after its completion. Moving it from the root is one sift
+    /// down, where a pop and a new schedule were a sift down, a sift up and another.
+    #[inline]
+    pub fn pop_in_place(&mut self) -> Option<(f64, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        let top = self.at(ROOT);
+        if top.id < self.movable {
+            debug_assert!(
+                self.held == NOWHERE,
+                "event {} was left at the root",
+                self.held
+            );
+            #[cfg(debug_assertions)]
+            {
+                self.held = top.id;
+            }
+            return Some((time_of(top.time), top.id));
+        }
+        self.pop()
     }
 
     /// The next event's id, and the hint it was scheduled with (0 if none): a number the
@@ -374,6 +437,25 @@ mod tests {
         q.cancel(0);
         q.cancel(1); // nothing pending: nothing happens
         assert_eq!(drain(&mut q), [7]);
+    }
+
+    #[test]
+    fn an_event_left_at_the_root_moves_or_goes_from_there() {
+        let mut q = EventQueue::new(8, 2);
+        q.schedule(1.0, 0, 0);
+        q.schedule(2.0, 0, 5);
+        q.schedule(3.0, 0, 1);
+        assert_eq!(q.pop_in_place(), Some((1.0, 0)));
+        assert!(q.is_pending(0));
+        q.reschedule(2.5, 0, 0, 0);
+        // An event that cannot move is taken out as by `pop`.
+        assert_eq!(q.pop_in_place(), Some((2.0, 5)));
+        assert_eq!(q.pop_in_place(), Some((2.5, 0)));
+        q.cancel(0);
+        assert_eq!(q.pop_in_place(), Some((3.0, 1)));
+        q.cancel(1);
+        assert_eq!(q.pop_in_place(), None);
+        assert!(q.is_empty());
     }
 
     /// Against a reference: a sorted list with lazy deletion, as the queue was before.

@@ -220,6 +220,13 @@ impl Measures {
         }
     }
 
+    /// Dyno `dyno`'s busy time so far (a read that brings its line in: see the event-driven
+    /// engine's read-ahead).
+    #[inline]
+    pub fn busy_area(&self, dyno: usize) -> f64 {
+        self.busy_area[dyno]
+    }
+
     /// A request's busy thread over [start, end] (its time was not known when it started).
     #[inline]
     pub fn held(&mut self, dyno: usize, start: f64, end: f64) {

@@ -61,6 +61,12 @@ impl DynoDraw {
     pub(crate) fn new(dynos: usize) -> Self {
         DynoDraw(Uniform::new(0, dynos.max(1)).expect("0 < dynos"))
     }
+
+    /// A dyno drawn as [`RouterView::random_dyno`] draws it.
+    #[inline]
+    pub(crate) fn sample(&self, rng: &mut SimRng) -> usize {
+        self.0.sample(rng)
+    }
 }
 
 /// What a router knows when it routes a request: its own in-flight requests per dyno.

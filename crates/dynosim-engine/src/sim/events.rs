@@ -27,7 +27,10 @@ pub(super) enum Event {
 /// Event priorities (lower first at equal times).
 pub(super) const COMPLETION: u8 = 0;
 pub(super) const BOOT: u8 = 1;
-pub(super) const ARRIVAL: u8 = 2;
+/// A routed request reaching its dyno after `router.connect`: after the completions (a thread
+/// freed at t is free for it) and before the arrivals of t (it was routed before them).
+pub(super) const CONNECTED: u8 = 2;
+pub(super) const ARRIVAL: u8 = 3;
 
 /// Where each kind of event's ids begin.
 #[derive(Debug, Clone, Copy)]
@@ -116,14 +119,20 @@ pub(super) struct Events {
     ids: EventIds,
     /// When the open workload's next arrival is due, if one is pending.
     arrival: Option<f64>,
+    /// Whether a CPU's or a PS resource's completion stays at the heap's root when it comes
+    /// ([`EventQueue::pop_in_place`]): its handler always moves or cancels it (see
+    /// `schedule_next`). Not when the engine reads ahead: [`Self::peek`] must then name the
+    /// event after it.
+    in_place: bool,
 }
 
 impl Events {
-    pub fn new(capacity: usize, ids: EventIds) -> Events {
+    pub fn new(capacity: usize, ids: EventIds, in_place: bool) -> Events {
         Events {
             queue: EventQueue::new(capacity, ids.movable()),
             ids,
             arrival: None,
+            in_place,
         }
     }
 
@@ -141,6 +150,14 @@ impl Events {
         self.queue.schedule(time, priority, self.ids.id(event));
     }
 
+    /// Schedules request `req`'s timed phase to end at `time`; `dyno`: its dyno, for
+    /// [`Self::peek`].
+    #[inline]
+    pub fn schedule_done(&mut self, time: f64, req: u32, dyno: u32) {
+        let id = self.ids.id(Event::Done { req });
+        self.queue.schedule_with(time, COMPLETION, id, dyno);
+    }
+
     /// Schedules a CPU's or a shared resource's completion, moving the pending one; `req`:
     /// the request expected to finish first (for [`Self::peek`]).
     #[inline]
@@ -156,7 +173,8 @@ impl Events {
     }
 
     /// The heap's next event (the arrival beside it may come first), with the request a
-    /// completion expects to finish first (meaningful for CPU and shared completions).
+    /// completion expects to finish first (meaningful for CPU and shared completions), or a
+    /// timed phase's dyno (see [`Self::schedule_done`]; meaningful when the request has one).
     #[inline]
     pub fn peek(&self) -> Option<(Event, u32)> {
         self.queue.peek().map(|(id, req)| (self.ids.event(id), req))
@@ -175,7 +193,12 @@ impl Events {
                 return Some((a, Event::Arrival));
             }
         }
-        self.queue.pop().map(|(t, id)| (t, self.ids.event(id)))
+        let next = if self.in_place {
+            self.queue.pop_in_place()
+        } else {
+            self.queue.pop()
+        };
+        next.map(|(t, id)| (t, self.ids.event(id)))
     }
 }
 

@@ -10,8 +10,9 @@
 //! what happened; the components keep no statistics of their own.
 //!
 //! Events at the same time run in this order (the kernel's priorities): completions (a timed
-//! phase, a CPU or resource slice), then dyno boots, then arrivals and clients' sends; among
-//! equals, in the order they were scheduled. A thread freed at t is free for a request
+//! phase, a CPU or resource slice, a thread's overhead), then dyno boots, then routed requests
+//! reaching their dynos (`router.connect`), then arrivals and clients' sends; among equals, in
+//! the order they were scheduled. A thread freed at t is free for a request
 //! arriving at t.
 //!
 //! A scenario of plain slots and `[service]` runs as requests holding a thread for their drawn
@@ -35,7 +36,7 @@ use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
 use dyno::{Dyno, Processes};
-use events::{Event, EventIds, Events, ARRIVAL, BOOT, COMPLETION};
+use events::{Event, EventIds, Events, ARRIVAL, BOOT, CONNECTED};
 use rand::Rng;
 use resource::ResourceState;
 use router::Routers;
@@ -195,6 +196,8 @@ struct Simulation<'s> {
     /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
     /// state outgrows the caches; a small one's is in them already (the reads cost 1–2%).
     look_ahead: bool,
+    /// Whether requests have CPU phases (for [`Simulation::touch_dyno`]).
+    cpu_phases: bool,
     /// Closed loop: requests still to send (None: until the window ends).
     to_send: Option<u64>,
     done: Vec<u32>,
@@ -300,6 +303,7 @@ fn simulate(
         events: Events::new(
             s.total_slots().min(1 << 20) as usize + 2,
             EventIds::new(s.dynos, s.resources.len() as u32, clients),
+            s.dynos < LOOK_AHEAD_DYNOS,
         ),
         slab: Slab {
             stride: s.request.as_ref().map_or(0, |r| {
@@ -338,6 +342,11 @@ fn simulate(
         },
         to_send: None,
         look_ahead: s.dynos >= LOOK_AHEAD_DYNOS,
+        cpu_phases: s.request.as_ref().is_some_and(|r| {
+            r.classes
+                .iter()
+                .any(|c| c.phases.iter().any(|p| p.kind == PhaseKind::Cpu))
+        }),
         done: Vec::new(),
     };
     if sim.measures.detailed() {
@@ -385,6 +394,9 @@ fn simulate(
                 let process = arrivals.as_mut().expect("an open workload");
                 if let Some(t) = process.next_arrival(time, &mut arrival_rng) {
                     sim.events.schedule(t, ARRIVAL, Event::Arrival);
+                }
+                if sim.look_ahead {
+                    sim.touch_next_arrival();
                 }
                 sim.check_overload()?;
             }
@@ -485,9 +497,44 @@ impl Simulation<'_> {
             }
             Event::Done { req } => {
                 black_box(self.slab.entries[req as usize].state);
+                // Its dyno, which the request's next phase or its response reaches.
+                self.touch_dyno(soonest as usize);
             }
             _ => {}
         }
+    }
+
+    /// Reads what a request's start, CPU phase or response reads of its dyno (each array's
+    /// line: see [`Self::touch`]).
+    #[inline]
+    fn touch_dyno(&self, dyno: usize) {
+        use std::hint::black_box;
+        let Some(d) = self.dynos.get(dyno) else {
+            return;
+        };
+        black_box(d.busy);
+        black_box(self.procs.of(dyno, 0).busy);
+        black_box(self.routers.loads[0].in_flight(dyno));
+        black_box(self.measures.busy_area(dyno));
+        if self.cpu_phases {
+            black_box(d.cpu.scheduled);
+            black_box(self.cpu_store.touch(dyno as u32));
+        }
+    }
+
+    /// Reads ahead for the next arrival: the slab entry it will take, and the dyno a random
+    /// draw would send it to, drawn from a copy of the routing stream (the stream itself is
+    /// not moved: a policy that draws otherwise only reads ahead in vain).
+    #[inline]
+    fn touch_next_arrival(&self) {
+        use std::hint::black_box;
+        if let Some(&i) = self.slab.free.last() {
+            black_box(self.slab.entries[i as usize].state);
+            if self.slab.stride > 0 {
+                black_box(self.slab.times[i as usize * self.slab.stride]);
+            }
+        }
+        self.touch_dyno(self.routers.next_random());
     }
 
     fn check_overload(&self) -> Result<()> {
@@ -602,7 +649,7 @@ impl Simulation<'_> {
         if let Some(connect) = &self.s.connect {
             entry.state = State::Connecting;
             let at = self.now + connect.sample(&mut self.connect_rng);
-            self.events.schedule(at, ARRIVAL, Event::Done { req });
+            self.events.schedule(at, CONNECTED, Event::Done { req });
             return;
         }
         self.reach(dyno, req);
@@ -675,8 +722,7 @@ impl Simulation<'_> {
             entry.state = State::Timed;
             let (arrival, service) = (entry.arrival, entry.service);
             self.measures.started(dyno, arrival, now, service);
-            self.events
-                .schedule(now + service, COMPLETION, Event::Done { req });
+            self.events.schedule_done(now + service, req, dyno as u32);
         } else {
             entry.state = State::Thread;
             self.measures.took_thread(entry.arrival, now);
@@ -762,16 +808,8 @@ impl Simulation<'_> {
         }
         if self.phases {
             let slowdown = m.slowdown(bytes);
-            let (from, work) = {
-                let cpu = &mut self.dynos[dyno].cpu;
-                let (work, from) = cpu.advance(&mut self.cpu_store, self.now);
-                (from, work)
-            };
-            self.measures.cpu(
-                from,
-                self.now,
-                work / (self.now - from).max(f64::MIN_POSITIVE),
-            );
+            let (busy, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, self.now);
+            self.measures.cpu(from, self.now, busy);
             if self.dynos[dyno].cpu.set_slowdown(slowdown) {
                 self.reschedule_cpu(dyno);
             }
@@ -788,8 +826,7 @@ impl Simulation<'_> {
         match phase.kind {
             PhaseKind::Io => {
                 self.slab.entries[req as usize].state = State::Timed;
-                self.events
-                    .schedule(self.now + time, COMPLETION, Event::Done { req });
+                self.events.schedule_done(self.now + time, req, dyno as u32);
             }
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
@@ -835,13 +872,12 @@ impl Simulation<'_> {
                 if res.busy < res.servers {
                     res.busy += 1;
                     entry.state = State::ResourceService(r);
-                    let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
+                    let (arrival, pool_wait, dyno) = (entry.arrival, entry.pool_wait, entry.dyno);
                     self.measures
                         .resource_use(r as usize, arrival, pool_wait, 0.0);
                     let busy = f64::from(res.busy);
                     self.measures.resource_busy(r as usize, now, busy);
-                    self.events
-                        .schedule(now + time, COMPLETION, Event::Done { req });
+                    self.events.schedule_done(now + time, req, dyno);
                 } else {
                     entry.state = State::ResourceQueue(r);
                     res.queue.push_back(req);
@@ -863,9 +899,9 @@ impl Simulation<'_> {
 
     fn cpu_advance(&mut self, dyno: usize) {
         let now = self.now;
-        let (work, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, now);
-        if work > 0.0 {
-            self.measures.cpu(from, now, work / (now - from));
+        let (busy, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, now);
+        if busy > 0.0 {
+            self.measures.cpu(from, now, busy);
         }
     }
 
@@ -948,15 +984,15 @@ impl Simulation<'_> {
                     entry.state = State::ResourceService(r);
                     let time =
                         self.slab.times[next as usize * self.slab.stride + entry.phase as usize];
-                    let (arrival, pool_wait, queued) = (
+                    let (arrival, pool_wait, queued, dyno) = (
                         entry.arrival,
                         entry.pool_wait,
                         self.now - entry.waited_since,
+                        entry.dyno,
                     );
                     self.measures
                         .resource_use(r as usize, arrival, pool_wait, queued);
-                    self.events
-                        .schedule(self.now + time, COMPLETION, Event::Done { req: next });
+                    self.events.schedule_done(self.now + time, next, dyno);
                 }
                 let busy = f64::from(self.resources[r as usize].busy);
                 self.measures.resource_busy(r as usize, self.now, busy);
@@ -1040,7 +1076,7 @@ impl Simulation<'_> {
                 }
                 let at = now + time;
                 self.slab.entries[req as usize].state = State::Overhead;
-                self.events.schedule(at, COMPLETION, Event::Done { req });
+                self.events.schedule_done(at, req, dyno as u32);
             }
         }
         self.drain_router(router);

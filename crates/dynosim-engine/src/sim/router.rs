@@ -78,6 +78,13 @@ impl Routers {
             .map(Route::To)
     }
 
+    /// The dyno a random draw would pick next, from a copy of the routing stream (for
+    /// reading ahead: the stream does not move).
+    #[inline]
+    pub fn next_random(&self) -> usize {
+        self.draw.sample(&mut self.rng.clone())
+    }
+
     /// Requests the routers hold.
     pub fn held(&self) -> u64 {
         self.queues.iter().map(|q| q.len() as u64).sum()
