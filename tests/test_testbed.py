@@ -131,6 +131,17 @@ def test_the_stack_costs_come_from_idle_sends_and_gaps_at_the_dyno():
                                          "app.overhead": over["between_requests"]}
 
 
+def test_a_send_in_the_workers_gap_with_others_waiting_is_not_idle():
+    # One worker: a runs 0-1; b (sent 0.5) waits; a gap 1.0-1.001; c is sent at 1.0005, in the
+    # gap, while b still waits: nothing runs, but the dyno has b in hand.
+    dyno = np.array([0, 0, 0])
+    sent = np.array([0.0, 0.5, 1.0005])
+    start = np.array([0.0, 1.001, 2.0])
+    end = np.array([1.0, 2.0, 2.5])
+    assert measure.busy_at_send(dyno, sent, start, end, 1).tolist() == [0, 1, 0]
+    assert measure.in_hand_at_send(dyno, sent, end, 1).tolist() == [0, 1, 1]
+
+
 def test_several_runs_summarise_like_the_simulation():
     # Three runs: the mean with Student's t interval (2 degrees of freedom: t = 4.303).
     got = measure.estimate([1.0, 2.0, 3.0])

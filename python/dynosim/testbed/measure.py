@@ -78,6 +78,21 @@ def busy_at_send(dyno: "np.ndarray", sent: "np.ndarray", start: "np.ndarray", en
     return out
 
 
+def in_hand_at_send(dyno: "np.ndarray", sent: "np.ndarray", end: "np.ndarray", dynos: int) -> "np.ndarray":
+    """For each request, how many other requests its dyno had in hand when it was sent: sent
+    before it and not yet done in the app (waiting for a worker or being worked on); -1 for a
+    request without a dyno. Unlike :func:`busy_at_send`, a request sent while the worker is
+    between two requests, with others still waiting, is not idle."""
+    out = np.full(len(sent), -1, dtype=np.int64)
+    for d in range(dynos):
+        idx = np.nonzero(dyno == d)[0]
+        if len(idx) == 0:
+            continue
+        t = sent[idx]
+        out[idx] = np.searchsorted(np.sort(t), t, side="left") - np.searchsorted(np.sort(end[idx]), t, side="right")
+    return out
+
+
 def max_depth(arrive: "np.ndarray", leave: "np.ndarray") -> int:
     """The most intervals [arrive, leave) open at once."""
     if len(arrive) == 0:
@@ -233,7 +248,8 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
     evidence for modelling it:
 
     - ``to_app_when_idle``: sent → the app starts, for requests whose dyno had nothing in hand
-      when they were sent (connecting, HAProxy, gunicorn's accept and parse);
+      when they were sent (:func:`in_hand_at_send`: none waiting, none being worked on):
+      connecting, HAProxy, gunicorn's accept and parse;
     - ``in_app``: the app's own time beyond the drawn phase times;
     - ``after_app``: the app is done → the client has the whole response;
     - ``between_requests``: a dyno's request ends in the app → the next one, already waiting
@@ -249,8 +265,8 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
     start, end, dyno = app_times(load)
     drawn = np.asarray(drawn_service, dtype=float)
     ok = np.isfinite(start) & np.isfinite(end) & np.isfinite(done)
-    busy = busy_at_send(dyno, sent, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
-    idle = ok & (busy == 0)
+    in_hand = in_hand_at_send(dyno, np.where(ok, sent, np.inf), np.where(ok, end, -np.inf), dynos)
+    idle = ok & (in_hand == 0)
     held = (np.zeros(len(sent), dtype=bool) if router_wait is None
             else np.nan_to_num(np.asarray(router_wait, dtype=float), nan=0.0) > 0)
     gaps: List[float] = []
