@@ -90,3 +90,41 @@ def test_changing_the_process_keeps_the_bursts():
     assert changed.doc["arrivals"] == {"process": "on_off", "rate": "40/s", "on": "5s", "off": "5s",
                                        "burst": [{"at": "70s", "clients": 300}]}
     changed.validate()
+
+
+def test_the_issues_examples_run_verbatim(tmp_path):
+    """Issue 12's schedule (`arrivals.rate = [["0s", "50/s"], ["10min", "200/s"], ...]`, with
+    its two written points) in a TOML file, and its ramp command line."""
+    from conftest import run_cli
+
+    path = tmp_path / "schedule.toml"
+    path.write_text('''
+[arrivals]
+process = "poisson"
+rate = [["0s", "50/s"], ["10min", "200/s"]]
+
+[service]
+distribution = "exponential"
+mean = "20ms"
+
+[fleet]
+dynos = 10
+
+[run]
+duration = "20min"
+warmup = "0s"
+replications = 2
+''')
+    result = run_cli("run", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    (report,) = json.loads(result.stdout)["results"]
+    # The ramp's integral: 10 min at a mean of 125/s, then 10 min at 200/s: 195,000 expected,
+    # Poisson, so within 5 standard deviations (about 2,200).
+    for rep in report["per_replication"]:
+        assert abs(rep["requests"] - 195_000) < 5 * 195_000 ** 0.5
+    ramp = run_cli("ramp", "rapgenius", "--rates", "100..2000/100", "--duration", "10s",
+                   "--replications", "2", "--policy", "random", "--json")
+    assert ramp.returncode == 0, ramp.stderr
+    rows = json.loads(ramp.stdout)["ramp"]
+    assert [r["offered"] for r in rows] == [100.0 * k for k in range(1, 21)]
+    assert all(r["status"] in ("ok", "overloaded") for r in rows)
