@@ -54,6 +54,7 @@ time.sleep(1000)
 
 mode = sys.argv[1]
 signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
+signal.signal(signal.SIGHUP, signal.SIG_DFL)  # even if started under nohup, which ignores it
 with install_signal_handlers(), Supervisor(grace=1.0, watchdog_grace=1.0) as sup:
     group = sup.spawn(["sh", "-c", "sleep 1000 & sleep 1000 & wait"], name="group")
     port, = free_ports(1)
