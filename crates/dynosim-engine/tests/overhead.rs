@@ -47,6 +47,32 @@ fn scenario_for(
     .to_string()
 }
 
+/// The three figures every case here checks against its theory, each (what, value): the
+/// fraction that waited in a queue (resolution 2%), the mean queue time (5%) and the mean
+/// response time (3%).
+fn check_queueing(
+    report: &RunReport,
+    label: &str,
+    p_wait: (&str, f64),
+    queue: (&str, f64),
+    response: (&str, f64),
+) {
+    type Figure = fn(&ReplicationResult) -> f64;
+    let figures: [(_, Figure, _); 3] = [
+        (p_wait, |r| r.queued_fraction, 0.02),
+        (queue, |r| r.queue.mean, 0.05),
+        (response, |r| r.response.mean, 0.03),
+    ];
+    for ((what, theory), figure, resolution) in figures {
+        assert_matches(
+            &format!("{label}: {what}"),
+            measure(report, figure),
+            theory,
+            resolution,
+        );
+    }
+}
+
 /// Random routing, so each dyno is an M/G/1 queue whose server (the thread) is held for the
 /// service time S and then the overhead O: the Pollaczek–Khinchine wait with S + O, while
 /// the response ends after S. P(wait) = ρ = λ(E[S] + E[O]) by PASTA.
@@ -76,23 +102,12 @@ fn overhead_is_mg1_with_a_longer_hold(label: &str, overhead: Value, eo: f64, eo2
     );
     let report = run_ok(&s);
     let w = mg1_mean_wait(per_dyno, hold, hold2).expect("rho < 1");
-    assert_matches(
-        &format!("{label}: P(wait) = rho"),
-        measure(&report, |r| r.queued_fraction),
-        rho,
-        0.02,
-    );
-    assert_matches(
-        &format!("{label}: mean wait (P-K with S + O)"),
-        measure(&report, |r| r.queue.mean),
-        w,
-        0.05,
-    );
-    assert_matches(
-        &format!("{label}: mean response = W + E[S], without the overhead"),
-        measure(&report, |r| r.response.mean),
-        w + es,
-        0.03,
+    check_queueing(
+        &report,
+        label,
+        ("P(wait) = rho", rho),
+        ("mean wait (P-K with S + O)", w),
+        ("mean response = W + E[S], without the overhead", w + es),
     );
     assert_matches(
         &format!("{label}: utilisation = rho, the overhead counted"),
@@ -143,23 +158,12 @@ fn a_connect_time_delays_every_request_by_itself() {
     let report = run_ok(&s);
     let w = mg1_mean_wait(rho, 1.0, 2.0).expect("rho < 1");
     let label = "random, connect 0.2";
-    assert_matches(
-        &format!("{label}: P(wait at the dyno) = rho"),
-        measure(&report, |r| r.queued_fraction),
-        rho,
-        0.02,
-    );
-    assert_matches(
-        &format!("{label}: queue = c + W"),
-        measure(&report, |r| r.queue.mean),
-        c + w,
-        0.05,
-    );
-    assert_matches(
-        &format!("{label}: response = c + W + E[S]"),
-        measure(&report, |r| r.response.mean),
-        c + w + 1.0,
-        0.03,
+    check_queueing(
+        &report,
+        label,
+        ("P(wait at the dyno) = rho", rho),
+        ("queue = c + W", c + w),
+        ("response = c + W + E[S]", c + w + 1.0),
     );
 }
 
@@ -189,23 +193,12 @@ fn intelligent_routing_sends_the_next_request_at_the_response_not_when_the_threa
     let report = run_ok(&s);
     let w = mg1_mean_wait(lambda, hold, hold2).expect("rho < 1");
     let label = "intelligent, connect 0.3, overhead 0.2";
-    assert_matches(
-        &format!("{label}: P(held at the router) = lambda (c + E[S])"),
-        measure(&report, |r| r.queued_fraction),
-        rho,
-        0.02,
-    );
-    assert_matches(
-        &format!("{label}: queue = W(c + S) + c"),
-        measure(&report, |r| r.queue.mean),
-        w + c,
-        0.05,
-    );
-    assert_matches(
-        &format!("{label}: response = W + c + E[S]"),
-        measure(&report, |r| r.response.mean),
-        w + c + 1.0,
-        0.03,
+    check_queueing(
+        &report,
+        label,
+        ("P(held at the router) = lambda (c + E[S])", rho),
+        ("queue = W(c + S) + c", w + c),
+        ("response = W + c + E[S]", w + c + 1.0),
     );
 }
 
