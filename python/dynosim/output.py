@@ -15,6 +15,7 @@ rather than half a table. JSON is strict (RFC 8259): a non-finite number becomes
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import io
 import json
@@ -23,7 +24,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, TextIO, Tuple
 
 from .errors import DynosimError
 
@@ -176,6 +177,16 @@ def print_json(doc: Any) -> None:
     """Prints ``doc`` as one strict JSON document, written in one go."""
     sys.stdout.write(json_text(doc))
     sys.stdout.flush()
+
+
+def csv_text(columns: List[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """Rows as CSV text with a header: floats to 9 significant digits, None as an empty cell."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: ("" if v is None else f"{v:.9g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return out.getvalue()
 
 
 class _Document(io.StringIO):

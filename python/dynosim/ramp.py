@@ -9,9 +9,6 @@ not refused as unstable; a step whose queues pass ``run.max_waiting`` is reporte
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import re
 from pathlib import Path
@@ -19,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .api import run as run_scenario
 from .errors import DynosimError, OverloadedError
-from .output import finite, json_text, write_files
+from .output import csv_text, finite, json_text, write_files
 from .results import lookup
 from .scenario import Scenario
 
@@ -113,15 +110,6 @@ def figures(summary: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def csv_text(rows: Sequence[Dict[str, Any]]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: ("" if v is None else f"{v:.9g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return out.getvalue()
-
-
 def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str, fmt: str = "png") -> None:
     """Response rate against offered rate with the x = y line; latency percentiles (and the
     error percentage, when there are errors) against offered rate."""
@@ -173,7 +161,7 @@ def write(rows: Sequence[Dict[str, Any]], prefix: str, title: str, formats: Sequ
     """``PREFIX.csv``, ``PREFIX.json`` and the plot(s), all or none."""
     base = Path(prefix)
     paths: Dict[Path, Any] = {
-        base.with_name(base.name + ".csv"): lambda tmp: tmp.write_text(csv_text(rows), encoding="utf-8"),
+        base.with_name(base.name + ".csv"): lambda tmp: tmp.write_text(csv_text(COLUMNS, rows), encoding="utf-8"),
         base.with_name(base.name + ".json"): lambda tmp: tmp.write_text(
             json_text({"ramp": [finite(r) for r in rows]}), encoding="utf-8"),
     }
@@ -182,6 +170,3 @@ def write(rows: Sequence[Dict[str, Any]], prefix: str, title: str, formats: Sequ
     write_files(paths, option="--out")
     return list(paths)
 
-
-def to_json(rows: Sequence[Dict[str, Any]]) -> str:
-    return json.dumps({"ramp": list(rows)})

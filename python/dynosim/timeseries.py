@@ -8,8 +8,6 @@ levels at every multiple of the interval (`_dynosim.trace` without per-dyno dept
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from . import _dynosim
 from .errors import DynosimError
-from .output import write_files
+from .output import csv_text, write_files
 from .scenario import Scenario
 
 #: The columns of a row, in the CSV's order.
@@ -81,15 +79,6 @@ def series(scenario: Scenario, policies: Sequence[str], interval: float | None =
     return rows
 
 
-def csv_text(rows: Sequence[Dict[str, Any]]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: (f"{v:.9g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return out.getvalue()
-
-
 def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
     """Three panels sharing the time axis: rates, waiting requests, busy threads; a line per
     (case, policy)."""
@@ -133,6 +122,6 @@ def plot_path(path: Path) -> Path:
 def write(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> List[Path]:
     """The CSV at ``path`` and its plot beside it (:func:`plot_path`), both or neither."""
     picture = plot_path(path)
-    write_files({path: lambda tmp: tmp.write_text(csv_text(rows), encoding="utf-8"),
+    write_files({path: lambda tmp: tmp.write_text(csv_text(COLUMNS, rows), encoding="utf-8"),
                  picture: lambda tmp: plot(rows, tmp, title)}, option="--timeseries")
     return [path, picture]

@@ -41,7 +41,6 @@ def _rates(text: str) -> List[float]:
 
 def main(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
-    ramps.steps(scenario, args.rates, args.policy)  # every step valid before any runs
     with activity() as a:
         task = a.task("ramping")
 
