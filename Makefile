@@ -29,7 +29,7 @@ testbed-deps: install ## install the testbed's HAProxy and PostgreSQL (apt, as r
 .PHONY: test-rust
 test-rust: ## engine tests (unit, theory, determinism) and the load generator's; the dyno model's with debug assertions too
 	cargo test --release -p dynosim-engine -p dynosim-load
-	cargo test -p dynosim-engine --test fuzz_dyno --test overhead --test dyno
+	cargo test -p dynosim-engine --test fuzz_dyno --test overhead --test dyno --test timeouts
 
 .PHONY: test-python
 test-python: build-dev ## package, CLI and end-to-end tests

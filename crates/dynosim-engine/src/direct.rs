@@ -23,10 +23,12 @@ use crate::error::{Error, Result};
 use crate::fifo_dynos::{settle, DirectDynos, Placed, Queued, RECENT};
 use crate::measure::Measures;
 use crate::policy::{DynoDraw, Knowledge, Route, RouterView};
+use crate::result::ErrorKind;
 use crate::result::ReplicationResult;
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
-use crate::scenario::Workload;
+use crate::scenario::{Engine, Workload};
+use crate::timeout::Timeout;
 use rand::Rng;
 use std::collections::VecDeque;
 
@@ -45,6 +47,22 @@ pub fn can_run(scenario: &Scenario) -> bool {
 /// no phases, resources, closed loop, memory or restarts.
 pub struct Eligible<'s> {
     pub arrivals: &'s dyn ArrivalProcess,
+    pub timeouts: Timeouts<'s>,
+}
+
+/// The timeouts a direct run honours. Under a policy that routes knowing nothing of the
+/// dynos (random, round robin), a request's timeout changes nothing for the others: the dyno
+/// works on (it is not told), and the router's counts are not looked at. So each request's
+/// answer is worked out alone: an error at its first deadline before its response. Under a
+/// policy that looks at counts, or that holds requests at the router, a timeout that fires
+/// changes what the router does next: a run in which one fires is not direct (see
+/// [`try_run_replication`]); the runs in which none does are the same on both engines.
+pub struct Timeouts<'s> {
+    pub router: Option<&'s Timeout>,
+    pub queue: Option<&'s Timeout>,
+    pub client: Option<&'s Timeout>,
+    /// Whether a timeout that fires is simulated here (a policy that knows nothing).
+    pub exact: bool,
 }
 
 impl<'s> Eligible<'s> {
@@ -64,6 +82,10 @@ impl<'s> Eligible<'s> {
             policy,
             routers,
             connect,
+            router_timeout,
+            queue_timeout,
+            client_timeout,
+            max_in_flight,
             duration: _,
             warmup: _,
             replications: _,
@@ -122,8 +144,17 @@ impl<'s> Eligible<'s> {
         if !policy_ok {
             return Err("a policy that needs completions in time order, or several routers");
         }
+        if max_in_flight.is_some() {
+            return Err("a cap on the requests in flight, which needs completions in time order");
+        }
         Ok(Eligible {
             arrivals: arrivals.as_ref(),
+            timeouts: Timeouts {
+                router: router_timeout.as_ref(),
+                queue: queue_timeout.as_ref(),
+                client: client_timeout.as_ref(),
+                exact: policy.knowledge() == Knowledge::Nothing,
+            },
         })
     }
 }
@@ -134,7 +165,26 @@ pub fn run_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<ReplicationResult> {
-    Eligible::of(scenario).map_err(|why| {
+    try_run_replication(scenario, replication, interrupted)?.ok_or_else(|| {
+        Error::config(
+            "run.engine",
+            format!(
+                "the direct engine cannot run replication {replication}: a timeout fired, and \
+                 policy {:?} routes on what it changes; use \"events\" or \"auto\"",
+                scenario.policy_name
+            ),
+        )
+    })
+}
+
+/// [`run_replication`], or None when a timeout fires under a policy for which that changes
+/// the routing (see [`Timeouts`]): the event-driven engine must run it.
+pub fn try_run_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Option<ReplicationResult>> {
+    let eligible = Eligible::of(scenario).map_err(|why| {
         Error::config(
             "run.engine",
             format!(
@@ -143,17 +193,19 @@ pub fn run_replication(
         )
     })?;
     scenario.check_stable()?;
+    let timeouts = eligible.timeouts;
     let streams = |purpose| stream(scenario.seed, replication, purpose);
-    let arrivals = Eligible::of(scenario)
-        .expect("checked above")
-        .arrivals
-        .fresh(scenario.seed, replication);
+    let arrivals = eligible.arrivals.fresh(scenario.seed, replication);
+    let mut answers = Answers::new(&timeouts, &streams, false);
     let mut measures = Measures::new(scenario)?;
     if scenario.policy.knowledge() == Knowledge::FreeSlots {
+        // The router holds requests until a dyno is free, and hands each over as it starts.
+        answers.dispatch_at_start = true;
         let mut queue = CentralQueue::new(scenario.dynos as usize)?;
         drive(
             scenario,
             &mut measures,
+            &mut answers,
             interrupted,
             arrivals,
             streams,
@@ -176,6 +228,7 @@ pub fn run_replication(
             drive(
                 scenario,
                 &mut measures,
+                &mut answers,
                 interrupted,
                 arrivals,
                 streams,
@@ -194,6 +247,7 @@ pub fn run_replication(
             drive(
                 scenario,
                 &mut measures,
+                &mut answers,
                 interrupted,
                 arrivals,
                 streams,
@@ -214,7 +268,94 @@ pub fn run_replication(
             )?;
         }
     }
-    Ok(measures.finish(scenario, scenario.warmup + scenario.duration))
+    if answers.needs_events {
+        return Ok(None);
+    }
+    let mut result = measures.finish(scenario, scenario.warmup + scenario.duration);
+    result.engine = Engine::Direct.name();
+    Ok(Some(result))
+}
+
+/// Each request's answer under the scenario's timeouts (see [`Timeouts`]): its deadlines,
+/// drawn from the streams and in the order the event-driven engine draws them.
+struct Answers<'s> {
+    timeouts: &'s Timeouts<'s>,
+    router_rng: SimRng,
+    queue_rng: SimRng,
+    client_rng: SimRng,
+    /// Whether the router hands a request to its dyno when it starts (it held it until
+    /// then), rather than when it arrives.
+    dispatch_at_start: bool,
+    /// A timeout fired that this engine does not simulate.
+    needs_events: bool,
+}
+
+/// How a request was answered.
+enum Answer {
+    /// By its app.
+    Ok,
+    /// With an error, at this time.
+    Error(ErrorKind, f64),
+}
+
+impl<'s> Answers<'s> {
+    fn new(
+        timeouts: &'s Timeouts<'s>,
+        streams: &impl Fn(Stream) -> SimRng,
+        dispatch_at_start: bool,
+    ) -> Self {
+        Answers {
+            timeouts,
+            router_rng: streams(Stream::RouterTimeout),
+            queue_rng: streams(Stream::QueueTimeout),
+            client_rng: streams(Stream::ClientTimeout),
+            dispatch_at_start,
+            needs_events: false,
+        }
+    }
+
+    /// Whether any timeout is set.
+    #[inline]
+    fn any(&self) -> bool {
+        let t = self.timeouts;
+        t.router.is_some() || t.queue.is_some() || t.client.is_some()
+    }
+
+    /// The answer to a request that arrived at `arrival`, was held at the router or not,
+    /// took its thread at `start` and ends at `end`. At equal times a response comes before
+    /// a deadline, and the router's deadline before the client's.
+    #[inline]
+    fn answer(&mut self, arrival: f64, held: bool, start: f64, end: f64) -> Answer {
+        let t = self.timeouts;
+        let queue = t.queue.map(|q| arrival + q.draw(&mut self.queue_rng));
+        let client = t.client.map(|c| arrival + c.draw(&mut self.client_rng));
+        let dispatch = if self.dispatch_at_start {
+            start
+        } else {
+            arrival
+        };
+        let router = t.router.map(|r| dispatch + r.draw(&mut self.router_rng));
+        if held {
+            // Dropped from the router's queue: the others move up. (Only a policy that
+            // holds, which is not exact, holds.)
+            let dropped = |d: Option<f64>| d.is_some_and(|d| d < start);
+            if dropped(queue) || dropped(client) {
+                self.needs_events = true;
+                return Answer::Ok;
+            }
+        }
+        let fired = |d: Option<f64>| d.filter(|&d| d < end);
+        let error = match (fired(router), fired(client)) {
+            (None, None) => return Answer::Ok,
+            (Some(r), Some(c)) if c < r => Answer::Error(ErrorKind::ClientTimeout, c),
+            (Some(r), _) => Answer::Error(ErrorKind::H12, r),
+            (None, Some(c)) => Answer::Error(ErrorKind::ClientTimeout, c),
+        };
+        if !t.exact {
+            self.needs_events = true;
+        }
+        error
+    }
 }
 
 /// What a replication's state costs on this engine (see [`crate::memory`]), from the sizes of
@@ -264,6 +405,7 @@ fn held(scenario: &Scenario) -> Error {
 fn drive(
     scenario: &Scenario,
     measures: &mut Measures,
+    answers: &mut Answers,
     interrupted: &(dyn Fn() -> bool + Sync),
     mut arrivals: Box<dyn ArrivalProcess>,
     streams: impl Fn(Stream) -> SimRng,
@@ -287,7 +429,22 @@ fn drive(
             }
             measures.arrived(now, service);
             let placed = place(now, service, &mut routing_rng)?;
-            measures.served(placed.dyno, now, placed.start, service);
+            if !answers.any() {
+                measures.served(placed.dyno, now, placed.start, service);
+            } else {
+                let held = matches!(placed.queued, Queued::AtRouter(_));
+                let end = placed.start + service;
+                match answers.answer(now, held, placed.start, end) {
+                    _ if answers.needs_events => return Ok(()),
+                    Answer::Ok => measures.served(placed.dyno, now, placed.start, service),
+                    Answer::Error(kind, at) => {
+                        // The dyno serves it all the same; the client has its error at `at`.
+                        measures.started(placed.dyno, now, placed.start, service);
+                        measures.errored(kind, now, at);
+                        measures.wasted_thread(now, end - at.max(placed.start));
+                    }
+                }
+            }
             match placed.queued {
                 Queued::No => continue,
                 Queued::AtDyno(depth) => measures.dyno_queue(placed.dyno, now, depth),

@@ -68,7 +68,12 @@ pub fn run_replication_on(
     match engine {
         Engine::Direct => direct::run_replication(scenario, replication, interrupted),
         Engine::Auto if direct::can_run(scenario) => {
-            direct::run_replication(scenario, replication, interrupted)
+            // A timeout that fires under a policy that looks at the dynos is the event-driven
+            // engine's to simulate (see direct::Timeouts): the same replication, run again.
+            match direct::try_run_replication(scenario, replication, interrupted)? {
+                Some(result) => Ok(result),
+                None => sim::run_replication(scenario, replication, interrupted),
+            }
         }
         Engine::Auto | Engine::Events => sim::run_replication(scenario, replication, interrupted),
     }

@@ -32,6 +32,7 @@ pub mod schema;
 pub mod sim;
 pub mod stats;
 pub mod theory;
+pub mod timeout;
 pub mod units;
 pub mod workload;
 

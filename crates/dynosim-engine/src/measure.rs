@@ -5,8 +5,8 @@
 use crate::alloc::filled;
 use crate::error::Result;
 use crate::result::{
-    ClassFigures, ClosedLoop, DynoFigures, Failed, MemoryFigures, QueueDepth, ReplicationResult,
-    ResourceFigures, Utilisation,
+    ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable, Failed, MemoryFigures,
+    QueueDepth, ReplicationResult, ResourceFigures, Utilisation, Wasted,
 };
 use crate::scenario::Scenario;
 use crate::stats::TimeStats;
@@ -21,9 +21,22 @@ pub(crate) struct Measures {
     /// With a connect time every request's queue time is positive: the queue times of those
     /// that waited in a queue (held by the router or waiting at the dyno), kept apart.
     queued: Option<TimeStats>,
+    /// Response times of the requests answered by their app (successes).
     response: TimeStats,
+    /// Response times the clients saw of the requests answered with an error.
+    error_response: TimeStats,
     service_sum: f64,
+    /// Answers (successes and errors) given inside the window.
+    answers_in_window: u64,
+    /// Successful answers given inside the window.
     completions_in_window: u64,
+    /// Errors by kind ([`ErrorKind`]), of requests arriving in the window.
+    errors: [u64; ErrorKind::COUNT],
+    /// Errors by kind, warm-up included (for traces).
+    errors_all: [u64; ErrorKind::COUNT],
+    /// Thread-seconds and CPU-seconds spent on requests already answered with an error.
+    wasted_thread: f64,
+    wasted_cpu: f64,
     /// Busy slot-seconds inside the window, per dyno.
     busy_area: Vec<f64>,
     /// Most requests waiting at each dyno, seen inside the window.
@@ -66,8 +79,6 @@ struct Inside {
     over_quota: Level,
     peak_memory: f64,
     r15: u64,
-    failed_r15: u64,
-    failed_no_dyno: u64,
     resource_busy: Vec<Level>,
     pool_wait: Vec<TimeStats>,
     resource_queue: Vec<TimeStats>,
@@ -92,8 +103,14 @@ impl Measures {
             queue: TimeStats::default(),
             queued: scenario.connect.is_some().then(TimeStats::default),
             response: TimeStats::default(),
+            error_response: TimeStats::default(),
             service_sum: 0.0,
+            answers_in_window: 0,
             completions_in_window: 0,
+            errors: [0; ErrorKind::COUNT],
+            errors_all: [0; ErrorKind::COUNT],
+            wasted_thread: 0.0,
+            wasted_cpu: 0.0,
             busy_area: filled(n, 0.0)?,
             max_dyno_queue: filled(n, 0)?,
             max_router_queue: 0,
@@ -119,8 +136,6 @@ impl Measures {
             over_quota: Level::default(),
             peak_memory: 0.0,
             r15: 0,
-            failed_r15: 0,
-            failed_no_dyno: 0,
             resource_busy: vec![Level::default(); s.resources.len()],
             pool_wait: vec![TimeStats::default(); s.resources.len()],
             resource_queue: vec![TimeStats::default(); s.resources.len()],
@@ -177,25 +192,45 @@ impl Measures {
         }
     }
 
-    /// A request that arrived at `arrival` failed at `now`: killed with its dyno (`r15`) or
-    /// with no dyno up.
-    pub fn failed(&mut self, arrival: f64, now: f64, r15: bool) {
+    /// A request that arrived at `arrival` was answered with an error of `kind` at `now`.
+    pub fn errored(&mut self, kind: ErrorKind, arrival: f64, now: f64) {
         self.failures += 1;
+        self.errors_all[kind as usize] += 1;
         let counted = arrival >= self.window_start;
-        if let Some(inside) = self.inside.as_mut() {
-            if counted {
-                if r15 {
-                    inside.failed_r15 += 1;
-                } else {
-                    inside.failed_no_dyno += 1;
-                }
-            }
-            // A closed loop counts, as ab does, the requests it sent inside the window.
-            if let Some(closed) = inside.closed.as_mut().filter(|_| counted) {
-                closed.0 = closed.0.max(now);
-                closed.1 += 1;
-                closed.2 += 1;
-            }
+        if counted {
+            self.errors[kind as usize] += 1;
+            self.error_response.record(now - arrival);
+        }
+        if now >= self.window_start && now <= self.window_end {
+            self.answers_in_window += 1;
+        }
+        // A closed loop counts, as ab does, the requests it sent inside the window.
+        if let Some(closed) = self
+            .inside
+            .as_mut()
+            .and_then(|i| i.closed.as_mut())
+            .filter(|_| counted)
+        {
+            closed.0 = closed.0.max(now);
+            closed.1 += 1;
+            closed.2 += 1;
+        }
+    }
+
+    /// A thread spent `seconds` on a request that arrived at `arrival` after its client had
+    /// been answered with an error.
+    #[inline]
+    pub fn wasted_thread(&mut self, arrival: f64, seconds: f64) {
+        if arrival >= self.window_start {
+            self.wasted_thread += seconds;
+        }
+    }
+
+    /// A CPU spent `seconds` of work on a request answered with an error before.
+    #[inline]
+    pub fn wasted_cpu(&mut self, arrival: f64, seconds: f64) {
+        if arrival >= self.window_start {
+            self.wasted_cpu += seconds;
         }
     }
 
@@ -318,6 +353,11 @@ impl Measures {
         self.failures
     }
 
+    /// Errors so far by kind, warm-up included.
+    pub fn errors_so_far(&self) -> ErrorTable<u64> {
+        ErrorTable::counts(&self.errors_all)
+    }
+
     /// A request that arrived at `arrival` started `service` seconds of work on a slot of
     /// `dyno` at `start`.
     #[inline]
@@ -354,6 +394,7 @@ impl Measures {
         }
         if end >= self.window_start && end <= self.window_end {
             self.completions_in_window += 1;
+            self.answers_in_window += 1;
         }
     }
 
@@ -368,6 +409,7 @@ impl Measures {
             self.response.record(end - arrival);
             self.completed += 1;
             self.completions_in_window += 1;
+            self.answers_in_window += 1;
         } else {
             self.started(dyno, arrival, start, service);
             self.completed(arrival, end);
@@ -404,19 +446,34 @@ impl Measures {
             finish_inside(*inside, scenario, (self.window_start, window_close), span)
         });
         let per_dyno: Vec<f64> = self.busy_area.iter().map(|a| a / capacity).collect();
-        let requests = self.queue.count();
+        let requests = self.arrived_in_window;
+        let reached = self.queue.count();
         let (queued, queue_of_queued) = match &self.queued {
             None => (self.queue.positive_count(), self.queue.positive_summary()),
             Some(q) => (q.count(), q.summary()),
         };
+        let counts = ErrorTable::counts(&self.errors);
+        let response = if counts.total == 0 {
+            self.response.summary()
+        } else {
+            self.response.merged(&self.error_response).summary()
+        };
         ReplicationResult {
             requests,
-            queued_fraction: ratio(queued as f64, requests as f64),
+            queued_fraction: ratio(queued as f64, reached as f64),
             queue: self.queue.summary(),
             queue_of_queued,
-            response: self.response.summary(),
+            response,
+            response_ok: self.response.summary(),
             service_mean: ratio(self.service_sum, requests as f64),
-            throughput: self.completions_in_window as f64 / span,
+            throughput: self.answers_in_window as f64 / span,
+            goodput: self.completions_in_window as f64 / span,
+            errors: counts.fractions(requests),
+            error_counts: counts,
+            wasted: Wasted {
+                thread_seconds: self.wasted_thread,
+                cpu_seconds: self.wasted_cpu,
+            },
             utilisation: Utilisation {
                 mean: per_dyno.iter().sum::<f64>() / per_dyno.len() as f64,
                 min: per_dyno.iter().copied().fold(f64::INFINITY, f64::min),
@@ -434,10 +491,10 @@ impl Measures {
             resources: None,
             classes: None,
             closed_loop: None,
+            engine: "",
         }
         .with(
             extra,
-            self.arrived_in_window,
             self.max_dyno_queue.iter().copied().max().unwrap_or(0) as u64,
         )
     }
@@ -445,7 +502,6 @@ impl Measures {
 
 struct Extra {
     dyno: DynoFigures,
-    failed: (u64, u64),
     resources: Option<std::collections::BTreeMap<String, ResourceFigures>>,
     classes: Option<std::collections::BTreeMap<String, ClassFigures>>,
     closed_loop: Option<ClosedLoop>,
@@ -527,7 +583,6 @@ fn finish_inside(mut inside: Inside, s: &Scenario, window: (f64, f64), span: f64
                 r15_restarts: inside.r15,
             },
         },
-        failed: (inside.failed_r15, inside.failed_no_dyno),
         resources,
         classes,
         closed_loop,
@@ -535,18 +590,14 @@ fn finish_inside(mut inside: Inside, s: &Scenario, window: (f64, f64), span: f64
 }
 
 impl ReplicationResult {
-    fn with(mut self, extra: Option<Extra>, arrived: u64, accept_max: u64) -> Self {
+    fn with(mut self, extra: Option<Extra>, accept_max: u64) -> Self {
         if let Some(mut e) = extra {
             e.dyno.thread_occupancy = self.utilisation.mean;
             e.dyno.accept_queue_max = accept_max;
-            let (r15, no_dyno) = e.failed;
+            let (r15, no_dyno) = (self.error_counts.r15, self.error_counts.no_dyno);
             let total = r15 + no_dyno;
             self.failed = Some(Failed {
-                fraction: if arrived > 0 {
-                    total as f64 / arrived as f64
-                } else {
-                    0.0
-                },
+                fraction: ratio(total as f64, self.requests as f64),
                 total,
                 r15,
                 no_dyno,

@@ -16,7 +16,8 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 pub struct RunReport {
     pub scenario: String,
     pub policy: String,
-    /// The engine that ran it: "direct" or "events" (the same figures either way).
+    /// The engine that ran it: "direct", "events" (the same figures either way), or
+    /// "direct+events" (see [`engine_name`]).
     pub engine: &'static str,
     pub dynos: u32,
     pub slots: u32,
@@ -122,7 +123,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
     Ok(RunReport {
         scenario: scenario.name.clone(),
         policy: scenario.policy_name.clone(),
-        engine: Engine::chosen(scenario).name(),
+        engine: engine_name(scenario, &per_replication),
         dynos: scenario.dynos,
         slots: scenario.slots,
         routers: scenario.routers,
@@ -138,6 +139,19 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
         per_replication,
         wall_seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The engine that ran the replications: the one chosen, or "direct+events" when `auto` chose
+/// the direct engine and some replications were run again on the event-driven one (a timeout
+/// fired under a policy that routes on what it changes: see `direct::Timeouts`).
+fn engine_name(scenario: &Scenario, results: &[ReplicationResult]) -> &'static str {
+    let chosen = Engine::chosen(scenario).name();
+    let first = results.first().map_or(chosen, |r| r.engine);
+    if results.iter().all(|r| r.engine == first) {
+        first
+    } else {
+        "direct+events"
+    }
 }
 
 /// Merges same-shaped trees: numbers into estimates, lists element-wise into means.

@@ -9,17 +9,31 @@ use std::collections::BTreeMap;
 pub struct ReplicationResult {
     /// Requests that arrived in the measurement window.
     pub requests: u64,
-    /// Fraction of them that waited at all (router or dyno queue).
+    /// Fraction of the requests that reached a thread that waited at all on the way (router
+    /// or dyno queue).
     pub queued_fraction: f64,
-    /// Queue time (router + dyno) over all requests.
+    /// Queue time (router + dyno) of the requests that reached a thread: the dyno's view
+    /// (a request answered with an error first may still reach one).
     pub queue: TimeSummary,
     /// Queue time over the requests that waited.
     pub queue_of_queued: TimeSummary,
-    /// Queue + service time.
+    /// Response time as the clients saw it, of every request answered: by its app, or with
+    /// an error (an H12 after the router's timeout, an H11 at once...).
     pub response: TimeSummary,
+    /// Response time of the requests their app answered (no error): queue + service.
+    pub response_ok: TimeSummary,
     pub service_mean: f64,
-    /// Completions per second inside the window.
+    /// Answers (successes and errors) per second inside the window: the response rate a load
+    /// generator sees.
     pub throughput: f64,
+    /// Successful answers per second inside the window.
+    pub goodput: f64,
+    /// Requests answered with an error, by kind, as fractions of `requests`.
+    pub errors: ErrorTable<f64>,
+    /// The same, as counts.
+    pub error_counts: ErrorTable<u64>,
+    /// Work spent on requests whose clients had already been answered with an error.
+    pub wasted: Wasted,
     pub utilisation: Utilisation,
     pub max_queue_depth: QueueDepth,
     /// Every request simulated, warm-up included (for throughput benchmarks).
@@ -41,6 +55,9 @@ pub struct ReplicationResult {
     /// What a closed-loop load generator (ab, hey) would report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_loop: Option<ClosedLoop>,
+    /// The engine that ran it ("direct" or "events"; see [`crate::engine`]).
+    #[serde(skip)]
+    pub engine: &'static str,
 }
 
 /// Averages over the dynos and the measured window.
@@ -69,6 +86,84 @@ pub struct MemoryFigures {
     pub r14_seconds: f64,
     /// Dynos restarted for memory (R15).
     pub r15_restarts: u64,
+}
+
+/// The kinds of error a request may be answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// `router.max_in_flight`: the router holds as many as it may (Heroku's H11).
+    H11,
+    /// `router.timeout`: the dyno did not answer in time (Heroku's H12).
+    H12,
+    /// `arrivals.timeout`: the client gave up.
+    ClientTimeout,
+    /// `router.queue_timeout`: held at the router too long (HAProxy's `timeout queue`).
+    QueueTimeout,
+    /// Killed with its dyno, restarted for memory (R15).
+    R15,
+    /// No dyno was up to take it.
+    NoDyno,
+}
+
+impl ErrorKind {
+    pub const COUNT: usize = 6;
+}
+
+/// A figure per error kind, and their total.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct ErrorTable<T> {
+    pub total: T,
+    pub h11: T,
+    pub h12: T,
+    pub client_timeout: T,
+    pub queue_timeout: T,
+    pub r15: T,
+    pub no_dyno: T,
+}
+
+impl ErrorTable<u64> {
+    /// The counts, from an array indexed by [`ErrorKind`].
+    pub fn counts(by_kind: &[u64; ErrorKind::COUNT]) -> ErrorTable<u64> {
+        let k = |kind: ErrorKind| by_kind[kind as usize];
+        ErrorTable {
+            total: by_kind.iter().sum(),
+            h11: k(ErrorKind::H11),
+            h12: k(ErrorKind::H12),
+            client_timeout: k(ErrorKind::ClientTimeout),
+            queue_timeout: k(ErrorKind::QueueTimeout),
+            r15: k(ErrorKind::R15),
+            no_dyno: k(ErrorKind::NoDyno),
+        }
+    }
+
+    /// Each count over `requests` (0 with no requests).
+    pub fn fractions(&self, requests: u64) -> ErrorTable<f64> {
+        let f = |n: u64| {
+            if requests > 0 {
+                n as f64 / requests as f64
+            } else {
+                0.0
+            }
+        };
+        ErrorTable {
+            total: f(self.total),
+            h11: f(self.h11),
+            h12: f(self.h12),
+            client_timeout: f(self.client_timeout),
+            queue_timeout: f(self.queue_timeout),
+            r15: f(self.r15),
+            no_dyno: f(self.no_dyno),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Wasted {
+    /// Thread-seconds: from the error (or the request's start, if later) to the thread's
+    /// release.
+    pub thread_seconds: f64,
+    /// CPU work (core-seconds at full speed) done after the error.
+    pub cpu_seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -153,8 +248,10 @@ pub struct Frame {
     pub queued: u64,
     /// Requests answered so far (not counting failures).
     pub completed: u64,
-    /// Requests failed so far.
+    /// Requests answered with an error so far (the total of `errors`).
     pub failed: u64,
+    /// Requests answered with an error so far, by kind.
+    pub errors: ErrorTable<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -25,6 +25,12 @@ pub enum Stream {
     /// base traffic is the same with or without them. Each burst table has a substream of its
     /// own (see [`substream`]).
     Bursts = 8,
+    /// The router's timeouts (`router.timeout`), drawn when it hands a request to a dyno.
+    RouterTimeout = 9,
+    /// The router queue's timeouts (`router.queue_timeout`), drawn at each arrival.
+    QueueTimeout = 10,
+    /// The clients' timeouts (`arrivals.timeout`), drawn at each arrival.
+    ClientTimeout = 11,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

@@ -9,6 +9,7 @@ use crate::policy::{self, Knowledge, RoutingPolicy};
 use crate::request::{PhaseKind, RequestModel, RequestSpec};
 use crate::resource::{PoolScope, Resource, ResourceSpec};
 use crate::theory;
+use crate::timeout::Timeout;
 use crate::units::{Bytes, Duration, MIN_DURATION};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -58,6 +59,10 @@ pub struct ArrivalsSpec {
     /// Scheduled bursts on top of the process (`[[arrivals.burst]]`).
     #[serde(default)]
     pub burst: Option<Vec<BurstSpec>>,
+    /// The client's timeout (hey's `-t`, ab's `-s`), from when it sends: a duration, a
+    /// distribution (clients' patience varies) or "off" (see [`crate::timeout`]).
+    #[serde(default)]
+    pub timeout: Option<Value>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -106,6 +111,16 @@ pub struct RouterSpec {
     /// distribution (see [`Scenario::connect`]).
     #[serde(default)]
     pub connect: Option<Value>,
+    /// Heroku's H12: the router answers 503 this long after handing the request to a dyno
+    /// (30 s when left out; "off" for none). The dyno is not told.
+    #[serde(default)]
+    pub timeout: Option<Value>,
+    /// HAProxy's `timeout queue`: a request held at the router this long is answered 503.
+    #[serde(default)]
+    pub queue_timeout: Option<Value>,
+    /// Requests a router holds at once (Heroku's H11 backlog cap): a number or "N/dyno".
+    #[serde(default)]
+    pub max_in_flight: Option<Value>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -143,6 +158,9 @@ pub struct RunSpec {
     pub allow_overload: bool,
 }
 
+/// `router.timeout` when the scenario does not set it: Heroku's 30 s (H12).
+pub const DEFAULT_ROUTER_TIMEOUT: f64 = 30.0;
+
 /// `run.max_memory` when the scenario does not set it: 8 GB.
 pub const DEFAULT_MAX_MEMORY: f64 = 8e9;
 
@@ -152,6 +170,9 @@ impl Default for RouterSpec {
             policy: random(),
             routers: 1,
             connect: None,
+            timeout: None,
+            queue_timeout: None,
+            max_in_flight: None,
             params: Map::new(),
         }
     }
@@ -230,6 +251,14 @@ pub struct Scenario {
     /// dyno (the router's own work, the connection, the server's accept and parse). The router
     /// counts the request against the dyno from the decision on. None: no time.
     pub connect: Option<Box<dyn ServiceDistribution>>,
+    /// `router.timeout` (H12), counted from when the router hands the request to a dyno.
+    pub router_timeout: Option<Timeout>,
+    /// `router.queue_timeout`, counted from when the router began holding the request.
+    pub queue_timeout: Option<Timeout>,
+    /// `arrivals.timeout`: the client's, counted from when it sent the request.
+    pub client_timeout: Option<Timeout>,
+    /// `router.max_in_flight`: requests each router holds at once (H11 beyond).
+    pub max_in_flight: Option<u64>,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -392,6 +421,21 @@ impl Scenario {
             None => None,
             Some(v) => crate::dist::from_value_or_zero(v, "router.connect", base_dir)?,
         };
+        let router_timeout = Timeout::build_or(
+            r.timeout.as_ref(),
+            "router.timeout",
+            base_dir,
+            Some(DEFAULT_ROUTER_TIMEOUT),
+        )?;
+        let queue_timeout = Timeout::build_or(
+            r.queue_timeout.as_ref(),
+            "router.queue_timeout",
+            base_dir,
+            None,
+        )?;
+        let client_timeout =
+            Timeout::build_or(a.timeout.as_ref(), "arrivals.timeout", base_dir, None)?;
+        let max_in_flight = crate::timeout::build_cap(r.max_in_flight.as_ref(), dynos)?;
 
         let run = &spec.run;
         check_duration(run.duration.0, "run.duration")?;
@@ -435,6 +479,10 @@ impl Scenario {
             policy,
             routers,
             connect,
+            router_timeout,
+            queue_timeout,
+            client_timeout,
+            max_in_flight,
             duration: run.duration.0,
             // A closed loop of a set number of requests is measured whole, as ab measures it:
             // no warm-up, and the run lasts until the last response.
@@ -583,6 +631,17 @@ impl Scenario {
         Ok(())
     }
 
+    /// Whether the scenario's losses keep its queues bounded at any load, so that a load at
+    /// or above capacity is no instability: a cap on the requests in flight
+    /// (`router.max_in_flight`), or one router that holds every request until a thread is
+    /// free (`intelligent`) and drops those that wait too long (`router.queue_timeout`, or the
+    /// client's `arrivals.timeout`): M/M/c+M is stable at every load.
+    pub fn sheds_load(&self) -> bool {
+        let one_queue = self.policy.knowledge() == Knowledge::FreeSlots && self.routers == 1;
+        self.max_in_flight.is_some()
+            || (one_queue && (self.queue_timeout.is_some() || self.client_timeout.is_some()))
+    }
+
     /// Refuses a scenario whose offered load is at or above capacity (unless
     /// `run.allow_overload`), or not a number. A closed loop is always stable: its clients wait
     /// for their responses.
@@ -603,7 +662,7 @@ impl Scenario {
                 ),
             ));
         }
-        if load >= 1.0 && !self.allow_overload {
+        if load >= 1.0 && !self.allow_overload && !self.sheds_load() {
             let (bottleneck, offered_load) = self.bottleneck();
             return Err(Error::Unstable {
                 offered_load,

@@ -476,6 +476,20 @@ pub const KEYS: &[Key] = &[
                   run.warmup are not measured in the queueing figures). Left out, the clients \
                   send until run.warmup + run.duration",
     },
+    Key {
+        section: "arrivals",
+        kind: None,
+        name: "timeout",
+        value: "time distribution, or \"off\"",
+        unit: "s",
+        default: Default::Off,
+        example: r#""10s""#,
+        meaning: "the client's timeout (hey's -t, ab's -s), from when it sends: it gives up \
+                  (errors.client_timeout) and a closed-loop client sends its next request. A \
+                  request still held at the router is dropped from its queue; one sent to a dyno \
+                  is worked on to its end, and the router counts it until then. A distribution \
+                  gives each request its own patience",
+    },
     // --- [[arrivals.burst]]
     Key {
         section: "arrivals.burst",
@@ -1094,6 +1108,45 @@ pub const KEYS: &[Key] = &[
                   work, the connection, the app server's accept and parse); the router counts \
                   the request against the dyno from its decision, and the queue time includes \
                   it. `dynosim testbed` measures it as `testbed.overhead.to_app_when_idle`",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "timeout",
+        value: "time distribution, or \"off\"",
+        unit: "s",
+        default: Default::Value(r#""30s""#),
+        example: r#""off""#,
+        meaning: "Heroku's H12: counted from when the router hands the request to a dyno; at \
+                  the deadline the client gets a 503 (errors.h12) and the router stops counting \
+                  the request against the dyno, which is not told and works on to the end \
+                  (wasted.thread_seconds, wasted.cpu_seconds). HAProxy's `timeout server`",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "queue_timeout",
+        value: "time distribution, or \"off\"",
+        unit: "s",
+        default: Default::Off,
+        example: r#""5s""#,
+        meaning: "HAProxy's `timeout queue`: a request held at the router (by a policy that \
+                  holds, such as intelligent) this long is answered 503 (errors.queue_timeout) \
+                  and leaves the queue. A distribution gives each request its own patience \
+                  (M/M/c+M, Erlang-A, with an exponential one)",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "max_in_flight",
+        value: "whole number >= 1, \"N/dyno\", or \"off\"",
+        unit: "requests",
+        default: Default::Off,
+        example: r#""200/dyno""#,
+        meaning: "requests a router holds at once (waiting at it, or sent to a dyno and not yet \
+                  answered or timed out); one more is answered at once with an error \
+                  (errors.h11: Heroku's backlog cap, 200 per dyno today, 50 in 2013). \"N/dyno\" \
+                  is N times fleet.dynos",
     },
     Key {
         section: "router",

@@ -76,6 +76,21 @@ impl TimeStats {
         self.count - self.zeros
     }
 
+    /// Both sets of values together.
+    pub fn merged(&self, other: &TimeStats) -> TimeStats {
+        let mut histogram = self.histogram.clone();
+        histogram
+            .add(&other.histogram)
+            .expect("an auto-resizing histogram takes any values");
+        TimeStats {
+            count: self.count + other.count,
+            zeros: self.zeros + other.zeros,
+            sum: self.sum + other.sum,
+            max: self.max.max(other.max),
+            histogram,
+        }
+    }
+
     /// Summary over every value recorded.
     pub fn summary(&self) -> TimeSummary {
         let mut histogram = self.histogram.clone();

@@ -1,8 +1,8 @@
 //! The direct engine against the event-driven one: on every scenario the direct engine can
 //! run, both must report the same figures from the same seed. Counts, percentiles, maxima,
 //! queue depths and per-dyno utilisation must be equal exactly (each is computed from the same
-//! floating-point operations on the same draws); means may differ in their last bits only, as
-//! their sums are added in another order.
+//! floating-point operations on the same draws); means and other sums may differ in their last
+//! bits only, as they are added in another order.
 //!
 //! Equality, not closeness, is what makes this a test: a wrong start time, routing decision,
 //! queue count or a random draw taken out of turn changes some figure outright.
@@ -38,6 +38,14 @@ fn leaves(prefix: &str, value: &Value, out: &mut Vec<(String, f64)>) {
     }
 }
 
+/// Whether a figure is a sum over many requests (a mean, the wasted work), which the engines
+/// add in different orders: equal but for the last bits.
+fn is_sum(key: &str) -> bool {
+    key.ends_with(".mean") && !key.starts_with(".utilisation")
+        || key == ".service_mean"
+        || key.starts_with(".wasted.")
+}
+
 fn figures(result: &ReplicationResult) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     leaves("", &serde_json::to_value(result).unwrap(), &mut out);
@@ -67,8 +75,7 @@ fn same_figures(label: &str, json: &str) {
         assert_eq!(direct.len(), events.len());
         let mut waited = 0.0;
         for ((key, d), (_, e)) in direct.iter().zip(&events) {
-            if key.ends_with(".mean") && !key.starts_with(".utilisation") || key == ".service_mean"
-            {
+            if is_sum(key) {
                 let scale = d.abs().max(e.abs()).max(1e-300);
                 assert!(
                     (d - e).abs() <= 1e-9 * scale,
@@ -103,6 +110,7 @@ fn every_eligible_builtin_scenario_is_the_same_on_both_engines() {
         "/../../python/dynosim/scenarios"
     );
     let mut eligible = 0;
+    let mut eligible_fired = 0;
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -148,17 +156,29 @@ fn every_eligible_builtin_scenario_is_the_same_on_both_engines() {
             }
             eligible += 1;
             for replication in 0..2 {
-                let run = |engine| {
-                    run_replication_on(engine, &scenario, replication, &never_interrupted)
-                        .unwrap_or_else(|e| panic!("{label}: {e}"))
+                let events =
+                    run_replication_on(Engine::Events, &scenario, replication, &never_interrupted)
+                        .unwrap_or_else(|e| panic!("{label}: {e}"));
+                let direct = dynosim_engine::direct::try_run_replication(
+                    &scenario,
+                    replication,
+                    &never_interrupted,
+                )
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+                let Some(direct) = direct else {
+                    // A timeout fired under a policy that routes on it: only the event-driven
+                    // engine runs that, and it must have seen the timeout.
+                    assert!(
+                        events.error_counts.h12 + events.error_counts.client_timeout > 0,
+                        "{label}"
+                    );
+                    eligible_fired += 1;
+                    continue;
                 };
-                let (direct, events) =
-                    (figures(&run(Engine::Direct)), figures(&run(Engine::Events)));
+                let (direct, events) = (figures(&direct), figures(&events));
                 assert_eq!(direct.len(), events.len(), "{label}");
                 for ((key, d), (_, e)) in direct.iter().zip(&events) {
-                    if key.ends_with(".mean") && !key.starts_with(".utilisation")
-                        || key == ".service_mean"
-                    {
+                    if is_sum(key) {
                         let scale = d.abs().max(e.abs()).max(1e-300);
                         assert!((d - e).abs() <= 1e-9 * scale, "{label}: {key} {d} vs {e}");
                     } else {
@@ -171,6 +191,10 @@ fn every_eligible_builtin_scenario_is_the_same_on_both_engines() {
     assert!(
         eligible >= 6,
         "only {eligible} eligible (scenario, policy) pairs"
+    );
+    assert!(
+        eligible_fired * 2 < eligible,
+        "{eligible_fired} of {eligible} eligible pairs had a timeout fire"
     );
 }
 
@@ -361,4 +385,71 @@ fn varying_and_bursty_arrivals_are_the_same_on_both_engines() {
         "on_off",
         &with(json!({"process": "on_off", "rate": "200/s", "on": "5s", "off": "5s"})),
     );
+}
+
+/// Timeouts under policies that know nothing of the dynos are worked out per request by the
+/// direct engine (the dyno works on; the router's counts are not looked at): every figure,
+/// the errors and the wasted work included, as the event-driven engine finds them. Policies
+/// that look at the dynos fall back to the event-driven engine when a timeout fires.
+#[test]
+fn timeouts_under_blind_policies_are_the_same_on_both_engines() {
+    let client = json!({"distribution": "exponential", "mean": "4s"});
+    for (label, router, fleet, rate) in [
+        (
+            "random, router timeout 2s",
+            json!({"policy": "random", "timeout": "2s"}),
+            (75, 1),
+            140.0,
+        ),
+        (
+            "round_robin, 3 slots, drawn router timeout",
+            json!({"policy": "round_robin",
+                   "timeout": {"distribution": "lognormal", "median": "1500ms", "sigma": 0.5}}),
+            (12, 3),
+            60.0,
+        ),
+    ] {
+        let (dynos, slots) = fleet;
+        let mut doc: Value = serde_json::from_str(&common::scenario_json(
+            rate,
+            quantiles(),
+            dynos,
+            slots,
+            router,
+            (600.0, 60.0, 3, 7),
+        ))
+        .unwrap();
+        doc["arrivals"]["timeout"] = client.clone();
+        let json = doc.to_string();
+        same_figures(label, &json);
+        let scenario = build(&json);
+        let r = run_replication_on(Engine::Direct, &scenario, 0, &never_interrupted).unwrap();
+        assert!(r.error_counts.h12 > 100, "{label}: {:?}", r.error_counts);
+        assert!(
+            r.error_counts.client_timeout > 100,
+            "{label}: {:?}",
+            r.error_counts
+        );
+        assert!(r.wasted.thread_seconds > 0.0);
+    }
+    // A load-aware policy: a timeout that fires sends the replication to the other engine.
+    let json = common::scenario_json(
+        140.0,
+        quantiles(),
+        75,
+        1,
+        json!({"policy": "power_of_d", "timeout": "2s"}),
+        (600.0, 60.0, 1, 7),
+    );
+    let scenario = build(&json);
+    assert!(
+        dynosim_engine::direct::try_run_replication(&scenario, 0, &never_interrupted)
+            .unwrap()
+            .is_none()
+    );
+    assert!(run_replication_on(Engine::Direct, &scenario, 0, &never_interrupted).is_err());
+    let auto = run_replication_on(Engine::Auto, &scenario, 0, &never_interrupted).unwrap();
+    let events = run_replication_on(Engine::Events, &scenario, 0, &never_interrupted).unwrap();
+    assert_eq!(auto.engine, "events");
+    assert_eq!(figures(&auto), figures(&events));
 }

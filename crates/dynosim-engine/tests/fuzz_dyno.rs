@@ -154,8 +154,19 @@ fn document() -> impl Strategy<Value = Value> {
             prop::option::of(1i64..9),
             prop::sample::select(vec!["auto", "events", "direct"]),
             prop::option::of(time()),
+            (
+                prop_oneof![2 => Just(None), 1 => Just(Some(json!("off"))), 2 => time().prop_map(Some)],
+                prop::option::of(time()),
+                prop::option::of(prop_oneof![(1i64..40).prop_map(|n| json!(n)), (1i64..5).prop_map(|n| json!(format!("{n}/dyno")))]),
+                prop::option::of(time()),
+            ),
         )
-            .prop_map(|(arrivals, request, resources, app, dynos, policy, ty, cores, engine, connect)| {
+            .prop_map(|(arrivals, request, resources, app, dynos, policy, ty, cores, engine, connect, timeouts)| {
+                let (router_timeout, queue_timeout, cap, client_timeout) = timeouts;
+                let mut arrivals = arrivals;
+                if let Some(t) = client_timeout {
+                    arrivals["timeout"] = t;
+                }
                 let mut fleet = json!({"dynos": dynos});
                 if let Some(t) = ty {
                     fleet["type"] = json!(t);
@@ -166,6 +177,11 @@ fn document() -> impl Strategy<Value = Value> {
                 let mut router = json!({"policy": policy});
                 if let Some(c) = connect {
                     router["connect"] = c;
+                }
+                for (key, value) in [("timeout", router_timeout), ("queue_timeout", queue_timeout), ("max_in_flight", cap)] {
+                    if let Some(v) = value {
+                        router[key] = v;
+                    }
                 }
                 json!({
                     "arrivals": arrivals,
@@ -193,6 +209,21 @@ fn check_report(report: &dynosim_engine::RunReport, doc: &Value) {
             "{doc}"
         );
         assert!(r.throughput.is_finite() && r.throughput >= 0.0, "{doc}");
+        assert!(r.goodput <= r.throughput + 1e-9, "{doc}");
+        for (what, x) in [
+            ("errors.total", r.errors.total),
+            ("errors.h11", r.errors.h11),
+            ("errors.h12", r.errors.h12),
+            ("errors.client_timeout", r.errors.client_timeout),
+            ("errors.queue_timeout", r.errors.queue_timeout),
+        ] {
+            fraction(x, what);
+        }
+        assert!(r.error_counts.total <= r.requests, "{doc}");
+        assert!(
+            r.wasted.thread_seconds >= 0.0 && r.wasted.cpu_seconds >= 0.0,
+            "{doc}"
+        );
         if let Some(d) = &r.dyno {
             fraction(d.cpu_utilisation, "cpu_utilisation");
             fraction(d.process_occupancy, "process_occupancy");

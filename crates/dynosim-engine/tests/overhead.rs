@@ -41,7 +41,7 @@ fn scenario_for(
         "service": {"distribution": "exponential", "mean": 1.0},
         "fleet": {"dynos": dynos},
         "app": {"server": "generic", "processes": 1, "threads": 1, "overhead": overhead},
-        "router": {"policy": policy, "connect": connect},
+        "router": {"policy": policy, "connect": connect, "timeout": "off"},
         "run": {"duration": duration, "warmup": 200.0, "replications": 20, "seed": seed},
     })
     .to_string()

@@ -18,6 +18,7 @@ mod quantile_table;
 mod shaped;
 mod weibull;
 
+pub use constant::Constant;
 pub use empirical::Empirical;
 pub use shaped::Shaped;
 

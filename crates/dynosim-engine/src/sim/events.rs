@@ -1,8 +1,9 @@
 //! The engine's events and their ids in the kernel's queue ([`crate::kernel`]): every
 //! component that waits for a time has one id, and so at most one pending event.
 //!
-//! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources (these two may move
-//! their pending completion: ids below [`EventIds::movable`]), then the dynos' boots, the open
+//! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources, then the requests'
+//! deadlines (one id for all: see `super::timers`) (these three may move their pending
+//! event: ids below [`EventIds::movable`]), then the dynos' boots, the open
 //! workload's arrival, the closed-loop clients' sends, and the requests' timed phases (a
 //! request has at most one timed phase at a time; by slab index, the last range, open-ended).
 
@@ -22,20 +23,26 @@ pub(super) enum Event {
     Shared { resource: u32 },
     /// A restarted dyno is up again.
     Boot { dyno: u32 },
+    /// The earliest of the requests' deadlines (timeouts) is due.
+    Timers,
 }
 
 /// Event priorities (lower first at equal times).
 pub(super) const COMPLETION: u8 = 0;
-pub(super) const BOOT: u8 = 1;
+/// A deadline: after the completions (a response at the deadline is in time), before
+/// everything else.
+pub(super) const TIMEOUT: u8 = 1;
+pub(super) const BOOT: u8 = 2;
 /// A routed request reaching its dyno after `router.connect`: after the completions (a thread
 /// freed at t is free for it) and before the arrivals of t (it was routed before them).
-pub(super) const CONNECTED: u8 = 2;
-pub(super) const ARRIVAL: u8 = 3;
+pub(super) const CONNECTED: u8 = 3;
+pub(super) const ARRIVAL: u8 = 4;
 
 /// Where each kind of event's ids begin.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct EventIds {
     shared: u32,
+    timers: u32,
     boot: u32,
     arrival: u32,
     send: u32,
@@ -45,12 +52,14 @@ pub(super) struct EventIds {
 impl EventIds {
     pub fn new(dynos: u32, resources: u32, clients: u32) -> EventIds {
         let shared = dynos;
-        let boot = shared + resources;
+        let timers = shared + resources;
+        let boot = timers + 1;
         let arrival = boot + dynos;
         let send = arrival + 1;
         let done = send + clients;
         EventIds {
             shared,
+            timers,
             boot,
             arrival,
             send,
@@ -58,7 +67,8 @@ impl EventIds {
         }
     }
 
-    /// Ids below this may move or be cancelled: the CPUs' and the shared resources'.
+    /// Ids below this may move or be cancelled: the CPUs', the shared resources' and the
+    /// deadlines'.
     pub fn movable(&self) -> u32 {
         self.boot
     }
@@ -68,6 +78,7 @@ impl EventIds {
         match event {
             Event::Cpu { dyno } => dyno,
             Event::Shared { resource } => self.shared + resource,
+            Event::Timers => self.timers,
             Event::Boot { dyno } => self.boot + dyno,
             Event::Arrival => self.arrival,
             Event::Send { client } => self.send + client,
@@ -86,10 +97,12 @@ impl EventIds {
             }
         } else if id < self.shared {
             Event::Cpu { dyno: id }
-        } else if id < self.boot {
+        } else if id < self.timers {
             Event::Shared {
                 resource: id - self.shared,
             }
+        } else if id == self.timers {
+            Event::Timers
         } else if id < self.arrival {
             Event::Boot {
                 dyno: id - self.boot,
@@ -166,7 +179,14 @@ impl Events {
             .reschedule(time, COMPLETION, self.ids.id(event), req);
     }
 
-    /// Takes back a CPU's or a shared resource's pending completion.
+    /// Schedules the deadlines' event at `time`, moving the pending one.
+    #[inline]
+    pub fn reschedule_timers(&mut self, time: f64) {
+        self.queue
+            .reschedule(time, TIMEOUT, self.ids.id(Event::Timers), 0);
+    }
+
+    /// Takes back a CPU's, a shared resource's or the deadlines' pending event.
     #[inline]
     pub fn cancel(&mut self, event: Event) {
         self.queue.cancel(self.ids.id(event));
@@ -214,6 +234,7 @@ mod tests {
             Event::Cpu { dyno: 2 },
             Event::Shared { resource: 0 },
             Event::Shared { resource: 1 },
+            Event::Timers,
             Event::Boot { dyno: 0 },
             Event::Boot { dyno: 2 },
             Event::Arrival,
@@ -228,7 +249,7 @@ mod tests {
             assert_eq!(ids.event(id), e);
             assert!(!seen.contains(&id));
             seen.push(id);
-            let movable = matches!(e, Event::Cpu { .. } | Event::Shared { .. });
+            let movable = matches!(e, Event::Cpu { .. } | Event::Shared { .. } | Event::Timers);
             assert_eq!(id < ids.movable(), movable);
         }
     }

@@ -24,6 +24,7 @@ mod events;
 mod resource;
 mod router;
 mod sharing;
+mod timers;
 
 use crate::alloc::{filled, StateBytes};
 use crate::app::Accept;
@@ -32,7 +33,7 @@ use crate::measure::Measures;
 use crate::policy::{Knowledge, Route, Ties};
 use crate::request::PhaseKind;
 use crate::resource::{Discipline, PoolScope};
-use crate::result::{Frame, ReplicationResult, Trace};
+use crate::result::{ErrorKind, Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
 use dyno::{Dyno, Processes};
@@ -41,6 +42,7 @@ use rand::Rng;
 use resource::ResourceState;
 use router::Routers;
 use sharing::{Sharing, SharingStore};
+use timers::{Deadline, Deadlines, Kind, KINDS};
 
 /// Fleets of at least this many dynos read ahead for the next event (see
 /// `Simulation::touch`): about 1 MB of dyno and CPU state, beyond the faster caches.
@@ -97,6 +99,19 @@ struct Request {
     /// When the current wait began (pool or resource queue).
     waited_since: f64,
     pool_wait: f64,
+    /// Bumped each time the slab entry is reused: a deadline set for an earlier request of
+    /// the same entry is told apart by it.
+    generation: u32,
+    /// The client has its answer: an error (a timeout), given while the dyno may still be
+    /// working on the request, which it is not told.
+    answered: bool,
+    /// The router no longer counts the request against its dyno (it answered it, or gave up
+    /// on the dyno: H12).
+    router_done: bool,
+    /// When the client was answered with an error (infinite if it was not).
+    abandoned_at: f64,
+    /// The CPU work the request still had to do when its client was answered with an error.
+    cpu_left: f64,
 }
 
 /// Requests in flight, by index; freed entries are reused.
@@ -116,6 +131,8 @@ impl Slab {
     #[inline]
     fn insert(&mut self) -> u32 {
         if let Some(i) = self.free.pop() {
+            let e = &mut self.entries[i as usize];
+            e.generation = e.generation.wrapping_add(1);
             i
         } else {
             self.entries.push(Request {
@@ -133,6 +150,11 @@ impl Slab {
                 pool: NONE,
                 waited_since: 0.0,
                 pool_wait: 0.0,
+                generation: 0,
+                answered: false,
+                router_done: false,
+                abandoned_at: f64::INFINITY,
+                cpu_left: 0.0,
             });
             self.times.resize(self.entries.len() * self.stride, 0.0);
             (self.entries.len() - 1) as u32
@@ -182,6 +204,15 @@ struct Simulation<'s> {
     open_processes: Vec<u32>,
     connect_rng: SimRng,
     overhead_rng: SimRng,
+    /// The requests' deadlines by kind ([`Kind`]), for the timeouts the scenario sets.
+    deadlines: [Option<Deadlines>; 3],
+    /// When the deadlines' event is scheduled, if it is.
+    timers_at: Option<f64>,
+    /// Each timeout's draws (by [`Kind`]).
+    timeout_rngs: [SimRng; 3],
+    /// Requests each router holds: waiting at it, or sent and not yet answered by their dyno
+    /// or given up on (`router.max_in_flight` caps it).
+    in_flight: Vec<u64>,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
@@ -328,6 +359,20 @@ fn simulate(
         open_processes: Vec::new(),
         connect_rng: stream(seed, replication, Stream::Connect),
         overhead_rng: stream(seed, replication, Stream::Overhead),
+        deadlines: [
+            s.router_timeout.as_ref(),
+            s.queue_timeout.as_ref(),
+            s.client_timeout.as_ref(),
+        ]
+        .map(|t| t.map(|t| Deadlines::new(t.constant().is_some()))),
+        timers_at: None,
+        timeout_rngs: [
+            Stream::RouterTimeout,
+            Stream::QueueTimeout,
+            Stream::ClientTimeout,
+        ]
+        .map(|purpose| stream(seed, replication, purpose)),
+        in_flight: vec![0; s.routers as usize],
         measures: Measures::new(s)?,
         queued: 0,
         trace,
@@ -426,6 +471,10 @@ fn simulate(
                 sim.now = time;
                 sim.boot(dyno as usize);
             }
+            Event::Timers => {
+                sim.now = time;
+                sim.timers_due();
+            }
         }
         steps += 1;
         if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
@@ -452,7 +501,9 @@ fn simulate(
         frames: t.frames,
     });
     let end = sim.now;
-    Ok((sim.measures.finish(s, end), trace))
+    let mut result = sim.measures.finish(s, end);
+    result.engine = crate::scenario::Engine::Events.name();
+    Ok((result, trace))
 }
 
 /// Keeps a processor-sharing component's one completion event right after a change: moved
@@ -563,6 +614,10 @@ impl Simulation<'_> {
             }
         };
         self.measures.arrived(t, service);
+        // The patience of the router's queue and of the client, drawn for every request (the
+        // same draws whatever the policy does with it).
+        let patience = self.draw_timeout(Kind::Queue);
+        let client_patience = self.draw_timeout(Kind::Client);
         let router = self.routers.pick();
         let entry = &mut self.slab.entries[req as usize];
         entry.arrival = t;
@@ -573,15 +628,214 @@ impl Simulation<'_> {
         entry.pool = NONE;
         entry.state = State::Routing;
         entry.waited = false;
+        entry.answered = false;
+        entry.router_done = false;
+        entry.abandoned_at = f64::INFINITY;
+        if let Some(cap) = self.s.max_in_flight {
+            if self.in_flight[router] >= cap {
+                return self.refuse(req);
+            }
+        }
+        self.in_flight[router] += 1;
+        if let Some(p) = client_patience {
+            self.set_deadline(Kind::Client, t + p, req);
+        }
         if !self.routers.queues[router].is_empty() {
-            self.hold(req);
+            self.hold(req, patience);
             return;
         }
         match self.route(router) {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
-            Some(Route::Hold) => self.hold(req),
+            Some(Route::Hold) => self.hold(req, patience),
             None => self.fail_unrouted(req),
         }
+    }
+
+    /// A timeout of `kind` for one request, if the scenario sets one.
+    #[inline]
+    fn draw_timeout(&mut self, kind: Kind) -> Option<f64> {
+        let timeout = match kind {
+            Kind::Router => self.s.router_timeout.as_ref(),
+            Kind::Queue => self.s.queue_timeout.as_ref(),
+            Kind::Client => self.s.client_timeout.as_ref(),
+        }?;
+        Some(timeout.draw(&mut self.timeout_rngs[kind as usize]))
+    }
+
+    /// Request `req` has a deadline of `kind` at `at`.
+    #[inline]
+    fn set_deadline(&mut self, kind: Kind, at: f64, req: u32) {
+        let generation = self.slab.entries[req as usize].generation;
+        let deadlines = self.deadlines[kind as usize]
+            .as_mut()
+            .expect("a deadline of a timeout the scenario sets");
+        deadlines.push(Deadline {
+            at,
+            req,
+            generation,
+        });
+        if self.timers_at.map_or(true, |t| at < t) {
+            self.timers_at = Some(at);
+            self.events.reschedule_timers(at);
+        }
+    }
+
+    /// Whether a deadline still concerns its request: the same request (generation), not yet
+    /// answered, and where that kind of deadline applies to it.
+    #[inline]
+    fn deadline_live(&self, kind: Kind, d: Deadline) -> bool {
+        live(&self.slab.entries, kind, d)
+    }
+
+    /// Drops the deadlines of the requests answered in time from the fronts of the fixed
+    /// timeouts' queues (most responses come in time), so that they hold little more than
+    /// the requests in flight; the deadlines' event is left where it is (see
+    /// [`Self::next_timer`]).
+    #[inline]
+    fn prune_deadlines(&mut self) {
+        for kind in KINDS {
+            if let Some(d) = self.deadlines[kind as usize].as_mut() {
+                let entries = &self.slab.entries;
+                d.prune(|d| live(entries, kind, d));
+            }
+        }
+    }
+
+    /// The deadlines due now: each kind's in turn (the router's first), then the event moves
+    /// to the next deadline that is still live.
+    fn timers_due(&mut self) {
+        let now = self.now;
+        for kind in KINDS {
+            while let Some(d) = self.first_deadline(kind).filter(|d| d.at <= now) {
+                self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
+                if self.deadline_live(kind, d) {
+                    self.timed_out(kind, d.req);
+                }
+            }
+        }
+        self.next_timer();
+    }
+
+    #[inline]
+    fn first_deadline(&self, kind: Kind) -> Option<Deadline> {
+        self.deadlines[kind as usize]
+            .as_ref()
+            .and_then(Deadlines::first)
+    }
+
+    /// Schedules the deadlines' event at the earliest live deadline (dropping dead ones from
+    /// the front), or takes it back.
+    fn next_timer(&mut self) {
+        let mut next = f64::INFINITY;
+        for kind in KINDS {
+            while let Some(d) = self.first_deadline(kind) {
+                if self.deadline_live(kind, d) {
+                    next = next.min(d.at);
+                    break;
+                }
+                self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
+            }
+        }
+        if next.is_finite() {
+            self.timers_at = Some(next);
+            self.events.reschedule_timers(next);
+        } else {
+            self.timers_at = None;
+            self.events.cancel(Event::Timers);
+        }
+    }
+
+    /// Request `req`'s deadline of `kind` has come, and it is not answered.
+    fn timed_out(&mut self, kind: Kind, req: u32) {
+        let now = self.now;
+        let e = &self.slab.entries[req as usize];
+        let (router, held) = (e.router as usize, e.state == State::Routing);
+        match kind {
+            // The router answers 503 and stops counting the request against its dyno; the dyno
+            // is not told and works on.
+            Kind::Router => {
+                let e = &mut self.slab.entries[req as usize];
+                e.router_done = true;
+                let dyno = e.dyno as usize;
+                self.routers.loads[router].decrement(dyno);
+                self.in_flight[router] -= 1;
+                if !self.slab.entries[req as usize].answered {
+                    self.abandon(req, ErrorKind::H12);
+                }
+                self.drain_router(router);
+            }
+            // Held at the router (where its client's timeout finds it, too): dropped.
+            Kind::Queue | Kind::Client if held => {
+                let queue = &mut self.routers.queues[router];
+                let at = queue
+                    .iter()
+                    .position(|&r| r == req)
+                    .expect("a request held at its router is in its queue");
+                queue.remove(at);
+                self.waiting_total -= 1;
+                self.in_flight[router] -= 1;
+                let e = &mut self.slab.entries[req as usize];
+                let (arrival, client) = (e.arrival, e.client);
+                let error = if kind == Kind::Queue {
+                    ErrorKind::QueueTimeout
+                } else {
+                    ErrorKind::ClientTimeout
+                };
+                self.measures.errored(error, arrival, now);
+                self.slab.release(req);
+                self.respond(client);
+            }
+            Kind::Queue => unreachable!("a queue deadline is live only while held"),
+            // On its way to a dyno or at it: the client goes, the router still waits for the
+            // dyno's answer (until its own timeout).
+            Kind::Client => self.abandon(req, ErrorKind::ClientTimeout),
+        }
+    }
+
+    /// The client of a request that a dyno holds (or will) is answered with an error; the
+    /// dyno works on. What it does from now on is wasted.
+    fn abandon(&mut self, req: u32, error: ErrorKind) {
+        let now = self.now;
+        let e = &mut self.slab.entries[req as usize];
+        e.answered = true;
+        e.abandoned_at = now;
+        let (arrival, client, state, dyno) = (e.arrival, e.client, e.state, e.dyno as usize);
+        if self.phases {
+            let cpu_now = if state == State::Cpu {
+                self.cpu_advance(dyno);
+                self.dynos[dyno]
+                    .cpu
+                    .remaining(&mut self.cpu_store, req)
+                    .unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            let e = &self.slab.entries[req as usize];
+            let model = self.s.request.as_ref().expect("phases");
+            let phases = &model.classes[e.class as usize].phases;
+            // The phases still to come (the current one too, if it has not begun: a request
+            // not yet on a thread is at phase 0 in state Routing, Connecting or Accept).
+            let begun = !matches!(state, State::Connecting | State::Accept | State::Routing);
+            let from = e.phase as usize + usize::from(begun);
+            let later: f64 = (from..phases.len())
+                .filter(|&i| phases[i].kind == PhaseKind::Cpu)
+                .map(|i| self.slab.time(req, i as u32))
+                .sum();
+            self.slab.entries[req as usize].cpu_left = cpu_now + later;
+        }
+        self.measures.errored(error, arrival, now);
+        self.respond(client);
+    }
+
+    /// `router.max_in_flight`: the router holds all it may; the request is answered at once.
+    fn refuse(&mut self, req: u32) {
+        let e = &self.slab.entries[req as usize];
+        let (arrival, client) = (e.arrival, e.client);
+        self.measures.errored(ErrorKind::H11, arrival, self.now);
+        self.slab.release(req);
+        // A closed-loop client answered at once sends again no sooner than this, so that
+        // time moves on while the router is full.
+        self.respond_after(client, NO_DYNO_BACKOFF);
     }
 
     #[inline]
@@ -591,8 +845,9 @@ impl Simulation<'_> {
 
     fn fail_unrouted(&mut self, req: u32) {
         let r = &self.slab.entries[req as usize];
-        let (arrival, client) = (r.arrival, r.client);
-        self.measures.failed(arrival, self.now, false);
+        let (arrival, client, router) = (r.arrival, r.client, r.router as usize);
+        self.in_flight[router] -= 1;
+        self.measures.errored(ErrorKind::NoDyno, arrival, self.now);
         self.slab.release(req);
         self.respond_after(client, NO_DYNO_BACKOFF);
     }
@@ -624,12 +879,16 @@ impl Simulation<'_> {
                 queued: self.queued,
                 completed: self.measures.completions(),
                 failed: self.measures.failures(),
+                errors: self.measures.errors_so_far(),
             });
             trace.next = (trace.frames.len() as f64) * trace.interval;
         }
     }
 
-    fn hold(&mut self, req: u32) {
+    fn hold(&mut self, req: u32, patience: Option<f64>) {
+        if let Some(p) = patience {
+            self.set_deadline(Kind::Queue, self.now + p, req);
+        }
         self.queued += 1;
         self.slab.entries[req as usize].waited = true;
         let router = self.slab.entries[req as usize].router as usize;
@@ -643,6 +902,9 @@ impl Simulation<'_> {
     /// reaches it now, or after the connect time.
     #[inline]
     fn dispatch(&mut self, dyno: usize, req: u32) {
+        if let Some(t) = self.draw_timeout(Kind::Router) {
+            self.set_deadline(Kind::Router, self.now + t, req);
+        }
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
         self.routers.loads[entry.router as usize].increment(dyno);
@@ -1054,19 +1316,29 @@ impl Simulation<'_> {
     /// overhead.
     fn finish(&mut self, req: u32) {
         let now = self.now;
-        let entry = &self.slab.entries[req as usize];
-        let (dyno, router, arrival, client, class) = (
+        let entry = &mut self.slab.entries[req as usize];
+        let (dyno, router, arrival, client, class, answered, router_done) = (
             entry.dyno as usize,
             entry.router as usize,
             entry.arrival,
             entry.client,
             entry.class,
+            entry.answered,
+            entry.router_done,
         );
-        self.measures.completed(arrival, now);
-        if self.measures.detailed() {
-            self.measures.class_completed(class as usize, arrival, now);
+        entry.answered = true;
+        entry.router_done = true;
+        if !answered {
+            self.measures.completed(arrival, now);
+            if self.measures.detailed() {
+                self.measures.class_completed(class as usize, arrival, now);
+            }
         }
-        self.routers.loads[router].decrement(dyno);
+        if !router_done {
+            self.routers.loads[router].decrement(dyno);
+            self.in_flight[router] -= 1;
+        }
+        self.prune_deadlines();
         match &self.s.app.overhead {
             None => self.free_thread(req),
             Some(overhead) => {
@@ -1080,7 +1352,9 @@ impl Simulation<'_> {
             }
         }
         self.drain_router(router);
-        self.respond(client);
+        if !answered {
+            self.respond(client);
+        }
     }
 
     /// The thread is done with the request: it takes the next request waiting on the dyno.
@@ -1099,6 +1373,12 @@ impl Simulation<'_> {
         }
         if self.phases {
             self.measures.held(dyno, start, now);
+        }
+        let (abandoned_at, arrival, cpu_left) = (entry.abandoned_at, entry.arrival, entry.cpu_left);
+        if abandoned_at.is_finite() {
+            self.measures
+                .wasted_thread(arrival, now - abandoned_at.max(start));
+            self.measures.wasted_cpu(arrival, cpu_left);
         }
         self.slab.release(req);
         if self.phases {
@@ -1217,10 +1497,22 @@ impl Simulation<'_> {
                 e.state = State::Dead;
             }
         }
+        // The threads' time on requests already answered with an error, up to now.
+        for &req in &victims {
+            let e = &self.slab.entries[req as usize];
+            let on_thread = !matches!(e.state, State::Accept | State::Connecting);
+            if on_thread && e.abandoned_at.is_finite() {
+                let seconds = now - e.abandoned_at.max(e.start);
+                self.measures.wasted_thread(e.arrival, seconds);
+            }
+        }
         let mut released = Vec::new();
         for req in victims {
             let e = &mut self.slab.entries[req as usize];
             let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
+            let (answered, router_done) = (e.answered, e.router_done);
+            e.answered = true;
+            e.router_done = true;
             // What the entry becomes: freed now, or kept until an event of its own comes.
             let pending = match state {
                 State::Timed | State::Connecting => Some(State::Dead),
@@ -1251,13 +1543,18 @@ impl Simulation<'_> {
                 | State::Orphan(_)
                 | State::Free => None,
             };
-            self.routers.loads[router as usize].decrement(dyno);
-            self.measures.failed(arrival, now, true);
+            if !router_done {
+                self.routers.loads[router as usize].decrement(dyno);
+                self.in_flight[router as usize] -= 1;
+            }
             match pending {
                 Some(kept) => self.slab.entries[req as usize].state = kept,
                 None => self.slab.release(req),
             }
-            self.respond(client);
+            if !answered {
+                self.measures.errored(ErrorKind::R15, arrival, now);
+                self.respond(client);
+            }
         }
         self.reschedule_cpu(dyno);
         // Connections of an app-wide pool held by its requests go to whoever waits for one.
@@ -1312,6 +1609,22 @@ impl Simulation<'_> {
     }
 }
 
-/// A closed-loop client whose request found no dyno up waits this long (or its think time,
-/// if longer) before sending again, so that time moves on while every dyno boots.
+/// Whether deadline `d` of `kind` still concerns its request (see
+/// [`Simulation::deadline_live`]).
+#[inline]
+fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
+    let e = &entries[d.req as usize];
+    if e.generation != d.generation || e.state == State::Free {
+        return false;
+    }
+    match kind {
+        Kind::Router => !e.router_done,
+        Kind::Queue => e.state == State::Routing && !e.answered,
+        Kind::Client => !e.answered,
+    }
+}
+
+/// A closed-loop client whose request found no dyno up, or a full router, waits this long (or
+/// its think time, if longer) before sending again, so that time moves on while every dyno
+/// boots or the router is full.
 const NO_DYNO_BACKOFF: f64 = 1e-3;

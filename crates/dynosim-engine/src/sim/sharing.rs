@@ -385,6 +385,18 @@ impl Sharing {
         self.active -= 1;
     }
 
+    /// The work a job has left (after [`Self::advance`]), or None if it is not here.
+    pub fn remaining(&self, store: &mut SharingStore, req: u32) -> Option<f64> {
+        for g in self.base..self.base + self.groups {
+            let g = g as usize;
+            if let Some(&(_, tag)) = store.jobs_of(g).iter().find(|&&(r, _)| r == req) {
+                store.sync(g, self.clock);
+                return Some((tag - store.groups[g].virtual_time).max(0.0));
+            }
+        }
+        None
+    }
+
     /// Removes a job wherever it is (a request killed with its dyno); after [`Self::advance`].
     pub fn remove(&mut self, store: &mut SharingStore, req: u32) -> bool {
         for g in self.base..self.base + self.groups {

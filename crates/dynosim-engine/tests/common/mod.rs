@@ -146,6 +146,11 @@ pub fn scenario_json(
     router: Value,
     (duration, warmup, replications, seed): (f64, f64, u32, u64),
 ) -> String {
+    // Queueing theory's queues are patient: no router timeout unless the test sets one.
+    let mut router = router;
+    if let Some(r) = router.as_object_mut() {
+        r.entry("timeout").or_insert(json!("off"));
+    }
     json!({
         "name": "theory",
         "arrivals": {"process": "poisson", "rate": arrival_rate},

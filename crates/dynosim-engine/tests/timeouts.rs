@@ -1,0 +1,276 @@
+//! Timeouts and caps against queueing theory and against cases worked out by hand: the
+//! router's timeout with work that continues (H12, M/M/1's late fraction), a router queue whose
+//! requests give up (M/M/c+M, Erlang-A), a cap on the requests in flight (M/M/c/K loss),
+//! Little's law with losses, and the client's timeout in a closed loop. Tolerances are k
+//! standard errors over replications, each with the resolution it must have (see
+//! `common/mod.rs`). Times are in units of the mean service time (1 s).
+
+mod common;
+
+use common::{assert_matches, build, run_ok, Measured};
+use dynosim_engine::theory::{erlang_a, mm1_late_fraction, mmck_blocking};
+use dynosim_engine::{never_interrupted, run_replication, ReplicationResult, RunReport};
+use serde_json::{json, Value};
+
+fn measure(report: &RunReport, f: impl Fn(&ReplicationResult) -> f64) -> Measured {
+    Measured::over_replications(report, f)
+}
+
+/// Poisson arrivals at `rate` on `dynos` single-thread dynos, exponential service of mean 1 s,
+/// the router as given.
+fn scenario(rate: f64, dynos: u32, router: Value, seed: u64) -> String {
+    json!({
+        "name": "timeouts",
+        "arrivals": {"process": "poisson", "rate": rate},
+        "service": {"distribution": "exponential", "mean": 1.0},
+        "fleet": {"dynos": dynos},
+        "router": router,
+        "run": {"duration": 20_000.0, "warmup": 200.0, "replications": 20, "seed": seed},
+    })
+    .to_string()
+}
+
+/// M/M/1 whose router answers at T while the dyno works on (H12): the dyno's queue is M/M/1's
+/// whatever the timeout, so the fraction answered late is P(sojourn > T) = e^{−(μ−λ)T}; the
+/// queue time is M/M/1's; the client's response is min(sojourn, T); and a late request wastes
+/// its thread from T (or its start, if later) to its end: per request
+/// E[min(S, (W_q + S − T)⁺)] = P(W_q ≥ T)/μ + E[e^{−μ(T − W_q)}; W_q < T]/μ, which with W_q's
+/// atom 1 − ρ at 0 and Exp(μ − λ) otherwise sums to e^{−(μ−λ)T} / μ.
+#[test]
+fn the_router_timeout_answers_mm1_late_requests_and_the_dyno_works_on() {
+    let (lambda, mu) = (0.7, 1.0);
+    for (deadline, seed) in [(3.0, 1), (7.0, 2)] {
+        let s = build(&scenario(
+            lambda,
+            1,
+            json!({"policy": "random", "timeout": deadline}),
+            seed,
+        ));
+        let report = run_ok(&s);
+        let label = format!("M/M/1, router.timeout {deadline}");
+        let late = mm1_late_fraction(lambda, mu, deadline).unwrap();
+        assert_matches(
+            &format!("{label}: errors.h12"),
+            measure(&report, |r| r.errors.h12),
+            late,
+            0.15,
+        );
+        assert_matches(
+            &format!("{label}: queue.mean (the dyno's, unchanged)"),
+            measure(&report, |r| r.queue.mean),
+            lambda / (mu * (mu - lambda)),
+            0.06,
+        );
+        // E[min(W, T)] = (1 − e^{−(μ−λ)T}) / (μ − λ) for W ~ Exp(μ − λ).
+        assert_matches(
+            &format!("{label}: response.mean (the client's)"),
+            measure(&report, |r| r.response.mean),
+            (1.0 - late) / (mu - lambda),
+            0.05,
+        );
+        assert_matches(
+            &format!("{label}: wasted thread-seconds per request"),
+            measure(&report, |r| r.wasted.thread_seconds / r.requests as f64),
+            late / mu,
+            0.2,
+        );
+        for r in &report.per_replication {
+            assert_eq!(r.error_counts.total, r.error_counts.h12);
+            assert!(
+                r.response.max <= deadline + 1e-6,
+                "{label}: {}",
+                r.response.max
+            );
+            assert!(r.response_ok.max <= deadline + 1e-6);
+            // The late requests are answered (errors count as answers), the dyno does all.
+            let answered = r.throughput * 20_000.0;
+            assert!((answered - r.requests as f64).abs() < 50.0, "{label}");
+            assert!(r.goodput < r.throughput);
+        }
+    }
+}
+
+/// One `intelligent` router holding requests for c single-thread dynos, whose held requests
+/// give up after an exponential patience (`router.queue_timeout`): M/M/c+M, Erlang-A. Stable
+/// above capacity too (ρ = 1.1 here), which the run must not refuse.
+#[test]
+fn the_router_queue_timeout_is_erlang_a() {
+    let (c, mean_patience) = (4u32, 2.0);
+    for (lambda, seed) in [(3.0, 11), (4.4, 12)] {
+        let router = json!({"policy": "intelligent", "timeout": "off",
+                            "queue_timeout": {"distribution": "exponential", "mean": mean_patience}});
+        let s = build(&scenario(lambda, c, router, seed));
+        let report = run_ok(&s);
+        let theory = erlang_a(c, lambda, 1.0, mean_patience).unwrap();
+        let label = format!("M/M/{c}+M, lambda {lambda}");
+        assert_matches(
+            &format!("{label}: errors.queue_timeout = P(abandon)"),
+            measure(&report, |r| r.errors.queue_timeout),
+            theory.p_abandon,
+            0.05,
+        );
+        // Waited: those served after a wait, and every one that gave up.
+        assert_matches(
+            &format!("{label}: P(wait)"),
+            measure(&report, |r| {
+                let gave_up = r.error_counts.queue_timeout as f64;
+                let served = r.requests as f64 - gave_up;
+                (r.queued_fraction * served + gave_up) / r.requests as f64
+            }),
+            theory.p_wait,
+            0.03,
+        );
+        for r in &report.per_replication {
+            assert_eq!(r.error_counts.total, r.error_counts.queue_timeout);
+        }
+    }
+}
+
+/// A cap of K requests in flight on one router: with `intelligent` over c single-thread dynos
+/// the router's requests are the system's, so arrivals beyond K are lost as in M/M/c/K
+/// (PASTA: the blocking probability); with `random` on one dyno, M/M/1/K. Little's law with
+/// losses: busy threads = accepted rate × E[S], and the throughput is the accepted rate plus
+/// the refusals (answered at once).
+#[test]
+fn the_in_flight_cap_is_mmck_loss() {
+    for (policy, c, k, lambda, seed) in [
+        ("intelligent", 3u32, 5u32, 3.3, 21),
+        ("random", 1, 3, 0.9, 22),
+    ] {
+        let router = json!({"policy": policy, "timeout": "off", "max_in_flight": k});
+        let s = build(&scenario(lambda, c, router, seed));
+        let report = run_ok(&s);
+        let blocking = mmck_blocking(c, k, lambda, 1.0).unwrap();
+        let label = format!("M/M/{c}/{k} ({policy}), lambda {lambda}");
+        assert_matches(
+            &format!("{label}: errors.h11 = blocking"),
+            measure(&report, |r| r.errors.h11),
+            blocking,
+            0.06,
+        );
+        let accepted = lambda * (1.0 - blocking);
+        assert_matches(
+            &format!("{label}: goodput = lambda (1 - blocking)"),
+            measure(&report, |r| r.goodput),
+            accepted,
+            0.02,
+        );
+        assert_matches(
+            &format!("{label}: busy threads = accepted x E[S] (Little)"),
+            measure(&report, |r| r.utilisation.mean * f64::from(c)),
+            accepted,
+            0.02,
+        );
+        assert_matches(
+            &format!("{label}: throughput = lambda (refusals are answers)"),
+            measure(&report, |r| r.throughput),
+            lambda,
+            0.02,
+        );
+        for r in &report.per_replication {
+            assert_eq!(r.error_counts.total, r.error_counts.h11);
+            assert!(r.max_queue_depth.router + r.max_queue_depth.dyno <= u64::from(k - 1));
+        }
+    }
+}
+
+/// A closed loop of one client, no think time, `requests = 3`, on one single-thread dyno
+/// behind `intelligent`, constant 10 s service, a 4 s router timeout: worked out by hand.
+/// Request 1 is sent at 0 and starts at once; the router answers H12 at 4 and no longer counts
+/// it, so the client's request 2 (sent at 4) goes to the same dyno, still busy until 10, and
+/// waits; it starts at 10 and is answered H12 at 8; request 3 is sent at 8, starts at 20, is
+/// answered at 12. Queue times 0, 6, 12; every response 4 s; the dyno works until 30.
+/// Thread-seconds wasted: 10 − 4, 20 − 10, 30 − 20.
+#[test]
+fn an_h12_frees_the_router_but_not_the_dyno() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 1, "requests": 3},
+        "service": {"distribution": "constant", "value": "10s"},
+        "fleet": {"dynos": 1},
+        "router": {"policy": "intelligent", "timeout": "4s"},
+        "run": {"replications": 2},
+    });
+    let s = build(&doc.to_string());
+    let r = run_replication(&s, 0, &never_interrupted).unwrap();
+    assert_eq!(r.requests, 3);
+    assert_eq!(r.error_counts.h12, 3);
+    assert_eq!(r.error_counts.total, 3);
+    assert_eq!(r.errors.h12, 1.0);
+    assert!((r.queue.mean - 6.0).abs() < 1e-9, "{}", r.queue.mean);
+    assert!((r.queue.max - 12.0).abs() < 1e-9);
+    assert!((r.response.mean - 4.0).abs() < 1e-9);
+    assert_eq!(r.response_ok.mean, 0.0);
+    assert!(
+        (r.wasted.thread_seconds - 26.0).abs() < 1e-9,
+        "{}",
+        r.wasted.thread_seconds
+    );
+    let closed = r.closed_loop.as_ref().unwrap();
+    assert_eq!((closed.completed, closed.failed), (3, 3));
+    // The last answer to the client comes at 12 s.
+    assert!((closed.elapsed - 12.0).abs() < 1e-9, "{}", closed.elapsed);
+}
+
+/// The client's own timeout: it gives up and sends its next request; the router counts the
+/// request until the dyno answers it. One client, constant 3 s service, a 1 s client timeout,
+/// `requests = 3`, random routing to one dyno: sent at 0, 1, 2 (each answered with its error a
+/// second later); started at 0, 3, 6; ended at 3, 6, 9. Queue times 0, 2, 4. Wasted: 3 − 1,
+/// then (start later than the error) 3 and 3.
+#[test]
+fn a_client_timeout_moves_the_client_on() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 1, "requests": 3, "timeout": "1s"},
+        "service": {"distribution": "constant", "value": "3s"},
+        "fleet": {"dynos": 1},
+        "router": {"policy": "random"},
+        "run": {"replications": 2},
+    });
+    let s = build(&doc.to_string());
+    let r = run_replication(&s, 0, &never_interrupted).unwrap();
+    assert_eq!(r.error_counts.client_timeout, 3);
+    assert_eq!(r.error_counts.h12, 0);
+    assert!((r.queue.mean - 2.0).abs() < 1e-9, "{}", r.queue.mean);
+    assert!((r.response.mean - 1.0).abs() < 1e-9);
+    assert!(
+        (r.wasted.thread_seconds - 8.0).abs() < 1e-9,
+        "{}",
+        r.wasted.thread_seconds
+    );
+}
+
+/// A client's timeout while the router still holds its request takes it out of the router's
+/// queue, as in M/M/c+M (Erlang-A); once on a thread, it may still run out during service.
+/// With an exponential patience (rate θ), memoryless, a request that reached a thread runs out
+/// during its Exp(μ) service with probability θ / (θ + μ): client timeouts are
+/// P(abandon) + (1 − P(abandon)) θ / (θ + μ) of the requests.
+#[test]
+fn a_client_timeout_while_held_at_the_router_is_an_abandonment() {
+    let (c, lambda, mean_patience) = (4u32, 3.6, 1.5);
+    let doc = json!({
+        "name": "client patience",
+        "arrivals": {"process": "poisson", "rate": lambda,
+                     "timeout": {"distribution": "exponential", "mean": mean_patience}},
+        "service": {"distribution": "exponential", "mean": 1.0},
+        "fleet": {"dynos": c},
+        "router": {"policy": "intelligent", "timeout": "off"},
+        "run": {"duration": 20_000.0, "warmup": 200.0, "replications": 20, "seed": 31},
+    });
+    let report = run_ok(&build(&doc.to_string()));
+    let theory = erlang_a(c, lambda, 1.0, mean_patience).unwrap();
+    let (theta, mu) = (1.0 / mean_patience, 1.0);
+    let expected = theory.p_abandon + (1.0 - theory.p_abandon) * theta / (theta + mu);
+    assert_matches(
+        "M/M/4+M by the client's patience: errors.client_timeout",
+        measure(&report, |r| r.errors.client_timeout),
+        expected,
+        0.02,
+    );
+    // The dynos serve every request that reached them: goodput + those abandoned on a
+    // thread = λ (1 − P(abandon)).
+    assert_matches(
+        "M/M/4+M by the client's patience: busy threads = lambda (1 - P(abandon)) E[S]",
+        measure(&report, |r| r.utilisation.mean * f64::from(c)),
+        lambda * (1.0 - theory.p_abandon),
+        0.02,
+    );
+}
