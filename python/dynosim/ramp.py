@@ -96,10 +96,7 @@ def ramp(scenario: Scenario, rates: Sequence[float], policies: Optional[Sequence
 def figures(summary: Dict[str, Any]) -> Dict[str, Any]:
     """A step's figures from its run's summary (means over the replications)."""
     rate = lookup(summary, "throughput")
-    try:
-        errors = float(lookup(summary, "failed.fraction")["mean"])
-    except KeyError:
-        errors = 0.0
+    errors = float(lookup(summary, "errors.total")["mean"])
     return {
         "response_rate": rate["mean"], "response_rate_ci_low": rate["ci_low"],
         "response_rate_ci_high": rate["ci_high"], "errors": errors,

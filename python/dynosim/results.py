@@ -2,7 +2,8 @@
 
 Metric names are dotted paths into a replication's figures (documented in docs/output.md):
 ``queued_fraction``, ``queue.mean``, ``queue.p99``, ``queue_of_queued.mean``,
-``response.p999``, ``utilisation.mean``, ``max_queue_depth.dyno``...
+``response.p999``, ``response_ok.p99``, ``errors.h12``, ``goodput``, ``utilisation.mean``,
+``max_queue_depth.dyno``...
 """
 
 from __future__ import annotations
@@ -12,15 +13,21 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
-__all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "OPTIONAL_METRICS", "is_metric", "is_time_metric",
-           "is_fraction_metric"]
+__all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "OPTIONAL_METRICS", "ERROR_KINDS", "is_metric",
+           "is_time_metric", "is_fraction_metric"]
+
+#: The kinds of error a request may be answered with (``errors.KIND``, ``error_counts.KIND``).
+ERROR_KINDS: List[str] = ["total", "h11", "h12", "client_timeout", "queue_timeout", "r15", "no_dyno"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
     ["requests", "queued_fraction"]
-    + [f"{group}.{stat}" for group in ("queue", "queue_of_queued", "response")
+    + [f"{group}.{stat}" for group in ("queue", "queue_of_queued", "response", "response_ok")
        for stat in ("mean", "p50", "p90", "p95", "p99", "p999", "max")]
-    + ["service_mean", "throughput", "utilisation.mean", "utilisation.min", "utilisation.max",
+    + ["service_mean", "throughput", "goodput"]
+    + [f"errors.{kind}" for kind in ERROR_KINDS] + [f"error_counts.{kind}" for kind in ERROR_KINDS]
+    + ["wasted.thread_seconds", "wasted.cpu_seconds"]
+    + ["utilisation.mean", "utilisation.min", "utilisation.max",
        "max_queue_depth.dyno", "max_queue_depth.router", "simulated_requests", "events"]
 )
 
@@ -57,7 +64,7 @@ def metric_names_hint() -> str:
 def is_time_metric(metric: str) -> bool:
     """Whether a metric is a time, in seconds (the others are counts, rates and fractions)."""
     parts = metric.split(".")
-    return (parts[0] in ("queue", "queue_of_queued", "response") or metric == "service_mean"
+    return (parts[0] in ("queue", "queue_of_queued", "response", "response_ok") or metric == "service_mean"
             or metric in ("closed_loop.elapsed", "dyno.memory.r14_seconds")
             or metric.startswith("closed_loop.latency.")
             or (parts[0] == "resources" and len(parts) == 4 and parts[2] in ("pool_wait", "queue"))
@@ -66,7 +73,7 @@ def is_time_metric(metric: str) -> bool:
 
 def is_fraction_metric(metric: str) -> bool:
     """Whether a metric is a fraction from 0 to 1 (shown as a percentage)."""
-    return (metric == "queued_fraction" or metric.startswith("utilisation.")
+    return (metric == "queued_fraction" or metric.startswith("utilisation.") or metric.startswith("errors.")
             or metric in ("dyno.cpu_utilisation", "dyno.thread_occupancy", "dyno.process_occupancy",
                           "dyno.memory.over_quota", "failed.fraction")
             or (metric.startswith("resources.") and metric.endswith(".utilisation")))

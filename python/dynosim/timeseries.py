@@ -16,10 +16,12 @@ from typing import Any, Dict, List, Sequence, Tuple
 from . import _dynosim
 from .errors import DynosimError
 from .output import csv_text, write_files
+from .results import ERROR_KINDS
 from .scenario import Scenario
 
 #: The columns of a row, in the CSV's order.
-COLUMNS = ["case", "policy", "time", "arrivals_per_s", "responses_per_s", "failures_per_s",
+COLUMNS = ["case", "policy", "time", "arrivals_per_s", "responses_per_s", "errors_per_s",
+           *[f"{kind}_per_s" for kind in ERROR_KINDS[1:]],
            "router_waiting", "dyno_waiting", "busy_threads"]
 
 #: Most intervals a series may have (each is a row per policy).
@@ -72,7 +74,8 @@ def series(scenario: Scenario, policies: Sequence[str], interval: float | None =
                 "case": case, "policy": policy, "time": round(float(now["time"]), 9),
                 "arrivals_per_s": (now["arrived"] - before["arrived"]) / step,
                 "responses_per_s": (now["completed"] - before["completed"]) / step,
-                "failures_per_s": (now["failed"] - before["failed"]) / step,
+                "errors_per_s": (now["failed"] - before["failed"]) / step,
+                **{f"{kind}_per_s": (now["errors"][kind] - before["errors"][kind]) / step for kind in ERROR_KINDS[1:]},
                 "router_waiting": int(now["router_waiting"]), "dyno_waiting": int(now["dyno_waiting"]),
                 "busy_threads": int(now["busy"]),
             })
@@ -97,9 +100,9 @@ def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
         line, = rates.plot(t, [r["responses_per_s"] for r in rs], label=f"{label}: responses")
         if groups and (case, policy) == next(iter(groups)):
             rates.plot(t, [r["arrivals_per_s"] for r in rs], color="grey", linestyle=":", label="arrivals")
-        if any(r["failures_per_s"] for r in rs):
-            rates.plot(t, [r["failures_per_s"] for r in rs], color=line.get_color(), linestyle="--",
-                       label=f"{label}: failures")
+        if any(r["errors_per_s"] for r in rs):
+            rates.plot(t, [r["errors_per_s"] for r in rs], color=line.get_color(), linestyle="--",
+                       label=f"{label}: errors")
         waiting.plot(t, [r["router_waiting"] + r["dyno_waiting"] for r in rs], label=label)
         busy.plot(t, [r["busy_threads"] for r in rs], label=label)
     rates.set_ylabel("per second")

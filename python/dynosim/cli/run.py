@@ -93,6 +93,8 @@ def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None
     columns = list(RUN_COLUMNS)
     if any("closed_loop" in r.summary for _, r in rows):
         columns.insert(2, Column("req/s", _metric_or_nan("closed_loop.requests_per_s"), ci=True))
+    if any(r["errors.total"] > 0 for _, r in rows):
+        columns.insert(-3, Column("errors", _metric("errors.total"), kind="percent", ci=True))
     if any("dyno" in r.summary for _, r in rows):
         columns.insert(-3, Column("cpu", _metric_or_nan("dyno.cpu_utilisation"), kind="percent", wide=True))
     if any(r.report["routers"] > 1 for _, r in rows):
