@@ -60,12 +60,13 @@ impl Default for Options {
 }
 
 /// Times recorded in whole milliseconds (every router logs milliseconds or coarser), with
-/// HdrHistogram's 3 significant digits: percentiles are exact below 2.048 s, within 0.1%
-/// above. Mean and maximum are exact.
+/// HdrHistogram's 3 significant digits: percentiles are exact below 2.048 s and at most 0.1%
+/// low above (a bucket's lowest value, so that H12's 30000 ms reads 30 s). The sum is kept in
+/// whole microseconds, so that the mean does not depend on the order of the lines.
 #[derive(Debug, Clone)]
 struct Times {
     count: u64,
-    sum: f64,
+    sum_us: u64,
     max: f64,
     histogram: Histogram<u64>,
 }
@@ -74,18 +75,24 @@ impl Default for Times {
     fn default() -> Self {
         Times {
             count: 0,
-            sum: 0.0,
+            sum_us: 0,
             max: 0.0,
             histogram: Histogram::new(3).expect("3 significant digits is valid"),
         }
     }
 }
 
+/// Seconds as whole microseconds (times are not negative).
+#[inline]
+fn micros(seconds: f64) -> u64 {
+    (seconds * 1e6).round() as u64
+}
+
 impl Times {
     #[inline]
     fn record(&mut self, seconds: f64) {
         self.count += 1;
-        self.sum += seconds;
+        self.sum_us = self.sum_us.saturating_add(micros(seconds));
         if seconds > self.max {
             self.max = seconds;
         }
@@ -98,7 +105,7 @@ impl Times {
 
     fn merge(&mut self, other: &Times) {
         self.count += other.count;
-        self.sum += other.sum;
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
         self.max = self.max.max(other.max);
         self.histogram
             .add(&other.histogram)
@@ -109,11 +116,12 @@ impl Times {
         if self.count == 0 {
             return None;
         }
-        // A percentile is the histogram's bucket top, never above the largest value seen.
-        let q = |p: f64| (self.histogram.value_at_quantile(p) as f64 / 1000.0).min(self.max);
+        let h = &self.histogram;
+        let q =
+            |p: f64| (h.lowest_equivalent(h.value_at_quantile(p)) as f64 / 1000.0).min(self.max);
         Some(TimeSummary {
             count: self.count,
-            mean: self.sum / self.count as f64,
+            mean: self.sum_us as f64 / 1e6 / self.count as f64,
             p50: q(0.5),
             p90: q(0.9),
             p95: q(0.95),
@@ -154,7 +162,8 @@ impl RouteStats {
 #[derive(Debug, Clone, Copy, Default)]
 struct DynoStats {
     requests: u64,
-    busy: f64,
+    /// Whole microseconds, for a sum independent of the order of the lines.
+    busy_us: u64,
 }
 
 /// A line that could not be read.
@@ -248,6 +257,7 @@ pub struct Summary {
     pub routes: Vec<RouteSummary>,
     /// Distinct routes seen (up to the bound, then those pooled as one).
     pub routes_distinct: usize,
+    /// Requests by host (the Host header), of every host in the log, `--host` or not.
     pub hosts: FastSortedCounts,
     pub interval_seconds: f64,
     pub series: Vec<SeriesPoint>,
@@ -445,12 +455,6 @@ impl Summariser {
                 return;
             }
         };
-        if let Some(host) = &self.options.host {
-            if request.host != host.as_str() {
-                self.other_hosts += 1;
-                return;
-            }
-        }
         // The same request again: by its id, or by its whole line when the timestamp is fine
         // enough for identical lines to be copies rather than two requests.
         let key = match request.request_id {
@@ -463,6 +467,22 @@ impl Summariser {
         if let Some(key) = key {
             if !self.recent.insert(key) {
                 self.duplicates += 1;
+                return;
+            }
+        }
+        // Every host is tallied, those --host leaves out too (to say which there are).
+        if !request.host.is_empty() {
+            if let Some(n) = self.hosts.get_mut(request.host) {
+                *n += 1;
+            } else if self.hosts.len() < MAX_HOSTS {
+                self.hosts.insert(request.host.to_string(), 1);
+            } else {
+                self.host_overflow += 1;
+            }
+        }
+        if let Some(host) = &self.options.host {
+            if request.host != host.as_str() {
+                self.other_hosts += 1;
                 return;
             }
         }
@@ -479,8 +499,6 @@ impl Summariser {
                 route_overflow: &mut self.route_overflow,
                 dynos: &mut self.dynos,
                 dyno_overflow: &mut self.dyno_overflow,
-                hosts: &mut self.hosts,
-                host_overflow: &mut self.host_overflow,
                 series: &mut self.series,
                 series_overflow: &mut self.series_overflow,
                 route_key: &mut self.route_key,
@@ -538,7 +556,7 @@ impl Summariser {
         if !r.dyno.is_empty() {
             let count_dyno = |dyno: &mut DynoStats| {
                 dyno.requests += 1;
-                dyno.busy += r.service.unwrap_or(0.0);
+                dyno.busy_us = dyno.busy_us.saturating_add(r.service.map_or(0, micros));
             };
             if let Some(dyno) = acc.dynos.get_mut(r.dyno) {
                 count_dyno(dyno);
@@ -546,15 +564,6 @@ impl Summariser {
                 count_dyno(acc.dynos.entry(r.dyno.to_string()).or_default());
             } else {
                 count_dyno(acc.dyno_overflow);
-            }
-        }
-        if !r.host.is_empty() {
-            if let Some(n) = acc.hosts.get_mut(r.host) {
-                *n += 1;
-            } else if acc.hosts.len() < MAX_HOSTS {
-                acc.hosts.insert(r.host.to_string(), 1);
-            } else {
-                *acc.host_overflow += 1;
             }
         }
         if acc.series.add(r.time, r.start()).is_err() {
@@ -643,8 +652,8 @@ impl Summariser {
             .map(|(dyno, d)| DynoSummary {
                 dyno,
                 requests: d.requests,
-                busy_seconds: d.busy,
-                in_service_mean: (span > 0.0).then(|| d.busy / span),
+                busy_seconds: d.busy_us as f64 / 1e6,
+                in_service_mean: (span > 0.0).then(|| d.busy_us as f64 / 1e6 / span),
             })
             .collect();
 
@@ -768,8 +777,6 @@ struct Accumulators<'a> {
     route_overflow: &'a mut RouteStats,
     dynos: &'a mut FastMap<String, DynoStats>,
     dyno_overflow: &'a mut DynoStats,
-    hosts: &'a mut FastMap<String, u64>,
-    host_overflow: &'a mut u64,
     series: &'a mut Series,
     series_overflow: &'a mut bool,
     route_key: &'a mut String,
