@@ -581,7 +581,8 @@ impl Summariser {
                 message: self.why_empty(lines, malformed),
             });
         }
-        let span = self.last - self.first;
+        // Timestamps hold microseconds at most; f64 seconds since the epoch hold 0.2 µs.
+        let span = ((self.last - self.first) * 1e6).round() / 1e6;
         let (width, intervals) = self.series.finish();
         let series: Vec<SeriesPoint> = intervals
             .iter()
@@ -728,6 +729,20 @@ impl Summariser {
         if lines == 0 {
             return format!("{names}: empty: no lines to summarise");
         }
+        if self.other_hosts > 0 {
+            let mut seen: Vec<_> = self.hosts.iter().collect();
+            seen.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+            let seen: Vec<&str> = seen.iter().take(5).map(|(h, _)| h.as_str()).collect();
+            return format!(
+                "--host {}: no request to that host; hosts in the log: {}",
+                self.options.host.as_deref().unwrap_or(""),
+                if seen.is_empty() {
+                    "none".to_string()
+                } else {
+                    seen.join(", ")
+                }
+            );
+        }
         if malformed > 0 {
             let at = self
                 .malformed_lines
@@ -742,20 +757,6 @@ impl Summariser {
                     "; ..."
                 } else {
                     ""
-                }
-            );
-        }
-        if self.other_hosts > 0 {
-            let mut seen: Vec<_> = self.hosts.iter().collect();
-            seen.sort_by(|a, b| b.1.cmp(a.1));
-            let seen: Vec<&str> = seen.iter().take(5).map(|(h, _)| h.as_str()).collect();
-            return format!(
-                "--host {}: no request to that host; hosts in the log: {}",
-                self.options.host.as_deref().unwrap_or(""),
-                if seen.is_empty() {
-                    "none".to_string()
-                } else {
-                    seen.join(", ")
                 }
             );
         }

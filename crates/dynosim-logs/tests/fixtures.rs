@@ -51,7 +51,7 @@ fn heroku_log_worked_example() {
     );
     assert_eq!(s.first.as_deref(), Some("2014-01-09T06:16:50.100000+00:00"));
     assert_eq!(s.last.as_deref(), Some("2014-01-09T06:16:57.700000+00:00"));
-    assert!(close(s.span_seconds.unwrap(), 7.6));
+    assert_eq!(s.span_seconds, Some(7.6), "rounded to the microsecond");
     assert!(close(s.rate_per_s.unwrap(), 9.0 / 7.6));
     // service: 10, 20, 30, 40, 60, 120, 30000 ms (the H10 and H13 have none)
     let service = s.service.unwrap();
