@@ -212,3 +212,23 @@ def test_empty_log(cli, tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("")
     assert_one_line_error(cli("logs", "summary", str(empty)), "empty.log: empty: no lines to summarise")
+
+
+# --- the docs show what the command prints ------------------------------------------------------
+
+
+def test_docs_worked_example_is_the_actual_output():
+    """docs/logs.md pastes the output of its worked example: it must still be what the command
+    prints (warning on stderr first, then stdout; trailing spaces aside)."""
+    import os
+
+    text = (ROOT / "docs" / "logs.md").read_text(encoding="utf-8")
+    block = re.search(r"```console\n\$ (dynosim logs summary tests/fixtures/logs/heroku\.log)\n(.*?)```", text, re.S)
+    assert block, "the worked example's console block"
+    command, shown = block.group(1), block.group(2)
+    env = dict(os.environ, COLUMNS="100")
+    result = subprocess.run([sys.executable, "-m", "dynosim", *command.split()[1:]], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    actual = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
+    assert actual == [line.rstrip() for line in shown.splitlines()]
