@@ -3,6 +3,7 @@
 input: one line naming the file (and the malformed lines' numbers), exit code 2."""
 
 import gzip
+import os
 import json
 import re
 import subprocess
@@ -220,8 +221,6 @@ def test_empty_log(cli, tmp_path):
 def test_docs_worked_example_is_the_actual_output():
     """docs/logs.md pastes the output of its worked example: it must still be what the command
     prints (warning on stderr first, then stdout; trailing spaces aside)."""
-    import os
-
     text = (ROOT / "docs" / "logs.md").read_text(encoding="utf-8")
     block = re.search(r"```console\n\$ (dynosim logs summary tests/fixtures/logs/heroku\.log)\n(.*?)```", text, re.S)
     assert block, "the worked example's console block"
@@ -232,3 +231,17 @@ def test_docs_worked_example_is_the_actual_output():
     assert result.returncode == 0, result.stderr
     actual = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
     assert actual == [line.rstrip() for line in shown.splitlines()]
+
+
+def test_standard_input_from_a_terminal_is_refused():
+    """`-` on a terminal would block on a read that Ctrl-C cannot stop: refused at once."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        result = subprocess.run([sys.executable, "-m", "dynosim", "logs", "summary", "-"], stdin=follower,
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert_one_line_error(result, "-: standard input is a terminal")

@@ -14,6 +14,7 @@ each are in docs/logs.md.
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -54,6 +55,9 @@ def summary(
         raise LogError("no log given")
     if format not in FORMATS:
         raise LogError(f"--format: unknown log format {format!r}; expected one of: {', '.join(FORMATS)}")
+    if "-" in names and sys.stdin is not None and sys.stdin.isatty():
+        # Reading a terminal would wait for a log that is not coming, past Ctrl-C.
+        raise LogError("-: standard input is a terminal: pipe a log into it, or name a file")
     if top_routes < 1:
         raise LogError(f"--routes: must be at least 1, got {top_routes}")
     try:

@@ -22,6 +22,7 @@ pub mod input;
 pub mod nginx;
 pub mod number;
 pub mod parse;
+pub mod reader;
 pub mod record;
 pub mod route;
 pub mod series;
@@ -30,5 +31,6 @@ pub mod time;
 
 pub use error::LogError;
 pub use parse::{FormatChoice, Line, Parser};
+pub use reader::Reader;
 pub use record::{Detail, Format, OwnedRequest, Request};
 pub use summary::{summarise, Options, Summariser, Summary};

@@ -12,27 +12,21 @@ use std::io::Read;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::dedup::{RecentSet, WINDOW};
 use crate::error::LogError;
-use crate::hash::{digest, FastMap};
-use crate::input::{self, Chunk, Lines};
-use crate::parse::{FormatChoice, Line, Parser};
+use crate::hash::FastMap;
+use crate::parse::FormatChoice;
+pub use crate::reader::{FileSummary, Malformed, MALFORMED_EXAMPLES, MAX_HOSTS};
+use crate::reader::{Reader, Visit};
 use crate::record::{Detail, Format, Request};
-use crate::series::{Interval, Series};
+use crate::series::{Interval, Series, MAX_BINS_GIVEN};
 use crate::time::iso8601;
 
 /// Routes tracked one by one (each with its histogram).
 pub const MAX_ROUTES: usize = 1000;
 pub const MAX_DYNOS: usize = 10_000;
-pub const MAX_HOSTS: usize = 1000;
 pub const MAX_ERROR_CODES: usize = 1000;
-/// Malformed lines quoted in the summary.
-pub const MALFORMED_EXAMPLES: usize = 5;
 /// The name of the pool of routes, dynos or hosts beyond the bounds.
 pub const OTHER: &str = "(other)";
-
-/// Lines between two looks at the stop flag (Ctrl-C).
-const STOP_EVERY: u64 = 1 << 16;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -166,24 +160,6 @@ struct DynoStats {
     busy_us: u64,
 }
 
-/// A line that could not be read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Malformed {
-    pub file: String,
-    pub line: u64,
-    pub reason: String,
-    /// Its first 200 characters.
-    pub text: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FileSummary {
-    pub name: String,
-    pub lines: u64,
-    pub requests: u64,
-    pub malformed: u64,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RouteSummary {
     /// `GET /users/:id`
@@ -283,13 +259,13 @@ impl Serialize for FastSortedCounts {
 
 /// Reads logs and accumulates their summary.
 pub struct Summariser {
-    parser: Parser,
+    reader: Reader,
     options: Options,
-    files: Vec<FileSummary>,
-    malformed_lines: Vec<Malformed>,
-    duplicates: u64,
-    other_lines: u64,
-    other_hosts: u64,
+    totals: Totals,
+}
+
+/// What the summary adds up, request by request.
+struct Totals {
     by_format: [u64; 3],
     first: f64,
     last: f64,
@@ -301,23 +277,17 @@ pub struct Summariser {
     route_overflow: RouteStats,
     dynos: FastMap<String, DynoStats>,
     dyno_overflow: DynoStats,
-    hosts: FastMap<String, u64>,
-    host_overflow: u64,
     series: Series,
-    series_overflow: bool,
-    recent: RecentSet,
     route_key: String,
 }
 
 impl Summariser {
     pub fn new(options: Options) -> Result<Summariser, LogError> {
-        let parser =
-            Parser::new(options.format, options.log_format.as_deref()).map_err(|message| {
-                LogError::Option {
-                    option: "--log-format".into(),
-                    message,
-                }
-            })?;
+        let reader = Reader::new(
+            options.format,
+            options.log_format.as_deref(),
+            options.host.clone(),
+        )?;
         if let Some(w) = options.interval {
             if !(w.is_finite() && w > 0.0) {
                 return Err(LogError::Option {
@@ -327,30 +297,23 @@ impl Summariser {
             }
         }
         Ok(Summariser {
-            parser,
-            series: Series::new(options.interval),
-            series_overflow: false,
+            reader,
+            totals: Totals {
+                by_format: [0; 3],
+                first: f64::INFINITY,
+                last: f64::NEG_INFINITY,
+                service: Times::default(),
+                connect: Times::default(),
+                status: vec![0; 1000],
+                errors: FastMap::default(),
+                routes: FastMap::default(),
+                route_overflow: RouteStats::default(),
+                dynos: FastMap::default(),
+                dyno_overflow: DynoStats::default(),
+                series: Series::new(options.interval),
+                route_key: String::new(),
+            },
             options,
-            files: Vec::new(),
-            malformed_lines: Vec::new(),
-            duplicates: 0,
-            other_lines: 0,
-            other_hosts: 0,
-            by_format: [0; 3],
-            first: f64::INFINITY,
-            last: f64::NEG_INFINITY,
-            service: Times::default(),
-            connect: Times::default(),
-            status: vec![0; 1000],
-            errors: FastMap::default(),
-            routes: FastMap::default(),
-            route_overflow: RouteStats::default(),
-            dynos: FastMap::default(),
-            dyno_overflow: DynoStats::default(),
-            hosts: FastMap::default(),
-            host_overflow: 0,
-            recent: RecentSet::new(WINDOW),
-            route_key: String::new(),
         })
     }
 
@@ -362,56 +325,9 @@ impl Summariser {
         gzip: bool,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), LogError> {
-        let index = self.files.len();
-        self.files.push(FileSummary {
-            name: name.to_string(),
-            lines: 0,
-            requests: 0,
-            malformed: 0,
-        });
-        let mut lines = Lines::new(reader);
-        let mut n: u64 = 0;
-        loop {
-            let chunk = match lines.next() {
-                Ok(Some(c)) => c,
-                Ok(None) => break,
-                Err(e) => {
-                    let message = match e.kind() {
-                        std::io::ErrorKind::UnexpectedEof if gzip => {
-                            "truncated gzip file: it ends inside its compressed data".to_string()
-                        }
-                        _ if gzip => format!("corrupt gzip data: {}", input::io_reason(&e)),
-                        _ => format!("cannot read: {}", input::io_reason(&e)),
-                    };
-                    return Err(LogError::Read {
-                        file: name.to_string(),
-                        lines: n,
-                        message,
-                    });
-                }
-            };
-            n += 1;
-            if n % STOP_EVERY == 0 && stop() {
-                return Err(LogError::Interrupted);
-            }
-            match chunk {
-                Chunk::Line(line) => self.line(index, n, line),
-                Chunk::TooLong => self.malformed(index, n, "a line longer than 1 MiB".into(), b""),
-            }
-            if self.series_overflow {
-                return Err(LogError::Option {
-                    option: "--interval".into(),
-                    message: format!(
-                        "{} s is too fine for this log: {name}:{n} is more than {} intervals from the first request; \
-                         give a longer interval",
-                        self.series.width(),
-                        crate::series::MAX_BINS_GIVEN
-                    ),
-                });
-            }
-        }
-        self.files[index].lines = n;
-        Ok(())
+        let totals = &mut self.totals;
+        self.reader
+            .read(name, reader, gzip, stop, &mut |r| totals.record(r))
     }
 
     /// Reads the logs at `paths` (`-`: standard input) one after another.
@@ -420,98 +336,214 @@ impl Summariser {
         paths: &[String],
         stop: &dyn Fn() -> bool,
     ) -> Result<(), LogError> {
-        for path in paths {
-            let source = input::open(path)?;
-            self.read(&source.name, source.reader, source.gzip, stop)?;
-        }
-        Ok(())
+        let totals = &mut self.totals;
+        let visit: &mut Visit<'_> = &mut |r| totals.record(r);
+        self.reader.read_paths(paths, stop, visit)
     }
 
-    fn malformed(&mut self, file: usize, line: u64, reason: String, text: &[u8]) {
-        self.files[file].malformed += 1;
-        if self.malformed_lines.len() < MALFORMED_EXAMPLES {
-            let text = String::from_utf8_lossy(text);
-            let text: String = text.chars().take(200).collect();
-            self.malformed_lines.push(Malformed {
-                file: self.files[file].name.clone(),
-                line,
-                reason,
-                text,
+    /// The summary; an error when there is no request to summarise, saying why.
+    pub fn finish(self) -> Result<Summary, LogError> {
+        let requests: u64 = self.totals.by_format.iter().sum();
+        let malformed = self.reader.malformed();
+        let lines = self.reader.lines();
+        if requests == 0 {
+            return Err(LogError::NoRequests {
+                message: self.why_empty(lines, malformed),
             });
         }
+        // Timestamps hold microseconds at most; f64 seconds since the epoch hold 0.2 µs.
+        let span = ((self.totals.last - self.totals.first) * 1e6).round() / 1e6;
+        let (width, intervals) = self.totals.series.finish();
+        let series: Vec<SeriesPoint> = intervals
+            .iter()
+            .map(
+                |Interval {
+                     start,
+                     requests,
+                     in_service,
+                 }| SeriesPoint {
+                    start: iso8601(*start),
+                    requests: *requests,
+                    rate_per_s: *requests as f64 / width,
+                    in_service: *in_service,
+                },
+            )
+            .collect();
+        let (in_service_mean, in_service_peak) = if series.is_empty() {
+            (None, None)
+        } else {
+            (
+                Some(series.iter().map(|p| p.in_service).sum::<f64>() / series.len() as f64),
+                series.iter().map(|p| p.in_service).reduce(f64::max),
+            )
+        };
+
+        let mut routes: Vec<(String, RouteStats)> = self.totals.routes.into_iter().collect();
+        routes.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
+        let routes_distinct = routes.len() + usize::from(self.totals.route_overflow.count > 0);
+        let mut other = self.totals.route_overflow;
+        let top = self.options.top_routes;
+        for (_, r) in routes.iter().skip(top) {
+            other.merge(r);
+        }
+        routes.truncate(top);
+        let mut route_rows: Vec<RouteSummary> = routes
+            .into_iter()
+            .map(|(key, r)| {
+                let (method, path) = key.split_once(' ').unwrap_or(("", key.as_str()));
+                RouteSummary {
+                    method: method.to_string(),
+                    path: path.to_string(),
+                    route: key.clone(),
+                    count: r.count,
+                    errors: r.errors,
+                    service: r.service.summary(),
+                }
+            })
+            .collect();
+        if other.count > 0 {
+            route_rows.push(RouteSummary {
+                route: OTHER.into(),
+                method: String::new(),
+                path: String::new(),
+                count: other.count,
+                errors: other.errors,
+                service: other.service.summary(),
+            });
+        }
+
+        let mut dynos: Vec<(String, DynoStats)> = self.totals.dynos.into_iter().collect();
+        if self.totals.dyno_overflow.requests > 0 {
+            dynos.push((OTHER.into(), self.totals.dyno_overflow));
+        }
+        dynos.sort_by(|a, b| natural_cmp(&a.0, &b.0));
+        let dyno_count = dynos.len();
+        let per_dyno = dynos
+            .into_iter()
+            .map(|(dyno, d)| DynoSummary {
+                dyno,
+                requests: d.requests,
+                busy_seconds: d.busy_us as f64 / 1e6,
+                in_service_mean: (span > 0.0).then(|| d.busy_us as f64 / 1e6 / span),
+            })
+            .collect();
+
+        let mut errors: Vec<(String, (u64, Option<String>))> =
+            self.totals.errors.into_iter().collect();
+        errors.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+        let mut hosts: Vec<(String, u64)> = self.reader.hosts.into_iter().collect();
+        if self.reader.host_overflow > 0 {
+            hosts.push((OTHER.into(), self.reader.host_overflow));
+        }
+        hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+
+        Ok(Summary {
+            lines,
+            requests,
+            malformed,
+            malformed_lines: self.reader.malformed_lines,
+            duplicates: self.reader.duplicates,
+            other_lines: self.reader.other_lines,
+            other_hosts: self.reader.other_hosts,
+            formats: FastSortedCounts(
+                Format::ALL
+                    .iter()
+                    .filter(|f| self.totals.by_format[**f as usize] > 0)
+                    .map(|f| (f.name().to_string(), self.totals.by_format[*f as usize]))
+                    .collect(),
+            ),
+            first: Some(iso8601(self.totals.first)),
+            last: Some(iso8601(self.totals.last)),
+            first_epoch: Some(self.totals.first),
+            last_epoch: Some(self.totals.last),
+            span_seconds: Some(span),
+            rate_per_s: (span > 0.0).then(|| requests as f64 / span),
+            service: self.totals.service.summary(),
+            connect: self.totals.connect.summary(),
+            status: FastSortedCounts(
+                self.totals
+                    .status
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(s, n)| (s.to_string(), *n))
+                    .collect(),
+            ),
+            errors: FastSortedCounts(errors.iter().map(|(c, (n, _))| (c.clone(), *n)).collect()),
+            error_codes: errors
+                .into_iter()
+                .map(|(code, (count, description))| ErrorSummary {
+                    code,
+                    count,
+                    description,
+                })
+                .collect(),
+            dynos: dyno_count,
+            per_dyno,
+            routes: route_rows,
+            routes_distinct,
+            hosts: FastSortedCounts(hosts),
+            interval_seconds: width,
+            series,
+            in_service_mean,
+            in_service_peak,
+            files: self.reader.files,
+        })
     }
 
-    /// One line of file `file` (an index into the files read), numbered `number` from 1.
-    fn line(&mut self, file: usize, number: u64, line: &[u8]) {
-        let (request, identity) = match self.parser.parse(line) {
-            Ok(Line::Request(r, identity)) => (r, identity),
-            Ok(Line::Other) => {
-                self.other_lines += 1;
-                return;
-            }
-            Err(reason) => {
-                let reason = reason.into_owned();
-                self.malformed(file, number, reason, line);
-                return;
-            }
-        };
-        // The same request again: by its id, or by its whole line when the timestamp is fine
-        // enough for identical lines to be copies rather than two requests.
-        let key = match request.request_id {
-            Some(id) => Some(digest(&[b"id", id.as_bytes()])),
-            None if request.precise_time => {
-                Some(digest(&[identity, &request.time.to_bits().to_le_bytes()]))
-            }
-            None => None,
-        };
-        if let Some(key) = key {
-            if !self.recent.insert(key) {
-                self.duplicates += 1;
-                return;
-            }
+    fn why_empty(&self, lines: u64, malformed: u64) -> String {
+        let names = self
+            .reader
+            .files
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if lines == 0 {
+            return format!("{names}: empty: no lines to summarise");
         }
-        // Every host is tallied, those --host leaves out too (to say which there are).
-        if !request.host.is_empty() {
-            if let Some(n) = self.hosts.get_mut(request.host) {
-                *n += 1;
-            } else if self.hosts.len() < MAX_HOSTS {
-                self.hosts.insert(request.host.to_string(), 1);
-            } else {
-                self.host_overflow += 1;
-            }
+        if self.reader.other_hosts > 0 {
+            let mut seen: Vec<_> = self.reader.hosts.iter().collect();
+            seen.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+            let seen: Vec<&str> = seen.iter().take(5).map(|(h, _)| h.as_str()).collect();
+            return format!(
+                "--host {}: no request to that host; hosts in the log: {}",
+                self.options.host.as_deref().unwrap_or(""),
+                if seen.is_empty() {
+                    "none".to_string()
+                } else {
+                    seen.join(", ")
+                }
+            );
         }
-        if let Some(host) = &self.options.host {
-            if request.host != host.as_str() {
-                self.other_hosts += 1;
-                return;
-            }
+        if malformed > 0 {
+            let at = self
+                .reader
+                .malformed_lines
+                .iter()
+                .map(|m| format!("{}:{}: {}", m.file, m.line, m.reason))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return format!(
+                "no request read: {malformed} of {lines} line{} malformed ({at}{})",
+                if lines == 1 { "" } else { "s" },
+                if malformed as usize > self.reader.malformed_lines.len() {
+                    "; ..."
+                } else {
+                    ""
+                }
+            );
         }
-        Self::record(
-            &mut Accumulators {
-                by_format: &mut self.by_format,
-                first: &mut self.first,
-                last: &mut self.last,
-                service: &mut self.service,
-                connect: &mut self.connect,
-                status: &mut self.status,
-                errors: &mut self.errors,
-                routes: &mut self.routes,
-                route_overflow: &mut self.route_overflow,
-                dynos: &mut self.dynos,
-                dyno_overflow: &mut self.dyno_overflow,
-                series: &mut self.series,
-                series_overflow: &mut self.series_overflow,
-                route_key: &mut self.route_key,
-            },
-            &request,
-        );
-        self.files[file].requests += 1;
+        format!("{names}: no router line among {lines} lines (other sources' lines only)")
     }
+}
 
-    fn record(acc: &mut Accumulators<'_>, r: &Request<'_>) {
+impl Totals {
+    fn record(&mut self, r: &Request<'_>) -> Result<(), LogError> {
+        let acc = self;
         acc.by_format[r.format() as usize] += 1;
-        *acc.first = acc.first.min(r.time);
-        *acc.last = acc.last.max(r.time);
+        acc.first = acc.first.min(r.time);
+        acc.last = acc.last.max(r.time);
         if let Some(s) = r.service {
             acc.service.record(s);
         }
@@ -551,7 +583,7 @@ impl Summariser {
         } else if acc.routes.len() < MAX_ROUTES {
             count_route(acc.routes.entry(acc.route_key.clone()).or_default());
         } else {
-            count_route(acc.route_overflow);
+            count_route(&mut acc.route_overflow);
         }
         if !r.dyno.is_empty() {
             let count_dyno = |dyno: &mut DynoStats| {
@@ -563,224 +595,18 @@ impl Summariser {
             } else if acc.dynos.len() < MAX_DYNOS {
                 count_dyno(acc.dynos.entry(r.dyno.to_string()).or_default());
             } else {
-                count_dyno(acc.dyno_overflow);
+                count_dyno(&mut acc.dyno_overflow);
             }
         }
-        if acc.series.add(r.time, r.start()).is_err() {
-            *acc.series_overflow = true;
-        }
-    }
-
-    /// The summary; an error when there is no request to summarise, saying why.
-    pub fn finish(self) -> Result<Summary, LogError> {
-        let requests: u64 = self.by_format.iter().sum();
-        let malformed: u64 = self.files.iter().map(|f| f.malformed).sum();
-        let lines: u64 = self.files.iter().map(|f| f.lines).sum();
-        if requests == 0 {
-            return Err(LogError::NoRequests {
-                message: self.why_empty(lines, malformed),
-            });
-        }
-        // Timestamps hold microseconds at most; f64 seconds since the epoch hold 0.2 µs.
-        let span = ((self.last - self.first) * 1e6).round() / 1e6;
-        let (width, intervals) = self.series.finish();
-        let series: Vec<SeriesPoint> = intervals
-            .iter()
-            .map(
-                |Interval {
-                     start,
-                     requests,
-                     in_service,
-                 }| SeriesPoint {
-                    start: iso8601(*start),
-                    requests: *requests,
-                    rate_per_s: *requests as f64 / width,
-                    in_service: *in_service,
-                },
-            )
-            .collect();
-        let (in_service_mean, in_service_peak) = if series.is_empty() {
-            (None, None)
-        } else {
-            (
-                Some(series.iter().map(|p| p.in_service).sum::<f64>() / series.len() as f64),
-                series.iter().map(|p| p.in_service).reduce(f64::max),
-            )
-        };
-
-        let mut routes: Vec<(String, RouteStats)> = self.routes.into_iter().collect();
-        routes.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
-        let routes_distinct = routes.len() + usize::from(self.route_overflow.count > 0);
-        let mut other = self.route_overflow;
-        let top = self.options.top_routes;
-        for (_, r) in routes.iter().skip(top) {
-            other.merge(r);
-        }
-        routes.truncate(top);
-        let mut route_rows: Vec<RouteSummary> = routes
-            .into_iter()
-            .map(|(key, r)| {
-                let (method, path) = key.split_once(' ').unwrap_or(("", key.as_str()));
-                RouteSummary {
-                    method: method.to_string(),
-                    path: path.to_string(),
-                    route: key.clone(),
-                    count: r.count,
-                    errors: r.errors,
-                    service: r.service.summary(),
-                }
-            })
-            .collect();
-        if other.count > 0 {
-            route_rows.push(RouteSummary {
-                route: OTHER.into(),
-                method: String::new(),
-                path: String::new(),
-                count: other.count,
-                errors: other.errors,
-                service: other.service.summary(),
-            });
-        }
-
-        let mut dynos: Vec<(String, DynoStats)> = self.dynos.into_iter().collect();
-        if self.dyno_overflow.requests > 0 {
-            dynos.push((OTHER.into(), self.dyno_overflow));
-        }
-        dynos.sort_by(|a, b| natural_cmp(&a.0, &b.0));
-        let dyno_count = dynos.len();
-        let per_dyno = dynos
-            .into_iter()
-            .map(|(dyno, d)| DynoSummary {
-                dyno,
-                requests: d.requests,
-                busy_seconds: d.busy_us as f64 / 1e6,
-                in_service_mean: (span > 0.0).then(|| d.busy_us as f64 / 1e6 / span),
-            })
-            .collect();
-
-        let mut errors: Vec<(String, (u64, Option<String>))> = self.errors.into_iter().collect();
-        errors.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
-        let mut hosts: Vec<(String, u64)> = self.hosts.into_iter().collect();
-        if self.host_overflow > 0 {
-            hosts.push((OTHER.into(), self.host_overflow));
-        }
-        hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-
-        Ok(Summary {
-            lines,
-            requests,
-            malformed,
-            malformed_lines: self.malformed_lines,
-            duplicates: self.duplicates,
-            other_lines: self.other_lines,
-            other_hosts: self.other_hosts,
-            formats: FastSortedCounts(
-                Format::ALL
-                    .iter()
-                    .filter(|f| self.by_format[**f as usize] > 0)
-                    .map(|f| (f.name().to_string(), self.by_format[*f as usize]))
-                    .collect(),
+        acc.series.add(r.time, r.start()).map_err(|_| LogError::Option {
+            option: "--interval".into(),
+            message: format!(
+                "{} s is too fine for this log: its requests span more than {MAX_BINS_GIVEN} intervals; \
+                 give a longer interval",
+                acc.series.width()
             ),
-            first: Some(iso8601(self.first)),
-            last: Some(iso8601(self.last)),
-            first_epoch: Some(self.first),
-            last_epoch: Some(self.last),
-            span_seconds: Some(span),
-            rate_per_s: (span > 0.0).then(|| requests as f64 / span),
-            service: self.service.summary(),
-            connect: self.connect.summary(),
-            status: FastSortedCounts(
-                self.status
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, n)| **n > 0)
-                    .map(|(s, n)| (s.to_string(), *n))
-                    .collect(),
-            ),
-            errors: FastSortedCounts(errors.iter().map(|(c, (n, _))| (c.clone(), *n)).collect()),
-            error_codes: errors
-                .into_iter()
-                .map(|(code, (count, description))| ErrorSummary {
-                    code,
-                    count,
-                    description,
-                })
-                .collect(),
-            dynos: dyno_count,
-            per_dyno,
-            routes: route_rows,
-            routes_distinct,
-            hosts: FastSortedCounts(hosts),
-            interval_seconds: width,
-            series,
-            in_service_mean,
-            in_service_peak,
-            files: self.files,
         })
     }
-
-    fn why_empty(&self, lines: u64, malformed: u64) -> String {
-        let names = self
-            .files
-            .iter()
-            .map(|f| f.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        if lines == 0 {
-            return format!("{names}: empty: no lines to summarise");
-        }
-        if self.other_hosts > 0 {
-            let mut seen: Vec<_> = self.hosts.iter().collect();
-            seen.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
-            let seen: Vec<&str> = seen.iter().take(5).map(|(h, _)| h.as_str()).collect();
-            return format!(
-                "--host {}: no request to that host; hosts in the log: {}",
-                self.options.host.as_deref().unwrap_or(""),
-                if seen.is_empty() {
-                    "none".to_string()
-                } else {
-                    seen.join(", ")
-                }
-            );
-        }
-        if malformed > 0 {
-            let at = self
-                .malformed_lines
-                .iter()
-                .map(|m| format!("{}:{}: {}", m.file, m.line, m.reason))
-                .collect::<Vec<_>>()
-                .join("; ");
-            return format!(
-                "no request read: {malformed} of {lines} line{} malformed ({at}{})",
-                if lines == 1 { "" } else { "s" },
-                if malformed as usize > self.malformed_lines.len() {
-                    "; ..."
-                } else {
-                    ""
-                }
-            );
-        }
-        format!("{names}: no router line among {lines} lines (other sources' lines only)")
-    }
-}
-
-/// What `record` updates: the summariser's fields apart from the parser, which lends the
-/// request being recorded.
-struct Accumulators<'a> {
-    by_format: &'a mut [u64; 3],
-    first: &'a mut f64,
-    last: &'a mut f64,
-    service: &'a mut Times,
-    connect: &'a mut Times,
-    status: &'a mut Vec<u64>,
-    errors: &'a mut FastMap<String, (u64, Option<String>)>,
-    routes: &'a mut FastMap<String, RouteStats>,
-    route_overflow: &'a mut RouteStats,
-    dynos: &'a mut FastMap<String, DynoStats>,
-    dyno_overflow: &'a mut DynoStats,
-    series: &'a mut Series,
-    series_overflow: &'a mut bool,
-    route_key: &'a mut String,
 }
 
 /// `web.2` before `web.10`: names compared with their digit runs as numbers.

@@ -438,3 +438,51 @@ fn a_given_interval() {
         "{err}"
     );
 }
+
+#[test]
+fn the_reader_hands_over_each_request_once_in_file_order() {
+    // What fit and replay will build on: the same filtering as the summary, request by request.
+    let mut reader = dynosim_logs::Reader::new(FormatChoice::Auto, None, None).unwrap();
+    let mut seen: Vec<dynosim_logs::OwnedRequest> = Vec::new();
+    reader
+        .read_paths(&[fixture("heroku.log")], &|| false, &mut |r| {
+            seen.push(r.to_owned());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        (
+            reader.lines(),
+            reader.malformed(),
+            reader.duplicates,
+            reader.other_lines
+        ),
+        (13, 1, 1, 2)
+    );
+    let routes: Vec<&str> = seen.iter().map(|r| r.route.as_str()).collect();
+    assert_eq!(
+        routes,
+        [
+            "/users/:id",
+            "/users/:id",
+            "/users",
+            "/users/:id/posts",
+            "/users/:id",
+            "/",
+            "/upload",
+            "/search/hello world",
+            "/users/:id"
+        ]
+    );
+    let h12 = &seen[4];
+    assert_eq!(
+        (h12.error.as_deref(), h12.service, h12.dyno.as_str()),
+        (Some("H12"), Some(30.0), "web.1")
+    );
+    assert!(
+        close(h12.time, 1_389_248_214.0),
+        "06:16:54, the end of the request"
+    );
+    assert_eq!(seen[2].path, "/users", "the path as logged");
+    assert_eq!(seen[1].path, "/users/7?tab=posts");
+}
