@@ -76,6 +76,9 @@ def test_human_output(cli):
     assert "heroku.log: 9 requests from 2014-01-09 06:16:50.100 to 06:16:57.700 UTC\n7.6 s, 1.18 req/s, 2 dynos\n" in out
     assert "skipped: 1 malformed line, 1 duplicate, 2 lines of other sources" in out
     assert "p50 40 ms, p90 30 s" in out
+    # 34 one-second intervals from the H12's start; two lines end in 06:16:52; there the H12,
+    # 0.12 s of line 4 and 0.03 s of line 11 are 1.15 requests in service
+    assert "rate per 1 s interval (34 intervals): median 0, max 2 req/s\nin service per interval: mean 0.891, max 1.15\n" in out
     assert "status: 200 × 4, 201 × 1, 404 × 1, 503 × 3" in out
     assert re.search(r"GET /users/:id\s+4\s+1\s", out), out
     assert re.search(r"H12\s+1\s+Request timeout", out), out

@@ -6,6 +6,7 @@ route, statuses, error codes, dynos, and requests in service over time. The read
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
@@ -129,10 +130,13 @@ def print_summary(doc: Dict[str, Any]) -> None:
             f"service ({plural(service['count'], 'request')} with one): mean {duration(service['mean'])}, "
             f"p50 {duration(service['p50'])}, p90 {duration(service['p90'])}, p95 {duration(service['p95'])}, "
             f"p99 {duration(service['p99'])}, max {duration(service['max'])}", highlight=False)
-    if doc["in_service_mean"] is not None:
+    if doc["series"]:
+        rates = sorted(p["rate_per_s"] for p in doc["series"])
         console.print(
-            f"in service: mean {doc['in_service_mean']:.3g}, busiest interval {doc['in_service_peak']:.3g} "
-            f"({duration(doc['interval_seconds'])} intervals)", highlight=False)
+            f"rate per {duration(doc['interval_seconds'])} interval ({len(rates):,} intervals): "
+            f"median {statistics.median(rates):,.3g}, max {rates[-1]:,.3g} req/s", highlight=False)
+        console.print(f"in service per interval: mean {doc['in_service_mean']:.3g}, max {doc['in_service_peak']:.3g}",
+                      highlight=False)
     console.print("status: " + ", ".join(f"{code} × {n:,}" for code, n in doc["status"].items()), highlight=False)
 
     route_columns = [
