@@ -27,8 +27,8 @@ testbed-deps: install ## install the testbed's HAProxy and PostgreSQL (apt, as r
 	bash tools/install-testbed.sh $(PY)
 
 .PHONY: test-rust
-test-rust: ## engine tests (unit, theory, determinism) and the load generator's; the dyno model's with debug assertions too
-	cargo test --release -p dynosim-engine -p dynosim-load
+test-rust: ## engine tests (unit, theory, determinism), the load generator's and the log reader's; the dyno model's with debug assertions too
+	cargo test --release -p dynosim-engine -p dynosim-load -p dynosim-logs
 	cargo test -p dynosim-engine --test fuzz_dyno --test overhead --test dyno --test timeouts
 
 .PHONY: test-python

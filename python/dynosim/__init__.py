@@ -7,7 +7,7 @@
 
 from ._dynosim import __version__
 from .api import run
-from .errors import DynosimError, NotSteadyWarning, OverloadedError, ScenarioError, UnstableError
+from .errors import DynosimError, LogError, NotSteadyWarning, OverloadedError, ScenarioError, UnstableError
 from .results import METRICS, Estimate, PolicyResult, Results
 from .scenario import Scenario, builtin_scenarios
 
@@ -24,5 +24,6 @@ __all__ = [
     "ScenarioError",
     "UnstableError",
     "OverloadedError",
+    "LogError",
     "NotSteadyWarning",
 ]

@@ -7,13 +7,13 @@ __all__ = [
     "interrupt", "keys", "parse_duration", "erlang_c", "mmc_mean_wait", "mg1_mean_wait",
     "power_of_d_mean_time", "ps_mean_response", "pool_mean_wait", "mm1_late_fraction", "erlang_a",
     "mmck_blocking", "cpu_bound_throughput",
-    "littles_law_gap", "mva_closed", "send_load", "draw_requests",
+    "littles_law_gap", "mva_closed", "send_load", "draw_requests", "logs_summary",
 ]
 
 __version__: str
 
 class EngineError(Exception):
-    """args = (kind, path, message); kind is "config", "unstable", "overloaded" or "interrupted"."""
+    """args = (kind, path, message); kind is "config", "unstable", "overloaded", "log" or "interrupted"."""
 
 def describe(scenario_json: str, base_dir: str) -> str: ...
 def service_quantiles(scenario_json: str, base_dir: str, ps: List[float]) -> List[float]: ...
@@ -69,4 +69,20 @@ def send_load(
     ``error`` (None, or "connect", "refused", "timeout", "io", "bad_response", "deadline",
     "interrupted"), ``bytes`` (received), and ``headers``: for each name in ``capture``, its
     column of values (None where absent).
+    """
+def logs_summary(
+    paths: List[str],
+    format: str = "auto",
+    log_format: Optional[str] = None,
+    host: Optional[str] = None,
+    interval: Optional[float] = None,
+    top_routes: int = 20,
+) -> str:
+    """The summary of router logs (``"-"`` is standard input), as JSON text.
+
+    ``format``: "auto", "heroku", "haproxy" or "nginx"; ``log_format``: nginx's layout;
+    ``host``: only requests to that host; ``interval``: the series' interval in seconds
+    (default: chosen from the span); ``top_routes``: routes reported one by one. Raises
+    EngineError("log", "", message) for a log that cannot be read or holds no request, a bad
+    format or interval; EngineError("interrupted", ...) on Ctrl-C.
     """

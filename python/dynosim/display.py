@@ -102,7 +102,7 @@ class Column:
     ``value`` gives a row's cell: an :class:`Estimate` (its mean, with ``±`` half-width when
     ``ci``), a number, or text. ``kind`` says how numbers are shown: ``time`` (seconds, shown
     in the column's unit, ms or s, named in the header), ``percent`` (a fraction, shown in %),
-    ``number`` or ``text``. ``wide`` columns are shown only with ``--wide``, ``narrow`` ones
+    ``number``, ``count`` (a whole number, shown whole: ``1,043``) or ``text``. ``wide`` columns are shown only with ``--wide``, ``narrow`` ones
     only without it. A table too wide for the terminal leaves out its columns with a ``drop``
     rank, lowest rank first; ``wrap`` columns wrap their text at ``max_width``."""
 
@@ -151,7 +151,10 @@ def _table(columns: Sequence[Column], rows: Sequence[Any]) -> Any:
         header, scale = _header_and_format(column, values)
         table.add_column(header, justify="left" if column.kind == "text" else "right",
                          no_wrap=not column.wrap, max_width=column.max_width)
-        cells.append([_cell(v, scale, column.ci) for v in values])
+        if column.kind == "count":
+            cells.append([f"{v:,}" for v in values])
+        else:
+            cells.append([_cell(v, scale, column.ci) for v in values])
     for i in range(len(rows)):
         table.add_row(*(col[i] for col in cells))
     return table

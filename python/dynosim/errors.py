@@ -14,6 +14,7 @@ __all__ = [
     "ScenarioError",
     "UnstableError",
     "OverloadedError",
+    "LogError",
     "NotSteadyWarning",
     "from_engine",
 ]
@@ -53,6 +54,11 @@ class OverloadedError(DynosimError, RuntimeError):
     """A run was stopped because its queues outgrew the memory guard."""
 
 
+class LogError(DynosimError, ValueError):
+    """A router log cannot be read or summarised: a file that cannot be opened, a truncated
+    gzip, a bad ``--log-format``, or no request in it (the message says why, with line numbers)."""
+
+
 class NotSteadyWarning(UserWarning):
     """Offered load so close to capacity that the run is short next to the time its queues
     take to settle: its figures may not be steady state."""
@@ -67,6 +73,8 @@ def from_engine(error: Exception, file: Optional[str] = None) -> BaseException:
         return UnstableError(message, file=file)
     if kind == "overloaded":
         return OverloadedError(message, file=file)
+    if kind == "log":
+        return LogError(message, file=file)
     if kind == "interrupted":
         return KeyboardInterrupt()
     return DynosimError(message, file=file, path=path)

@@ -1,7 +1,7 @@
-//! PyO3 bindings: convert between Python and the engine's types, and nothing more. Scenarios
-//! cross as JSON text (the Python side reads TOML); reports come back as JSON text. Engine
-//! errors become `EngineError(kind, path, message)`, which `dynosim.errors` maps once into the
-//! package's exception hierarchy.
+//! PyO3 bindings: convert between Python and the engine's types (and the log reader's), and
+//! nothing more. Scenarios cross as JSON text (the Python side reads TOML); reports and log
+//! summaries come back as JSON text. Engine errors become `EngineError(kind, path,
+//! message)`, which `dynosim.errors` maps once into the package's exception hierarchy.
 
 use dynosim_engine::app::Model;
 use dynosim_engine::resource::{Discipline, PoolScope};
@@ -462,6 +462,41 @@ fn mva_closed(
     Ok(d.into_any().unbind())
 }
 
+/// Summarises router logs (`-` is standard input); the summary as JSON text. Errors are
+/// `EngineError("log", "", message)` (one line naming the file or option), or
+/// `("interrupted", ...)` on Ctrl-C.
+#[pyfunction]
+#[pyo3(signature = (paths, format = "auto", log_format = None, host = None, interval = None, top_routes = 20))]
+fn logs_summary(
+    py: Python<'_>,
+    paths: Vec<String>,
+    format: &str,
+    log_format: Option<String>,
+    host: Option<String>,
+    interval: Option<f64>,
+    top_routes: usize,
+) -> PyResult<String> {
+    let log_error = |e: dynosim_logs::LogError| match e {
+        dynosim_logs::LogError::Interrupted => {
+            EngineError::new_err(("interrupted", "", e.to_string()))
+        }
+        other => EngineError::new_err(("log", "", other.to_string())),
+    };
+    let format = format
+        .parse::<dynosim_logs::FormatChoice>()
+        .map_err(|m| EngineError::new_err(("log", "", format!("--format: {m}"))))?;
+    let options = dynosim_logs::Options {
+        format,
+        log_format,
+        host,
+        interval,
+        top_routes,
+    };
+    let summary = without_gil(py, |stop| dynosim_logs::summarise(&paths, options, stop))?
+        .map_err(log_error)?;
+    Ok(serde_json::to_string(&summary).expect("a summary serialises"))
+}
+
 /// A load error as `EngineError("config", path, message)` (a bad argument or target), or
 /// RuntimeError when the event loop cannot start.
 fn load_error(err: dynosim_load::LoadError) -> PyErr {
@@ -634,5 +669,6 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(littles_law_gap, m)?)?;
     m.add_function(wrap_pyfunction!(mva_closed, m)?)?;
     m.add_function(wrap_pyfunction!(send_load, m)?)?;
+    m.add_function(wrap_pyfunction!(logs_summary, m)?)?;
     Ok(())
 }

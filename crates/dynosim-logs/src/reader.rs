@@ -1,0 +1,232 @@
+//! Reading logs into requests: what the summary, and later fitting and replaying, share. A
+//! [`Reader`] parses each line, skips other sources' lines, counts and keeps the first
+//! malformed lines, drops duplicates and (with a host) other hosts' requests, and hands every
+//! remaining request to a visitor, in file order (not time order: see docs/logs.md).
+
+use std::io::Read;
+
+use serde::Serialize;
+
+use crate::dedup::{RecentSet, WINDOW};
+use crate::error::LogError;
+use crate::hash::{digest, FastMap};
+use crate::input::{self, Chunk, Lines};
+use crate::parse::{FormatChoice, Line, Parser};
+use crate::record::Request;
+
+/// Malformed lines kept with their reason.
+pub const MALFORMED_EXAMPLES: usize = 5;
+/// Hosts tallied one by one.
+pub const MAX_HOSTS: usize = 1000;
+/// Lines between two looks at the stop flag (Ctrl-C).
+const STOP_EVERY: u64 = 1 << 16;
+
+/// A line that could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Malformed {
+    pub file: String,
+    pub line: u64,
+    pub reason: String,
+    /// Its first 200 characters.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileSummary {
+    pub name: String,
+    pub lines: u64,
+    pub requests: u64,
+    pub malformed: u64,
+}
+
+/// What a visitor does with a request: go on, or stop the reading with an error.
+pub type Visit<'v> = dyn FnMut(&Request<'_>) -> Result<(), LogError> + 'v;
+
+pub struct Reader {
+    parser: Parser,
+    host: Option<String>,
+    recent: RecentSet,
+    pub files: Vec<FileSummary>,
+    pub malformed_lines: Vec<Malformed>,
+    /// Lines of a request already read (same request id, or the same line with a timestamp
+    /// finer than a second).
+    pub duplicates: u64,
+    /// Lines of other sources and blank lines.
+    pub other_lines: u64,
+    /// Requests to other hosts than the one asked for.
+    pub other_hosts: u64,
+    /// Requests per host, every host (before the host filter), up to [`MAX_HOSTS`] hosts;
+    /// `host_overflow` counts the requests of hosts past that.
+    pub hosts: FastMap<String, u64>,
+    pub host_overflow: u64,
+}
+
+impl Reader {
+    /// `log_format`: nginx's layout (default: combined + `$request_time
+    /// $upstream_response_time`); `host`: only requests to it.
+    pub fn new(
+        format: FormatChoice,
+        log_format: Option<&str>,
+        host: Option<String>,
+    ) -> Result<Reader, LogError> {
+        let parser = Parser::new(format, log_format).map_err(|message| LogError::Option {
+            option: "--log-format".into(),
+            message,
+        })?;
+        Ok(Reader {
+            parser,
+            host,
+            recent: RecentSet::new(WINDOW),
+            files: Vec::new(),
+            malformed_lines: Vec::new(),
+            duplicates: 0,
+            other_lines: 0,
+            other_hosts: 0,
+            hosts: FastMap::default(),
+            host_overflow: 0,
+        })
+    }
+
+    pub fn lines(&self) -> u64 {
+        self.files.iter().map(|f| f.lines).sum()
+    }
+
+    pub fn malformed(&self) -> u64 {
+        self.files.iter().map(|f| f.malformed).sum()
+    }
+
+    /// Reads the logs at `paths` (`-`: standard input) one after another.
+    pub fn read_paths(
+        &mut self,
+        paths: &[String],
+        stop: &dyn Fn() -> bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<(), LogError> {
+        for path in paths {
+            let source = input::open(path)?;
+            self.read(&source.name, source.reader, source.gzip, stop, visit)?;
+        }
+        Ok(())
+    }
+
+    /// Reads a whole log named `name` (`gzip`: its bytes are decompressed ones, for the error
+    /// messages); `stop` is polled now and then (Ctrl-C).
+    pub fn read(
+        &mut self,
+        name: &str,
+        reader: impl Read,
+        gzip: bool,
+        stop: &dyn Fn() -> bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<(), LogError> {
+        let index = self.files.len();
+        self.files.push(FileSummary {
+            name: name.to_string(),
+            lines: 0,
+            requests: 0,
+            malformed: 0,
+        });
+        let mut lines = Lines::new(reader);
+        let mut n: u64 = 0;
+        loop {
+            let chunk = match lines.next() {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) => {
+                    let message = match e.kind() {
+                        std::io::ErrorKind::UnexpectedEof if gzip => {
+                            "truncated gzip file: it ends inside its compressed data".to_string()
+                        }
+                        _ if gzip => format!("corrupt gzip data: {}", input::io_reason(&e)),
+                        _ => format!("cannot read: {}", input::io_reason(&e)),
+                    };
+                    return Err(LogError::Read {
+                        file: name.to_string(),
+                        lines: n,
+                        message,
+                    });
+                }
+            };
+            n += 1;
+            if n % STOP_EVERY == 0 && stop() {
+                return Err(LogError::Interrupted);
+            }
+            match chunk {
+                Chunk::Line(line) => self.line(index, n, line, visit)?,
+                Chunk::TooLong => {
+                    self.malformed_line(index, n, "a line longer than 1 MiB".into(), b"")
+                }
+            }
+        }
+        self.files[index].lines = n;
+        Ok(())
+    }
+
+    fn malformed_line(&mut self, file: usize, line: u64, reason: String, text: &[u8]) {
+        self.files[file].malformed += 1;
+        if self.malformed_lines.len() < MALFORMED_EXAMPLES {
+            let text: String = String::from_utf8_lossy(text).chars().take(200).collect();
+            self.malformed_lines.push(Malformed {
+                file: self.files[file].name.clone(),
+                line,
+                reason,
+                text,
+            });
+        }
+    }
+
+    /// Line `number` (from 1) of file `file` (an index into the files read).
+    fn line(
+        &mut self,
+        file: usize,
+        number: u64,
+        line: &[u8],
+        visit: &mut Visit<'_>,
+    ) -> Result<(), LogError> {
+        let (request, identity) = match self.parser.parse(line) {
+            Ok(Line::Request(r, identity)) => (r, identity),
+            Ok(Line::Other) => {
+                self.other_lines += 1;
+                return Ok(());
+            }
+            Err(reason) => {
+                let reason = reason.into_owned();
+                self.malformed_line(file, number, reason, line);
+                return Ok(());
+            }
+        };
+        // The same request again: by its id, or by its whole line when the timestamp is fine
+        // enough for identical lines to be copies rather than two requests.
+        let key = match request.request_id {
+            Some(id) => Some(digest(&[b"id", id.as_bytes()])),
+            None if request.precise_time => {
+                Some(digest(&[identity, &request.time.to_bits().to_le_bytes()]))
+            }
+            None => None,
+        };
+        if let Some(key) = key {
+            if !self.recent.insert(key) {
+                self.duplicates += 1;
+                return Ok(());
+            }
+        }
+        // Every host is tallied, those the filter leaves out too (to say which there are).
+        if !request.host.is_empty() {
+            if let Some(n) = self.hosts.get_mut(request.host) {
+                *n += 1;
+            } else if self.hosts.len() < MAX_HOSTS {
+                self.hosts.insert(request.host.to_string(), 1);
+            } else {
+                self.host_overflow += 1;
+            }
+        }
+        if let Some(host) = &self.host {
+            if request.host != host.as_str() {
+                self.other_hosts += 1;
+                return Ok(());
+            }
+        }
+        self.files[file].requests += 1;
+        visit(&request)
+    }
+}

@@ -1,0 +1,119 @@
+"""Production router logs (issue #13): read Heroku, HAProxy and nginx logs and summarise them.
+
+>>> from dynosim import logs
+>>> s = logs.summary("tests/fixtures/logs/heroku.log")      # doctest: +SKIP
+>>> s["requests"], s["service"]["p99"]                      # doctest: +SKIP
+(9, 30.0)
+
+The reading is the Rust crate ``dynosim-logs``: one pass, line by line, in bounded memory,
+with the GIL released (Ctrl-C stops it). The summary is a dict, the document
+``dynosim logs summary --json`` prints; its fields, the formats read and what is assumed of
+each are in docs/logs.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from . import _dynosim
+from .errors import LogError, from_engine
+from .output import write_files
+
+__all__ = ["summary", "FORMATS", "plot", "write_plot"]
+
+#: The formats ``format`` may name; "auto" reads each line in whichever one fits.
+FORMATS = ("auto", "heroku", "haproxy", "nginx")
+
+PathLike = Union[str, Path]
+
+
+def summary(
+    paths: Union[PathLike, Sequence[PathLike]],
+    *,
+    format: str = "auto",
+    log_format: Optional[str] = None,
+    host: Optional[str] = None,
+    interval: Optional[float] = None,
+    top_routes: int = 20,
+) -> Dict[str, Any]:
+    """The summary of one log or several (plain, gzip, or ``"-"`` for standard input).
+
+    ``format`` forces one format ("heroku", "haproxy", "nginx"; default "auto", line by line);
+    ``log_format`` is nginx's ``log_format`` (the string, or the directive); ``host`` keeps
+    only requests to that Host; ``interval`` (seconds) is the series' interval, by default
+    chosen from the span; ``top_routes`` routes are reported one by one, the rest as
+    ``(other)``. Raises :class:`~dynosim.errors.LogError` for a log that cannot be read (a
+    truncated gzip: its name and the lines read) or that holds no request (with the first
+    malformed lines' numbers and reasons).
+    """
+    names: List[str] = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    if not names:
+        raise LogError("no log given")
+    if format not in FORMATS:
+        raise LogError(f"--format: unknown log format {format!r}; expected one of: {', '.join(FORMATS)}")
+    if "-" in names and sys.stdin is not None and sys.stdin.isatty():
+        # Reading a terminal would wait for a log that is not coming, past Ctrl-C.
+        raise LogError("-: standard input is a terminal: pipe a log into it, or name a file")
+    if top_routes < 1:
+        raise LogError(f"--routes: must be at least 1, got {top_routes}")
+    try:
+        text = _dynosim.logs_summary(names, format, log_format, host, interval, top_routes)
+    except _dynosim.EngineError as e:
+        raise from_engine(e) from None
+    doc: Dict[str, Any] = json.loads(text)
+    return doc
+
+
+def _times(doc: Dict[str, Any]) -> List[datetime]:
+    return [datetime.fromisoformat(p["start"]) for p in doc["series"]]
+
+
+def plot(doc: Dict[str, Any], path: Path, title: str) -> None:
+    """Two panels over the log's time (UTC): requests per second, and requests in service
+    (the mean number being served during each interval, from each line's time less its
+    service time)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    width = float(doc["interval_seconds"])
+    # Each value holds from its interval's start to the next's; the last one to its end.
+    t = _times(doc)
+    t.append(t[-1] + timedelta(seconds=width))
+    rates = [p["rate_per_s"] for p in doc["series"]]
+    in_service = [p["in_service"] for p in doc["series"]]
+    fig, (rate, busy) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
+    rate.step(t, rates + rates[-1:], where="post")
+    busy.step(t, in_service + in_service[-1:], where="post", color="tab:orange")
+    rate.set_ylabel("requests per second")
+    busy.set_ylabel("requests in service\n(mean over the interval)")
+    busy.set_xlabel(f"time (UTC), {_interval_text(width)} intervals")
+    busy.xaxis.set_major_formatter(mdates.ConciseDateFormatter(busy.xaxis.get_major_locator()))
+    rate.set_ylim(bottom=0)
+    busy.set_ylim(bottom=0)
+    rate.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+def write_plot(doc: Dict[str, Any], path: PathLike, title: str = "") -> Path:
+    """Writes :func:`plot` to ``path``, whole or not at all (``output.write_files``)."""
+    target = Path(path)
+    write_files({target: lambda tmp: plot(doc, tmp, title or ", ".join(f["name"] for f in doc["files"]))},
+                option="--plot")
+    return target
+
+
+def _interval_text(seconds: float) -> str:
+    for unit, size in (("day", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds / size
+            return f"{n:g} {unit}" + ("s" if unit == "day" and n != 1 else "")
+    return f"{seconds:g} s"
