@@ -8,6 +8,9 @@
 //! alone, in the engine's blocks of 256. `bench/engine_vs_simpy.py` gives the same figure
 //! through the Python package beside a SimPy model of the same system.
 //!
+//! `events_h12/<policy>_<timeout>` is the event-driven engine on the same scenario with a
+//! router timeout (H12): Heroku's 30 s, and 2 s, under which many requests time out.
+//!
 //! `dyno/two_phase` is issue #10 §9's scenario with the dyno model (the one
 //! `bench/dyno_vs_simpy.py` runs beside SimPy): 4000 req/s at random to 20 dynos of 2 cores,
 //! 3 processes x 5 threads under a lock; cpu 4 ms, a 10 ms query on 60 FCFS servers, cpu
@@ -20,6 +23,11 @@ use rand::SeedableRng;
 use std::path::Path;
 
 fn scenario_json(policy: &str) -> String {
+    scenario_json_with(policy, "off")
+}
+
+/// The seed scenario with `router.timeout` set (the built-in file has it off, as the study).
+fn scenario_json_with(policy: &str, timeout: &str) -> String {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../python/dynosim/scenarios/rapgenius.toml"
@@ -27,6 +35,7 @@ fn scenario_json(policy: &str) -> String {
     let text = std::fs::read_to_string(path).expect("the built-in scenario file");
     let mut doc: serde_json::Value = toml::from_str(&text).expect("valid TOML");
     doc["router"]["policy"] = policy.into();
+    doc["router"]["timeout"] = timeout.into();
     doc["run"]["duration"] = "10min".into();
     doc["run"]["warmup"] = 0.into();
     doc.to_string()
@@ -57,6 +66,20 @@ fn routing_policies(c: &mut Criterion) {
         let run = || run_replication_on(Engine::Events, &scenario, 0, &never_interrupted);
         group.throughput(Throughput::Elements(run().unwrap().simulated_requests));
         group.bench_function(policy, |b| b.iter(|| run().unwrap()));
+    }
+    group.finish();
+    // Issue #12's speed target: Heroku's 30 s router timeout (H12) on the event-driven
+    // engine, and a 2 s one under which many fire.
+    let mut group = c.benchmark_group("events_h12");
+    group.sample_size(10);
+    for (timeout, policy) in [("30s", "random"), ("30s", "intelligent"), ("2s", "random")] {
+        let json = scenario_json_with(policy, timeout);
+        let scenario = Scenario::from_json(&json, Path::new("."), &never_interrupted).unwrap();
+        let run = || run_replication_on(Engine::Events, &scenario, 0, &never_interrupted);
+        group.throughput(Throughput::Elements(run().unwrap().simulated_requests));
+        group.bench_function(format!("{policy}_{timeout}"), |b| {
+            b.iter(|| run().unwrap())
+        });
     }
     group.finish();
 }
