@@ -116,3 +116,19 @@ def test_bad_values_get_one_clear_line(key, value, expected):
         scenario().with_overrides({key: value}).validate()
     text = str(e.value)
     assert expected in text and "\n" not in text
+
+
+def test_the_gunicorn_cron_seed_tells_its_story():
+    """lowering-h12-errors-gunicorn (docs/timeouts.md): the cron burst gives H12s with sync
+    workers, fewer with threads, no fewer with gevent (the database is the limit), none with
+    lighter queries; the dyno works on after each H12."""
+    cases = {label: dynosim.run(case, warn=False) for label, case in Scenario.load("gunicorn-cron").cases}
+    h12 = {label: results[0].estimate("errors.h12") for label, results in cases.items()}
+    sync, threads = h12["sync, 3 workers"], h12["gthread, 3 workers x 3 threads"]
+    gevent, lighter = h12["gevent, 3 workers"], h12["sync, lighter queries"]
+    assert sync.ci_low > 0.5
+    assert threads.ci_high < sync.ci_low
+    assert gevent.ci_low > threads.ci_high
+    assert lighter.mean == 0
+    wasted = cases["sync, 3 workers"][0].estimate("wasted.thread_seconds")
+    assert wasted.ci_low > 0
