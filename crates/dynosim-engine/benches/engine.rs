@@ -77,9 +77,7 @@ fn routing_policies(c: &mut Criterion) {
         let scenario = Scenario::from_json(&json, Path::new("."), &never_interrupted).unwrap();
         let run = || run_replication_on(Engine::Events, &scenario, 0, &never_interrupted);
         group.throughput(Throughput::Elements(run().unwrap().simulated_requests));
-        group.bench_function(format!("{policy}_{timeout}"), |b| {
-            b.iter(|| run().unwrap())
-        });
+        group.bench_function(format!("{policy}_{timeout}"), |b| b.iter(|| run().unwrap()));
     }
     group.finish();
 }

@@ -271,6 +271,16 @@ impl Measures {
         }
     }
 
+    /// The slot counted busy over [from, to] by [`Self::started`] was not (its request was
+    /// killed at `from`).
+    #[inline]
+    pub fn unbusy(&mut self, dyno: usize, from: f64, to: f64) {
+        let area = to.min(self.window_end) - from.max(self.window_start);
+        if area > 0.0 {
+            self.busy_area[dyno] -= area;
+        }
+    }
+
     /// A request took a thread: its queue time (for a request whose time on the thread is
     /// not known in advance; see [`Self::started`]).
     #[inline]

@@ -1457,6 +1457,79 @@ impl Simulation<'_> {
             .schedule(self.now + think, ARRIVAL, Event::Send { client });
     }
 
+    /// A request on (or waiting at) `dyno` dies with its worker or its dyno: its client gets
+    /// `error` unless it was answered before, the router stops counting it, and whatever it
+    /// held is let go. Its entry is freed now, or when an event of its own comes. An app-wide
+    /// pool's connection it held goes into `released`, for the caller to hand on. The thread
+    /// itself (the dyno's and process's counts) is the caller's to free.
+    fn kill(&mut self, req: u32, dyno: usize, error: ErrorKind, released: &mut Vec<(u32, u32)>) {
+        let now = self.now;
+        let e = &self.slab.entries[req as usize];
+        let on_thread = !matches!(e.state, State::Accept | State::Connecting);
+        if on_thread {
+            // The thread's time on it: counted up to now (a `[service]` hold counted its
+            // whole time when it started), and wasted from the error on.
+            let (arrival, start, service) = (e.arrival, e.start, e.service);
+            if self.phases {
+                self.measures.held(dyno, start, now);
+            } else if e.state == State::Timed {
+                self.measures.unbusy(dyno, now, start + service);
+            }
+            if e.abandoned_at.is_finite() {
+                let seconds = now - e.abandoned_at.max(start);
+                self.measures.wasted_thread(arrival, seconds);
+            }
+        }
+        let e = &mut self.slab.entries[req as usize];
+        let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
+        let (answered, router_done) = (e.answered, e.router_done);
+        e.answered = true;
+        e.router_done = true;
+        // What the entry becomes: freed now, or kept until an event of its own comes.
+        let pending = match state {
+            State::Timed | State::Connecting => Some(State::Dead),
+            State::ResourceService(r) => Some(State::Orphan(r)),
+            State::Cpu => {
+                self.cpu_advance(dyno);
+                self.dynos[dyno].cpu.remove(&mut self.cpu_store, req);
+                None
+            }
+            State::PoolWait(r) => {
+                for p in &mut self.resources[r as usize].pools {
+                    p.waiting.retain(|&x| x != req);
+                }
+                None
+            }
+            State::ResourceQueue(r) => {
+                let res = &mut self.resources[r as usize];
+                res.queue.retain(|&x| x != req);
+                if e.pool != NONE && res.scope == Some(PoolScope::App) {
+                    released.push((r, e.pool));
+                }
+                None
+            }
+            State::Accept
+            | State::Routing
+            | State::Thread
+            | State::Overhead
+            | State::Dead
+            | State::Orphan(_)
+            | State::Free => None,
+        };
+        if !router_done {
+            self.routers.loads[router as usize].decrement(dyno);
+            self.in_flight[router as usize] -= 1;
+        }
+        match pending {
+            Some(kept) => self.slab.entries[req as usize].state = kept,
+            None => self.slab.release(req),
+        }
+        if !answered {
+            self.measures.errored(error, arrival, now);
+            self.respond(client);
+        }
+    }
+
     /// R15: the dyno is restarted. Every request on it fails; it boots again after the app's
     /// boot time. Work a resource already has in hand for it runs to its end (the database
     /// does not know), and then gives its connection back.
@@ -1497,64 +1570,9 @@ impl Simulation<'_> {
                 e.state = State::Dead;
             }
         }
-        // The threads' time on requests already answered with an error, up to now.
-        for &req in &victims {
-            let e = &self.slab.entries[req as usize];
-            let on_thread = !matches!(e.state, State::Accept | State::Connecting);
-            if on_thread && e.abandoned_at.is_finite() {
-                let seconds = now - e.abandoned_at.max(e.start);
-                self.measures.wasted_thread(e.arrival, seconds);
-            }
-        }
         let mut released = Vec::new();
         for req in victims {
-            let e = &mut self.slab.entries[req as usize];
-            let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
-            let (answered, router_done) = (e.answered, e.router_done);
-            e.answered = true;
-            e.router_done = true;
-            // What the entry becomes: freed now, or kept until an event of its own comes.
-            let pending = match state {
-                State::Timed | State::Connecting => Some(State::Dead),
-                State::ResourceService(r) => Some(State::Orphan(r)),
-                State::Cpu => {
-                    self.dynos[dyno].cpu.remove(&mut self.cpu_store, req);
-                    None
-                }
-                State::PoolWait(r) => {
-                    for p in &mut self.resources[r as usize].pools {
-                        p.waiting.retain(|&x| x != req);
-                    }
-                    None
-                }
-                State::ResourceQueue(r) => {
-                    let res = &mut self.resources[r as usize];
-                    res.queue.retain(|&x| x != req);
-                    if e.pool != NONE && res.scope == Some(PoolScope::App) {
-                        released.push((r, e.pool));
-                    }
-                    None
-                }
-                State::Accept
-                | State::Routing
-                | State::Thread
-                | State::Overhead
-                | State::Dead
-                | State::Orphan(_)
-                | State::Free => None,
-            };
-            if !router_done {
-                self.routers.loads[router as usize].decrement(dyno);
-                self.in_flight[router as usize] -= 1;
-            }
-            match pending {
-                Some(kept) => self.slab.entries[req as usize].state = kept,
-                None => self.slab.release(req),
-            }
-            if !answered {
-                self.measures.errored(ErrorKind::R15, arrival, now);
-                self.respond(client);
-            }
+            self.kill(req, dyno, ErrorKind::R15, &mut released);
         }
         self.reschedule_cpu(dyno);
         // Connections of an app-wide pool held by its requests go to whoever waits for one.
