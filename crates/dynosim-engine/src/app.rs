@@ -5,6 +5,7 @@
 use crate::dist::{self, ServiceDistribution};
 use crate::error::{Error, Result};
 use crate::params::{check_duration, whole};
+use crate::timeout::Timeout;
 use crate::units::{Bytes, Duration};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -53,6 +54,13 @@ pub struct AppSpec {
     /// How long a restarted dyno takes to boot.
     #[serde(default)]
     pub boot_time: Option<Duration>,
+    /// The app server's worker timeout (gunicorn `--timeout`, Unicorn `timeout`): a worker
+    /// whose request takes longer is killed, and replaced after `worker_boot_time`.
+    #[serde(default)]
+    pub timeout: Option<serde_json::Value>,
+    /// How long a killed worker takes to be replaced.
+    #[serde(default)]
+    pub worker_boot_time: Option<Duration>,
     /// The worker's own time per request after its response: a duration or a distribution
     /// (see [`AppServer::overhead`]).
     #[serde(default)]
@@ -125,6 +133,11 @@ pub struct AppServer {
     pub lock: bool,
     pub accept: Accept,
     pub boot_time: f64,
+    /// The worker timeout (`app.timeout`): a sync worker whose request runs longer is killed;
+    /// None: never.
+    pub timeout: Option<Arc<Timeout>>,
+    /// How long a killed worker takes to be replaced.
+    pub worker_boot_time: f64,
     /// The thread's own time per request after the response has gone (writing and closing
     /// the connection, logging, back to accept): it holds the thread, and the request's
     /// memory, but the client and the router are done with the request. None: no time.
@@ -309,6 +322,8 @@ impl AppSpec {
             lock,
             malloc_arena_max,
             boot_time,
+            timeout,
+            worker_boot_time,
             overhead: _,
             swap_slowdown,
             arena_contention,
@@ -325,6 +340,8 @@ impl AppSpec {
             && lock.is_none()
             && malloc_arena_max.is_none()
             && boot_time.is_none()
+            && timeout.is_none()
+            && worker_boot_time.is_none()
             && swap_slowdown.is_none()
             && arena_contention.is_none()
             && restart_at.is_none()
@@ -345,6 +362,8 @@ impl AppServer {
             lock: false,
             accept: Accept::Shared,
             boot_time: 0.0,
+            timeout: None,
+            worker_boot_time: DEFAULT_WORKER_BOOT_TIME,
             overhead: None,
             memory: Memory {
                 quota: dyno.quota,
@@ -466,6 +485,20 @@ impl AppServer {
             None => DEFAULT_BOOT_TIME,
         };
         let overhead = Self::overhead_of(spec, base_dir)?;
+        let timeout = match &spec.timeout {
+            None => None,
+            Some(v) => Timeout::build(v, "app.timeout", base_dir)?.map(Arc::new),
+        };
+        // A master kills a worker that has not reported alive within the timeout. A sync
+        // worker reports between requests, so a long request kills it; threaded and async
+        // workers (gthread, gevent, Puma) report from another thread or between greenlets,
+        // and a long request does not: for them the timeout never fires here (as in gunicorn,
+        // where --timeout applies to every worker class).
+        let timeout = timeout.filter(|_| model == Model::Sync && accept == Accept::Shared);
+        let worker_boot_time = match spec.worker_boot_time {
+            Some(d) => check_duration(d.0, "app.worker_boot_time")?,
+            None => DEFAULT_WORKER_BOOT_TIME,
+        };
         Ok(AppServer {
             server: server.to_string(),
             model,
@@ -475,6 +508,8 @@ impl AppServer {
             lock: spec.lock.unwrap_or(preset.lock),
             accept,
             boot_time,
+            timeout,
+            worker_boot_time,
             overhead,
             memory: Memory {
                 quota: dyno.quota,
@@ -502,3 +537,6 @@ impl AppServer {
 pub const DEFAULT_SWAP_SLOWDOWN: f64 = 20.0;
 /// `app.boot_time` by default.
 pub const DEFAULT_BOOT_TIME: f64 = 10.0;
+/// `app.worker_boot_time` by default: the master forks a new worker, which loads the app
+/// (unless preloaded): about a second for a typical Rails or Django app.
+pub const DEFAULT_WORKER_BOOT_TIME: f64 = 1.0;

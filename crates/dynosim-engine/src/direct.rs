@@ -104,6 +104,8 @@ impl<'s> Eligible<'s> {
             lock: _,
             accept,
             boot_time: _,
+            timeout: worker_timeout,
+            worker_boot_time: _,
             overhead,
             memory,
         } = app;
@@ -120,6 +122,9 @@ impl<'s> Eligible<'s> {
             return Err(
                 "a connect time, during which the router counts the request against its dyno",
             );
+        }
+        if worker_timeout.is_some() {
+            return Err("a worker timeout, which kills and restarts workers");
         }
         if overhead.is_some() {
             return Err("a per-request overhead, which holds the thread after the response");

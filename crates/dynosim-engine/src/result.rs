@@ -99,6 +99,8 @@ pub enum ErrorKind {
     ClientTimeout,
     /// `router.queue_timeout`: held at the router too long (HAProxy's `timeout queue`).
     QueueTimeout,
+    /// `app.timeout`: its worker ran too long on it and was killed.
+    AppTimeout,
     /// Killed with its dyno, restarted for memory (R15).
     R15,
     /// No dyno was up to take it.
@@ -106,7 +108,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
 }
 
 /// A figure per error kind, and their total.
@@ -117,6 +119,7 @@ pub struct ErrorTable<T> {
     pub h12: T,
     pub client_timeout: T,
     pub queue_timeout: T,
+    pub app_timeout: T,
     pub r15: T,
     pub no_dyno: T,
 }
@@ -131,6 +134,7 @@ impl ErrorTable<u64> {
             h12: k(ErrorKind::H12),
             client_timeout: k(ErrorKind::ClientTimeout),
             queue_timeout: k(ErrorKind::QueueTimeout),
+            app_timeout: k(ErrorKind::AppTimeout),
             r15: k(ErrorKind::R15),
             no_dyno: k(ErrorKind::NoDyno),
         }
@@ -151,6 +155,7 @@ impl ErrorTable<u64> {
             h12: f(self.h12),
             client_timeout: f(self.client_timeout),
             queue_timeout: f(self.queue_timeout),
+            app_timeout: f(self.app_timeout),
             r15: f(self.r15),
             no_dyno: f(self.no_dyno),
         }

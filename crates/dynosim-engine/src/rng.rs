@@ -31,6 +31,8 @@ pub enum Stream {
     QueueTimeout = 10,
     /// The clients' timeouts (`arrivals.timeout`), drawn at each arrival.
     ClientTimeout = 11,
+    /// The workers' timeouts (`app.timeout`), drawn when a worker takes a request.
+    AppTimeout = 12,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

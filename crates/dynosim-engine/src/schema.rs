@@ -935,6 +935,33 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "timeout",
+        value: "time distribution, or \"off\"",
+        unit: "s",
+        default: Default::Off,
+        example: r#""30s""#,
+        meaning: "the worker timeout (gunicorn's --timeout, 30 s by default there; Unicorn's \
+                  timeout, 60 s): a sync worker whose request runs longer is killed, its \
+                  request fails (errors.app_timeout), and a new worker takes requests after \
+                  app.worker_boot_time. It never fires for threaded and async workers (gthread, \
+                  gevent, Puma): they report alive from another thread, and a long request does \
+                  not kill them",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "worker_boot_time",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""1s""#),
+        example: r#""5s""#,
+        meaning: "how long a worker killed by app.timeout takes to be replaced (the master forks \
+                  a new one, which loads the app unless preloaded); the dyno is one worker short \
+                  meanwhile",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "overhead",
         value: "time distribution",
         unit: "s",

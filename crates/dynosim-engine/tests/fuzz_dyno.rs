@@ -85,11 +85,18 @@ fn app() -> impl Strategy<Value = Value> {
         prop::option::of(0.0..2.0f64),
         prop::option::of(prop::sample::select(vec!["shared", "greedy"])),
         prop::option::of(time()),
+        prop::option::of((time(), prop::option::of(time()))),
     )
-        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept, overhead)| {
+        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept, overhead, worker_timeout)| {
             let mut a = json!({"server": server, "processes": processes, "boot_time": "50ms"});
             if let Some(o) = overhead {
                 a["overhead"] = o;
+            }
+            if let Some((timeout, boot)) = worker_timeout {
+                a["timeout"] = timeout;
+                if let Some(b) = boot {
+                    a["worker_boot_time"] = b;
+                }
             }
             if let Some(mode) = accept {
                 a["accept"] = json!(mode);
@@ -216,6 +223,7 @@ fn check_report(report: &dynosim_engine::RunReport, doc: &Value) {
             ("errors.h12", r.errors.h12),
             ("errors.client_timeout", r.errors.client_timeout),
             ("errors.queue_timeout", r.errors.queue_timeout),
+            ("errors.app_timeout", r.errors.app_timeout),
         ] {
             fraction(x, what);
         }

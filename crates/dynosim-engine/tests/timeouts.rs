@@ -274,3 +274,49 @@ fn a_client_timeout_while_held_at_the_router_is_an_abandonment() {
         0.02,
     );
 }
+
+/// A sync worker killed at its timeout T and replaced after B: one worker is M/G/1 with the
+/// worker's occupation S' = S if S ≤ T, else T + B. For S ~ Exp(1), with a = e^{−T}:
+/// E[S'] = 1 − a + B·a and E[S'²] = 2 − a(T² + 2T + 2) + (T + B)²·a; the requests killed are
+/// P(S > T) = a; the wait in the accept queue is Pollaczek–Khinchine's λE[S'²]/(2(1 − λE[S'])).
+#[test]
+fn a_worker_timeout_kills_and_restarts_as_mg1_predicts() {
+    let (lambda, t, b): (f64, f64, f64) = (0.6, 2.0, 0.5);
+    let doc = json!({
+        "name": "worker timeout",
+        "arrivals": {"process": "poisson", "rate": lambda},
+        "service": {"distribution": "exponential", "mean": 1.0},
+        "fleet": {"dynos": 1},
+        "app": {"server": "generic", "model": "sync", "processes": 1, "timeout": t,
+                "worker_boot_time": b},
+        "router": {"policy": "random", "timeout": "off"},
+        "run": {"duration": 20_000.0, "warmup": 200.0, "replications": 20, "seed": 41},
+    });
+    let report = run_ok(&build(&doc.to_string()));
+    let a = (-t).exp();
+    let es = 1.0 - a + b * a;
+    let es2 = 2.0 - a * (t * t + 2.0 * t + 2.0) + (t + b).powi(2) * a;
+    assert_matches(
+        "sync worker, app.timeout 2, boot 0.5: errors.app_timeout = P(S > T)",
+        measure(&report, |r| r.errors.app_timeout),
+        a,
+        0.05,
+    );
+    assert_matches(
+        "sync worker, app.timeout 2, boot 0.5: queue.mean (P-K with S')",
+        measure(&report, |r| r.queue.mean),
+        lambda * es2 / (2.0 * (1.0 - lambda * es)),
+        0.06,
+    );
+    // The worker is busy (not booting) min(S, T) of each request.
+    assert_matches(
+        "sync worker, app.timeout 2, boot 0.5: utilisation = lambda E[min(S, T)]",
+        measure(&report, |r| r.utilisation.mean),
+        lambda * (1.0 - a),
+        0.02,
+    );
+    for r in &report.per_replication {
+        assert_eq!(r.error_counts.total, r.error_counts.app_timeout);
+        assert!(r.response_ok.max <= t + 1e-9 + r.queue.max);
+    }
+}

@@ -67,6 +67,12 @@ pub(super) struct Process {
     pub arenas: u32,
     /// Greedy accept: the connections it holds, on its threads and in its queue.
     pub held: u32,
+    /// Killed by the worker timeout and not yet replaced (its `busy` stays full meanwhile, so
+    /// that no request is given to it).
+    pub down: bool,
+    /// Times it was killed (kept across its dyno's restarts): tells a replacement's boot
+    /// from a stale one.
+    pub kills: u32,
 }
 
 /// Every dyno's processes, dyno d's at `d * processes ..`: where the index says, rather than
@@ -127,7 +133,12 @@ impl Processes {
 
     /// `dyno`'s processes back to a fresh boot.
     pub fn reset(&mut self, dyno: usize) {
-        self.all[dyno * self.per_dyno..][..self.per_dyno].fill(Process::default());
+        for p in &mut self.all[dyno * self.per_dyno..][..self.per_dyno] {
+            *p = Process {
+                kills: p.kills,
+                ..Process::default()
+            };
+        }
     }
 }
 

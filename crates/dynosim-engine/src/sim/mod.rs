@@ -204,12 +204,13 @@ struct Simulation<'s> {
     open_processes: Vec<u32>,
     connect_rng: SimRng,
     overhead_rng: SimRng,
-    /// The requests' deadlines by kind ([`Kind`]), for the timeouts the scenario sets.
-    deadlines: [Option<Deadlines>; 3],
+    /// The requests' deadlines by kind ([`Kind`]), for the timeouts the scenario sets; and
+    /// the killed workers' replacements.
+    deadlines: [Option<Deadlines>; 5],
     /// When the deadlines' event is scheduled, if it is.
     timers_at: Option<f64>,
     /// Each timeout's draws (by [`Kind`]).
-    timeout_rngs: [SimRng; 3],
+    timeout_rngs: [SimRng; 4],
     /// Requests each router holds: waiting at it, or sent and not yet answered by their dyno
     /// or given up on (`router.max_in_flight` caps it).
     in_flight: Vec<u64>,
@@ -359,17 +360,24 @@ fn simulate(
         open_processes: Vec::new(),
         connect_rng: stream(seed, replication, Stream::Connect),
         overhead_rng: stream(seed, replication, Stream::Overhead),
-        deadlines: [
-            s.router_timeout.as_ref(),
-            s.queue_timeout.as_ref(),
-            s.client_timeout.as_ref(),
-        ]
-        .map(|t| t.map(|t| Deadlines::new(t.constant().is_some()))),
+        deadlines: {
+            let [router, queue, client, app] = [
+                s.router_timeout.as_ref(),
+                s.queue_timeout.as_ref(),
+                s.client_timeout.as_ref(),
+                s.app.timeout.as_deref(),
+            ]
+            .map(|t| t.map(|t| Deadlines::new(t.constant().is_some())));
+            // Replacements come a fixed time after their kills: in order.
+            let boots = s.app.timeout.is_some().then(|| Deadlines::new(true));
+            [router, queue, client, app, boots]
+        },
         timers_at: None,
         timeout_rngs: [
             Stream::RouterTimeout,
             Stream::QueueTimeout,
             Stream::ClientTimeout,
+            Stream::AppTimeout,
         ]
         .map(|purpose| stream(seed, replication, purpose)),
         in_flight: vec![0; s.routers as usize],
@@ -658,6 +666,8 @@ impl Simulation<'_> {
             Kind::Router => self.s.router_timeout.as_ref(),
             Kind::Queue => self.s.queue_timeout.as_ref(),
             Kind::Client => self.s.client_timeout.as_ref(),
+            Kind::App => self.s.app.timeout.as_deref(),
+            Kind::WorkerBoot => None,
         }?;
         Some(timeout.draw(&mut self.timeout_rngs[kind as usize]))
     }
@@ -666,14 +676,23 @@ impl Simulation<'_> {
     #[inline]
     fn set_deadline(&mut self, kind: Kind, at: f64, req: u32) {
         let generation = self.slab.entries[req as usize].generation;
+        self.push_deadline(
+            kind,
+            Deadline {
+                at,
+                req,
+                generation,
+            },
+        );
+    }
+
+    #[inline]
+    fn push_deadline(&mut self, kind: Kind, d: Deadline) {
+        let at = d.at;
         let deadlines = self.deadlines[kind as usize]
             .as_mut()
             .expect("a deadline of a timeout the scenario sets");
-        deadlines.push(Deadline {
-            at,
-            req,
-            generation,
-        });
+        deadlines.push(d);
         if self.timers_at.map_or(true, |t| at < t) {
             self.timers_at = Some(at);
             self.events.reschedule_timers(at);
@@ -708,7 +727,9 @@ impl Simulation<'_> {
         for kind in KINDS {
             while let Some(d) = self.first_deadline(kind).filter(|d| d.at <= now) {
                 self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
-                if self.deadline_live(kind, d) {
+                if kind == Kind::WorkerBoot {
+                    self.worker_boot(d.req, d.generation);
+                } else if self.deadline_live(kind, d) {
                     self.timed_out(kind, d.req);
                 }
             }
@@ -786,6 +807,8 @@ impl Simulation<'_> {
                 self.respond(client);
             }
             Kind::Queue => unreachable!("a queue deadline is live only while held"),
+            Kind::App => self.kill_worker(req),
+            Kind::WorkerBoot => unreachable!("a replacement is no request's deadline"),
             // On its way to a dyno or at it: the client goes, the router still waits for the
             // dyno's answer (until its own timeout).
             Kind::Client => self.abandon(req, ErrorKind::ClientTimeout),
@@ -968,6 +991,9 @@ impl Simulation<'_> {
     #[inline]
     fn start(&mut self, dyno: usize, process: u32, req: u32) {
         let now = self.now;
+        if let Some(t) = self.draw_timeout(Kind::App) {
+            self.set_deadline(Kind::App, now + t, req);
+        }
         let d = &mut self.dynos[dyno];
         d.busy += 1;
         let proc = self.procs.of_mut(dyno, process);
@@ -1457,6 +1483,77 @@ impl Simulation<'_> {
             .schedule(self.now + think, ARRIVAL, Event::Send { client });
     }
 
+    /// `app.timeout`: the sync worker holding `req` is killed (its request fails), and
+    /// replaced after `app.worker_boot_time`; meanwhile it takes no request.
+    fn kill_worker(&mut self, req: u32) {
+        let e = &self.slab.entries[req as usize];
+        let (dyno, process) = (e.dyno as usize, e.process);
+        let mut released = Vec::new();
+        self.kill(req, dyno, ErrorKind::AppTimeout, &mut released);
+        for (r, pool) in released {
+            self.release_connection(r, pool);
+        }
+        if self.phases {
+            self.reschedule_cpu(dyno);
+        }
+        // The worker's own pools go with it.
+        let processes = self.s.app.processes as usize;
+        for (res, spec) in self.resources.iter_mut().zip(&self.s.resources) {
+            if res.scope == Some(PoolScope::Process) {
+                res.pools[dyno * processes + process as usize].free = spec.pool.map_or(0, |p| p.0);
+            }
+        }
+        self.dynos[dyno].busy -= 1;
+        self.dynos[dyno].busy_processes -= 1;
+        self.busy_processes -= 1;
+        let m = &self.s.app.memory;
+        let proc = self.procs.of_mut(dyno, process);
+        debug_assert!(
+            proc.busy == 1 && !proc.down,
+            "a sync worker busy with one request"
+        );
+        proc.down = true;
+        proc.kills += 1;
+        let kills = proc.kills;
+        let freed = m.request + f64::from(std::mem::take(&mut proc.arenas)) * m.arena;
+        if self.memory {
+            self.memory_changed(dyno, -freed);
+        } else if self.measures.detailed() {
+            self.fleet_levels();
+        }
+        let at = self.now + self.s.app.worker_boot_time;
+        let worker = (dyno * processes) as u32 + process;
+        self.push_deadline(
+            Kind::WorkerBoot,
+            Deadline {
+                at,
+                req: worker,
+                generation: kills,
+            },
+        );
+    }
+
+    /// A killed worker's replacement is up (unless its dyno restarted since, which replaced
+    /// every worker): it takes the next request waiting at its dyno.
+    fn worker_boot(&mut self, worker: u32, kills: u32) {
+        let processes = self.s.app.processes;
+        let (dyno, process) = ((worker / processes) as usize, worker % processes);
+        let proc = self.procs.of_mut(dyno, process);
+        if !(proc.down && proc.kills == kills) {
+            return;
+        }
+        proc.down = false;
+        proc.busy = 0;
+        let d = &mut self.dynos[dyno];
+        if d.up {
+            if let Some(next) = d.accept.pop_front() {
+                d.waiting -= 1;
+                self.waiting_total -= 1;
+                self.start(dyno, process, next);
+            }
+        }
+    }
+
     /// A request on (or waiting at) `dyno` dies with its worker or its dyno: its client gets
     /// `error` unless it was answered before, the router stops counting it, and whatever it
     /// held is let go. Its entry is freed now, or when an event of its own comes. An app-wide
@@ -1631,6 +1728,9 @@ impl Simulation<'_> {
 /// [`Simulation::deadline_live`]).
 #[inline]
 fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
+    if kind == Kind::WorkerBoot {
+        return true;
+    }
     let e = &entries[d.req as usize];
     if e.generation != d.generation || e.state == State::Free {
         return false;
@@ -1639,6 +1739,18 @@ fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
         Kind::Router => !e.router_done,
         Kind::Queue => e.state == State::Routing && !e.answered,
         Kind::Client => !e.answered,
+        // On its worker still (answered with an error or not: the worker is busy with it).
+        Kind::App => matches!(
+            e.state,
+            State::Timed
+                | State::Cpu
+                | State::Thread
+                | State::PoolWait(_)
+                | State::ResourceQueue(_)
+                | State::ResourceService(_)
+        ),
+        // Replacements are checked when they come (see `Simulation::worker_boot`).
+        Kind::WorkerBoot => true,
     }
 }
 

@@ -23,15 +23,25 @@ pub(super) struct Deadline {
 }
 
 /// The kinds of deadline, in the order they are handled when due at the same time: the
-/// router's answer (H12) comes before the client's own timeout.
+/// router's answer (H12) comes before the client's own timeout, and both before the worker's
+/// (which kills it). The last is not a request's: a killed worker's replacement is up
+/// (`req` names the worker: dyno × processes + process; `generation`, its kills).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Router = 0,
     Queue = 1,
     Client = 2,
+    App = 3,
+    WorkerBoot = 4,
 }
 
-pub(super) const KINDS: [Kind; 3] = [Kind::Router, Kind::Queue, Kind::Client];
+pub(super) const KINDS: [Kind; 5] = [
+    Kind::Router,
+    Kind::Queue,
+    Kind::Client,
+    Kind::App,
+    Kind::WorkerBoot,
+];
 
 /// One kind's deadlines.
 #[derive(Debug)]
