@@ -132,3 +132,26 @@ def test_the_gunicorn_cron_seed_tells_its_story():
     assert lighter.mean == 0
     wasted = cases["sync, 3 workers"][0].estimate("wasted.thread_seconds")
     assert wasted.ci_low > 0
+
+
+def test_the_hello_world_ramp_seed_has_its_shape():
+    """hello-heroku-world-benchmarks (docs/timeouts.md): one dyno tops out near 2,500 req/s,
+    the app near 12,000 whatever its dynos (below 1,000 a dyno at 16), latency held near the
+    100 ms shedding ceiling, and errors past the ceiling."""
+    from dynosim.ramp import ramp
+
+    rows = ramp(Scenario.load("hello-world-ramp"), [2000.0, 16000.0])
+    at = {(r["case"], r["offered"]): r for r in rows}
+    assert all(r["status"] == "ok" for r in rows)
+    # Below every ceiling but one dyno's, responses keep up.
+    for case in ("2 dynos", "4 dynos", "8 dynos", "16 dynos"):
+        assert at[(case, 2000.0)]["response_rate"] == pytest.approx(2000, rel=0.02)
+        assert at[(case, 2000.0)]["errors"] == 0
+    one, sixteen = at[("1 dyno", 16000.0)], at[("16 dynos", 16000.0)]
+    assert one["response_rate"] == pytest.approx(2500, rel=0.03)
+    assert sixteen["response_rate"] == pytest.approx(12000, rel=0.03)
+    assert sixteen["response_rate"] / 16 < 1000
+    assert at[("8 dynos", 16000.0)]["response_rate"] == pytest.approx(sixteen["response_rate"], rel=0.01)
+    for r in (one, sixteen):
+        assert r["errors"] > 0.2
+        assert 0.05 < r["response_p99"] < 0.15

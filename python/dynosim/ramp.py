@@ -5,7 +5,9 @@ keeps up while they match, the x = y line), the errors, and the latency percenti
 Every step runs with ``run.allow_overload``: a rate at or above the fleet's capacity is
 simulated for the run's time (its queues grow and the response rate stays at the capacity),
 not refused as unstable; a step whose queues pass ``run.max_waiting`` is reported as
-``overloaded`` without figures. Each policy runs every rate on the same traffic (same seed)."""
+``overloaded`` without figures. Each policy runs every rate on the same traffic (same seed).
+A scenario with ``[[cases]]`` ramps each case in turn (its rows are labelled ``case``; empty
+without cases): the seed hello-heroku-world's dyno counts, each ramped."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ MAX_STEPS = 1000
 #: The figures of a step, in the order of the CSV's columns after policy, offered and status.
 FIGURES = ["response_rate", "response_rate_ci_low", "response_rate_ci_high", "errors", "queue_mean",
            "response_p50", "response_p90", "response_p99"]
-COLUMNS = ["policy", "offered", "status"] + FIGURES
+COLUMNS = ["case", "policy", "offered", "status"] + FIGURES
 
 _NUMBER = r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"
 _RANGE = re.compile(rf"\s*(?P<a>{_NUMBER})\s*\.\.\s*(?P<b>{_NUMBER})\s*/\s*(?P<step>{_NUMBER})\s*")
@@ -75,35 +77,41 @@ def steps(scenario: Scenario, rates: Sequence[float], policies: Optional[Sequenc
 
 def ramp(scenario: Scenario, rates: Sequence[float], policies: Optional[Sequence[str]] = None,
          progress: Any = None) -> List[Dict[str, Any]]:
-    """One row per (policy, rate), policies in turn (see the module's docstring)."""
-    scenarios = steps(scenario, rates, policies)
+    """One row per (case, policy, rate), in turn (see the module's docstring)."""
+    cases = scenario.cases or [("", scenario)]
+    # Every case's every step is validated before any runs.
+    ramps = [(label, steps(case, rates, policies)) for label, case in cases]
     rows: List[Dict[str, Any]] = []
-    for policy in scenarios[0].policies:
-        for rate, step in zip(rates, scenarios):
-            if progress is not None:
-                progress(policy, rate)
-            row: Dict[str, Any] = {"policy": policy, "offered": rate}
-            try:
-                result = run_scenario(step.for_policy(policy), warn=False)[0]
-            except OverloadedError:
-                row.update(status="overloaded", **{k: None for k in FIGURES})
-            else:
-                row.update(status="ok", **figures(result.summary))
-            rows.append(row)
+    for label, scenarios in ramps:
+        for policy in scenarios[0].policies:
+            for rate, step in zip(rates, scenarios):
+                if progress is not None:
+                    progress(f"{label}: {policy}" if label else policy, rate)
+                row: Dict[str, Any] = {"case": label, "policy": policy, "offered": rate}
+                try:
+                    result = run_scenario(step.for_policy(policy), warn=False)[0]
+                except OverloadedError:
+                    row.update(status="overloaded", **{k: None for k in FIGURES})
+                else:
+                    row.update(status="ok", **figures(result.summary))
+                rows.append(row)
     return rows
 
 
 def figures(summary: Dict[str, Any]) -> Dict[str, Any]:
-    """A step's figures from its run's summary (means over the replications)."""
-    rate = lookup(summary, "throughput")
+    """A step's figures from its run's summary (means over the replications): the successful
+    responses per second (`goodput`: an error answered at once is no response, as httperf
+    counts a refused connection as none) and their latency (`response_ok`: "ideally httperf
+    would exclude those [500s] from the report", says the hello-world seed), and the errors."""
+    rate = lookup(summary, "goodput")
     errors = float(lookup(summary, "errors.total")["mean"])
     return {
         "response_rate": rate["mean"], "response_rate_ci_low": rate["ci_low"],
         "response_rate_ci_high": rate["ci_high"], "errors": errors,
         "queue_mean": lookup(summary, "queue.mean")["mean"],
-        "response_p50": lookup(summary, "response.p50")["mean"],
-        "response_p90": lookup(summary, "response.p90")["mean"],
-        "response_p99": lookup(summary, "response.p99")["mean"],
+        "response_p50": lookup(summary, "response_ok.p50")["mean"],
+        "response_p90": lookup(summary, "response_ok.p90")["mean"],
+        "response_p99": lookup(summary, "response_ok.p99")["mean"],
     }
 
 
@@ -116,25 +124,28 @@ def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str, fmt: str = "png
     import matplotlib.pyplot as plt
 
     fig, (rates_ax, latency_ax) = plt.subplots(1, 2, figsize=(12, 5))
-    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    series = list(dict.fromkeys((r["case"], r["policy"]) for r in rows))
+    several_policies = len({p for _, p in series}) > 1
     top = max(r["offered"] for r in rows)
     rates_ax.plot([0, top], [0, top], color="grey", linestyle=":", label="x = y (keeps up)")
     any_errors = any((r["errors"] or 0) > 0 for r in rows)
     errors_ax = latency_ax.twinx() if any_errors else None
-    for policy in policies:
-        ok = [r for r in rows if r["policy"] == policy and r["status"] == "ok"]
+    for case, policy in series:
+        mine = [r for r in rows if (r["case"], r["policy"]) == (case, policy)]
+        ok = [r for r in mine if r["status"] == "ok"]
         x = [r["offered"] for r in ok]
-        line, = rates_ax.plot(x, [r["response_rate"] for r in ok], marker="o", label=policy)
+        name = policy if not case else f"{case}: {policy}" if several_policies else case
+        line, = rates_ax.plot(x, [r["response_rate"] for r in ok], marker="o", label=name)
         colour = line.get_color()
-        latency_ax.plot(x, [r["response_p50"] for r in ok], color=colour, marker=".", label=f"{policy}: p50")
+        latency_ax.plot(x, [r["response_p50"] for r in ok], color=colour, marker=".", label=f"{name}: p50")
         latency_ax.plot(x, [r["response_p99"] for r in ok], color=colour, linestyle="--", marker=".",
-                        label=f"{policy}: p99")
+                        label=f"{name}: p99")
         if errors_ax is not None:
-            errors_ax.plot(x, [100 * r["errors"] for r in ok], color=colour, linestyle=":", label=f"{policy}: errors")
-        over = [r["offered"] for r in rows if r["policy"] == policy and r["status"] != "ok"]
+            errors_ax.plot(x, [100 * r["errors"] for r in ok], color=colour, linestyle=":", label=f"{name}: errors")
+        over = [r["offered"] for r in mine if r["status"] != "ok"]
         if over:
             rates_ax.plot(over, [top] * len(over), color=colour, marker="x", linestyle="none",
-                          label=f"{policy}: overloaded")
+                          label=f"{name}: overloaded")
     rates_ax.set_xlabel("offered rate (req/s)")
     rates_ax.set_ylabel("response rate (req/s)")
     rates_ax.set_xlim(left=0)

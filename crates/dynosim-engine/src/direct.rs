@@ -86,6 +86,8 @@ impl<'s> Eligible<'s> {
             queue_timeout,
             client_timeout,
             max_in_flight,
+            router_cost,
+            shed_latency: _,
             duration: _,
             warmup: _,
             replications: _,
@@ -148,6 +150,9 @@ impl<'s> Eligible<'s> {
         };
         if !policy_ok {
             return Err("a policy that needs completions in time order, or several routers");
+        }
+        if router_cost.is_some() {
+            return Err("routers with a cost per request, a queue of their own in front");
         }
         if max_in_flight.is_some() {
             return Err("a cap on the requests in flight, which needs completions in time order");

@@ -101,7 +101,8 @@ impl Measures {
                 _ => scenario.warmup + scenario.duration,
             },
             queue: TimeStats::default(),
-            queued: scenario.connect.is_some().then(TimeStats::default),
+            queued: (scenario.connect.is_some() || scenario.router_cost.is_some())
+                .then(TimeStats::default),
             response: TimeStats::default(),
             error_response: TimeStats::default(),
             service_sum: 0.0,

@@ -101,6 +101,8 @@ pub enum ErrorKind {
     QueueTimeout,
     /// `app.timeout`: its worker ran too long on it and was killed.
     AppTimeout,
+    /// `router.shed_latency`: shed by a router too far behind (Heroku's load-shedding 500s).
+    Shed,
     /// Killed with its dyno, restarted for memory (R15).
     R15,
     /// No dyno was up to take it.
@@ -108,7 +110,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
 }
 
 /// A figure per error kind, and their total.
@@ -120,6 +122,7 @@ pub struct ErrorTable<T> {
     pub client_timeout: T,
     pub queue_timeout: T,
     pub app_timeout: T,
+    pub shed: T,
     pub r15: T,
     pub no_dyno: T,
 }
@@ -135,6 +138,7 @@ impl ErrorTable<u64> {
             client_timeout: k(ErrorKind::ClientTimeout),
             queue_timeout: k(ErrorKind::QueueTimeout),
             app_timeout: k(ErrorKind::AppTimeout),
+            shed: k(ErrorKind::Shed),
             r15: k(ErrorKind::R15),
             no_dyno: k(ErrorKind::NoDyno),
         }
@@ -156,6 +160,7 @@ impl ErrorTable<u64> {
             client_timeout: f(self.client_timeout),
             queue_timeout: f(self.queue_timeout),
             app_timeout: f(self.app_timeout),
+            shed: f(self.shed),
             r15: f(self.r15),
             no_dyno: f(self.no_dyno),
         }

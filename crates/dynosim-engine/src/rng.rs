@@ -33,6 +33,8 @@ pub enum Stream {
     ClientTimeout = 11,
     /// The workers' timeouts (`app.timeout`), drawn when a worker takes a request.
     AppTimeout = 12,
+    /// The routers' work per request (`router.cost`).
+    RouterCost = 13,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

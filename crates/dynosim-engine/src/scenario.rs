@@ -121,6 +121,14 @@ pub struct RouterSpec {
     /// Requests a router holds at once (Heroku's H11 backlog cap): a number or "N/dyno".
     #[serde(default)]
     pub max_in_flight: Option<Value>,
+    /// Each router's own work per request, before its routing decision: a duration or a
+    /// distribution. The routers are then servers with a queue of their own.
+    #[serde(default)]
+    pub cost: Option<Value>,
+    /// Load shedding: a request that would wait longer than this for its router is answered
+    /// at once with an error.
+    #[serde(default)]
+    pub shed_latency: Option<Duration>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -173,6 +181,8 @@ impl Default for RouterSpec {
             timeout: None,
             queue_timeout: None,
             max_in_flight: None,
+            cost: None,
+            shed_latency: None,
             params: Map::new(),
         }
     }
@@ -259,6 +269,11 @@ pub struct Scenario {
     pub client_timeout: Option<Timeout>,
     /// `router.max_in_flight`: requests each router holds at once (H11 beyond).
     pub max_in_flight: Option<u64>,
+    /// `router.cost`: each router's work per request before it routes it; None: none (a
+    /// router of unbounded capacity).
+    pub router_cost: Option<Box<dyn ServiceDistribution>>,
+    /// `router.shed_latency`: the wait for a router beyond which a request is shed.
+    pub shed_latency: Option<f64>,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -436,6 +451,21 @@ impl Scenario {
         let client_timeout =
             Timeout::build_or(a.timeout.as_ref(), "arrivals.timeout", base_dir, None)?;
         let max_in_flight = crate::timeout::build_cap(r.max_in_flight.as_ref(), dynos)?;
+        let router_cost = match &r.cost {
+            None => None,
+            Some(v) => crate::dist::from_value_or_zero(v, "router.cost", base_dir)?,
+        };
+        let shed_latency = match r.shed_latency {
+            None => None,
+            Some(d) => Some(check_duration(d.0, "router.shed_latency")?),
+        };
+        if shed_latency.is_some() && router_cost.is_none() {
+            return Err(Error::config(
+                "router.shed_latency",
+                "sheds requests that would wait too long for a router: give router.cost, the \
+                 router's work per request, for them to wait at all",
+            ));
+        }
 
         let run = &spec.run;
         check_duration(run.duration.0, "run.duration")?;
@@ -483,6 +513,8 @@ impl Scenario {
             queue_timeout,
             client_timeout,
             max_in_flight,
+            router_cost,
+            shed_latency,
             duration: run.duration.0,
             // A closed loop of a set number of requests is measured whole, as ab measures it:
             // no warm-up, and the run lasts until the last response.
@@ -528,6 +560,9 @@ impl Scenario {
                 best = (name, load);
             }
         };
+        if let Some(cost) = &self.router_cost {
+            consider("routers", rate * cost.mean() / f64::from(self.routers));
+        }
         if let Some(model) = &self.request {
             let cpu = rate * model.mean_demand(PhaseKind::Cpu);
             consider("cores", cpu / (dynos * f64::from(self.dyno_type.cores)));
@@ -639,6 +674,7 @@ impl Scenario {
     pub fn sheds_load(&self) -> bool {
         let one_queue = self.policy.knowledge() == Knowledge::FreeSlots && self.routers == 1;
         self.max_in_flight.is_some()
+            || self.shed_latency.is_some()
             || (one_queue && (self.queue_timeout.is_some() || self.client_timeout.is_some()))
     }
 

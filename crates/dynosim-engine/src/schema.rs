@@ -1177,6 +1177,31 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         section: "router",
+        kind: None,
+        name: "cost",
+        value: "time distribution",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#"{"distribution": "exponential", "mean": "80us"}"#,
+        meaning: "each router's own work per request before its routing decision: the routers \
+                  (router.routers of them) become FIFO servers with a queue of their own, and \
+                  the app's requests can go no faster than routers / cost (a routing layer's \
+                  ceiling). The wait and the work count in the queue time",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "shed_latency",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Off,
+        example: r#""100ms""#,
+        meaning: "load shedding (with router.cost): a request that would wait longer than this \
+                  for its router is answered at once with an error (errors.shed; Heroku's \
+                  load-shedding 500s)",
+    },
+    Key {
+        section: "router",
         kind: Some("power_of_d"),
         name: "d",
         value: "whole number >= 1",

@@ -166,10 +166,12 @@ fn document() -> impl Strategy<Value = Value> {
                 prop::option::of(time()),
                 prop::option::of(prop_oneof![(1i64..40).prop_map(|n| json!(n)), (1i64..5).prop_map(|n| json!(format!("{n}/dyno")))]),
                 prop::option::of(time()),
+                prop::option::of(time()),
+                prop::option::of(prop_oneof![Just(json!("5ms")), Just(json!("100ms")), Just(json!("0s"))]),
             ),
         )
             .prop_map(|(arrivals, request, resources, app, dynos, policy, ty, cores, engine, connect, timeouts)| {
-                let (router_timeout, queue_timeout, cap, client_timeout) = timeouts;
+                let (router_timeout, queue_timeout, cap, client_timeout, cost, shed) = timeouts;
                 let mut arrivals = arrivals;
                 if let Some(t) = client_timeout {
                     arrivals["timeout"] = t;
@@ -185,7 +187,7 @@ fn document() -> impl Strategy<Value = Value> {
                 if let Some(c) = connect {
                     router["connect"] = c;
                 }
-                for (key, value) in [("timeout", router_timeout), ("queue_timeout", queue_timeout), ("max_in_flight", cap)] {
+                for (key, value) in [("timeout", router_timeout), ("queue_timeout", queue_timeout), ("max_in_flight", cap), ("cost", cost), ("shed_latency", shed)] {
                     if let Some(v) = value {
                         router[key] = v;
                     }
@@ -224,6 +226,7 @@ fn check_report(report: &dynosim_engine::RunReport, doc: &Value) {
             ("errors.client_timeout", r.errors.client_timeout),
             ("errors.queue_timeout", r.errors.queue_timeout),
             ("errors.app_timeout", r.errors.app_timeout),
+            ("errors.shed", r.errors.shed),
         ] {
             fraction(x, what);
         }

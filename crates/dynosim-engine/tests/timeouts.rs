@@ -320,3 +320,74 @@ fn a_worker_timeout_kills_and_restarts_as_mg1_predicts() {
         assert!(r.response_ok.max <= t + 1e-9 + r.queue.max);
     }
 }
+
+/// A router with a cost: a FIFO server in front of the dynos. With dynos that never make a
+/// request wait (a thousand of them, 1 µs of service), the queue time is the router's M/M/1
+/// sojourn, 1/(μ − λ).
+#[test]
+fn a_router_with_a_cost_is_an_mm1_queue() {
+    let (lambda, mu) = (0.7, 1.0);
+    let doc = json!({
+        "name": "router cost",
+        "arrivals": {"process": "poisson", "rate": lambda},
+        "service": {"distribution": "constant", "value": "1us"},
+        "fleet": {"dynos": 1000},
+        "router": {"policy": "random", "timeout": "off",
+                   "cost": {"distribution": "exponential", "mean": 1.0 / mu}},
+        "run": {"duration": 20_000.0, "warmup": 200.0, "replications": 20, "seed": 51},
+    });
+    let report = run_ok(&build(&doc.to_string()));
+    assert_matches(
+        "M/M/1 router: queue.mean = 1/(mu - lambda)",
+        measure(&report, |r| r.queue.mean),
+        1.0 / (mu - lambda),
+        0.06,
+    );
+    // PASTA: an arrival finds the router busy with probability ρ.
+    assert_matches(
+        "M/M/1 router: queued_fraction = rho",
+        measure(&report, |r| r.queued_fraction),
+        lambda / mu,
+        0.02,
+    );
+}
+
+/// Load shedding: a request that would wait more than L for its router (a FIFO server whose
+/// workload V it sees) is answered at once. For M/M/1 the workload's density is λP₀e^{−(μ−λ)v}
+/// up to L and f(L)e^{−μ(v−L)} beyond (level crossing), so P(shed) = P(V > L) =
+/// (λ/μ)P₀e^{−(μ−λ)L} with P₀ = 1 / (1 + λ(1 − e^{−(μ−λ)L})/(μ − λ) + (λ/μ)e^{−(μ−λ)L}).
+/// Stable at any load: here λ = 1.3μ, which the run must not refuse.
+#[test]
+fn router_load_shedding_bounds_the_routers_workload() {
+    let (lambda, mu, ceiling): (f64, f64, f64) = (1.3, 1.0, 2.0);
+    let doc = json!({
+        "name": "shedding",
+        "arrivals": {"process": "poisson", "rate": lambda},
+        "service": {"distribution": "constant", "value": "1us"},
+        "fleet": {"dynos": 1000},
+        "router": {"policy": "random", "timeout": "off", "shed_latency": ceiling,
+                   "cost": {"distribution": "exponential", "mean": 1.0 / mu}},
+        "run": {"duration": 20_000.0, "warmup": 200.0, "replications": 20, "seed": 52},
+    });
+    let report = run_ok(&build(&doc.to_string()));
+    let decay = (-(mu - lambda) * ceiling).exp();
+    let p0 = 1.0 / (1.0 + lambda * (1.0 - decay) / (mu - lambda) + lambda / mu * decay);
+    let shed = lambda / mu * p0 * decay;
+    assert_matches(
+        "M/M/1 router shedding past L = 2, lambda = 1.3 mu: errors.shed = P(V > L)",
+        measure(&report, |r| r.errors.shed),
+        shed,
+        0.03,
+    );
+    // What is not shed goes through: goodput = λ(1 − P(shed)), below the router's μ.
+    assert_matches(
+        "M/M/1 router shedding: goodput = lambda (1 - P(shed))",
+        measure(&report, |r| r.goodput),
+        lambda * (1.0 - shed),
+        0.02,
+    );
+    for r in &report.per_replication {
+        assert!(r.queue.max <= ceiling + 50.0, "{}", r.queue.max);
+        assert_eq!(r.error_counts.total, r.error_counts.shed);
+    }
+}

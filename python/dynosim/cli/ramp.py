@@ -44,8 +44,8 @@ def main(args: argparse.Namespace) -> int:
     with activity() as a:
         task = a.task("ramping")
 
-        def progress(policy: str, rate: float) -> None:
-            a.update(task, note=f"{policy} at {rate:g} req/s")
+        def progress(what: str, rate: float) -> None:
+            a.update(task, note=f"{what} at {rate:g} req/s")
 
         rows = ramps.ramp(scenario, args.rates, args.policy, progress=progress)
     if args.json:
@@ -74,5 +74,7 @@ def print_table(name: str, rows: List[Dict[str, Any]]) -> None:
         Column("response p99", value("response_p99"), kind="time"),
         Column("status", lambda r: r["status"], kind="text"),
     ]
+    if any(r["case"] for r in rows):
+        columns.insert(0, Column("case", lambda r: r["case"], kind="text", wrap=True, max_width=24))
     table, _ = results_table(console, columns, rows)
     console.print(table)

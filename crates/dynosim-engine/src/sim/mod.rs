@@ -56,7 +56,10 @@ const NONE: u32 = u32::MAX;
 /// Where a request is, for what an event or a restart must do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Held by its router's policy (or about to be routed).
     Routing,
+    /// In its router's own queue, or being worked on by it (`router.cost`).
+    AtRouter,
     /// Routed, on its way to the dyno (`router.connect`).
     Connecting,
     Accept,
@@ -214,6 +217,11 @@ struct Simulation<'s> {
     /// Requests each router holds: waiting at it, or sent and not yet answered by their dyno
     /// or given up on (`router.max_in_flight` caps it).
     in_flight: Vec<u64>,
+    /// `router.cost`: when each router is done with the requests it has (a FIFO server: a
+    /// request's turn is known when it comes), how many it has, and its work's draws.
+    router_free_at: Vec<f64>,
+    at_router: Vec<u64>,
+    router_cost_rng: SimRng,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
@@ -381,6 +389,9 @@ fn simulate(
         ]
         .map(|purpose| stream(seed, replication, purpose)),
         in_flight: vec![0; s.routers as usize],
+        router_free_at: vec![0.0; s.routers as usize],
+        at_router: vec![0; s.routers as usize],
+        router_cost_rng: stream(seed, replication, Stream::RouterCost),
         measures: Measures::new(s)?,
         queued: 0,
         trace,
@@ -624,7 +635,12 @@ impl Simulation<'_> {
         self.measures.arrived(t, service);
         // The patience of the router's queue and of the client, drawn for every request (the
         // same draws whatever the policy does with it).
-        let patience = self.draw_timeout(Kind::Queue);
+        // (With routers of a cost, the queue's patience is drawn when the router is done.)
+        let patience = if self.s.router_cost.is_none() {
+            self.draw_timeout(Kind::Queue)
+        } else {
+            None
+        };
         let client_patience = self.draw_timeout(Kind::Client);
         let router = self.routers.pick();
         let entry = &mut self.slab.entries[req as usize];
@@ -639,6 +655,7 @@ impl Simulation<'_> {
         entry.answered = false;
         entry.router_done = false;
         entry.abandoned_at = f64::INFINITY;
+        entry.dyno = NONE;
         if let Some(cap) = self.s.max_in_flight {
             if self.in_flight[router] >= cap {
                 return self.refuse(req);
@@ -648,6 +665,15 @@ impl Simulation<'_> {
         if let Some(p) = client_patience {
             self.set_deadline(Kind::Client, t + p, req);
         }
+        if self.s.router_cost.is_some() {
+            return self.queue_at_router(req, router);
+        }
+        self.route_request(req, router, patience);
+    }
+
+    /// The router decides: it sends the request to a dyno, or holds it (behind those it holds
+    /// already, or as its policy says), or finds no dyno up.
+    fn route_request(&mut self, req: u32, router: usize, patience: Option<f64>) {
         if !self.routers.queues[router].is_empty() {
             self.hold(req, patience);
             return;
@@ -657,6 +683,58 @@ impl Simulation<'_> {
             Some(Route::Hold) => self.hold(req, patience),
             None => self.fail_unrouted(req),
         }
+    }
+
+    /// `router.cost`: the request waits for its router, a FIFO server, which then works on it
+    /// for its cost before routing it; with `router.shed_latency`, one that would wait longer
+    /// than that is answered at once instead (shed).
+    fn queue_at_router(&mut self, req: u32, router: usize) {
+        let now = self.now;
+        let free = self.router_free_at[router].max(now);
+        if self
+            .s
+            .shed_latency
+            .is_some_and(|ceiling| free - now > ceiling)
+        {
+            self.in_flight[router] -= 1;
+            let e = &mut self.slab.entries[req as usize];
+            e.answered = true;
+            e.router_done = true;
+            let (arrival, client) = (e.arrival, e.client);
+            self.measures.errored(ErrorKind::Shed, arrival, now);
+            self.slab.release(req);
+            self.respond_after(client, NO_DYNO_BACKOFF);
+            return;
+        }
+        let cost = self.s.router_cost.as_ref().expect("routers of a cost");
+        let done = free + cost.sample(&mut self.router_cost_rng);
+        self.router_free_at[router] = done;
+        let e = &mut self.slab.entries[req as usize];
+        e.state = State::AtRouter;
+        e.waited = free > now;
+        self.at_router[router] += 1;
+        self.waiting_total += 1;
+        self.measures
+            .router_queue(now, self.at_router[router] as usize - 1);
+        self.events.schedule(done, CONNECTED, Event::Done { req });
+    }
+
+    /// The router is done with the request: it routes it (unless its client has gone).
+    fn routed(&mut self, req: u32) {
+        let e = &mut self.slab.entries[req as usize];
+        let router = e.router as usize;
+        self.at_router[router] -= 1;
+        self.waiting_total -= 1;
+        if e.answered {
+            // Its client gave up while it waited: the router drops it.
+            e.router_done = true;
+            self.in_flight[router] -= 1;
+            self.slab.release(req);
+            return;
+        }
+        e.state = State::Routing;
+        let patience = self.draw_timeout(Kind::Queue);
+        self.route_request(req, router, patience);
     }
 
     /// A timeout of `kind` for one request, if the scenario sets one.
@@ -838,7 +916,10 @@ impl Simulation<'_> {
             let phases = &model.classes[e.class as usize].phases;
             // The phases still to come (the current one too, if it has not begun: a request
             // not yet on a thread is at phase 0 in state Routing, Connecting or Accept).
-            let begun = !matches!(state, State::Connecting | State::Accept | State::Routing);
+            let begun = !matches!(
+                state,
+                State::Connecting | State::Accept | State::Routing | State::AtRouter
+            );
             let from = e.phase as usize + usize::from(begun);
             let later: f64 = (from..phases.len())
                 .filter(|&i| phases[i].kind == PhaseKind::Cpu)
@@ -895,7 +976,7 @@ impl Simulation<'_> {
                 } else {
                     Vec::new()
                 },
-                router_waiting: self.routers.held(),
+                router_waiting: self.routers.held() + self.at_router.iter().sum::<u64>(),
                 dyno_waiting,
                 busy,
                 arrived: self.measures.arrivals(),
@@ -1002,7 +1083,7 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.process = process;
         entry.start = now;
-        if entry.waited && self.s.connect.is_some() {
+        if entry.waited && (self.s.connect.is_some() || self.s.router_cost.is_some()) {
             self.measures.waited(entry.arrival, now);
         }
         if !self.phases {
@@ -1290,6 +1371,7 @@ impl Simulation<'_> {
                 let dyno = self.slab.entries[req as usize].dyno as usize;
                 self.reach(dyno, req);
             }
+            State::AtRouter => self.routed(req),
             State::Overhead => self.free_thread(req),
             State::Dead => self.slab.release(req),
             other => unreachable!("a timed event for a request in state {other:?}"),
@@ -1607,6 +1689,7 @@ impl Simulation<'_> {
             }
             State::Accept
             | State::Routing
+            | State::AtRouter
             | State::Thread
             | State::Overhead
             | State::Dead
@@ -1651,6 +1734,7 @@ impl Simulation<'_> {
                     && !matches!(
                         e.state,
                         State::Routing
+                            | State::AtRouter
                             | State::Accept
                             | State::Overhead
                             | State::Dead
