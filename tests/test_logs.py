@@ -490,3 +490,43 @@ def test_fit_needs_four_service_times(cli, tmp_path):
     result = cli("logs", "fit", str(tmp_path / "three.log"), "-o", str(tmp_path / "x.toml"))
     assert_one_line_error(result, "3 service times are too few to fit a distribution: at least 4")
     assert not (tmp_path / "x.toml").exists()
+
+
+# --- shop.log.gz: a log simulated here, whose requests are known exactly -------------------------
+
+
+def _shop():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_shop_log", FIXTURES / "make_shop_log.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shop_log_is_what_its_script_writes():
+    shop = _shop()
+    assert gzip.decompress((FIXTURES / "shop.log.gz").read_bytes()).decode().splitlines() == shop.lines()
+
+
+def test_correct_queueing_recovers_the_work_of_single_threaded_dynos():
+    """shop.log's dynos serve one request at a time, FIFO, and its times are whole
+    milliseconds: each request's overlap with the one before it on its dyno is exactly its
+    wait, so the corrected service times are exactly the work times, and the fitted table is
+    the table of the work."""
+    from collections import Counter
+
+    from dynosim import logs_fit
+
+    requests = _shop().requests()
+    waits = [w for _, _, _, w, _ in requests]
+    work = Counter(k for *_, k in requests)
+    plain = logs.fit(fixture("shop.log.gz"))
+    q = plain.report["queueing"]
+    assert q["overlapping"] == sum(1 for w in waits if w > 0)
+    assert q["overlap_seconds"] == pytest.approx(sum(waits) / 1000, abs=1e-6)
+    corrected = logs.fit(fixture("shop.log.gz"), correct_queueing=True)
+    hist = sorted((ms / 1000, n) for ms, n in work.items())
+    assert corrected.scenario["service"]["percentiles"] == logs_fit.quantile_table(hist)
+    assert corrected.report["service"]["mean"] == pytest.approx(sum(k * n for k, n in work.items()) / 1000 / len(requests))
+    assert corrected.report["logged_service"]["mean"] == pytest.approx(plain.report["service"]["mean"])

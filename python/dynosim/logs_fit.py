@@ -139,16 +139,15 @@ def _chi2_cdf(x: float, k: int) -> float:
 def dispersion(counts: Sequence[int], width: float) -> List[Dict[str, Any]]:
     """The index of dispersion (variance / mean) of the arrivals per interval at each of
     :data:`DISPERSION_SCALES` that is a multiple of the counts' ``width`` and fits at least
-    :data:`MIN_INTERVALS` whole intervals in the log (its first and last, partial, left out).
-    Poisson arrivals at a constant rate give 1; each row has the χ² test's p-values (over- and
+    :data:`MIN_INTERVALS` intervals in the counts (the intervals the log covers whole). Poisson
+    arrivals at a constant rate give 1; each row has the χ² test's p-values (over- and
     under-dispersion) and a verdict."""
-    inner = list(counts[1:-1])
     rows = []
     for scale in DISPERSION_SCALES:
         k = round(scale / width)
         if k < 1 or abs(k * width - scale) > 1e-9 * scale:
             continue
-        groups = [sum(inner[i:i + k]) for i in range(0, len(inner) - k + 1, k)]
+        groups = [sum(counts[i:i + k]) for i in range(0, len(counts) - k + 1, k)]
         if len(groups) < MIN_INTERVALS:
             continue
         rows.append(_dispersion_row(groups, scale))
@@ -175,29 +174,14 @@ def _dispersion_row(groups: Sequence[int], scale: float) -> Dict[str, Any]:
 
 
 def _segments(data: Dict[str, Any]) -> Tuple[float, List[Tuple[float, float, int]]]:
-    """The log cut into at most MAX_SEGMENTS segments of whole intervals: their length, and
-    each one's (start, end, arrivals), times in seconds from the first arrival, the first and
-    last cut to the first and last arrival. An edge segment shorter than half a segment is
-    merged into its neighbour (its rate would rest on too little time)."""
+    """The intervals the log covers whole, grouped into at most MAX_SEGMENTS segments: their
+    length, and each one's (start, end, arrivals), in seconds from the first interval's start
+    (the last segment may be shorter)."""
     counts: List[int] = data["counts"]
     width = float(data["interval_seconds"])
     k = max(1, math.ceil(len(counts) / MAX_SEGMENTS))
-    length = k * width
-    first, span = float(data["first_epoch"]), float(data["span_seconds"])
-    origin = float(data["counts_start"]) - first
-    out = []
-    for i in range(0, len(counts), k):
-        # Microseconds, the logs' finest: times since the epoch carry rounding below that.
-        start = round(max(origin + i * width, 0.0), 6)
-        end = round(min(origin + (i + k) * width, span), 6)
-        out.append((start, end, sum(counts[i:i + k])))
-    if len(out) > 1 and out[-1][1] - out[-1][0] < length / 2:
-        a, b = out[-2], out[-1]
-        out[-2:] = [(a[0], b[1], a[2] + b[2])]
-    if len(out) > 1 and out[0][1] - out[0][0] < length / 2:
-        a, b = out[0], out[1]
-        out[:2] = [(a[0], b[1], a[2] + b[2])]
-    return length, out
+    out = [(i * width, min(i + k, len(counts)) * width, sum(counts[i:i + k])) for i in range(0, len(counts), k)]
+    return k * width, out
 
 
 def _duration_text(seconds: float) -> str:
@@ -288,7 +272,7 @@ def fit(
     doc: Dict[str, Any] = {
         "name": title,
         "description": f"fitted to {', '.join(_file_names(data))}: {data['fitted']:,} requests from "
-                       f"{data['first'][:19]} UTC over {_duration_text(round(span))}",
+                       f"{data['first'][:19]} UTC over {_words(round(span))}",
         "arrivals": arrivals["section"],
     }
     if classes_doc:
@@ -301,7 +285,7 @@ def fit(
     doc["fleet"] = {"dynos": dynos, "slots": 1}
     doc["router"] = {"policy": "random"}
     if arrivals["schedule"] is not None:
-        doc["run"] = {"duration": _duration_text(span), "warmup": "0s"}
+        doc["run"] = {"duration": _duration_text(arrivals["covered_seconds"]), "warmup": "0s"}
     text = _toml(doc, data, arrivals, classes_doc)
     scenario = Scenario._from_text(text, f"{title}.toml", Path("."))
     if scenario.doc != doc:  # the writer below must write what was fitted
@@ -373,29 +357,34 @@ def _default_name(names: Sequence[str]) -> str:
 
 
 def _fit_arrivals(data: Dict[str, Any]) -> Dict[str, Any]:
-    """The constant rate, or a schedule when the rate varies over the log: when the arrivals
-    per segment (at most MAX_SEGMENTS of them, at least MIN_SEGMENTS whole ones) are
-    over-dispersed at the SIGNIFICANCE level, more than Poisson arrivals at one rate would be."""
-    span = float(data["span_seconds"])
-    rate = data["fitted"] / span
-    rows = dispersion(data["counts"], float(data["interval_seconds"]))
+    """The mean rate over the intervals the log covers whole, or a schedule when the rate
+    varies over the log: when the arrivals per segment (at most MAX_SEGMENTS of them, at least
+    MIN_SEGMENTS whole ones) are over-dispersed at the SIGNIFICANCE level, more than Poisson
+    arrivals at one rate would be. Time 0 of a schedule is the first whole interval's start."""
+    counts: List[int] = data["counts"]
+    width = float(data["interval_seconds"])
+    covered = len(counts) * width
+    # A log too short for one whole interval: its requests over its span.
+    rate = sum(counts) / covered if counts else data["fitted"] / float(data["span_seconds"])
+    rows = dispersion(counts, width)
     length, segments = _segments(data)
-    inner = [count for _, _, count in segments[1:-1]]
-    test = _dispersion_row(inner, length) if len(inner) >= MIN_SEGMENTS else None
+    whole = [count for a, b, count in segments if abs(b - a - length) < 1e-9 * length]
+    test = _dispersion_row(whole, length) if len(whole) >= MIN_SEGMENTS else None
     varies = test is not None and test["verdict"] == "burstier than Poisson"
     schedule = None
     section: Dict[str, Any] = {"process": "poisson", "rate": _rate_text(rate)}
     if varies:
         rates = [(a, b, c / (b - a)) for a, b, c in segments]
-        points = [(0.0, rates[0][2])] + [((a + b) / 2, r) for a, b, r in rates] + [(span, rates[-1][2])]
+        points = [(0.0, rates[0][2])] + [((a + b) / 2, r) for a, b, r in rates] + [(covered, rates[-1][2])]
         schedule = [[_duration_text(round(t, 3)), _rate_text(r)] for t, r in points]
         section = {"process": "poisson", "rate": schedule}
     return {
         "rate_per_s": rate,
+        "start": _iso(data["counts_start"]) if counts else None,
+        "covered_seconds": covered,
         "varies": varies,
         "segment_seconds": length,
-        "segments": [{"start": a, "end": b, "requests": c, "rate_per_s": c / (b - a) if b > a else None}
-                     for a, b, c in segments],
+        "segments": [{"start": a, "end": b, "requests": c, "rate_per_s": c / (b - a)} for a, b, c in segments],
         "variation_test": test,
         "schedule": schedule,
         "dispersion": rows,
@@ -495,8 +484,8 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
     ]
     if arrivals["schedule"] is not None:
         lines += [f"# The rate varies over the log: the arrivals per {_duration_text(arrivals['segment_seconds'])} "
-                  "segment, piecewise-linear",
-                  "# between the segments' midpoints (time 0 is the first arrival; constant after the last point)."]
+                  "segment, piecewise-linear between",
+                  f"# the segments' midpoints; time 0 is {arrivals['start']} (constant after the last point)."]
     else:
         lines += ["# The mean rate over the log: the arrivals per segment do not vary more than Poisson's would."]
     lines += [f"process = {_value(doc['arrivals']['process'])}"]
@@ -538,7 +527,7 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
         lines += ["[run]   # the schedule once through, from the log's first arrival",
                   f"duration = {_value(doc['run']['duration'])}",
                   f"warmup = {_value(doc['run']['warmup'])}", ""]
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 # --- the report's plot -----------------------------------------------------------------------
@@ -562,17 +551,20 @@ def _plot(report: Dict[str, Any], path: Path) -> None:
     qq.set_title(f"service times: KS distance {report['service']['ks_distance']:.3f}")
     qq.legend()
     a = report["arrivals"]
-    segments = [s for s in a["segments"] if s["rate_per_s"] is not None]
-    xs = [s["start"] / 60 for s in segments] + [segments[-1]["end"] / 60]
+    segments = a["segments"]
+    xs = [s["start"] / 60 for s in segments] + [segments[-1]["end"] / 60] if segments else []
     ys = [s["rate_per_s"] for s in segments]
-    rate.step(xs, ys + ys[-1:], where="post", label="logged, per segment")
+    if not segments:
+        rate.text(0.5, 0.5, "the log covers no whole interval", ha="center", transform=rate.transAxes)
+    else:
+        rate.step(xs, ys + ys[-1:], where="post", label="logged, per segment")
     if a["schedule"] is not None:
         sched = [(_seconds(t) / 60, float(r.split("/")[0])) for t, r in a["schedule"]]
         rate.plot([t for t, _ in sched], [r for _, r in sched], color="tab:orange", label="fitted schedule")
     else:
         rate.axhline(a["rate_per_s"], color="tab:orange", label="fitted rate")
     rate.set_ylim(bottom=0)
-    rate.set_xlabel("minutes from the first arrival")
+    rate.set_xlabel("minutes from the first whole interval")
     rate.set_ylabel("requests per second")
     rate.set_title("arrivals")
     rate.legend()

@@ -94,7 +94,10 @@ pub struct FitData {
     pub window_start: Option<f64>,
     pub window_end: Option<f64>,
     /// Arrivals per interval: the width, the first interval's start (seconds since the
-    /// epoch), and the counts from the first interval with an arrival to the last.
+    /// epoch), and the counts of the intervals the log covers whole: inside the window, and
+    /// from its first line's time to its last's. (A log starts with the ends of requests: in
+    /// the time before its first line, it holds only the requests still running then, the
+    /// longest; near its end, it lacks the requests that ended after it.)
     pub interval_seconds: f64,
     pub counts_start: f64,
     pub counts: Vec<u64>,
@@ -157,6 +160,9 @@ pub struct Fitter {
     without_service: u64,
     first: f64,
     last: f64,
+    /// The first and last line's times (requests' ends), of every request read.
+    first_end: f64,
+    last_end: f64,
     arrivals: Series,
     route_ids: FastMap<String, u32>,
     route_names: Vec<String>,
@@ -183,6 +189,8 @@ impl Fitter {
             without_service: 0,
             first: f64::INFINITY,
             last: f64::NEG_INFINITY,
+            first_end: f64::INFINITY,
+            last_end: f64::NEG_INFINITY,
             arrivals: Series::new(None),
             route_ids: FastMap::default(),
             route_names: Vec::new(),
@@ -214,6 +222,8 @@ impl Fitter {
             without_service,
             first,
             last,
+            first_end,
+            last_end,
             arrivals,
             route_ids,
             route_names,
@@ -224,6 +234,8 @@ impl Fitter {
             ..
         } = self;
         reader.read_paths(paths, stop, &mut |r| {
+            *first_end = first_end.min(r.time);
+            *last_end = last_end.max(r.time);
             let a = arrival(r);
             if !(a >= *from && a < *to) {
                 *outside += 1;
@@ -291,7 +303,18 @@ impl Fitter {
         }
         let services = &mut self.services;
         self.overlaps.finish(&mut |p, s, o| services.take(p, s, o));
-        let (width, counts_start, counts) = self.arrivals.counts();
+        let (width, start, counts) = self.arrivals.counts();
+        let (lo, hi) = (self.from.max(self.first_end), self.to.min(self.last_end));
+        let whole: Vec<usize> = (0..counts.len())
+            .filter(|&i| {
+                let a = start + i as f64 * width;
+                a >= lo && a + width <= hi
+            })
+            .collect();
+        let (counts_start, counts) = match (whole.first(), whole.last()) {
+            (Some(&a), Some(&b)) => (start + a as f64 * width, counts[a..=b].to_vec()),
+            _ => (start, Vec::new()),
+        };
         let mut routes = Vec::new();
         let routes_distinct = self.route_names.len() + usize::from(services.overflow.count > 0);
         if self.options.routes > 0 {
@@ -468,7 +491,9 @@ mod tests {
         .unwrap();
         assert_eq!((d.fitted, d.without_service, d.dynos), (66, 0, 1));
         assert_eq!(d.span_seconds, 59.0);
-        assert_eq!(d.counts.iter().sum::<u64>(), 66);
+        // The whole seconds from the first line's time (0.2 s) to the last's (59.2 s): 1 to 58,
+        // with 58 of the users' requests and 5 searches.
+        assert_eq!((d.counts.len(), d.counts.iter().sum::<u64>()), (58, 63));
         assert_eq!(d.interval_seconds, 1.0);
         let q = &d.queueing;
         assert_eq!((q.requests, q.overlapping), (66, 6));
