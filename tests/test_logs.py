@@ -530,3 +530,26 @@ def test_correct_queueing_recovers_the_work_of_single_threaded_dynos():
     assert corrected.scenario["service"]["percentiles"] == logs_fit.quantile_table(hist)
     assert corrected.report["service"]["mean"] == pytest.approx(sum(k * n for k, n in work.items()) / 1000 / len(requests))
     assert corrected.report["logged_service"]["mean"] == pytest.approx(plain.report["service"]["mean"])
+
+
+def test_docs_fit_and_replay_examples_are_the_actual_output(tmp_path):
+    """docs/logs.md's fit and replay examples, run in order (the second replay uses the file
+    the fit writes) in a copy of the fixtures: each console block is what the command prints
+    (stderr, then stdout), and the TOML block is the file written."""
+    import shutil
+
+    text = (ROOT / "docs" / "logs.md").read_text(encoding="utf-8")
+    fits = text[text.index("## Fitting a scenario"):text.index("## The parsed request")]
+    blocks = re.findall(r"```console\n\$ (dynosim logs (?:fit|replay) tests/fixtures/\S+ .*?)\n(.*?)```", fits, re.S)
+    assert [b[0].split()[2] for b in blocks] == ["fit", "replay", "replay"]
+    shutil.copytree(FIXTURES, tmp_path / "tests" / "fixtures" / "logs")
+    env = dict(os.environ, COLUMNS="100")
+    order = sorted(blocks, key=lambda b: b[0].split()[2] != "fit")  # the fit writes shop.toml first
+    for command, shown in order:
+        result = subprocess.run([sys.executable, "-m", "dynosim", *command.split()[1:]], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        actual = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
+        assert actual == [line.rstrip() for line in shown.splitlines()], command
+    written = re.search(r"```toml\n(# Fitted by dynosim logs fit.*?)```", fits, re.S)
+    assert written and (tmp_path / "shop.toml").read_text() == written.group(1)

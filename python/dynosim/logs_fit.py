@@ -440,7 +440,7 @@ def _queueing(data: Dict[str, Any]) -> Dict[str, Any]:
     elif q["overlapping"] == 0:
         q["verdict"] = "no request started before the one before it on its dyno ended: no queueing in service="
     else:
-        done = ("taken off the service times fitted (--correct-queueing)" if data["corrected"]
+        done = ("--correct-queueing took it off the fitted times" if data["corrected"]
                 else "--correct-queueing takes it off")
         q["verdict"] = (f"{q['overlapping_fraction']:.1%} of the requests started before the one before them on "
                         f"their dyno ended: if each dyno serves one request at a time, {share:.1%} of the logged "
@@ -476,7 +476,8 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
     q = data["queueing"]
     lines = [
         f"# Fitted by dynosim logs fit from {', '.join(_file_names(data))}: {data['fitted']:,} requests",
-        f"# arriving from {data['first']} to {data['last']} (docs/logs.md says what is assumed).",
+        f"# arriving from {data['first']} to {data['last']}.",
+        "# What is assumed: docs/logs.md.",
         f"name = {_value(doc['name'])}",
         f"description = {_value(doc['description'])}",
         "",
@@ -496,13 +497,13 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
     else:
         lines.append(f"rate = {_value(doc['arrivals']['rate'])}")
     lines.append("")
-    correction = (" less the time queued on the dyno (--correct-queueing: one request at a time per dyno, first "
+    correction = (", less the time queued on the dyno\n# (--correct-queueing: one request at a time per dyno, first "
                   "come first served)" if data["corrected"] else "")
     if classes:
-        lines += [f"# One class per route (the busiest {len(classes) - 1} and the rest), weighted by their requests; "
-                  "each holds its thread for",
-                  f"# its logged service time{correction}, an io phase (the same as [service]'s hold), "
-                  "as quantiles of that route's requests."]
+        lines += [f"# One class per route (the busiest {len(classes) - 1} and the rest), weighted by their requests. Each "
+                  "holds its",
+                  f"# thread for its logged service time{correction}:",
+                  "# an io phase (the same as [service]'s hold), quantiles of that route's requests."]
         for c, spec in zip(classes, doc["request"]["class"]):
             lines += ["[[request.class]]", f"name = {_value(spec['name'])}",
                       f"weight = {_value(spec['weight'])}   # {c['count']:,} requests",
@@ -510,16 +511,17 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
                       *[f"  {_value(row)}," for row in spec["phases"][0]["io"]["percentiles"]],
                       "] } }]", ""]
     else:
-        lines += [f"[service]   # the logged service times of {n:,} requests{correction}, as percentiles",
+        lines += ["[service]", f"# The logged service times of {n:,} requests{correction}, as percentiles.",
                   f"distribution = {_value(doc['service']['distribution'])}",
                   "percentiles = ["]
         lines += [f"  {_value(row)}," for row in doc["service"]["percentiles"]]
         lines += ["]", ""]
     lines += ["[fleet]",
               f"dynos = {doc['fleet']['dynos']}   # the dynos named in the log",
-              "slots = 1   # the log does not say how many requests a dyno serves at once: set your app's"
-              + (f" ({plural(q['overlapping'], 'request')} overlapped the one before on its dyno)"
-                 if q["overlapping"] else ""),
+              "# The log does not say how many requests a dyno serves at once: set your app's."
+              + (f" {plural(q['overlapping'], 'request')}\n# started before the one before them on their "
+                 "dyno had ended." if q["overlapping"] else ""),
+              "slots = 1",
               "",
               "[router]",
               "policy = \"random\"   # Heroku's router: each request to a dyno drawn at random", ""]

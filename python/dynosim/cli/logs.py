@@ -376,9 +376,9 @@ def print_replay(results: "logs.ReplayResults") -> None:
     names = ", ".join(f["name"] for f in log["files"])
     speed = f" at {log['speed']:g}× speed" if log["speed"] != 1 else ""
     corrected = ", service times less their queueing (--correct-queueing)" if log["corrected"] else ""
-    console.print(f"[bold]{names}[/bold]: {plural(log['replayed'], 'request')} from {_clock(log['first'])} over "
-                  f"{duration(log['span_seconds'])}{speed}{corrected}, through {head['scenario']}",
-                  highlight=False)
+    console.print(f"[bold]{names}[/bold] through {head['scenario']}", highlight=False)
+    console.print(f"{plural(log['replayed'], 'request')} from {_clock(log['first'])} UTC over "
+                  f"{duration(log['span_seconds'])}{speed}{corrected}", highlight=False)
     skipped = [text for n, text in (
         (log["without_service"], f"{plural(log['without_service'], 'request')} without a service time"),
         (log["outside_window"], f"{plural(log['outside_window'], 'request')} outside --window"),
