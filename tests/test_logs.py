@@ -553,3 +553,21 @@ def test_docs_fit_and_replay_examples_are_the_actual_output(tmp_path):
         assert actual == [line.rstrip() for line in shown.splitlines()], command
     written = re.search(r"```toml\n(# Fitted by dynosim logs fit.*?)```", fits, re.S)
     assert written and (tmp_path / "shop.toml").read_text() == written.group(1)
+
+
+@pytest.mark.parametrize("name", ["heroku.log", "haproxy.log", "heroku-2012-legacy.log", "heroku-2025-router2.log",
+                                  "shop.log.gz"])
+def test_every_fixture_fits_a_valid_scenario_and_replays(name):
+    """Odd logs too: HAProxy's lines 17 years apart (a run long enough for 100 requests at
+    their rate), 2012's whole-second lines (a schedule whose last segment is empty ends on the
+    mean rate), Router 2.0's four service times with a 38 s one (the tail clipped at it)."""
+    fitted = logs.fit(fixture(name))
+    described = dynosim.Scenario(fitted.scenario).describe()
+    assert described["arrival_rate"] > 0
+    clip = fitted.scenario["service"]["clip"]
+    assert clip[1] == f"{round(fitted.report['service']['max'] * 1000, 3):g}ms"
+    assert fitted.report["service"]["fitted_mean"] <= fitted.report["service"]["max"]
+    if fitted.scenario.get("run", {}).get("duration") and "warmup" not in fitted.scenario["run"]:
+        assert described["arrival_rate"] * described["duration"] >= 99.9
+    results = logs.replay(fixture(name), "rapgenius")
+    assert results[0]["requests"] == results.log["replayed"] > 0

@@ -41,6 +41,10 @@ MAX_SEGMENTS = 48
 MIN_SEGMENTS = 4
 #: Logs give times in whole milliseconds.
 RESOLUTION = 0.001
+#: The engine's run.duration when a scenario leaves it out, s; a fitted scenario whose rate
+#: would expect fewer than MIN_EXPECTED requests in it gets a longer one.
+DEFAULT_DURATION = 300.0
+MIN_EXPECTED = 100.0
 #: Percentiles of the QQ plot and its table.
 QQ_PERCENTILES = tuple(range(1, 100)) + (99.5, 99.9, 99.99)
 
@@ -188,7 +192,7 @@ def _duration_text(seconds: float) -> str:
     for unit, size in (("h", 3600.0), ("min", 60.0)):
         if seconds >= size and abs(seconds / size - round(seconds / size)) < 1e-9:
             return f"{round(seconds / size)}{unit}"
-    return f"{round(seconds, 3):g}s"
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
 
 def _words(seconds: float) -> str:
@@ -265,6 +269,7 @@ def fit(
         raise LogError(f"the {data['fitted']:,} requests fitted all arrived at one instant: no rate to fit")
 
     arrivals = _fit_arrivals(data)
+    summary = data["service"]["summary"]
     hist: Histogram = [(float(v), int(c)) for v, c in data["service"]["histogram"]]
     classes_doc = _fit_classes(data) if classes > 1 else []
     dynos = max(int(data["dynos"]), 1)
@@ -281,11 +286,17 @@ def fit(
                                                         "percentiles": c["percentiles"]}}]}
                                     for c in classes_doc]}
     else:
-        doc["service"] = {"distribution": "quantiles", "percentiles": quantile_table(hist)}
+        # No time beyond the longest logged: the table's lognormal tails are unbounded, and fitted
+        # to few requests their slope can put the mean far off.
+        doc["service"] = {"distribution": "quantiles", "percentiles": quantile_table(hist),
+                          "clip": ["0s", _ms(max(float(summary["max"]), RESOLUTION / 2))]}
     doc["fleet"] = {"dynos": dynos, "slots": 1}
     doc["router"] = {"policy": "random"}
     if arrivals["schedule"] is not None:
         doc["run"] = {"duration": _duration_text(arrivals["covered_seconds"]), "warmup": "0s"}
+    elif arrivals["rate_per_s"] * DEFAULT_DURATION < MIN_EXPECTED:
+        # A sparse log: a run long enough for some requests at its rate.
+        doc["run"] = {"duration": _duration_text(math.ceil(MIN_EXPECTED / arrivals["rate_per_s"]))}
     text = _toml(doc, data, arrivals, classes_doc)
     scenario = Scenario._from_text(text, f"{title}.toml", Path("."))
     if scenario.doc != doc:  # the writer below must write what was fitted
@@ -295,7 +306,6 @@ def fit(
     service_quantiles = lambda ps: scenario._call(_dynosim.service_quantiles, ps)  # noqa: E731
     service_cdf = lambda xs: scenario._call(_dynosim.service_cdf, xs)  # noqa: E731
     described = scenario.describe()
-    summary = data["service"]["summary"]
     report: Dict[str, Any] = {
         "files": data["files"],
         "lines": data["lines"],
@@ -364,8 +374,10 @@ def _fit_arrivals(data: Dict[str, Any]) -> Dict[str, Any]:
     counts: List[int] = data["counts"]
     width = float(data["interval_seconds"])
     covered = len(counts) * width
-    # A log too short for one whole interval: its requests over its span.
-    rate = sum(counts) / covered if counts else data["fitted"] / float(data["span_seconds"])
+    # Over the whole intervals; unless they hold less than half the requests (a log too short
+    # for one, or of far-apart pieces): then its requests over its span.
+    whole_rate = sum(counts) >= data["fitted"] / 2
+    rate = sum(counts) / covered if whole_rate else data["fitted"] / float(data["span_seconds"])
     rows = dispersion(counts, width)
     length, segments = _segments(data)
     whole = [count for a, b, count in segments if abs(b - a - length) < 1e-9 * length]
@@ -375,7 +387,10 @@ def _fit_arrivals(data: Dict[str, Any]) -> Dict[str, Any]:
     section: Dict[str, Any] = {"process": "poisson", "rate": _rate_text(rate)}
     if varies:
         rates = [(a, b, c / (b - a)) for a, b, c in segments]
-        points = [(0.0, rates[0][2])] + [((a + b) / 2, r) for a, b, r in rates] + [(covered, rates[-1][2])]
+        # Constant after the last point at the last segment's rate, or at the mean rate when that
+        # is 0: the engine needs a positive long-run rate.
+        last = rates[-1][2] if rates[-1][2] > 0 else rate
+        points = [(0.0, rates[0][2])] + [((a + b) / 2, r) for a, b, r in rates] + [(covered, last)]
         schedule = [[_duration_text(round(t, 3)), _rate_text(r)] for t, r in points]
         section = {"process": "poisson", "rate": schedule}
     return {
@@ -515,7 +530,7 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
                   f"distribution = {_value(doc['service']['distribution'])}",
                   "percentiles = ["]
         lines += [f"  {_value(row)}," for row in doc["service"]["percentiles"]]
-        lines += ["]", ""]
+        lines += ["]", f"clip = {_value(doc['service']['clip'])}   # nothing longer than the longest logged", ""]
     lines += ["[fleet]",
               f"dynos = {doc['fleet']['dynos']}   # the dynos named in the log",
               "# The log does not say how many requests a dyno serves at once: set your app's."
@@ -525,10 +540,13 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
               "",
               "[router]",
               "policy = \"random\"   # Heroku's router: each request to a dyno drawn at random", ""]
-    if "run" in doc:
-        lines += ["[run]   # the schedule once through, from the log's first arrival",
+    if "run" in doc and "warmup" in doc["run"]:
+        lines += ["[run]   # the schedule once through, from the first whole interval",
                   f"duration = {_value(doc['run']['duration'])}",
                   f"warmup = {_value(doc['run']['warmup'])}", ""]
+    elif "run" in doc:
+        lines += [f"[run]   # long enough for about {MIN_EXPECTED:.0f} requests at the log's rate",
+                  f"duration = {_value(doc['run']['duration'])}", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
