@@ -7,7 +7,8 @@ __all__ = [
     "interrupt", "keys", "parse_duration", "erlang_c", "mmc_mean_wait", "mg1_mean_wait",
     "power_of_d_mean_time", "ps_mean_response", "pool_mean_wait", "mm1_late_fraction", "erlang_a",
     "mmck_blocking", "cpu_bound_throughput",
-    "littles_law_gap", "mva_closed", "send_load", "draw_requests", "logs_summary",
+    "littles_law_gap", "mva_closed", "send_load", "draw_requests", "logs_summary", "logs_trace",
+    "logs_fit", "service_cdf",
 ]
 
 __version__: str
@@ -17,6 +18,7 @@ class EngineError(Exception):
 
 def describe(scenario_json: str, base_dir: str) -> str: ...
 def service_quantiles(scenario_json: str, base_dir: str, ps: List[float]) -> List[float]: ...
+def service_cdf(scenario_json: str, base_dir: str, xs: List[float]) -> List[float]: ...
 def run(scenario_json: str, base_dir: str) -> str: ...
 def draw_requests(scenario_json: str, base_dir: str, replication: int, until: float, limit: int) -> str: ...
 def trace(scenario_json: str, base_dir: str, interval: float, until: float, per_dyno: bool = True) -> str: ...
@@ -86,3 +88,31 @@ def logs_summary(
     EngineError("log", "", message) for a log that cannot be read or holds no request, a bad
     format or interval; EngineError("interrupted", ...) on Ctrl-C.
     """
+def logs_trace(
+    paths: List[str],
+    out: str,
+    format: str = "auto",
+    log_format: Optional[str] = None,
+    host: Optional[str] = None,
+    window_start: Optional[Tuple[bool, float]] = None,
+    window_end: Optional[Tuple[bool, float]] = None,
+    speed: float = 1.0,
+    correct_queueing: bool = False,
+) -> str:
+    """Reads router logs into a trace written to ``out`` (``arrival,service`` lines, for
+    ``arrivals.process = "replay"``); what was read and recorded, as JSON text. A window end is
+    ``(relative, seconds)``: an offset from the first arrival, or seconds since the epoch."""
+    ...
+def logs_fit(
+    paths: List[str],
+    format: str = "auto",
+    log_format: Optional[str] = None,
+    host: Optional[str] = None,
+    window_start: Optional[Tuple[bool, float]] = None,
+    window_end: Optional[Tuple[bool, float]] = None,
+    correct_queueing: bool = False,
+    routes: int = 0,
+) -> str:
+    """What fitting a scenario to router logs needs (arrival counts per interval, service-time
+    histograms overall and per route, overlaps per dyno), as JSON text."""
+    ...

@@ -1,4 +1,5 @@
-"""Production router logs (issue #13): read Heroku, HAProxy and nginx logs and summarise them.
+"""Production router logs (issue #13): read Heroku, HAProxy and nginx logs, summarise them, fit
+a scenario to them (:func:`fit`), and replay them through another fleet (:func:`replay`).
 
 >>> from dynosim import logs
 >>> s = logs.summary("tests/fixtures/logs/heroku.log")      # doctest: +SKIP
@@ -14,21 +15,18 @@ each are in docs/logs.md.
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _dynosim
-from .errors import LogError, from_engine
+from .errors import LogError
+from .logs_fit import Fit, fit
+from .logs_input import FORMATS, PathLike, call, log_names
+from .logs_replay import ReplayResults, replay
 from .output import write_files
 
-__all__ = ["summary", "FORMATS", "plot", "write_plot"]
-
-#: The formats ``format`` may name; "auto" reads each line in whichever one fits.
-FORMATS = ("auto", "heroku", "haproxy", "nginx")
-
-PathLike = Union[str, Path]
+__all__ = ["summary", "fit", "replay", "Fit", "ReplayResults", "FORMATS", "plot", "write_plot"]
 
 
 def summary(
@@ -50,21 +48,11 @@ def summary(
     truncated gzip: its name and the lines read) or that holds no request (with the first
     malformed lines' numbers and reasons).
     """
-    names: List[str] = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
-    if not names:
-        raise LogError("no log given")
-    if format not in FORMATS:
-        raise LogError(f"--format: unknown log format {format!r}; expected one of: {', '.join(FORMATS)}")
-    if "-" in names and sys.stdin is not None and sys.stdin.isatty():
-        # Reading a terminal would wait for a log that is not coming, past Ctrl-C.
-        raise LogError("-: standard input is a terminal: pipe a log into it, or name a file")
+    names = log_names(paths, format)
     if top_routes < 1:
         raise LogError(f"--routes: must be at least 1, got {top_routes}")
-    try:
-        text = _dynosim.logs_summary(names, format, log_format, host, interval, top_routes)
-    except _dynosim.EngineError as e:
-        raise from_engine(e) from None
-    doc: Dict[str, Any] = json.loads(text)
+    doc: Dict[str, Any] = json.loads(call(_dynosim.logs_summary, names, format, log_format, host, interval,
+                                          top_routes))
     return doc
 
 

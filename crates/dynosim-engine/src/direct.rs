@@ -430,9 +430,11 @@ fn drive(
     let mut last = 0.0;
     loop {
         let drawn = arrivals.next_arrivals(last, &mut arrival_rng, &mut times);
-        scenario
-            .service
-            .sample_into(&mut service_rng, &mut services[..drawn]);
+        if !arrivals.carried_services(&mut services[..drawn]) {
+            scenario
+                .service
+                .sample_into(&mut service_rng, &mut services[..drawn]);
+        }
         for (&now, &service) in times[..drawn].iter().zip(&services[..drawn]) {
             if now >= end {
                 return Ok(());

@@ -84,7 +84,14 @@ pub fn draw(s: &Scenario, replication: u64, until: f64, limit: usize) -> Drawn {
                     break;
                 }
                 out.time.push(t);
-                one(&mut out);
+                let mut carried = [0.0];
+                if process.carried_services(&mut carried) {
+                    // A replayed trace's own service time.
+                    out.class.push(0);
+                    out.phases.push(carried.to_vec());
+                } else {
+                    one(&mut out);
+                }
                 now = t;
             }
         }

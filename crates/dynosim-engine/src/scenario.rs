@@ -336,7 +336,10 @@ impl Scenario {
             .flatten()
             .map(|(name, r)| Resource::build(name, r))
             .collect::<Result<Vec<_>>>()?;
+        let carried =
+            workload.carried_service_alone(spec.service.is_some(), spec.request.is_some())?;
         let (service, request) = match (&spec.service, &spec.request) {
+            _ if carried.is_some() => (carried.expect("a replayed trace's"), None),
             (Some(s), None) => (build_service(s, base_dir, interrupted)?, None),
             (None, Some(r)) => {
                 let model = RequestModel::build(r, &resource_names, base_dir)?;

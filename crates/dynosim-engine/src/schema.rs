@@ -261,6 +261,14 @@ pub const KINDS: &[Kind] = &[
     },
     Kind {
         section: "arrivals",
+        name: "replay",
+        meaning: "a trace replayed (trace-driven simulation): the arrival times of real \
+                  requests read from a file, and with a second column each request's own \
+                  service time, in place of [service] (`dynosim logs replay` writes one from \
+                  a router log)",
+    },
+    Kind {
+        section: "arrivals",
         name: "closed",
         meaning: "a closed loop of clients, as ab, hey and wrk load a server: each client sends a \
                   request, waits for its response (or its failure), thinks, and sends the next. \
@@ -442,6 +450,23 @@ pub const KEYS: &[Key] = &[
         default: Default::Required,
         example: r#""40s""#,
         meaning: "the mean time off (exponential)",
+    },
+    Key {
+        section: "arrivals",
+        kind: Some("replay"),
+        name: "file",
+        value: "path",
+        unit: "",
+        default: Default::Required,
+        example: r#""arrivals.csv""#,
+        meaning: "a text file of requests, one a line: `arrival` or `arrival,service`, seconds \
+                  from the trace's start (or durations with units), in any order; relative to \
+                  the scenario file. With service times, leave out [service] and [request]: \
+                  each request keeps its own. Read once and shared by the replications, which \
+                  replay the same requests (only what is drawn, such as random routing, \
+                  differs); arrivals after run.warmup + run.duration are not replayed. The \
+                  load it offers is its requests over its span; a load at or above 1 needs \
+                  run.allow_overload (the trace ends, so its queues do)",
     },
     Key {
         section: "arrivals",
@@ -1702,6 +1727,9 @@ mod tests {
                 std::env::temp_dir().join(format!("dynosim-schema-{test}-{}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("temp dir");
             std::fs::write(dir.join("service-times.txt"), "46\n120\n7\n").expect("sample file");
+            // Arrival times (one column: [service] draws the times), some in every window.
+            let arrivals: String = (0..400).map(|t| format!("{t}\n")).collect();
+            std::fs::write(dir.join("arrivals.csv"), arrivals).expect("trace file");
             TempDir(dir)
         }
     }

@@ -77,7 +77,15 @@ impl Workload {
         })?;
         let p = Params::new("arrivals", process, params);
         p.allow(keys)?;
-        let base = build(&p)?;
+        let base = build(&p, base_dir)?;
+        if base.carried_service().is_some() && !bursts.is_empty() {
+            return Err(Error::config(
+                "arrivals.burst",
+                "a replayed trace with service times carries every request it has; bursts \
+                 would add requests without one (replay arrival times alone, with [service], to \
+                 add bursts)",
+            ));
+        }
         if bursts.is_empty() {
             return Ok(Workload::Open(base));
         }
@@ -87,6 +95,36 @@ impl Workload {
             .map(|(i, b)| Burst::build(b, i, base_dir))
             .collect::<Result<Vec<_>>>()?;
         Ok(Workload::Open(Box::new(Superposed::new(base, bursts))))
+    }
+
+    /// The distribution of the service times an open process carries with its arrivals (a
+    /// replayed trace's); None when they are drawn.
+    pub fn carried_service(&self) -> Option<Box<dyn ServiceDistribution>> {
+        match self {
+            Workload::Open(arrivals) => arrivals.carried_service(),
+            Workload::Closed(_) => None,
+        }
+    }
+
+    /// [`Workload::carried_service`], refusing a scenario that also gives `[service]` or
+    /// `[request]`: each request's time comes from one place.
+    pub fn carried_service_alone(
+        &self,
+        has_service: bool,
+        has_request: bool,
+    ) -> Result<Option<Box<dyn ServiceDistribution>>> {
+        let carried = self.carried_service();
+        if carried.is_some() && (has_service || has_request) {
+            let section = if has_service { "service" } else { "request" };
+            return Err(Error::config(
+                section,
+                format!(
+                    "arrivals.file gives each request's service time (its second column): leave \
+                     out [{section}], or replay the arrival times alone (one column)"
+                ),
+            ));
+        }
+        Ok(carried)
     }
 
     pub fn is_closed(&self) -> bool {

@@ -15,12 +15,14 @@
 
 pub mod dedup;
 pub mod error;
+pub mod fit;
 pub mod haproxy;
 pub mod hash;
 pub mod heroku;
 pub mod input;
 pub mod nginx;
 pub mod number;
+pub mod overlap;
 pub mod parse;
 pub mod reader;
 pub mod record;
@@ -28,9 +30,14 @@ pub mod route;
 pub mod series;
 pub mod summary;
 pub mod time;
+pub mod trace;
+pub mod window;
 
 pub use error::LogError;
+pub use fit::{fit_data, FitData, FitOptions};
 pub use parse::{FormatChoice, Line, Parser};
 pub use reader::Reader;
 pub use record::{Detail, Format, OwnedRequest, Request};
 pub use summary::{summarise, Options, Summariser, Summary};
+pub use trace::{build_trace, TraceOptions, TraceReport};
+pub use window::{Bound, Window};

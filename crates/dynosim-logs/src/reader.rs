@@ -95,6 +95,54 @@ impl Reader {
         self.files.iter().map(|f| f.malformed).sum()
     }
 
+    /// The error for logs in which no request was read, saying why: empty files, a `--host`
+    /// that matched none (with the hosts there are), malformed lines (the first few, with
+    /// their numbers), or only other sources' lines.
+    pub fn no_requests(&self) -> LogError {
+        let (lines, malformed) = (self.lines(), self.malformed());
+        let names = self
+            .files
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let message = if lines == 0 {
+            format!("{names}: empty: no lines to summarise")
+        } else if self.other_hosts > 0 {
+            let mut seen: Vec<_> = self.hosts.iter().collect();
+            seen.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+            let seen: Vec<&str> = seen.iter().take(5).map(|(h, _)| h.as_str()).collect();
+            format!(
+                "--host {}: no request to that host; hosts in the log: {}",
+                self.host.as_deref().unwrap_or(""),
+                if seen.is_empty() {
+                    "none".to_string()
+                } else {
+                    seen.join(", ")
+                }
+            )
+        } else if malformed > 0 {
+            let at = self
+                .malformed_lines
+                .iter()
+                .map(|m| format!("{}:{}: {}", m.file, m.line, m.reason))
+                .collect::<Vec<_>>()
+                .join("; ");
+            format!(
+                "no request read: {malformed} of {lines} line{} malformed ({at}{})",
+                if lines == 1 { "" } else { "s" },
+                if malformed as usize > self.malformed_lines.len() {
+                    "; ..."
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!("{names}: no router line among {lines} lines (other sources' lines only)")
+        };
+        LogError::NoRequests { message }
+    }
+
     /// Reads the logs at `paths` (`-`: standard input) one after another.
     pub fn read_paths(
         &mut self,

@@ -191,6 +191,22 @@ impl Series {
         Some((first, last))
     }
 
+    /// The requests per interval as counted (no coarsening to [`TARGET_BINS`]): the width,
+    /// the start of the first interval with a request (seconds since the epoch), and the
+    /// counts from it to the last with one.
+    pub fn counts(&self) -> (f64, f64, Vec<u64>) {
+        let w = self.width;
+        let Some(first) = self.counts.iter().position(|c| *c > 0) else {
+            return (w, 0.0, Vec::new());
+        };
+        let last = self.counts.iter().rposition(|c| *c > 0).expect("one is");
+        (
+            w,
+            (self.origin + first as i64) as f64 * w,
+            self.counts[first..=last].to_vec(),
+        )
+    }
+
     /// The width and the intervals from the first to the last with anything in them (an
     /// automatic width grown until they are at most [`TARGET_BINS`]).
     pub fn finish(mut self) -> (f64, Vec<Interval>) {

@@ -58,8 +58,8 @@ impl Default for Options {
 /// low above (a bucket's lowest value, so that H12's 30000 ms reads 30 s). The sum is kept in
 /// whole microseconds, so that the mean does not depend on the order of the lines.
 #[derive(Debug, Clone)]
-struct Times {
-    count: u64,
+pub(crate) struct Times {
+    pub(crate) count: u64,
     sum_us: u64,
     max: f64,
     histogram: Histogram<u64>,
@@ -84,7 +84,7 @@ fn micros(seconds: f64) -> u64 {
 
 impl Times {
     #[inline]
-    fn record(&mut self, seconds: f64) {
+    pub(crate) fn record(&mut self, seconds: f64) {
         self.count += 1;
         self.sum_us = self.sum_us.saturating_add(micros(seconds));
         if seconds > self.max {
@@ -97,7 +97,7 @@ impl Times {
         }
     }
 
-    fn merge(&mut self, other: &Times) {
+    pub(crate) fn merge(&mut self, other: &Times) {
         self.count += other.count;
         self.sum_us = self.sum_us.saturating_add(other.sum_us);
         self.max = self.max.max(other.max);
@@ -106,7 +106,19 @@ impl Times {
             .expect("auto-resizing histograms merge");
     }
 
-    fn summary(&self) -> Option<TimeSummary> {
+    /// Each distinct time recorded (seconds, whole milliseconds: a bucket's lowest value, at
+    /// most the maximum) with its count, in increasing order.
+    pub(crate) fn distinct(&self) -> Vec<(f64, u64)> {
+        let h = &self.histogram;
+        h.iter_recorded()
+            .map(|v| {
+                let ms = h.lowest_equivalent(v.value_iterated_to());
+                ((ms as f64 / 1000.0).min(self.max), v.count_at_value())
+            })
+            .collect()
+    }
+
+    pub(crate) fn summary(&self) -> Option<TimeSummary> {
         if self.count == 0 {
             return None;
         }
@@ -347,9 +359,7 @@ impl Summariser {
         let malformed = self.reader.malformed();
         let lines = self.reader.lines();
         if requests == 0 {
-            return Err(LogError::NoRequests {
-                message: self.why_empty(lines, malformed),
-            });
+            return Err(self.reader.no_requests());
         }
         // Timestamps hold microseconds at most; f64 seconds since the epoch hold 0.2 µs.
         let span = ((self.totals.last - self.totals.first) * 1e6).round() / 1e6;
@@ -489,52 +499,6 @@ impl Summariser {
             in_service_peak,
             files: self.reader.files,
         })
-    }
-
-    fn why_empty(&self, lines: u64, malformed: u64) -> String {
-        let names = self
-            .reader
-            .files
-            .iter()
-            .map(|f| f.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        if lines == 0 {
-            return format!("{names}: empty: no lines to summarise");
-        }
-        if self.reader.other_hosts > 0 {
-            let mut seen: Vec<_> = self.reader.hosts.iter().collect();
-            seen.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
-            let seen: Vec<&str> = seen.iter().take(5).map(|(h, _)| h.as_str()).collect();
-            return format!(
-                "--host {}: no request to that host; hosts in the log: {}",
-                self.options.host.as_deref().unwrap_or(""),
-                if seen.is_empty() {
-                    "none".to_string()
-                } else {
-                    seen.join(", ")
-                }
-            );
-        }
-        if malformed > 0 {
-            let at = self
-                .reader
-                .malformed_lines
-                .iter()
-                .map(|m| format!("{}:{}: {}", m.file, m.line, m.reason))
-                .collect::<Vec<_>>()
-                .join("; ");
-            return format!(
-                "no request read: {malformed} of {lines} line{} malformed ({at}{})",
-                if lines == 1 { "" } else { "s" },
-                if malformed as usize > self.reader.malformed_lines.len() {
-                    "; ..."
-                } else {
-                    ""
-                }
-            );
-        }
-        format!("{names}: no router line among {lines} lines (other sources' lines only)")
     }
 }
 

@@ -156,6 +156,20 @@ fn service_quantiles(
     })
 }
 
+/// P(S <= x) for each x of a scenario's service-time distribution (after rounding and
+/// clipping): for the KS distance of a fitted scenario.
+#[pyfunction]
+fn service_cdf(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    xs: Vec<f64>,
+) -> PyResult<Vec<f64>> {
+    with_scenario(py, scenario_json, base_dir, |s, _| {
+        Ok(xs.iter().map(|&x| s.service.cdf(x)).collect())
+    })
+}
+
 /// Runs a scenario's replications with the GIL released; Ctrl-C stops the run.
 #[pyfunction]
 fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
@@ -476,15 +490,7 @@ fn logs_summary(
     interval: Option<f64>,
     top_routes: usize,
 ) -> PyResult<String> {
-    let log_error = |e: dynosim_logs::LogError| match e {
-        dynosim_logs::LogError::Interrupted => {
-            EngineError::new_err(("interrupted", "", e.to_string()))
-        }
-        other => EngineError::new_err(("log", "", other.to_string())),
-    };
-    let format = format
-        .parse::<dynosim_logs::FormatChoice>()
-        .map_err(|m| EngineError::new_err(("log", "", format!("--format: {m}"))))?;
+    let format = log_format_choice(format)?;
     let options = dynosim_logs::Options {
         format,
         log_format,
@@ -495,6 +501,106 @@ fn logs_summary(
     let summary = without_gil(py, |stop| dynosim_logs::summarise(&paths, options, stop))?
         .map_err(log_error)?;
     Ok(serde_json::to_string(&summary).expect("a summary serialises"))
+}
+
+fn log_error(e: dynosim_logs::LogError) -> PyErr {
+    match e {
+        dynosim_logs::LogError::Interrupted => {
+            EngineError::new_err(("interrupted", "", e.to_string()))
+        }
+        other => EngineError::new_err(("log", "", other.to_string())),
+    }
+}
+
+fn log_format_choice(format: &str) -> PyResult<dynosim_logs::FormatChoice> {
+    format
+        .parse::<dynosim_logs::FormatChoice>()
+        .map_err(|m| EngineError::new_err(("log", "", format!("--format: {m}"))))
+}
+
+/// `--window`'s ends: `(relative, seconds)`, an offset from the first arrival when relative,
+/// else seconds since the epoch.
+fn log_window(start: Option<(bool, f64)>, end: Option<(bool, f64)>) -> dynosim_logs::Window {
+    let bound = |b: Option<(bool, f64)>| {
+        b.map(|(relative, t)| {
+            if relative {
+                dynosim_logs::Bound::After(t)
+            } else {
+                dynosim_logs::Bound::At(t)
+            }
+        })
+    };
+    dynosim_logs::Window {
+        start: bound(start),
+        end: bound(end),
+    }
+}
+
+/// Reads router logs into a trace to replay, written to `out` (`arrival,service` lines, the
+/// file `arrivals.process = "replay"` reads); what was read and recorded as JSON text
+/// (`dynosim_logs::TraceReport`). Errors as for [`logs_summary`].
+#[pyfunction]
+#[pyo3(signature = (paths, out, format = "auto", log_format = None, host = None, window_start = None, window_end = None, speed = 1.0, correct_queueing = false))]
+#[allow(clippy::too_many_arguments)]
+fn logs_trace(
+    py: Python<'_>,
+    paths: Vec<String>,
+    out: String,
+    format: &str,
+    log_format: Option<String>,
+    host: Option<String>,
+    window_start: Option<(bool, f64)>,
+    window_end: Option<(bool, f64)>,
+    speed: f64,
+    correct_queueing: bool,
+) -> PyResult<String> {
+    let options = dynosim_logs::TraceOptions {
+        format: log_format_choice(format)?,
+        log_format,
+        host,
+        window: log_window(window_start, window_end),
+        speed,
+        correct_queueing,
+    };
+    let report = without_gil(py, |stop| {
+        let file = std::fs::File::create(&out).map_err(|e| dynosim_logs::LogError::Open {
+            file: out.clone(),
+            message: e.to_string(),
+        })?;
+        let mut writer = std::io::BufWriter::new(file);
+        dynosim_logs::build_trace(&paths, options, &mut writer, stop)
+    })?
+    .map_err(log_error)?;
+    Ok(serde_json::to_string(&report).expect("a trace report serialises"))
+}
+
+/// What fitting a scenario to router logs needs (JSON text: `dynosim_logs::FitData`).
+/// Errors as for [`logs_summary`].
+#[pyfunction]
+#[pyo3(signature = (paths, format = "auto", log_format = None, host = None, window_start = None, window_end = None, correct_queueing = false, routes = 0))]
+#[allow(clippy::too_many_arguments)]
+fn logs_fit(
+    py: Python<'_>,
+    paths: Vec<String>,
+    format: &str,
+    log_format: Option<String>,
+    host: Option<String>,
+    window_start: Option<(bool, f64)>,
+    window_end: Option<(bool, f64)>,
+    correct_queueing: bool,
+    routes: usize,
+) -> PyResult<String> {
+    let options = dynosim_logs::FitOptions {
+        format: log_format_choice(format)?,
+        log_format,
+        host,
+        window: log_window(window_start, window_end),
+        correct_queueing,
+        routes,
+    };
+    let data = without_gil(py, |stop| dynosim_logs::fit_data(&paths, options, stop))?
+        .map_err(log_error)?;
+    Ok(serde_json::to_string(&data).expect("fit data serialises"))
 }
 
 /// A load error as `EngineError("config", path, message)` (a bad argument or target), or
@@ -670,5 +776,8 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mva_closed, m)?)?;
     m.add_function(wrap_pyfunction!(send_load, m)?)?;
     m.add_function(wrap_pyfunction!(logs_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(logs_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(logs_fit, m)?)?;
+    m.add_function(wrap_pyfunction!(service_cdf, m)?)?;
     Ok(())
 }

@@ -1,36 +1,58 @@
 """`dynosim logs`: production router logs. ``summary`` reads Heroku, HAProxy and nginx logs
 and prints what they hold: requests, span and rate, service-time percentiles overall and per
-route, statuses, error codes, dynos, and requests in service over time. The reading is
-:mod:`dynosim.logs`; each subcommand is a function of this module registered below."""
+route, statuses, error codes, dynos, and requests in service over time; ``fit`` writes a
+scenario fitted to them, with a report of the fit; ``replay`` runs their requests through
+another fleet and policy. The reading is :mod:`dynosim.logs`; each subcommand is a function of
+this module registered below."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
 from .. import logs
-from ..display import Column, duration, plural, results_table, status, stdout_console
+from ..display import Column, duration, number, plural, results_table, status, stdout_console
 from ..errors import LogError
 from ..output import print_json
+from ..results import PolicyResult
 from ..timeseries import parse_interval
-from .common import positive_int
+from .common import policy_list, positive_int, seed
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    help = "Read production router logs (Heroku, HAProxy, nginx): summarise them."
+    help = "Read production router logs (Heroku, HAProxy, nginx): summarise them, fit a scenario, replay them."
     p = commands.add_parser("logs", help=help, description=help,
                             epilog="Run 'dynosim logs COMMAND --help' for a command's options.")
     verbs = p.add_subparsers(dest="logs_command", metavar="COMMAND")
     _register_summary(verbs)
+    _register_fit(verbs)
+    _register_replay(verbs)
     p.set_defaults(handler=lambda args: _help(p))
 
 
 def _help(p: argparse.ArgumentParser) -> int:
     p.print_help()
     return 0
+
+
+def _add_reading_arguments(p: argparse.ArgumentParser, window: bool = True) -> None:
+    """The options every logs command reads logs with."""
+    p.add_argument("files", nargs="+", metavar="FILE", help="router logs (- for standard input)")
+    p.add_argument("--format", choices=logs.FORMATS, default="auto",
+                   help="read every line as this router's (default: auto, line by line)")
+    p.add_argument("--log-format", metavar="FORMAT",
+                   help="nginx's log_format (the string or the directive; @FILE reads it from FILE); default: "
+                        "combined followed by $request_time $upstream_response_time")
+    p.add_argument("--host", help="only requests to this host (the Host header), for logs of several apps")
+    if window:
+        p.add_argument("--window", metavar="START..END",
+                       help="only requests arriving in [START, END): each a time (2014-01-09T06:00, UTC unless "
+                            "it has an offset) or a duration from the log's first arrival (10min); either may be "
+                            "left out (1h.., ..30min)")
 
 
 def _register_summary(verbs: argparse._SubParsersAction) -> None:
@@ -42,13 +64,7 @@ def _register_summary(verbs: argparse._SubParsersAction) -> None:
                 "malformed ones are counted and the first few named. Formats and fields: docs/logs.md. "
                 "Example: dynosim logs summary production.log.gz --host www.example.com --plot traffic.png"),
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="router logs (- for standard input)")
-    p.add_argument("--format", choices=logs.FORMATS, default="auto",
-                   help="read every line as this router's (default: auto, line by line)")
-    p.add_argument("--log-format", metavar="FORMAT",
-                   help="nginx's log_format (the string or the directive; @FILE reads it from FILE); default: "
-                        "combined followed by $request_time $upstream_response_time")
-    p.add_argument("--host", help="only requests to this host (the Host header), for logs of several apps")
+    _add_reading_arguments(p, window=False)
     p.add_argument("--interval", metavar="TIME",
                    help="the interval of the rate and in-service series, e.g. 1min (default: the span in at most "
                         "200 intervals)")
@@ -195,3 +211,220 @@ def _nan(value: Any) -> float:
 
 def _service(key: str) -> Any:
     return lambda r: _nan(r["service"][key]) if r["service"] else float("nan")
+
+
+# --- fit -------------------------------------------------------------------------------------
+
+
+def _register_fit(verbs: argparse._SubParsersAction) -> None:
+    help = "Fit a scenario to router logs: arrival rate or schedule, service times, fleet; and report the fit."
+    p = verbs.add_parser(
+        "fit", help=help, description=help,
+        epilog=("Writes a scenario TOML (validated first): [arrivals] at the log's mean rate, or a piecewise-linear "
+                "schedule when the rate varies more than Poisson's would; [service] as a quantile table of the "
+                "logged service times (or with --classes, one request class per route); [fleet] the dynos seen; "
+                "[router] random, as Heroku's. The report gives the KS distance of the fit, the dispersion of "
+                "arrivals at a few interval lengths, and how much of service= may be time queued on the dynos. "
+                "What is assumed: docs/logs.md. Example: dynosim logs fit production.log.gz -o app.toml "
+                "--report fit.png"),
+    )
+    _add_reading_arguments(p)
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.toml",
+                   help="the scenario file to write (replaced whole, or left as it was on an error)")
+    p.add_argument("--classes", type=positive_int, default=1, metavar="N",
+                   help="request classes: the busiest N-1 routes and the rest, each with its own service times "
+                        "(default 1: one [service] for all)")
+    p.add_argument("--correct-queueing", action="store_true",
+                   help="take off each request's service time its overlap with the one before it on its dyno: the "
+                        "time it queued there if each dyno serves one request at a time, first come first served")
+    p.add_argument("--name", help="the scenario's name (default: the first log's, with -fitted)")
+    p.add_argument("--report", type=Path, metavar="FILE.png",
+                   help="also write the fit's plot: the QQ plot of the service times, and the arrivals over time")
+    p.add_argument("--json", action="store_true", help="print the fit report as JSON (fields: docs/logs.md)")
+    p.set_defaults(handler=fit)
+
+
+def fit(args: argparse.Namespace) -> int:
+    if args.output.suffix.lower() != ".toml":
+        raise LogError(f"the scenario is a TOML file: give a FILE.toml, got {args.output}", file="-o")
+    if args.report is not None and args.report.suffix.lower() != ".png":
+        raise LogError(f"the report is a PNG: give a FILE.png, got {args.report}", file="--report")
+    with status(f"fitting {plural(len(args.files), 'log')}"):
+        fitted = logs.fit(args.files, format=args.format, log_format=_log_format(args.log_format), host=args.host,
+                          window=args.window, classes=args.classes, correct_queueing=args.correct_queueing,
+                          name=args.name)
+    fitted.write(args.output)
+    if args.report is not None:
+        fitted.write_report(args.report)
+    if args.json:
+        print_json(fitted.report)
+    else:
+        print_fit(fitted.report)
+    print(f"wrote {args.output}" + (f", {args.report}" if args.report is not None else ""), file=sys.stderr)
+    _warn_malformed(fitted.report)
+    return 0
+
+
+def print_fit(report: Dict[str, Any]) -> None:
+    console = stdout_console()
+    out = lambda text: console.print(text, highlight=False)  # noqa: E731
+    names = ", ".join(f["name"] for f in report["files"])
+    out(f"[bold]{names}[/bold]: {plural(report['fitted'], 'request')} fitted, arriving from "
+        f"{_clock(report['first'])} over {duration(report['span_seconds'])}, {plural(report['dynos'], 'dyno')}")
+    a = report["arrivals"]
+    out(f"arrivals: {a['rate_per_s']:,.4g} req/s on average; " + a["verdict"] + ".")
+    if a["dispersion"]:
+        columns = [
+            Column("interval", lambda r: duration(r["interval_seconds"]), kind="text"),
+            Column("intervals", lambda r: r["intervals"], kind="count"),
+            Column("mean\narrivals", lambda r: r["mean"]),
+            Column("variance /\nmean", lambda r: r["index"]),
+            Column("verdict", lambda r: r["verdict"], kind="text"),
+        ]
+        table, _ = results_table(console, columns, a["dispersion"])
+        console.print(table)
+    s = report["service"]
+    out(f"service ({plural(s['count'], 'request')} with one): mean {duration(s['mean'])}, p50 {duration(s['p50'])}, "
+        f"p99 {duration(s['p99'])}, max {duration(s['max'])}")
+    if report["classes"]:
+        out(f"fitted as {plural(len(report['classes']), 'request class')} (mean {duration(s['fitted_mean'])}), "
+            f"KS distance {s['ks_distance']:.3f} over all:")
+        columns = [
+            Column("class", lambda c: c["name"], kind="text", wrap=True, max_width=40),
+            Column("weight", lambda c: c["weight"], kind="percent"),
+            Column("requests", lambda c: c["count"], kind="count"),
+            Column("KS\ndistance", lambda c: c["ks_distance"]),
+        ]
+        table, _ = results_table(console, columns, report["classes"])
+        console.print(table)
+    else:
+        table_text = ", ".join(f"p{p:g} {duration(t)}" for p, t in s["percentiles"])
+        out(f"fitted as a quantile table ({table_text}): mean {duration(s['fitted_mean'])}, "
+            f"KS distance {s['ks_distance']:.3f}")
+    out("queueing on the dynos: " + report["queueing"]["verdict"] + ".")
+    console.print("KS distance: the largest gap between the logged and fitted distributions (0 to 1), the fit "
+                  "rounded to whole milliseconds as logs are; variance / mean of arrivals per interval is 1 for "
+                  "Poisson arrivals at a steady rate.", style="dim", highlight=False)
+
+
+# --- replay ----------------------------------------------------------------------------------
+
+
+def _register_replay(verbs: argparse._SubParsersAction) -> None:
+    help = "Replay router logs through another fleet and policy: a simulation driven by the log's own requests."
+    p = verbs.add_parser(
+        "replay", help=help, description=help,
+        epilog=("Each request arrives when it reached the router (its line's time less connect and service) and "
+                "keeps its logged service time; the scenario gives the fleet, app server and router (its "
+                "[arrivals] and [service] are replaced by the log's). The run lasts the trace, with one "
+                "replication. What is assumed: docs/logs.md. Example: dynosim logs replay production.log.gz "
+                "--scenario app.toml --policy random,intelligent --set fleet.dynos=20"),
+    )
+    _add_reading_arguments(p)
+    p.add_argument("--scenario", required=True, metavar="SCENARIO",
+                   help="the fleet to replay through: a TOML file or a built-in scenario name")
+    p.add_argument("--policy", type=policy_list, metavar="P1,P2",
+                   help="routing policies to replay through side by side instead of router.policy")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a scenario key, e.g. --set fleet.dynos=20 (repeatable)")
+    p.add_argument("--speed", type=_speed, default=1.0, metavar="F",
+                   help="divide the gaps between arrivals by F (2: the same requests at twice the rate)")
+    p.add_argument("--correct-queueing", action="store_true",
+                   help="replay each service time less its overlap with the request before it on its dyno (see "
+                        "logs fit)")
+    p.add_argument("--warmup", metavar="TIME",
+                   help="simulate the trace's first TIME without measuring it (default 0: the fleet starts idle)")
+    p.add_argument("--replications", type=positive_int, metavar="N",
+                   help="replications (default 1; they differ only in what is drawn, such as random routing)")
+    p.add_argument("--seed", type=seed, help="random seed (run.seed)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: dynosim run --json's document, with the log's figures as log")
+    p.set_defaults(handler=replay)
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def replay(args: argparse.Namespace) -> int:
+    with status(f"replaying {plural(len(args.files), 'log')}"):
+        results = logs.replay(args.files, args.scenario, format=args.format, log_format=_log_format(args.log_format),
+                              host=args.host, window=args.window, speed=args.speed, set=args.overrides,
+                              policies=args.policy, correct_queueing=args.correct_queueing,
+                              replications=args.replications, seed=args.seed, warmup=args.warmup)
+    if args.json:
+        print_json(results.to_dict())
+    else:
+        print_replay(results)
+    if results.dropped:
+        print(f"dynosim: warning: {args.scenario}: {' and '.join(results.dropped)} left out: the log gives each "
+              f"request's service time", file=sys.stderr)
+    _warn_malformed(results.log)
+    return 0
+
+
+def print_replay(results: "logs.ReplayResults") -> None:
+    console = stdout_console()
+    log = results.log
+    head = results[0].report
+    names = ", ".join(f["name"] for f in log["files"])
+    speed = f" at {log['speed']:g}× speed" if log["speed"] != 1 else ""
+    corrected = ", service times less their queueing (--correct-queueing)" if log["corrected"] else ""
+    console.print(f"[bold]{names}[/bold] through {head['scenario']}", highlight=False)
+    console.print(f"{plural(log['replayed'], 'request')} from {_clock(log['first'])} UTC over "
+                  f"{duration(log['span_seconds'])}{speed}{corrected}", highlight=False)
+    skipped = [text for n, text in (
+        (log["without_service"], f"{plural(log['without_service'], 'request')} without a service time"),
+        (log["outside_window"], f"{plural(log['outside_window'], 'request')} outside --window"),
+    ) if n]
+    if skipped:
+        console.print(f"not replayed: {', '.join(skipped)}", highlight=False)
+    rows: List[Any] = [r for r in results] + [log]
+    columns = [
+        Column("", _cell(lambda r: r.policy, lambda log: "log, as recorded"), kind="text"),
+        Column("dynos", _cell(_dynos, lambda log: f"{log['recorded']['dynos']:,}"), kind="text", drop=4),
+        Column("load", _cell(lambda r: r.report["offered_load"], lambda log: math.nan), kind="percent", drop=5),
+        Column("queued", _cell(lambda r: r.estimate("queued_fraction"), lambda log: math.nan), kind="percent"),
+        Column("queue\nmean", _cell(lambda r: r.estimate("queue.mean"), lambda log: math.nan), kind="time"),
+        Column("response\nmean", _cell(lambda r: r.estimate("response.mean"), _recorded("mean")), kind="time",
+               drop=2),
+        Column("response\np50", _cell(lambda r: r.estimate("response.p50"), _recorded("p50")), kind="time",
+               drop=3),
+        Column("response\np95", _cell(lambda r: r.estimate("response.p95"), _recorded("p95")), kind="time",
+               drop=1),
+        Column("response\np99", _cell(lambda r: r.estimate("response.p99"), _recorded("p99")), kind="time"),
+        Column("errors", _cell(lambda r: r.estimate("errors.total"),
+                               lambda log: sum(log["recorded"]["errors"].values()) / log["replayed"]),
+               kind="percent", drop=6),
+    ]
+    table, left_out = results_table(console, columns, rows)
+    console.print(table)
+    errors = ", ".join(f"{code} × {n:,}" for code, n in log["recorded"]["errors"].items())
+    notes = ["the log's response is its service= (the dyno's queue and work; the router's queue is not logged)"]
+    if errors:
+        notes.append(f"the log's errors: {errors}")
+    if "H12" in log["recorded"]["errors"]:
+        notes.append("an H12's 30 s is when the router gave up: the dyno worked longer, so its replayed time is a "
+                     "lower bound")
+    if left_out:
+        notes.append(f"not shown: {', '.join(left_out)}")
+    console.print("; ".join(notes) + ".", style="dim", highlight=False)
+
+
+def _cell(simulated: Any, recorded: Any) -> Any:
+    return lambda row: simulated(row) if isinstance(row, PolicyResult) else recorded(row)
+
+
+def _recorded(key: str) -> Any:
+    return lambda log: log["recorded"]["service"][key]
+
+
+def _dynos(r: PolicyResult) -> str:
+    rep = r.report
+    return f"{rep['dynos']:,}" + (f"×{rep['slots']}" if rep["slots"] > 1 else "")

@@ -35,7 +35,7 @@ pub struct Batch {
     at: f64,
 }
 
-pub fn build(p: &Params) -> Result<Box<dyn ArrivalProcess>> {
+pub fn build(p: &Params, _base_dir: &std::path::Path) -> Result<Box<dyn ArrivalProcess>> {
     let rate = p.positive_rate("rate")?;
     let rate = p.required("rate", "a rate of batches such as \"10/s\"", rate)?;
     let path = p.path("size");

@@ -1,16 +1,19 @@
 //! Arrival processes: a trait, one file per process, and a registry mapping the scenario's
 //! `arrivals.process` name to a builder. Adding a process is a new file and one registry line.
 
+use crate::dist::ServiceDistribution;
 use crate::error::Result;
 use crate::params::Params;
 use crate::registry::Registry;
 use crate::rng::SimRng;
 use std::fmt::Debug;
+use std::path::Path;
 
 mod batch;
 pub(crate) mod burst;
 mod on_off;
 mod poisson;
+pub mod replay;
 mod varying;
 
 pub use burst::{Burst, Superposed};
@@ -54,17 +57,31 @@ pub trait ArrivalProcess: Send + Sync + Debug {
     fn check_within(&self, _end: f64) -> Result<()> {
         Ok(())
     }
+    /// The distribution of the service times the process carries with its arrivals (a
+    /// replayed trace's: [`replay`]), for the offered load and the reports; None when they
+    /// are drawn from `[service]` or `[request]`, as for every other process.
+    fn carried_service(&self) -> Option<Box<dyn ServiceDistribution>> {
+        None
+    }
+    /// Writes the service times the process carries for the last `out.len()` arrivals it
+    /// returned, in order, and returns true; false (writing nothing) when it carries none.
+    /// Engines take a request's service time from here when there is one.
+    fn carried_services(&self, _out: &mut [f64]) -> bool {
+        false
+    }
     /// A fresh copy, in its initial state, for replication `replication` of a run seeded
     /// `seed`: a process with draws of its own (bursts) seeds its streams from these; the
     /// others draw only from the arrival stream handed to [`Self::next_arrival`].
     fn fresh(&self, seed: u64, replication: u64) -> Box<dyn ArrivalProcess>;
 }
 
-pub type Builder = fn(&Params) -> Result<Box<dyn ArrivalProcess>>;
+/// Builds a process from its parameters; paths in them are relative to the directory given.
+pub type Builder = fn(&Params, &Path) -> Result<Box<dyn ArrivalProcess>>;
 
 /// Every arrival process, by the name a scenario uses, with the parameter keys it takes.
 pub const REGISTRY: Registry<Builder> = Registry(&[
     ("poisson", &["rate"], poisson::build),
     ("batch", &["rate", "size"], batch::build),
     ("on_off", &["rate", "on", "off"], on_off::build),
+    ("replay", &["file"], replay::build),
 ]);

@@ -20,7 +20,7 @@ pub struct OnOff {
     state: Option<(bool, f64)>,
 }
 
-pub fn build(p: &Params) -> Result<Box<dyn ArrivalProcess>> {
+pub fn build(p: &Params, _base_dir: &std::path::Path) -> Result<Box<dyn ArrivalProcess>> {
     let rate = p.positive_rate("rate")?;
     let rate = p.required("rate", "the rate while on, such as \"500/s\"", rate)?;
     let on = p.positive_duration("on")?;

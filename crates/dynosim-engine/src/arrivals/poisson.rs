@@ -11,7 +11,7 @@ pub struct Poisson {
     mean_gap: f64,
 }
 
-pub fn build(p: &Params) -> Result<Box<dyn ArrivalProcess>> {
+pub fn build(p: &Params, _base_dir: &std::path::Path) -> Result<Box<dyn ArrivalProcess>> {
     if let Some(varying) = super::varying::build(p, "rate")? {
         return Ok(varying);
     }

@@ -241,6 +241,8 @@ struct Simulation<'s> {
     /// Closed loop: requests still to send (None: until the window ends).
     to_send: Option<u64>,
     done: Vec<u32>,
+    /// The arriving request's service time when the workload carries it (a replayed trace).
+    carried: Option<f64>,
 }
 
 /// What a replication's state costs on this engine (see [`crate::memory`]).
@@ -412,6 +414,7 @@ fn simulate(
                 .any(|c| c.phases.iter().any(|p| p.kind == PhaseKind::Cpu))
         }),
         done: Vec::new(),
+        carried: None,
     };
     if sim.measures.detailed() {
         let over = f64::from(sim.over_quota);
@@ -454,8 +457,10 @@ fn simulate(
                     continue;
                 }
                 sim.now = time;
-                sim.arrive(NONE);
                 let process = arrivals.as_mut().expect("an open workload");
+                let mut carried = [0.0];
+                sim.carried = process.carried_services(&mut carried).then_some(carried[0]);
+                sim.arrive(NONE);
                 if let Some(t) = process.next_arrival(time, &mut arrival_rng) {
                     sim.events.schedule(t, ARRIVAL, Event::Arrival);
                 }
@@ -623,7 +628,11 @@ impl Simulation<'_> {
         let t = self.now;
         let req = self.slab.insert();
         let service = match &self.s.request {
-            None => self.s.service.sample(&mut self.service_rng),
+            // A replayed trace's own time, or one drawn.
+            None => match self.carried.take() {
+                Some(service) => service,
+                None => self.s.service.sample(&mut self.service_rng),
+            },
             Some(model) => {
                 let at = req as usize * self.slab.stride;
                 let times = &mut self.slab.times[at..];

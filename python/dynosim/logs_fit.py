@@ -1,0 +1,593 @@
+"""A scenario fitted to router logs (``dynosim logs fit``): the arrival rate, or a rate
+schedule when the rate varies over the log; the service times as a quantile table, or per
+route as request classes; the fleet seen in the log; and a report of how good the fit is.
+
+The reading is the Rust crate ``dynosim-logs`` (one pass in bounded memory: arrival counts
+per interval, service-time histograms, each request's overlap with the one before it on its
+dyno); the fitting is here, from those. docs/logs.md says what is assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _dynosim
+from .display import plural
+from .errors import LogError
+from .logs_input import PathLike, call, log_names, parse_window
+from .output import write_files
+from .scenario import Scenario
+
+__all__ = ["Fit", "fit", "PERCENTILES", "DISPERSION_SCALES", "ks_distance", "quantile_table", "dispersion"]
+
+#: The percentiles of a fitted quantile table, those the log has requests enough for: at
+#: least one request beyond each (n·min(p, 100 − p)/100 ≥ 1).
+PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 99.99)
+#: Interval lengths at which the counts of arrivals are compared with Poisson's, seconds.
+DISPERSION_SCALES = (1.0, 10.0, 60.0, 600.0, 3600.0)
+#: Intervals a dispersion needs (whole ones: the log's first and last are partial).
+MIN_INTERVALS = 10
+#: A dispersion test rejects Poisson below this p-value.
+SIGNIFICANCE = 0.001
+#: A schedule has at most this many segments, and a log is cut into at least MIN_SEGMENTS
+#: before its rate is tested for variation.
+MAX_SEGMENTS = 48
+MIN_SEGMENTS = 4
+#: Logs give times in whole milliseconds.
+RESOLUTION = 0.001
+#: The engine's run.duration when a scenario leaves it out, s; a fitted scenario whose rate
+#: would expect fewer than MIN_EXPECTED requests in it gets a longer one.
+DEFAULT_DURATION = 300.0
+MIN_EXPECTED = 100.0
+#: Percentiles of the QQ plot and its table.
+QQ_PERCENTILES = tuple(range(1, 100)) + (99.5, 99.9, 99.99)
+
+_NORMAL = NormalDist()
+
+
+# --- service times ---------------------------------------------------------------------------
+
+Histogram = List[Tuple[float, int]]
+
+
+def _count(hist: Histogram) -> int:
+    return sum(c for _, c in hist)
+
+
+def _quantile(hist: Histogram, n: int, p: float) -> float:
+    """The nearest-rank p-th percentile: the smallest time at least p% of the requests do not
+    exceed."""
+    rank = max(1, math.ceil(p / 100 * n - 1e-9))
+    seen = 0
+    for value, count in hist:
+        seen += count
+        if seen >= rank:
+            return value
+    return hist[-1][0]
+
+
+def _supported(n: int, ps: Sequence[float]) -> List[float]:
+    return [p for p in ps if n * min(p, 100 - p) / 100 >= 1]
+
+
+def quantile_table(hist: Histogram) -> List[List[Any]]:
+    """``[[p, "Xms"], ...]`` of the histogram (seconds, count) at the :data:`PERCENTILES` its
+    requests support. A percentile logged as 0 ms is written 0.5 ms: the table needs positive
+    times, and the log's resolution is 1 ms."""
+    n = _count(hist)
+    ps = _supported(n, PERCENTILES)
+    if len(ps) < 2:
+        raise LogError(f"{n} service time{'s are' if n != 1 else ' is'} too few to fit a distribution: "
+                       f"at least 4 are needed")
+    return [[p, _ms(max(_quantile(hist, n, p), RESOLUTION / 2))] for p in ps]
+
+
+def _ms(seconds: float) -> str:
+    return f"{round(seconds * 1000, 3):g}ms"
+
+
+def ks_distance(hist: Histogram, cdf: Any) -> float:
+    """The Kolmogorov–Smirnov distance between the log's service times (a histogram of whole
+    milliseconds) and a fitted distribution rounded to whole milliseconds as the log rounds
+    them, so that the log's resolution does not count as misfit. ``cdf(xs)`` gives the fitted
+    P(S ≤ x) for a list of x. Both are steps on the same grid: the distance is the largest
+    gap at a logged time or just before it."""
+    n = _count(hist)
+    h = RESOLUTION / 2
+    values = [v for v, _ in hist]
+    upper = cdf([v + h for v in values])      # G(v): the rounded fit at v
+    lower = cdf([max(v - h, 0.0) for v in values])  # G(v - 1 ms)
+    distance = 0.0
+    below = 0.0
+    for (_, count), g_hi, g_lo in zip(hist, upper, lower):
+        distance = max(distance, abs(below - g_lo))
+        below += count / n
+        distance = max(distance, abs(below - g_hi))
+    return distance
+
+
+def _qq(hist: Histogram, quantiles: Any) -> List[List[float]]:
+    """``[[p, logged, fitted], ...]`` at the QQ percentiles the log supports."""
+    n = _count(hist)
+    ps = _supported(n, QQ_PERCENTILES)
+    fitted = quantiles([p / 100 for p in ps]) if ps else []
+    return [[p, _quantile(hist, n, p), f] for p, f in zip(ps, fitted)]
+
+
+def _merge(hists: Sequence[Histogram]) -> Histogram:
+    merged: Dict[float, int] = {}
+    for hist in hists:
+        for v, c in hist:
+            merged[v] = merged.get(v, 0) + c
+    return sorted(merged.items())
+
+
+# --- arrivals --------------------------------------------------------------------------------
+
+
+def _chi2_cdf(x: float, k: int) -> float:
+    """P(χ²_k ≤ x), by Wilson and Hilferty's cube-root normal approximation (within a few
+    thousandths for k ≥ 10, what the dispersion tests use)."""
+    if x <= 0:
+        return 0.0
+    z = ((x / k) ** (1 / 3) - (1 - 2 / (9 * k))) / math.sqrt(2 / (9 * k))
+    return _NORMAL.cdf(z)
+
+
+def dispersion(counts: Sequence[int], width: float) -> List[Dict[str, Any]]:
+    """The index of dispersion (variance / mean) of the arrivals per interval at each of
+    :data:`DISPERSION_SCALES` that is a multiple of the counts' ``width`` and fits at least
+    :data:`MIN_INTERVALS` intervals in the counts (the intervals the log covers whole). Poisson
+    arrivals at a constant rate give 1; each row has the χ² test's p-values (over- and
+    under-dispersion) and a verdict."""
+    rows = []
+    for scale in DISPERSION_SCALES:
+        k = round(scale / width)
+        if k < 1 or abs(k * width - scale) > 1e-9 * scale:
+            continue
+        groups = [sum(counts[i:i + k]) for i in range(0, len(counts) - k + 1, k)]
+        if len(groups) < MIN_INTERVALS:
+            continue
+        rows.append(_dispersion_row(groups, scale))
+    return rows
+
+
+def _dispersion_row(groups: Sequence[int], scale: float) -> Dict[str, Any]:
+    n = len(groups)
+    mean = sum(groups) / n
+    variance = sum((g - mean) ** 2 for g in groups) / (n - 1)
+    index = variance / mean if mean > 0 else math.nan
+    statistic = (n - 1) * index if mean > 0 else math.nan
+    below = _chi2_cdf(statistic, n - 1) if mean > 0 else math.nan
+    if not mean > 0:
+        verdict = "no arrivals"
+    elif 1 - below < SIGNIFICANCE:
+        verdict = "burstier than Poisson"
+    elif below < SIGNIFICANCE:
+        verdict = "more regular than Poisson"
+    else:
+        verdict = "consistent with Poisson"
+    return {"interval_seconds": scale, "intervals": n, "mean": mean, "variance": variance, "index": index,
+            "p_over": 1 - below, "p_under": below, "verdict": verdict}
+
+
+def _segments(data: Dict[str, Any]) -> Tuple[float, List[Tuple[float, float, int]]]:
+    """The intervals the log covers whole, grouped into at most MAX_SEGMENTS segments: their
+    length, and each one's (start, end, arrivals), in seconds from the first interval's start
+    (the last segment may be shorter)."""
+    counts: List[int] = data["counts"]
+    width = float(data["interval_seconds"])
+    k = max(1, math.ceil(len(counts) / MAX_SEGMENTS))
+    out = [(i * width, min(i + k, len(counts)) * width, sum(counts[i:i + k])) for i in range(0, len(counts), k)]
+    return k * width, out
+
+
+def _duration_text(seconds: float) -> str:
+    for unit, size in (("h", 3600.0), ("min", 60.0)):
+        if seconds >= size and abs(seconds / size - round(seconds / size)) < 1e-9:
+            return f"{round(seconds / size)}{unit}"
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+def _words(seconds: float) -> str:
+    """``1 s``, ``10 min``, ``1 h``: an interval in prose."""
+    text = _duration_text(seconds)
+    return text[:-1] + " s" if text.endswith("s") and not text.endswith("min") else \
+        text.replace("min", " min").replace("h", " h")
+
+
+def _rate_text(rate: float) -> str:
+    return f"{rate:.6g}/s"
+
+
+# --- the fit ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Fit:
+    """A fitted scenario and its report.
+
+    ``scenario`` is the scenario document (a dict, as :class:`~dynosim.Scenario` takes it);
+    ``toml`` the file ``dynosim logs fit -o`` writes (with comments saying where each value
+    comes from); ``report`` what ``--json`` prints (fields in docs/logs.md)."""
+
+    scenario: Dict[str, Any]
+    toml: str
+    report: Dict[str, Any]
+
+    def write(self, path: PathLike) -> Path:
+        """Writes the scenario file, whole or not at all."""
+        target = Path(path)
+        write_files({target: lambda tmp: tmp.write_text(self.toml, encoding="utf-8")}, option="-o")
+        return target
+
+    def write_report(self, path: PathLike) -> Path:
+        """Writes the fit's plot (PNG): the QQ plot of the service times, and the arrivals per
+        segment with the fitted rate."""
+        target = Path(path)
+        write_files({target: lambda tmp: _plot(self.report, tmp)}, option="--report")
+        return target
+
+
+def fit(
+    paths: Union[PathLike, Sequence[PathLike]],
+    *,
+    format: str = "auto",
+    log_format: Optional[str] = None,
+    host: Optional[str] = None,
+    window: Optional[str] = None,
+    classes: int = 1,
+    correct_queueing: bool = False,
+    name: Optional[str] = None,
+) -> Fit:
+    """Fits a scenario to router logs (plain, gzip, or ``"-"`` for standard input).
+
+    ``window`` (``"10min..2h"``, ``"2014-01-09T06:00..2014-01-09T07:00"``) keeps the requests
+    arriving in it; ``classes`` > 1 fits the busiest ``classes − 1`` routes and the rest as
+    request classes, each with its own quantile table; ``correct_queueing`` takes each
+    request's overlap with the one before it on its dyno off its service time (assuming one
+    request at a time per dyno, first come first served). The scenario is validated by the
+    engine before it is returned. Raises :class:`~dynosim.errors.LogError` for logs that
+    cannot be read or hold too little to fit."""
+    names = log_names(paths, format)
+    if classes < 1:
+        raise LogError(f"--classes: must be at least 1, got {classes}")
+    start, end = parse_window(window)
+    data: Dict[str, Any] = json.loads(call(
+        _dynosim.logs_fit, names, format, log_format, host, start, end, correct_queueing,
+        classes - 1 if classes > 1 else 0))
+    if data["service"] is None:
+        raise LogError(f"none of the {data['fitted']:,} requests fitted has a service time: nothing to fit")
+    span = float(data["span_seconds"])
+    if not span > 0:
+        raise LogError(f"the {data['fitted']:,} requests fitted all arrived at one instant: no rate to fit")
+
+    arrivals = _fit_arrivals(data)
+    summary = data["service"]["summary"]
+    hist: Histogram = [(float(v), int(c)) for v, c in data["service"]["histogram"]]
+    classes_doc = _fit_classes(data) if classes > 1 else []
+    dynos = max(int(data["dynos"]), 1)
+    title = name or _default_name(names)
+    doc: Dict[str, Any] = {
+        "name": title,
+        "description": f"fitted to {', '.join(_file_names(data))}: {data['fitted']:,} requests from "
+                       f"{data['first'][:19]} UTC over {_words(round(span))}",
+        "arrivals": arrivals["section"],
+    }
+    if classes_doc:
+        doc["request"] = {"class": [{"name": c["name"], "weight": c["weight"],
+                                     "phases": [{"io": {"distribution": "quantiles",
+                                                        "percentiles": c["percentiles"]}}]}
+                                    for c in classes_doc]}
+    else:
+        # No time beyond the longest logged: the table's lognormal tails are unbounded, and fitted
+        # to few requests their slope can put the mean far off.
+        doc["service"] = {"distribution": "quantiles", "percentiles": quantile_table(hist),
+                          "clip": ["0s", _ms(max(float(summary["max"]), RESOLUTION / 2))]}
+    doc["fleet"] = {"dynos": dynos, "slots": 1}
+    doc["router"] = {"policy": "random"}
+    if arrivals["schedule"] is not None:
+        doc["run"] = {"duration": _duration_text(arrivals["covered_seconds"]), "warmup": "0s"}
+    elif arrivals["rate_per_s"] * DEFAULT_DURATION < MIN_EXPECTED:
+        # A sparse log: a run long enough for some requests at its rate.
+        doc["run"] = {"duration": _duration_text(math.ceil(MIN_EXPECTED / arrivals["rate_per_s"]))}
+    text = _toml(doc, data, arrivals, classes_doc)
+    scenario = Scenario._from_text(text, f"{title}.toml", Path("."))
+    if scenario.doc != doc:  # the writer below must write what was fitted
+        raise RuntimeError(f"the fitted scenario's TOML does not read back as written:\n{text}")
+    scenario.validate()
+
+    service_quantiles = lambda ps: scenario._call(_dynosim.service_quantiles, ps)  # noqa: E731
+    service_cdf = lambda xs: scenario._call(_dynosim.service_cdf, xs)  # noqa: E731
+    described = scenario.describe()
+    report: Dict[str, Any] = {
+        "files": data["files"],
+        "lines": data["lines"],
+        "requests": data["requests"],
+        "malformed": data["malformed"],
+        "malformed_lines": data["malformed_lines"],
+        "duplicates": data["duplicates"],
+        "other_lines": data["other_lines"],
+        "other_hosts": data["other_hosts"],
+        "fitted": data["fitted"],
+        "outside_window": data["outside_window"],
+        "without_service": data["without_service"],
+        "first": data["first"],
+        "last": data["last"],
+        "span_seconds": span,
+        "window": {"start": _iso(data["window_start"]), "end": _iso(data["window_end"])},
+        "arrivals": {k: v for k, v in arrivals.items() if k != "section"},
+        "service": {
+            **summary,
+            "percentiles": [[p, _seconds(t)] for p, t in doc.get("service", {}).get("percentiles", [])],
+            "fitted_mean": described["service_mean"],
+            "ks_distance": ks_distance(hist, service_cdf),
+            "qq": _qq(hist, service_quantiles),
+        },
+        "logged_service": data["service_logged"],
+        "classes": [{k: v for k, v in c.items() if k != "histogram"} for c in classes_doc],
+        "dynos": dynos,
+        "queueing": _queueing(data),
+        "scenario": doc,
+    }
+    for c, row in zip(classes_doc, report["classes"]):
+        one = Scenario({"arrivals": {"process": "poisson", "rate": 1}, "fleet": {"dynos": 1},
+                        "service": {"distribution": "quantiles", "percentiles": c["percentiles"]}})
+        row["ks_distance"] = ks_distance(c["histogram"], lambda xs: one._call(_dynosim.service_cdf, xs))
+    return Fit(scenario=doc, toml=text, report=report)
+
+
+def _seconds(text: str) -> float:
+    value = _dynosim.parse_duration(text)
+    assert value is not None
+    return float(value)
+
+
+def _iso(epoch: Optional[float]) -> Optional[str]:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
+
+
+def _file_names(data: Dict[str, Any]) -> List[str]:
+    return [f["name"] for f in data["files"]]
+
+
+def _default_name(names: Sequence[str]) -> str:
+    stem = Path(names[0]).name if names[0] != "-" else "stdin"
+    for suffix in (".gz", ".log", ".txt"):
+        stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
+    return f"{stem or 'log'}-fitted"
+
+
+def _fit_arrivals(data: Dict[str, Any]) -> Dict[str, Any]:
+    """The mean rate over the intervals the log covers whole, or a schedule when the rate
+    varies over the log: when the arrivals per segment (at most MAX_SEGMENTS of them, at least
+    MIN_SEGMENTS whole ones) are over-dispersed at the SIGNIFICANCE level, more than Poisson
+    arrivals at one rate would be. Time 0 of a schedule is the first whole interval's start."""
+    counts: List[int] = data["counts"]
+    width = float(data["interval_seconds"])
+    covered = len(counts) * width
+    # Over the whole intervals; unless they hold less than half the requests (a log too short
+    # for one, or of far-apart pieces): then its requests over its span.
+    whole_rate = sum(counts) >= data["fitted"] / 2
+    rate = sum(counts) / covered if whole_rate else data["fitted"] / float(data["span_seconds"])
+    rows = dispersion(counts, width)
+    length, segments = _segments(data)
+    whole = [count for a, b, count in segments if abs(b - a - length) < 1e-9 * length]
+    test = _dispersion_row(whole, length) if len(whole) >= MIN_SEGMENTS else None
+    varies = test is not None and test["verdict"] == "burstier than Poisson"
+    schedule = None
+    section: Dict[str, Any] = {"process": "poisson", "rate": _rate_text(rate)}
+    if varies:
+        rates = [(a, b, c / (b - a)) for a, b, c in segments]
+        # Constant after the last point at the last segment's rate, or at the mean rate when that
+        # is 0: the engine needs a positive long-run rate.
+        last = rates[-1][2] if rates[-1][2] > 0 else rate
+        points = [(0.0, rates[0][2])] + [((a + b) / 2, r) for a, b, r in rates] + [(covered, last)]
+        schedule = [[_duration_text(round(t, 3)), _rate_text(r)] for t, r in points]
+        section = {"process": "poisson", "rate": schedule}
+    return {
+        "rate_per_s": rate,
+        "start": _iso(data["counts_start"]) if counts else None,
+        "covered_seconds": covered,
+        "varies": varies,
+        "segment_seconds": length,
+        "segments": [{"start": a, "end": b, "requests": c, "rate_per_s": c / (b - a)} for a, b, c in segments],
+        "variation_test": test,
+        "schedule": schedule,
+        "dispersion": rows,
+        "verdict": _arrival_verdict(rows, varies, test),
+        "section": section,
+    }
+
+
+def _arrival_verdict(rows: List[Dict[str, Any]], varies: bool, test: Optional[Dict[str, Any]]) -> str:
+    def scales(verdict: str) -> str:
+        return ", ".join(_words(r["interval_seconds"]) for r in rows if r["verdict"] == verdict)
+
+    parts = []
+    for verdict in ("consistent with Poisson", "burstier than Poisson", "more regular than Poisson"):
+        at = scales(verdict)
+        if at:
+            parts.append(f"{verdict} in {at} intervals")
+    said = "; ".join(parts) if parts else "too short to test against Poisson"
+    if varies:
+        assert test is not None
+        return (f"arrivals {said}. The rate varies over the log (arrivals per "
+                f"{_words(test['interval_seconds'])} have {test['index']:.3g} times Poisson's "
+                f"variance): fitted as a schedule")
+    return f"arrivals {said}. The rate looks steady over the log: fitted as one rate"
+
+
+def _fit_classes(data: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One class per route reported (the busiest first, then `(other)`); a route with too few
+    service times for a table joins `(other)`."""
+    routes = data["routes"]
+    kept, pooled = [], []
+    for r in routes:
+        hist = [(float(v), int(c)) for v, c in r["service"]["histogram"]]
+        if r["route"] != "(other)" and len(_supported(r["count"], PERCENTILES)) >= 2:
+            kept.append((r["route"], r["count"], hist))
+        else:
+            pooled.append((r["count"], hist))
+    if pooled:
+        kept.append(("(other)", sum(n for n, _ in pooled), _merge([h for _, h in pooled])))
+    total = sum(n for _, n, _ in kept)
+    return [{"name": name, "weight": round(n / total, 6), "count": n, "percentiles": quantile_table(hist),
+             "histogram": hist} for name, n, hist in kept]
+
+
+def _queueing(data: Dict[str, Any]) -> Dict[str, Any]:
+    q = dict(data["queueing"])
+    share = q["overlap_seconds"] / q["service_seconds"] if q["service_seconds"] > 0 else 0.0
+    q["overlapping_fraction"] = q["overlapping"] / q["requests"] if q["requests"] else 0.0
+    q["share_of_service"] = share
+    q["corrected"] = data["corrected"]
+    if q["requests"] == 0:
+        q["verdict"] = "no request names its dyno: queueing on the dynos cannot be checked"
+    elif q["overlapping"] == 0:
+        q["verdict"] = "no request started before the one before it on its dyno ended: no queueing in service="
+    else:
+        done = ("--correct-queueing took it off the fitted times" if data["corrected"]
+                else "--correct-queueing takes it off")
+        q["verdict"] = (f"{q['overlapping_fraction']:.1%} of the requests started before the one before them on "
+                        f"their dyno ended: if each dyno serves one request at a time, {share:.1%} of the logged "
+                        f"service time is queueing on the dyno ({done})")
+    return q
+
+
+# --- the scenario file -----------------------------------------------------------------------
+
+
+def _value(v: Any) -> str:
+    """A TOML value (strings, numbers, lists and tables inline)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"not a TOML value: {v!r}")
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
+          classes: List[Dict[str, Any]]) -> str:
+    n = data["service"]["summary"]["count"]
+    q = data["queueing"]
+    lines = [
+        f"# Fitted by dynosim logs fit from {', '.join(_file_names(data))}: {data['fitted']:,} requests",
+        f"# arriving from {data['first']} to {data['last']}.",
+        "# What is assumed: docs/logs.md.",
+        f"name = {_value(doc['name'])}",
+        f"description = {_value(doc['description'])}",
+        "",
+        "[arrivals]",
+    ]
+    if arrivals["schedule"] is not None:
+        lines += [f"# The rate varies over the log: the arrivals per {_duration_text(arrivals['segment_seconds'])} "
+                  "segment, piecewise-linear between",
+                  f"# the segments' midpoints; time 0 is {arrivals['start']} (constant after the last point)."]
+    else:
+        lines += ["# The mean rate over the log: the arrivals per segment do not vary more than Poisson's would."]
+    lines += [f"process = {_value(doc['arrivals']['process'])}"]
+    if arrivals["schedule"] is not None:
+        lines.append("rate = [")
+        lines += [f"  {_value(p)}," for p in doc["arrivals"]["rate"]]
+        lines.append("]")
+    else:
+        lines.append(f"rate = {_value(doc['arrivals']['rate'])}")
+    lines.append("")
+    correction = (", less the time queued on the dyno\n# (--correct-queueing: one request at a time per dyno, first "
+                  "come first served)" if data["corrected"] else "")
+    if classes:
+        lines += [f"# One class per route (the busiest {len(classes) - 1} and the rest), weighted by their requests. Each "
+                  "holds its",
+                  f"# thread for its logged service time{correction}:",
+                  "# an io phase (the same as [service]'s hold), quantiles of that route's requests."]
+        for c, spec in zip(classes, doc["request"]["class"]):
+            lines += ["[[request.class]]", f"name = {_value(spec['name'])}",
+                      f"weight = {_value(spec['weight'])}   # {c['count']:,} requests",
+                      "phases = [{ io = { distribution = \"quantiles\", percentiles = [",
+                      *[f"  {_value(row)}," for row in spec["phases"][0]["io"]["percentiles"]],
+                      "] } }]", ""]
+    else:
+        lines += ["[service]", f"# The logged service times of {n:,} requests{correction}, as percentiles.",
+                  f"distribution = {_value(doc['service']['distribution'])}",
+                  "percentiles = ["]
+        lines += [f"  {_value(row)}," for row in doc["service"]["percentiles"]]
+        lines += ["]", f"clip = {_value(doc['service']['clip'])}   # nothing longer than the longest logged", ""]
+    lines += ["[fleet]",
+              f"dynos = {doc['fleet']['dynos']}   # the dynos named in the log",
+              "# The log does not say how many requests a dyno serves at once: set your app's."
+              + (f" {plural(q['overlapping'], 'request')}\n# started before the one before them on their "
+                 "dyno had ended." if q["overlapping"] else ""),
+              "slots = 1",
+              "",
+              "[router]",
+              "policy = \"random\"   # Heroku's router: each request to a dyno drawn at random", ""]
+    if "run" in doc and "warmup" in doc["run"]:
+        lines += ["[run]   # the schedule once through, from the first whole interval",
+                  f"duration = {_value(doc['run']['duration'])}",
+                  f"warmup = {_value(doc['run']['warmup'])}", ""]
+    elif "run" in doc:
+        lines += [f"[run]   # long enough for about {MIN_EXPECTED:.0f} requests at the log's rate",
+                  f"duration = {_value(doc['run']['duration'])}", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# --- the report's plot -----------------------------------------------------------------------
+
+
+def _plot(report: Dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (qq, rate) = plt.subplots(1, 2, figsize=(11, 4.8))
+    points = report["service"]["qq"]
+    logged = [max(p[1], RESOLUTION / 2) for p in points]
+    fitted = [p[2] for p in points]
+    qq.loglog(fitted, logged, "o", markersize=3, label="percentiles 1 to 99.99")
+    lo, hi = min(logged + fitted), max(logged + fitted)
+    qq.loglog([lo, hi], [lo, hi], color="grey", linewidth=1, label="y = x")
+    qq.set_xlabel("fitted service time (s)")
+    qq.set_ylabel("logged service time (s)")
+    qq.set_title(f"service times: KS distance {report['service']['ks_distance']:.3f}")
+    qq.legend()
+    a = report["arrivals"]
+    segments = a["segments"]
+    xs = [s["start"] / 60 for s in segments] + [segments[-1]["end"] / 60] if segments else []
+    ys = [s["rate_per_s"] for s in segments]
+    if not segments:
+        rate.text(0.5, 0.5, "the log covers no whole interval", ha="center", transform=rate.transAxes)
+    else:
+        rate.step(xs, ys + ys[-1:], where="post", label="logged, per segment")
+    if a["schedule"] is not None:
+        sched = [(_seconds(t) / 60, float(r.split("/")[0])) for t, r in a["schedule"]]
+        rate.plot([t for t, _ in sched], [r for _, r in sched], color="tab:orange", label="fitted schedule")
+    else:
+        rate.axhline(a["rate_per_s"], color="tab:orange", label="fitted rate")
+    rate.set_ylim(bottom=0)
+    rate.set_xlabel("minutes from the first whole interval")
+    rate.set_ylabel("requests per second")
+    rate.set_title("arrivals")
+    rate.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
