@@ -17,7 +17,7 @@ __all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "OPTIONAL_METRICS",
            "is_time_metric", "is_fraction_metric"]
 
 #: The kinds of error a request may be answered with (``errors.KIND``, ``error_counts.KIND``).
-ERROR_KINDS: List[str] = ["total", "h11", "h12", "client_timeout", "queue_timeout", "app_timeout", "shed", "r15",
+ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue_timeout", "app_timeout", "shed", "r15",
                            "no_dyno"]
 
 #: Every scalar metric, in display order.

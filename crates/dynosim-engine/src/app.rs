@@ -61,6 +61,10 @@ pub struct AppSpec {
     /// How long a killed worker takes to be replaced.
     #[serde(default)]
     pub worker_boot_time: Option<Duration>,
+    /// The listen backlog: connections a dyno queues for its processes at most; more are
+    /// refused (the router retries another dyno).
+    #[serde(default)]
+    pub backlog: Option<i64>,
     /// The worker's own time per request after its response: a duration or a distribution
     /// (see [`AppServer::overhead`]).
     #[serde(default)]
@@ -138,6 +142,8 @@ pub struct AppServer {
     pub timeout: Option<Arc<Timeout>>,
     /// How long a killed worker takes to be replaced.
     pub worker_boot_time: f64,
+    /// `app.backlog`: requests a dyno's accept queue holds at most (None: no limit).
+    pub backlog: Option<u32>,
     /// The thread's own time per request after the response has gone (writing and closing
     /// the connection, logging, back to accept): it holds the thread, and the request's
     /// memory, but the client and the router are done with the request. None: no time.
@@ -324,6 +330,7 @@ impl AppSpec {
             boot_time,
             timeout,
             worker_boot_time,
+            backlog,
             overhead: _,
             swap_slowdown,
             arena_contention,
@@ -342,6 +349,7 @@ impl AppSpec {
             && boot_time.is_none()
             && timeout.is_none()
             && worker_boot_time.is_none()
+            && backlog.is_none()
             && swap_slowdown.is_none()
             && arena_contention.is_none()
             && restart_at.is_none()
@@ -364,6 +372,7 @@ impl AppServer {
             boot_time: 0.0,
             timeout: None,
             worker_boot_time: DEFAULT_WORKER_BOOT_TIME,
+            backlog: None,
             overhead: None,
             memory: Memory {
                 quota: dyno.quota,
@@ -499,6 +508,10 @@ impl AppServer {
             Some(d) => check_duration(d.0, "app.worker_boot_time")?,
             None => DEFAULT_WORKER_BOOT_TIME,
         };
+        let backlog = match spec.backlog {
+            None => None,
+            Some(n) => Some(whole(n, "app.backlog", 1, 1_000_000_000)?),
+        };
         Ok(AppServer {
             server: server.to_string(),
             model,
@@ -510,6 +523,7 @@ impl AppServer {
             boot_time,
             timeout,
             worker_boot_time,
+            backlog,
             overhead,
             memory: Memory {
                 quota: dyno.quota,

@@ -88,6 +88,8 @@ impl<'s> Eligible<'s> {
             max_in_flight,
             router_cost,
             shed_latency: _,
+            retries: _,
+            retry_delay: _,
             duration: _,
             warmup: _,
             replications: _,
@@ -108,6 +110,7 @@ impl<'s> Eligible<'s> {
             boot_time: _,
             timeout: worker_timeout,
             worker_boot_time: _,
+            backlog,
             overhead,
             memory,
         } = app;
@@ -124,6 +127,9 @@ impl<'s> Eligible<'s> {
             return Err(
                 "a connect time, during which the router counts the request against its dyno",
             );
+        }
+        if backlog.is_some() {
+            return Err("a listen backlog, whose refusals the router retries elsewhere");
         }
         if worker_timeout.is_some() {
             return Err("a worker timeout, which kills and restarts workers");

@@ -93,6 +93,8 @@ pub struct MemoryFigures {
 pub enum ErrorKind {
     /// `router.max_in_flight`: the router holds as many as it may (Heroku's H11).
     H11,
+    /// `app.backlog`: every dyno tried refused the connection (Heroku's H21, H13).
+    H13,
     /// `router.timeout`: the dyno did not answer in time (Heroku's H12).
     H12,
     /// `arrivals.timeout`: the client gave up.
@@ -110,7 +112,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
 }
 
 /// A figure per error kind, and their total.
@@ -119,6 +121,7 @@ pub struct ErrorTable<T> {
     pub total: T,
     pub h11: T,
     pub h12: T,
+    pub h13: T,
     pub client_timeout: T,
     pub queue_timeout: T,
     pub app_timeout: T,
@@ -135,6 +138,7 @@ impl ErrorTable<u64> {
             total: by_kind.iter().sum(),
             h11: k(ErrorKind::H11),
             h12: k(ErrorKind::H12),
+            h13: k(ErrorKind::H13),
             client_timeout: k(ErrorKind::ClientTimeout),
             queue_timeout: k(ErrorKind::QueueTimeout),
             app_timeout: k(ErrorKind::AppTimeout),
@@ -157,6 +161,7 @@ impl ErrorTable<u64> {
             total: f(self.total),
             h11: f(self.h11),
             h12: f(self.h12),
+            h13: f(self.h13),
             client_timeout: f(self.client_timeout),
             queue_timeout: f(self.queue_timeout),
             app_timeout: f(self.app_timeout),

@@ -129,6 +129,12 @@ pub struct RouterSpec {
     /// at once with an error.
     #[serde(default)]
     pub shed_latency: Option<Duration>,
+    /// Dynos tried after the first refuses the connection (its listen backlog is full).
+    #[serde(default = "default_retries")]
+    pub retries: i64,
+    /// The router's wait before each retry.
+    #[serde(default)]
+    pub retry_delay: Option<Duration>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -183,9 +189,15 @@ impl Default for RouterSpec {
             max_in_flight: None,
             cost: None,
             shed_latency: None,
+            retries: default_retries(),
+            retry_delay: None,
             params: Map::new(),
         }
     }
+}
+
+fn default_retries() -> i64 {
+    10
 }
 
 fn random() -> String {
@@ -274,6 +286,10 @@ pub struct Scenario {
     pub router_cost: Option<Box<dyn ServiceDistribution>>,
     /// `router.shed_latency`: the wait for a router beyond which a request is shed.
     pub shed_latency: Option<f64>,
+    /// `router.retries`: dynos tried after a refusal (a full `app.backlog`), and the wait
+    /// before each (`router.retry_delay`).
+    pub retries: u32,
+    pub retry_delay: f64,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -462,6 +478,17 @@ impl Scenario {
             None => None,
             Some(d) => Some(check_duration(d.0, "router.shed_latency")?),
         };
+        let retries = whole(r.retries, "router.retries", 0, 1000)?;
+        let retry_delay = match r.retry_delay {
+            None => 0.0,
+            Some(d) if d.0 >= 0.0 && d.0.is_finite() => d.0,
+            Some(d) => {
+                return Err(Error::config(
+                    "router.retry_delay",
+                    format!("must be a duration >= 0, got {} s", d.0),
+                ))
+            }
+        };
         if shed_latency.is_some() && router_cost.is_none() {
             return Err(Error::config(
                 "router.shed_latency",
@@ -518,6 +545,8 @@ impl Scenario {
             max_in_flight,
             router_cost,
             shed_latency,
+            retries,
+            retry_delay,
             duration: run.duration.0,
             // A closed loop of a set number of requests is measured whole, as ab measures it:
             // no warm-up, and the run lasts until the last response.

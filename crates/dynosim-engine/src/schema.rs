@@ -975,6 +975,19 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "backlog",
+        value: "whole number >= 1",
+        unit: "requests",
+        default: Default::Off,
+        example: "2048",
+        meaning: "the listen backlog: requests a dyno's accept queue holds at most (gunicorn's \
+                  --backlog, 2048 by default there; the kernel's somaxconn caps it). One more is \
+                  refused, and the router tries another dyno (router.retries). Left out: no \
+                  limit",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "worker_boot_time",
         value: "duration > 0",
         unit: "s",
@@ -1224,6 +1237,28 @@ pub const KEYS: &[Key] = &[
         meaning: "load shedding (with router.cost): a request that would wait longer than this \
                   for its router is answered at once with an error (errors.shed; Heroku's \
                   load-shedding 500s)",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "retries",
+        value: "whole number, 0 to 1000",
+        unit: "dynos",
+        default: Default::Value("10"),
+        example: "2",
+        meaning: "dynos the router tries after one refuses the connection (its app.backlog is \
+                  full), as Heroku's router does; when all refuse, the client gets an error \
+                  (errors.h13). The router's timeout runs from the first try",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "retry_delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""10ms""#,
+        meaning: "the router's wait before each retry after a refusal",
     },
     Key {
         section: "router",

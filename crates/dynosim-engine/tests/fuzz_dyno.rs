@@ -85,12 +85,15 @@ fn app() -> impl Strategy<Value = Value> {
         prop::option::of(0.0..2.0f64),
         prop::option::of(prop::sample::select(vec!["shared", "greedy"])),
         prop::option::of(time()),
-        prop::option::of((time(), prop::option::of(time()))),
+        (prop::option::of((time(), prop::option::of(time()))), prop::option::of(prop_oneof![1i64..5, Just(0i64)])),
     )
-        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept, overhead, worker_timeout)| {
+        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept, overhead, (worker_timeout, backlog))| {
             let mut a = json!({"server": server, "processes": processes, "boot_time": "50ms"});
             if let Some(o) = overhead {
                 a["overhead"] = o;
+            }
+            if let Some(backlog) = backlog {
+                a["backlog"] = json!(backlog);
             }
             if let Some((timeout, boot)) = worker_timeout {
                 a["timeout"] = timeout;
@@ -187,6 +190,11 @@ fn document() -> impl Strategy<Value = Value> {
                 if let Some(c) = connect {
                     router["connect"] = c;
                 }
+                if cap.is_some() {
+                    // Refusals retried on few dynos, with a delay or at once.
+                    router["retries"] = json!(2);
+                    router["retry_delay"] = json!(if dynos % 2 == 0 { "1ms" } else { "0s" });
+                }
                 for (key, value) in [("timeout", router_timeout), ("queue_timeout", queue_timeout), ("max_in_flight", cap), ("cost", cost), ("shed_latency", shed)] {
                     if let Some(v) = value {
                         router[key] = v;
@@ -223,6 +231,7 @@ fn check_report(report: &dynosim_engine::RunReport, doc: &Value) {
             ("errors.total", r.errors.total),
             ("errors.h11", r.errors.h11),
             ("errors.h12", r.errors.h12),
+            ("errors.h13", r.errors.h13),
             ("errors.client_timeout", r.errors.client_timeout),
             ("errors.queue_timeout", r.errors.queue_timeout),
             ("errors.app_timeout", r.errors.app_timeout),

@@ -391,3 +391,56 @@ fn router_load_shedding_bounds_the_routers_workload() {
         assert_eq!(r.error_counts.total, r.error_counts.shed);
     }
 }
+
+/// A listen backlog of K − 1 on one single-thread dyno, no retries: a request finding K in
+/// the system (one in service, K − 1 waiting) is refused, as in M/M/1/K.
+#[test]
+fn a_full_backlog_refuses_as_mm1k() {
+    let (lambda, k) = (0.9, 4u32);
+    let doc = json!({
+        "name": "backlog",
+        "arrivals": {"process": "poisson", "rate": lambda},
+        "service": {"distribution": "exponential", "mean": 1.0},
+        "fleet": {"dynos": 1},
+        "app": {"server": "generic", "model": "sync", "processes": 1, "backlog": k - 1},
+        "router": {"policy": "random", "timeout": "off", "retries": 0},
+        "run": {"duration": 20_000.0, "warmup": 200.0, "replications": 20, "seed": 61},
+    });
+    let report = run_ok(&build(&doc.to_string()));
+    let blocking = mmck_blocking(1, k, lambda, 1.0).unwrap();
+    assert_matches(
+        "M/M/1/4 by the backlog: errors.h13 = blocking",
+        measure(&report, |r| r.errors.h13),
+        blocking,
+        0.06,
+    );
+    for r in &report.per_replication {
+        assert!(r.max_queue_depth.dyno <= u64::from(k - 1));
+        assert_eq!(r.error_counts.total, r.error_counts.h13);
+    }
+}
+
+/// The router's retries, by hand: one single-thread dyno with a backlog of 1, constant 1 s
+/// service, three clients sending at 0 (`requests = 3`: one each), 2 retries 100 ms apart.
+/// The first starts, the second waits in the backlog, the third is refused at 0, 0.1 and
+/// 0.2 s: H13 at 0.2 s. Responses 1 s and 2 s; the error's 0.2 s.
+#[test]
+fn refused_requests_are_retried_then_answered_with_an_error() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 3, "requests": 3},
+        "service": {"distribution": "constant", "value": "1s"},
+        "fleet": {"dynos": 1},
+        "app": {"server": "generic", "model": "sync", "processes": 1, "backlog": 1},
+        "router": {"policy": "random", "retries": 2, "retry_delay": "100ms"},
+        "run": {"replications": 2},
+    });
+    let r = run_replication(&build(&doc.to_string()), 0, &never_interrupted).unwrap();
+    // Three requests in all: two served (queue 0 and 1 s), one refused three times.
+    assert_eq!(r.requests, 3);
+    assert_eq!(r.error_counts.h13, 1);
+    assert_eq!(r.error_counts.total, 1);
+    assert!((r.response.max - 2.0).abs() < 1e-9, "{}", r.response.max);
+    // The refused request's client got its error after the two retries' delays.
+    let error_time = r.response.mean * 3.0 - (1.0 + 2.0);
+    assert!((error_time - 0.2).abs() < 1e-6, "{error_time}");
+}

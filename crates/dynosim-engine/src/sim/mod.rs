@@ -62,6 +62,9 @@ enum State {
     AtRouter,
     /// Routed, on its way to the dyno (`router.connect`).
     Connecting,
+    /// Refused by a dyno whose backlog was full: the router tries another after
+    /// `router.retry_delay`. Counted by no dyno meanwhile.
+    Retrying,
     Accept,
     /// A timed phase: `[service]` hold or `io`.
     Timed,
@@ -115,6 +118,8 @@ struct Request {
     abandoned_at: f64,
     /// The CPU work the request still had to do when its client was answered with an error.
     cpu_left: f64,
+    /// Dynos that refused it (a full `app.backlog`).
+    refusals: u32,
 }
 
 /// Requests in flight, by index; freed entries are reused.
@@ -158,6 +163,7 @@ impl Slab {
                 router_done: false,
                 abandoned_at: f64::INFINITY,
                 cpu_left: 0.0,
+                refusals: 0,
             });
             self.times.resize(self.entries.len() * self.stride, 0.0);
             (self.entries.len() - 1) as u32
@@ -665,6 +671,7 @@ impl Simulation<'_> {
         entry.router_done = false;
         entry.abandoned_at = f64::INFINITY;
         entry.dyno = NONE;
+        entry.refusals = 0;
         if let Some(cap) = self.s.max_in_flight {
             if self.in_flight[router] >= cap {
                 return self.refuse(req);
@@ -690,6 +697,63 @@ impl Simulation<'_> {
         match self.route(router) {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
             Some(Route::Hold) => self.hold(req, patience),
+            None => self.fail_unrouted(req),
+        }
+    }
+
+    /// The dyno's listen backlog is full: it refuses the connection. The router no longer
+    /// counts the request against it and tries another dyno, up to `router.retries` more,
+    /// after `router.retry_delay` each; then the client gets an error (H13).
+    fn refused(&mut self, dyno: usize, req: u32) {
+        let e = &mut self.slab.entries[req as usize];
+        let router = e.router as usize;
+        e.refusals += 1;
+        if !e.router_done {
+            self.routers.loads[router].decrement(dyno);
+        }
+        if e.refusals > self.s.retries {
+            let (arrival, client, answered, router_done) =
+                (e.arrival, e.client, e.answered, e.router_done);
+            e.answered = true;
+            e.router_done = true;
+            if !router_done {
+                self.in_flight[router] -= 1;
+            }
+            self.slab.release(req);
+            if !answered {
+                self.measures.errored(ErrorKind::H13, arrival, self.now);
+                self.respond_after(client, NO_DYNO_BACKOFF);
+            }
+            self.drain_router(router);
+            return;
+        }
+        e.state = State::Retrying;
+        e.dyno = NONE;
+        if self.s.retry_delay > 0.0 {
+            let at = self.now + self.s.retry_delay;
+            self.events.schedule(at, CONNECTED, Event::Done { req });
+        } else {
+            self.retry(req);
+        }
+    }
+
+    /// The router tries again to place a request refused by a dyno (unless its client, or
+    /// the router's own timeout, gave up on it meanwhile).
+    fn retry(&mut self, req: u32) {
+        let e = &mut self.slab.entries[req as usize];
+        let router = e.router as usize;
+        if e.answered || e.router_done {
+            if !e.router_done {
+                e.router_done = true;
+                self.in_flight[router] -= 1;
+            }
+            self.slab.release(req);
+            return;
+        }
+        e.state = State::Routing;
+        match self.route(router) {
+            Some(Route::To(dyno)) => self.dispatch(dyno, req),
+            Some(Route::Hold) => self.hold(req, None),
             None => self.fail_unrouted(req),
         }
     }
@@ -855,17 +919,21 @@ impl Simulation<'_> {
 
     /// Request `req`'s deadline of `kind` has come, and it is not answered.
     fn timed_out(&mut self, kind: Kind, req: u32) {
-        let now = self.now;
         let e = &self.slab.entries[req as usize];
         let (router, held) = (e.router as usize, e.state == State::Routing);
         match kind {
             // The router answers 503 and stops counting the request against its dyno; the dyno
             // is not told and works on.
+            // Back at the router after a refusal (held, or between tries): the router gives up
+            // on it there.
+            Kind::Router if held => self.drop_held(req, ErrorKind::H12),
             Kind::Router => {
                 let e = &mut self.slab.entries[req as usize];
                 e.router_done = true;
-                let dyno = e.dyno as usize;
-                self.routers.loads[router].decrement(dyno);
+                let dyno = e.dyno;
+                if dyno != NONE {
+                    self.routers.loads[router].decrement(dyno as usize);
+                }
                 self.in_flight[router] -= 1;
                 if !self.slab.entries[req as usize].answered {
                     self.abandon(req, ErrorKind::H12);
@@ -874,24 +942,12 @@ impl Simulation<'_> {
             }
             // Held at the router (where its client's timeout finds it, too): dropped.
             Kind::Queue | Kind::Client if held => {
-                let queue = &mut self.routers.queues[router];
-                let at = queue
-                    .iter()
-                    .position(|&r| r == req)
-                    .expect("a request held at its router is in its queue");
-                queue.remove(at);
-                self.waiting_total -= 1;
-                self.in_flight[router] -= 1;
-                let e = &mut self.slab.entries[req as usize];
-                let (arrival, client) = (e.arrival, e.client);
                 let error = if kind == Kind::Queue {
                     ErrorKind::QueueTimeout
                 } else {
                     ErrorKind::ClientTimeout
                 };
-                self.measures.errored(error, arrival, now);
-                self.slab.release(req);
-                self.respond(client);
+                self.drop_held(req, error);
             }
             Kind::Queue => unreachable!("a queue deadline is live only while held"),
             Kind::App => self.kill_worker(req),
@@ -900,6 +956,27 @@ impl Simulation<'_> {
             // dyno's answer (until its own timeout).
             Kind::Client => self.abandon(req, ErrorKind::ClientTimeout),
         }
+    }
+
+    /// A request held in its router's queue leaves it with `error`.
+    fn drop_held(&mut self, req: u32, error: ErrorKind) {
+        let now = self.now;
+        let router = self.slab.entries[req as usize].router as usize;
+        let queue = &mut self.routers.queues[router];
+        let at = queue
+            .iter()
+            .position(|&r| r == req)
+            .expect("a request held at its router is in its queue");
+        queue.remove(at);
+        self.waiting_total -= 1;
+        self.in_flight[router] -= 1;
+        let e = &mut self.slab.entries[req as usize];
+        e.answered = true;
+        e.router_done = true;
+        let (arrival, client) = (e.arrival, e.client);
+        self.measures.errored(error, arrival, now);
+        self.slab.release(req);
+        self.respond(client);
     }
 
     /// The client of a request that a dyno holds (or will) is answered with an error; the
@@ -927,7 +1004,11 @@ impl Simulation<'_> {
             // not yet on a thread is at phase 0 in state Routing, Connecting or Accept).
             let begun = !matches!(
                 state,
-                State::Connecting | State::Accept | State::Routing | State::AtRouter
+                State::Connecting
+                    | State::Accept
+                    | State::Routing
+                    | State::AtRouter
+                    | State::Retrying
             );
             let from = e.phase as usize + usize::from(begun);
             let later: f64 = (from..phases.len())
@@ -1015,8 +1096,11 @@ impl Simulation<'_> {
     /// reaches it now, or after the connect time.
     #[inline]
     fn dispatch(&mut self, dyno: usize, req: u32) {
-        if let Some(t) = self.draw_timeout(Kind::Router) {
-            self.set_deadline(Kind::Router, self.now + t, req);
+        // The router's timeout runs from its first try.
+        if self.slab.entries[req as usize].refusals == 0 {
+            if let Some(t) = self.draw_timeout(Kind::Router) {
+                self.set_deadline(Kind::Router, self.now + t, req);
+            }
         }
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
@@ -1063,6 +1147,11 @@ impl Simulation<'_> {
 
     /// The request waits on the dyno for a thread: in the accept queue, or in `process`'s own.
     fn wait_on_dyno(&mut self, dyno: usize, req: u32, process: Option<u32>) {
+        if let (None, Some(backlog)) = (process, self.s.app.backlog) {
+            if self.dynos[dyno].accept.len() >= backlog as usize {
+                return self.refused(dyno, req);
+            }
+        }
         self.queued += 1;
         let entry = &mut self.slab.entries[req as usize];
         entry.state = State::Accept;
@@ -1381,6 +1470,7 @@ impl Simulation<'_> {
                 self.reach(dyno, req);
             }
             State::AtRouter => self.routed(req),
+            State::Retrying => self.retry(req),
             State::Overhead => self.free_thread(req),
             State::Dead => self.slab.release(req),
             other => unreachable!("a timed event for a request in state {other:?}"),
@@ -1699,6 +1789,7 @@ impl Simulation<'_> {
             State::Accept
             | State::Routing
             | State::AtRouter
+            | State::Retrying
             | State::Thread
             | State::Overhead
             | State::Dead
@@ -1744,6 +1835,7 @@ impl Simulation<'_> {
                         e.state,
                         State::Routing
                             | State::AtRouter
+                            | State::Retrying
                             | State::Accept
                             | State::Overhead
                             | State::Dead
