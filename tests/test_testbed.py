@@ -157,11 +157,12 @@ def test_several_runs_summarise_like_the_simulation():
 
 def test_router_log_lines_are_read_by_request_id(tmp_path):
     log = tmp_path / "haproxy.log"
-    log.write_text("[NOTICE] starting\n7 0 1 20 21 200 dyno1 0 0\n8 12 -1 -1 13 503 <NOSRV> 3 0\nbroken line\n")
+    log.write_text("[NOTICE] starting\n7 0 1 20 21 200 dyno1 0 0 ----\n8 12 -1 -1 13 503 <NOSRV> 3 0 sQ--\n"
+                   "broken line\n")
     got = read_log(log)
     assert got["7"] == {"tw": 0.0, "tc": 0.001, "tr": 0.02, "ta": 0.021, "status": 200, "server": "dyno1",
-                        "backend_queue": 0, "server_queue": 0}
-    assert got["8"]["tc"] is None and got["8"]["tw"] == 0.012
+                        "backend_queue": 0, "server_queue": 0, "term": "----"}
+    assert got["8"]["tc"] is None and got["8"]["tw"] == 0.012 and got["8"]["term"] == "sQ--"
     assert set(got) == {"7", "8"}
 
 
@@ -365,3 +366,46 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
         assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[how]
         err = proc.stderr.read().decode() if proc.stderr else ""
         assert "Traceback" not in err
+
+
+def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
+    doc = io_scenario()
+    doc["router"] = {"policy": "intelligent", "timeout": "300ms", "queue_timeout": "2s"}
+    doc["app"] = {"server": "gunicorn", "processes": 2, "timeout": "1.5s"}
+    plan = make_plan(Scenario(doc))
+    config = plan.router.config(9000, [9001])
+    assert "timeout server 300ms" in config and "timeout queue 2000ms" in config
+    # Whole seconds for gunicorn, and a warning that says so.
+    argv = plan.dynos.argv(9001)
+    assert argv[argv.index("--timeout") + 1] == "2"
+    assert any("whole seconds" in w for w in plan.warnings)
+    # Left out, the router's timeout is Heroku's 30 s, as in the simulation.
+    plain = make_plan(Scenario(io_scenario()))
+    assert "timeout server 30000ms" in plain.router.config(9000, [9001])
+    assert RouterPlan("random", {}, 1, timeout=10.0).config(9000, [9001]).count("timeout server 10000ms") == 1
+    for key, value in (("router.timeout", {"distribution": "exponential", "mean": "1s"}),
+                       ("arrivals.timeout", "5s"), ("router.max_in_flight", 10)):
+        bad = Scenario(io_scenario()).with_overrides({key: value})
+        with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
+            make_plan(bad)
+
+
+def test_a_real_router_timeout_answers_504s_counted_as_h12(tmp_path):
+    """Every request takes 600 ms at a dyno whose router gives up after 300 ms: every one is an
+    H12 in the simulation and a 504 from the real HAProxy."""
+    needs_components()
+    doc = io_scenario()
+    doc["service"] = {"distribution": "constant", "value": "600ms"}
+    doc["arrivals"] = {"process": "poisson", "rate": "2/s"}
+    doc["fleet"] = {"dynos": 2}
+    doc["router"] = {"policy": "random", "timeout": "300ms"}
+    toml = tmp_path / "h12.toml"
+    toml.write_text(toml_document(doc))
+    result = run_cli("testbed", str(toml), "--json")
+    assert result.returncode == 0, result.stderr
+    (r,) = json.loads(result.stdout)["results"]
+    real, sim = r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
+    assert real["requests"] > 0
+    assert sim["errors"]["h12"] == 1.0
+    assert real["error_counts"]["h12"] == real["requests"] == real["error_counts"]["total"]
+    assert real["response"]["max"] < 0.6

@@ -18,8 +18,8 @@ from .common import add_scenario_arguments, policy_list, policy_names, positive_
 #: The metrics of the side-by-side table, when the reports have them.
 TABLE_METRICS = ["requests", "throughput", "queued_fraction", "queue.mean", "queue.p50", "queue.p90", "queue.p99",
                  "response.mean", "response.p50", "response.p99", "service_mean", "utilisation.mean",
-                 "max_queue_depth.dyno", "failed.total", "closed_loop.requests_per_s", "closed_loop.latency.mean",
-                 "closed_loop.latency.p99"]
+                 "max_queue_depth.dyno", "failed.total", "errors.h12", "errors.queue_timeout", "errors.app_timeout",
+                 "closed_loop.requests_per_s", "closed_loop.latency.mean", "closed_loop.latency.p99"]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -93,6 +93,8 @@ def print_comparison(doc: Dict[str, Any]) -> None:
                 paired = sum(float(lookup(rep, metric)) for rep in sim["per_replication"][:runs]) / runs
             except KeyError:
                 continue
+            if metric.startswith("errors.") and float(s["mean"]) == 0 and float(m["mean"]) == 0:
+                continue  # an error neither run had: no row
             rows.append({"metric": metric, "simulated": s, "paired": paired, "measured": m,
                          "difference": result["difference"].get(metric),
                          "paired_difference": result["paired_difference"].get(metric), "_time": is_time_metric(metric)})

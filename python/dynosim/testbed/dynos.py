@@ -38,13 +38,17 @@ class DynoPlan:
     worker_connections: int = 1000
     cpus: List[Optional[List[int]]] = field(default_factory=list)
     resources: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    #: gunicorn's --timeout (app.timeout, whole seconds); 0: none.
+    worker_timeout: int = 0
+    #: gunicorn's --backlog (app.backlog; gunicorn's default otherwise).
+    backlog: int = 2048
 
     def argv(self, port: int) -> List[str]:
         argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
                 "--worker-class", self.worker_class, "--workers", str(self.workers),
-                # No worker timeout (app.timeout is the scenario's, and #12's); a quick stop.
-                "--timeout", "0", "--graceful-timeout", "1", "--log-level", "warning",
-                "--backlog", "2048"]
+                # The scenario's app.timeout (0: none); a quick stop.
+                "--timeout", str(self.worker_timeout), "--graceful-timeout", "1", "--log-level", "warning",
+                "--backlog", str(self.backlog)]
         if self.worker_class == "gthread":
             argv += ["--threads", str(self.threads)]
         if self.worker_class == "gevent":

@@ -17,7 +17,11 @@ the stack.
 
 Requests count from their scheduled time: those scheduled from the warm-up on are measured
 (a closed loop with a request count: all of them). Requests that failed (no response, a status
-other than 200) count in ``failed`` and are left out of the time figures.
+other than 200) count in ``failed`` and are left out of the time figures but ``response``
+(every answer, as the client saw it; ``response_ok`` the successes'). Errors by kind, from
+HAProxy's status and termination state: ``h12`` a 504 (``timeout server``, router.timeout),
+``queue_timeout`` a 503 after ``timeout queue`` (``sQ``), ``app_timeout`` a 502 (the worker
+killed by gunicorn's ``--timeout`` closed the connection without answering).
 """
 
 from __future__ import annotations
@@ -133,6 +137,11 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     good = measured & ok
     queue = start[good] - sent[good]
     response = done[good] - sent[good]
+    answered_any = measured & np.isfinite(done) & (status > 0)
+    terms = [str((router_log.get(str(i)) or {}).get("term") or "") for i in load["index"]]
+    queue_term = np.array([t.startswith("sQ") for t in terms], dtype=bool)
+    kinds = {"h12": measured & (status == 504), "queue_timeout": measured & (status == 503) & queue_term,
+             "app_timeout": measured & (status == 502)}
     busy = busy_at_send(dyno, sent, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
     queued = good & (busy >= slots)
     queue_of_queued = start[queued] - sent[queued]
@@ -167,9 +176,11 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         "queued_fraction": float(np.sum(queued) / max(1, np.sum(good))),
         "queue": time_summary(queue),
         "queue_of_queued": time_summary(queue_of_queued),
-        "response": time_summary(response),
+        "response": time_summary(done[answered_any] - sent[answered_any]),
+        "response_ok": time_summary(response),
         "service_mean": float(np.mean(end[good] - start[good])) if np.any(good) else 0.0,
-        "throughput": completions / span,
+        "throughput": int(np.sum(answered_any & (done >= lo) & (done <= hi))) / span,
+        "goodput": completions / span,
         "utilisation": {"mean": float(np.mean(utilisation)), "min": float(np.min(utilisation)),
                         "max": float(np.max(utilisation))},
         "max_queue_depth": {"dyno": int(depth_dyno), "router": int(depth_router)},
@@ -182,6 +193,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                                                                             dtype=bool)))
     failed = in_window - int(np.sum(good)) - cut
     rep["failed"] = {"fraction": failed / max(1, in_window), "total": failed}
+    counts = {k: int(np.sum(v)) for k, v in kinds.items()}
+    table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": 0, "client_timeout": 0,
+             "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
+             "no_dyno": 0}
+    rep["error_counts"] = table
+    rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
                             for name in resources}

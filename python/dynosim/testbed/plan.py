@@ -61,6 +61,49 @@ class Plan:
         return out
 
 
+def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
+    """HAProxy's ``timeout server`` and ``timeout queue`` (router.timeout, 30 s when left out,
+    and router.queue_timeout) and gunicorn's ``--timeout`` (app.timeout, whole seconds): each a
+    fixed time on the real stack, so a distribution is refused; what the testbed does not run
+    (the client's timeout, a cap, routers with a cost, a backlog's refusals) is refused or
+    warned about in one line."""
+    router = scenario.doc.get("router") or {}
+    app = scenario.doc.get("app") or {}
+    arrivals = scenario.doc.get("arrivals") or {}
+
+    def fixed(value: Any, path: str, default: Optional[float]) -> Optional[float]:
+        if value is None:
+            return default
+        if value == "off" or value is False:
+            return None
+        seconds = value if isinstance(value, (int, float)) else _dynosim.parse_duration(str(value)) \
+            if isinstance(value, str) else None
+        if seconds is None:
+            raise scenario._error(path, "the testbed's HAProxy and gunicorn take one fixed time: give a duration, "
+                                        "not a distribution")
+        return float(seconds)
+
+    server = fixed(router.get("timeout"), "router.timeout", 30.0)
+    queue = fixed(router.get("queue_timeout"), "router.queue_timeout", None)
+    worker = fixed(app.get("timeout"), "app.timeout", None)
+    whole = 0
+    if worker is not None:
+        whole = max(1, int(math.ceil(worker)))
+        if whole != worker:
+            warnings.append(f"gunicorn's --timeout takes whole seconds: app.timeout = {worker:g} s runs as {whole} s")
+        warnings.append("gunicorn's master checks its workers about once a second: a worker over app.timeout "
+                        "is killed up to a second later than the simulation's")
+    if arrivals.get("timeout") not in (None, "off"):
+        raise scenario._error("arrivals.timeout", "the testbed's load generator does not run a client timeout yet")
+    for key in ("max_in_flight", "cost", "shed_latency"):
+        if router.get(key) not in (None, "off"):
+            raise scenario._error(f"router.{key}", "the testbed's HAProxy does not run this yet")
+    if app.get("backlog") is not None:
+        warnings.append("app.backlog runs as gunicorn's --backlog, but Linux drops a full backlog's new connections "
+                        "(the client retries) where the simulation's dyno refuses them: not compared")
+    return server, queue, whole
+
+
 def _phase(outline: Dict[str, Any], seconds: float) -> str:
     kind = outline["kind"]
     head = f"use={outline['resource']}" if kind == "use" else kind
@@ -105,6 +148,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                            f"(use --duration, or a lower rate)")
     if not drawn["phases"]:
         raise DynosimError("the scenario draws no request within the run; use a longer --duration")
+    server_timeout, queue_timeout, worker_timeout = _timeouts(scenario, warnings)
     dynos = int(described["dynos"])
     if dynos > MAX_DYNOS:
         raise scenario._error("fleet.dynos", f"the testbed runs at most {MAX_DYNOS} dynos on one machine; got {dynos}")
@@ -143,6 +187,9 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
             database_cpus = machine_cpus[-cpus:]
         resources[r["name"]] = {"pool": size, "mode": mode}
     dyno_plan.resources = resources
+    dyno_plan.worker_timeout = worker_timeout
+    if (scenario.doc.get("app") or {}).get("backlog") is not None:
+        dyno_plan.backlog = int(scenario.doc["app"]["backlog"])
     mean_response = float(described["service_mean"]) or 0.001
     if closed and not timed:
         n = len(drawn["phases"])
@@ -154,6 +201,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     # are not counted, as the simulation counts only what arrived in its window).
     deadline = length if closed and timed else length + 60.0 + 10.0 * mean_response
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
-                router=RouterPlan(policy, params, int(described["slots"]), timeout=deadline),
+                router=RouterPlan(policy, params, int(described["slots"]), timeout=deadline,
+                                  server_timeout=server_timeout, queue_timeout=queue_timeout),
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline, request_timeout=deadline, warnings=warnings)

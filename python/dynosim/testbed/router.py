@@ -39,7 +39,7 @@ from .tools import INSTALL_DEBIAN, haproxy
 
 SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent")
 WEIGHT = 256
-LOG_FIELDS = ("id", "tw", "tc", "tr", "ta", "status", "server", "backend_queue", "server_queue")
+LOG_FIELDS = ("id", "tw", "tc", "tr", "ta", "status", "server", "backend_queue", "server_queue", "term")
 
 
 def balance(policy: str, params: Dict[str, Any]) -> str:
@@ -62,12 +62,18 @@ class RouterPlan:
     params: Dict[str, Any]
     slots: int
     timeout: float  # s: HAProxy's client, server and queue timeouts (the run's own bound)
+    #: The scenario's router.timeout (HAProxy's ``timeout server``: H12) and
+    #: router.queue_timeout (``timeout queue``), s; None: the run's bound.
+    server_timeout: Optional[float] = None
+    queue_timeout: Optional[float] = None
 
     def config(self, port: int, dyno_ports: List[int]) -> str:
         limit = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
         servers = "\n".join(f"    server dyno{d} 127.0.0.1:{p} weight {WEIGHT}{limit}"
                             for d, p in enumerate(dyno_ports))
         ms = int(self.timeout * 1000)
+        server_ms = int(round(1000 * min(self.server_timeout or self.timeout, self.timeout)))
+        queue_ms = int(round(1000 * min(self.queue_timeout or self.timeout, self.timeout)))
         # Two descriptors a connection (client and server side), within what the system allows.
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         maxconn = min(100_000, max(256, ((hard if hard != resource.RLIM_INFINITY else 1 << 20) - 200) // 2))
@@ -83,9 +89,9 @@ defaults
     option httpclose
     timeout connect 5s
     timeout client {ms}ms
-    timeout server {ms}ms
-    timeout queue {ms}ms
-    log-format "%[capture.req.hdr(0)] %Tw %Tc %Tr %Ta %ST %s %bq %sq"
+    timeout server {server_ms}ms
+    timeout queue {queue_ms}ms
+    log-format "%[capture.req.hdr(0)] %Tw %Tc %Tr %Ta %ST %s %bq %sq %tsc"
 
 frontend router
     bind 127.0.0.1:{port}
@@ -127,7 +133,9 @@ class Router:
 
 def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
     """HAProxy's lines by request id: {id: {"tw": s, "tc": s, "tr": s, "ta": s, "status": int,
-    "server": str, "backend_queue": int, "server_queue": int}}. Times are seconds (HAProxy logs
+    "server": str, "backend_queue": int, "server_queue": int, "term": str}} (``term``: HAProxy's
+    termination state, ``sH`` a server timeout, ``sQ`` a queue timeout, ``SH`` a server that
+    closed without answering). Times are seconds (HAProxy logs
     ms; -1 when the step did not happen: None here). Lines that are not request lines (start-up
     notices) are skipped."""
     out: Dict[str, Dict[str, Any]] = {}
@@ -150,5 +158,6 @@ def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
             return None if ms < 0 else ms / 1000.0
 
         out[parts[0]] = {"tw": seconds(tw), "tc": seconds(tc), "tr": seconds(tr), "ta": seconds(ta),
-                         "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq}
+                         "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq,
+                         "term": parts[9]}
     return out
