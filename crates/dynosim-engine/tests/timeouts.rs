@@ -444,3 +444,25 @@ fn refused_requests_are_retried_then_answered_with_an_error() {
     let error_time = r.response.mean * 3.0 - (1.0 + 2.0);
     assert!((error_time - 0.2).abs() < 1e-6, "{error_time}");
 }
+
+/// A worker killed by its timeout frees the router's count at its dyno: an `intelligent`
+/// router holding requests sends the next one there (where it waits for the replacement). A
+/// closed loop of more clients than workers, every request longer than the timeout: every
+/// request is answered (killed), none is left held at the router. (Found by the fuzz target:
+/// the router was not told, and the run ended with requests held.)
+#[test]
+fn a_killed_worker_lets_an_intelligent_router_send_what_it_holds() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 5, "requests": 40},
+        "service": {"distribution": "constant", "value": "100ms"},
+        "fleet": {"dynos": 1},
+        "app": {"server": "generic", "model": "sync", "processes": 2, "timeout": "30ms",
+                "worker_boot_time": "20ms"},
+        "router": {"policy": "intelligent"},
+        "run": {"replications": 2},
+    });
+    let r = run_replication(&build(&doc.to_string()), 0, &never_interrupted).unwrap();
+    assert_eq!(r.requests, 40);
+    assert_eq!(r.error_counts.app_timeout, 40);
+    assert_eq!(r.closed_loop.as_ref().unwrap().completed, 40);
+}

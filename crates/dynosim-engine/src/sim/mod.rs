@@ -1668,7 +1668,7 @@ impl Simulation<'_> {
     /// replaced after `app.worker_boot_time`; meanwhile it takes no request.
     fn kill_worker(&mut self, req: u32) {
         let e = &self.slab.entries[req as usize];
-        let (dyno, process) = (e.dyno as usize, e.process);
+        let (dyno, process, router) = (e.dyno as usize, e.process, e.router as usize);
         let mut released = Vec::new();
         self.kill(req, dyno, ErrorKind::AppTimeout, &mut released);
         for (r, pool) in released {
@@ -1712,6 +1712,9 @@ impl Simulation<'_> {
                 generation: kills,
             },
         );
+        // The router counts one request fewer at the dyno: it may send what it holds (to
+        // wait there for the worker's replacement, as a router that does not know would).
+        self.drain_router(router);
     }
 
     /// A killed worker's replacement is up (unless its dyno restarted since, which replaced
