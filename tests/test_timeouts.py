@@ -155,3 +155,18 @@ def test_the_hello_world_ramp_seed_has_its_shape():
     for r in (one, sixteen):
         assert r["errors"] > 0.2
         assert 0.05 < r["response_p99"] < 0.15
+
+
+def test_the_issues_capacity_target_on_errors_runs_verbatim(cli):
+    """Issue #12: `capacity --target "errors.h12 <= 0.1%"`, combined with a latency target."""
+    out = cli("capacity", "rapgenius", "--set", "router.timeout=10s", "--target", "errors.h12 <= 0.1%",
+              "--target", "response.p99 <= 4s", "--policy", "random,intelligent", "--json")
+    assert out.returncode == 0, out.stderr
+    found = {r["policy"]: r for r in json.loads(out.stdout)["results"]}
+    for policy in ("random", "intelligent"):
+        r = found[policy]
+        assert r["dynos"] is not None
+        assert r["estimates"]["errors.h12"]["ci_high"] <= 0.001
+        assert r["evaluated"][str(r["dynos"])] is True
+    # Random routing needs many times the dynos of intelligent routing for the same errors.
+    assert found["random"]["dynos"] > 10 * found["intelligent"]["dynos"]
