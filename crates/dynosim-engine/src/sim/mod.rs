@@ -712,18 +712,7 @@ impl Simulation<'_> {
             self.routers.loads[router].decrement(dyno);
         }
         if e.refusals > self.s.retries {
-            let (arrival, client, answered, router_done) =
-                (e.arrival, e.client, e.answered, e.router_done);
-            e.answered = true;
-            e.router_done = true;
-            if !router_done {
-                self.in_flight[router] -= 1;
-            }
-            self.slab.release(req);
-            if !answered {
-                self.measures.errored(ErrorKind::H13, arrival, self.now);
-                self.respond_after(client, NO_DYNO_BACKOFF);
-            }
+            self.answer_at_once(req, ErrorKind::H13);
             self.drain_router(router);
             return;
         }
@@ -769,15 +758,7 @@ impl Simulation<'_> {
             .shed_latency
             .is_some_and(|ceiling| free - now > ceiling)
         {
-            self.in_flight[router] -= 1;
-            let e = &mut self.slab.entries[req as usize];
-            e.answered = true;
-            e.router_done = true;
-            let (arrival, client) = (e.arrival, e.client);
-            self.measures.errored(ErrorKind::Shed, arrival, now);
-            self.slab.release(req);
-            self.respond_after(client, NO_DYNO_BACKOFF);
-            return;
+            return self.answer_at_once(req, ErrorKind::Shed);
         }
         let cost = self.s.router_cost.as_ref().expect("routers of a cost");
         let done = free + cost.sample(&mut self.router_cost_rng);
@@ -1023,13 +1004,27 @@ impl Simulation<'_> {
 
     /// `router.max_in_flight`: the router holds all it may; the request is answered at once.
     fn refuse(&mut self, req: u32) {
+        // Never counted by its router.
+        self.slab.entries[req as usize].router_done = true;
+        self.answer_at_once(req, ErrorKind::H11);
+    }
+
+    /// The router answers a request that never reached a thread with `error` (unless its
+    /// client was answered before) and stops counting it. A closed-loop client answered at
+    /// once sends again no sooner than [`NO_DYNO_BACKOFF`], so that time moves on while the
+    /// router is full, sheds, or finds no dyno.
+    fn answer_at_once(&mut self, req: u32, error: ErrorKind) {
         let e = &self.slab.entries[req as usize];
-        let (arrival, client) = (e.arrival, e.client);
-        self.measures.errored(ErrorKind::H11, arrival, self.now);
+        let (arrival, client, router) = (e.arrival, e.client, e.router as usize);
+        let (answered, counted) = (e.answered, !e.router_done);
+        if counted {
+            self.in_flight[router] -= 1;
+        }
         self.slab.release(req);
-        // A closed-loop client answered at once sends again no sooner than this, so that
-        // time moves on while the router is full.
-        self.respond_after(client, NO_DYNO_BACKOFF);
+        if !answered {
+            self.measures.errored(error, arrival, self.now);
+            self.respond_after(client, NO_DYNO_BACKOFF);
+        }
     }
 
     #[inline]
@@ -1038,12 +1033,7 @@ impl Simulation<'_> {
     }
 
     fn fail_unrouted(&mut self, req: u32) {
-        let r = &self.slab.entries[req as usize];
-        let (arrival, client, router) = (r.arrival, r.client, r.router as usize);
-        self.in_flight[router] -= 1;
-        self.measures.errored(ErrorKind::NoDyno, arrival, self.now);
-        self.slab.release(req);
-        self.respond_after(client, NO_DYNO_BACKOFF);
+        self.answer_at_once(req, ErrorKind::NoDyno);
     }
 
     /// Records the frames due before the next event at `time` (the state is constant between
