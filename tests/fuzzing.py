@@ -65,7 +65,7 @@ KEYS = [
     "app.memory.arena", "request.phases", "request.class", "resources.db.servers", "resources.db.discipline",
     "resources.db.pool", "resources.db.pool.size", "resources.db.pool.per",
 ]
-DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles"]
+DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles", "uniform"]
 POLICIES = ["random", "round_robin", "least_connections", "power_of_d", "retry_if_busy", "intelligent"]
 UNITS = ["", "ns", "us", "µs", "ms", "s", "sec", "min", "m", "h", "d", "/s", "/min", "/h", " per second",
          "rps", " rps", "req/s", "parsecs", "%", "e", "XYZ"]
@@ -191,6 +191,7 @@ _service_params = {
         lambda d: st.sampled_from(["scale", "mean"]).flatmap(
             lambda k: _durations(1e-4, 1.0).map(lambda v: {**d, k: v}))),
     "quantiles": lambda: st.fixed_dictionaries({"percentiles": percentile_tables}),
+    "uniform": lambda: st.fixed_dictionaries({"min": _durations(1e-4, 1.0), "max": _durations(1e-4, 2.0)}),
     "empirical": lambda: st.fixed_dictionaries({"file": st.just("times.txt")}),
 }
 _policy_params = {

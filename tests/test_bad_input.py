@@ -70,6 +70,8 @@ def test_power_of_d_rejects_d_zero(cli):
         (("dynos = 75", ""), ["bad.toml: fleet.dynos: missing"]),
         (('process = "poisson"', 'process = "bursty"'), ["bad.toml: arrivals.process:", "poisson"]),
         (('distribution = "quantiles"', 'distribution = "pareto"'), ["bad.toml: service.distribution:", "weibull"]),
+        (('rate = "9000/min"', 'rate = "9000/min"\ntimeout = { distribution = "uniform", min = "2s", max = "1s" }'),
+         ["bad.toml: arrivals.timeout.max:", "at least min"]),
         (("[fleet]", "[flete]"), ["bad.toml:", "flete"]),
         (("9000/min", "9000 per fortnight"), ["bad.toml: arrivals.rate:", "expected a rate"]),
         (('rate = "9000/min"', 'rate = "9000/min"\n[[arrivals.burst]]\nat = "2h"\nclients = 600'),

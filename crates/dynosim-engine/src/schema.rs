@@ -313,6 +313,12 @@ pub const KINDS: &[Kind] = &[
                   is a lognormal and the tails extend the end pieces",
     },
     Kind {
+        section: "service",
+        name: "uniform",
+        meaning: "every time between min and max equally likely: a timeout checked on a period \
+                  (gunicorn's --timeout 30 kills between 30 and 31 s), or patience with known bounds",
+    },
+    Kind {
         section: "router",
         name: "random",
         meaning: "a uniformly random dyno (Heroku since 2010; the seed study's \"naive\")",
@@ -512,8 +518,10 @@ pub const KEYS: &[Key] = &[
         meaning: "the client's timeout (hey's -t, ab's -s), from when it sends: it gives up \
                   (errors.client_timeout) and a closed-loop client sends its next request. A \
                   request still held at the router is dropped from its queue; one sent to a dyno \
-                  is worked on to its end, and the router counts it until then. A distribution \
-                  gives each request its own patience",
+                  is worked on to its end, but the router stops counting it, as a proxy closes \
+                  its connection to the dyno when the client has gone (HAProxy's option \
+                  abortonclose, nginx): a load-aware router may send that dyno another request. \
+                  A distribution gives each request its own patience",
     },
     // --- [[arrivals.burst]]
     Key {
@@ -732,6 +740,26 @@ pub const KEYS: &[Key] = &[
         example: r#"[[50, "46ms"], [90, "923ms"], [99, "3144ms"]]"#,
         meaning: "at least two pairs, percentiles strictly between 0 and 100 and increasing, \
                   times not decreasing",
+    },
+    Key {
+        section: "service",
+        kind: Some("uniform"),
+        name: "min",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""30s""#,
+        meaning: "the shortest time",
+    },
+    Key {
+        section: "service",
+        kind: Some("uniform"),
+        name: "max",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""31s""#,
+        meaning: "the longest time, at least min",
     },
     // --- [request]
     Key {

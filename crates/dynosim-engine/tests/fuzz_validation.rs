@@ -239,6 +239,8 @@ fn service() -> impl Strategy<Value = Value> {
             let key = if by_scale { "scale" } else { "mean" };
             json!({"distribution": "gamma", "shape": k, key: v})
         }),
+        (duration(), duration())
+            .prop_map(|(lo, hi)| json!({"distribution": "uniform", "min": lo, "max": hi})),
         (
             prop::sample::select(sample_files().clone()),
             prop::option::of(prop::sample::select(vec!["ms", "s", "1", "1ms", "ns", "x"]))

@@ -616,6 +616,22 @@ fn gamma_samples_match_the_analytic_distribution() {
     check_quantiles("gamma(0.5)", &s, &x);
 }
 
+#[test]
+fn uniform_samples_match_the_analytic_distribution() {
+    let s = service_of(json!({"distribution": "uniform", "min": "1s", "max": "2s"}));
+    assert!((s.service.mean() - 1.5).abs() < 1e-15);
+    // E[S²] = (1 + 2 + 4) / 3.
+    assert!((s.service.second_moment() - 7.0 / 3.0).abs() < 1e-12);
+    assert_eq!(s.service.quantile(0.25), 1.25);
+    let x = draw(&s, 407);
+    assert!(x.iter().all(|&v| (1.0..2.0).contains(&v)));
+    check_moments("uniform(1 s, 2 s)", &s, &x, true);
+    check_quantiles("uniform(1 s, 2 s)", &s, &x);
+    // min = max is the constant.
+    let s = service_of(json!({"distribution": "uniform", "min": "30s", "max": "30s"}));
+    assert!(draw(&s, 408).iter().all(|&v| v == 30.0));
+}
+
 /// Regression: the gamma quantile once came from statrs's generic `inverse_cdf`, which
 /// returned NaN for shape <= 1 below the median and was off by 40% at p = 1e-6 for shape 2.5.
 /// (statrs's gamma cdf is 0 below about 1e-15 scale units, so p is kept where the quantile is

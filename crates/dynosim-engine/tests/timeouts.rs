@@ -238,41 +238,69 @@ fn a_client_timeout_moves_the_client_on() {
     );
 }
 
-/// A client's timeout while the router still holds its request takes it out of the router's
-/// queue, as in M/M/c+M (Erlang-A); once on a thread, it may still run out during service.
-/// With an exponential patience (rate θ), memoryless, a request that reached a thread runs out
-/// during its Exp(μ) service with probability θ / (θ + μ): client timeouts are
-/// P(abandon) + (1 − P(abandon)) θ / (θ + μ) of the requests.
+/// The client's timeout with the work going on: random routing to c dynos makes each an M/M/1
+/// queue of rate λ/c, and since a request whose client has gone is still served, each stays
+/// one. Its FCFS response time is Exp(μ − λ/c); against an independent Exp(θ) patience, the
+/// client gives up first with probability θ / (θ + μ − λ/c).
 #[test]
-fn a_client_timeout_while_held_at_the_router_is_an_abandonment() {
-    let (c, lambda, mean_patience) = (4u32, 3.6, 1.5);
+fn a_client_timeout_races_the_mm1_response_time() {
+    let (c, lambda, mean_patience) = (4u32, 3.0, 1.5);
     let doc = json!({
         "name": "client patience",
         "arrivals": {"process": "poisson", "rate": lambda,
                      "timeout": {"distribution": "exponential", "mean": mean_patience}},
         "service": {"distribution": "exponential", "mean": 1.0},
         "fleet": {"dynos": c},
-        "router": {"policy": "intelligent", "timeout": "off"},
+        "router": {"policy": "random", "timeout": "off"},
         "run": {"duration": 20_000.0, "warmup": 200.0, "replications": 20, "seed": 31},
     });
     let report = run_ok(&build(&doc.to_string()));
-    let theory = erlang_a(c, lambda, 1.0, mean_patience).unwrap();
-    let (theta, mu) = (1.0 / mean_patience, 1.0);
-    let expected = theory.p_abandon + (1.0 - theory.p_abandon) * theta / (theta + mu);
+    let (theta, mu, per_dyno) = (1.0 / mean_patience, 1.0, lambda / f64::from(c));
     assert_matches(
-        "M/M/4+M by the client's patience: errors.client_timeout",
+        "M/M/1 per dyno against Exp patience: errors.client_timeout = θ / (θ + μ − λ/c)",
         measure(&report, |r| r.errors.client_timeout),
-        expected,
+        theta / (theta + mu - per_dyno),
         0.02,
     );
-    // The dynos serve every request that reached them: goodput + those abandoned on a
-    // thread = λ (1 − P(abandon)).
+    // Every request is served, answered or not.
     assert_matches(
-        "M/M/4+M by the client's patience: busy threads = lambda (1 - P(abandon)) E[S]",
-        measure(&report, |r| r.utilisation.mean * f64::from(c)),
-        lambda * (1.0 - theory.p_abandon),
+        "M/M/1 per dyno against Exp patience: utilisation = λ/(c μ)",
+        measure(&report, |r| r.utilisation.mean),
+        per_dyno / mu,
         0.02,
     );
+}
+
+/// A client's timeout lets the router go, as a proxy closes its connection when its client
+/// has: HAProxy with `option abortonclose` frees the server's slot (measured by `dynosim
+/// testbed`). One client, two requests of 10 s, a 4 s client timeout, `intelligent` routing
+/// to one single-slot dyno: request 1 is sent at 0 and given up at 4; the router no longer
+/// counts it, so request 2, sent at 4, goes to the dyno at once, still busy until 10, and
+/// waits there (a router still counting request 1 would hold it, and the client's timeout at
+/// 8 would drop it from the router's queue, never reaching the dyno). Request 2 is given up at
+/// 8, starts at 10 and ends at 20. Queue times 0 and 6; wasted 10 − 4 and 20 − 10.
+#[test]
+fn a_client_timeout_frees_the_router_but_not_the_dyno() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 1, "requests": 2, "timeout": "4s"},
+        "service": {"distribution": "constant", "value": "10s"},
+        "fleet": {"dynos": 1},
+        "router": {"policy": "intelligent", "timeout": "off"},
+        "run": {"replications": 2},
+    });
+    let s = build(&doc.to_string());
+    let r = run_replication(&s, 0, &never_interrupted).unwrap();
+    assert_eq!(r.error_counts.client_timeout, 2);
+    assert_eq!(r.error_counts.total, 2);
+    assert!((r.queue.mean - 3.0).abs() < 1e-9, "{}", r.queue.mean);
+    assert!((r.queue.max - 6.0).abs() < 1e-9, "{}", r.queue.max);
+    assert!(
+        (r.wasted.thread_seconds - 16.0).abs() < 1e-9,
+        "{}",
+        r.wasted.thread_seconds
+    );
+    let closed = r.closed_loop.as_ref().unwrap();
+    assert!((closed.elapsed - 8.0).abs() < 1e-9, "{}", closed.elapsed);
 }
 
 /// A sync worker killed at its timeout T and replaced after B: one worker is M/G/1 with the

@@ -16,6 +16,7 @@ mod gamma;
 mod lognormal;
 mod quantile_table;
 mod shaped;
+mod uniform;
 mod weibull;
 
 pub use constant::Constant;
@@ -55,6 +56,7 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("gamma", &["shape", "scale", "mean"], gamma::build),
     ("empirical", &["file", "unit"], empirical::build),
     ("quantiles", &["percentiles"], quantile_table::build),
+    ("uniform", &["min", "max"], uniform::build),
 ]);
 
 pub(crate) fn normal() -> statrs::distribution::Normal {

@@ -908,19 +908,7 @@ impl Simulation<'_> {
             // Back at the router after a refusal (held, or between tries): the router gives up
             // on it there.
             Kind::Router if held => self.drop_held(req, ErrorKind::H12),
-            Kind::Router => {
-                let e = &mut self.slab.entries[req as usize];
-                e.router_done = true;
-                let dyno = e.dyno;
-                if dyno != NONE {
-                    self.routers.loads[router].decrement(dyno as usize);
-                }
-                self.in_flight[router] -= 1;
-                if !self.slab.entries[req as usize].answered {
-                    self.abandon(req, ErrorKind::H12);
-                }
-                self.drain_router(router);
-            }
+            Kind::Router => self.let_go(req, router, ErrorKind::H12),
             // Held at the router (where its client's timeout finds it, too): dropped.
             Kind::Queue | Kind::Client if held => {
                 let error = if kind == Kind::Queue {
@@ -933,10 +921,34 @@ impl Simulation<'_> {
             Kind::Queue => unreachable!("a queue deadline is live only while held"),
             Kind::App => self.kill_worker(req),
             Kind::WorkerBoot => unreachable!("a replacement is no request's deadline"),
-            // On its way to a dyno or at it: the client goes, the router still waits for the
-            // dyno's answer (until its own timeout).
-            Kind::Client => self.abandon(req, ErrorKind::ClientTimeout),
+            // Waiting for a router with a cost: dropped when the router comes to it.
+            Kind::Client if self.slab.entries[req as usize].state == State::AtRouter => {
+                self.abandon(req, ErrorKind::ClientTimeout)
+            }
+            // On its way to a dyno or at it: the client goes, and so does the router's
+            // connection to the dyno, as a proxy closes it when its client has gone (HAProxy
+            // with `option abortonclose`, nginx by default); the dyno is not told and works on.
+            Kind::Client => self.let_go(req, router, ErrorKind::ClientTimeout),
         }
+    }
+
+    /// The router stops counting a request it sent to a dyno (or is retrying) and answers its
+    /// client with `error` (unless answered already); the dyno works on (what it does from
+    /// now on is wasted), and the router may send what it holds.
+    fn let_go(&mut self, req: u32, router: usize, error: ErrorKind) {
+        let e = &mut self.slab.entries[req as usize];
+        if !e.router_done {
+            e.router_done = true;
+            let dyno = e.dyno;
+            if dyno != NONE {
+                self.routers.loads[router].decrement(dyno as usize);
+            }
+            self.in_flight[router] -= 1;
+        }
+        if !self.slab.entries[req as usize].answered {
+            self.abandon(req, error);
+        }
+        self.drain_router(router);
     }
 
     /// A request held in its router's queue leaves it with `error`.
