@@ -25,6 +25,7 @@ from fuzzing import toml_document
 from dynosim import Scenario
 from dynosim.errors import DynosimError, ScenarioError
 from dynosim.testbed import app, measure
+from dynosim.testbed.dynos import read_work
 from dynosim.testbed.plan import make_plan
 from dynosim.testbed.router import RouterPlan, read_log
 from dynosim.testbed.tools import tools
@@ -164,6 +165,47 @@ def test_router_log_lines_are_read_by_request_id(tmp_path):
                         "backend_queue": 0, "server_queue": 0, "term": "----"}
     assert got["8"]["tc"] is None and got["8"]["tw"] == 0.012 and got["8"]["term"] == "sQ--"
     assert set(got) == {"7", "8"}
+
+
+def test_the_apps_work_log_is_read_by_request_id(tmp_path):
+    # Two workers of dyno 1; request 5 begun and never finished (its worker killed), a line
+    # cut short by the kill, a stray line, and request 9 finished.
+    (tmp_path / "1-300.log").write_text("s 5 100.5\ns 9 99.0\n")
+    (tmp_path / "1-301.log").write_text("e 9 101.25\ngarbage\ns 7 10")
+    (tmp_path / "0-400.log").write_text("s 7 10.5\ne 7 11.5\ne 8 12.0\n")
+    got = read_work(tmp_path)
+    assert got["5"] == {"dyno": 1, "pid": 300, "start": 100.5, "end": None}
+    assert got["9"]["start"] == 99.0 and got["9"]["end"] == 101.25 and got["9"]["dyno"] == 1
+    assert got["7"]["start"] == 10.5 and got["7"]["dyno"] == 0 or got["7"]["start"] == 10.0
+    assert "8" not in got  # an end without a start is not a request the app began
+
+
+def test_work_the_router_gave_up_on_counts_as_the_dynos(tmp_path):
+    """A request answered 504 at 1 s whose app worked 0–3 s: busy, queue-free, wasted 2 s;
+    with only its headers (none came back) the dyno would look idle."""
+    t0 = 1000.0
+    load = {"start": t0, "index": [0, 1], "scheduled": [t0, t0 + 4], "sent": [t0, t0 + 4],
+            "done": [t0 + 1, t0 + 4.5], "status": [504, 200], "error": [None, None],
+            "headers": {"x-dynosim-start": [None, str(t0 + 4)], "x-dynosim-end": [None, str(t0 + 4.5)],
+                        "x-dynosim-dyno": [None, "0"], "x-dynosim-pool-wait": [None, None]}}
+    work = {"0": {"dyno": 0, "pid": 1, "start": t0, "end": t0 + 3}, "1": {"dyno": 0, "pid": 1, "start": t0 + 4,
+                                                                        "end": t0 + 4.5}}
+    kw = dict(dynos=1, slots=1, warmup=0.0, duration=10.0, closed=None, drawn_times=[0.0, 4.0], classes=["a"],
+              class_of=[0, 0], resources=[])
+    rep = measure.replication(load, {}, work=work, **kw)
+    assert rep["error_counts"]["h12"] == 1 and rep["failed"]["total"] == 1
+    assert rep["wasted"]["thread_seconds"] == pytest.approx(2.0)
+    assert rep["utilisation"]["mean"] == pytest.approx(0.35)
+    assert rep["queue"]["mean"] == pytest.approx(0.0)
+    assert measure.errored_work(load, work) == {"errors": 1, "finished": 1, "killed": 0, "never_begun": 0}
+    blind = measure.replication(load, {}, **kw)
+    assert blind["utilisation"]["mean"] == pytest.approx(0.05)
+    # Killed: begun, never ended, answered 500 by gunicorn: an app_timeout.
+    load["status"][0] = 500
+    work["0"]["end"] = None
+    killed = measure.replication(load, {}, work=work, **kw)
+    assert killed["error_counts"]["app_timeout"] == 1
+    assert measure.errored_work(load, work)["killed"] == 1
 
 
 @pytest.mark.parametrize("policy,line", [("random", "balance random(1)"), ("power_of_d", "balance random(2)"),
@@ -383,8 +425,22 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
     plain = make_plan(Scenario(io_scenario()))
     assert "timeout server 30000ms" in plain.router.config(9000, [9001])
     assert RouterPlan("random", {}, 1, timeout=10.0).config(9000, [9001]).count("timeout server 10000ms") == 1
+    # gunicorn's --timeout N kills N to N + 1 s into a request: uniform(N, N + 1) is that.
+    doc["app"]["timeout"] = {"distribution": "uniform", "min": "1s", "max": "2s"}
+    checked = make_plan(Scenario(doc))
+    argv = checked.dynos.argv(9001)
+    assert argv[argv.index("--timeout") + 1] == "1"
+    assert not any("gunicorn" in w and "timeout" in w for w in checked.warnings)
+    # The client's timeout: the load generator's, and HAProxy drops what it holds for a client
+    # that has gone.
+    client = make_plan(Scenario(io_scenario(arrivals={"process": "poisson", "rate": "20/s", "timeout": "5s"})))
+    assert client.request_timeout == 5.0
+    assert "option abortonclose" in client.router.config(9000, [9001])
+    assert "abortonclose" not in plain.router.config(9000, [9001])
     for key, value in (("router.timeout", {"distribution": "exponential", "mean": "1s"}),
-                       ("arrivals.timeout", "5s"), ("router.max_in_flight", 10)):
+                       ("arrivals.timeout", {"distribution": "exponential", "mean": "1s"}),
+                       ("app.timeout", {"distribution": "uniform", "min": "1.5s", "max": "2.5s"}),
+                       ("router.max_in_flight", 10)):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)
@@ -409,3 +465,37 @@ def test_a_real_router_timeout_answers_504s_counted_as_h12(tmp_path):
     assert sim["errors"]["h12"] == 1.0
     assert real["error_counts"]["h12"] == real["requests"] == real["error_counts"]["total"]
     assert real["response"]["max"] < 0.6
+    # The app's work log shows the dynos worked on: every 504'd request ran to its end, each
+    # wasting from the 504 (or its start, if it waited longer at its dyno) to its end: at least
+    # the 300 ms after the 504 (less the stack's few ms), at most its whole 600 ms.
+    assert r["testbed"]["errored_work"]["finished"] == r["testbed"]["errored_work"]["errors"] >= real["requests"]
+    per_request = real["wasted"]["thread_seconds"] / real["requests"]
+    assert 0.25 < per_request <= 0.6, per_request
+    assert real["utilisation"]["mean"] > 0
+
+
+def test_real_worker_and_client_timeouts_are_counted(tmp_path):
+    """gunicorn's --timeout kills a worker on a 2.5 s request (a 500 or 502, app_timeout: the
+    app began it and never finished); the load generator's own timeout gives up on a 600 ms
+    request at 300 ms (client_timeout) while the app works on to its end."""
+    needs_components()
+    killed = io_scenario(arrivals={"process": "poisson", "rate": "1/s"}, fleet={"dynos": 1},
+                         request={"phases": [{"io": "2500ms"}]},
+                         app={"server": "gunicorn", "processes": 3,
+                              "timeout": {"distribution": "uniform", "min": "1s", "max": "2s"}},
+                         run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 3})
+    gone = io_scenario(arrivals={"process": "poisson", "rate": "2/s", "timeout": "300ms"},
+                       service={"distribution": "constant", "value": "600ms"},
+                       run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 4})
+    for name, doc, kind, fate in (("killed", killed, "app_timeout", "killed"),
+                                  ("gone", gone, "client_timeout", "finished")):
+        toml = tmp_path / f"{name}.toml"
+        toml.write_text(toml_document(doc))
+        result = run_cli("testbed", str(toml), "--json")
+        assert result.returncode == 0, result.stderr
+        (r,) = json.loads(result.stdout)["results"]
+        real, sim = r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
+        assert real["requests"] > 0, name
+        assert sim["errors"][kind] == 1.0, name
+        assert real["error_counts"][kind] == real["requests"] == real["error_counts"]["total"], (name, real)
+        assert r["testbed"]["errored_work"][fate] == real["requests"], (name, r["testbed"]["errored_work"])

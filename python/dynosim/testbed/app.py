@@ -23,10 +23,18 @@ bytes), ``X-Dynosim-Cpu`` (CPU seconds the thread used), ``X-Dynosim-Pool-Wait``
 waiting for pool connections) and ``X-Dynosim-Request-Start`` (the router's
 ``X-Request-Start``, echoed).
 
+The headers reach the client only when the request is answered by the app. A request the
+router has already answered with an error (a 504 at ``timeout server``), or whose worker was
+killed, brings nothing back, yet the dyno may still have worked on it. So the app also writes
+its own log, one file per worker process in ``work_dir``: ``s ID T`` when it begins a
+request's work and ``e ID T`` when it ends it (``ID`` the load generator's ``X-Dynosim-Id``,
+``T`` wall-clock Unix seconds), each line one unbuffered ``write`` to a file opened for
+appending, so that a line is whole even if the worker is killed right after.
+
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
-"mode": "sleep", "burn_rate": 0}}, "ready_dir": "..."}``. This module imports nothing of
-dynosim's own, so a worker stays small and boots fast.
+"mode": "sleep", "burn_rate": 0}}, "ready_dir": "...", "work_dir": "..."}``. This module
+imports nothing of dynosim's own, so a worker stays small and boots fast.
 """
 
 from __future__ import annotations
@@ -139,6 +147,18 @@ _RESOURCES = {name: Resource(name, _CONFIG.get("dsn", ""), spec)
               for name, spec in (_CONFIG.get("resources") or {}).items()}
 
 
+# gunicorn imports the app in each worker after forking it, so this is the worker's own file.
+_WORK_LOG: Optional[int] = (os.open(os.path.join(_CONFIG["work_dir"], f"{_DYNO}-{os.getpid()}.log"),
+                                    os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                            if _CONFIG.get("work_dir") else None)
+
+
+def _note(mark: str, request: str, when: float) -> None:
+    """One line of this worker's work log (see the module's doc); nothing without one or an id."""
+    if _WORK_LOG is not None and request:
+        os.write(_WORK_LOG, f"{mark} {request} {when:.6f}\n".encode())
+
+
 def rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * _PAGE
@@ -167,8 +187,11 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     except ValueError as e:
         start_response("400 Bad Request", [("Content-Type", "text/plain")])
         return [f"{e}\n".encode()]
+    request = environ.get("HTTP_X_DYNOSIM_ID", "")
+    _note("s", request, start)
     cpu, pool_wait = perform(phases)
     end = time.time()
+    _note("e", request, end)
     headers = [
         ("Content-Type", "text/plain"),
         ("X-Dynosim-Start", f"{start:.6f}"),

@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .procs import Supervisor, TestbedError
@@ -99,9 +100,13 @@ class Dynos:
         self.ports = ports
         ready_dir = supervisor.workdir / "ready"
         ready_dir.mkdir(exist_ok=True)
+        #: The app's work logs (dynosim.testbed.app), one file per worker: read_work(work_dir).
+        self.work_dir = supervisor.workdir / "work"
+        self.work_dir.mkdir(exist_ok=True)
         self.processes = []
         for d, port in enumerate(ports):
-            config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir)}
+            config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
+                      "work_dir": str(self.work_dir)}
             env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
             self.processes.append(supervisor.spawn(
                 plan.argv(port), name=f"dyno {d} (gunicorn)", env=env, cpus=plan.cpus[d],
@@ -123,6 +128,47 @@ class Dynos:
                                    f"(ready per dyno: {ready}, want {plan.workers})")
             time.sleep(0.05)
 
+    def finish_work(self, ids: List[str], limit: float) -> None:
+        """Waits (at most `limit` s) until the app has ended every request of `ids`: requests
+        the router or the client gave up on, which the dynos work on after the load generator
+        is done; stopping the dynos earlier would cut that work short."""
+        deadline = time.monotonic() + max(0.0, limit)
+        while ids and time.monotonic() < deadline:
+            work = read_work(self.work_dir)
+            if all((work.get(i) or {}).get("end") is not None for i in ids):
+                return
+            if any(proc.poll() is not None for proc in self.processes):
+                return
+            time.sleep(0.05)
+
     def stop(self) -> None:
         for proc in reversed(self.processes):
             self.supervisor.stop(proc)
+
+
+def read_work(directory: Path) -> Dict[str, Dict[str, Any]]:
+    """The app's work logs (see dynosim.testbed.app) by request id: {id: {"dyno": int, "pid":
+    int, "start": s, "end": s or None}} in Unix seconds; ``end`` is None when the worker never
+    finished the request (gunicorn killed it). A request begun twice (it cannot be, as the
+    router never resends) keeps its first start. Lines cut short are skipped."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for path in sorted(Path(directory).glob("*-*.log")):
+        dyno, _, pid = path.stem.partition("-")
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) != 3 or parts[0] not in ("s", "e"):
+                continue
+            try:
+                when = float(parts[2])
+            except ValueError:
+                continue
+            entry = out.setdefault(parts[1], {"dyno": int(dyno), "pid": int(pid), "start": None, "end": None})
+            if parts[0] == "s" and entry["start"] is None:
+                entry["start"] = when
+            elif parts[0] == "e" and entry["end"] is None:
+                entry["end"] = when
+    return {k: v for k, v in out.items() if v["start"] is not None}

@@ -15,13 +15,25 @@ from their own start and end) — the simulation's definition, which a fixed thr
 queue time could not give, as every real request spends a millisecond or so getting through
 the stack.
 
+The app's own work log (``work``: :func:`dynosim.testbed.dynos.read_work`) gives ``start`` and
+``end`` for every request the app began, answered or not, so that the work a dyno did on a
+request the router had already answered with an error (a 504) counts, as in the simulation:
+in the dynos' busy time, in who was busy when a request was sent, and in
+``wasted.thread_seconds`` (from the error, or the request's start if later, to its end). A
+request whose worker was killed ends, for this count, when its client got the error.
+
 Requests count from their scheduled time: those scheduled from the warm-up on are measured
 (a closed loop with a request count: all of them). Requests that failed (no response, a status
-other than 200) count in ``failed`` and are left out of the time figures but ``response``
-(every answer, as the client saw it; ``response_ok`` the successes'). Errors by kind, from
+other than 200) count in ``failed`` and are left out of ``service_mean`` and ``response_ok``;
+``response`` has every answer, as the client saw it, and ``queue`` and ``queued_fraction``
+every request that reached a worker, answered by the app or not (the dyno's view, as the
+simulation's). Errors by kind, from
 HAProxy's status and termination state: ``h12`` a 504 (``timeout server``, router.timeout),
-``queue_timeout`` a 503 after ``timeout queue`` (``sQ``), ``app_timeout`` a 502 (the worker
-killed by gunicorn's ``--timeout`` closed the connection without answering).
+``queue_timeout`` a 503 after ``timeout queue`` (``sQ``), ``app_timeout`` a request whose
+worker gunicorn's ``--timeout`` killed: the app began it and never finished it (its work log),
+answered 500 (gunicorn 21 and later: the abort raises inside the request, which the worker
+answers) or 502 (the connection closed unanswered); ``client_timeout`` a request the load
+generator gave up on at arrivals.timeout (its error ``timeout``).
 """
 
 from __future__ import annotations
@@ -57,12 +69,20 @@ def floats(column: Sequence[Optional[str]]) -> "np.ndarray":
     return out
 
 
-def app_times(load: Dict[str, Any]) -> tuple:
-    """From the app's headers, per request sent: when the app started and ended (NaN where it
-    did not answer) and the dyno that served it (-1 where none)."""
+def app_times(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = None) -> tuple:
+    """Per request sent: when the app started and ended its work (NaN where it did not) and the
+    dyno that had it (-1 where none), from the app's work log where it has the request, else
+    from the app's response headers."""
     headers = load["headers"]
     dyno = np.nan_to_num(floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
-    return floats(headers["x-dynosim-start"]), floats(headers["x-dynosim-end"]), dyno
+    start, end = floats(headers["x-dynosim-start"]), floats(headers["x-dynosim-end"])
+    for k, i in enumerate(load["index"] if work else ()):
+        entry = work.get(str(i)) if work else None
+        if entry is not None:
+            start[k] = entry["start"]
+            end[k] = np.nan if entry["end"] is None else entry["end"]
+            dyno[k] = entry["dyno"]
+    return start, end, dyno
 
 
 def busy_at_send(dyno: "np.ndarray", sent: "np.ndarray", start: "np.ndarray", end: "np.ndarray",
@@ -109,7 +129,8 @@ def max_depth(arrive: "np.ndarray", leave: "np.ndarray") -> int:
 
 def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
                 warmup: float, duration: float, closed: Optional[Dict[str, Any]], drawn_times: Sequence[float],
-                classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str]) -> Dict[str, Any]:
+                classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str],
+                work: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -129,21 +150,31 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
     status = np.asarray(load["status"], dtype=np.int64)
-    start, end, dyno = app_times(load)
+    start, end, dyno = app_times(load, work)
     pool_wait = floats(load["headers"]["x-dynosim-pool-wait"])
     ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
+    # Every request the app began, answered or not; one never finished (its worker killed)
+    # ends when its client got the error, or at the end of the run.
+    worked = np.isfinite(start)
+    stop = np.where(np.isfinite(end), end, np.where(np.isfinite(done), np.maximum(done, start), np.nanmax(
+        np.concatenate([done[np.isfinite(done)], end[np.isfinite(end)], [t0]]))))
     window_end = math.inf if counted else warmup + duration
     measured = np.ones(n, dtype=bool) if counted else (scheduled >= warmup) & (scheduled < window_end)
     good = measured & ok
-    queue = start[good] - sent[good]
     response = done[good] - sent[good]
     answered_any = measured & np.isfinite(done) & (status > 0)
     terms = [str((router_log.get(str(i)) or {}).get("term") or "") for i in load["index"]]
     queue_term = np.array([t.startswith("sQ") for t in terms], dtype=bool)
     kinds = {"h12": measured & (status == 504), "queue_timeout": measured & (status == 503) & queue_term,
-             "app_timeout": measured & (status == 502)}
-    busy = busy_at_send(dyno, sent, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
-    queued = good & (busy >= slots)
+             "app_timeout": measured & ((status == 502) | (status == 500) & worked & ~np.isfinite(end)),
+             "client_timeout": measured & np.array([e == "timeout" for e in load["error"]], dtype=bool)}
+    begun, ended = np.where(worked, start, np.inf), np.where(worked, stop, -np.inf)
+    busy = busy_at_send(dyno, sent, begun, ended, dynos)
+    # The dyno's view, as the simulation's queue.*: every request that reached a worker,
+    # answered by the app or not.
+    reached = measured & worked
+    queue = start[reached] - sent[reached]
+    queued = reached & (busy >= slots)
     queue_of_queued = start[queued] - sent[queued]
 
     # Busy time per dyno inside the window [warmup, window_end] (relative to the start).
@@ -151,8 +182,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     span = max(hi - lo, 1e-9)
     busy_time = np.zeros(dynos)
     for d in range(dynos):
-        sel = ok & (dyno == d)
-        busy_time[d] = float(np.sum(np.clip(np.minimum(end[sel], hi) - np.maximum(start[sel], lo), 0, None)))
+        sel = worked & (dyno == d)
+        busy_time[d] = float(np.sum(np.clip(np.minimum(stop[sel], hi) - np.maximum(start[sel], lo), 0, None)))
     utilisation = busy_time / (slots * span)
     completions = int(np.sum(ok & (done >= lo) & (done <= hi)))
 
@@ -162,18 +193,18 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     tw = np.array([entry.get("tw") or 0.0 for entry in logged])
     tc = np.array([entry.get("tc") or 0.0 for entry in logged])
     at_dyno = np.minimum(sent + tw + tc, np.where(np.isfinite(start), start, np.inf))
-    busy_at_dyno = busy_at_send(dyno, at_dyno, np.where(ok, start, np.inf), np.where(ok, end, -np.inf), dynos)
+    busy_at_dyno = busy_at_send(dyno, at_dyno, begun, ended, dynos)
     depth_dyno = 0
     for d in range(dynos):
         # Requests that found every slot of their dyno busy, from arriving there to starting.
-        sel = good & (dyno == d) & (busy_at_dyno >= slots)
+        sel = reached & (dyno == d) & (busy_at_dyno >= slots)
         depth_dyno = max(depth_dyno, max_depth(at_dyno[sel], start[sel]))
-    held = good & (tw > 0)
+    held = reached & (tw > 0)
     depth_router = max_depth(sent[held], sent[held] + tw[held])
 
     rep: Dict[str, Any] = {
         "requests": in_window,
-        "queued_fraction": float(np.sum(queued) / max(1, np.sum(good))),
+        "queued_fraction": float(np.sum(queued) / max(1, np.sum(reached))),
         "queue": time_summary(queue),
         "queue_of_queued": time_summary(queue_of_queued),
         "response": time_summary(done[answered_any] - sent[answered_any]),
@@ -194,11 +225,15 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     failed = in_window - int(np.sum(good)) - cut
     rep["failed"] = {"fraction": failed / max(1, in_window), "total": failed}
     counts = {k: int(np.sum(v)) for k, v in kinds.items()}
-    table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": 0, "client_timeout": 0,
+    table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": 0, "client_timeout": counts["client_timeout"],
              "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
              "no_dyno": 0}
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
+    # Work done for clients already answered with an error (the simulation's wasted.*; the
+    # CPU's share is not measured per request).
+    late = measured & worked & ~ok & np.isfinite(done)
+    rep["wasted"] = {"thread_seconds": float(np.sum(np.clip(stop[late] - np.maximum(done[late], start[late]), 0, None)))}
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
                             for name in resources}
@@ -251,6 +286,22 @@ def summary_of(reps: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             values = [r[key] for r in reps if isinstance(r.get(key), (int, float))]
             if len(values) == len(reps):
                 out[key] = estimate([float(v) for v in values])
+    return out
+
+
+def errored_work(load: Dict[str, Any], work: Dict[str, Dict[str, Any]]) -> Dict[str, int]:
+    """What the dynos did with the requests answered with an error (any status but 200, or
+    none), from the app's work log: finished, begun but not finished (the worker killed), or
+    never begun (the connection dropped before a worker read it)."""
+    status = np.asarray(load["status"], dtype=np.int64)
+    out = {"errors": 0, "finished": 0, "killed": 0, "never_begun": 0}
+    for k, i in enumerate(load["index"]):
+        if status[k] == 200:
+            continue
+        out["errors"] += 1
+        entry = work.get(str(i))
+        key = "never_begun" if entry is None else "killed" if entry["end"] is None else "finished"
+        out[key] += 1
     return out
 
 

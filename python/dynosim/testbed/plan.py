@@ -85,23 +85,46 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
 
     server = fixed(router.get("timeout"), "router.timeout", 30.0)
     queue = fixed(router.get("queue_timeout"), "router.queue_timeout", None)
-    worker = fixed(app.get("timeout"), "app.timeout", None)
     whole = 0
-    if worker is not None:
-        whole = max(1, int(math.ceil(worker)))
-        if whole != worker:
-            warnings.append(f"gunicorn's --timeout takes whole seconds: app.timeout = {worker:g} s runs as {whole} s")
-        warnings.append("gunicorn's master checks its workers about once a second: a worker over app.timeout "
-                        "is killed up to a second later than the simulation's")
-    if arrivals.get("timeout") not in (None, "off"):
-        raise scenario._error("arrivals.timeout", "the testbed's load generator does not run a client timeout yet")
+    checked = _checked_each_second(app.get("timeout"))
+    if checked is not None:
+        whole = checked
+    else:
+        worker = fixed(app.get("timeout"), "app.timeout", None)
+        if worker is not None:
+            whole = max(1, int(math.ceil(worker)))
+            if whole != worker:
+                warnings.append(f"gunicorn's --timeout takes whole seconds: app.timeout = {worker:g} s runs as {whole} s")
+            warnings.append(f"gunicorn's master checks its workers about once a second: --timeout {whole} kills a "
+                            f"worker {whole} to {whole + 1} s into its request; the simulation's at {worker:g} s "
+                            f'(app.timeout = {{ distribution = "uniform", min = "{whole}s", max = "{whole + 1}s" }} '
+                            "models the real one)")
+    client = fixed(arrivals.get("timeout"), "arrivals.timeout", None)
     for key in ("max_in_flight", "cost", "shed_latency"):
         if router.get(key) not in (None, "off"):
             raise scenario._error(f"router.{key}", "the testbed's HAProxy does not run this yet")
     if app.get("backlog") is not None:
         warnings.append("app.backlog runs as gunicorn's --backlog, but Linux drops a full backlog's new connections "
                         "(the client retries) where the simulation's dyno refuses them: not compared")
-    return server, queue, whole
+    return server, queue, whole, client
+
+
+def _checked_each_second(value: Any) -> Optional[int]:
+    """N when `value` is app.timeout = uniform(N s, N + 1 s) for a whole N >= 1: what gunicorn's
+    ``--timeout N`` does, its master checking the workers about once a second (a worker whose
+    request began at t is killed at the first check after t + N). None for anything else."""
+    if not isinstance(value, dict) or value.get("distribution") != "uniform":
+        return None
+    def seconds(given: Any) -> Optional[float]:
+        if isinstance(given, str):
+            return _dynosim.parse_duration(given)
+        return float(given) if isinstance(given, (int, float)) else None
+
+    low, high = seconds(value.get("min")), seconds(value.get("max"))
+    if low is None or high is None:
+        return None
+    whole = int(round(low))
+    return whole if whole >= 1 and abs(low - whole) < 1e-9 and abs(high - low - 1.0) < 1e-9 else None
 
 
 def _phase(outline: Dict[str, Any], seconds: float) -> str:
@@ -148,7 +171,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                            f"(use --duration, or a lower rate)")
     if not drawn["phases"]:
         raise DynosimError("the scenario draws no request within the run; use a longer --duration")
-    server_timeout, queue_timeout, worker_timeout = _timeouts(scenario, warnings)
+    server_timeout, queue_timeout, worker_timeout, client_timeout = _timeouts(scenario, warnings)
     dynos = int(described["dynos"])
     if dynos > MAX_DYNOS:
         raise scenario._error("fleet.dynos", f"the testbed runs at most {MAX_DYNOS} dynos on one machine; got {dynos}")
@@ -202,6 +225,9 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     deadline = length if closed and timed else length + 60.0 + 10.0 * mean_response
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=RouterPlan(policy, params, int(described["slots"]), timeout=deadline,
-                                  server_timeout=server_timeout, queue_timeout=queue_timeout),
+                                  server_timeout=server_timeout, queue_timeout=queue_timeout,
+                                  abort_on_close=client_timeout is not None),
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
-                length=length, deadline=deadline, request_timeout=deadline, warnings=warnings)
+                length=length, deadline=deadline,
+                request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
+                warnings=warnings)

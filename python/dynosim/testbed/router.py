@@ -66,6 +66,9 @@ class RouterPlan:
     #: router.queue_timeout (``timeout queue``), s; None: the run's bound.
     server_timeout: Optional[float] = None
     queue_timeout: Optional[float] = None
+    #: HAProxy's ``option abortonclose``: a request whose client gave up (arrivals.timeout)
+    #: leaves HAProxy's queue, as the simulation's router drops it.
+    abort_on_close: bool = False
 
     def config(self, port: int, dyno_ports: List[int]) -> str:
         limit = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
@@ -77,6 +80,7 @@ class RouterPlan:
         # Two descriptors a connection (client and server side), within what the system allows.
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         maxconn = min(100_000, max(256, ((hard if hard != resource.RLIM_INFINITY else 1 << 20) - 200) // 2))
+        abort = "\n    option abortonclose" if self.abort_on_close else ""
         return f"""# Written by dynosim testbed for router.policy = {self.policy}
 global
     log stdout format raw local0 info
@@ -86,7 +90,7 @@ global
 defaults
     mode http
     log global
-    option httpclose
+    option httpclose{abort}
     timeout connect 5s
     timeout client {ms}ms
     timeout server {server_ms}ms

@@ -29,7 +29,7 @@ from ..results import lookup, metrics_of
 from ..scenario import Scenario
 from . import measure
 from .database import Database
-from .dynos import Dynos
+from .dynos import Dynos, read_work
 from .plan import Plan, make_plan
 from .procs import Supervisor, free_ports
 from .router import Router, balance, read_log
@@ -145,18 +145,27 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
             f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
             int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
             plan.deadline, CAPTURE)
+        # The dynos work on what the router (504) or the client (its timeout) gave up on.
+        given_up = [str(i) for i, status, error in zip(load["index"], load["status"], load["error"])
+                    if status == 504 or error == "timeout"]
+        if given_up:
+            progress(f"waiting for the dynos to finish {len(given_up)} request(s) given up on")
+            dynos.finish_work(given_up, limit=min(plan.deadline, 60.0 + sum(
+                sum(plan.drawn["phases"][int(i)]) for i in given_up)))
         progress("stopping")
         router.stop()  # HAProxy's log is complete once it has stopped
         dynos.stop()
         if database is not None:
             database.stop()
         router_log = read_log(router.log)
+        work = read_work(dynos.work_dir)
     d = plan.described
     classes = [c["name"] for c in plan.drawn["classes"]]
     rep = measure.replication(load, router_log, dynos=int(d["dynos"]), slots=int(d["slots"]),
                               warmup=float(d["warmup"]), duration=float(d["duration"]), closed=closed,
                               drawn_times=plan.drawn["time"],
-                              classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources))
+                              classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
+                              work=work)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
@@ -164,14 +173,16 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "warmup": d["warmup"], "replications": 1, "seed": d["seed"],
         "summary": measure.summary_of([rep]), "per_replication": [rep],
         "wall_seconds": time.monotonic() - wall0,
-        "testbed": extras(plan, load, router_log),
+        "testbed": extras(plan, load, router_log, work),
     }
-    return report, records(plan, load, router_log)
+    return report, records(plan, load, router_log, work)
 
 
-def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]],
+           work: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     """What only the testbed knows: the generator's lateness, HAProxy's own queue time, the
-    queueing the app sees from X-Request-Start, and the warnings."""
+    queueing the app sees from X-Request-Start, what the app did with the requests answered
+    with an error, and the warnings."""
     start, _, _ = measure.app_times(load)
     stamped = np.array([_request_start(v) for v in load["headers"]["x-dynosim-request-start"]])
     tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
@@ -190,6 +201,7 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "router_queue": measure.time_summary(tw[np.isfinite(tw)]),
         "request_queueing": measure.time_summary(start[ok] - stamped[ok]),
         "router_log_lines": len(router_log),
+        "errored_work": measure.errored_work(load, work),
         "overhead": over,
         # What to set to model those costs, and what the simulation modelled.
         "stack_costs": measure.stack_costs(over),
@@ -214,11 +226,14 @@ def _request_start(text: Optional[str]) -> float:
         return float("nan")
 
 
-def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """One row per request: what was drawn, sent and measured (the CSV of ``--out``)."""
+def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]],
+            work: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One row per request: what was drawn, sent and measured (the CSV of ``--out``); the app's
+    start and end from its work log, so also for requests answered with an error."""
     rows = []
     t0 = float(load["start"])
     h = load["headers"]
+    start, end, dyno = measure.app_times(load, work)
     for k, i in enumerate(load["index"]):
         log = router_log.get(str(i)) or {}
         rows.append({
@@ -227,21 +242,16 @@ def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, An
             "scheduled": load["scheduled"][k] - t0, "sent": load["sent"][k] - t0, "done": load["done"][k] - t0,
             "status": load["status"][k], "error": load["error"][k] or "",
             "router_status": log.get("status", ""), "server": log.get("server", ""),
-            "app_start": _minus(h["x-dynosim-start"][k], t0), "app_end": _minus(h["x-dynosim-end"][k], t0),
-            "dyno": h["x-dynosim-dyno"][k] or "", "pid": h["x-dynosim-pid"][k] or "",
+            "app_start": float(start[k]) - t0 if np.isfinite(start[k]) else "",
+            "app_end": float(end[k]) - t0 if np.isfinite(end[k]) else "",
+            "dyno": int(dyno[k]) if dyno[k] >= 0 else "",
+            "pid": h["x-dynosim-pid"][k] or str((work.get(str(i)) or {}).get("pid", "")),
             "rss": h["x-dynosim-rss"][k] or "", "cpu": h["x-dynosim-cpu"][k] or "",
             "pool_wait": h["x-dynosim-pool-wait"][k] or "",
             "router_queue": "" if log.get("tw") is None else log["tw"],
             "router_connect": "" if log.get("tc") is None else log["tc"],
         })
     return rows
-
-
-def _minus(text: Optional[str], t0: float) -> Any:
-    try:
-        return float(text) - t0 if text else ""
-    except ValueError:
-        return ""
 
 
 def difference(simulated: Dict[str, Any], measured: Dict[str, Any]) -> Dict[str, Optional[float]]:
