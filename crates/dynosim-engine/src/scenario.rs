@@ -702,12 +702,17 @@ impl Scenario {
     /// or above capacity is no instability: a cap on the requests in flight
     /// (`router.max_in_flight`), or one router that holds every request until a thread is
     /// free (`intelligent`) and drops those that wait too long (`router.queue_timeout`, or the
-    /// client's `arrivals.timeout`): M/M/c+M is stable at every load.
+    /// client's `arrivals.timeout`): M/M/c+M is stable at every load; or a listen backlog
+    /// (`app.backlog`) under a policy that does not hold requests: M/M/c/K.
     pub fn sheds_load(&self) -> bool {
         let one_queue = self.policy.knowledge() == Knowledge::FreeSlots && self.routers == 1;
         self.max_in_flight.is_some()
             || self.shed_latency.is_some()
             || (one_queue && (self.queue_timeout.is_some() || self.client_timeout.is_some()))
+            // A full backlog refuses, and after router.retries the client gets an H13: a
+            // dyno holds at most its threads and its backlog, unless the router holds
+            // requests of its own (intelligent), which it never sends to a busy dyno.
+            || (self.app.backlog.is_some() && self.policy.knowledge() != Knowledge::FreeSlots)
     }
 
     /// Refuses a scenario whose offered load is at or above capacity (unless

@@ -1275,8 +1275,10 @@ pub const KEYS: &[Key] = &[
         default: Default::Value("10"),
         example: "2",
         meaning: "dynos the router tries after one refuses the connection (its app.backlog is \
-                  full), as Heroku's router does; when all refuse, the client gets an error \
-                  (errors.h13). The router's timeout runs from the first try",
+                  full), as Heroku's router does, each time another dyno than the one that just \
+                  refused (as HAProxy's redispatch draws) while another is up; when all refuse, \
+                  the client gets an error (errors.h13). The router's timeout runs from the \
+                  first try",
     },
     Key {
         section: "router",

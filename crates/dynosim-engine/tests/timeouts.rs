@@ -421,10 +421,16 @@ fn router_load_shedding_bounds_the_routers_workload() {
 }
 
 /// A listen backlog of K − 1 on one single-thread dyno, no retries: a request finding K in
-/// the system (one in service, K − 1 waiting) is refused, as in M/M/1/K.
+/// the system (one in service, K − 1 waiting) is refused, as in M/M/1/K, which is stable at
+/// every load: so is the scenario, at 0.9 and at 1.5 of its capacity.
 #[test]
 fn a_full_backlog_refuses_as_mm1k() {
-    let (lambda, k) = (0.9, 4u32);
+    a_full_backlog_refuses_as_mm1k_at(0.9);
+    a_full_backlog_refuses_as_mm1k_at(1.5);
+}
+
+fn a_full_backlog_refuses_as_mm1k_at(lambda: f64) {
+    let k = 4u32;
     let doc = json!({
         "name": "backlog",
         "arrivals": {"process": "poisson", "rate": lambda},
@@ -437,7 +443,7 @@ fn a_full_backlog_refuses_as_mm1k() {
     let report = run_ok(&build(&doc.to_string()));
     let blocking = mmck_blocking(1, k, lambda, 1.0).unwrap();
     assert_matches(
-        "M/M/1/4 by the backlog: errors.h13 = blocking",
+        &format!("M/M/1/4 by the backlog at load {lambda}: errors.h13 = blocking"),
         measure(&report, |r| r.errors.h13),
         blocking,
         0.06,
@@ -445,6 +451,29 @@ fn a_full_backlog_refuses_as_mm1k() {
     for r in &report.per_replication {
         assert!(r.max_queue_depth.dyno <= u64::from(k - 1));
         assert_eq!(r.error_counts.total, r.error_counts.h13);
+    }
+}
+
+/// A retry goes to another dyno than the one that refused, as Heroku's router and HAProxy's
+/// redispatch do. Five clients send one request each at 0, at random, to two single-thread
+/// dynos with a backlog of 1 (room for 4 in all), one retry: the first four always find room
+/// (one refused by a full dyno is retried on the other, which has room), the fifth is refused
+/// twice: exactly one H13 whatever the draws. A retry drawn at random could find the same
+/// full dyno again, and a second H13, in about half the replications.
+#[test]
+fn a_retry_avoids_the_dyno_that_refused() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 5, "requests": 5},
+        "service": {"distribution": "constant", "value": "10s"},
+        "fleet": {"dynos": 2},
+        "app": {"server": "generic", "model": "sync", "processes": 1, "backlog": 1},
+        "router": {"policy": "random", "timeout": "off", "retries": 1},
+        "run": {"replications": 30, "seed": 71},
+    });
+    let report = run_ok(&build(&doc.to_string()));
+    for r in &report.per_replication {
+        assert_eq!(r.error_counts.h13, 1, "{:?}", r.error_counts);
+        assert_eq!(r.error_counts.total, 1);
     }
 }
 

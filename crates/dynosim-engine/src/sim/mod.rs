@@ -120,6 +120,8 @@ struct Request {
     cpu_left: f64,
     /// Dynos that refused it (a full `app.backlog`).
     refusals: u32,
+    /// The dyno that refused it last, which its retry avoids (NONE: none).
+    refused_by: u32,
 }
 
 /// Requests in flight, by index; freed entries are reused.
@@ -164,6 +166,7 @@ impl Slab {
                 abandoned_at: f64::INFINITY,
                 cpu_left: 0.0,
                 refusals: 0,
+                refused_by: NONE,
             });
             self.times.resize(self.entries.len() * self.stride, 0.0);
             (self.entries.len() - 1) as u32
@@ -672,6 +675,7 @@ impl Simulation<'_> {
         entry.abandoned_at = f64::INFINITY;
         entry.dyno = NONE;
         entry.refusals = 0;
+        entry.refused_by = NONE;
         if let Some(cap) = self.s.max_in_flight {
             if self.in_flight[router] >= cap {
                 return self.refuse(req);
@@ -718,6 +722,7 @@ impl Simulation<'_> {
         }
         e.state = State::Retrying;
         e.dyno = NONE;
+        e.refused_by = dyno as u32;
         if self.s.retry_delay > 0.0 {
             let at = self.now + self.s.retry_delay;
             self.events.schedule(at, CONNECTED, Event::Done { req });
@@ -740,7 +745,13 @@ impl Simulation<'_> {
             return;
         }
         e.state = State::Routing;
-        match self.route(router) {
+        // Another dyno than the one that refused, as Heroku's router and HAProxy's
+        // redispatch do (when another is up).
+        let avoid = e.refused_by as usize;
+        match self
+            .routers
+            .route_avoiding(router, &self.dynos, self.dynos_up, Some(avoid))
+        {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
             Some(Route::Hold) => self.hold(req, None),
             None => self.fail_unrouted(req),

@@ -61,19 +61,35 @@ impl Routers {
     /// taken. None when every dyno is down.
     #[inline]
     pub fn route(&mut self, router: usize, dynos: &[Dyno], dynos_up: u32) -> Option<Route> {
+        self.route_avoiding(router, dynos, dynos_up, None)
+    }
+
+    /// [`Self::route`], but a retry after a refusal: the dyno `avoid` is skipped as a down
+    /// one is, while another dyno is up (HAProxy's draws for a redispatch avoid the server
+    /// that failed; Heroku's router tries other dynos).
+    #[inline]
+    pub fn route_avoiding(
+        &mut self,
+        router: usize,
+        dynos: &[Dyno],
+        dynos_up: u32,
+        avoid: Option<usize>,
+    ) -> Option<Route> {
         if dynos_up == 0 {
             return None;
         }
+        let avoid = avoid.filter(|&a| dynos_up > 1 || !dynos[a].up);
+        let usable = |d: usize| dynos[d].up && Some(d) != avoid;
         for _ in 0..DOWN_RETRIES {
             let view = RouterView::indexed(self.slots, &self.draw, &self.loads[router]);
             match self.policies[router].route(&view, &mut self.rng) {
-                Route::To(d) if !dynos[d].up => continue,
+                Route::To(d) if !usable(d) => continue,
                 other => return Some(other),
             }
         }
         let loads = &self.loads[router];
         (0..dynos.len())
-            .filter(|&d| dynos[d].up)
+            .filter(|&d| usable(d))
             .min_by_key(|&d| loads.in_flight(d))
             .map(Route::To)
     }
