@@ -437,6 +437,18 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
     assert client.request_timeout == 5.0
     assert "option abortonclose" in client.router.config(9000, [9001])
     assert "abortonclose" not in plain.router.config(9000, [9001])
+    # A backlog of K: Linux's accept queue holds one more than listen's backlog, so K - 1;
+    # HAProxy finds a full one by its connect timeout (router.retry_delay) and redispatches.
+    backlogged = make_plan(Scenario(io_scenario(app={"backlog": 3},
+                                                router={"policy": "random", "retries": 4, "retry_delay": "50ms"})))
+    argv = backlogged.dynos.argv(9001)
+    assert argv[argv.index("--backlog") + 1] == "2"
+    config = backlogged.router.config(9000, [9001])
+    assert "timeout connect 50ms" in config and "retries 4" in config and "option redispatch 1" in config
+    assert "timeout connect 5s" in plain.router.config(9000, [9001])
+    instant = make_plan(Scenario(io_scenario(app={"backlog": 3})))
+    assert "timeout connect 10ms" in instant.router.config(9000, [9001])
+    assert any("retry_delay" in w for w in instant.warnings)
     for key, value in (("router.timeout", {"distribution": "exponential", "mean": "1s"}),
                        ("arrivals.timeout", {"distribution": "exponential", "mean": "1s"}),
                        ("app.timeout", {"distribution": "uniform", "min": "1.5s", "max": "2.5s"}),
@@ -472,6 +484,28 @@ def test_a_real_router_timeout_answers_504s_counted_as_h12(tmp_path):
     per_request = real["wasted"]["thread_seconds"] / real["requests"]
     assert 0.25 < per_request <= 0.6, per_request
     assert real["utilisation"]["mean"] > 0
+
+
+def test_a_real_full_backlog_is_retried_then_answered_h13(tmp_path):
+    """One single-worker dyno with a backlog of 1, 1 s requests at 4/s, no retries: HAProxy
+    finds the backlog full by its 20 ms connect timeout and answers 503 sC, an H13, as the
+    simulation's dyno refuses; the refused requests never reach the app."""
+    needs_components()
+    doc = io_scenario(arrivals={"process": "poisson", "rate": "4/s"}, fleet={"dynos": 1},
+                      service={"distribution": "constant", "value": "1s"}, app={"backlog": 1},
+                      router={"policy": "random", "retries": 0, "retry_delay": "20ms"},
+                      run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 3})
+    toml = tmp_path / "backlog.toml"
+    toml.write_text(toml_document(doc))
+    result = run_cli("testbed", str(toml), "--json")
+    assert result.returncode == 0, result.stderr
+    (r,) = json.loads(result.stdout)["results"]
+    real, sim = r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
+    assert sim["error_counts"]["h13"] > 0 and real["error_counts"]["h13"] > 0, (sim["error_counts"], real)
+    assert real["error_counts"]["total"] == real["error_counts"]["h13"]
+    assert r["testbed"]["errored_work"]["never_begun"] == real["error_counts"]["h13"]
+    # At most one in service and one waiting: the rest refused.
+    assert real["requests"] - real["error_counts"]["h13"] <= sim["requests"] - sim["error_counts"]["h13"] + 1
 
 
 def test_real_worker_and_client_timeouts_are_counted(tmp_path):

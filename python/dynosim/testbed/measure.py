@@ -33,7 +33,9 @@ HAProxy's status and termination state: ``h12`` a 504 (``timeout server``, route
 worker gunicorn's ``--timeout`` killed: the app began it and never finished it (its work log),
 answered 500 (gunicorn 21 and later: the abort raises inside the request, which the worker
 answers) or 502 (the connection closed unanswered); ``client_timeout`` a request the load
-generator gave up on at arrivals.timeout (its error ``timeout``).
+generator gave up on at arrivals.timeout (its error ``timeout``); ``h13`` a 503 with
+termination state ``sC``: HAProxy found every dyno it tried with a full backlog (app.backlog),
+each by its connect timeout.
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     queue_term = np.array([t.startswith("sQ") for t in terms], dtype=bool)
     kinds = {"h12": measured & (status == 504), "queue_timeout": measured & (status == 503) & queue_term,
              "app_timeout": measured & ((status == 502) | (status == 500) & worked & ~np.isfinite(end)),
-             "client_timeout": measured & np.array([e == "timeout" for e in load["error"]], dtype=bool)}
+             "client_timeout": measured & np.array([e == "timeout" for e in load["error"]], dtype=bool),
+             "h13": measured & (status == 503) & np.array([t.startswith("sC") for t in terms], dtype=bool)}
     begun, ended = np.where(worked, start, np.inf), np.where(worked, stop, -np.inf)
     busy = busy_at_send(dyno, sent, begun, ended, dynos)
     # The dyno's view, as the simulation's queue.*: every request that reached a worker,
@@ -225,7 +228,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     failed = in_window - int(np.sum(good)) - cut
     rep["failed"] = {"fraction": failed / max(1, in_window), "total": failed}
     counts = {k: int(np.sum(v)) for k, v in kinds.items()}
-    table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": 0, "client_timeout": counts["client_timeout"],
+    table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": counts["h13"],
+             "client_timeout": counts["client_timeout"],
              "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
              "no_dyno": 0}
     rep["error_counts"] = table

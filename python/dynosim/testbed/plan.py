@@ -103,10 +103,35 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     for key in ("max_in_flight", "cost", "shed_latency"):
         if router.get(key) not in (None, "off"):
             raise scenario._error(f"router.{key}", "the testbed's HAProxy does not run this yet")
-    if app.get("backlog") is not None:
-        warnings.append("app.backlog runs as gunicorn's --backlog, but Linux drops a full backlog's new connections "
-                        "(the client retries) where the simulation's dyno refuses them: not compared")
     return server, queue, whole, client
+
+
+#: The shortest ``timeout connect`` the testbed gives HAProxy to find a full backlog: a
+#: connection on loopback takes well under a millisecond, but a busy machine may delay it.
+MIN_CONNECT_TIMEOUT = 0.01
+
+
+def _backlog(scenario: Scenario, dynos: DynoPlan, router: RouterPlan, warnings: List[str]) -> None:
+    """app.backlog K: gunicorn's ``--backlog K − 1`` (Linux's accept queue holds one more than
+    listen's backlog), and HAProxy finding a full one by its connect timeout
+    (router.retry_delay) and retrying another dyno (router.retries): see RouterPlan."""
+    app = scenario.doc.get("app") or {}
+    if app.get("backlog") is None:
+        return
+    k = int(app["backlog"])
+    dynos.backlog = k - 1
+    router_doc = scenario.doc.get("router") or {}
+    given = router_doc.get("retry_delay", 0.0)
+    delay = float((_dynosim.parse_duration(given) if isinstance(given, str) else given) or 0.0)
+    if delay < MIN_CONNECT_TIMEOUT:
+        warnings.append(f"HAProxy finds a full backlog by its connect timeout: router.retry_delay = {delay:g} s runs "
+                        f"as {MIN_CONNECT_TIMEOUT * 1000:.0f} ms")
+        delay = MIN_CONNECT_TIMEOUT
+    router.connect_timeout = delay
+    router.retries = int(router_doc.get("retries", 10))
+    if dynos.worker_class != "sync":
+        warnings.append(f"app.backlog: {dynos.worker_class} workers accept connections as they come and queue them "
+                        "inside the process, so the listen backlog rarely fills as the simulation's does")
 
 
 def _checked_each_second(value: Any) -> Optional[int]:
@@ -211,8 +236,6 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
         resources[r["name"]] = {"pool": size, "mode": mode}
     dyno_plan.resources = resources
     dyno_plan.worker_timeout = worker_timeout
-    if (scenario.doc.get("app") or {}).get("backlog") is not None:
-        dyno_plan.backlog = int(scenario.doc["app"]["backlog"])
     mean_response = float(described["service_mean"]) or 0.001
     if closed and not timed:
         n = len(drawn["phases"])
@@ -223,10 +246,12 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     # A timed closed loop stops at its end (requests still in flight end as "deadline" and
     # are not counted, as the simulation counts only what arrived in its window).
     deadline = length if closed and timed else length + 60.0 + 10.0 * mean_response
+    router_plan = RouterPlan(policy, params, int(described["slots"]), timeout=deadline,
+                             server_timeout=server_timeout, queue_timeout=queue_timeout,
+                             abort_on_close=client_timeout is not None)
+    _backlog(scenario, dyno_plan, router_plan, warnings)
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
-                router=RouterPlan(policy, params, int(described["slots"]), timeout=deadline,
-                                  server_timeout=server_timeout, queue_timeout=queue_timeout,
-                                  abort_on_close=client_timeout is not None),
+                router=router_plan,
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),

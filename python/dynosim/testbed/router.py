@@ -69,6 +69,14 @@ class RouterPlan:
     #: HAProxy's ``option abortonclose``: a request whose client gave up (arrivals.timeout)
     #: leaves HAProxy's queue, as the simulation's router drops it.
     abort_on_close: bool = False
+    #: With app.backlog: how a full backlog's refusal is found and retried. Linux drops the
+    #: SYN of a connection to a full accept queue (the client would send it again a second
+    #: later), so HAProxy gives up connecting after ``timeout connect`` (router.retry_delay)
+    #: and tries another dyno at once (``retries``, ``option redispatch 1``): the
+    #: simulation's refusal, then its retry after router.retry_delay. After the last, a 503
+    #: with termination state ``sC`` (errors.h13). None: HAProxy's defaults, 5 s.
+    connect_timeout: Optional[float] = None
+    retries: int = 3
 
     def config(self, port: int, dyno_ports: List[int]) -> str:
         limit = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
@@ -81,6 +89,10 @@ class RouterPlan:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         maxconn = min(100_000, max(256, ((hard if hard != resource.RLIM_INFINITY else 1 << 20) - 200) // 2))
         abort = "\n    option abortonclose" if self.abort_on_close else ""
+        connect, retries = "5s", ""
+        if self.connect_timeout is not None:
+            connect = f"{max(1, int(round(self.connect_timeout * 1000)))}ms"
+            retries = f"\n    retries {self.retries}\n    option redispatch 1"
         return f"""# Written by dynosim testbed for router.policy = {self.policy}
 global
     log stdout format raw local0 info
@@ -91,7 +103,7 @@ defaults
     mode http
     log global
     option httpclose{abort}
-    timeout connect 5s
+    timeout connect {connect}{retries}
     timeout client {ms}ms
     timeout server {server_ms}ms
     timeout queue {queue_ms}ms
