@@ -138,12 +138,13 @@ def _x(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def _times(result: Dict[str, Any], key: str) -> str:
-    """A multiplier, and with rounds the range of the rounds' own: ``0.96x (0.95-0.98)``."""
+def _times(result: Dict[str, Any], key: str, baseline: str) -> str:
+    """A multiplier, and with rounds the range of the rounds' own below it: ``0.96x`` over
+    ``0.95-0.98`` (none for the baseline, 1 in every round)."""
     text = _x(result["vs_baseline"][key])
     rounds = [v for v in (result.get("vs_baseline_rounds") or {}).get(key, []) if v is not None]
-    if len(rounds) > 1 and result["vs_baseline"][key] is not None:
-        text += f" ({min(rounds):.2f}-{max(rounds):.2f})"
+    if len(rounds) > 1 and result["vs_baseline"][key] is not None and result["config"] != baseline:
+        text += f"\n{min(rounds):.2f}-{max(rounds):.2f}"
     return text
 
 
@@ -172,9 +173,9 @@ def print_report(doc: Dict[str, Any]) -> None:
         Column("RSS mean\n(MiB)", lambda r: _mib(r["memory"]["rss"]["mean"]), kind="text"),
         Column("RSS peak\n(MiB)", lambda r: _mib(r["memory"]["rss"]["peak"]), kind="text", drop=3),
         Column("PSS mean\n(MiB)", lambda r: _mib(r["memory"]["pss"]["mean"]), kind="text", drop=2),
-        Column("memory\n×", lambda r: _times(r, "memory"), kind="text"),
-        Column("median\n×", lambda r: _times(r, "median"), kind="text"),
-        Column("p95\n×", lambda r: _times(r, "p95"), kind="text"),
+        Column("memory\n×", lambda r: _times(r, "memory", doc["baseline"]), kind="text"),
+        Column("median\n×", lambda r: _times(r, "median", doc["baseline"]), kind="text"),
+        Column("p95\n×", lambda r: _times(r, "p95", doc["baseline"]), kind="text"),
     ]
     table, hidden = results_table(console, columns, doc["results"])
     console.print(table)
@@ -183,7 +184,7 @@ def print_report(doc: Dict[str, Any]) -> None:
     notes = ["response: sent to answered, 200s only",
              "RSS: the dynos' gunicorn processes (master and workers) summed, sampled from /proc while the "
              "requests ran (PSS counts shared pages once)",
-             "×: over the baseline's (memory: mean RSS)" + ("; in brackets, the range of each round's ratio to "
+             "×: over the baseline's (memory: mean RSS)" + ("; under each, the range of each round's ratio to "
                                                            "the same round's baseline" if s["rounds"] > 1 else "")]
     console.print("; ".join(notes) + ".", style="dim", highlight=False)
     for r in doc["results"]:
