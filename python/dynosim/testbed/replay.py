@@ -301,11 +301,13 @@ def read_trace(paths: Union[PathLike, Sequence[PathLike]], *, format: str, log_f
                                               start, end, float(speed), correct_queueing))
         arrivals: List[float] = []
         services: List[float] = []
+        # One past the testbed's bound is enough to refuse a trace too long to send.
+        cap = limit if limit is not None else MAX_REQUESTS + 1
         with open(trace, newline="") as f:
             rows = csv.reader(f)
             next(rows, None)
             for row in rows:
-                if limit is not None and len(arrivals) >= limit:
+                if len(arrivals) >= cap:
                     break
                 arrivals.append(float(row[0]))
                 services.append(float(row[1]))
