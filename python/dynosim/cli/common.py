@@ -10,10 +10,12 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import Any, Iterator, List, NoReturn
+from pathlib import Path
+from typing import Any, Iterator, List, NoReturn, Optional
 
 from .. import _dynosim
-from ..errors import DynosimError
+from ..errors import DynosimError, LogError
+from ..logs_input import FORMATS
 from ..scenario import Scenario
 
 EXIT_INPUT = 2
@@ -136,3 +138,41 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     if args.duration is not None:
         shorthand["run.duration"] = args.duration
     return Scenario.load(args.scenario).with_overrides(args.overrides).with_overrides(shorthand)
+
+
+def add_log_arguments(p: argparse.ArgumentParser, window: bool = True) -> None:
+    """The options every command that reads router logs takes (the logs commands, testbed replay)."""
+    p.add_argument("files", nargs="+", metavar="FILE", help="router logs (- for standard input)")
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="read every line as this router's (default: auto, line by line)")
+    p.add_argument("--log-format", metavar="FORMAT",
+                   help="nginx's log_format (the string or the directive; @FILE reads it from FILE); default: "
+                        "combined followed by $request_time $upstream_response_time")
+    p.add_argument("--host", help="only requests to this host (the Host header), for logs of several apps")
+    if window:
+        p.add_argument("--window", metavar="START..END",
+                       help="only requests arriving in [START, END): each a time (2014-01-09T06:00, UTC unless "
+                            "it has an offset) or a duration from the log's first arrival (10min); either may be "
+                            "left out (1h.., ..30min)")
+
+
+def log_format_arg(text: Optional[str]) -> Optional[str]:
+    """``--log-format``: the text, or FILE's with ``@FILE``."""
+    if text is None or not text.startswith("@"):
+        return text
+    path = Path(text[1:])
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise LogError(f"cannot read {path}: {e.strerror or e}", file="--log-format") from None
+
+
+def positive_number(text: str) -> float:
+    """A finite number above 0 (``--speed``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value

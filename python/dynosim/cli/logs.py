@@ -20,7 +20,7 @@ from ..errors import LogError
 from ..output import print_json
 from ..results import PolicyResult
 from ..timeseries import parse_interval
-from .common import policy_list, positive_int, seed
+from .common import add_log_arguments, log_format_arg, policy_list, positive_int, positive_number, seed
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,22 +39,6 @@ def _help(p: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _add_reading_arguments(p: argparse.ArgumentParser, window: bool = True) -> None:
-    """The options every logs command reads logs with."""
-    p.add_argument("files", nargs="+", metavar="FILE", help="router logs (- for standard input)")
-    p.add_argument("--format", choices=logs.FORMATS, default="auto",
-                   help="read every line as this router's (default: auto, line by line)")
-    p.add_argument("--log-format", metavar="FORMAT",
-                   help="nginx's log_format (the string or the directive; @FILE reads it from FILE); default: "
-                        "combined followed by $request_time $upstream_response_time")
-    p.add_argument("--host", help="only requests to this host (the Host header), for logs of several apps")
-    if window:
-        p.add_argument("--window", metavar="START..END",
-                       help="only requests arriving in [START, END): each a time (2014-01-09T06:00, UTC unless "
-                            "it has an offset) or a duration from the log's first arrival (10min); either may be "
-                            "left out (1h.., ..30min)")
-
-
 def _register_summary(verbs: argparse._SubParsersAction) -> None:
     help = "Summarise router logs: requests, rate, service-time percentiles per route, statuses, errors, dynos."
     p = verbs.add_parser(
@@ -64,7 +48,7 @@ def _register_summary(verbs: argparse._SubParsersAction) -> None:
                 "malformed ones are counted and the first few named. Formats and fields: docs/logs.md. "
                 "Example: dynosim logs summary production.log.gz --host www.example.com --plot traffic.png"),
     )
-    _add_reading_arguments(p, window=False)
+    add_log_arguments(p, window=False)
     p.add_argument("--interval", metavar="TIME",
                    help="the interval of the rate and in-service series, e.g. 1min (default: the span in at most "
                         "200 intervals)")
@@ -76,19 +60,9 @@ def _register_summary(verbs: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=summary)
 
 
-def _log_format(text: str | None) -> str | None:
-    if text is None or not text.startswith("@"):
-        return text
-    path = Path(text[1:])
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise LogError(f"cannot read {path}: {e.strerror or e}", file="--log-format") from None
-
-
 def summary(args: argparse.Namespace) -> int:
     interval = parse_interval(args.interval) if args.interval is not None else None
-    log_format = _log_format(args.log_format)
+    log_format = log_format_arg(args.log_format)
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise LogError(f"the plot is a PNG: give a FILE.png, got {args.plot}", file="--plot")
     with status(f"reading {plural(len(args.files), 'log')}"):
@@ -228,7 +202,7 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
                 "What is assumed: docs/logs.md. Example: dynosim logs fit production.log.gz -o app.toml "
                 "--report fit.png"),
     )
-    _add_reading_arguments(p)
+    add_log_arguments(p)
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.toml",
                    help="the scenario file to write (replaced whole, or left as it was on an error)")
     p.add_argument("--classes", type=positive_int, default=1, metavar="N",
@@ -250,7 +224,7 @@ def fit(args: argparse.Namespace) -> int:
     if args.report is not None and args.report.suffix.lower() != ".png":
         raise LogError(f"the report is a PNG: give a FILE.png, got {args.report}", file="--report")
     with status(f"fitting {plural(len(args.files), 'log')}"):
-        fitted = logs.fit(args.files, format=args.format, log_format=_log_format(args.log_format), host=args.host,
+        fitted = logs.fit(args.files, format=args.format, log_format=log_format_arg(args.log_format), host=args.host,
                           window=args.window, classes=args.classes, correct_queueing=args.correct_queueing,
                           name=args.name)
     fitted.write(args.output)
@@ -320,14 +294,14 @@ def _register_replay(verbs: argparse._SubParsersAction) -> None:
                 "replication. What is assumed: docs/logs.md. Example: dynosim logs replay production.log.gz "
                 "--scenario app.toml --policy random,intelligent --set fleet.dynos=20"),
     )
-    _add_reading_arguments(p)
+    add_log_arguments(p)
     p.add_argument("--scenario", required=True, metavar="SCENARIO",
                    help="the fleet to replay through: a TOML file or a built-in scenario name")
     p.add_argument("--policy", type=policy_list, metavar="P1,P2",
                    help="routing policies to replay through side by side instead of router.policy")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a scenario key, e.g. --set fleet.dynos=20 (repeatable)")
-    p.add_argument("--speed", type=_speed, default=1.0, metavar="F",
+    p.add_argument("--speed", type=positive_number, default=1.0, metavar="F",
                    help="divide the gaps between arrivals by F (2: the same requests at twice the rate)")
     p.add_argument("--correct-queueing", action="store_true",
                    help="replay each service time less its overlap with the request before it on its dyno (see "
@@ -342,19 +316,9 @@ def _register_replay(verbs: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=replay)
 
 
-def _speed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
 def replay(args: argparse.Namespace) -> int:
     with status(f"replaying {plural(len(args.files), 'log')}"):
-        results = logs.replay(args.files, args.scenario, format=args.format, log_format=_log_format(args.log_format),
+        results = logs.replay(args.files, args.scenario, format=args.format, log_format=log_format_arg(args.log_format),
                               host=args.host, window=args.window, speed=args.speed, set=args.overrides,
                               policies=args.policy, correct_queueing=args.correct_queueing,
                               replications=args.replications, seed=args.seed, warmup=args.warmup)

@@ -1,6 +1,10 @@
 """`dynosim testbed`: run a scenario for real (HAProxy in front of gunicorn dynos, PostgreSQL
 behind them, all on loopback) and simulated, on the same requests, and compare. The testbed
-itself is :mod:`dynosim.testbed`; this module parses, prints and writes."""
+itself is :mod:`dynosim.testbed`; this module parses, prints and writes.
+
+``dynosim testbed replay FILE ...`` (a log against the real testbed under several app-server
+configurations) has a parser and a module of its own, :mod:`.testbed_replay`: the testbed's
+parser hands it every argument after ``replay``."""
 
 from __future__ import annotations
 
@@ -8,12 +12,13 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..display import Column, activity, results_table, stdout_console
 from ..output import print_json, write_files
 from ..results import is_time_metric, lookup
-from .common import add_scenario_arguments, policy_list, policy_names, positive_int, scenario_from_args
+from . import testbed_replay
+from .common import Parser, add_scenario_arguments, policy_list, policy_names, positive_int, scenario_from_args
 
 #: The metrics of the side-by-side table, when the reports have them.
 TABLE_METRICS = ["requests", "throughput", "queued_fraction", "queue.mean", "queue.p50", "queue.p90", "queue.p99",
@@ -22,12 +27,33 @@ TABLE_METRICS = ["requests", "throughput", "queued_fraction", "queue.mean", "que
                  "closed_loop.requests_per_s", "closed_loop.latency.mean", "closed_loop.latency.p99"]
 
 
+class TestbedParser(Parser):
+    """``dynosim testbed``'s parser: ``dynosim testbed replay ...`` is parsed by the replay's
+    own parser (a scenario file named ``replay`` is ``./replay``)."""
+
+    replay: argparse.ArgumentParser
+
+    def parse_known_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                         namespace: Optional[argparse.Namespace] = None) -> Tuple[argparse.Namespace, List[str]]:
+        if args and list(args)[0] == "replay":
+            return self.replay.parse_known_args(list(args)[1:], namespace)
+        return super().parse_known_args(args, namespace)
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     help = "Run a scenario for real (HAProxy, gunicorn, PostgreSQL on loopback) and simulated, and compare."
     p = commands.add_parser(
         "testbed", help=help, description=help,
+        usage="%(prog)s [SCENARIO] [options]\n       %(prog)s replay FILE... --config 'NAME: key=value ...' ...",
         epilog=("The real run sends the requests the simulation's replication 0 draws (same arrival and phase "
-                "times), to 127.0.0.1 only. Components: dynosim testbed --check. Details: docs/testbed.md."))
+                "times), to 127.0.0.1 only. Components: dynosim testbed --check. 'dynosim testbed replay FILE' "
+                "replays a router log under several app-server configurations (see dynosim testbed replay "
+                "--help). Details: docs/testbed.md."))
+    # The subparsers build their parsers with one class: this one is the testbed's own.
+    p.__class__ = TestbedParser
+    replay = testbed_replay.build_parser(f"{p.prog} replay")
+    replay.set_defaults(handler=testbed_replay.main)
+    p.replay = replay
     add_scenario_arguments(p)
     p.add_argument("--policy", type=policy_list, metavar="P1,P2",
                    help=f"routing policies to run instead of router.policy ({', '.join(policy_names())})")

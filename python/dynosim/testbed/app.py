@@ -14,7 +14,15 @@ and the app does each in turn:
   uses no CPU;
 - ``use=R:T`` takes a connection to PostgreSQL from resource R's pool for this process, and
   runs ``SELECT pg_sleep(T)`` on it (or, in ``burn`` mode, a query that keeps one of the
-  database's cores busy for T seconds), then gives the connection back.
+  database's cores busy for T seconds), then gives the connection back;
+- ``mem:B`` allocates B bytes, in pieces of 1 to 32 KiB (random sizes, every byte written so
+  that it is resident), and holds them until the request's last phase is done; ``keep:F``
+  keeps a share F of the pieces this request allocated past its end, in a cache of the
+  worker process that holds at most 1024 pieces (a random one is dropped to make room). The
+  pieces are Python ``bytearray`` objects: above CPython's small-object limit (512 bytes),
+  so they come from glibc's malloc, in the arena of the thread serving the request, as the
+  strings and arrays of a Ruby or Python app do (``dynosim testbed replay --alloc``;
+  docs/testbed.md says what is assumed).
 
 It answers 200 with headers saying what happened: ``X-Dynosim-Start`` and ``X-Dynosim-End``
 (wall clock, Unix seconds: when the app began and finished the request's work),
@@ -42,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import random
 import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -52,6 +61,13 @@ _CONFIG: Dict[str, Any] = json.loads(os.environ.get("DYNOSIM_TESTBED", "{}"))
 _DYNO = str(_CONFIG.get("dyno", 0))
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
+#: ``mem:B``: the most one request may allocate, and the sizes of its pieces (all below
+#: glibc's 128 KiB mmap threshold, so that they come from the thread's arena).
+MAX_ALLOC = 256 * 1024 * 1024
+PIECE_MIN, PIECE_MAX = 1024, 32 * 1024
+#: ``keep:F``: the pieces a worker process keeps past their requests, at most.
+KEPT_MAX = 1024
+
 
 def parse_phases(text: str) -> List[Phase]:
     """``cpu:0.01,use=db:0.02`` → [("cpu", "", 0.01), ("use", "db", 0.02)]."""
@@ -61,11 +77,15 @@ def parse_phases(text: str) -> List[Phase]:
         resource = ""
         if kind.startswith("use="):
             kind, resource = "use", kind[4:]
-        if kind not in ("cpu", "io", "hold", "use") or (kind == "use" and not resource):
+        if kind not in ("cpu", "io", "hold", "use", "mem", "keep") or (kind == "use" and not resource):
             raise ValueError(f"unknown phase {item!r}")
         value = float(seconds)
         if not value >= 0:
             raise ValueError(f"phase {item!r}: the time must be a number >= 0")
+        if kind == "mem" and not (value.is_integer() and value <= MAX_ALLOC):
+            raise ValueError(f"phase {item!r}: the size must be whole bytes, at most {MAX_ALLOC}")
+        if kind == "keep" and value > 1:
+            raise ValueError(f"phase {item!r}: the share kept must be between 0 and 1")
         phases.append((kind, resource, value))
     return phases
 
@@ -159,6 +179,34 @@ def _note(mark: str, request: str, when: float) -> None:
         os.write(_WORK_LOG, f"{mark} {request} {when:.6f}\n".encode())
 
 
+_KEPT: List[bytearray] = []
+_KEPT_LOCK = threading.Lock()
+
+
+def allocate(size: int) -> List[bytearray]:
+    """`size` bytes in pieces of PIECE_MIN to PIECE_MAX bytes, each written (bytearray fills
+    itself with zeros), so that every page is resident."""
+    pieces = []
+    left = size
+    while left > 0:
+        piece = min(left, random.randint(PIECE_MIN, PIECE_MAX))
+        pieces.append(bytearray(piece))
+        left -= piece
+    return pieces
+
+
+def keep(pieces: List[bytearray], share: float) -> None:
+    """Keeps each piece with probability `share` in the worker's cache (at most KEPT_MAX
+    pieces: a random one is dropped, and freed, to make room)."""
+    for piece in pieces:
+        if random.random() < share:
+            with _KEPT_LOCK:
+                if len(_KEPT) >= KEPT_MAX:
+                    _KEPT[random.randrange(len(_KEPT))] = piece
+                else:
+                    _KEPT.append(piece)
+
+
 def rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * _PAGE
@@ -168,6 +216,8 @@ def perform(phases: List[Phase]) -> Tuple[float, float]:
     """Does the phases; returns (CPU seconds this thread used, seconds waited for pools)."""
     cpu0 = time.thread_time()
     pool_wait = 0.0
+    held: List[bytearray] = []
+    share = 0.0
     for kind, resource, seconds in phases:
         if kind == "cpu":
             burn_cpu(seconds)
@@ -175,8 +225,15 @@ def perform(phases: List[Phase]) -> Tuple[float, float]:
             if resource not in _RESOURCES:
                 raise ValueError(f"no resource {resource!r} in this testbed")
             pool_wait += _RESOURCES[resource].use(seconds)
+        elif kind == "mem":
+            held += allocate(int(seconds))
+        elif kind == "keep":
+            share = seconds
         else:
             time.sleep(seconds)
+    if share > 0:
+        keep(held, share)
+    del held  # the rest is freed here, by the thread that allocated it
     return time.thread_time() - cpu0, pool_wait
 
 

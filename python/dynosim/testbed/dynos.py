@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -43,9 +44,14 @@ class DynoPlan:
     worker_timeout: int = 0
     #: gunicorn's --backlog (app.backlog; gunicorn's default otherwise).
     backlog: int = 2048
+    #: The dynos' environment beyond the testbed's own: NAME → value, or None to unset NAME
+    #: (``dynosim testbed replay``'s configurations, e.g. MALLOC_ARENA_MAX). Applied by env(1)
+    #: in front of gunicorn, which execs it: the master (and the workers it forks) start with
+    #: it, before glibc's malloc reads its settings.
+    env: Dict[str, Optional[str]] = field(default_factory=dict)
 
     def argv(self, port: int) -> List[str]:
-        argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
+        argv = self.env_prefix() + [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
                 "--worker-class", self.worker_class, "--workers", str(self.workers),
                 # The scenario's app.timeout (0: none); a quick stop.
                 "--timeout", str(self.worker_timeout), "--graceful-timeout", "1", "--log-level", "warning",
@@ -55,6 +61,16 @@ class DynoPlan:
         if self.worker_class == "gevent":
             argv += ["--worker-connections", str(self.worker_connections)]
         return argv + ["dynosim.testbed.app:app"]
+
+    def env_prefix(self) -> List[str]:
+        """``env -u NAME ... NAME=VALUE ...`` for :attr:`env`; nothing when it is empty."""
+        if not self.env:
+            return []
+        prefix = [shutil.which("env") or "/usr/bin/env"]
+        for name, value in self.env.items():
+            if value is None:
+                prefix += ["-u", name]
+        return prefix + [f"{name}={value}" for name, value in self.env.items() if value is not None]
 
 
 def plan_dynos(described: Dict[str, Any], has_phases: bool, cpu_work: bool, machine_cpus: List[int],
