@@ -458,6 +458,17 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
             make_plan(bad)
 
 
+def run_one_policy(tmp_path: Path, name: str, doc: Dict[str, object]) -> tuple:
+    """`dynosim testbed NAME.toml --json` for a scenario of one policy: its result, the measured
+    replication and the simulation's paired one."""
+    toml = tmp_path / f"{name}.toml"
+    toml.write_text(toml_document(doc))
+    result = run_cli("testbed", str(toml), "--json")
+    assert result.returncode == 0, result.stderr
+    (r,) = json.loads(result.stdout)["results"]
+    return r, r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
+
+
 def test_a_real_router_timeout_answers_504s_counted_as_h12(tmp_path):
     """Every request takes 600 ms at a dyno whose router gives up after 300 ms: every one is an
     H12 in the simulation and a 504 from the real HAProxy."""
@@ -467,12 +478,7 @@ def test_a_real_router_timeout_answers_504s_counted_as_h12(tmp_path):
     doc["arrivals"] = {"process": "poisson", "rate": "2/s"}
     doc["fleet"] = {"dynos": 2}
     doc["router"] = {"policy": "random", "timeout": "300ms"}
-    toml = tmp_path / "h12.toml"
-    toml.write_text(toml_document(doc))
-    result = run_cli("testbed", str(toml), "--json")
-    assert result.returncode == 0, result.stderr
-    (r,) = json.loads(result.stdout)["results"]
-    real, sim = r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
+    r, real, sim = run_one_policy(tmp_path, "h12", doc)
     assert real["requests"] > 0
     assert sim["errors"]["h12"] == 1.0
     assert real["error_counts"]["h12"] == real["requests"] == real["error_counts"]["total"]
@@ -495,12 +501,7 @@ def test_a_real_full_backlog_is_retried_then_answered_h13(tmp_path):
                       service={"distribution": "constant", "value": "1s"}, app={"backlog": 1},
                       router={"policy": "random", "retries": 0, "retry_delay": "20ms"},
                       run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 3})
-    toml = tmp_path / "backlog.toml"
-    toml.write_text(toml_document(doc))
-    result = run_cli("testbed", str(toml), "--json")
-    assert result.returncode == 0, result.stderr
-    (r,) = json.loads(result.stdout)["results"]
-    real, sim = r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
+    r, real, sim = run_one_policy(tmp_path, "backlog", doc)
     assert sim["error_counts"]["h13"] > 0 and real["error_counts"]["h13"] > 0, (sim["error_counts"], real)
     assert real["error_counts"]["total"] == real["error_counts"]["h13"]
     assert r["testbed"]["errored_work"]["never_begun"] == real["error_counts"]["h13"]
@@ -523,12 +524,7 @@ def test_real_worker_and_client_timeouts_are_counted(tmp_path):
                        run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 4})
     for name, doc, kind, fate in (("killed", killed, "app_timeout", "killed"),
                                   ("gone", gone, "client_timeout", "finished")):
-        toml = tmp_path / f"{name}.toml"
-        toml.write_text(toml_document(doc))
-        result = run_cli("testbed", str(toml), "--json")
-        assert result.returncode == 0, result.stderr
-        (r,) = json.loads(result.stdout)["results"]
-        real, sim = r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
+        r, real, sim = run_one_policy(tmp_path, name, doc)
         assert real["requests"] > 0, name
         assert sim["errors"][kind] == 1.0, name
         assert real["error_counts"][kind] == real["requests"] == real["error_counts"]["total"], (name, real)
