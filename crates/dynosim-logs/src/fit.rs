@@ -453,7 +453,10 @@ mod tests {
     fn data(log: &str, options: FitOptions) -> Result<FitData, LogError> {
         let dir = std::env::temp_dir().join(format!("dynosim-fit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{}.log", log.len()));
+        // A file of its own: tests run in parallel, and two may write logs of one length.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("{n}.log"));
         std::fs::write(&path, log).unwrap();
         let out = fit_data(&[path.to_string_lossy().into_owned()], options, &|| false);
         let _ = std::fs::remove_file(&path);

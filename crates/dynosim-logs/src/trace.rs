@@ -402,7 +402,10 @@ mod tests {
     fn trace(log: &str, options: TraceOptions) -> Result<(String, TraceReport), LogError> {
         let dir = std::env::temp_dir().join(format!("dynosim-trace-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{}-{}.log", log.len(), options.speed));
+        // A file of its own: tests run in parallel, and two may write the same log.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("{n}.log"));
         std::fs::write(&path, log).unwrap();
         let mut out = Vec::new();
         let report = build_trace(
