@@ -34,3 +34,20 @@ pub fn filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
     v.resize(n, value);
     Ok(v)
 }
+
+/// Asks the processor to bring `x`'s cache line in, without waiting for it: a hint that
+/// changes no value (on other targets, nothing). For state a large fleet will need at the
+/// next event, so that its cache miss overlaps the work on this one; a plain read there
+/// (`black_box`) held up the instructions after it until the line came.
+#[inline(always)]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
+    // address; here it is a valid reference's anyway. SSE is part of x86_64's baseline.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}

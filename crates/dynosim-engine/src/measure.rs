@@ -256,11 +256,11 @@ impl Measures {
         }
     }
 
-    /// Dyno `dyno`'s busy time so far (a read that brings its line in: see the event-driven
-    /// engine's read-ahead).
+    /// Asks for dyno `dyno`'s lines (see the event-driven engine's read-ahead).
     #[inline]
-    pub fn busy_area(&self, dyno: usize) -> f64 {
-        self.busy_area[dyno]
+    pub fn prefetch_dyno(&self, dyno: usize) {
+        crate::alloc::prefetch(&self.busy_area[dyno]);
+        crate::alloc::prefetch(&self.max_dyno_queue[dyno]);
     }
 
     /// A request's busy thread over [start, end] (its time was not known when it started).

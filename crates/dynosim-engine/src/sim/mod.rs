@@ -26,7 +26,7 @@ mod router;
 mod sharing;
 mod timers;
 
-use crate::alloc::{filled, StateBytes};
+use crate::alloc::{filled, prefetch, StateBytes};
 use crate::app::Accept;
 use crate::error::{Error, Result};
 use crate::measure::Measures;
@@ -559,25 +559,23 @@ fn schedule_next(
 }
 
 impl Simulation<'_> {
-    /// Reads what the next event will first need (its dyno's CPU, or its request), so that
-    /// the cache misses of a large fleet overlap with the work on the current event rather
-    /// than following it: the loads are issued now and their values not waited for until
-    /// the processor runs out of other work. Only the first level: a load that depends on
-    /// another (the request's dyno) would stall, and did (measured slower).
+    /// Asks for what the next event will first need (its dyno's CPU, or its request), so
+    /// that the cache misses of a large fleet overlap with the work on the current event
+    /// rather than following it. Only the first level: a load that depends on another (the
+    /// request's dyno) would stall, and did (measured slower).
     #[inline]
     fn touch(&self, event: Event, soonest: u32) {
-        use std::hint::black_box;
         match event {
             Event::Cpu { dyno } => {
-                black_box(self.dynos[dyno as usize].cpu.scheduled);
-                black_box(self.cpu_store.touch(dyno));
+                prefetch(&self.dynos[dyno as usize].cpu);
+                self.cpu_store.prefetch(dyno);
                 // The request it expects to finish (known when it was scheduled).
                 if let Some(entry) = self.slab.entries.get(soonest as usize) {
-                    black_box(entry.state);
+                    prefetch(entry);
                 }
             }
             Event::Done { req } => {
-                black_box(self.slab.entries[req as usize].state);
+                prefetch(&self.slab.entries[req as usize]);
                 // Its dyno, which the request's next phase or its response reaches.
                 self.touch_dyno(soonest as usize);
             }
@@ -585,34 +583,32 @@ impl Simulation<'_> {
         }
     }
 
-    /// Reads what a request's start, CPU phase or response reads of its dyno (each array's
-    /// line: see [`Self::touch`]).
+    /// Asks for what a request's start, CPU phase or response reads of its dyno (each
+    /// array's line: see [`Self::touch`]).
     #[inline]
     fn touch_dyno(&self, dyno: usize) {
-        use std::hint::black_box;
         let Some(d) = self.dynos.get(dyno) else {
             return;
         };
-        black_box(d.busy);
-        black_box(self.procs.of(dyno, 0).busy);
-        black_box(self.routers.loads[0].in_flight(dyno));
-        black_box(self.measures.busy_area(dyno));
+        prefetch(&d.busy);
+        prefetch(self.procs.of(dyno, 0));
+        self.routers.loads[0].prefetch(dyno);
+        self.measures.prefetch_dyno(dyno);
         if self.cpu_phases {
-            black_box(d.cpu.scheduled);
-            black_box(self.cpu_store.touch(dyno as u32));
+            prefetch(&d.cpu);
+            self.cpu_store.prefetch(dyno as u32);
         }
     }
 
-    /// Reads ahead for the next arrival: the slab entry it will take, and the dyno a random
-    /// draw would send it to, drawn from a copy of the routing stream (the stream itself is
-    /// not moved: a policy that draws otherwise only reads ahead in vain).
+    /// Asks for what the next arrival needs: the slab entry it will take, and the dyno a
+    /// random draw would send it to, drawn from a copy of the routing stream (the stream
+    /// itself is not moved: a policy that draws otherwise only reads ahead in vain).
     #[inline]
     fn touch_next_arrival(&self) {
-        use std::hint::black_box;
         if let Some(&i) = self.slab.free.last() {
-            black_box(self.slab.entries[i as usize].state);
+            prefetch(&self.slab.entries[i as usize]);
             if self.slab.stride > 0 {
-                black_box(self.slab.times[i as usize * self.slab.stride]);
+                prefetch(&self.slab.times[i as usize * self.slab.stride]);
             }
         }
         self.touch_dyno(self.routers.next_random());

@@ -139,10 +139,10 @@ impl SharingStore {
         }
     }
 
-    /// Sharing `k`'s first group's virtual time: a load that brings its groups into the cache.
+    /// Asks for sharing `k`'s groups' line (see [`crate::alloc::prefetch`]).
     #[inline]
-    pub fn touch(&self, k: u32) -> f64 {
-        self.groups[(k * self.per_sharing) as usize].virtual_time
+    pub fn prefetch(&self, k: u32) {
+        crate::alloc::prefetch(&self.groups[(k * self.per_sharing) as usize]);
     }
 
     #[inline]
