@@ -41,13 +41,31 @@ pub fn filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
 /// (`black_box`) held up the instructions after it until the line came.
 #[inline(always)]
 pub fn prefetch<T>(x: &T) {
+    prefetch_line((x as *const T).cast());
+}
+
+#[inline(always)]
+fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
-    // address; here it is a valid reference's anyway. SSE is part of x86_64's baseline.
+    // address (callers pass addresses inside a valid reference's object anyway). SSE is part
+    // of x86_64's baseline.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast());
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
+    let _ = p;
+}
+
+/// [`prefetch`] of every cache line `x` spans (a struct of more than a line, or one that
+/// straddles two).
+#[inline(always)]
+pub fn prefetch_all<T>(x: &T) {
+    let start = (x as *const T).cast::<u8>();
+    let last = std::mem::size_of::<T>().max(1) - 1;
+    let lines = ((start as usize & 63) + last) / 64;
+    for i in 0..=lines {
+        prefetch_line(start.wrapping_add(i * 64));
+    }
 }

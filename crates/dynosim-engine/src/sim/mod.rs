@@ -26,7 +26,7 @@ mod router;
 mod sharing;
 mod timers;
 
-use crate::alloc::{filled, prefetch, StateBytes};
+use crate::alloc::{filled, prefetch, prefetch_all, StateBytes};
 use crate::app::Accept;
 use crate::error::{Error, Result};
 use crate::measure::Measures;
@@ -571,11 +571,11 @@ impl Simulation<'_> {
                 self.cpu_store.prefetch(dyno);
                 // The request it expects to finish (known when it was scheduled).
                 if let Some(entry) = self.slab.entries.get(soonest as usize) {
-                    prefetch(entry);
+                    prefetch_all(entry);
                 }
             }
             Event::Done { req } => {
-                prefetch(&self.slab.entries[req as usize]);
+                prefetch_all(&self.slab.entries[req as usize]);
                 // Its dyno, which the request's next phase or its response reaches.
                 self.touch_dyno(soonest as usize);
             }
@@ -590,12 +590,11 @@ impl Simulation<'_> {
         let Some(d) = self.dynos.get(dyno) else {
             return;
         };
-        prefetch(&d.busy);
+        prefetch_all(d);
         prefetch(self.procs.of(dyno, 0));
         self.routers.loads[0].prefetch(dyno);
         self.measures.prefetch_dyno(dyno);
         if self.cpu_phases {
-            prefetch(&d.cpu);
             self.cpu_store.prefetch(dyno as u32);
         }
     }
@@ -606,7 +605,7 @@ impl Simulation<'_> {
     #[inline]
     fn touch_next_arrival(&self) {
         if let Some(&i) = self.slab.free.last() {
-            prefetch(&self.slab.entries[i as usize]);
+            prefetch_all(&self.slab.entries[i as usize]);
             if self.slab.stride > 0 {
                 prefetch(&self.slab.times[i as usize * self.slab.stride]);
             }
