@@ -61,9 +61,9 @@ fn prefetch_line(p: *const u8) {
 /// [`prefetch`] of every cache line `x` spans (a struct of more than a line, or one that
 /// straddles two).
 #[inline(always)]
-pub fn prefetch_all<T>(x: &T) {
+pub fn prefetch_all<T: ?Sized>(x: &T) {
     let start = (x as *const T).cast::<u8>();
-    let last = std::mem::size_of::<T>().max(1) - 1;
+    let last = std::mem::size_of_val(x).max(1) - 1;
     let lines = ((start as usize & 63) + last) / 64;
     for i in 0..=lines {
         prefetch_line(start.wrapping_add(i * 64));

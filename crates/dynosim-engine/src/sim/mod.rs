@@ -203,6 +203,21 @@ impl Slab {
         Some(i)
     }
 
+    /// Asks for request `i`'s entry and phase times (see [`prefetch`]).
+    #[inline]
+    fn prefetch(&self, i: u32) {
+        if let Some(entry) = self.entries.get(i as usize) {
+            prefetch_all(entry);
+            if let Some(times) = self
+                .times
+                .get(i as usize * self.stride..)
+                .and_then(|t| t.get(..self.stride))
+            {
+                prefetch_all(times);
+            }
+        }
+    }
+
     #[inline]
     fn release(&mut self, i: u32) {
         self.entries[i as usize].state = State::Free;
@@ -601,12 +616,10 @@ impl Simulation<'_> {
                 prefetch(&self.rest.cpus[dyno as usize]);
                 self.cpu_store.prefetch(dyno);
                 // The request it expects to finish (known when it was scheduled).
-                if let Some(entry) = self.slab.entries.get(soonest as usize) {
-                    prefetch_all(entry);
-                }
+                self.slab.prefetch(soonest);
             }
             Event::Done { req } => {
-                prefetch_all(&self.slab.entries[req as usize]);
+                self.slab.prefetch(req);
                 // Its dyno, which the request's next phase or its response reaches.
                 self.touch_dyno(soonest as usize);
             }
@@ -637,10 +650,7 @@ impl Simulation<'_> {
     #[inline]
     fn touch_next_arrival(&self) {
         if let Some(&i) = self.slab.free.last() {
-            prefetch_all(&self.slab.entries[i as usize]);
-            if self.slab.stride > 0 {
-                prefetch(&self.slab.times[i as usize * self.slab.stride]);
-            }
+            self.slab.prefetch(i);
         }
         self.touch_dyno(self.routers.next_random());
     }

@@ -139,10 +139,23 @@ impl SharingStore {
         }
     }
 
-    /// Asks for sharing `k`'s groups' line (see [`crate::alloc::prefetch`]).
+    /// Asks for sharing `k`'s groups and jobs, every line of them (see
+    /// [`crate::alloc::prefetch`]; a sharing with a bound on its groups' jobs only).
     #[inline]
     pub fn prefetch(&self, k: u32) {
-        crate::alloc::prefetch(&self.groups[(k * self.per_sharing) as usize]);
+        let first = (k * self.per_sharing) as usize;
+        let groups = &self.groups[first..][..self.per_sharing as usize];
+        crate::alloc::prefetch_all(groups);
+        if let Some(per_group) = self.per_group {
+            let jobs = groups.len() * per_group as usize;
+            if let Some(jobs) = self
+                .jobs
+                .get(first * per_group as usize..)
+                .and_then(|j| j.get(..jobs))
+            {
+                crate::alloc::prefetch_all(jobs);
+            }
+        }
     }
 
     #[inline]
