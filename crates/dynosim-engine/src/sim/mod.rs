@@ -613,7 +613,7 @@ impl Simulation<'_> {
     fn touch(&self, event: Event, soonest: u32) {
         match event {
             Event::Cpu { dyno } => {
-                prefetch(&self.rest.cpus[dyno as usize]);
+                prefetch_all(&self.rest.cpus[dyno as usize]);
                 self.cpu_store.prefetch(dyno);
                 // The request it expects to finish (known when it was scheduled).
                 self.slab.prefetch(soonest);
