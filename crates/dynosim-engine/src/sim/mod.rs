@@ -397,6 +397,13 @@ fn simulate(
             s.total_slots().min(1 << 20) as usize + 2,
             EventIds::new(s.dynos, s.resources.len() as u32, clients),
             s.dynos < LOOK_AHEAD_DYNOS,
+            // Large fleets: an event for each phase's end and the arrival, about.
+            (s.dynos >= LOOK_AHEAD_DYNOS).then(|| {
+                let phases = s.request.as_ref().map_or(1, |r| {
+                    r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
+                });
+                s.arrival_rate() * (1 + phases) as f64
+            }),
         ),
         slab: Slab {
             stride: s.request.as_ref().map_or(0, |r| {
