@@ -364,6 +364,17 @@ impl EventQueue {
             id,
             hint,
         };
+        if self.buckets.is_some() {
+            self.schedule_with_buckets(e);
+        } else {
+            self.push_heap(e);
+        }
+    }
+
+    /// [`Self::schedule_with`]'s placing of `e` when far events wait in buckets (apart, so
+    /// that the heap alone pays one test for them).
+    #[inline(never)]
+    fn schedule_with_buckets(&mut self, e: Entry) {
         if self.rewinds(e.time) {
             self.rewind(e.time);
         }
@@ -404,7 +415,7 @@ impl EventQueue {
             id,
             hint,
         };
-        if p & IN_BUCKET != 0 || self.far(e.time) {
+        if self.buckets.is_some() && (p & IN_BUCKET != 0 || self.far(e.time)) {
             // Into or out of the buckets: taken out, then scheduled anew.
             self.cancel(id);
             return self.schedule_with(time, priority, id, hint);
