@@ -299,7 +299,7 @@ impl EventQueue {
             b.len -= bucket.len() - kept;
             bucket.truncate(kept);
             b.ring[slot] = bucket;
-            b.current = window + 1;
+            b.current = window.saturating_add(1);
             empty_turn += 1;
         }
         self.buckets = Some(b);
@@ -703,6 +703,22 @@ mod tests {
         {
             match_a_sorted_reference(EventQueue::with_buckets(4, 16, width, buckets), seed as u64);
         }
+    }
+
+    /// Times whose windows saturate (infinity, 1e300) and a deadline far ahead of nearer
+    /// events: the heap takes the far window in when it runs dry, then gives it back.
+    #[test]
+    fn with_buckets_far_and_infinite_times_keep_their_order() {
+        let mut q = EventQueue::with_buckets(4, 2, 0.001, 4);
+        q.schedule(f64::INFINITY, 0, 5);
+        q.schedule(1e300, 0, 6);
+        q.reschedule(30.0, 1, 0, 0);
+        assert_eq!(q.pop(), Some((30.0, 0)));
+        q.schedule(f64::INFINITY, 0, 7);
+        q.reschedule(31.0, 1, 1, 0);
+        q.schedule(0.5, 0, 8);
+        q.schedule(0.25, 0, 9);
+        assert_eq!(drain(&mut q), [9, 8, 1, 6, 5, 7]);
     }
 
     fn match_a_sorted_reference(mut q: EventQueue, seed: u64) {
