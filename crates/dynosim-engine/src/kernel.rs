@@ -23,6 +23,18 @@
 //! from a heap of 2^20 events reads 10 lines, where a binary heap of 24-byte entries read 20
 //! levels. The priority and sequence, needed only between events of equal time, sit in a
 //! separate array indexed by id.
+//!
+//! **Far events wait in buckets** ([`EventQueue::with_buckets`], for large fleets). With
+//! 100,000 dynos the heap held 80,000 events and more, and every pop read its lower levels
+//! from beyond the nearer caches. Time is cut into windows of a fixed width; the heap holds
+//! only the events of the windows before the current one, `K` (all of whose times come
+//! before any later window's), and an event of window K or later is appended to its
+//! window's bucket (a ring of buckets, window k in bucket k mod N) until the heap runs dry:
+//! then the bucket of window K comes into the heap, and K moves on. An event's window is a
+//! monotone function of its time, so the heap's events all come before the buckets', and
+//! events of equal time are always in the heap together, ordered as before: the order of
+//! events is the same as with the heap alone. A bucket may hold events of windows N or more
+//! ahead; they stay there until their window comes round.
 
 /// An entry of the heap: the time as ordered bits ([`order_bits`]), the event's id, and a
 /// hint for whoever looks ahead ([`EventQueue::peek`]), in what would be padding.
@@ -53,6 +65,39 @@ const ROOT: usize = 3;
 
 /// A position for an id with no pending event.
 const NOWHERE: u32 = u32::MAX;
+
+/// The bit of a position that says the event waits in a bucket (the rest: its index there;
+/// which bucket: [`Buckets::bucket_of`]).
+const IN_BUCKET: u32 = 1 << 31;
+
+/// The far events: a ring of buckets by time window (see the module's documentation).
+#[derive(Debug)]
+struct Buckets {
+    /// 1 / the windows' width.
+    per_second: f64,
+    ring: Vec<Vec<Entry>>,
+    /// The current window: the heap holds the events of the windows before it.
+    current: u64,
+    /// Events in the buckets.
+    len: usize,
+    /// The bucket of each movable id that waits in one.
+    bucket_of: Vec<u32>,
+}
+
+impl Buckets {
+    /// The window of a time (as ordered bits): monotone in the time; times before 0 are
+    /// window 0, infinite ones the last.
+    #[inline]
+    fn window(&self, time: u64) -> u64 {
+        // Saturating: negative times give 0, infinity u64::MAX.
+        (time_of(time) * self.per_second) as u64
+    }
+
+    #[inline]
+    fn slot(&self, window: u64) -> usize {
+        (window % self.ring.len() as u64) as usize
+    }
+}
 
 /// Sequence numbers fit below the priority's 8 bits.
 const SEQ_BITS: u32 = 56;
@@ -95,6 +140,8 @@ pub struct EventQueue {
     seq: u64,
     /// Debug builds: the movable event [`EventQueue::pop_in_place`] left at the root.
     held: u32,
+    /// The far events, when the queue keeps them apart ([`Self::with_buckets`]).
+    buckets: Option<Buckets>,
 }
 
 impl EventQueue {
@@ -108,9 +155,154 @@ impl EventQueue {
             movable,
             seq: 0,
             held: NOWHERE,
+            buckets: None,
         };
         q.lines.push(Line([VACANT; 4]));
         q
+    }
+
+    /// [`Self::new`], keeping events of later time windows of `width` seconds in a ring of
+    /// `buckets` buckets rather than in the heap (see the module's documentation). Not with
+    /// [`Self::pop_in_place`].
+    pub fn with_buckets(capacity: usize, movable: u32, width: f64, buckets: usize) -> Self {
+        assert!(width > 0.0 && width.is_finite() && buckets > 0);
+        let mut q = EventQueue::new(capacity.min(1 << 16), movable);
+        q.buckets = Some(Buckets {
+            per_second: 1.0 / width,
+            ring: (0..buckets).map(|_| Vec::new()).collect(),
+            current: 0,
+            len: 0,
+            bucket_of: vec![0; movable as usize],
+        });
+        q
+    }
+
+    /// Whether an event at `time` (ordered bits) goes to a bucket rather than the heap.
+    #[inline]
+    fn far(&self, time: u64) -> bool {
+        self.buckets
+            .as_ref()
+            .is_some_and(|b| b.window(time) >= b.current)
+    }
+
+    /// Whether an event at `time` comes windows before those of a heap of a few events: the
+    /// heap ran dry and took in a window far ahead (the next event then being, say, a
+    /// deadline 30 s away), and now nearer events come. Then the heap goes back to the
+    /// buckets ([`Self::rewind`]), lest it take every event from now on.
+    #[inline]
+    fn rewinds(&self, time: u64) -> bool {
+        self.len <= 64
+            && self
+                .buckets
+                .as_ref()
+                .is_some_and(|b| b.window(time).saturating_add(1) < b.current)
+    }
+
+    /// Puts the heap's events back in their buckets and makes the current window the earliest
+    /// of theirs and `time`'s.
+    #[cold]
+    #[inline(never)]
+    fn rewind(&mut self, time: u64) {
+        let heap: Vec<Entry> = (ROOT..ROOT + self.len).map(|i| self.at(i)).collect();
+        for line in &mut self.lines {
+            *line = Line([VACANT; 4]);
+        }
+        self.len = 0;
+        let b = self.buckets.as_mut().expect("buckets");
+        b.current = heap
+            .iter()
+            .map(|e| e.time)
+            .chain([time])
+            .map(|t| b.window(t))
+            .min()
+            .expect("an event");
+        for e in heap {
+            self.put_in_bucket(e);
+        }
+    }
+
+    /// Appends `e` to its window's bucket.
+    #[inline]
+    fn put_in_bucket(&mut self, e: Entry) {
+        let b = self.buckets.as_mut().expect("buckets");
+        let slot = b.slot(b.window(e.time));
+        let bucket = &mut b.ring[slot];
+        if e.id < self.movable {
+            self.pos[e.id as usize] = IN_BUCKET | bucket.len() as u32;
+            b.bucket_of[e.id as usize] = slot as u32;
+        }
+        bucket.push(e);
+        b.len += 1;
+    }
+
+    /// Takes movable `id`'s event out of its bucket (`p`: its position there).
+    #[inline]
+    fn out_of_bucket(&mut self, id: u32, p: u32) {
+        let b = self.buckets.as_mut().expect("buckets");
+        let bucket = &mut b.ring[b.bucket_of[id as usize] as usize];
+        let i = (p & !IN_BUCKET) as usize;
+        bucket.swap_remove(i);
+        if let Some(moved) = bucket.get(i) {
+            if moved.id < self.movable {
+                self.pos[moved.id as usize] = IN_BUCKET | i as u32;
+            }
+        }
+        b.len -= 1;
+        self.pos[id as usize] = NOWHERE;
+    }
+
+    /// When the heap is empty and buckets are not: the next window's events come into the
+    /// heap (skipping empty windows, and jumping ahead when no event is due within a turn of
+    /// the ring).
+    #[inline]
+    fn refill(&mut self) {
+        if self.len > 0 || self.buckets.as_ref().map_or(true, |b| b.len == 0) {
+            return;
+        }
+        self.refill_from_buckets();
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill_from_buckets(&mut self) {
+        let mut b = self.buckets.take().expect("buckets");
+        let n = b.ring.len() as u64;
+        let mut empty_turn = 0;
+        while self.len == 0 {
+            if empty_turn == n {
+                // Nothing within a turn of the ring: on to the earliest window held.
+                b.current = b
+                    .ring
+                    .iter()
+                    .flatten()
+                    .map(|e| b.window(e.time))
+                    .min()
+                    .expect("events in the buckets");
+                empty_turn = 0;
+            }
+            let window = b.current;
+            let slot = b.slot(window);
+            let mut bucket = std::mem::take(&mut b.ring[slot]);
+            let mut kept = 0;
+            for j in 0..bucket.len() {
+                let e = bucket[j];
+                if b.window(e.time) == window {
+                    self.push_heap(e);
+                } else {
+                    if e.id < self.movable {
+                        self.pos[e.id as usize] = IN_BUCKET | kept as u32;
+                    }
+                    bucket[kept] = e;
+                    kept += 1;
+                }
+            }
+            b.len -= bucket.len() - kept;
+            bucket.truncate(kept);
+            b.ring[slot] = bucket;
+            b.current = window.saturating_add(1);
+            empty_turn += 1;
+        }
+        self.buckets = Some(b);
     }
 
     #[inline]
@@ -167,16 +359,41 @@ impl EventQueue {
     pub fn schedule_with(&mut self, time: f64, priority: u8, id: u32, hint: u32) {
         debug_assert!(!self.is_pending(id), "event {id} is already pending");
         self.stamp(id, priority);
-        let end = ROOT + self.len;
-        if end >> 2 == self.lines.len() {
-            self.lines.push(Line([VACANT; 4]));
-        }
-        self.len += 1;
         let e = Entry {
             time: order_bits(time),
             id,
             hint,
         };
+        if self.buckets.is_some() {
+            self.schedule_with_buckets(e);
+        } else {
+            self.push_heap(e);
+        }
+    }
+
+    /// [`Self::schedule_with`]'s placing of `e` when far events wait in buckets (apart, so
+    /// that the heap alone pays one test for them).
+    #[inline(never)]
+    fn schedule_with_buckets(&mut self, e: Entry) {
+        if self.rewinds(e.time) {
+            self.rewind(e.time);
+        }
+        if self.far(e.time) {
+            self.put_in_bucket(e);
+            self.refill();
+        } else {
+            self.push_heap(e);
+        }
+    }
+
+    /// Adds `e` to the heap.
+    #[inline]
+    fn push_heap(&mut self, e: Entry) {
+        let end = ROOT + self.len;
+        if end >> 2 == self.lines.len() {
+            self.lines.push(Line([VACANT; 4]));
+        }
+        self.len += 1;
         self.sift_up(end, e);
     }
 
@@ -193,12 +410,17 @@ impl EventQueue {
         if p == NOWHERE {
             return self.schedule_with(time, priority, id, hint);
         }
-        self.stamp(id, priority);
         let e = Entry {
             time: order_bits(time),
             id,
             hint,
         };
+        if self.buckets.is_some() && (p & IN_BUCKET != 0 || self.far(e.time)) {
+            // Into or out of the buckets: taken out, then scheduled anew.
+            self.cancel(id);
+            return self.schedule_with(time, priority, id, hint);
+        }
+        self.stamp(id, priority);
         let i = p as usize;
         if i > ROOT && self.before(e, self.at(i / 4 + 2)) {
             self.sift_up(i, e);
@@ -219,6 +441,9 @@ impl EventQueue {
         if p == NOWHERE {
             return;
         }
+        if p & IN_BUCKET != 0 {
+            return self.out_of_bucket(id, p);
+        }
         self.pos[id as usize] = NOWHERE;
         let i = p as usize;
         let last = self.take_last();
@@ -230,6 +455,7 @@ impl EventQueue {
                 self.sift_down(i, last);
             }
         }
+        self.refill();
     }
 
     /// Whether `id` has a pending event (movable ids only; false for the others).
@@ -342,6 +568,7 @@ impl EventQueue {
             }
             self.sift_up(i, last);
         }
+        self.refill();
         Some((time_of(top.time), top.id))
     }
 
@@ -351,6 +578,7 @@ impl EventQueue {
     /// down, where a pop and a new schedule were a sift down, a sift up and another.
     #[inline]
     pub fn pop_in_place(&mut self) -> Option<(f64, u32)> {
+        debug_assert!(self.buckets.is_none(), "pop_in_place with buckets");
         if self.len == 0 {
             return None;
         }
@@ -388,9 +616,10 @@ impl EventQueue {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.len + self.buckets.as_ref().map_or(0, |b| b.len)
     }
 
+    /// (The heap is empty only when the buckets are too.)
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -461,9 +690,40 @@ mod tests {
     /// Against a reference: a sorted list with lazy deletion, as the queue was before.
     #[test]
     fn random_schedules_moves_and_cancels_match_a_sorted_reference() {
-        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        match_a_sorted_reference(EventQueue::new(4, 16), 7);
+    }
+
+    /// The same with far events in buckets: windows a time step wide (times on their
+    /// bounds), or not, and rings of 1 to 8 buckets (events many turns ahead).
+    #[test]
+    fn with_buckets_the_order_is_the_same() {
+        for (seed, (width, buckets)) in [(0.25, 1), (0.25, 3), (0.3, 2), (0.1, 8), (1.7, 4)]
+            .into_iter()
+            .enumerate()
+        {
+            match_a_sorted_reference(EventQueue::with_buckets(4, 16, width, buckets), seed as u64);
+        }
+    }
+
+    /// Times whose windows saturate (infinity, 1e300) and a deadline far ahead of nearer
+    /// events: the heap takes the far window in when it runs dry, then gives it back.
+    #[test]
+    fn with_buckets_far_and_infinite_times_keep_their_order() {
+        let mut q = EventQueue::with_buckets(4, 2, 0.001, 4);
+        q.schedule(f64::INFINITY, 0, 5);
+        q.schedule(1e300, 0, 6);
+        q.reschedule(30.0, 1, 0, 0);
+        assert_eq!(q.pop(), Some((30.0, 0)));
+        q.schedule(f64::INFINITY, 0, 7);
+        q.reschedule(31.0, 1, 1, 0);
+        q.schedule(0.5, 0, 8);
+        q.schedule(0.25, 0, 9);
+        assert_eq!(drain(&mut q), [9, 8, 1, 6, 5, 7]);
+    }
+
+    fn match_a_sorted_reference(mut q: EventQueue, seed: u64) {
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
         let movable = 16u32;
-        let mut q = EventQueue::new(4, movable);
         // (time, priority, seq, id) of live events.
         let mut reference: Vec<(f64, u8, u64, u32)> = Vec::new();
         let mut seq = 0;
@@ -473,6 +733,12 @@ mod tests {
             let op = rng.random_range(0..10);
             // Times on a coarse grid, so that many are equal.
             let t = now + f64::from(rng.random_range(0..8u32)) * 0.25;
+            // Now and then an event far ahead (many turns of a ring of buckets).
+            let t = if rng.random_range(0..50) == 0 {
+                t + 40.0
+            } else {
+                t
+            };
             let prio = rng.random_range(0..3u8);
             seq += 1;
             if op < 4 {

@@ -92,6 +92,12 @@ impl LoadIndex {
         self.in_flight[dyno]
     }
 
+    /// Asks for dyno `dyno`'s count's line (see [`crate::alloc::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, dyno: usize) {
+        crate::alloc::prefetch(&self.in_flight[dyno]);
+    }
+
     /// The smallest in-flight count over all dynos (ranked indexes only).
     #[inline]
     pub fn min_load(&self) -> u32 {

@@ -37,10 +37,8 @@ pub(crate) struct Measures {
     /// Thread-seconds and CPU-seconds spent on requests already answered with an error.
     wasted_thread: f64,
     wasted_cpu: f64,
-    /// Busy slot-seconds inside the window, per dyno.
-    busy_area: Vec<f64>,
-    /// Most requests waiting at each dyno, seen inside the window.
-    max_dyno_queue: Vec<usize>,
+    /// Per dyno, side by side (one line for the two, see [`PerDyno`]).
+    per_dyno: Vec<PerDyno>,
     max_router_queue: usize,
     arrived: u64,
     arrived_in_window: u64,
@@ -68,6 +66,16 @@ impl Level {
         self.last = now;
         self.value = value;
     }
+}
+
+/// What is measured of each dyno: its busy slot-seconds inside the window and the most
+/// requests seen waiting at it there. Together, 16-byte aligned: one cache line for both (with
+/// 100,000 dynos each was a cache miss of its own for every request).
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(align(16))]
+struct PerDyno {
+    busy_area: f64,
+    max_queue: u64,
 }
 
 /// Figures of the dyno model: CPU, processes, memory, failures, resources, classes, clients.
@@ -112,8 +120,7 @@ impl Measures {
             errors_all: [0; ErrorKind::COUNT],
             wasted_thread: 0.0,
             wasted_cpu: 0.0,
-            busy_area: filled(n, 0.0)?,
-            max_dyno_queue: filled(n, 0)?,
+            per_dyno: filled(n, PerDyno::default())?,
             max_router_queue: 0,
             arrived: 0,
             arrived_in_window: 0,
@@ -256,11 +263,10 @@ impl Measures {
         }
     }
 
-    /// Dyno `dyno`'s busy time so far (a read that brings its line in: see the event-driven
-    /// engine's read-ahead).
+    /// Asks for dyno `dyno`'s lines (see the event-driven engine's read-ahead).
     #[inline]
-    pub fn busy_area(&self, dyno: usize) -> f64 {
-        self.busy_area[dyno]
+    pub fn prefetch_dyno(&self, dyno: usize) {
+        crate::alloc::prefetch(&self.per_dyno[dyno]);
     }
 
     /// A request's busy thread over [start, end] (its time was not known when it started).
@@ -268,7 +274,7 @@ impl Measures {
     pub fn held(&mut self, dyno: usize, start: f64, end: f64) {
         let area = end.min(self.window_end) - start.max(self.window_start);
         if area > 0.0 {
-            self.busy_area[dyno] += area;
+            self.per_dyno[dyno].busy_area += area;
         }
     }
 
@@ -278,7 +284,7 @@ impl Measures {
     pub fn unbusy(&mut self, dyno: usize, from: f64, to: f64) {
         let area = to.min(self.window_end) - from.max(self.window_start);
         if area > 0.0 {
-            self.busy_area[dyno] -= area;
+            self.per_dyno[dyno].busy_area -= area;
         }
     }
 
@@ -392,7 +398,7 @@ impl Measures {
             end.min(self.window_end) - start.max(self.window_start)
         };
         if area > 0.0 {
-            self.busy_area[dyno] += area;
+            self.per_dyno[dyno].busy_area += area;
         }
     }
 
@@ -415,7 +421,7 @@ impl Measures {
     pub fn served(&mut self, dyno: usize, arrival: f64, start: f64, service: f64) {
         let end = start + service;
         if arrival >= self.window_start && end <= self.window_end {
-            self.busy_area[dyno] += service;
+            self.per_dyno[dyno].busy_area += service;
             self.queue.record(start - arrival);
             self.response.record(end - arrival);
             self.completed += 1;
@@ -431,8 +437,8 @@ impl Measures {
     #[inline]
     pub fn dyno_queue(&mut self, dyno: usize, time: f64, waiting: usize) {
         if time >= self.window_start {
-            let max = &mut self.max_dyno_queue[dyno];
-            *max = (*max).max(waiting);
+            let max = &mut self.per_dyno[dyno].max_queue;
+            *max = (*max).max(waiting as u64);
         }
     }
 
@@ -456,7 +462,11 @@ impl Measures {
         let extra = self.inside.take().map(|inside| {
             finish_inside(*inside, scenario, (self.window_start, window_close), span)
         });
-        let per_dyno: Vec<f64> = self.busy_area.iter().map(|a| a / capacity).collect();
+        let per_dyno: Vec<f64> = self
+            .per_dyno
+            .iter()
+            .map(|d| d.busy_area / capacity)
+            .collect();
         let requests = self.arrived_in_window;
         let reached = self.queue.count();
         let (queued, queue_of_queued) = match &self.queued {
@@ -492,7 +502,7 @@ impl Measures {
                 per_dyno,
             },
             max_queue_depth: QueueDepth {
-                dyno: self.max_dyno_queue.iter().copied().max().unwrap_or(0) as u64,
+                dyno: self.per_dyno.iter().map(|d| d.max_queue).max().unwrap_or(0),
                 router: self.max_router_queue as u64,
             },
             simulated_requests: self.arrived,
@@ -506,7 +516,7 @@ impl Measures {
         }
         .with(
             extra,
-            self.max_dyno_queue.iter().copied().max().unwrap_or(0) as u64,
+            self.per_dyno.iter().map(|d| d.max_queue).max().unwrap_or(0),
         )
     }
 }

@@ -211,6 +211,30 @@ fn random_routing_is_the_same_on_both_engines() {
     }
 }
 
+/// Fleets of 4096 dynos or more run the event-driven engine's large-fleet paths: the
+/// read-ahead, far events kept in buckets by time window, and (with a router timeout) the
+/// deadlines' event moving in and out of them. power_of_d's routes depend on the order of
+/// completions across dynos, which random routing's do not.
+#[test]
+fn a_large_fleet_is_the_same_on_both_engines() {
+    let exp = json!({"distribution": "exponential", "mean": "100ms"});
+    for (policy, timeout, load) in [
+        ("power_of_d", "off", 0.9),
+        ("random", "off", 0.8),
+        ("random", "300ms", 0.95),
+    ] {
+        let json = scenario_json(
+            5000.0 * load / 0.1,
+            exp.clone(),
+            5000,
+            1,
+            json!({"policy": policy, "timeout": timeout}),
+            (4.0, 1.0, 2, 5),
+        );
+        same_figures(&format!("5000 dynos, {policy}, timeout {timeout}"), &json);
+    }
+}
+
 #[test]
 fn several_routers_at_random_are_the_same_on_both_engines() {
     same_on_both_engines(

@@ -6,54 +6,111 @@ use super::sharing::{Sharing, SharingStore};
 use crate::app::{Accept, AppServer, Memory};
 use std::collections::VecDeque;
 
-#[derive(Debug, Clone)]
+/// What most events read of a dyno, in half a cache line (aligned so as not to straddle
+/// two): with 100,000 dynos every request's dyno is a cache miss, so its hot state is packed
+/// apart from the rest (its CPU, memory and greedy queues are in arrays of their own, see
+/// [`DynoRest`]).
+#[derive(Debug, Clone, Copy)]
+#[repr(align(32))]
 pub(super) struct Dyno {
     /// Requests holding a thread.
     pub busy: u32,
-    /// Requests waiting for a thread, in order (slab indexes): the accept queue all processes
-    /// share, or with greedy accept the backlog of those no process had room for.
-    pub accept: VecDeque<u32>,
-    /// Greedy accept: each process's own queue of accepted requests waiting for its threads
-    /// (empty for shared accept).
-    pub queues: Vec<VecDeque<u32>>,
     /// Requests waiting for a thread in all: the accept queue and the processes' queues.
     pub waiting: u32,
     /// Processes holding at least one request.
     pub busy_processes: u32,
-    pub cpu: Sharing,
+    /// Requests waiting for a thread, in order: the accept queue all processes share, or with
+    /// greedy accept the backlog of those no process had room for. Linked through the
+    /// requests' slab entries (see `super::Slab::push_back`).
+    pub accept: Fifo,
     pub up: bool,
-    /// Bytes held now.
-    pub memory: f64,
 }
 
 impl Dyno {
-    /// A dyno whose CPU is sharing 0 of `store` (see [`Sharing::placed`]).
-    pub fn new(app: &AppServer, cores: u32, cpu: bool, store: &SharingStore) -> Dyno {
-        let mut cpu = store.sharing(0, cores, cpu && app.lock);
-        cpu.set_slowdown(app.memory.slowdown(idle_memory(app)));
-        Dyno {
-            busy: 0,
-            accept: VecDeque::new(),
+    pub const IDLE: Dyno = Dyno {
+        busy: 0,
+        waiting: 0,
+        busy_processes: 0,
+        accept: Fifo::EMPTY,
+        up: true,
+    };
+}
+
+/// A FIFO of requests linked through their slab entries: no buffer of its own to reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fifo {
+    pub head: u32,
+    pub tail: u32,
+    pub len: u32,
+}
+
+impl Fifo {
+    pub const EMPTY: Fifo = Fifo {
+        head: u32::MAX,
+        tail: u32::MAX,
+        len: 0,
+    };
+}
+
+/// The rest of the dynos' state, fleet-wide arrays by dyno: their CPUs ([`Sharing`] of their
+/// cores), their memory, and with greedy accept each process's own queue.
+#[derive(Debug)]
+pub(super) struct DynoRest {
+    pub cpus: Vec<Sharing>,
+    /// Bytes each dyno holds now.
+    pub memory: Vec<f64>,
+    /// Greedy accept: each process's own queue of accepted requests waiting for its threads,
+    /// dyno d's at `d * processes ..` (empty for shared accept).
+    pub queues: Vec<VecDeque<u32>>,
+    processes: usize,
+}
+
+impl DynoRest {
+    /// Dynos whose CPUs are the sharings of `store` in order (see [`Sharing::placed`]).
+    pub fn new(
+        app: &AppServer,
+        dynos: u32,
+        cores: u32,
+        cpu: bool,
+        store: &SharingStore,
+    ) -> crate::error::Result<DynoRest> {
+        let n = dynos as usize;
+        let mut first = store.sharing(0, cores, cpu && app.lock);
+        first.set_slowdown(app.memory.slowdown(idle_memory(app)));
+        let mut cpus = crate::alloc::filled(n, first)?;
+        for (d, c) in cpus.iter_mut().enumerate() {
+            *c = c.clone().placed(d as u32);
+        }
+        let processes = app.processes as usize;
+        Ok(DynoRest {
+            cpus,
+            memory: crate::alloc::filled(n, idle_memory(app))?,
             queues: match app.accept {
                 Accept::Shared => Vec::new(),
-                Accept::Greedy { .. } => vec![VecDeque::new(); app.processes as usize],
+                Accept::Greedy { .. } => crate::alloc::filled(n * processes, VecDeque::new())?,
             },
-            waiting: 0,
-            busy_processes: 0,
-            cpu,
-            up: true,
-            memory: idle_memory(app),
-        }
+            processes,
+        })
     }
 
-    /// Back to a fresh boot: no requests, idle memory.
-    pub fn reset(&mut self, app: &AppServer) {
-        self.busy = 0;
-        self.accept.clear();
-        self.queues.iter_mut().for_each(VecDeque::clear);
-        self.waiting = 0;
-        self.busy_processes = 0;
-        self.memory = idle_memory(app);
+    /// Whether processes have queues of their own (greedy accept).
+    #[inline]
+    pub fn greedy(&self) -> bool {
+        !self.queues.is_empty()
+    }
+
+    /// Process `process` of `dyno`'s own queue (greedy accept).
+    #[inline]
+    pub fn queue(&mut self, dyno: usize, process: u32) -> &mut VecDeque<u32> {
+        &mut self.queues[dyno * self.processes + process as usize]
+    }
+
+    /// `dyno`'s processes' queues (greedy accept; none otherwise).
+    pub fn queues_of(&mut self, dyno: usize) -> &mut [VecDeque<u32>] {
+        if self.queues.is_empty() {
+            return &mut [];
+        }
+        &mut self.queues[dyno * self.processes..][..self.processes]
     }
 }
 

@@ -26,7 +26,7 @@ mod router;
 mod sharing;
 mod timers;
 
-use crate::alloc::{filled, StateBytes};
+use crate::alloc::{filled, prefetch, prefetch_all, StateBytes};
 use crate::app::Accept;
 use crate::error::{Error, Result};
 use crate::measure::Measures;
@@ -36,7 +36,7 @@ use crate::resource::{Discipline, PoolScope};
 use crate::result::{ErrorKind, Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
-use dyno::{Dyno, Processes};
+use dyno::{Dyno, DynoRest, Fifo, Processes};
 use events::{Event, EventIds, Events, ARRIVAL, BOOT, CONNECTED};
 use rand::Rng;
 use resource::ResourceState;
@@ -122,6 +122,8 @@ struct Request {
     refusals: u32,
     /// The dyno that refused it last, which its retry avoids (NONE: none).
     refused_by: u32,
+    /// The request after it in its dyno's accept queue ([`Fifo`]), or NONE.
+    next: u32,
 }
 
 /// Requests in flight, by index; freed entries are reused.
@@ -167,6 +169,7 @@ impl Slab {
                 cpu_left: 0.0,
                 refusals: 0,
                 refused_by: NONE,
+                next: NONE,
             });
             self.times.resize(self.entries.len() * self.stride, 0.0);
             (self.entries.len() - 1) as u32
@@ -176,6 +179,46 @@ impl Slab {
     #[inline]
     fn time(&self, i: u32, phase: u32) -> f64 {
         self.times[i as usize * self.stride + phase as usize]
+    }
+
+    /// Puts request `i` at the back of `fifo`.
+    #[inline]
+    fn push_back(&mut self, fifo: &mut Fifo, i: u32) {
+        self.entries[i as usize].next = NONE;
+        if fifo.len == 0 {
+            fifo.head = i;
+        } else {
+            self.entries[fifo.tail as usize].next = i;
+        }
+        fifo.tail = i;
+        fifo.len += 1;
+    }
+
+    /// Takes the request at the front of `fifo`.
+    #[inline]
+    fn pop_front(&mut self, fifo: &mut Fifo) -> Option<u32> {
+        if fifo.len == 0 {
+            return None;
+        }
+        let i = fifo.head;
+        fifo.head = self.entries[i as usize].next;
+        fifo.len -= 1;
+        Some(i)
+    }
+
+    /// Asks for request `i`'s entry and phase times (see [`prefetch`]).
+    #[inline]
+    fn prefetch(&self, i: u32) {
+        if let Some(entry) = self.entries.get(i as usize) {
+            prefetch_all(entry);
+            if let Some(times) = self
+                .times
+                .get(i as usize * self.stride..)
+                .and_then(|t| t.get(..self.stride))
+            {
+                prefetch_all(times);
+            }
+        }
     }
 
     #[inline]
@@ -201,6 +244,8 @@ struct Simulation<'s> {
     events: Events,
     slab: Slab,
     dynos: Vec<Dyno>,
+    /// The dynos' CPUs, memory and greedy queues.
+    rest: DynoRest,
     /// The groups and jobs of every dyno's CPU.
     cpu_store: SharingStore,
     /// Every dyno's processes' requests and arenas.
@@ -271,7 +316,9 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
                 r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0) as f64
             });
     StateBytes {
-        per_dyno: Measures::BYTES_PER_DYNO + size_of::<Dyno>() as f64 + processes * 2.0 * u32_bytes,
+        per_dyno: Measures::BYTES_PER_DYNO
+            + (size_of::<Dyno>() + size_of::<Sharing>() + size_of::<f64>()) as f64
+            + processes * 2.0 * u32_bytes,
         // Per busy thread: a request, a pending event (the heap's buffer doubles), a CPU job.
         per_slot: request + 2.0 * crate::kernel::EventQueue::ENTRY_BYTES as f64 + 32.0,
         per_router_dyno: u32_bytes + ranking,
@@ -340,10 +387,8 @@ fn simulate(
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
     let cpu_store = dyno::cpu_store(&s.app, s.dynos, cpu)?;
-    let mut dynos = filled(n, Dyno::new(&s.app, s.dyno_type.cores, cpu, &cpu_store))?;
-    for (d, dyno) in dynos.iter_mut().enumerate() {
-        dyno.cpu = dyno.cpu.clone().placed(d as u32);
-    }
+    let dynos = filled(n, Dyno::IDLE)?;
+    let rest = DynoRest::new(&s.app, s.dynos, s.dyno_type.cores, cpu, &cpu_store)?;
     let clients = match &s.workload {
         Workload::Open(_) => 0,
         Workload::Closed(clients) => clients.count,
@@ -355,6 +400,13 @@ fn simulate(
             s.total_slots().min(1 << 20) as usize + 2,
             EventIds::new(s.dynos, s.resources.len() as u32, clients),
             s.dynos < LOOK_AHEAD_DYNOS,
+            // Large fleets: an event for each phase's end and the arrival, about.
+            (s.dynos >= LOOK_AHEAD_DYNOS).then(|| {
+                let phases = s.request.as_ref().map_or(1, |r| {
+                    r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
+                });
+                s.arrival_rate() * (1 + phases) as f64
+            }),
         ),
         slab: Slab {
             stride: s.request.as_ref().map_or(0, |r| {
@@ -363,6 +415,7 @@ fn simulate(
             ..Slab::default()
         },
         dynos,
+        rest,
         cpu_store,
         procs: Processes::new(&s.app, s.dynos)?,
         dynos_up: s.dynos,
@@ -562,25 +615,21 @@ fn schedule_next(
 }
 
 impl Simulation<'_> {
-    /// Reads what the next event will first need (its dyno's CPU, or its request), so that
-    /// the cache misses of a large fleet overlap with the work on the current event rather
-    /// than following it: the loads are issued now and their values not waited for until
-    /// the processor runs out of other work. Only the first level: a load that depends on
-    /// another (the request's dyno) would stall, and did (measured slower).
+    /// Asks for what the next event will first need (its dyno's CPU, or its request), so
+    /// that the cache misses of a large fleet overlap with the work on the current event
+    /// rather than following it. Only the first level: a load that depends on another (the
+    /// request's dyno) would stall, and did (measured slower).
     #[inline]
     fn touch(&self, event: Event, soonest: u32) {
-        use std::hint::black_box;
         match event {
             Event::Cpu { dyno } => {
-                black_box(self.dynos[dyno as usize].cpu.scheduled);
-                black_box(self.cpu_store.touch(dyno));
+                prefetch_all(&self.rest.cpus[dyno as usize]);
+                self.cpu_store.prefetch(dyno);
                 // The request it expects to finish (known when it was scheduled).
-                if let Some(entry) = self.slab.entries.get(soonest as usize) {
-                    black_box(entry.state);
-                }
+                self.slab.prefetch(soonest);
             }
             Event::Done { req } => {
-                black_box(self.slab.entries[req as usize].state);
+                self.slab.prefetch(req);
                 // Its dyno, which the request's next phase or its response reaches.
                 self.touch_dyno(soonest as usize);
             }
@@ -588,35 +637,30 @@ impl Simulation<'_> {
         }
     }
 
-    /// Reads what a request's start, CPU phase or response reads of its dyno (each array's
-    /// line: see [`Self::touch`]).
+    /// Asks for what a request's start, CPU phase or response reads of its dyno (each
+    /// array's line: see [`Self::touch`]).
     #[inline]
     fn touch_dyno(&self, dyno: usize) {
-        use std::hint::black_box;
         let Some(d) = self.dynos.get(dyno) else {
             return;
         };
-        black_box(d.busy);
-        black_box(self.procs.of(dyno, 0).busy);
-        black_box(self.routers.loads[0].in_flight(dyno));
-        black_box(self.measures.busy_area(dyno));
+        prefetch_all(d);
+        prefetch(self.procs.of(dyno, 0));
+        self.routers.loads[0].prefetch(dyno);
+        self.measures.prefetch_dyno(dyno);
         if self.cpu_phases {
-            black_box(d.cpu.scheduled);
-            black_box(self.cpu_store.touch(dyno as u32));
+            prefetch_all(&self.rest.cpus[dyno]);
+            self.cpu_store.prefetch(dyno as u32);
         }
     }
 
-    /// Reads ahead for the next arrival: the slab entry it will take, and the dyno a random
-    /// draw would send it to, drawn from a copy of the routing stream (the stream itself is
-    /// not moved: a policy that draws otherwise only reads ahead in vain).
+    /// Asks for what the next arrival needs: the slab entry it will take, and the dyno a
+    /// random draw would send it to, drawn from a copy of the routing stream (the stream
+    /// itself is not moved: a policy that draws otherwise only reads ahead in vain).
     #[inline]
     fn touch_next_arrival(&self) {
-        use std::hint::black_box;
         if let Some(&i) = self.slab.free.last() {
-            black_box(self.slab.entries[i as usize].state);
-            if self.slab.stride > 0 {
-                black_box(self.slab.times[i as usize * self.slab.stride]);
-            }
+            self.slab.prefetch(i);
         }
         self.touch_dyno(self.routers.next_random());
     }
@@ -994,8 +1038,7 @@ impl Simulation<'_> {
         if self.phases {
             let cpu_now = if state == State::Cpu {
                 self.cpu_advance(dyno);
-                self.dynos[dyno]
-                    .cpu
+                self.rest.cpus[dyno]
                     .remaining(&mut self.cpu_store, req)
                     .unwrap_or(0.0)
             } else {
@@ -1161,7 +1204,7 @@ impl Simulation<'_> {
     /// The request waits on the dyno for a thread: in the accept queue, or in `process`'s own.
     fn wait_on_dyno(&mut self, dyno: usize, req: u32, process: Option<u32>) {
         if let (None, Some(backlog)) = (process, self.s.app.backlog) {
-            if self.dynos[dyno].accept.len() >= backlog as usize {
+            if self.dynos[dyno].accept.len >= backlog {
                 return self.refused(dyno, req);
             }
         }
@@ -1169,11 +1212,11 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.state = State::Accept;
         entry.waited = true;
-        let d = &mut self.dynos[dyno];
         match process {
-            None => d.accept.push_back(req),
-            Some(p) => d.queues[p as usize].push_back(req),
+            None => self.slab.push_back(&mut self.dynos[dyno].accept, req),
+            Some(p) => self.rest.queue(dyno, p).push_back(req),
         }
+        let d = &mut self.dynos[dyno];
         d.waiting += 1;
         self.measures.dyno_queue(dyno, self.now, d.waiting as usize);
         self.waiting_total += 1;
@@ -1247,10 +1290,7 @@ impl Simulation<'_> {
         let proc = self.procs.of(dyno, process);
         let factor = m.contention(proc.busy, 1 + proc.arenas);
         self.cpu_advance(dyno);
-        if self.dynos[dyno]
-            .cpu
-            .set_group_factor(&mut self.cpu_store, process, factor)
-        {
+        if self.rest.cpus[dyno].set_group_factor(&mut self.cpu_store, process, factor) {
             self.reschedule_cpu(dyno);
         }
     }
@@ -1267,10 +1307,10 @@ impl Simulation<'_> {
     /// A dyno's memory changed by `delta` bytes: R14 slows its CPU, R15 restarts it.
     fn memory_changed(&mut self, dyno: usize, delta: f64) {
         let m = &self.s.app.memory;
-        let d = &mut self.dynos[dyno];
-        let was_over = d.memory > m.quota;
-        d.memory += delta;
-        let bytes = d.memory;
+        let memory = &mut self.rest.memory[dyno];
+        let was_over = *memory > m.quota;
+        *memory += delta;
+        let bytes = *memory;
         self.fleet_memory += delta;
         let over = bytes > m.quota;
         if over != was_over {
@@ -1288,9 +1328,9 @@ impl Simulation<'_> {
         }
         if self.phases {
             let slowdown = m.slowdown(bytes);
-            let (busy, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, self.now);
+            let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, self.now);
             self.measures.cpu(from, self.now, busy);
-            if self.dynos[dyno].cpu.set_slowdown(slowdown) {
+            if self.rest.cpus[dyno].set_slowdown(slowdown) {
                 self.reschedule_cpu(dyno);
             }
         }
@@ -1311,9 +1351,7 @@ impl Simulation<'_> {
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
                 self.cpu_advance(dyno);
-                self.dynos[dyno]
-                    .cpu
-                    .add(&mut self.cpu_store, req, process, time);
+                self.rest.cpus[dyno].add(&mut self.cpu_store, req, process, time);
                 self.reschedule_cpu(dyno);
             }
             PhaseKind::Use(r) => {
@@ -1379,7 +1417,7 @@ impl Simulation<'_> {
 
     fn cpu_advance(&mut self, dyno: usize) {
         let now = self.now;
-        let (busy, from) = self.dynos[dyno].cpu.advance(&mut self.cpu_store, now);
+        let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, now);
         if busy > 0.0 {
             self.measures.cpu(from, now, busy);
         }
@@ -1389,7 +1427,7 @@ impl Simulation<'_> {
         let event = Event::Cpu { dyno: dyno as u32 };
         schedule_next(
             &mut self.events,
-            &mut self.dynos[dyno].cpu,
+            &mut self.rest.cpus[dyno],
             &mut self.cpu_store,
             self.now,
             event,
@@ -1409,12 +1447,10 @@ impl Simulation<'_> {
     }
 
     fn cpu_done(&mut self, dyno: usize) {
-        self.dynos[dyno].cpu.scheduled = None;
+        self.rest.cpus[dyno].scheduled = None;
         self.cpu_advance(dyno);
         let mut done = std::mem::take(&mut self.done);
-        self.dynos[dyno]
-            .cpu
-            .take_done(&mut self.cpu_store, self.now, &mut done);
+        self.rest.cpus[dyno].take_done(&mut self.cpu_store, self.now, &mut done);
         self.reschedule_cpu(dyno);
         for &req in &done {
             // A request finished before it may have restarted the dyno (R15), which failed
@@ -1611,20 +1647,19 @@ impl Simulation<'_> {
             self.fleet_levels();
         }
         if self.dynos[dyno].up {
-            let d = &mut self.dynos[dyno];
-            let next = if d.queues.is_empty() {
-                d.accept.pop_front()
+            let next = if !self.rest.greedy() {
+                self.slab.pop_front(&mut self.dynos[dyno].accept)
             } else {
                 // Greedy: the process's own queue first (it holds one fewer); else a
                 // backlogged request fills the room this one leaves (it holds as many).
                 let held = &mut self.procs.of_mut(dyno, process).held;
-                match d.queues[process as usize].pop_front() {
+                match self.rest.queue(dyno, process).pop_front() {
                     Some(own) => {
                         *held -= 1;
                         Some(own)
                     }
                     None => {
-                        let backlog = d.accept.pop_front();
+                        let backlog = self.slab.pop_front(&mut self.dynos[dyno].accept);
                         if backlog.is_none() {
                             *held -= 1;
                         }
@@ -1633,7 +1668,7 @@ impl Simulation<'_> {
                 }
             };
             if let Some(next) = next {
-                d.waiting -= 1;
+                self.dynos[dyno].waiting -= 1;
                 self.waiting_total -= 1;
                 // The thread just freed takes it (a process's own accept loop).
                 self.start(dyno, process, next);
@@ -1741,10 +1776,9 @@ impl Simulation<'_> {
         }
         proc.down = false;
         proc.busy = 0;
-        let d = &mut self.dynos[dyno];
-        if d.up {
-            if let Some(next) = d.accept.pop_front() {
-                d.waiting -= 1;
+        if self.dynos[dyno].up {
+            if let Some(next) = self.slab.pop_front(&mut self.dynos[dyno].accept) {
+                self.dynos[dyno].waiting -= 1;
                 self.waiting_total -= 1;
                 self.start(dyno, process, next);
             }
@@ -1785,7 +1819,7 @@ impl Simulation<'_> {
             State::ResourceService(r) => Some(State::Orphan(r)),
             State::Cpu => {
                 self.cpu_advance(dyno);
-                self.dynos[dyno].cpu.remove(&mut self.cpu_store, req);
+                self.rest.cpus[dyno].remove(&mut self.cpu_store, req);
                 None
             }
             State::PoolWait(r) => {
@@ -1837,11 +1871,13 @@ impl Simulation<'_> {
         d.up = false;
         self.dynos_up -= 1;
         // The requests on it: those in its accept queue and those its threads hold.
-        let mut victims: Vec<u32> = d.accept.drain(..).collect();
-        for queue in &mut d.queues {
+        let mut accept = std::mem::replace(&mut d.accept, Fifo::EMPTY);
+        d.waiting = 0;
+        let mut victims: Vec<u32> =
+            std::iter::from_fn(|| self.slab.pop_front(&mut accept)).collect();
+        for queue in self.rest.queues_of(dyno) {
             victims.extend(queue.drain(..));
         }
-        d.waiting = 0;
         self.waiting_total -= victims.len();
         let on_threads: Vec<u32> = (0..self.slab.entries.len() as u32)
             .filter(|&i| {
@@ -1891,14 +1927,18 @@ impl Simulation<'_> {
                 _ => {}
             }
         }
-        let before = self.dynos[dyno].memory;
+        let before = self.rest.memory[dyno];
         let was_over = before > self.s.app.memory.quota;
         let busy_before = self.dynos[dyno].busy_processes;
-        self.dynos[dyno].reset(&self.s.app);
+        // Back to a fresh boot: no requests, idle memory.
+        self.dynos[dyno] = Dyno {
+            up: false,
+            ..Dyno::IDLE
+        };
+        self.rest.memory[dyno] = dyno::idle_memory(&self.s.app);
         self.procs.reset(dyno);
-        self.dynos[dyno].up = false;
         self.busy_processes -= busy_before;
-        let after = self.dynos[dyno].memory;
+        let after = self.rest.memory[dyno];
         self.fleet_memory += after - before;
         let quota = self.s.app.memory.quota;
         match (was_over, after > quota) {
@@ -1908,7 +1948,7 @@ impl Simulation<'_> {
         }
         self.fleet_levels();
         let slowdown = self.s.app.memory.slowdown(after);
-        let _ = self.dynos[dyno].cpu.set_slowdown(slowdown);
+        let _ = self.rest.cpus[dyno].set_slowdown(slowdown);
         self.events.schedule(
             now + self.s.app.boot_time,
             BOOT,
