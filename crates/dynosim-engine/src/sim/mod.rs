@@ -53,6 +53,10 @@ const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
 const NONE: u32 = u32::MAX;
 
+/// Deadlines a kind may hold beyond twice the requests in flight before it is swept of those
+/// done with (see `Deadlines::compact`): small fleets never sweep.
+const COMPACT_SLACK: usize = 1024;
+
 /// Where a request is, for what an event or a restart must do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -899,10 +903,14 @@ impl Simulation<'_> {
     /// [`Self::next_timer`]).
     #[inline]
     fn prune_deadlines(&mut self) {
+        // Requests in flight (slab entries in use), and a sweep once a kind holds more than
+        // twice as many deadlines: see `Deadlines::compact`.
+        let bound = 2 * (self.slab.entries.len() - self.slab.free.len()) + COMPACT_SLACK;
         for kind in KINDS {
             if let Some(d) = self.deadlines[kind as usize].as_mut() {
                 let entries = &self.slab.entries;
                 d.prune(|d| live(entries, kind, d));
+                d.compact(bound, |d| live(entries, kind, d));
             }
         }
     }

@@ -130,6 +130,30 @@ impl Deadlines {
         }
     }
 
+    /// Keeps only the deadlines `live` says still count, in their order, once more than
+    /// `bound` are held. A FIFO's front waits for its oldest request still in flight, and a
+    /// heap keeps every deadline until it comes: at a million requests a second under a 30 s
+    /// timeout either would hold millions that are done with. With `bound` twice the
+    /// requests in flight (plus a constant), a sweep comes after at least as many pushes as
+    /// it looks at, so it costs O(1) a request, and what is held stays within a few times the
+    /// requests in flight.
+    #[inline]
+    pub fn compact(&mut self, bound: usize, live: impl Fn(Deadline) -> bool) {
+        match self {
+            Deadlines::Fifo(q) if q.len() > bound => q.retain(|&d| live(d)),
+            Deadlines::Heap { heap, .. } if heap.len() > bound => {
+                heap.retain(|Reverse((at, _, req, generation))| {
+                    live(Deadline {
+                        at: f64::from_bits(*at),
+                        req: *req,
+                        generation: *generation,
+                    })
+                })
+            }
+            _ => {}
+        }
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         match self {
@@ -159,6 +183,22 @@ mod tests {
         }
         let order: Vec<u32> = std::iter::from_fn(|| h.pop()).map(|x| x.req).collect();
         assert_eq!(order, [1, 3, 2, 0]);
+    }
+
+    #[test]
+    fn compacting_keeps_the_live_deadlines_in_order_once_over_the_bound() {
+        for fixed in [true, false] {
+            let mut f = Deadlines::new(fixed);
+            for req in 0..10 {
+                f.push(d(f64::from(req), req));
+            }
+            let live = |x: Deadline| x.req % 3 == 0;
+            f.compact(10, live);
+            assert_eq!(f.len(), 10, "at the bound: nothing swept");
+            f.compact(9, live);
+            let order: Vec<u32> = std::iter::from_fn(|| f.pop()).map(|x| x.req).collect();
+            assert_eq!(order, [0, 3, 6, 9]);
+        }
     }
 
     #[test]
