@@ -133,10 +133,10 @@ impl Deadlines {
     /// Keeps only the deadlines `live` says still count, in their order, once more than
     /// `bound` are held. A FIFO's front waits for its oldest request still in flight, and a
     /// heap keeps every deadline until it comes: at a million requests a second under a 30 s
-    /// timeout either would hold millions that are done with. With `bound` twice the
-    /// requests in flight (plus a constant), a sweep comes after at least as many pushes as
-    /// it looks at, so it costs O(1) a request, and what is held stays within a few times the
-    /// requests in flight.
+    /// timeout either would hold millions that are done with. With `bound` k times the
+    /// requests in flight (plus a constant), a sweep of k·n comes after at least (k − 1)·n
+    /// pushes, so it costs k/(k − 1) reads a request, and what is held stays within k times
+    /// the requests in flight.
     #[inline]
     pub fn compact(&mut self, bound: usize, live: impl Fn(Deadline) -> bool) {
         match self {
