@@ -158,8 +158,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     # Every request the app began, answered or not; one never finished (its worker killed)
     # ends when its client got the error, or at the end of the run.
     worked = np.isfinite(start)
-    stop = np.where(np.isfinite(end), end, np.where(np.isfinite(done), np.maximum(done, start), np.nanmax(
-        np.concatenate([done[np.isfinite(done)], end[np.isfinite(end)], [t0]]))))
+    last = max(float(np.max(done, initial=t0, where=np.isfinite(done))),
+               float(np.max(end, initial=t0, where=np.isfinite(end))))
+    cut_at = np.where(np.isfinite(done), np.maximum(done, start), last)
+    stop = np.where(np.isfinite(end), end, cut_at)
     window_end = math.inf if counted else warmup + duration
     measured = np.ones(n, dtype=bool) if counted else (scheduled >= warmup) & (scheduled < window_end)
     good = measured & ok

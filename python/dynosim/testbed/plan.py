@@ -61,12 +61,22 @@ class Plan:
         return out
 
 
+def _seconds(value: Any) -> Optional[float]:
+    """A scenario's duration, a string ("300ms") or a number of seconds; None for anything
+    else (a distribution's table, "off")."""
+    if isinstance(value, str):
+        return _dynosim.parse_duration(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     """HAProxy's ``timeout server`` and ``timeout queue`` (router.timeout, 30 s when left out,
-    and router.queue_timeout) and gunicorn's ``--timeout`` (app.timeout, whole seconds): each a
-    fixed time on the real stack, so a distribution is refused; what the testbed does not run
-    (the client's timeout, a cap, routers with a cost, a backlog's refusals) is refused or
-    warned about in one line."""
+    and router.queue_timeout), gunicorn's ``--timeout`` (app.timeout, whole seconds) and the load
+    generator's (arrivals.timeout): each a fixed time on the real stack, so a distribution is
+    refused (but app.timeout's uniform(N s, N + 1 s), which is what ``--timeout N`` does); what
+    the testbed does not run (a cap, routers with a cost) is refused in one line."""
     router = scenario.doc.get("router") or {}
     app = scenario.doc.get("app") or {}
     arrivals = scenario.doc.get("arrivals") or {}
@@ -76,12 +86,11 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
             return default
         if value == "off" or value is False:
             return None
-        seconds = value if isinstance(value, (int, float)) else _dynosim.parse_duration(str(value)) \
-            if isinstance(value, str) else None
+        seconds = _seconds(value)
         if seconds is None:
             raise scenario._error(path, "the testbed's HAProxy and gunicorn take one fixed time: give a duration, "
                                         "not a distribution")
-        return float(seconds)
+        return seconds
 
     server = fixed(router.get("timeout"), "router.timeout", 30.0)
     queue = fixed(router.get("queue_timeout"), "router.queue_timeout", None)
@@ -121,8 +130,7 @@ def _backlog(scenario: Scenario, dynos: DynoPlan, router: RouterPlan, warnings: 
     k = int(app["backlog"])
     dynos.backlog = k - 1
     router_doc = scenario.doc.get("router") or {}
-    given = router_doc.get("retry_delay", 0.0)
-    delay = float((_dynosim.parse_duration(given) if isinstance(given, str) else given) or 0.0)
+    delay = _seconds(router_doc.get("retry_delay", 0.0)) or 0.0
     if delay < MIN_CONNECT_TIMEOUT:
         warnings.append(f"HAProxy finds a full backlog by its connect timeout: router.retry_delay = {delay:g} s runs "
                         f"as {MIN_CONNECT_TIMEOUT * 1000:.0f} ms")
@@ -140,12 +148,7 @@ def _checked_each_second(value: Any) -> Optional[int]:
     request began at t is killed at the first check after t + N). None for anything else."""
     if not isinstance(value, dict) or value.get("distribution") != "uniform":
         return None
-    def seconds(given: Any) -> Optional[float]:
-        if isinstance(given, str):
-            return _dynosim.parse_duration(given)
-        return float(given) if isinstance(given, (int, float)) else None
-
-    low, high = seconds(value.get("min")), seconds(value.get("max"))
+    low, high = _seconds(value.get("min")), _seconds(value.get("max"))
     if low is None or high is None:
         return None
     whole = int(round(low))
