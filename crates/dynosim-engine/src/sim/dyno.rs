@@ -70,16 +70,14 @@ impl DynoRest {
     pub fn new(
         app: &AppServer,
         dynos: u32,
-        cores: u32,
-        cpu: bool,
         store: &SharingStore,
     ) -> crate::error::Result<DynoRest> {
         let n = dynos as usize;
-        let mut first = store.sharing(0, cores, cpu && app.lock);
-        first.set_slowdown(app.memory.slowdown(idle_memory(app)));
-        let mut cpus = crate::alloc::filled(n, first)?;
+        let slowdown = app.memory.slowdown(idle_memory(app));
+        let mut cpus = crate::alloc::filled(n, store.sharing(0))?;
         for (d, c) in cpus.iter_mut().enumerate() {
-            *c = c.clone().placed(d as u32);
+            *c = store.sharing(d as u32);
+            c.set_slowdown(slowdown);
         }
         let processes = app.processes as usize;
         Ok(DynoRest {
@@ -204,12 +202,13 @@ impl Processes {
 pub(super) fn cpu_store(
     app: &AppServer,
     dynos: u32,
+    cores: u32,
     cpu: bool,
 ) -> crate::error::Result<SharingStore> {
     if cpu {
-        SharingStore::new(dynos, app.processes, Some(app.per_process))
+        SharingStore::new(dynos, app.processes, Some(app.per_process), cores, app.lock)
     } else {
-        SharingStore::new(dynos, 1, Some(0))
+        SharingStore::new(dynos, 1, Some(0), cores, false)
     }
 }
 

@@ -390,9 +390,9 @@ fn simulate(
     let phases = s.request.is_some();
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
-    let cpu_store = dyno::cpu_store(&s.app, s.dynos, cpu)?;
+    let cpu_store = dyno::cpu_store(&s.app, s.dynos, s.dyno_type.cores, cpu)?;
     let dynos = filled(n, Dyno::IDLE)?;
-    let rest = DynoRest::new(&s.app, s.dynos, s.dyno_type.cores, cpu, &cpu_store)?;
+    let rest = DynoRest::new(&s.app, s.dynos, &cpu_store)?;
     let clients = match &s.workload {
         Workload::Open(_) => 0,
         Workload::Closed(clients) => clients.count,
@@ -608,11 +608,11 @@ fn schedule_next(
     match sharing.next_completion(store, now) {
         Some(t) if !sharing.needs_event(t) => {}
         Some(t) => {
-            sharing.scheduled = Some(t);
+            sharing.set_scheduled(Some(t));
             events.reschedule(t, event, sharing.soonest());
         }
         None => {
-            sharing.scheduled = None;
+            sharing.set_scheduled(None);
             events.cancel(event);
         }
     }
@@ -1418,7 +1418,7 @@ impl Simulation<'_> {
                     .resource_use(r as usize, arrival, pool_wait, 0.0);
                 res.sharing.advance(&mut res.store, now);
                 res.sharing.add(&mut res.store, req, 0, time);
-                let busy = res.sharing.busy_servers();
+                let busy = res.sharing.busy_servers(&res.store);
                 self.measures.resource_busy(r as usize, now, busy);
                 self.reschedule_shared(r as usize);
             }
@@ -1457,7 +1457,7 @@ impl Simulation<'_> {
     }
 
     fn cpu_done(&mut self, dyno: usize) {
-        self.rest.cpus[dyno].scheduled = None;
+        self.rest.cpus[dyno].set_scheduled(None);
         self.cpu_advance(dyno);
         let mut done = std::mem::take(&mut self.done);
         self.rest.cpus[dyno].take_done(&mut self.cpu_store, self.now, &mut done);
@@ -1474,14 +1474,16 @@ impl Simulation<'_> {
     }
 
     fn shared_done(&mut self, r: usize) {
-        self.resources[r].sharing.scheduled = None;
+        self.resources[r].sharing.set_scheduled(None);
         let now = self.now;
         let res = &mut self.resources[r];
         res.sharing.advance(&mut res.store, now);
         let mut done = std::mem::take(&mut self.done);
         let res = &mut self.resources[r];
         res.sharing.take_done(&mut res.store, now, &mut done);
-        let busy = self.resources[r].sharing.busy_servers();
+        let busy = self.resources[r]
+            .sharing
+            .busy_servers(&self.resources[r].store);
         self.measures.resource_busy(r, now, busy);
         self.reschedule_shared(r);
         for &req in &done {

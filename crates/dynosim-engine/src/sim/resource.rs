@@ -28,7 +28,7 @@ pub(super) struct ResourceState {
 
 impl ResourceState {
     pub fn new(r: &Resource, dynos: u32, processes: u32) -> ResourceState {
-        let store = SharingStore::new(1, 1, None).expect("one group of no jobs");
+        let store = SharingStore::new(1, 1, None, r.servers, false).expect("one group of no jobs");
         let (pools, scope) = match r.pool {
             None => (Vec::new(), None),
             Some((size, scope)) => {
@@ -56,7 +56,7 @@ impl ResourceState {
             pools,
             busy: 0,
             queue: VecDeque::new(),
-            sharing: store.sharing(0, r.servers, false),
+            sharing: store.sharing(0),
             store,
         }
     }
@@ -75,7 +75,7 @@ impl ResourceState {
     pub fn busy_servers(&self) -> f64 {
         match self.discipline {
             Discipline::Fcfs => f64::from(self.busy),
-            Discipline::Ps => self.sharing.busy_servers(),
+            Discipline::Ps => self.sharing.busy_servers(&self.store),
         }
     }
 }

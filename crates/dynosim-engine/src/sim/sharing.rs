@@ -79,12 +79,25 @@ pub(super) struct SharingStore {
     per_group: Option<u32>,
     /// 1 / n for a group's n jobs (0 for none), up to `per_group`.
     reciprocals: Vec<f64>,
+    /// What every sharing of the store has: its servers, 1 / servers, and whether its
+    /// groups' jobs take turns under a lock (kept here rather than in each [`Sharing`], whose
+    /// header is then one cache line).
+    servers: f64,
+    per_server: f64,
+    lock: bool,
 }
 
 impl SharingStore {
     /// Room for `sharings` sharings of `groups` groups (at least 1) of at most `per_group`
-    /// jobs each, or with `per_group` None one sharing of one group and any number of jobs.
-    pub fn new(sharings: u32, groups: u32, per_group: Option<u32>) -> Result<Self> {
+    /// jobs each, or with `per_group` None one sharing of one group and any number of jobs;
+    /// each sharing of `servers` servers, with or without a `lock`.
+    pub fn new(
+        sharings: u32,
+        groups: u32,
+        per_group: Option<u32>,
+        servers: u32,
+        lock: bool,
+    ) -> Result<Self> {
         let per_sharing = groups.max(1);
         let n = sharings as usize * per_sharing as usize;
         debug_assert!(per_group.is_some() || n == 1);
@@ -115,27 +128,24 @@ impl SharingStore {
             reciprocals: (0..=per_group.unwrap_or(0))
                 .map(|n| if n == 0 { 0.0 } else { 1.0 / f64::from(n) })
                 .collect(),
+            servers: f64::from(servers),
+            per_server: 1.0 / f64::from(servers.max(1)),
+            lock,
         })
     }
 
     /// The header of sharing `k` of the store.
-    pub fn sharing(&self, k: u32, servers: u32, lock: bool) -> Sharing {
+    pub fn sharing(&self, k: u32) -> Sharing {
         Sharing {
             base: k * self.per_sharing,
-            groups: self.per_sharing,
             head: NONE,
             tail: NONE,
             active: 0,
             jobs: 0,
+            soonest: u32::MAX,
             last: 0.0,
             clock: 0.0,
-            speed: 1.0,
-            delay: 1.0,
-            scheduled: None,
-            soonest: u32::MAX,
-            servers: f64::from(servers),
-            per_server: 1.0 / f64::from(servers.max(1)),
-            lock,
+            scheduled: f64::NAN,
             slowdown: 1.0,
             speedup: 1.0,
         }
@@ -238,50 +248,37 @@ impl SharingStore {
 }
 
 /// One processor-sharing component's own state; its groups and jobs are in a
-/// [`SharingStore`], passed to every method.
-/// Aligned to a cache line: two whole lines rather than three at worst.
+/// [`SharingStore`], passed to every method, which also holds what every sharing of the store
+/// has (servers, lock). One cache line: what every change reads and writes, and nothing else
+/// (how fast the clock runs is worked out from it when needed, rather than kept).
 #[derive(Debug, Clone)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 pub struct Sharing {
-    /// Its first group's index in the store, and how many it has.
+    /// Its first group's index in the store.
     base: u32,
-    groups: u32,
     /// Groups with jobs, in the order they became active: a list through `Group::next`.
     head: u32,
     tail: u32,
     active: u32,
     jobs: u32,
+    /// The job that completes first, as of the last [`Self::next_completion`]: rates change
+    /// only there, so the order of completions holds until it is called again.
+    soonest: u32,
     last: f64,
     /// The sharing's clock: what one runnable process (without a lock: one job) of no
     /// slowdown of its own has had of a server since the sharing was last idle, as of `last`.
     clock: f64,
-    /// How fast the clock runs now: min(1, servers / runnable) / slowdown; and 1 / speed.
-    speed: f64,
-    delay: f64,
-    /// When the pending completion event is due (None: none pending).
-    pub scheduled: Option<f64>,
-    /// The job that completes first, as of the last [`Self::next_completion`]: rates change
-    /// only there, so the order of completions holds until it is called again.
-    soonest: u32,
-    servers: f64,
-    /// 1 / servers.
-    per_server: f64,
-    lock: bool,
+    /// When the pending completion event is due (NaN: none pending).
+    scheduled: f64,
     slowdown: f64,
     /// 1 / slowdown.
     speedup: f64,
 }
 
 impl Sharing {
-    /// The same header for sharing `k` of its store (dynos are made from one template).
-    pub fn placed(mut self, k: u32) -> Sharing {
-        self.base = k * self.groups;
-        self
-    }
-
     #[inline]
-    fn group_of(&self, group: u32) -> usize {
-        (self.base + if self.groups == 1 { 0 } else { group }) as usize
+    fn group_of(&self, store: &SharingStore, group: u32) -> usize {
+        (self.base + if store.per_sharing == 1 { 0 } else { group }) as usize
     }
 
     /// The job expected to complete first, as of the last [`Self::next_completion`].
@@ -290,9 +287,15 @@ impl Sharing {
         self.soonest
     }
 
+    /// Notes when the pending completion event is due (None: none is).
     #[inline]
-    fn runnable(&self) -> u32 {
-        if self.lock {
+    pub fn set_scheduled(&mut self, at: Option<f64>) {
+        self.scheduled = at.unwrap_or(f64::NAN);
+    }
+
+    #[inline]
+    fn runnable(&self, store: &SharingStore) -> u32 {
+        if store.lock {
             self.active
         } else {
             self.jobs
@@ -300,36 +303,45 @@ impl Sharing {
     }
 
     /// Servers in use now.
-    pub fn busy_servers(&self) -> f64 {
-        f64::from(self.runnable()).min(self.servers)
+    pub fn busy_servers(&self, store: &SharingStore) -> f64 {
+        f64::from(self.runnable(store)).min(store.servers)
     }
 
-    /// The clock's speed after a change of the runnable jobs or the slowdown.
+    /// How fast the clock runs now: min(1, servers / runnable) / slowdown.
     #[inline]
-    fn set_speed(&mut self) {
-        let runnable = f64::from(self.runnable());
+    fn speed(&self, store: &SharingStore) -> f64 {
+        let runnable = f64::from(self.runnable(store));
         // min(1, servers / runnable): 1 exactly when runnable <= servers (a quotient >= 1).
-        if runnable <= self.servers {
-            self.speed = self.speedup;
-            self.delay = self.slowdown;
+        if runnable <= store.servers {
+            self.speedup
         } else {
-            self.speed = (self.servers / runnable).min(1.0) * self.speedup;
-            self.delay = runnable * self.per_server * self.slowdown;
+            (store.servers / runnable).min(1.0) * self.speedup
+        }
+    }
+
+    /// 1 / [`Self::speed`], worked out without a division.
+    #[inline]
+    fn delay(&self, store: &SharingStore) -> f64 {
+        let runnable = f64::from(self.runnable(store));
+        if runnable <= store.servers {
+            self.slowdown
+        } else {
+            runnable * store.per_server * self.slowdown
         }
     }
 
     /// Moves the sharing's clock on to `now`; returns the servers in use over the span since
     /// the last change (0 if none or no span: for utilisation) and when it began.
     #[inline]
-    pub fn advance(&mut self, _store: &mut SharingStore, now: f64) -> (f64, f64) {
+    pub fn advance(&mut self, store: &mut SharingStore, now: f64) -> (f64, f64) {
         let dt = now - self.last;
         let from = self.last;
         self.last = now;
         if dt <= 0.0 || self.jobs == 0 {
             return (0.0, from);
         }
-        self.clock += self.speed * dt;
-        (self.busy_servers(), from)
+        self.clock += self.speed(store) * dt;
+        (self.busy_servers(store), from)
     }
 
     /// Adds a job (after [`Self::advance`]).
@@ -340,7 +352,7 @@ impl Sharing {
             self.clock = 0.0;
         }
         let clock = self.clock;
-        let g = self.group_of(group);
+        let g = self.group_of(store, group);
         let grp = &mut store.groups[g];
         if grp.len == 0 {
             // Virtual time restarts with the group.
@@ -363,9 +375,8 @@ impl Sharing {
             (grp.first_tag, grp.first_req) = (tag, req);
         }
         store.push(g, (req, tag));
-        store.reweigh(g, self.lock);
+        store.reweigh(g, store.lock);
         self.jobs += 1;
-        self.set_speed();
     }
 
     /// Takes job `i` out of group `g` (an index in the store; synced).
@@ -374,12 +385,11 @@ impl Sharing {
         if store.groups[g].first_req == req {
             store.find_first(g);
         }
-        store.reweigh(g, self.lock);
+        store.reweigh(g, store.lock);
         if store.groups[g].len == 0 {
             self.unlink(store, g as u32);
         }
         self.jobs -= 1;
-        self.set_speed();
     }
 
     /// Takes group `g` out of the active list, the others keeping their order.
@@ -404,7 +414,7 @@ impl Sharing {
 
     /// The work a job has left (after [`Self::advance`]), or None if it is not here.
     pub fn remaining(&self, store: &mut SharingStore, req: u32) -> Option<f64> {
-        for g in self.base..self.base + self.groups {
+        for g in self.base..self.base + store.per_sharing {
             let g = g as usize;
             if let Some(&(_, tag)) = store.jobs_of(g).iter().find(|&&(r, _)| r == req) {
                 store.sync(g, self.clock);
@@ -416,7 +426,7 @@ impl Sharing {
 
     /// Removes a job wherever it is (a request killed with its dyno); after [`Self::advance`].
     pub fn remove(&mut self, store: &mut SharingStore, req: u32) -> bool {
-        for g in self.base..self.base + self.groups {
+        for g in self.base..self.base + store.per_sharing {
             let g = g as usize;
             if let Some(i) = store.jobs_of(g).iter().position(|&(r, _)| r == req) {
                 store.sync(g, self.clock);
@@ -432,7 +442,6 @@ impl Sharing {
         if changed {
             self.slowdown = slowdown;
             self.speedup = 1.0 / slowdown;
-            self.set_speed();
         }
         changed
     }
@@ -440,14 +449,14 @@ impl Sharing {
     /// Sets a group's own slowdown; true when it changed (then advance first, and
     /// reschedule after).
     pub fn set_group_factor(&mut self, store: &mut SharingStore, group: u32, factor: f64) -> bool {
-        let g = self.group_of(group);
+        let g = self.group_of(store, group);
         let changed = store.groups[g].factor != factor;
         if changed {
             if store.groups[g].len > 0 {
                 store.sync(g, self.clock);
             }
             store.groups[g].factor = factor;
-            store.reweigh(g, self.lock);
+            store.reweigh(g, store.lock);
         }
         changed
     }
@@ -457,9 +466,9 @@ impl Sharing {
     /// others' rates. Sparing the event keeps stale ones out of the queue.
     #[inline]
     pub fn needs_event(&self, t: f64) -> bool {
-        !self
-            .scheduled
-            .is_some_and(|s| (s - t).abs() <= 1e-12 * t.abs().max(1e-3))
+        // (With none pending, `scheduled` is NaN, and so is the difference.)
+        let off = (self.scheduled - t).abs();
+        off.is_nan() || off > 1e-12 * t.abs().max(1e-3)
     }
 
     /// When the next job completes (None with no jobs): the group due first on the clock,
@@ -479,7 +488,7 @@ impl Sharing {
             }
             g = grp.next;
         }
-        Some(now + (due - self.clock).max(0.0) * self.delay)
+        Some(now + (due - self.clock).max(0.0) * self.delay(store))
     }
 
     /// Takes out the jobs done at `now` (after [`Self::advance`]): those whose tag their
@@ -488,7 +497,7 @@ impl Sharing {
     pub fn take_done(&mut self, store: &mut SharingStore, now: f64, done: &mut Vec<u32>) {
         // What the clock can resolve at `now`: a few ulps of the time, on the sharing's
         // clock, then in each group's work.
-        let eps = (now.abs() * 8.0 * f64::EPSILON).max(1e-15) * self.speed.max(1e-300);
+        let eps = (now.abs() * 8.0 * f64::EPSILON).max(1e-15) * self.speed(store).max(1e-300);
         let (soonest, clock) = (self.soonest, self.clock);
         let mut g = self.head;
         while g != NONE {
@@ -521,9 +530,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_sharing_s_header_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Sharing>(), 64);
+        assert_eq!(std::mem::align_of::<Sharing>(), 64);
+    }
+
+    #[test]
     fn two_jobs_on_one_server_each_run_at_half_speed() {
-        let mut st = SharingStore::new(1, 1, None).unwrap();
-        let mut s = st.sharing(0, 1, false);
+        let mut st = SharingStore::new(1, 1, None, 1, false).unwrap();
+        let mut s = st.sharing(0);
         s.advance(&mut st, 0.0);
         s.add(&mut st, 1, 0, 1.0);
         s.add(&mut st, 2, 0, 3.0);
@@ -543,21 +558,21 @@ mod tests {
     fn a_lock_lets_one_job_of_a_process_compute_at_a_time() {
         // Two cores; process 0 has two jobs, process 1 one: each process gets a core, so
         // process 0's jobs run at 1/2 and process 1's at 1.
-        let mut st = SharingStore::new(1, 2, Some(4)).unwrap();
-        let mut s = st.sharing(0, 2, true);
+        let mut st = SharingStore::new(1, 2, Some(4), 2, true).unwrap();
+        let mut s = st.sharing(0);
         s.add(&mut st, 10, 0, 1.0);
         s.add(&mut st, 11, 0, 1.0);
         s.add(&mut st, 20, 1, 1.0);
         let t = s.next_completion(&mut st, 0.0).unwrap();
         assert!((t - 1.0).abs() < 1e-12);
-        assert_eq!(s.busy_servers(), 2.0);
+        assert_eq!(s.busy_servers(&st), 2.0);
         s.advance(&mut st, t);
         let mut done = Vec::new();
         s.take_done(&mut st, t, &mut done);
         assert_eq!(done, [20]);
         // Without a lock the three jobs would share two cores at 2/3 each.
-        let mut fst = SharingStore::new(1, 2, Some(4)).unwrap();
-        let mut free = fst.sharing(0, 2, false);
+        let mut fst = SharingStore::new(1, 2, Some(4), 2, false).unwrap();
+        let mut free = fst.sharing(0);
         free.add(&mut fst, 10, 0, 1.0);
         free.add(&mut fst, 11, 0, 1.0);
         free.add(&mut fst, 20, 1, 1.0);
@@ -566,8 +581,8 @@ mod tests {
 
     #[test]
     fn a_slowdown_divides_every_rate() {
-        let mut st = SharingStore::new(1, 1, None).unwrap();
-        let mut s = st.sharing(0, 1, false);
+        let mut st = SharingStore::new(1, 1, None, 1, false).unwrap();
+        let mut s = st.sharing(0);
         s.add(&mut st, 1, 0, 1.0);
         s.set_slowdown(4.0);
         assert!((s.next_completion(&mut st, 0.0).unwrap() - 4.0).abs() < 1e-12);
@@ -654,8 +669,8 @@ mod tests {
             lock in proptest::bool::ANY,
             ops in proptest::collection::vec(op(), 1..120),
         ) {
-            let mut st = SharingStore::new(1, 3, Some(64)).unwrap();
-            let mut s = st.sharing(0, servers, lock);
+            let mut st = SharingStore::new(1, 3, Some(64), servers, lock).unwrap();
+            let mut s = st.sharing(0);
             let mut r = Reference {
                 servers: f64::from(servers),
                 lock,
@@ -711,7 +726,7 @@ mod tests {
                         r.slowdown = f;
                     }
                 }
-                proptest::prop_assert_eq!(s.busy_servers(), {
+                proptest::prop_assert_eq!(s.busy_servers(&st), {
                     let mut g: Vec<u32> = r.jobs.iter().map(|j| j.1).collect();
                     g.sort_unstable();
                     g.dedup();
