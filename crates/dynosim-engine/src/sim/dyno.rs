@@ -66,7 +66,7 @@ pub(super) struct DynoRest {
 }
 
 impl DynoRest {
-    /// Dynos whose CPUs are the sharings of `store` in order (see [`Sharing::placed`]).
+    /// Dynos whose CPUs are the sharings of `store` in order (see [`SharingStore::sharing`]).
     pub fn new(
         app: &AppServer,
         dynos: u32,
