@@ -67,6 +67,15 @@ def one_cpu(no_pin: bool, apply: bool = True) -> int | None:
     return cpu
 
 
+def dynosim_build() -> str | None:
+    """How the installed engine was compiled: "release", or "pgo" (tools/build-pgo.sh)."""
+    try:
+        from dynosim import _dynosim
+    except ImportError:
+        return None
+    return getattr(_dynosim, "build", None)
+
+
 def machine_info(pinned: int | None, **versions) -> dict:
     """The machine, the interpreter, the commit and the load, beside `versions` (e.g.
     simpy=..., dynosim_engine=...): what each script's JSON records."""
@@ -79,6 +88,7 @@ def machine_info(pinned: int | None, **versions) -> dict:
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
         **versions,
+        "dynosim_build": dynosim_build(),
         "git": git_commit(),
         "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
     }

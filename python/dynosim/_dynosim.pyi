@@ -3,7 +3,7 @@
 from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = [
-    "EngineError", "__version__", "describe", "service_quantiles", "run", "registry", "trace",
+    "EngineError", "__version__", "build", "describe", "service_quantiles", "run", "registry", "trace",
     "interrupt", "keys", "parse_duration", "erlang_c", "mmc_mean_wait", "mg1_mean_wait",
     "power_of_d_mean_time", "ps_mean_response", "pool_mean_wait", "mm1_late_fraction", "erlang_a",
     "mmck_blocking", "cpu_bound_throughput",
@@ -12,6 +12,8 @@ __all__ = [
 ]
 
 __version__: str
+# How the engine was compiled: "release", or "pgo" (tools/build-pgo.sh).
+build: str
 
 class EngineError(Exception):
     """args = (kind, path, message); kind is "config", "unstable", "overloaded", "log" or "interrupted"."""

@@ -753,6 +753,8 @@ fn send_load<'py>(
 fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EngineError", m.py().get_type::<EngineError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // How the engine was compiled: "pgo" when tools/build-pgo.sh built it with a profile.
+    m.add("build", option_env!("DYNOSIM_BUILD").unwrap_or("release"))?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     m.add_function(wrap_pyfunction!(draw_requests, m)?)?;
     m.add_function(wrap_pyfunction!(service_quantiles, m)?)?;
