@@ -358,7 +358,8 @@ def print_machine(machine):
           + (" ".join(f"{x:.2f}" for x in machine["loadavg_at_start"])
              if machine["loadavg_at_start"] else "n/a"))
     print(f"python {machine['python']} ({machine['python_implementation']}), "
-          f"simpy {machine['simpy']}, dynosim {machine['dynosim_engine']} ({machine['dynosim_build']} build), git {machine['git']}")
+          f"simpy {machine['simpy']}, dynosim {machine['dynosim_engine']} "
+          f"({machine['dynosim_build']} build), git {machine['git']}")
 
 
 def main(argv=None) -> int:

@@ -314,7 +314,8 @@ def main(argv=None) -> int:
           + (" ".join(f"{x:.2f}" for x in machine["loadavg_at_start"])
              if machine["loadavg_at_start"] else "n/a"))
     print(f"python {machine['python']} ({machine['python_implementation']}), simpy {machine['simpy']}, "
-          f"dynosim {machine['dynosim_engine']} ({machine['dynosim_build']} build), git {machine['git']}")
+          f"dynosim {machine['dynosim_engine']} ({machine['dynosim_build']} build), "
+          f"git {machine['git']}")
     print(f"scenario: {args.scenario} ({rate:g} req/s Poisson, {dynos} single-slot dynos); "
           f"dynosim {args.simulated_minutes:g} simulated min/run, SimPy {args.simpy_minutes:g}, "
           f"{args.repeats} runs each, warm-up 0")

@@ -159,7 +159,8 @@ def main(argv=None) -> int:
     print(f"machine: {machine['cpu']}, os.cpu_count={machine['os.cpu_count']}, "
           + (f"runs pinned to CPU {pin}" if pin is not None else "not pinned")
           + f"; {machine['platform']}")
-    print(f"python {machine['python']}, dynosim {machine['dynosim_engine']} ({machine['dynosim_build']} build), "
+    print(f"python {machine['python']}, dynosim {machine['dynosim_engine']} "
+          f"({machine['dynosim_build']} build), "
           f"git {machine['git']}; load average at start "
           + (" ".join(f"{x:.2f}" for x in machine["loadavg_at_start"])
              if machine["loadavg_at_start"] else "n/a"))
