@@ -20,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-.venv/bin/python}
 PGO_DIR=${PGO_DIR:-target/pgo}
+case "$PGO_DIR" in /*) ;; *) PGO_DIR="$(pwd)/$PGO_DIR" ;; esac
 MATURIN="$(dirname "$PY")/maturin"
 
 fail() { echo "build-pgo: $*" >&2; exit 1; }
@@ -48,16 +49,30 @@ fi
 have=$("$profdata" --version | sed -n 's/.*LLVM version \([0-9]*\).*/\1/p')
 [ "$have" = "$llvm" ] || fail "$profdata is LLVM $have; rustc's is LLVM $llvm"
 
-raw="$(pwd)/$PGO_DIR/raw"
-merged="$(pwd)/$PGO_DIR/merged.profdata"
+raw="$PGO_DIR/raw"
+merged="$PGO_DIR/merged.profdata"
 results="$PGO_DIR/workload-results.json"
 mkdir -p "$PGO_DIR"
+
+# Stopped or failed after the plain build: the venv gets the plain build back, not an
+# instrumented or unchecked one.
+swapped=
+put_back() {
+    local status=$?
+    if [ "$status" -ne 0 ] && [ -n "$swapped" ]; then
+        echo "build-pgo: failed (exit $status); putting the plain build back into the venv" >&2
+        "$MATURIN" develop --release -q || true
+    fi
+    exit "$status"
+}
+trap put_back EXIT
 
 echo "build-pgo: 1/4 plain build (make build-dev's), and the workload's results on it"
 "$MATURIN" develop --release -q
 "$PY" tools/pgo_train.py train "$results"
 
 echo "build-pgo: 2/4 instrumented build"
+swapped=1
 # Names uncompressed: the packaged llvm-profdata has no zlib.
 RUSTFLAGS="-Cprofile-generate=$raw -Cllvm-args=-enable-name-compression=false" \
     CARGO_TARGET_DIR=target/pgo-generate DYNOSIM_BUILD=instrumented \
@@ -72,4 +87,5 @@ echo "build-pgo: 4/4 optimised build"
 RUSTFLAGS="-Cprofile-use=$merged" CARGO_TARGET_DIR=target/pgo-use DYNOSIM_BUILD=pgo \
     "$MATURIN" develop --release -q
 "$PY" tools/pgo_train.py check "$results"
+swapped=
 echo "build-pgo: done: the engine in $(dirname "$(dirname "$PY")") is the profile-guided build"
