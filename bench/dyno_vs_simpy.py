@@ -362,7 +362,9 @@ def print_machine(machine):
           f"({machine['dynosim_build']} build), git {machine['git']}")
 
 
-def main(argv=None) -> int:
+def arg_parser() -> argparse.ArgumentParser:
+    """The command line; its defaults are the benchmark's system (tools/pgo_train.py uses
+    them too)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--simulated-seconds", type=float, default=600.0,
                     help="simulated time per dynosim run (default 600 = 2.4 M requests, "
@@ -388,7 +390,11 @@ def main(argv=None) -> int:
     ap.add_argument("--db-servers", type=int, default=60)
     ap.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
     ap.add_argument("--json", type=Path, help="write every figure to this file")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = arg_parser().parse_args(argv)
 
     pinned = one_cpu(args.no_pin)
 

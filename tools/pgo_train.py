@@ -27,50 +27,25 @@ from dynosim import _dynosim
 from dynosim.scenario import Scenario, builtin_scenarios
 
 REPO = Path(__file__).resolve().parent.parent
+# The benchmarks' scripts, whose dyno models the workload runs.
 sys.path.insert(0, str(REPO / "bench"))
 
 # Built-in scenarios whose own run is long: shortened (simulated time) for the workload.
 SHORTER = {"malloc-arenas": "5min", "gunicorn-cron": "5min"}
 
 
-def exp(mean: float) -> Dict[str, Any]:
-    return {"distribution": "exponential", "mean": mean}
-
-
 def bench_dynos() -> List[Tuple[str, Dict[str, Any]]]:
-    """The speed benchmarks' dyno models (the same documents as bench/, smaller)."""
-    run = {"replications": 1, "seed": 1, "engine": "events"}
-    two_phase = {
-        "arrivals": {"process": "poisson", "rate": 4000.0},
-        "request": {"phases": [{"cpu": exp(0.004)}, {"use": "db", "time": exp(0.010)},
-                               {"cpu": exp(0.002)}]},
-        "resources": {"db": {"servers": 60, "discipline": "fcfs"}},
-        "fleet": {"dynos": 20, "cores": 2}, "router": {"policy": "random"},
-        "app": {"server": "generic", "model": "threaded", "processes": 3, "threads": 5,
-                "lock": True},
-        "run": dict(run, duration=300.0, warmup=0.0),
-    }
-    dynos, rate = 10_000, 100_000.0
-    fleet_run = dict(run, duration=1.0, warmup=1.0)
-    io_phase = {
-        "arrivals": {"process": "poisson", "rate": rate},
-        "request": {"phases": [{"io": exp(0.06)}]},
-        "fleet": {"dynos": dynos, "cores": 1}, "router": {"policy": "random"},
-        "app": {"server": "generic", "model": "threaded", "processes": 1, "threads": 1,
-                "lock": False},
-        "run": fleet_run,
-    }
-    phases = {
-        "arrivals": {"process": "poisson", "rate": rate},
-        "request": {"phases": [{"cpu": exp(0.040)}, {"use": "db", "time": exp(0.010)},
-                               {"cpu": exp(0.020)}]},
-        "resources": {"db": {"servers": round(rate * 0.010 * 1.5), "discipline": "fcfs"}},
-        "fleet": {"dynos": dynos, "cores": 1}, "router": {"policy": "random"},
-        "app": {"server": "generic", "model": "threaded", "processes": 2, "threads": 5,
-                "lock": True},
-        "run": fleet_run,
-    }
-    return [("two-phase", two_phase), ("io-phase 10k", io_phase), ("phases 10k", phases)]
+    """The speed benchmarks' dyno models, as bench/ writes them: the two-phase dyno for 300
+    simulated s; the large fleet's models at 10,000 dynos for 1 s after 1 s of warm-up."""
+    import dyno_vs_simpy
+    import large_fleet
+
+    system = dyno_vs_simpy.System(dyno_vs_simpy.arg_parser().parse_args([]))
+    runs = [("two-phase", json.loads(system.engine_scenario(300.0)))]
+    for name in ("io-phase", "phases"):
+        doc = large_fleet.scenario(name, duration=1.0, warmup=1.0, dynos=10_000, rate=1e5)
+        runs.append((f"{name} 10k", doc))
+    return runs
 
 
 def workload() -> List[Tuple[str, Scenario]]:
