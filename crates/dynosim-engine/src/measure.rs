@@ -452,10 +452,22 @@ impl Measures {
 
     /// The figures; `end` is when the last event ran (a closed loop's window ends there).
     pub fn finish(mut self, scenario: &Scenario, end: f64) -> ReplicationResult {
+        // The window the figures were measured over. A timed run's is its duration. A closed
+        // loop of a set number of requests (ab -n) is measured whole: its rates (throughput,
+        // goodput, closed_loop.requests_per_s) are per second from the start to its last
+        // answer, as ab counts them; its time averages (utilisation, occupancy, memory) are
+        // over the whole run, to `end`, its last work, which may follow the last answer (a
+        // request the client gave up on is still worked on).
         let span = if self.window_end.is_finite() {
             scenario.duration
         } else {
             (end - self.window_start).max(f64::MIN_POSITIVE)
+        };
+        let rate_span = match self.inside.as_ref().and_then(|i| i.closed.as_ref()) {
+            Some(&(last, answered, ..)) if !self.window_end.is_finite() && answered > 0 => {
+                (last - self.window_start).max(f64::MIN_POSITIVE)
+            }
+            _ => span,
         };
         let window_close = self.window_end.min(end.max(self.window_start));
         let capacity = scenario.slots as f64 * span;
@@ -487,8 +499,8 @@ impl Measures {
             response,
             response_ok: self.response.summary(),
             service_mean: ratio(self.service_sum, requests as f64),
-            throughput: self.answers_in_window as f64 / span,
-            goodput: self.completions_in_window as f64 / span,
+            throughput: self.answers_in_window as f64 / rate_span,
+            goodput: self.completions_in_window as f64 / rate_span,
             errors: counts.fractions(requests),
             error_counts: counts,
             wasted: Wasted {

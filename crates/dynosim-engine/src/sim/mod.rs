@@ -508,6 +508,10 @@ fn simulate(
     };
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
+    // The last event that did something: the run's end for a closed loop measured whole. A
+    // deadline that found its request already answered (its timer still set) is not work: it
+    // made a 1 s `ab -n` run of `unicorn-2011` last 30 s, the router's timeout (issue #23).
+    let mut work_end = 0.0;
     while let Some((time, event)) = sim.events.pop() {
         if sim.look_ahead {
             if let Some((next, req)) = sim.events.peek() {
@@ -563,9 +567,12 @@ fn simulate(
             }
             Event::Timers => {
                 sim.now = time;
-                sim.timers_due();
+                if !sim.timers_due() {
+                    continue;
+                }
             }
         }
+        work_end = time;
         steps += 1;
         if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
             return Err(Error::Interrupted);
@@ -574,9 +581,16 @@ fn simulate(
     if sim.trace.is_some() {
         sim.snapshot_until(f64::INFINITY);
     }
+    // A timed run's window closes at its end whenever its last event ran; a closed loop
+    // measured whole ends with its last work.
+    let end = if window_end.is_finite() {
+        sim.now
+    } else {
+        work_end
+    };
     if sim.measures.detailed() {
         let (now, busy, memory, over) = (
-            sim.now,
+            end,
             f64::from(sim.busy_processes),
             sim.fleet_memory,
             f64::from(sim.over_quota),
@@ -590,7 +604,6 @@ fn simulate(
         interval: t.interval,
         frames: t.frames,
     });
-    let end = sim.now;
     let mut result = sim.measures.finish(s, end);
     result.engine = crate::scenario::Engine::Events.name();
     Ok((result, trace))
@@ -919,19 +932,25 @@ impl Simulation<'_> {
 
     /// The deadlines due now: each kind's in turn (the router's first), then the event moves
     /// to the next deadline that is still live.
-    fn timers_due(&mut self) {
+    /// Whether any deadline was still live: a timer scheduled for a deadline whose request
+    /// ended since does nothing, and is no part of the run's work (see [`run_replication_on`]).
+    fn timers_due(&mut self) -> bool {
         let now = self.now;
+        let mut acted = false;
         for kind in KINDS {
             while let Some(d) = self.first_deadline(kind).filter(|d| d.at <= now) {
                 self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
                 if kind == Kind::WorkerBoot {
                     self.worker_boot(d.req, d.generation);
+                    acted = true;
                 } else if self.deadline_live(kind, d) {
                     self.timed_out(kind, d.req);
+                    acted = true;
                 }
             }
         }
         self.next_timer();
+        acted
     }
 
     #[inline]
