@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import _dynosim
+from .cost import Pricing
 from .errors import ScenarioError, from_engine
 
 if sys.version_info >= (3, 11):
@@ -108,6 +109,7 @@ class Scenario:
         self.overridden = frozenset(overridden)
         self._check_values(doc)
         self.doc: Dict[str, Any] = copy.deepcopy(dict(doc))
+        self._check_python_sections()
 
     @classmethod
     def load(cls, ref: ScenarioLike) -> "Scenario":
@@ -201,6 +203,19 @@ class Scenario:
                 stack += [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
             elif not (value is None or isinstance(value, (str, int, float))):
                 raise self._error(path, f"expected a number, a string, a list or a table, got {_kind(value)}")
+
+    def _check_python_sections(self) -> None:
+        """The sections the engine does not read (``[cost]``, ``[[cases]]``) are checked here,
+        on load, whatever the verb: a scenario is valid or not as a whole, as ``haproxy -c``
+        checks a whole file, so ``run`` refuses a price that ``capacity`` would refuse."""
+        try:
+            if "cost" in self.doc:
+                Pricing.from_scenario(self.doc, self.source)
+            self.cases  # each case's overrides, which make scenarios checked in turn
+        except ScenarioError as e:
+            if self._overridden(e.path):
+                e.file = OVERRIDE_SOURCE
+            raise
 
     @property
     def policies(self) -> List[str]:

@@ -222,7 +222,9 @@ pub const SECTIONS: &[Section] = &[
     Section {
         name: "cost",
         meaning:
-            "Dyno prices, for the monthly cost of a fleet (`dynosim capacity`, `dynosim demo`).",
+            "Dyno prices, for the monthly cost of a fleet (`dynosim capacity`, `dynosim demo`). Checked \
+             on load by every command, as every section is: `run` refuses a price that `capacity` \
+             would.",
         kind_key: None,
         reader: Reader::FrontEnd,
         array: false,
