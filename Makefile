@@ -40,7 +40,7 @@ test-python: build-dev ## package, CLI and end-to-end tests
 	$(PY) -m pytest -q
 
 .PHONY: check-imports
-check-imports: ## no import cycles in the engine crate or the Python package
+check-imports: ## no import cycles in any crate of the workspace (each on its own) or the Python package
 	python3 tools/check_imports.py
 
 .PHONY: test
