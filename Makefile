@@ -12,7 +12,7 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.9,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100"
+	$(PIP) install -q "maturin>=1.9.2,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100"
 	touch $@
 
 .PHONY: install
@@ -40,7 +40,7 @@ test-python: build-dev ## package, CLI and end-to-end tests
 	$(PY) -m pytest -q
 
 .PHONY: check-imports
-check-imports: ## no import cycles in the engine crate or the Python package
+check-imports: ## no import cycles in any crate of the workspace (each on its own) or the Python package
 	python3 tools/check_imports.py
 
 .PHONY: test

@@ -1,4 +1,5 @@
-"""tools/check_imports.py: no import cycle in the Python package or the engine crate (issue #10).
+"""tools/check_imports.py: no import cycle in the Python package (issue #10) or in any crate of the
+workspace, each on its own (issue #23: the engine alone was checked, and the log reader had one).
 
 The checker is tried on small trees written here, with and without a cycle, so that these
 tests can fail; then on the repository itself."""
@@ -35,9 +36,9 @@ def package(tmp_path: Path, files: dict) -> Path:
     return write(tmp_path, {f"python/dynosim/{k}": v for k, v in {**base, **files}.items()})
 
 
-def crate(tmp_path: Path, files: dict) -> Path:
-    """A crates/dynosim-engine/src tree with `files` (paths relative to src)."""
-    return write(tmp_path, {f"crates/dynosim-engine/src/{k}": v for k, v in files.items()})
+def crate(tmp_path: Path, files: dict, name: str = "dynosim-engine") -> Path:
+    """A crates/NAME/src tree with `files` (paths relative to src)."""
+    return write(tmp_path, {f"crates/{name}/src/{k}": v for k, v in files.items()})
 
 
 # --- Python ----------------------------------------------------------------------------------
@@ -128,28 +129,90 @@ def test_a_crate_without_cycles_passes(tmp_path):
     result = check(crate(tmp_path, ENGINE), "--rust")
     assert result.returncode == 0, result.stdout + result.stderr
     # Modules error, policy, rng, sim; edges rng->error, policy->error, policy->rng, sim->policy.
-    assert result.stdout == "OK, no import cycle: rust engine (4 modules, 4 imports)\n"
+    assert result.stdout == "OK, no import cycle: rust dynosim-engine (4 modules, 4 imports)\n"
 
 
 @pytest.mark.parametrize("files, cycle", [
     # A `use crate::{...}` group in a file inside a module's folder.
     ({"policy/random.rs": "use crate::{error::Error, sim::Engine};\n"},
-     "rust engine: policy -> sim -> policy"),
+     "rust dynosim-engine: policy -> sim -> policy"),
     # A path in code, outside any use.
     ({"error.rs": "fn f() { let _ = crate::sim::run(); }\n"},
-     "rust engine: error -> sim -> policy -> error"),
+     "rust dynosim-engine: error -> sim -> policy -> error"),
     # super:: from a module's mod.rs reaches the crate root, hence another module.
     ({"policy/mod.rs": "use super::sim::Engine;\n"},
-     "rust engine: policy -> sim -> policy"),
+     "rust dynosim-engine: policy -> sim -> policy"),
     # A use group spread over lines, nested.
     ({"rng.rs": "use crate::{\n    error::Error,\n    sim::{Engine, run},\n};\n",
       "error.rs": "use crate::rng::SimRng;\n"},
-     "rust engine: error -> rng -> error"),
+     "rust dynosim-engine: error -> rng -> error"),
 ])
 def test_a_crate_with_a_cycle_fails_and_names_it(tmp_path, files, cycle):
     result = check(crate(tmp_path, {**ENGINE, **files}), "--rust")
     assert result.returncode == 1, result.stdout + result.stderr
     assert cycle in result.stdout.splitlines(), result.stdout
+
+
+#: The log reader as it was (issue #23): parse dispatches to the formats, which took the types
+#: they return from parse.
+LOGS = {
+    "lib.rs": "pub mod heroku;\npub mod nginx;\npub mod parse;\npub mod record;\n",
+    "record.rs": "pub struct Request;\n",
+    "parse.rs": "use crate::nginx::Template;\nuse crate::record::Request;\nuse crate::{heroku, route};\n",
+    "heroku.rs": "use crate::parse::{Attempt, Reject};\nuse crate::record::Request;\n",
+    "nginx.rs": "use crate::record::Request;\n",
+}
+
+
+def test_a_cycle_in_another_crate_than_the_engine_is_found(tmp_path):
+    crate(tmp_path, ENGINE)
+    crate(tmp_path, LOGS, "dynosim-logs")
+    result = check(tmp_path, "--rust")
+    assert result.returncode == 1, result.stdout + result.stderr
+    # Edges parse->nginx, parse->record, parse->heroku (route is no module here), heroku->parse,
+    # heroku->record, nginx->record.
+    assert result.stdout.splitlines() == [
+        "rust dynosim-logs: heroku -> parse -> heroku",
+        "import cycles: 1 in rust dynosim-logs (4 modules, 6 imports); none in rust dynosim-engine (4 modules, 4 imports)",
+    ]
+
+
+def test_the_shared_types_below_both_break_the_cycle(tmp_path):
+    crate(tmp_path, ENGINE)
+    crate(tmp_path, {**LOGS, "lib.rs": LOGS["lib.rs"] + "pub mod attempt;\n",
+                     "attempt.rs": "use crate::record::Request;\n",
+                     "parse.rs": "use crate::attempt::Attempt;\n" + LOGS["parse.rs"],
+                     "heroku.rs": "use crate::attempt::{Attempt, Reject};\nuse crate::record::Request;\n"},
+          "dynosim-logs")
+    result = check(tmp_path, "--rust")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ("OK, no import cycle: rust dynosim-engine (4 modules, 4 imports); "
+                             "rust dynosim-logs (5 modules, 8 imports)\n")
+
+
+def test_each_crate_is_a_graph_of_its_own(tmp_path):
+    # The engine's policy imports its error; the other crate's error imports its own policy.
+    # Two crates, no cycle: `crate::` never leaves the crate it is written in.
+    crate(tmp_path, ENGINE)
+    crate(tmp_path, {"lib.rs": "mod error;\nmod policy;\n", "error.rs": "use crate::policy::Route;\n",
+                     "policy.rs": "pub struct Route;\n"}, "dynosim-other")
+    crate(tmp_path, {"lib.rs": "pub fn f() {}\n"}, "dynosim-py")
+    (tmp_path / "crates" / "notes").mkdir()  # a folder without src/ is not a crate
+    result = check(tmp_path, "--rust")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ("OK, no import cycle: rust dynosim-engine (4 modules, 4 imports); "
+                             "rust dynosim-other (2 modules, 1 imports); rust dynosim-py (0 modules, 0 imports)\n")
+
+
+@pytest.mark.parametrize("part, message", [
+    ("--rust", "no crate (crates/*/src)"),
+    ("--python", "no Python package"),
+])
+def test_nothing_to_check_is_an_error_not_a_pass(tmp_path, part, message):
+    (tmp_path / "crates" / "empty").mkdir(parents=True)
+    result = check(tmp_path, part)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "" and message in result.stderr
 
 
 def test_by_default_both_parts_are_checked(tmp_path):
@@ -159,8 +222,8 @@ def test_by_default_both_parts_are_checked(tmp_path):
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0] == "python: dynosim.api -> dynosim.sweep -> dynosim.api"
-    assert "rust engine: error -> sim -> policy -> error" in lines[1:-1]
-    assert lines[-1].startswith("import cycles: 1 in python (") and "in rust engine (" in lines[-1]
+    assert "rust dynosim-engine: error -> sim -> policy -> error" in lines[1:-1]
+    assert lines[-1].startswith("import cycles: 1 in python (") and "in rust dynosim-engine (" in lines[-1]
 
 
 # --- this repository -------------------------------------------------------------------------
@@ -172,7 +235,11 @@ def test_the_python_package_has_no_import_cycle():
     assert result.stdout.startswith("OK, no import cycle: python (")
 
 
-def test_the_engine_crate_has_no_import_cycle():
+def test_every_crate_of_the_workspace_has_no_import_cycle():
     result = check(ROOT, "--rust")
     assert result.returncode == 0, result.stdout
-    assert result.stdout.startswith("OK, no import cycle: rust engine (")
+    assert result.stdout.startswith("OK, no import cycle: rust ")
+    crates = sorted(path.parent.name for path in (ROOT / "crates").glob("*/src"))
+    assert "dynosim-engine" in crates and "dynosim-logs" in crates
+    for name in crates:
+        assert f"rust {name} (" in result.stdout, result.stdout

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""No import cycles in the Python package (python/dynosim) or the engine crate
-(crates/dynosim-engine/src). Standard library only: it runs before anything is built.
+"""No import cycles in the Python package (python/dynosim) or in any crate of the workspace
+(each ``crates/NAME/src`` on its own). Standard library only: it runs before anything is built.
 
     python3 tools/check_imports.py [--python] [--rust] [--root DIR]
 
-Prints every cycle found, one a line (``python: a -> b -> a``, ``rust engine: sim -> direct ->
-sim``), then a line counting them, and exits 1; otherwise prints one line, ``OK, no import
-cycle: ...`` with each part's module and import counts, and exits 0. With neither
-``--python`` nor ``--rust``, both are checked.
+Prints every cycle found, one a line (``python: a -> b -> a``, ``rust dynosim-logs: heroku ->
+parse -> heroku``, a crate named by its folder), then a line counting them, and exits 1;
+otherwise prints one line, ``OK, no import cycle: ...`` with each part's module and import
+counts, and exits 0. With neither ``--python`` nor ``--rust``, both are checked; ``--rust``
+is every crate. A part with nothing to check (no python/dynosim, no crates/*/src) is an error,
+exit 2: a checker that finds no code must not pass as if the code were clean.
 
 Python: the nodes are the package's modules (a package is its ``__init__.py``); an edge A -> B
 when A imports B, relatively or as ``dynosim.B``, at module level or inside a function (a cycle
@@ -17,10 +19,12 @@ runs its parent packages' ``__init__.py`` first, but that is not counted as an e
 importing its own children is fine, a child that imports its parent package (which imports the
 child) is a cycle.
 
-Rust: the nodes are the crate's top-level modules, ``x.rs`` or ``x/mod.rs``; every file under
-``x/`` belongs to x; lib.rs, the root, is left out. An edge A -> B when code of A (comments and
-string literals left out) names ``crate::B``, ``use crate::{B, ...}``, or reaches B with
-``super::`` (``super::`` in ``x/y.rs`` is x itself: no edge).
+Rust: each crate is its own graph (``crate::`` never leaves the crate it is written in); a
+crate is a folder of crates/ with a src/. The nodes are the crate's top-level modules, ``x.rs``
+or ``x/mod.rs``; every file under ``x/`` belongs to x; lib.rs, the root, is left out. An edge
+A -> B when code of A (comments and string literals left out) names ``crate::B``, ``use
+crate::{B, ...}``, or reaches B with ``super::`` (``super::`` in ``x/y.rs`` is x itself: no
+edge).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ Graph = Dict[str, Set[str]]
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON_PACKAGE = Path("python") / "dynosim"
-RUST_CRATE_SRC = Path("crates") / "dynosim-engine" / "src"
+RUST_CRATES = Path("crates")
 
 
 # --- cycles ----------------------------------------------------------------------------------
@@ -352,8 +356,16 @@ def rust_graph(src: Path) -> Graph:
     return graph
 
 
-def check_rust(root: Path) -> Tuple[Graph, List[List[str]]]:
-    graph = rust_graph(root / RUST_CRATE_SRC)
+def rust_crates(root: Path) -> List[Path]:
+    """Every crate of the workspace: each folder of crates/ with a src/."""
+    crates = root / RUST_CRATES
+    if not crates.is_dir():
+        return []
+    return [path for path in sorted(crates.iterdir()) if (path / "src").is_dir()]
+
+
+def check_rust(crate: Path) -> Tuple[Graph, List[List[str]]]:
+    graph = rust_graph(crate / "src")
     return graph, find_cycles(graph)
 
 
@@ -361,17 +373,28 @@ def check_rust(root: Path) -> Tuple[Graph, List[List[str]]]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description="Fails when the Python package or the engine crate has an import cycle.")
+    parser = argparse.ArgumentParser(
+        description="Fails when the Python package or a crate of the workspace has an import cycle.")
     parser.add_argument("--python", action="store_true", help="check the Python package (python/dynosim)")
-    parser.add_argument("--rust", action="store_true", help="check the engine crate (crates/dynosim-engine/src)")
+    parser.add_argument("--rust", action="store_true", help="check every crate (crates/*/src, each on its own)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this script's)")
     args = parser.parse_args(argv)
-    parts = [("python", check_python), ("rust engine", check_rust)]
-    if args.python or args.rust:
-        parts = [part for part, wanted in zip(parts, (args.python, args.rust)) if wanted]
+    python, rust = (args.python, args.rust) if args.python or args.rust else (True, True)
+    parts: List[Tuple[str, Graph, List[List[str]]]] = []  # (label, graph, its cycles)
+    if python:
+        package = args.root / PYTHON_PACKAGE
+        if not (package / "__init__.py").is_file():
+            print(f"check_imports: no Python package at {package}", file=sys.stderr)
+            return 2
+        parts.append(("python", *check_python(args.root)))
+    if rust:
+        crates = rust_crates(args.root)
+        if not crates:
+            print(f"check_imports: no crate (crates/*/src) under {args.root}", file=sys.stderr)
+            return 2
+        parts += [(f"rust {crate.name}", *check_rust(crate)) for crate in crates]
     found, clean = [], []
-    for label, check in parts:
-        graph, cycles = check(args.root)
+    for label, graph, cycles in parts:
         for cycle in cycles:
             print(f"{label}: {' -> '.join(cycle)}")
         size = f"{len(graph)} modules, {edge_count(graph)} imports"

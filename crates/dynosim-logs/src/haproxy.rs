@@ -10,8 +10,8 @@
 //! the first three (receiving the request, queueing, connecting): the server's response and
 //! its transfer, as Heroku's `service=`.
 
+use crate::attempt::{Attempt, Reject};
 use crate::number::parse_u64;
-use crate::parse::{Attempt, Reject};
 use crate::record::{Detail, HaproxyDetail, Request};
 use crate::time::parse_clf;
 

@@ -1,8 +1,8 @@
 //! Heroku router lines, every era and both framings (see [`crate::record::HerokuEra`] and
 //! [`crate::record::Framing`]).
 
+use crate::attempt::{Attempt, Reject};
 use crate::number::{parse_ms_duration, parse_u64};
-use crate::parse::{Attempt, Reject};
 use crate::record::{Detail, Framing, HerokuDetail, HerokuEra, Request};
 use crate::time::{parse_iso8601, Stamp};
 

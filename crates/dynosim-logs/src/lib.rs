@@ -13,6 +13,7 @@
 //!
 //! What each router's fields mean, and what is assumed, is in docs/logs.md.
 
+pub mod attempt;
 pub mod dedup;
 pub mod error;
 pub mod fit;

@@ -8,8 +8,8 @@
 
 use std::borrow::Cow;
 
+use crate::attempt::{Attempt, Reject};
 use crate::number::{parse_f64, parse_u64};
-use crate::parse::{Attempt, Reject};
 use crate::record::{Detail, NginxDetail, Request};
 use crate::time::{parse_clf, parse_epoch, parse_iso8601, Stamp};
 

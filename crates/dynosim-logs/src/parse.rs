@@ -5,26 +5,10 @@
 use std::borrow::Cow;
 use std::str::FromStr;
 
+use crate::attempt::{Attempt, Reject};
 use crate::nginx::Template;
 use crate::record::{Format, Request};
 use crate::{haproxy, heroku, route};
-
-/// What a format's parser makes of a line.
-#[allow(clippy::large_enum_variant)] // one a line, on the stack: boxing would allocate each time
-pub enum Attempt<'a> {
-    /// A request, and the bytes that identify the line for duplicate detection.
-    Request(Request<'a>, &'a [u8]),
-    /// A line of this format's log that is not a request (`app[web.1]: ...`): skipped.
-    Other,
-    Reject(Reject),
-}
-
-pub enum Reject {
-    /// Not this format at all.
-    NotMine,
-    /// This format, but unreadable: the reason.
-    Malformed(Cow<'static, str>),
-}
 
 /// Which format to read lines as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
