@@ -17,7 +17,7 @@ from dynosim import sweep as sweep_module
 from dynosim.cli import common
 from dynosim.sweep import parse_spec, parse_vary, parse_vary_args
 
-from conftest import run_cli
+from conftest import child_process, run_cli
 
 
 # --- the --vary parser -----------------------------------------------------------------------
@@ -323,13 +323,14 @@ def test_ctrl_c_stops_runs_already_in_the_engine(tmp_path):
     import sys
     import time
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dynosim", "sweep", "rapgenius", "--vary", "fleet.dynos=80,90",
-         "--duration", "20000min", "--replications", "2", "--out", "s"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    with child_process(
+            [sys.executable, "-m", "dynosim", "sweep", "rapgenius", "--vary", "fleet.dynos=80,90",
+             "--duration", "20000min", "--replications", "2", "--out", "s"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        time.sleep(3)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)  # the child's SIGINT is at its default, whatever ours is
+        _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
