@@ -21,7 +21,7 @@ from typing import Dict, List, Set
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, child_process, run_cli
+from conftest import assert_one_line_error, child_process, run_cli, run_process
 from fuzzing import toml_document
 from dynosim import Scenario
 from dynosim.errors import DynosimError, ScenarioError
@@ -221,7 +221,7 @@ def test_policies_map_to_haproxy(policy, line, tmp_path):
     if haproxy.present:
         path = tmp_path / "haproxy.cfg"
         path.write_text(config)
-        checked = subprocess.run([haproxy.path, "-c", "-q", "-f", str(path)], capture_output=True, text=True)
+        checked = run_process([haproxy.path, "-c", "-q", "-f", str(path)], text=True, timeout=60)
         assert checked.returncode == 0, checked.stderr
 
 
