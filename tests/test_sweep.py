@@ -218,6 +218,39 @@ def test_same_sweep_same_files(swept, tmp_path):
     assert sorted(os.listdir(tmp_path / "tmp")) == ["sw.csv", "sw.json", "sw.png"]  # PNG only by default
 
 
+def _strict(text):
+    def no_constants(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=no_constants)
+
+
+def test_json_prints_the_document_and_writes_no_files(swept, tmp_path):
+    """Issue 23: `dynosim sweep ... --json` was refused ("unrecognized arguments"). Like the
+    other verbs' --json it prints one document, PREFIX.json's, and without --out writes nothing."""
+    cwd, _ = swept
+    assert SWEEP[-2] == "--out"
+    result = run_cli(*SWEEP[:-2], "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(tmp_path) == []  # neither sweep.* nor temporaries
+    written = (cwd / "tmp" / "sw.json").read_text()
+    assert _strict(result.stdout) == _strict(written)
+    assert result.stdout == written  # the very same text
+    lines = result.stderr.strip().splitlines()  # the warnings as without --json, and no "wrote"
+    assert len(lines) == 1 and "2 of 10 points unstable" in lines[0], result.stderr
+
+
+def test_json_with_out_writes_the_files_too(swept, tmp_path):
+    cwd, _ = swept
+    result = run_cli(*SWEEP, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(tmp_path / "tmp")) == ["sw.csv", "sw.json", "sw.png"]
+    assert result.stdout == (tmp_path / "tmp" / "sw.json").read_text()
+    assert _strict(result.stdout) == _strict((cwd / "tmp" / "sw.json").read_text())
+    assert (tmp_path / "tmp" / "sw.csv").read_bytes() == (cwd / "tmp" / "sw.csv").read_bytes()
+    assert result.stderr.strip().splitlines()[-1] == "wrote tmp/sw.csv, tmp/sw.json, tmp/sw.png"
+
+
 # --- mistakes and interruptions leave nothing behind -----------------------------------------
 
 
@@ -248,6 +281,7 @@ def test_mistakes_give_one_line_and_no_files(cli, tmp_path, vary, fragments):
     [
         (["--vary", "fleet.dynos=100,200", "--metric", "queue.p98"], "unknown metric 'queue.p98'"),
         (["--vary", "fleet.dynos=100,200", "--format", "gif"], "unknown plot format 'gif'"),
+        (["--vary", "fleet.dynos=100,200", "--json", "--format", "svg"], "--format: give --out PREFIX too"),
         ([], "--vary"),
     ],
 )
