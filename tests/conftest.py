@@ -105,6 +105,19 @@ def run_cli(*args: str, cwd: Optional[Path] = None, env: Optional[dict] = None, 
     return run_process([sys.executable, "-m", "dynosim", *args], text=True, cwd=cwd, env=env, timeout=timeout)
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """For the test, SIGINT in this process raises KeyboardInterrupt, as in a foreground run:
+    pytest started with SIGINT ignored (a shell's background job, some CI runners) has no
+    handler, so a real SIGINT, or _thread.interrupt_main(), would do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: not installed from Python, nothing to put back
+            signal.signal(signal.SIGINT, previous)
+
+
 def assert_one_line_error(result, *fragments, code=2):
     """A user mistake: one line on stderr naming what is wrong, the exit code, nothing on
     stdout, no traceback."""

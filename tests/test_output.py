@@ -134,8 +134,10 @@ def test_animate_uses_the_same_writer(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("signum, code, word", [(signal.SIGTERM, 143, "terminated"),
                                                 (signal.SIGINT, 130, "interrupted")])
-def test_a_signal_while_writing_removes_the_temporary_files(tmp_path, monkeypatch, capsys, signum, code, word):
-    """A real signal, delivered while the temporary files exist."""
+def test_a_signal_while_writing_removes_the_temporary_files(tmp_path, monkeypatch, capsys, ctrl_c_raises, signum,
+                                                             code, word):
+    """A real signal, delivered while the temporary files exist (Ctrl-C's handler installed
+    whatever pytest's disposition: ctrl_c_raises)."""
     monkeypatch.chdir(tmp_path)
     seen = []
 
@@ -149,16 +151,11 @@ def test_a_signal_while_writing_removes_the_temporary_files(tmp_path, monkeypatc
 
     monkeypatch.setattr(sweep_module, "plot", signalled)
     callers = signal.signal(signal.SIGTERM, callers_handler)
-    # Ctrl-C's handler, as a foreground run has: pytest started with SIGINT ignored (a background
-    # job of a shell, some CI runners) has none, and the SIGINT sent above would be ignored.
-    interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         assert cli.main(SMALL_SWEEP + ["--out", "out/sw"]) == code
         assert signal.getsignal(signal.SIGTERM) is callers_handler  # main() put it back
     finally:
         signal.signal(signal.SIGTERM, callers)
-        if interrupt is not None:  # None: not set from Python, nothing to put back
-            signal.signal(signal.SIGINT, interrupt)
     assert len([name for name in seen if name.endswith(".tmp")]) == 3  # csv, json, png
     assert capsys.readouterr().err == f"dynosim: {word}\n"
     assert os.listdir(tmp_path) == []

@@ -309,7 +309,8 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch, capsys):
     assert os.listdir(tmp_path) == []  # neither files, temporaries nor the folders it made
 
 
-def test_ctrl_c_while_running_stops_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_while_running_stops_and_leaves_nothing(tmp_path, monkeypatch, capsys, ctrl_c_raises):
+    """interrupt_main() does nothing unless SIGINT has a Python handler: ctrl_c_raises."""
     monkeypatch.chdir(tmp_path)
     real = sweep_module._run_one
     calls = []
