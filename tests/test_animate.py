@@ -5,13 +5,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, run_process
 from PIL import Image, ImageChops
 
 
@@ -40,10 +39,10 @@ def chromium() -> str:
 
 def dump_dom(page: Path, budget_ms: int, profile: Path) -> str:
     """The page's DOM after `budget_ms` of virtual time (timers run, the page plays)."""
-    result = subprocess.run(
+    result = run_process(  # a browser starts helpers: its whole group ends with the test
         [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
          f"--virtual-time-budget={budget_ms}", page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120,
+        text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
@@ -140,11 +139,11 @@ def test_html_screenshot_is_not_blank(cli, tmp_path):
     assert cli("animate", "--out", "q.html", "--seconds", "20", "--fps", "10", "--speed", "2",
                cwd=tmp_path).returncode == 0
     shot = tmp_path / "shot.png"
-    result = subprocess.run(
+    result = run_process(
         [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
          f"--screenshot={shot}", "--window-size=1200,700", "--virtual-time-budget=3000",
          (tmp_path / "q.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
+        text=True, timeout=120,
     )
     assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
     with Image.open(shot) as image:

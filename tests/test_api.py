@@ -8,6 +8,8 @@ import pytest
 import dynosim
 from dynosim import Scenario
 
+from conftest import child_process
+
 SHORT = {"run.duration": "2min", "run.replications": 4}
 
 
@@ -133,16 +135,20 @@ def test_scenarios_lists_builtins(cli):
 
 
 def test_interrupt_stops_a_long_run():
-    import os
+    """Ctrl-C stops a run inside the engine. The child gets SIGINT at its default disposition
+    whatever the suite's (child_process), and is killed should the test fail: a run of 100,000
+    hours would otherwise keep a core busy long after."""
     import signal
     import subprocess
     import sys
     import time
-    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "run", "--duration", "100000h", "--replications", "2",
-                             "--set", "run.max_requests=1e12"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+
+    with child_process([sys.executable, "-m", "dynosim", "run", "--duration", "100000h", "--replications", "2",
+                        "--set", "run.max_requests=1e12"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        time.sleep(3)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err

@@ -4,7 +4,6 @@ stderr, `dynosim init`, `dynosim keys` and what `animate` says it wrote."""
 
 import json
 import os
-import subprocess
 import sys
 
 if sys.version_info >= (3, 11):
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_one_line_error
+from conftest import ROOT, assert_one_line_error, run_cli
 
 QUICK = ("--duration", "1min", "--replications", "3")
 
@@ -27,8 +26,7 @@ def cli_env(*args, columns=None, cwd=None):
     env.pop("COLUMNS", None)
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    return subprocess.run([sys.executable, "-m", "dynosim", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=300)
+    return run_cli(*args, env=env, cwd=cwd)
 
 
 def longest_line(text):

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_process
 
 CHECKER = ROOT / "tools" / "check_imports.py"
 
 
 def check(root: Path, *parts: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(CHECKER), "--root", str(root), *parts],
-                          capture_output=True, text=True, timeout=120)
+    return run_process([sys.executable, str(CHECKER), "--root", str(root), *parts], text=True, timeout=120)
 
 
 def write(root: Path, files: dict) -> Path:

@@ -6,12 +6,11 @@ import gzip
 import os
 import json
 import re
-import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, assert_one_line_error
+from conftest import ROOT, assert_one_line_error, run_cli, run_process
 import dynosim
 from dynosim import logs
 from dynosim.errors import DynosimError, LogError
@@ -155,8 +154,7 @@ def test_files_are_read_as_one_log_in_any_order(cli):
 
 def test_standard_input(cli):
     data = (FIXTURES / "heroku.log.gz").read_bytes()
-    result = subprocess.run([sys.executable, "-m", "dynosim", "logs", "summary", "-", "--json"],
-                            input=data, capture_output=True, timeout=60)
+    result = run_process([sys.executable, "-m", "dynosim", "logs", "summary", "-", "--json"], input=data, timeout=60)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert (doc["files"][0]["name"], doc["requests"]) == ("<stdin>", 9)
@@ -230,8 +228,7 @@ def test_docs_worked_example_is_the_actual_output():
     assert block, "the worked example's console block"
     command, shown = block.group(1), block.group(2)
     env = dict(os.environ, COLUMNS="100")
-    result = subprocess.run([sys.executable, "-m", "dynosim", *command.split()[1:]], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = run_cli(*command.split()[1:], cwd=ROOT, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     actual = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
     assert actual == [line.rstrip() for line in shown.splitlines()]
@@ -243,8 +240,8 @@ def test_standard_input_from_a_terminal_is_refused():
 
     leader, follower = pty.openpty()
     try:
-        result = subprocess.run([sys.executable, "-m", "dynosim", "logs", "summary", "-"], stdin=follower,
-                                capture_output=True, text=True, timeout=60)
+        result = run_process([sys.executable, "-m", "dynosim", "logs", "summary", "-"], stdin=follower,
+                             text=True, timeout=60)
     finally:
         os.close(leader)
         os.close(follower)
@@ -546,8 +543,7 @@ def test_docs_fit_and_replay_examples_are_the_actual_output(tmp_path):
     env = dict(os.environ, COLUMNS="100")
     order = sorted(blocks, key=lambda b: b[0].split()[2] != "fit")  # the fit writes shop.toml first
     for command, shown in order:
-        result = subprocess.run([sys.executable, "-m", "dynosim", *command.split()[1:]], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=120)
+        result = run_cli(*command.split()[1:], cwd=tmp_path, env=env, timeout=120)
         assert result.returncode == 0, result.stderr
         actual = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
         assert actual == [line.rstrip() for line in shown.splitlines()], command

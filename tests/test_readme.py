@@ -3,7 +3,6 @@ follows the tour from `dynosim init`); its Python snippet and its scenario run t
 
 import os
 import re
-import subprocess
 import sys
 
 if sys.version_info >= (3, 11):
@@ -11,7 +10,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from conftest import ROOT
+from conftest import ROOT, run_process
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -46,8 +45,8 @@ def test_every_readme_command_runs(tmp_path):
     env.pop("COLUMNS", None)
     failures = []
     for command in readme_commands():
-        result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True,
-                                text=True, timeout=300)
+        # The whole group is killed should one hang: bash's dynosim too, not only bash.
+        result = run_process(["bash", "-c", command], cwd=tmp_path, env=env, text=True, timeout=300)
         redirected = re.search(r">\s*(\S+)", command.split("#")[0])
         output = (tmp_path / redirected.group(1)).read_text() if redirected else result.stdout
         if result.returncode != 0 or not output.strip():

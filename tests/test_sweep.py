@@ -17,7 +17,7 @@ from dynosim import sweep as sweep_module
 from dynosim.cli import common
 from dynosim.sweep import parse_spec, parse_vary, parse_vary_args
 
-from conftest import run_cli
+from conftest import child_process, run_cli
 
 
 # --- the --vary parser -----------------------------------------------------------------------
@@ -218,6 +218,39 @@ def test_same_sweep_same_files(swept, tmp_path):
     assert sorted(os.listdir(tmp_path / "tmp")) == ["sw.csv", "sw.json", "sw.png"]  # PNG only by default
 
 
+def _strict(text):
+    def no_constants(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=no_constants)
+
+
+def test_json_prints_the_document_and_writes_no_files(swept, tmp_path):
+    """Issue 23: `dynosim sweep ... --json` was refused ("unrecognized arguments"). Like the
+    other verbs' --json it prints one document, PREFIX.json's, and without --out writes nothing."""
+    cwd, _ = swept
+    assert SWEEP[-2] == "--out"
+    result = run_cli(*SWEEP[:-2], "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(tmp_path) == []  # neither sweep.* nor temporaries
+    written = (cwd / "tmp" / "sw.json").read_text()
+    assert _strict(result.stdout) == _strict(written)
+    assert result.stdout == written  # the very same text
+    lines = result.stderr.strip().splitlines()  # the warnings as without --json, and no "wrote"
+    assert len(lines) == 1 and "2 of 10 points unstable" in lines[0], result.stderr
+
+
+def test_json_with_out_writes_the_files_too(swept, tmp_path):
+    cwd, _ = swept
+    result = run_cli(*SWEEP, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(tmp_path / "tmp")) == ["sw.csv", "sw.json", "sw.png"]
+    assert result.stdout == (tmp_path / "tmp" / "sw.json").read_text()
+    assert _strict(result.stdout) == _strict((cwd / "tmp" / "sw.json").read_text())
+    assert (tmp_path / "tmp" / "sw.csv").read_bytes() == (cwd / "tmp" / "sw.csv").read_bytes()
+    assert result.stderr.strip().splitlines()[-1] == "wrote tmp/sw.csv, tmp/sw.json, tmp/sw.png"
+
+
 # --- mistakes and interruptions leave nothing behind -----------------------------------------
 
 
@@ -248,6 +281,7 @@ def test_mistakes_give_one_line_and_no_files(cli, tmp_path, vary, fragments):
     [
         (["--vary", "fleet.dynos=100,200", "--metric", "queue.p98"], "unknown metric 'queue.p98'"),
         (["--vary", "fleet.dynos=100,200", "--format", "gif"], "unknown plot format 'gif'"),
+        (["--vary", "fleet.dynos=100,200", "--json", "--format", "svg"], "--format: give --out PREFIX too"),
         ([], "--vary"),
     ],
 )
@@ -275,7 +309,8 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch, capsys):
     assert os.listdir(tmp_path) == []  # neither files, temporaries nor the folders it made
 
 
-def test_ctrl_c_while_running_stops_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_while_running_stops_and_leaves_nothing(tmp_path, monkeypatch, capsys, ctrl_c_raises):
+    """interrupt_main() does nothing unless SIGINT has a Python handler: ctrl_c_raises."""
     monkeypatch.chdir(tmp_path)
     real = sweep_module._run_one
     calls = []
@@ -323,13 +358,14 @@ def test_ctrl_c_stops_runs_already_in_the_engine(tmp_path):
     import sys
     import time
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dynosim", "sweep", "rapgenius", "--vary", "fleet.dynos=80,90",
-         "--duration", "20000min", "--replications", "2", "--out", "s"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    with child_process(
+            [sys.executable, "-m", "dynosim", "sweep", "rapgenius", "--vary", "fleet.dynos=80,90",
+             "--duration", "20000min", "--replications", "2", "--out", "s"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        time.sleep(3)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)  # the child's SIGINT is at its default, whatever ours is
+        _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []

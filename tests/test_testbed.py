@@ -8,6 +8,7 @@ suite cannot pass there without having run them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from typing import Dict, List, Set
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, child_process, run_cli, run_process
 from fuzzing import toml_document
 from dynosim import Scenario
 from dynosim.errors import DynosimError, ScenarioError
@@ -220,7 +221,7 @@ def test_policies_map_to_haproxy(policy, line, tmp_path):
     if haproxy.present:
         path = tmp_path / "haproxy.cfg"
         path.write_text(config)
-        checked = subprocess.run([haproxy.path, "-c", "-q", "-f", str(path)], capture_output=True, text=True)
+        checked = run_process([haproxy.path, "-c", "-q", "-f", str(path)], text=True, timeout=60)
         assert checked.returncode == 0, checked.stderr
 
 
@@ -379,31 +380,42 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
                       resources={"db": {"servers": 100, "pool": {"size": 1}}})
     toml = tmp_path / "long.toml"
     toml.write_text(toml_document(doc))
-    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "testbed", str(toml)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    seen: Set[int] = set()
-    deadline = time.monotonic() + 60
-    # Wait until the HAProxy that routes runs (`haproxy -db -f ...`, not the version or
-    # configuration checks before it): then PostgreSQL and the dynos are up and the load is on.
-    while time.monotonic() < deadline:
-        seen |= _descendants(proc.pid)
-        if any("haproxy -db" in _cmdline(p) for p in seen):
-            break
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        time.sleep(0.1)
-    else:
-        pytest.fail("the testbed did not start HAProxy within 60 s")
-    time.sleep(0.5)
-    seen |= _descendants(proc.pid)
-    names = " ".join(_cmdline(p) for p in seen)
-    assert "gunicorn" in names and "postgres" in names
-    proc.send_signal(getattr(signal, how))
-    proc.wait(timeout=60)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(_alive(p) for p in seen):
-        time.sleep(0.1)
-    left = {p: _cmdline(p) for p in seen if _alive(p)}
-    assert not left, f"left running after {how}: {left}"
+    seen: Dict[int, str] = {}  # every descendant seen, with its command line
+
+    def look() -> None:
+        for p in _descendants(proc.pid) - set(seen):
+            seen[p] = _cmdline(p)
+
+    with child_process([sys.executable, "-m", "dynosim", "testbed", str(toml)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE) as proc:
+        try:
+            deadline = time.monotonic() + 60
+            # Wait until the HAProxy that routes runs (`haproxy -db -f ...`, not the version or
+            # configuration checks before it): then PostgreSQL and the dynos are up and the load is on.
+            while time.monotonic() < deadline:
+                look()
+                if any("haproxy -db" in line for line in seen.values()):
+                    break
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.1)
+            else:
+                pytest.fail("the testbed did not start HAProxy within 60 s")
+            time.sleep(0.5)
+            look()
+            names = " ".join(seen.values())
+            assert "gunicorn" in names and "postgres" in names
+            proc.send_signal(getattr(signal, how))  # SIGINT at its default in the child: child_process
+            proc.wait(timeout=60)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and any(_alive(p) for p in seen):
+                time.sleep(0.1)
+            left = {p: _cmdline(p) for p in seen if _alive(p)}
+            assert not left, f"left running after {how}: {left}"
+        finally:  # whatever failed, nothing the test started keeps running (the same processes only)
+            for p, line in seen.items():
+                if _alive(p) and _cmdline(p) == line:
+                    with contextlib.suppress(OSError):
+                        os.kill(p, signal.SIGKILL)
     if how != "SIGKILL":
         assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[how]
         err = proc.stderr.read().decode() if proc.stderr else ""

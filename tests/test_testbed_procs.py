@@ -12,6 +12,7 @@ the port free. Only standard tools: sh, sleep, python.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -22,9 +23,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Iterator, Tuple
 
 import pytest
 
+from conftest import child_process
 from dynosim.testbed.procs import Supervisor, TestbedError, free_ports
 from dynosim.testbed.watchdog import read_proc
 
@@ -114,19 +117,30 @@ def wait_until(condition, bound: float = BOUND) -> bool:
     return True
 
 
-def start_parent(tmp_path: Path, mode: str):
+@contextlib.contextmanager
+def started_parent(tmp_path: Path, mode: str) -> Iterator[Tuple[subprocess.Popen, dict]]:
+    """PARENT running in `mode`, and what it printed; on leaving the block, whatever happened,
+    the parent's group and every process it printed are killed (those still running only)."""
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
-    # A session of its own: signals to its group are what a terminal sends its foreground job.
-    parent = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=tmp_path, start_new_session=True)
-    ready, _, _ = select.select([parent.stdout], [], [], 30)
-    line = parent.stdout.readline() if ready else ""
-    if not line:
-        parent.kill()
-        _, err = parent.communicate()
-        pytest.fail(f"the parent did not start its children:\n{err}")
-    return parent, json.loads(line)
+    # A session of its own (child_process): signals to its group are what a terminal sends its
+    # foreground job.
+    with child_process([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, cwd=tmp_path) as parent:
+        ready, _, _ = select.select([parent.stdout], [], [], 30)
+        line = parent.stdout.readline() if ready else ""
+        if not line:
+            parent.kill()
+            _, err = parent.communicate()
+            pytest.fail(f"the parent did not start its children:\n{err}")
+        info = json.loads(line)
+        try:
+            yield parent, info
+        finally:
+            for pid, start in info["procs"]:
+                if running(pid, start):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("mode, action, code", [
@@ -138,22 +152,18 @@ def start_parent(tmp_path: Path, mode: str):
     ("sigkill", lambda p: os.kill(p.pid, signal.SIGKILL), -signal.SIGKILL),
 ], ids=["normal-exit", "exception", "ctrl-c", "sigterm", "sighup", "sigkill"])
 def test_nothing_is_left_however_the_testbed_ends(tmp_path, mode, action, code):
-    parent, info = start_parent(tmp_path, mode)
-    procs = info["procs"]
-    try:
+    with started_parent(tmp_path, mode) as (parent, info):
+        procs = info["procs"]
         if action is not None:
             action(parent)
         _, err = parent.communicate(timeout=BOUND)
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-    assert parent.returncode == code, err
-    if mode == "exception":
-        assert "RuntimeError: boom" in err
-    assert wait_until(lambda: not any(running(pid, start) for pid, start in procs)), \
-        [pid for pid, start in procs if running(pid, start)]
-    assert wait_until(lambda: not Path(info["workdir"]).exists()), info["workdir"]
-    assert wait_until(lambda: port_free(info["port"])), info["port"]
+        assert parent.returncode == code, err
+        if mode == "exception":
+            assert "RuntimeError: boom" in err
+        assert wait_until(lambda: not any(running(pid, start) for pid, start in procs)), \
+            [pid for pid, start in procs if running(pid, start)]
+        assert wait_until(lambda: not Path(info["workdir"]).exists()), info["workdir"]
+        assert wait_until(lambda: port_free(info["port"])), info["port"]
 
 
 # --- one supervisor in this process ----------------------------------------------------------

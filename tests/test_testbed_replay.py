@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, run_process
 from dynosim.errors import DynosimError
 from dynosim.testbed import app
 from dynosim.testbed.dynos import DynoPlan
@@ -227,13 +227,11 @@ def test_a_replay_sends_the_window_under_each_configuration_and_measures_memory(
     assert 20 < expected < 60
     out = tmp_path / "out"
     env = dict(os.environ, MALLOC_ARENA_MAX="7")
-    import subprocess
-
-    result = subprocess.run(
+    result = run_process(
         [sys.executable, "-m", "dynosim", "testbed", "replay", str(SHOP), "--window", "10s..13s", "--alloc",
          "128KiB", "--keep", "0.05", "--config", "one: workers=1 threads=4", "--config",
          "three: workers=3 env=MALLOC_ARENA_MAX=2", "--json", "-o", str(out)],
-        capture_output=True, text=True, env=env, timeout=180)
+        text=True, env=env, timeout=180)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["replayed"] == expected and doc["baseline"] == "one"

@@ -1,5 +1,6 @@
 """`dynosim sweep`: run a scenario over ranges and lists of keys; write CSV, JSON and a plot,
-and print a summary table. SPECs, running and the outputs are :mod:`dynosim.sweep`'s."""
+and print a summary table (or, with ``--json``, the JSON document, writing files only if
+``--out`` is given). SPECs, running and the outputs are :mod:`dynosim.sweep`'s."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..display import Column, results_table, stdout_console
+from ..errors import DynosimError
+from ..output import print_json
 from ..results import Estimate, is_metric, metric_names_hint
 from ..sweep import (CLOSED_LOOP_METRIC, DEFAULT_METRIC, DEFAULT_POINTS, FORMATS, Sweep, metric_unit, output_paths, parse_vary_args,
                      value_text, write_outputs)
 from .common import add_scenario_arguments, scenario_from_args
+
+#: ``--out``'s default when ``--json`` is not given.
+DEFAULT_PREFIX = "sweep"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -30,12 +36,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--vary", action="append", required=True, metavar="KEY.PATH=SPEC",
                    help="a key and its values: a list a,b,c or a range A..B[:N][:log|:lin] "
                         "(repeatable: the sweep runs every combination)")
-    p.add_argument("--out", default="sweep", metavar="PREFIX",
-                   help="write PREFIX.csv, PREFIX.json and PREFIX.png (default: sweep)")
+    p.add_argument("--json", action="store_true",
+                   help="print PREFIX.json's document instead of the table; files are written only with --out")
+    p.add_argument("--out", metavar="PREFIX",
+                   help=f"write PREFIX.csv, PREFIX.json and PREFIX.png (default: {DEFAULT_PREFIX}; "
+                        "none with --json)")
     p.add_argument("--metric", type=_metric, default=None,
                    help=f"the metric to plot and summarise (default: {DEFAULT_METRIC}, or "
                         f"{CLOSED_LOOP_METRIC} for a closed loop; names: docs/output.md)")
-    p.add_argument("--format", type=_formats, default=["png"], metavar="png,svg",
+    p.add_argument("--format", type=_formats, metavar="png,svg",
                    help="plot format(s), comma-separated (default: png)")
     p.set_defaults(handler=main)
 
@@ -65,17 +74,27 @@ def _formats(text: str) -> List[str]:
 
 def main(args: argparse.Namespace) -> int:
     vary = parse_vary_args(args.vary)
-    outputs = output_paths(args.out, args.format)
+    # Like the other verbs, --json is the document on stdout and nothing else: files only if asked.
+    prefix = args.out if args.out is not None or args.json else DEFAULT_PREFIX
+    if prefix is None and args.format is not None:
+        raise DynosimError("--format: give --out PREFIX too (with --json a sweep writes no files unless asked)")
+    outputs = output_paths(prefix, args.format or ["png"]) if prefix is not None else {}
     scenario = scenario_from_args(args)
     sweep = Sweep(scenario, vary, metric=args.metric)
     sweep.prepare()  # validates every point: nothing runs and nothing is written on error
     sweep.run(progress=sys.stderr.isatty())
-    write_outputs(sweep, outputs)
+    if outputs:
+        write_outputs(sweep, outputs)
     if sweep.unusable:
         print(f"dynosim: warning: {sweep.unusable_summary()}", file=sys.stderr)
     if sweep.unsettled_summary():
         print(f"dynosim: warning: {sweep.unsettled_summary()}", file=sys.stderr)
-    print_summary(sweep, outputs)
+    if args.json:
+        print_json(sweep.to_json())  # the very text written to PREFIX.json
+        if outputs:
+            print("wrote " + ", ".join(str(p) for p in outputs.values()), file=sys.stderr)
+    else:
+        print_summary(sweep, outputs)
     return 0
 
 

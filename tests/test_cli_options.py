@@ -1,0 +1,90 @@
+"""The options the verbs share, read from each verb's --help as a user reads them: a verb that
+prints a document has --json (issue 23: `sweep` had none), a verb that runs a scenario takes
+it with --set, --seed, --replications and --duration, and a verb that reads router logs has
+the log options. A new verb must say here which of these it is."""
+
+import argparse
+import re
+from typing import Dict, List, Set, Tuple
+
+import pytest
+
+from dynosim import cli
+from dynosim.cli.entry import build_parser
+
+#: A scenario (positional, default rapgenius) and the options that change it (cli.common's
+#: add_scenario_arguments).
+SCENARIO = ["scenario", "--set", "--seed", "--replications", "--duration"]
+#: What every command reading router logs takes (cli.common's add_log_arguments).
+LOGS = ["FILE", "--format", "--log-format", "--host"]
+
+#: Each verb (its words), and what its --help must offer.
+VERBS: Dict[Tuple[str, ...], List[str]] = {
+    # The analysis verbs: they run a scenario and print their document with --json.
+    ("run",): SCENARIO + ["--json"],
+    ("compare",): SCENARIO + ["--json"],
+    ("capacity",): SCENARIO + ["--json"],
+    ("sweep",): SCENARIO + ["--json"],
+    ("ramp",): SCENARIO + ["--json"],
+    ("demo",): SCENARIO + ["--json"],
+    ("testbed",): SCENARIO + ["--json"],
+    # Their output is a picture (a GIF or a page), not a document: no --json.
+    ("animate",): SCENARIO,
+    # The verbs that read router logs print their document with --json too.
+    ("logs", "summary"): LOGS + ["--json"],
+    ("logs", "fit"): LOGS + ["--json"],
+    ("logs", "replay"): LOGS + ["--json"],
+    ("testbed", "replay"): LOGS + ["--json"],
+    # Listings and a file: a text for people, nothing to compute.
+    ("scenarios",): [],
+    ("init",): [],
+    ("keys",): [],
+}
+
+
+def offered(help_text: str) -> Set[str]:
+    """The option strings and positional names a --help defines (its argument sections, not
+    its usage line)."""
+    names: Set[str] = set()
+    section = None
+    for line in help_text.splitlines():
+        if line and not line[0].isspace():
+            section = line if line.endswith(":") else None  # "options:", "positional arguments:"
+            continue
+        if section is None or not re.match(r"  \S", line):
+            continue  # a wrapped help text or a line outside the argument sections
+        invocation = re.split(r"\s{2,}", line.strip())[0]  # "-h, --help", "--set KEY.PATH=VALUE", "scenario"
+        if invocation.startswith("-"):
+            names.update(re.findall(r"(?<![\w-])--?\w[\w-]*", invocation))
+        else:
+            names.add(invocation)
+    return names
+
+
+def leaf_verbs() -> Set[Tuple[str, ...]]:
+    """Every verb of `dynosim --help`, a verb with verbs of its own (logs) by those; `testbed
+    replay` is parsed by the testbed's parser (cli.testbed) and added by hand."""
+    def walk(parser: argparse.ArgumentParser, words: Tuple[str, ...]) -> Set[Tuple[str, ...]]:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return {words}
+        return {leaf for a in subs for name, sub in a.choices.items() for leaf in walk(sub, words + (name,))}
+
+    return walk(build_parser(), ()) | {("testbed", "replay")}
+
+
+def test_every_verb_is_listed_here():
+    assert leaf_verbs() == set(VERBS)
+
+
+@pytest.mark.parametrize("words, required", list(VERBS.items()), ids=[" ".join(w) for w in VERBS])
+def test_each_verb_offers_the_shared_options(words, required, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # argparse's width: one line per option
+    with pytest.raises(SystemExit) as e:
+        cli.main([*words, "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    names = offered(text)
+    assert "--help" in names, text  # the parse found the options at all
+    missing = [name for name in required if name not in names]
+    assert not missing, f"dynosim {' '.join(words)} --help lacks {missing}:\n{text}"
