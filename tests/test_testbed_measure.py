@@ -179,6 +179,54 @@ def test_queue_depth_is_seen_when_a_request_joins_inside_the_window():
     assert measure.max_depth(np.array([0.0, 1.0]), np.array([1.0, 2.0])) == 1  # leaving first
 
 
+# --- the router's queue, the window, the errors ------------------------------------------------
+
+
+def test_requests_that_left_haproxys_queue_with_a_503_waited_there():
+    """intelligent on one single-worker dyno: a runs 0-2 s; b (sent 0.1 s) and c (0.2 s) wait
+    in HAProxy's queue and leave it after its 300 ms timeout queue with a 503 sQ: two waited at
+    once at the router, though neither reached a worker."""
+    rows = [{"index": 0, "sent": 0.0, "start": 0.0, "end": 2.0, "done": 2.0, "worker": 0},
+            {"index": 1, "sent": 0.1, "done": 0.4, "status": 503, "tw": 0.3, "tc": None, "term": "sQ--",
+             "worker": 0},
+            {"index": 2, "sent": 0.2, "done": 0.5, "status": 503, "tw": 0.3, "tc": None, "term": "sQ--",
+             "worker": 0}]
+    rep = measured(rows, slots=1)
+    assert rep["max_queue_depth"]["router"] == 2
+    assert rep["error_counts"]["queue_timeout"] == 2
+    assert rep["queued_fraction"] == 0.0  # of the requests that reached a worker
+
+
+def test_throughput_counts_every_answer_inside_the_window():
+    """As the simulation counts it (docs/model.md: completions inside the window, whichever
+    request they belong to): a request of the warm-up answered inside the window counts."""
+    rows = [{"index": 0, "sent": 0.5, "start": 0.5, "end": 1.5, "done": 1.5, "worker": 0},
+            {"index": 1, "sent": 2.0, "start": 2.0, "end": 2.5, "done": 2.5, "worker": 0}]
+    rep = measured(rows, slots=1, warmup=1.0, duration=4.0)
+    assert rep["throughput"] == pytest.approx(2 / 4.0)
+    assert rep["goodput"] == pytest.approx(2 / 4.0)
+    assert rep["requests"] == 1
+
+
+def test_a_client_that_gave_up_was_answered_when_it_did():
+    """The load generator gives up at its timeout (1 s) on a request the app works on for 3 s:
+    as in the simulation (client_timeout), the client's answer came at 1 s: in response.*, in
+    throughput, in the closed loop's answered requests, and the work after it is wasted."""
+    rows = [{"index": 0, "sent": 0.0, "start": 0.0, "end": 3.0, "done": None, "status": 0, "error": "timeout",
+             "worker": 0},
+            {"index": 1, "sent": 1.0, "start": 3.0, "end": 3.5, "done": 3.5, "worker": 0}]
+    rep = measured(rows, slots=1, closed={"clients": 1, "requests": 2}, client_timeout=1.0)
+    assert rep["error_counts"]["client_timeout"] == 1 and rep["failed"]["total"] == 1
+    assert rep["response"]["max"] == pytest.approx(2.5) and rep["response"]["mean"] == pytest.approx(1.75)
+    assert rep["response_ok"]["mean"] == pytest.approx(2.5)
+    assert rep["wasted"]["thread_seconds"] == pytest.approx(2.0)
+    loop = rep["closed_loop"]
+    assert loop["completed"] == 2 and loop["failed"] == 1
+    assert loop["latency"]["mean"] == pytest.approx(2.5)  # ab's percentiles: the answered requests
+    assert loop["requests_per_s"] == pytest.approx(2 / 3.5)
+    assert rep["throughput"] == pytest.approx(loop["requests_per_s"])
+
+
 # --- a recorded real run -----------------------------------------------------------------------
 
 
@@ -220,3 +268,7 @@ def test_a_recorded_real_run_of_gunicorn_db():
     order = np.lexsort((steps, times))
     level, spans = np.cumsum(steps[order])[:-1], np.diff(times[order])
     assert spans[level == 6].sum() > 0.95 * spans.sum() and level.max() == 7
+    # Ab's rate and the throughput are the same figure for a run of a set number of requests
+    # (the whole run is the window), as in the simulation.
+    assert rep["throughput"] == pytest.approx(rep["closed_loop"]["requests_per_s"])
+    assert rep["closed_loop"]["completed"] == 300

@@ -162,7 +162,8 @@ def max_depth(arrive: "np.ndarray", leave: "np.ndarray", since: float = -math.in
 def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
                 warmup: float, duration: float, closed: Optional[Dict[str, Any]], drawn_times: Sequence[float],
                 classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str],
-                work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None) -> Dict[str, Any]:
+                work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
+                client_timeout: Optional[float] = None) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -170,7 +171,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     request that failed. `per_process`: the requests one worker process runs at once when its
     workers accept greedily and queue for their own threads (gunicorn's gthread: its threads;
     gevent: its worker connections); None when the dyno's `slots` share its accept queue (sync
-    workers)."""
+    workers). `client_timeout`: the load generator's timeout per request (arrivals.timeout),
+    when its client got the error of a request it gave up on."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -185,6 +187,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
     status = np.asarray(load["status"], dtype=np.int64)
+    # A client that gave up (client_timeout) was answered, with that error, at its timeout:
+    # in response.*, throughput and the closed loop's count, as in the simulation.
+    gave_up = np.array([e == "timeout" for e in load["error"]], dtype=bool)
+    if client_timeout is not None:
+        done = np.where(gave_up & ~np.isfinite(done), sent + client_timeout, done)
+    answers = np.isfinite(done) & ((status > 0) | gave_up)
     start, end, dyno = app_times(load, work)
     pool_wait = floats(load["headers"]["x-dynosim-pool-wait"])
     ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
@@ -199,12 +207,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     measured = np.ones(n, dtype=bool) if counted else (scheduled >= warmup) & (scheduled < window_end)
     good = measured & ok
     response = done[good] - sent[good]
-    answered_any = measured & np.isfinite(done) & (status > 0)
+    answered_any = measured & answers
     terms = [str((router_log.get(str(i)) or {}).get("term") or "") for i in load["index"]]
     queue_term = np.array([t.startswith("sQ") for t in terms], dtype=bool)
     kinds = {"h12": measured & (status == 504), "queue_timeout": measured & (status == 503) & queue_term,
              "app_timeout": measured & ((status == 502) | (status == 500) & worked & ~np.isfinite(end)),
-             "client_timeout": measured & np.array([e == "timeout" for e in load["error"]], dtype=bool),
+             "client_timeout": measured & gave_up,
              "h13": measured & (status == 503) & np.array([t.startswith("sC") for t in terms], dtype=bool)}
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
     # whole ms), and never after the app began it.
@@ -229,8 +237,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     queued = reached & (waited_at_dyno | (tw > 0))
     queue_of_queued = start[queued] - sent[queued]
 
-    # Busy time per dyno inside the window [warmup, window_end] (relative to the start).
-    lo, hi = t0 + warmup, t0 + (window_end if math.isfinite(window_end) else float(np.nanmax(end, initial=t0)) - t0)
+    # Busy time per dyno inside the window [warmup, window_end] (relative to the start); with
+    # a set number of requests the window is the whole run, to its last event (the last
+    # answer, or the app's last end), as the simulation's.
+    lo, hi = t0 + warmup, (t0 + window_end if math.isfinite(window_end) else last)
     span = max(hi - lo, 1e-9)
     busy_time = np.zeros(dynos)
     for d in range(dynos):
@@ -245,8 +255,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     for d in range(dynos):
         sel = waited_at_dyno & (dyno == d)
         depth_dyno = max(depth_dyno, max_depth(at_dyno[sel], start[sel], since=lo))
-    held = reached & (tw > 0)
-    depth_router = max_depth(sent[held], sent[held] + tw[held])
+    # Every request HAProxy held, whether it then reached a worker or left the queue with a
+    # 503 (timeout queue).
+    held = tw > 0
+    depth_router = max_depth(sent[held], sent[held] + tw[held], since=lo)
 
     rep: Dict[str, Any] = {
         "requests": in_window,
@@ -256,7 +268,9 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         "response": time_summary(done[answered_any] - sent[answered_any]),
         "response_ok": time_summary(response),
         "service_mean": float(np.mean(end[good] - start[good])) if np.any(good) else 0.0,
-        "throughput": int(np.sum(answered_any & (done >= lo) & (done <= hi))) / span,
+        # Every answer inside the window, whichever request it belongs to (one of the warm-up
+        # too), as the simulation counts.
+        "throughput": int(np.sum(answers & (done >= lo) & (done <= hi))) / span,
         "goodput": completions / span,
         "utilisation": {"mean": float(np.mean(utilisation)), "min": float(np.min(utilisation)),
                         "max": float(np.max(utilisation))},
@@ -292,7 +306,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     if closed:
         # As ab and the simulation count: the requests sent inside the window, over the time
         # from the window's start (the first send, without a warm-up) to the last response.
-        answered = measured & np.isfinite(done) & (status > 0)
+        answered = measured & answers
         first = t0 + warmup
         last = float(np.max(done[answered])) if np.any(answered) else first
         elapsed = max(last - first, 1e-9)
@@ -300,7 +314,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         rep["closed_loop"] = {"clients": closed["clients"], "completed": completed,
                               "failed": int(np.sum(answered & ~ok)) + (drawn - n if counted else 0),
                               "elapsed": elapsed, "requests_per_s": completed / elapsed,
-                              "latency": time_summary(done[answered] - sent[answered])}
+                              "latency": time_summary(response)}  # the app's answers, as the simulation's
     return rep
 
 

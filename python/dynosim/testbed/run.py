@@ -165,7 +165,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               warmup=float(d["warmup"]), duration=float(d["duration"]), closed=closed,
                               drawn_times=plan.drawn["time"],
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
-                              work=work, per_process=per_process(plan))
+                              work=work, per_process=per_process(plan), client_timeout=plan.request_timeout)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
