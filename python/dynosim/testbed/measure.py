@@ -103,8 +103,8 @@ def app_times(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = 
 def app_pids(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = None) -> "np.ndarray":
     """Per request sent: the worker process that had it (its pid; -1 where none), from the
     app's work log where it has the request, else from the app's response headers."""
-    pid = np.nan_to_num(floats(load["headers"].get("x-dynosim-pid") or [None] * len(load["index"])),
-                        nan=-1).astype(np.int64)
+    column = load["headers"].get("x-dynosim-pid") or [None] * len(load["sent"])
+    pid = np.nan_to_num(floats(column), nan=-1).astype(np.int64)
     for k, i in enumerate(load["index"] if work else ()):
         entry = work.get(str(i)) if work else None
         if entry is not None:
@@ -381,10 +381,14 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
       connecting, HAProxy, gunicorn's accept and parse;
     - ``in_app``: the app's own time beyond the drawn phase times;
     - ``after_app``: the app is done → the client has the whole response;
-    - ``between_requests``: a dyno's request ends in the app → the next one, already waiting
-      there, starts (the worker's time between two requests). ``router_wait`` (HAProxy's Tw
-      per request, NaN where unknown) leaves out requests the router held: their gap is the
-      router's forwarding and connecting, not the worker's.
+    - ``between_requests``: a worker's request ends in the app → the next one it takes,
+      already waiting, starts (the worker's time between two requests). Per worker process
+      (its pid, from the response headers; the dyno where none is given): on a dyno of several
+      workers the next request to start is mostly another worker's. For a process of several
+      threads, the request's own thread is taken to be the one whose request ended last before
+      it started. ``router_wait`` (HAProxy's Tw per request, NaN where unknown) leaves out
+      requests the router held: their gap is the router's forwarding and connecting, not the
+      worker's.
 
     ``to_app_when_idle`` is what ``router.connect`` models and ``between_requests`` what
     ``app.overhead`` models (see :func:`stack_costs`).
@@ -398,13 +402,17 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
     idle = ok & (in_hand == 0)
     held = (np.zeros(len(sent), dtype=bool) if router_wait is None
             else np.nan_to_num(np.asarray(router_wait, dtype=float), nan=0.0) > 0)
+    pid = app_pids(load)
+    worker = np.where(pid >= 0, pid, -1 - dyno)  # a dyno without pids: one worker (-1 - d)
     gaps: List[float] = []
-    for d in range(dynos):
-        idx = np.nonzero(ok & (dyno == d))[0]
-        order = idx[np.argsort(start[idx])]
-        for a, b in zip(order[:-1], order[1:]):
-            if sent[b] < end[a] and not held[b]:  # b was waiting at the dyno when a ended
-                gaps.append(float(start[b] - end[a]))
+    for w in np.unique(worker[ok & ((pid >= 0) | (dyno >= 0))]):
+        idx = np.nonzero(ok & (worker == w))[0]
+        ends = np.sort(end[idx])
+        # The end that freed the request's thread: the process's last before it started.
+        k = np.searchsorted(ends, start[idx], side="right") - 1
+        freed = ends[np.maximum(k, 0)]
+        waiting = (k >= 0) & (sent[idx] < freed) & ~held[idx]  # there when the worker got free
+        gaps += (start[idx] - freed)[waiting].tolist()
 
     def mean(values: "np.ndarray") -> Optional[float]:
         return float(np.mean(values)) if len(values) else None
