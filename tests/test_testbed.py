@@ -100,14 +100,13 @@ def test_app_performs_cpu_and_io_phases():
     assert int(seen["X-Dynosim-Rss"]) > 1_000_000
 
 
-def test_queued_means_every_slot_of_its_dyno_was_busy_when_sent():
-    # Dyno 0 (1 slot): a works 0-1; b sent at 0.5 waits until 1; c sent at 2 finds it idle.
+def test_queued_means_finding_every_worker_of_its_dyno_taken():
+    # Dyno 0 (1 slot): a works 0-1; b arriving at 0.5 finds a in hand and waits until 1; c
+    # arriving at 2 finds the dyno idle. (tests/test_testbed_measure.py: whole runs.)
     dyno = np.array([0, 0, 0, 1])
-    sent = np.array([0.0, 0.5, 2.0, 0.5])
-    start = np.array([0.0, 1.0, 2.0, 0.5])
+    arrive = np.array([0.0, 0.5, 2.0, 0.5])
     end = np.array([1.0, 1.5, 2.5, 0.7])
-    busy = measure.busy_at_send(dyno, sent, start, end, 2)
-    assert busy.tolist() == [0, 1, 0, 0]
+    assert measure.in_hand(dyno, arrive, end).tolist() == [0, 1, 0, 0]
     assert measure.max_depth(np.array([0.0, 0.1, 0.2, 1.0]), np.array([0.5, 0.3, 0.25, 2.0])) == 3
     assert measure.max_depth(np.array([0.0, 1.0]), np.array([1.0, 2.0])) == 1  # leaving first
 
@@ -140,7 +139,6 @@ def test_a_send_in_the_workers_gap_with_others_waiting_is_not_idle():
     sent = np.array([0.0, 0.5, 1.0005])
     start = np.array([0.0, 1.001, 2.0])
     end = np.array([1.0, 2.0, 2.5])
-    assert measure.busy_at_send(dyno, sent, start, end, 1).tolist() == [0, 1, 0]
     assert measure.in_hand_at_send(dyno, sent, end, 1).tolist() == [0, 1, 1]
 
 

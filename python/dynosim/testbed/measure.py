@@ -9,11 +9,24 @@ A request's times, all wall-clock seconds on this machine's one clock:
 
 ``queue`` is start − sent: the time in HAProxy's queue, connecting, in the dyno's accept queue
 and in gunicorn until the app runs; ``response`` is done − sent; ``service_mean`` the mean of
-end − start (the app's own time, which the simulation draws). A request ``queued`` when every
-slot of the dyno that served it was busy at the moment it was sent (its dyno's other requests,
-from their own start and end) — the simulation's definition, which a fixed threshold on the
-queue time could not give, as every real request spends a millisecond or so getting through
-the stack.
+end − start (the app's own time, which the simulation draws).
+
+A request is ``queued`` when it waited at all on its way to a worker, as in the simulation
+(queue time > 0): HAProxy held it in its queue (Tw > 0), or it reached its dyno (sent + Tw +
+Tc) with every worker taken: as many requests in hand there as the dyno has workers, each
+arrived before it and not yet done in the app, waiting or being worked on
+(:func:`in_hand`). With gunicorn's gthread and gevent workers, which accept greedily and
+queue requests for their own threads, the count is of the process that took the request
+against its threads. In a queue served in order of arrival this is exactly "waited at all",
+and it needs only the order of the stamps, not a threshold on the queue time, which could
+not tell a wait from the millisecond or two every real request spends connecting and being
+parsed. What the stamps cannot resolve is not counted: HAProxy logs Tw and Tc in whole
+milliseconds, so a hold of less than 1 ms at HAProxy is none, and a request that waited only
+for a worker finishing its previous request's own work (writing, closing, accepting the next:
+app.overhead, 1-2 ms) while no other request was waiting counts as not queued.
+``max_queue_depth.dyno`` sweeps the queued requests' [arrival at the dyno, start) per dyno,
+looking whenever one joins inside the window, as the simulation looks; ``.router`` sweeps
+HAProxy's holds [sent, sent + Tw).
 
 The app's own work log (``work``: :func:`dynosim.testbed.dynos.read_work`) gives ``start`` and
 ``end`` for every request the app began, answered or not, so that the work a dyno did on a
@@ -87,57 +100,79 @@ def app_times(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = 
     return start, end, dyno
 
 
-def busy_at_send(dyno: "np.ndarray", sent: "np.ndarray", start: "np.ndarray", end: "np.ndarray",
-                 dynos: int) -> "np.ndarray":  # `sent`: any instant per request (e.g. its arrival at the dyno)
-    """For each request, how many other requests its dyno was working on (start < sent < end,
-    ended at sent: not) when it was sent; -1 for a request without a dyno. A request starts
-    after it was sent, so it never counts itself."""
-    out = np.full(len(sent), -1, dtype=np.int64)
-    for d in range(dynos):
-        idx = np.nonzero(dyno == d)[0]
-        if len(idx) == 0:
-            continue
-        starts = np.sort(start[idx])
-        ends = np.sort(end[idx])
-        t = sent[idx]
-        out[idx] = np.searchsorted(starts, t, side="left") - np.searchsorted(ends, t, side="right")
+def app_pids(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = None) -> "np.ndarray":
+    """Per request sent: the worker process that had it (its pid; -1 where none), from the
+    app's work log where it has the request, else from the app's response headers."""
+    column = load["headers"].get("x-dynosim-pid") or [None] * len(load["sent"])
+    pid = np.nan_to_num(floats(column), nan=-1).astype(np.int64)
+    for k, i in enumerate(load["index"] if work else ()):
+        entry = work.get(str(i)) if work else None
+        if entry is not None:
+            pid[k] = entry["pid"]
+    return pid
+
+
+def in_hand(group: "np.ndarray", arrive: "np.ndarray", leave: "np.ndarray") -> "np.ndarray":
+    """For each request, how many other requests of its group (a dyno, or one worker process)
+    it found in hand when it arrived: arrived before it (at an equal time, those listed before
+    it) and not yet gone (waiting for a worker or being worked on; one leaving at that very
+    instant is gone); -1 for a request outside every group (``group < 0``). A request that
+    left as it arrived held nothing.
+
+    In a queue that serves in order of arrival with `c` workers, a request waits exactly when
+    it finds `c` or more in hand, whatever the timing of the workers' hand-overs: unlike a count
+    of requests being worked on, which a send falling in a worker's gap between two requests
+    (with others still waiting) reads as a free worker."""
+    out = np.full(len(arrive), -1, dtype=np.int64)
+    for g in np.unique(group[group >= 0]):
+        idx = np.nonzero(group == g)[0]
+        a, gone_at = arrive[idx], leave[idx]
+        holds = gone_at > a
+        order = np.lexsort((np.arange(len(idx)), a))
+        before = np.empty(len(idx), dtype=np.int64)
+        before[order] = np.cumsum(holds[order]) - holds[order]
+        # Every request gone by a's arrival came before it (it arrived before it left).
+        out[idx] = before - np.searchsorted(np.sort(gone_at[holds]), a, side="right")
     return out
 
 
 def in_hand_at_send(dyno: "np.ndarray", sent: "np.ndarray", end: "np.ndarray", dynos: int) -> "np.ndarray":
     """For each request, how many other requests its dyno had in hand when it was sent: sent
     before it and not yet done in the app (waiting for a worker or being worked on); -1 for a
-    request without a dyno. Unlike :func:`busy_at_send`, a request sent while the worker is
-    between two requests, with others still waiting, is not idle."""
-    out = np.full(len(sent), -1, dtype=np.int64)
-    for d in range(dynos):
-        idx = np.nonzero(dyno == d)[0]
-        if len(idx) == 0:
-            continue
-        t = sent[idx]
-        out[idx] = np.searchsorted(np.sort(t), t, side="left") - np.searchsorted(np.sort(end[idx]), t, side="right")
-    return out
+    request without a dyno (or without finite times). A request sent while the worker is
+    between two requests, with others still waiting, is not idle (:func:`in_hand`)."""
+    known = (dyno >= 0) & (dyno < dynos) & np.isfinite(sent) & np.isfinite(end)
+    return in_hand(np.where(known, dyno, -1), np.where(known, sent, 0.0), np.where(known, end, 0.0))
 
 
-def max_depth(arrive: "np.ndarray", leave: "np.ndarray") -> int:
-    """The most intervals [arrive, leave) open at once."""
+def max_depth(arrive: "np.ndarray", leave: "np.ndarray", since: float = -math.inf) -> int:
+    """The most intervals [arrive, leave) open at once, seen when one opens at or after
+    `since` (the simulation's max_queue_depth: looked at whenever a request joins a queue
+    inside the window, counting those that joined before it)."""
     if len(arrive) == 0:
         return 0
     times = np.concatenate([arrive, leave])
     steps = np.concatenate([np.ones(len(arrive), dtype=np.int64), -np.ones(len(leave), dtype=np.int64)])
     order = np.lexsort((steps, times))  # at equal times, leaving first
-    return int(max(0, np.max(np.cumsum(steps[order]))))
+    level = np.cumsum(steps[order])
+    seen = (steps[order] > 0) & (times[order] >= since)
+    return int(max(0, np.max(level[seen], initial=0)))
 
 
 def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
                 warmup: float, duration: float, closed: Optional[Dict[str, Any]], drawn_times: Sequence[float],
                 classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str],
-                work: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
+                work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
+                client_timeout: Optional[float] = None) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
     request (empty for a closed loop), so that one never sent (the run stopped) counts as a
-    request that failed."""
+    request that failed. `per_process`: the requests one worker process runs at once when its
+    workers accept greedily and queue for their own threads (gunicorn's gthread: its threads;
+    gevent: its worker connections); None when the dyno's `slots` share its accept queue (sync
+    workers). `client_timeout`: the load generator's timeout per request (arrivals.timeout),
+    when its client got the error of a request it gave up on."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -152,6 +187,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     sent = np.asarray(load["sent"], dtype=float)
     done = np.asarray(load["done"], dtype=float)
     status = np.asarray(load["status"], dtype=np.int64)
+    # A client that gave up (client_timeout) was answered, with that error, at its timeout:
+    # in response.*, throughput and the closed loop's count, as in the simulation.
+    gave_up = np.array([e == "timeout" for e in load["error"]], dtype=bool)
+    if client_timeout is not None:
+        done = np.where(gave_up & ~np.isfinite(done), sent + client_timeout, done)
+    answers = np.isfinite(done) & ((status > 0) | gave_up)
     start, end, dyno = app_times(load, work)
     pool_wait = floats(load["headers"]["x-dynosim-pool-wait"])
     ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
@@ -166,24 +207,40 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     measured = np.ones(n, dtype=bool) if counted else (scheduled >= warmup) & (scheduled < window_end)
     good = measured & ok
     response = done[good] - sent[good]
-    answered_any = measured & np.isfinite(done) & (status > 0)
+    answered_any = measured & answers
     terms = [str((router_log.get(str(i)) or {}).get("term") or "") for i in load["index"]]
     queue_term = np.array([t.startswith("sQ") for t in terms], dtype=bool)
     kinds = {"h12": measured & (status == 504), "queue_timeout": measured & (status == 503) & queue_term,
              "app_timeout": measured & ((status == 502) | (status == 500) & worked & ~np.isfinite(end)),
-             "client_timeout": measured & np.array([e == "timeout" for e in load["error"]], dtype=bool),
+             "client_timeout": measured & gave_up,
              "h13": measured & (status == 503) & np.array([t.startswith("sC") for t in terms], dtype=bool)}
-    begun, ended = np.where(worked, start, np.inf), np.where(worked, stop, -np.inf)
-    busy = busy_at_send(dyno, sent, begun, ended, dynos)
+    # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
+    # whole ms), and never after the app began it.
+    index = np.asarray(load["index"])
+    logged = [router_log.get(str(i)) or {} for i in index]
+    tw = np.array([entry.get("tw") or 0.0 for entry in logged])
+    tc = np.array([entry.get("tc") or 0.0 for entry in logged])
+    at_dyno = np.where(worked, np.minimum(sent + tw + tc, start), 0.0)
+    # Queued, as the simulation's "waited at all": held in HAProxy's queue (Tw > 0), or found
+    # every worker of its dyno taken when it got there (with greedy workers, every thread of
+    # the process that took it): as many requests in hand there, arrived before it and not
+    # yet done in the app, as workers (in_hand). Every request that reached a worker counts,
+    # the warm-up's too, as they hold workers and queue places.
+    pid = app_pids(load, work)
+    group, capacity = (pid, per_process) if per_process else (dyno, slots)
+    hand = in_hand(np.where(worked & (group >= 0), group, -1), at_dyno, np.where(worked, stop, 0.0))
+    waited_at_dyno = worked & (hand >= capacity)
     # The dyno's view, as the simulation's queue.*: every request that reached a worker,
     # answered by the app or not.
     reached = measured & worked
     queue = start[reached] - sent[reached]
-    queued = reached & (busy >= slots)
+    queued = reached & (waited_at_dyno | (tw > 0))
     queue_of_queued = start[queued] - sent[queued]
 
-    # Busy time per dyno inside the window [warmup, window_end] (relative to the start).
-    lo, hi = t0 + warmup, t0 + (window_end if math.isfinite(window_end) else float(np.nanmax(end, initial=t0)) - t0)
+    # Busy time per dyno inside the window [warmup, window_end] (relative to the start); with
+    # a set number of requests the window is the whole run, to its last event (the last
+    # answer, or the app's last end), as the simulation's.
+    lo, hi = t0 + warmup, (t0 + window_end if math.isfinite(window_end) else last)
     span = max(hi - lo, 1e-9)
     busy_time = np.zeros(dynos)
     for d in range(dynos):
@@ -192,20 +249,16 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     utilisation = busy_time / (slots * span)
     completions = int(np.sum(ok & (done >= lo) & (done <= hi)))
 
-    # A request reaches its dyno when HAProxy has it connected: sent + Tw + Tc (HAProxy's ms).
-    index = np.asarray(load["index"])
-    logged = [router_log.get(str(i)) or {} for i in index]
-    tw = np.array([entry.get("tw") or 0.0 for entry in logged])
-    tc = np.array([entry.get("tc") or 0.0 for entry in logged])
-    at_dyno = np.minimum(sent + tw + tc, np.where(np.isfinite(start), start, np.inf))
-    busy_at_dyno = busy_at_send(dyno, at_dyno, begun, ended, dynos)
+    # Most requests waiting at one dyno, seen when one joins inside the window: those that
+    # found every worker taken, from their arrival there to their start.
     depth_dyno = 0
     for d in range(dynos):
-        # Requests that found every slot of their dyno busy, from arriving there to starting.
-        sel = reached & (dyno == d) & (busy_at_dyno >= slots)
-        depth_dyno = max(depth_dyno, max_depth(at_dyno[sel], start[sel]))
-    held = reached & (tw > 0)
-    depth_router = max_depth(sent[held], sent[held] + tw[held])
+        sel = waited_at_dyno & (dyno == d)
+        depth_dyno = max(depth_dyno, max_depth(at_dyno[sel], start[sel], since=lo))
+    # Every request HAProxy held, whether it then reached a worker or left the queue with a
+    # 503 (timeout queue).
+    held = tw > 0
+    depth_router = max_depth(sent[held], sent[held] + tw[held], since=lo)
 
     rep: Dict[str, Any] = {
         "requests": in_window,
@@ -215,7 +268,9 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         "response": time_summary(done[answered_any] - sent[answered_any]),
         "response_ok": time_summary(response),
         "service_mean": float(np.mean(end[good] - start[good])) if np.any(good) else 0.0,
-        "throughput": int(np.sum(answered_any & (done >= lo) & (done <= hi))) / span,
+        # Every answer inside the window, whichever request it belongs to (one of the warm-up
+        # too), as the simulation counts.
+        "throughput": int(np.sum(answers & (done >= lo) & (done <= hi))) / span,
         "goodput": completions / span,
         "utilisation": {"mean": float(np.mean(utilisation)), "min": float(np.min(utilisation)),
                         "max": float(np.max(utilisation))},
@@ -251,7 +306,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     if closed:
         # As ab and the simulation count: the requests sent inside the window, over the time
         # from the window's start (the first send, without a warm-up) to the last response.
-        answered = measured & np.isfinite(done) & (status > 0)
+        answered = measured & answers
         first = t0 + warmup
         last = float(np.max(done[answered])) if np.any(answered) else first
         elapsed = max(last - first, 1e-9)
@@ -259,7 +314,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         rep["closed_loop"] = {"clients": closed["clients"], "completed": completed,
                               "failed": int(np.sum(answered & ~ok)) + (drawn - n if counted else 0),
                               "elapsed": elapsed, "requests_per_s": completed / elapsed,
-                              "latency": time_summary(done[answered] - sent[answered])}
+                              "latency": time_summary(response)}  # the app's answers, as the simulation's
     return rep
 
 
@@ -326,10 +381,14 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
       connecting, HAProxy, gunicorn's accept and parse;
     - ``in_app``: the app's own time beyond the drawn phase times;
     - ``after_app``: the app is done → the client has the whole response;
-    - ``between_requests``: a dyno's request ends in the app → the next one, already waiting
-      there, starts (the worker's time between two requests). ``router_wait`` (HAProxy's Tw
-      per request, NaN where unknown) leaves out requests the router held: their gap is the
-      router's forwarding and connecting, not the worker's.
+    - ``between_requests``: a worker's request ends in the app → the next one it takes,
+      already waiting, starts (the worker's time between two requests). Per worker process
+      (its pid, from the response headers; the dyno where none is given): on a dyno of several
+      workers the next request to start is mostly another worker's. For a process of several
+      threads, the request's own thread is taken to be the one whose request ended last before
+      it started. ``router_wait`` (HAProxy's Tw per request, NaN where unknown) leaves out
+      requests the router held: their gap is the router's forwarding and connecting, not the
+      worker's.
 
     ``to_app_when_idle`` is what ``router.connect`` models and ``between_requests`` what
     ``app.overhead`` models (see :func:`stack_costs`).
@@ -343,13 +402,17 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
     idle = ok & (in_hand == 0)
     held = (np.zeros(len(sent), dtype=bool) if router_wait is None
             else np.nan_to_num(np.asarray(router_wait, dtype=float), nan=0.0) > 0)
+    pid = app_pids(load)
+    worker = np.where(pid >= 0, pid, -1 - dyno)  # a dyno without pids: one worker (-1 - d)
     gaps: List[float] = []
-    for d in range(dynos):
-        idx = np.nonzero(ok & (dyno == d))[0]
-        order = idx[np.argsort(start[idx])]
-        for a, b in zip(order[:-1], order[1:]):
-            if sent[b] < end[a] and not held[b]:  # b was waiting at the dyno when a ended
-                gaps.append(float(start[b] - end[a]))
+    for w in np.unique(worker[ok & ((pid >= 0) | (dyno >= 0))]):
+        idx = np.nonzero(ok & (worker == w))[0]
+        ends = np.sort(end[idx])
+        # The end that freed the request's thread: the process's last before it started.
+        k = np.searchsorted(ends, start[idx], side="right") - 1
+        freed = ends[np.maximum(k, 0)]
+        waiting = (k >= 0) & (sent[idx] < freed) & ~held[idx]  # there when the worker got free
+        gaps += (start[idx] - freed)[waiting].tolist()
 
     def mean(values: "np.ndarray") -> Optional[float]:
         return float(np.mean(values)) if len(values) else None

@@ -165,7 +165,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               warmup=float(d["warmup"]), duration=float(d["duration"]), closed=closed,
                               drawn_times=plan.drawn["time"],
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
-                              work=work)
+                              work=work, per_process=per_process(plan), client_timeout=plan.request_timeout)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
@@ -176,6 +176,17 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "testbed": extras(plan, load, router_log, work),
     }
     return report, records(plan, load, router_log, work)
+
+
+def per_process(plan: Plan) -> Optional[int]:
+    """The requests one worker process runs at once when gunicorn's workers accept greedily
+    (gthread: its threads; gevent: its worker connections), each queueing for its own; None
+    for sync workers, which share the dyno's accept queue."""
+    if plan.dynos.worker_class == "gthread":
+        return plan.dynos.threads
+    if plan.dynos.worker_class == "gevent":
+        return plan.dynos.worker_connections
+    return None
 
 
 def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]],
