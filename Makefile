@@ -66,8 +66,9 @@ demo: ## reproduce the seed study: its table, then dynos needed per policy and c
 	@$(VENV)/bin/dynosim demo
 
 .PHONY: bench
-bench: build-pgo ## engine throughput (criterion), and dynosim vs SimPy on the profile-guided build
+bench: build-pgo ## engine throughput (criterion), the seed scenario against its floor and the recorded baseline, and dynosim vs SimPy on the profile-guided build
 	cargo bench -p dynosim-engine --bench engine
+	$(PY) bench/seed_floor.py
 	$(PY) bench/engine_vs_simpy.py
 
 .PHONY: all
