@@ -404,6 +404,8 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
             assert "gunicorn" in names and "postgres" in names
             proc.send_signal(getattr(signal, how))  # SIGINT at its default in the child: child_process
             proc.wait(timeout=60)
+            # Read before the block ends: child_process closes the pipes then.
+            err = proc.stderr.read().decode() if proc.stderr else ""
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and any(_alive(p) for p in seen):
                 time.sleep(0.1)
@@ -416,7 +418,6 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
                         os.kill(p, signal.SIGKILL)
     if how != "SIGKILL":
         assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[how]
-        err = proc.stderr.read().decode() if proc.stderr else ""
         assert "Traceback" not in err
 
 
