@@ -21,6 +21,7 @@
 
 mod dyno;
 mod events;
+mod phases;
 mod resource;
 mod router;
 mod routing;
@@ -34,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::measure::Measures;
 use crate::policy::{Knowledge, Ties};
 use crate::request::PhaseKind;
-use crate::resource::{Discipline, PoolScope};
+use crate::resource::PoolScope;
 use crate::result::{ErrorKind, Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
@@ -606,28 +607,6 @@ fn simulate(
     Ok((result, trace))
 }
 
-/// Keeps a processor-sharing component's one completion event right after a change: moved
-/// when its next completion moved, taken back when it has no jobs left.
-fn schedule_next(
-    events: &mut Events,
-    sharing: &mut Sharing,
-    store: &mut SharingStore,
-    now: f64,
-    event: Event,
-) {
-    match sharing.next_completion(store, now) {
-        Some(t) if !sharing.needs_event(t) => {}
-        Some(t) => {
-            sharing.set_scheduled(Some(t));
-            events.reschedule(t, event, sharing.soonest());
-        }
-        None => {
-            sharing.set_scheduled(None);
-            events.cancel(event);
-        }
-    }
-}
-
 impl Simulation<'_> {
     /// Asks for what the next event will first need (its dyno's CPU, or its request), so
     /// that the cache misses of a large fleet overlap with the work on the current event
@@ -775,239 +754,6 @@ impl Simulation<'_> {
             if self.rest.cpus[dyno].set_slowdown(slowdown) {
                 self.reschedule_cpu(dyno);
             }
-        }
-    }
-
-    /// Starts the request's current phase.
-    fn begin_phase(&mut self, req: u32) {
-        let entry = &self.slab.entries[req as usize];
-        let model = self.s.request.as_ref().expect("phases");
-        let phase = &model.classes[entry.class as usize].phases[entry.phase as usize];
-        let time = self.slab.time(req, entry.phase);
-        let (dyno, process) = (entry.dyno as usize, entry.process);
-        match phase.kind {
-            PhaseKind::Io => {
-                self.slab.entries[req as usize].state = State::Timed;
-                self.events.schedule_done(self.now + time, req, dyno as u32);
-            }
-            PhaseKind::Cpu => {
-                self.slab.entries[req as usize].state = State::Cpu;
-                self.cpu_advance(dyno);
-                self.rest.cpus[dyno].add(&mut self.cpu_store, req, process, time);
-                self.reschedule_cpu(dyno);
-            }
-            PhaseKind::Use(r) => {
-                let res = &mut self.resources[r as usize];
-                let entry = &mut self.slab.entries[req as usize];
-                entry.waited_since = self.now;
-                entry.pool_wait = 0.0;
-                match res.pool_of(dyno as u32, process, self.s.app.processes) {
-                    None => self.serve(r, req),
-                    Some(p) => {
-                        let pool = &mut res.pools[p];
-                        if pool.free > 0 {
-                            pool.free -= 1;
-                            entry.pool = p as u32;
-                            self.serve(r, req);
-                        } else {
-                            entry.state = State::PoolWait(r);
-                            pool.waiting.push_back(req);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The request has its connection (if any): a server of resource `r` takes it, or it queues.
-    fn serve(&mut self, r: u32, req: u32) {
-        let now = self.now;
-        let entry = &mut self.slab.entries[req as usize];
-        entry.pool_wait = now - entry.waited_since;
-        entry.waited_since = now;
-        let time = self.slab.times[req as usize * self.slab.stride + entry.phase as usize];
-        let res = &mut self.resources[r as usize];
-        match res.discipline {
-            Discipline::Fcfs => {
-                if res.busy < res.servers {
-                    res.busy += 1;
-                    entry.state = State::ResourceService(r);
-                    let (arrival, pool_wait, dyno) = (entry.arrival, entry.pool_wait, entry.dyno);
-                    self.measures
-                        .resource_use(r as usize, arrival, pool_wait, 0.0);
-                    let busy = f64::from(res.busy);
-                    self.measures.resource_busy(r as usize, now, busy);
-                    self.events.schedule_done(now + time, req, dyno);
-                } else {
-                    entry.state = State::ResourceQueue(r);
-                    res.queue.push_back(req);
-                }
-            }
-            Discipline::Ps => {
-                entry.state = State::ResourceService(r);
-                let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
-                self.measures
-                    .resource_use(r as usize, arrival, pool_wait, 0.0);
-                res.sharing.advance(&mut res.store, now);
-                res.sharing.add(&mut res.store, req, 0, time);
-                let busy = res.sharing.busy_servers(&res.store);
-                self.measures.resource_busy(r as usize, now, busy);
-                self.reschedule_shared(r as usize);
-            }
-        }
-    }
-
-    fn cpu_advance(&mut self, dyno: usize) {
-        let now = self.now;
-        let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, now);
-        if busy > 0.0 {
-            self.measures.cpu(from, now, busy);
-        }
-    }
-
-    fn reschedule_cpu(&mut self, dyno: usize) {
-        let event = Event::Cpu { dyno: dyno as u32 };
-        schedule_next(
-            &mut self.events,
-            &mut self.rest.cpus[dyno],
-            &mut self.cpu_store,
-            self.now,
-            event,
-        );
-    }
-
-    fn reschedule_shared(&mut self, r: usize) {
-        let event = Event::Shared { resource: r as u32 };
-        let res = &mut self.resources[r];
-        schedule_next(
-            &mut self.events,
-            &mut res.sharing,
-            &mut res.store,
-            self.now,
-            event,
-        );
-    }
-
-    fn cpu_done(&mut self, dyno: usize) {
-        self.rest.cpus[dyno].set_scheduled(None);
-        self.cpu_advance(dyno);
-        let mut done = std::mem::take(&mut self.done);
-        self.rest.cpus[dyno].take_done(&mut self.cpu_store, self.now, &mut done);
-        self.reschedule_cpu(dyno);
-        for &req in &done {
-            // A request finished before it may have restarted the dyno (R15), which failed
-            // the rest of these.
-            if self.slab.entries[req as usize].state == State::Cpu {
-                self.phase_done(req);
-            }
-        }
-        done.clear();
-        self.done = done;
-    }
-
-    fn shared_done(&mut self, r: usize) {
-        self.resources[r].sharing.set_scheduled(None);
-        let now = self.now;
-        let res = &mut self.resources[r];
-        res.sharing.advance(&mut res.store, now);
-        let mut done = std::mem::take(&mut self.done);
-        let res = &mut self.resources[r];
-        res.sharing.take_done(&mut res.store, now, &mut done);
-        let busy = self.resources[r]
-            .sharing
-            .busy_servers(&self.resources[r].store);
-        self.measures.resource_busy(r, now, busy);
-        self.reschedule_shared(r);
-        for &req in &done {
-            self.resource_done(r as u32, req);
-        }
-        done.clear();
-        self.done = done;
-    }
-
-    /// A timed phase ended: a hold, an io wait, or an FCFS resource's service.
-    fn timed_done(&mut self, req: u32) {
-        match self.slab.entries[req as usize].state {
-            State::Timed => {
-                if self.phases {
-                    self.phase_done(req)
-                } else {
-                    self.finish(req)
-                }
-            }
-            State::ResourceService(r) | State::Orphan(r) => {
-                let res = &mut self.resources[r as usize];
-                res.busy -= 1;
-                if let Some(next) = res.queue.pop_front() {
-                    res.busy += 1;
-                    let entry = &mut self.slab.entries[next as usize];
-                    entry.state = State::ResourceService(r);
-                    let time =
-                        self.slab.times[next as usize * self.slab.stride + entry.phase as usize];
-                    let (arrival, pool_wait, queued, dyno) = (
-                        entry.arrival,
-                        entry.pool_wait,
-                        self.now - entry.waited_since,
-                        entry.dyno,
-                    );
-                    self.measures
-                        .resource_use(r as usize, arrival, pool_wait, queued);
-                    self.events.schedule_done(self.now + time, next, dyno);
-                }
-                let busy = f64::from(self.resources[r as usize].busy);
-                self.measures.resource_busy(r as usize, self.now, busy);
-                self.resource_done(r, req);
-            }
-            State::Connecting => {
-                let dyno = self.slab.entries[req as usize].dyno as usize;
-                self.reach(dyno, req);
-            }
-            State::AtRouter => self.routed(req),
-            State::Retrying => self.retry(req),
-            State::Overhead => self.free_thread(req),
-            State::Dead => self.slab.release(req),
-            other => unreachable!("a timed event for a request in state {other:?}"),
-        }
-    }
-
-    /// The resource is done with the request: its connection goes back to the pool (to the
-    /// next request waiting for one), and the request goes on.
-    fn resource_done(&mut self, r: u32, req: u32) {
-        let entry = &mut self.slab.entries[req as usize];
-        let pool = std::mem::replace(&mut entry.pool, NONE);
-        let dead = matches!(entry.state, State::Orphan(_));
-        // A dead request's per-dyno or per-process pool went with its dyno's restart.
-        let pool_survived = !dead || self.resources[r as usize].scope == Some(PoolScope::App);
-        if pool != NONE && pool_survived {
-            self.release_connection(r, pool);
-        }
-        if dead {
-            self.slab.release(req);
-        } else {
-            self.phase_done(req);
-        }
-    }
-
-    /// A connection goes back to its pool: to the first request waiting for one, if any.
-    fn release_connection(&mut self, r: u32, pool: u32) {
-        let p = &mut self.resources[r as usize].pools[pool as usize];
-        if let Some(next) = p.waiting.pop_front() {
-            self.slab.entries[next as usize].pool = pool;
-            self.serve(r, next);
-        } else {
-            p.free += 1;
-        }
-    }
-
-    /// The request's current phase is over: the next, or its response.
-    fn phase_done(&mut self, req: u32) {
-        let entry = &mut self.slab.entries[req as usize];
-        entry.phase += 1;
-        let model = self.s.request.as_ref().expect("phases");
-        if (entry.phase as usize) < model.classes[entry.class as usize].phases.len() {
-            self.begin_phase(req);
-        } else {
-            self.finish(req);
         }
     }
 
