@@ -21,6 +21,7 @@
 
 mod dyno;
 mod events;
+mod memory;
 mod phases;
 mod resource;
 mod router;
@@ -698,62 +699,6 @@ impl Simulation<'_> {
                 errors: self.measures.errors_so_far(),
             });
             trace.next = (trace.frames.len() as f64) * trace.interval;
-        }
-    }
-
-    /// A process's busy threads or arenas changed: its CPU work's contention for malloc
-    /// arenas (see [`crate::app::Memory::contention`]).
-    fn contention(&mut self, dyno: usize, process: u32) {
-        let m = &self.s.app.memory;
-        if m.arena_contention == 0.0 {
-            return;
-        }
-        let proc = self.procs.of(dyno, process);
-        let factor = m.contention(proc.busy, 1 + proc.arenas);
-        self.cpu_advance(dyno);
-        if self.rest.cpus[dyno].set_group_factor(&mut self.cpu_store, process, factor) {
-            self.reschedule_cpu(dyno);
-        }
-    }
-
-    fn fleet_levels(&mut self) {
-        self.measures.fleet_levels(
-            self.now,
-            f64::from(self.busy_processes),
-            self.fleet_memory,
-            f64::from(self.over_quota),
-        );
-    }
-
-    /// A dyno's memory changed by `delta` bytes: R14 slows its CPU, R15 restarts it.
-    fn memory_changed(&mut self, dyno: usize, delta: f64) {
-        let m = &self.s.app.memory;
-        let memory = &mut self.rest.memory[dyno];
-        let was_over = *memory > m.quota;
-        *memory += delta;
-        let bytes = *memory;
-        self.fleet_memory += delta;
-        let over = bytes > m.quota;
-        if over != was_over {
-            if over {
-                self.over_quota += 1;
-            } else {
-                self.over_quota -= 1;
-            }
-        }
-        self.measures.dyno_memory(self.now, bytes);
-        self.fleet_levels();
-        if bytes >= m.restart_at {
-            self.restart(dyno);
-            return;
-        }
-        if self.phases {
-            let slowdown = m.slowdown(bytes);
-            let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, self.now);
-            self.measures.cpu(from, self.now, busy);
-            if self.rest.cpus[dyno].set_slowdown(slowdown) {
-                self.reschedule_cpu(dyno);
-            }
         }
     }
 
