@@ -19,6 +19,7 @@
 //! service time, with the same draws and the same order of events as the direct engine
 //! ([`crate::direct`]), so that both report the same figures.
 
+mod clients;
 mod dyno;
 mod events;
 mod lifecycle;
@@ -700,27 +701,5 @@ impl Simulation<'_> {
             });
             trace.next = (trace.frames.len() as f64) * trace.interval;
         }
-    }
-
-    /// A closed-loop client got its response (or error): it thinks, then sends again.
-    fn respond(&mut self, client: u32) {
-        self.respond_after(client, 0.0);
-    }
-
-    /// [`Self::respond`], waiting at least `at_least` before sending again.
-    fn respond_after(&mut self, client: u32, at_least: f64) {
-        if client == NONE {
-            return;
-        }
-        let Workload::Closed(clients) = &self.s.workload else {
-            return;
-        };
-        let think = clients
-            .think
-            .as_ref()
-            .map_or(0.0, |t| t.sample(&mut self.think_rng))
-            .max(at_least);
-        self.events
-            .schedule(self.now + think, ARRIVAL, Event::Send { client });
     }
 }
