@@ -18,6 +18,24 @@
 //! A scenario of plain slots and `[service]` runs as requests holding a thread for their drawn
 //! service time, with the same draws and the same order of events as the direct engine
 //! ([`crate::direct`]), so that both report the same figures.
+//!
+//! One `Simulation` holds a replication's state; what it does is split by concern, one file
+//! each, so that a change has one place to go:
+//! - `routing.rs`: arrivals, the routers (their queues, `router.cost`, retries) and the
+//!   dispatch of a request to a dyno;
+//! - `threads.rs`: a request at its dyno: the accept queue, a thread taking it, the response
+//!   and the thread freed;
+//! - `phases.rs`: a request's phases on its thread: `io`, `cpu`, `use` of a resource, and the
+//!   events that end them;
+//! - `memory.rs`: a dyno's memory (R14, R15) and malloc arenas;
+//! - `timeouts.rs`: the requests' timeouts, their deadlines and what each does when it comes;
+//! - `lifecycle.rs`: dynos and workers going down and coming back (R15 restarts and boots,
+//!   `app.timeout`'s worker kills);
+//! - `clients.rs`: closed-loop clients, who think and send again.
+//!
+//! This file keeps the state, its construction, and the run's loop of events; the
+//! components' own state is in `dyno.rs`, `router.rs`, `resource.rs`, `sharing.rs`,
+//! `timers.rs`, and the events in `events.rs`.
 
 mod clients;
 mod dyno;
