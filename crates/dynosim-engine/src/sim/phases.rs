@@ -1,0 +1,270 @@
+//! A request's work on its thread, phase by phase: `io` (a timed wait), `cpu` (a job on its
+//! dyno's cores, shared by processor sharing, [`super::sharing`]; slowed by memory and malloc
+//! arenas, [`super::memory`]), and `use` of a resource (a connection from its pool, then one
+//! of its servers, first come first served or shared; its state is in [`super::resource`]).
+//! The events that end them come here: `Done` (a timed phase, or an FCFS resource's service;
+//! a `Done` that ends no phase is passed on to its owner), `Cpu` and `Shared`. When the last
+//! phase is done, the response is [`super::threads`]'.
+
+use super::events::{Event, Events};
+use super::sharing::{Sharing, SharingStore};
+use super::{Simulation, State, NONE};
+use crate::request::PhaseKind;
+use crate::resource::{Discipline, PoolScope};
+
+impl Simulation<'_> {
+    /// Starts the request's current phase.
+    pub(super) fn begin_phase(&mut self, req: u32) {
+        let entry = &self.slab.entries[req as usize];
+        let model = self.s.request.as_ref().expect("phases");
+        let phase = &model.classes[entry.class as usize].phases[entry.phase as usize];
+        let time = self.slab.time(req, entry.phase);
+        let (dyno, process) = (entry.dyno as usize, entry.process);
+        match phase.kind {
+            PhaseKind::Io => {
+                self.slab.entries[req as usize].state = State::Timed;
+                self.events.schedule_done(self.now + time, req, dyno as u32);
+            }
+            PhaseKind::Cpu => {
+                self.slab.entries[req as usize].state = State::Cpu;
+                self.cpu_advance(dyno);
+                self.rest.cpus[dyno].add(&mut self.cpu_store, req, process, time);
+                self.reschedule_cpu(dyno);
+            }
+            PhaseKind::Use(r) => {
+                let res = &mut self.resources[r as usize];
+                let entry = &mut self.slab.entries[req as usize];
+                entry.waited_since = self.now;
+                entry.pool_wait = 0.0;
+                match res.pool_of(dyno as u32, process, self.s.app.processes) {
+                    None => self.serve(r, req),
+                    Some(p) => {
+                        let pool = &mut res.pools[p];
+                        if pool.free > 0 {
+                            pool.free -= 1;
+                            entry.pool = p as u32;
+                            self.serve(r, req);
+                        } else {
+                            entry.state = State::PoolWait(r);
+                            pool.waiting.push_back(req);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The request has its connection (if any): a server of resource `r` takes it, or it queues.
+    fn serve(&mut self, r: u32, req: u32) {
+        let now = self.now;
+        let entry = &mut self.slab.entries[req as usize];
+        entry.pool_wait = now - entry.waited_since;
+        entry.waited_since = now;
+        let time = self.slab.times[req as usize * self.slab.stride + entry.phase as usize];
+        let res = &mut self.resources[r as usize];
+        match res.discipline {
+            Discipline::Fcfs => {
+                if res.busy < res.servers {
+                    res.busy += 1;
+                    entry.state = State::ResourceService(r);
+                    let (arrival, pool_wait, dyno) = (entry.arrival, entry.pool_wait, entry.dyno);
+                    self.measures
+                        .resource_use(r as usize, arrival, pool_wait, 0.0);
+                    let busy = f64::from(res.busy);
+                    self.measures.resource_busy(r as usize, now, busy);
+                    self.events.schedule_done(now + time, req, dyno);
+                } else {
+                    entry.state = State::ResourceQueue(r);
+                    res.queue.push_back(req);
+                }
+            }
+            Discipline::Ps => {
+                entry.state = State::ResourceService(r);
+                let (arrival, pool_wait) = (entry.arrival, entry.pool_wait);
+                self.measures
+                    .resource_use(r as usize, arrival, pool_wait, 0.0);
+                res.sharing.advance(&mut res.store, now);
+                res.sharing.add(&mut res.store, req, 0, time);
+                let busy = res.sharing.busy_servers(&res.store);
+                self.measures.resource_busy(r as usize, now, busy);
+                self.reschedule_shared(r as usize);
+            }
+        }
+    }
+
+    pub(super) fn cpu_advance(&mut self, dyno: usize) {
+        let now = self.now;
+        let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, now);
+        if busy > 0.0 {
+            self.measures.cpu(from, now, busy);
+        }
+    }
+
+    pub(super) fn reschedule_cpu(&mut self, dyno: usize) {
+        let event = Event::Cpu { dyno: dyno as u32 };
+        schedule_next(
+            &mut self.events,
+            &mut self.rest.cpus[dyno],
+            &mut self.cpu_store,
+            self.now,
+            event,
+        );
+    }
+
+    fn reschedule_shared(&mut self, r: usize) {
+        let event = Event::Shared { resource: r as u32 };
+        let res = &mut self.resources[r];
+        schedule_next(
+            &mut self.events,
+            &mut res.sharing,
+            &mut res.store,
+            self.now,
+            event,
+        );
+    }
+
+    pub(super) fn cpu_done(&mut self, dyno: usize) {
+        self.rest.cpus[dyno].set_scheduled(None);
+        self.cpu_advance(dyno);
+        let mut done = std::mem::take(&mut self.done);
+        self.rest.cpus[dyno].take_done(&mut self.cpu_store, self.now, &mut done);
+        self.reschedule_cpu(dyno);
+        for &req in &done {
+            // A request finished before it may have restarted the dyno (R15), which failed
+            // the rest of these.
+            if self.slab.entries[req as usize].state == State::Cpu {
+                self.phase_done(req);
+            }
+        }
+        done.clear();
+        self.done = done;
+    }
+
+    pub(super) fn shared_done(&mut self, r: usize) {
+        self.resources[r].sharing.set_scheduled(None);
+        let now = self.now;
+        let res = &mut self.resources[r];
+        res.sharing.advance(&mut res.store, now);
+        let mut done = std::mem::take(&mut self.done);
+        let res = &mut self.resources[r];
+        res.sharing.take_done(&mut res.store, now, &mut done);
+        let busy = self.resources[r]
+            .sharing
+            .busy_servers(&self.resources[r].store);
+        self.measures.resource_busy(r, now, busy);
+        self.reschedule_shared(r);
+        for &req in &done {
+            self.resource_done(r as u32, req);
+        }
+        done.clear();
+        self.done = done;
+    }
+
+    /// A timed phase ended: a hold, an io wait, or an FCFS resource's service.
+    pub(super) fn timed_done(&mut self, req: u32) {
+        match self.slab.entries[req as usize].state {
+            State::Timed => {
+                if self.phases {
+                    self.phase_done(req)
+                } else {
+                    self.finish(req)
+                }
+            }
+            State::ResourceService(r) | State::Orphan(r) => {
+                let res = &mut self.resources[r as usize];
+                res.busy -= 1;
+                if let Some(next) = res.queue.pop_front() {
+                    res.busy += 1;
+                    let entry = &mut self.slab.entries[next as usize];
+                    entry.state = State::ResourceService(r);
+                    let time =
+                        self.slab.times[next as usize * self.slab.stride + entry.phase as usize];
+                    let (arrival, pool_wait, queued, dyno) = (
+                        entry.arrival,
+                        entry.pool_wait,
+                        self.now - entry.waited_since,
+                        entry.dyno,
+                    );
+                    self.measures
+                        .resource_use(r as usize, arrival, pool_wait, queued);
+                    self.events.schedule_done(self.now + time, next, dyno);
+                }
+                let busy = f64::from(self.resources[r as usize].busy);
+                self.measures.resource_busy(r as usize, self.now, busy);
+                self.resource_done(r, req);
+            }
+            State::Connecting => {
+                let dyno = self.slab.entries[req as usize].dyno as usize;
+                self.reach(dyno, req);
+            }
+            State::AtRouter => self.routed(req),
+            State::Retrying => self.retry(req),
+            State::Overhead => self.free_thread(req),
+            State::Dead => self.slab.release(req),
+            other => unreachable!("a timed event for a request in state {other:?}"),
+        }
+    }
+
+    /// The resource is done with the request: its connection goes back to the pool (to the
+    /// next request waiting for one), and the request goes on.
+    fn resource_done(&mut self, r: u32, req: u32) {
+        let entry = &mut self.slab.entries[req as usize];
+        let pool = std::mem::replace(&mut entry.pool, NONE);
+        let dead = matches!(entry.state, State::Orphan(_));
+        // A dead request's per-dyno or per-process pool went with its dyno's restart.
+        let pool_survived = !dead || self.resources[r as usize].scope == Some(PoolScope::App);
+        if pool != NONE && pool_survived {
+            self.release_connection(r, pool);
+        }
+        if dead {
+            self.slab.release(req);
+        } else {
+            self.phase_done(req);
+        }
+    }
+
+    /// A connection goes back to its pool: to the first request waiting for one, if any.
+    pub(super) fn release_connection(&mut self, r: u32, pool: u32) {
+        let p = &mut self.resources[r as usize].pools[pool as usize];
+        if let Some(next) = p.waiting.pop_front() {
+            self.slab.entries[next as usize].pool = pool;
+            self.serve(r, next);
+        } else {
+            p.free += 1;
+        }
+    }
+
+    /// The request's current phase is over: the next, or its response.
+    fn phase_done(&mut self, req: u32) {
+        let entry = &mut self.slab.entries[req as usize];
+        entry.phase += 1;
+        let model = self.s.request.as_ref().expect("phases");
+        if (entry.phase as usize) < model.classes[entry.class as usize].phases.len() {
+            self.begin_phase(req);
+        } else {
+            self.finish(req);
+        }
+    }
+}
+
+/// Keeps a processor-sharing component's one completion event right after a change: moved
+/// when its next completion moved, taken back when it has no jobs left.
+fn schedule_next(
+    events: &mut Events,
+    sharing: &mut Sharing,
+    store: &mut SharingStore,
+    now: f64,
+    event: Event,
+) {
+    match sharing.next_completion(store, now) {
+        Some(t) if !sharing.needs_event(t) => {}
+        Some(t) => {
+            sharing.set_scheduled(Some(t));
+            events.reschedule(t, event, sharing.soonest());
+        }
+        None => {
+            sharing.set_scheduled(None);
+            events.cancel(event);
+        }
+    }
+}

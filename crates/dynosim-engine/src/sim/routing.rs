@@ -1,0 +1,278 @@
+//! A request's way through the routers: it arrives (its class, phase times and patience are
+//! drawn), a router takes it, and sends it to a dyno (now, or after `router.connect`), holds
+//! it in its queue while its policy finds no dyno for it, or answers it at once: a full router
+//! (`router.max_in_flight`, H11), a shed (`router.shed_latency`), no dyno up. With
+//! `router.cost` the router works on each request first, a FIFO server. A dyno whose backlog is
+//! full refuses the request, and the router retries another (H13 when it runs out of tries).
+//!
+//! The routers' own state (policies, their view of each dyno's load, their queues) is in
+//! [`super::router`]; what the dyno does with a request that reaches it, in [`super::threads`];
+//! the routers' timeouts (H12, the queue's), in [`super::timeouts`]. Which dynos are up, and so
+//! can be routed to, [`super::lifecycle`] decides.
+
+use super::events::{Event, CONNECTED};
+use super::timers::Kind;
+use super::{Simulation, State, NONE};
+use crate::policy::Route;
+use crate::result::ErrorKind;
+
+/// A closed-loop client whose request found no dyno up, or a full router, waits this long (or
+/// its think time, if longer) before sending again, so that time moves on while every dyno
+/// boots or the router is full.
+const NO_DYNO_BACKOFF: f64 = 1e-3;
+
+impl Simulation<'_> {
+    /// A request arrives (from `client`, or NONE for the open workload): its class and phase
+    /// times are drawn, then a router takes it.
+    pub(super) fn arrive(&mut self, client: u32) {
+        let t = self.now;
+        let req = self.slab.insert();
+        let service = match &self.s.request {
+            // A replayed trace's own time, or one drawn.
+            None => match self.carried.take() {
+                Some(service) => service,
+                None => self.s.service.sample(&mut self.service_rng),
+            },
+            Some(model) => {
+                let at = req as usize * self.slab.stride;
+                let times = &mut self.slab.times[at..];
+                let (class, sum) = model.draw(&mut self.service_rng, times);
+                self.slab.entries[req as usize].class = class as u32;
+                sum
+            }
+        };
+        self.measures.arrived(t, service);
+        // The patience of the router's queue and of the client, drawn for every request (the
+        // same draws whatever the policy does with it).
+        // (With routers of a cost, the queue's patience is drawn when the router is done.)
+        let patience = if self.s.router_cost.is_none() {
+            self.draw_timeout(Kind::Queue)
+        } else {
+            None
+        };
+        let client_patience = self.draw_timeout(Kind::Client);
+        let router = self.routers.pick();
+        let entry = &mut self.slab.entries[req as usize];
+        entry.arrival = t;
+        entry.service = service;
+        entry.router = router as u32;
+        entry.client = client;
+        entry.phase = 0;
+        entry.pool = NONE;
+        entry.state = State::Routing;
+        entry.waited = false;
+        entry.answered = false;
+        entry.router_done = false;
+        entry.abandoned_at = f64::INFINITY;
+        entry.dyno = NONE;
+        entry.refusals = 0;
+        entry.refused_by = NONE;
+        if let Some(cap) = self.s.max_in_flight {
+            if self.in_flight[router] >= cap {
+                return self.refuse(req);
+            }
+        }
+        self.in_flight[router] += 1;
+        if let Some(p) = client_patience {
+            self.set_deadline(Kind::Client, t + p, req);
+        }
+        if self.s.router_cost.is_some() {
+            return self.queue_at_router(req, router);
+        }
+        self.route_request(req, router, patience);
+    }
+
+    /// The router decides: it sends the request to a dyno, or holds it (behind those it holds
+    /// already, or as its policy says), or finds no dyno up.
+    fn route_request(&mut self, req: u32, router: usize, patience: Option<f64>) {
+        if !self.routers.queues[router].is_empty() {
+            self.hold(req, patience);
+            return;
+        }
+        match self.route(router) {
+            Some(Route::To(dyno)) => self.dispatch(dyno, req),
+            Some(Route::Hold) => self.hold(req, patience),
+            None => self.fail_unrouted(req),
+        }
+    }
+
+    /// The dyno's listen backlog is full: it refuses the connection. The router no longer
+    /// counts the request against it and tries another dyno, up to `router.retries` more,
+    /// after `router.retry_delay` each; then the client gets an error (H13).
+    pub(super) fn refused(&mut self, dyno: usize, req: u32) {
+        let e = &mut self.slab.entries[req as usize];
+        let router = e.router as usize;
+        e.refusals += 1;
+        if !e.router_done {
+            self.routers.loads[router].decrement(dyno);
+        }
+        if e.refusals > self.s.retries {
+            self.answer_at_once(req, ErrorKind::H13);
+            self.drain_router(router);
+            return;
+        }
+        e.state = State::Retrying;
+        e.dyno = NONE;
+        e.refused_by = dyno as u32;
+        if self.s.retry_delay > 0.0 {
+            let at = self.now + self.s.retry_delay;
+            self.events.schedule(at, CONNECTED, Event::Done { req });
+        } else {
+            self.retry(req);
+        }
+    }
+
+    /// The router tries again to place a request refused by a dyno (unless its client, or
+    /// the router's own timeout, gave up on it meanwhile).
+    pub(super) fn retry(&mut self, req: u32) {
+        let e = &mut self.slab.entries[req as usize];
+        let router = e.router as usize;
+        if e.answered || e.router_done {
+            if !e.router_done {
+                e.router_done = true;
+                self.in_flight[router] -= 1;
+            }
+            self.slab.release(req);
+            return;
+        }
+        e.state = State::Routing;
+        // Another dyno than the one that refused, as Heroku's router and HAProxy's
+        // redispatch do (when another is up).
+        let avoid = e.refused_by as usize;
+        match self
+            .routers
+            .route_avoiding(router, &self.dynos, self.dynos_up, Some(avoid))
+        {
+            Some(Route::To(dyno)) => self.dispatch(dyno, req),
+            Some(Route::Hold) => self.hold(req, None),
+            None => self.fail_unrouted(req),
+        }
+    }
+
+    /// `router.cost`: the request waits for its router, a FIFO server, which then works on it
+    /// for its cost before routing it; with `router.shed_latency`, one that would wait longer
+    /// than that is answered at once instead (shed).
+    fn queue_at_router(&mut self, req: u32, router: usize) {
+        let now = self.now;
+        let free = self.router_free_at[router].max(now);
+        if self
+            .s
+            .shed_latency
+            .is_some_and(|ceiling| free - now > ceiling)
+        {
+            return self.answer_at_once(req, ErrorKind::Shed);
+        }
+        let cost = self.s.router_cost.as_ref().expect("routers of a cost");
+        let done = free + cost.sample(&mut self.router_cost_rng);
+        self.router_free_at[router] = done;
+        let e = &mut self.slab.entries[req as usize];
+        e.state = State::AtRouter;
+        e.waited = free > now;
+        self.at_router[router] += 1;
+        self.waiting_total += 1;
+        self.measures
+            .router_queue(now, self.at_router[router] as usize - 1);
+        self.events.schedule(done, CONNECTED, Event::Done { req });
+    }
+
+    /// The router is done with the request: it routes it (unless its client has gone).
+    pub(super) fn routed(&mut self, req: u32) {
+        let e = &mut self.slab.entries[req as usize];
+        let router = e.router as usize;
+        self.at_router[router] -= 1;
+        self.waiting_total -= 1;
+        if e.answered {
+            // Its client gave up while it waited: the router drops it.
+            e.router_done = true;
+            self.in_flight[router] -= 1;
+            self.slab.release(req);
+            return;
+        }
+        e.state = State::Routing;
+        let patience = self.draw_timeout(Kind::Queue);
+        self.route_request(req, router, patience);
+    }
+
+    /// `router.max_in_flight`: the router holds all it may; the request is answered at once.
+    fn refuse(&mut self, req: u32) {
+        // Never counted by its router.
+        self.slab.entries[req as usize].router_done = true;
+        self.answer_at_once(req, ErrorKind::H11);
+    }
+
+    /// The router answers a request that never reached a thread with `error` (unless its
+    /// client was answered before) and stops counting it. A closed-loop client answered at
+    /// once sends again no sooner than [`NO_DYNO_BACKOFF`], so that time moves on while the
+    /// router is full, sheds, or finds no dyno.
+    fn answer_at_once(&mut self, req: u32, error: ErrorKind) {
+        let e = &self.slab.entries[req as usize];
+        let (arrival, client, router) = (e.arrival, e.client, e.router as usize);
+        let (answered, counted) = (e.answered, !e.router_done);
+        if counted {
+            self.in_flight[router] -= 1;
+        }
+        self.slab.release(req);
+        if !answered {
+            self.measures.errored(error, arrival, self.now);
+            self.respond_after(client, NO_DYNO_BACKOFF);
+        }
+    }
+
+    #[inline]
+    fn route(&mut self, router: usize) -> Option<Route> {
+        self.routers.route(router, &self.dynos, self.dynos_up)
+    }
+
+    fn fail_unrouted(&mut self, req: u32) {
+        self.answer_at_once(req, ErrorKind::NoDyno);
+    }
+
+    fn hold(&mut self, req: u32, patience: Option<f64>) {
+        if let Some(p) = patience {
+            self.set_deadline(Kind::Queue, self.now + p, req);
+        }
+        self.queued += 1;
+        self.slab.entries[req as usize].waited = true;
+        let router = self.slab.entries[req as usize].router as usize;
+        let queue = &mut self.routers.queues[router];
+        queue.push_back(req);
+        self.waiting_total += 1;
+        self.measures.router_queue(self.now, queue.len());
+    }
+
+    /// The router sends the request to `dyno`: it counts against the dyno from now on, and
+    /// reaches it now, or after the connect time.
+    #[inline]
+    fn dispatch(&mut self, dyno: usize, req: u32) {
+        // The router's timeout runs from its first try.
+        if self.slab.entries[req as usize].refusals == 0 {
+            if let Some(t) = self.draw_timeout(Kind::Router) {
+                self.set_deadline(Kind::Router, self.now + t, req);
+            }
+        }
+        let entry = &mut self.slab.entries[req as usize];
+        entry.dyno = dyno as u32;
+        self.routers.loads[entry.router as usize].increment(dyno);
+        if let Some(connect) = &self.s.connect {
+            entry.state = State::Connecting;
+            let at = self.now + connect.sample(&mut self.connect_rng);
+            self.events.schedule(at, CONNECTED, Event::Done { req });
+            return;
+        }
+        self.reach(dyno, req);
+    }
+
+    /// The router sends what it holds while its policy finds dynos for it.
+    pub(super) fn drain_router(&mut self, router: usize) {
+        while let Some(&head) = self.routers.queues[router].front() {
+            match self.route(router) {
+                Some(Route::To(target)) => {
+                    self.routers.queues[router].pop_front();
+                    self.waiting_total -= 1;
+                    self.dispatch(target, head);
+                }
+                Some(Route::Hold) | None => break,
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! A request at its dyno: it reaches it (from [`super::routing`]), waits for a thread (in the
+//! accept queue the processes share, or with greedy accept in a process's own queue; a full
+//! `app.backlog` refuses it, back to its router), a thread takes it (its app timeout starts,
+//! the dyno's memory grows), then holds it for its `[service]` time or through its phases
+//! ([`super::phases`]); its response goes to the router and the client, and the thread, free
+//! again (after `app.overhead`), takes the next request waiting. The dyno's own state (its
+//! accept queue, processes, CPU) is in [`super::dyno`].
+
+use super::timers::Kind;
+use super::{Simulation, State};
+use crate::app::Accept;
+use rand::Rng;
+
+impl Simulation<'_> {
+    /// The request reaches its dyno: a thread takes it, or it waits for one.
+    #[inline]
+    pub(super) fn reach(&mut self, dyno: usize, req: u32) {
+        if let Accept::Greedy { limit } = self.s.app.accept {
+            return self.accept_greedily(dyno, req, limit);
+        }
+        match self.procs.free(dyno, self.s.app.per_process) {
+            Some(process) => self.start(dyno, process, req),
+            None => self.wait_on_dyno(dyno, req, None),
+        }
+    }
+
+    /// Greedy accept: a process with room, drawn at random, takes the connection, and runs it
+    /// on a free thread or queues it for its own threads; with no process having room it
+    /// waits in the dyno's backlog.
+    fn accept_greedily(&mut self, dyno: usize, req: u32, limit: u32) {
+        self.procs.open(dyno, limit, &mut self.open_processes);
+        let process = match self.open_processes.len() {
+            0 => return self.wait_on_dyno(dyno, req, None),
+            1 => self.open_processes[0],
+            n => self.open_processes[self.accept_rng.random_range(0..n)],
+        };
+        let p = self.procs.of_mut(dyno, process);
+        p.held += 1;
+        if p.busy < self.s.app.per_process {
+            self.start(dyno, process, req);
+        } else {
+            self.wait_on_dyno(dyno, req, Some(process));
+        }
+    }
+
+    /// The request waits on the dyno for a thread: in the accept queue, or in `process`'s own.
+    fn wait_on_dyno(&mut self, dyno: usize, req: u32, process: Option<u32>) {
+        if let (None, Some(backlog)) = (process, self.s.app.backlog) {
+            if self.dynos[dyno].accept.len >= backlog {
+                return self.refused(dyno, req);
+            }
+        }
+        self.queued += 1;
+        let entry = &mut self.slab.entries[req as usize];
+        entry.state = State::Accept;
+        entry.waited = true;
+        match process {
+            None => self.slab.push_back(&mut self.dynos[dyno].accept, req),
+            Some(p) => self.rest.queue(dyno, p).push_back(req),
+        }
+        let d = &mut self.dynos[dyno];
+        d.waiting += 1;
+        self.measures.dyno_queue(dyno, self.now, d.waiting as usize);
+        self.waiting_total += 1;
+    }
+
+    /// A thread of `process` on `dyno` takes the request.
+    #[inline]
+    pub(super) fn start(&mut self, dyno: usize, process: u32, req: u32) {
+        let now = self.now;
+        if let Some(t) = self.draw_timeout(Kind::App) {
+            self.set_deadline(Kind::App, now + t, req);
+        }
+        let d = &mut self.dynos[dyno];
+        d.busy += 1;
+        let proc = self.procs.of_mut(dyno, process);
+        proc.busy += 1;
+        let first = proc.busy == 1;
+        let entry = &mut self.slab.entries[req as usize];
+        entry.process = process;
+        entry.start = now;
+        if entry.waited && (self.s.connect.is_some() || self.s.router_cost.is_some()) {
+            self.measures.waited(entry.arrival, now);
+        }
+        if !self.phases {
+            // A `[service]` hold: its time on the thread is known now.
+            entry.state = State::Timed;
+            let (arrival, service) = (entry.arrival, entry.service);
+            self.measures.started(dyno, arrival, now, service);
+            self.events.schedule_done(now + service, req, dyno as u32);
+        } else {
+            entry.state = State::Thread;
+            self.measures.took_thread(entry.arrival, now);
+        }
+        if first {
+            d.busy_processes += 1;
+            self.busy_processes += 1;
+        }
+        let m = &self.s.app.memory;
+        let mut grow = 0.0;
+        if self.procs.arenas {
+            // A thread that finds every arena in use makes a new one, up to the limit.
+            let proc = self.procs.of_mut(dyno, process);
+            if proc.busy > proc.arenas + 1 && proc.arenas + 1 < m.arena_max {
+                proc.arenas += 1;
+                grow += m.arena;
+            }
+        }
+        if self.memory {
+            grow += m.request;
+            self.memory_changed(dyno, grow);
+            if !self.dynos[dyno].up {
+                return;
+            }
+        }
+        if self.measures.detailed() && first {
+            self.fleet_levels();
+        }
+        if self.phases {
+            self.contention(dyno, process);
+            self.begin_phase(req);
+        }
+    }
+
+    /// The response: the router may send what it held, and a closed-loop client thinks. The
+    /// thread is free for the next request in the accept queue now, or after the app's
+    /// overhead.
+    pub(super) fn finish(&mut self, req: u32) {
+        let now = self.now;
+        let entry = &mut self.slab.entries[req as usize];
+        let (dyno, router, arrival, client, class, answered, router_done) = (
+            entry.dyno as usize,
+            entry.router as usize,
+            entry.arrival,
+            entry.client,
+            entry.class,
+            entry.answered,
+            entry.router_done,
+        );
+        entry.answered = true;
+        entry.router_done = true;
+        if !answered {
+            self.measures.completed(arrival, now);
+            if self.measures.detailed() {
+                self.measures.class_completed(class as usize, arrival, now);
+            }
+        }
+        if !router_done {
+            self.routers.loads[router].decrement(dyno);
+            self.in_flight[router] -= 1;
+        }
+        self.prune_deadlines();
+        match &self.s.app.overhead {
+            None => self.free_thread(req),
+            Some(overhead) => {
+                let time = overhead.sample(&mut self.overhead_rng);
+                if !self.phases {
+                    self.measures.overhead(dyno, now, time);
+                }
+                let at = now + time;
+                self.slab.entries[req as usize].state = State::Overhead;
+                self.events.schedule_done(at, req, dyno as u32);
+            }
+        }
+        self.drain_router(router);
+        if !answered {
+            self.respond(client);
+        }
+    }
+
+    /// The thread is done with the request: it takes the next request waiting on the dyno.
+    pub(super) fn free_thread(&mut self, req: u32) {
+        let now = self.now;
+        let entry = &self.slab.entries[req as usize];
+        let (dyno, process, start) = (entry.dyno as usize, entry.process, entry.start);
+        let d = &mut self.dynos[dyno];
+        d.busy -= 1;
+        let proc = self.procs.of_mut(dyno, process);
+        proc.busy -= 1;
+        let emptied = proc.busy == 0;
+        if emptied {
+            d.busy_processes -= 1;
+            self.busy_processes -= 1;
+        }
+        if self.phases {
+            self.measures.held(dyno, start, now);
+        }
+        let (abandoned_at, arrival, cpu_left) = (entry.abandoned_at, entry.arrival, entry.cpu_left);
+        if abandoned_at.is_finite() {
+            self.measures
+                .wasted_thread(arrival, now - abandoned_at.max(start));
+            self.measures.wasted_cpu(arrival, cpu_left);
+        }
+        self.slab.release(req);
+        if self.phases {
+            self.contention(dyno, process);
+        }
+        if self.memory {
+            let grow = -self.s.app.memory.request;
+            self.memory_changed(dyno, grow);
+        } else if emptied && self.measures.detailed() {
+            self.fleet_levels();
+        }
+        if self.dynos[dyno].up {
+            let next = if !self.rest.greedy() {
+                self.slab.pop_front(&mut self.dynos[dyno].accept)
+            } else {
+                // Greedy: the process's own queue first (it holds one fewer); else a
+                // backlogged request fills the room this one leaves (it holds as many).
+                let held = &mut self.procs.of_mut(dyno, process).held;
+                match self.rest.queue(dyno, process).pop_front() {
+                    Some(own) => {
+                        *held -= 1;
+                        Some(own)
+                    }
+                    None => {
+                        let backlog = self.slab.pop_front(&mut self.dynos[dyno].accept);
+                        if backlog.is_none() {
+                            *held -= 1;
+                        }
+                        backlog
+                    }
+                }
+            };
+            if let Some(next) = next {
+                self.dynos[dyno].waiting -= 1;
+                self.waiting_total -= 1;
+                // The thread just freed takes it (a process's own accept loop).
+                self.start(dyno, process, next);
+            }
+        }
+    }
+}

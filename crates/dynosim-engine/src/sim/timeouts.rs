@@ -1,0 +1,284 @@
+//! The requests' timeouts: `router.timeout` (H12), `router.queue_timeout`, the client's
+//! `arrivals.timeout` and `app.timeout`, each drawn from its own stream and set as a deadline
+//! ([`super::timers`] keeps them; all share one event in the kernel's queue); and what a
+//! deadline does when it comes and still concerns its request. A request held at its router is
+//! dropped from its queue; one sent to a dyno is answered with an error and let go by its
+//! router, while the dyno, which is not told, works on (what it does from then on is counted
+//! as wasted). An app timeout kills the worker instead ([`Simulation::kill_worker`], in
+//! [`super::lifecycle`]), and the worker's replacement comes as a deadline of its own.
+
+use super::events::Event;
+use super::timers::{Deadline, Deadlines, Kind, KINDS};
+use super::{Request, Simulation, State, NONE};
+use crate::request::PhaseKind;
+use crate::result::ErrorKind;
+
+/// Deadlines a kind may hold beyond eight times the requests in flight before it is swept of those
+/// done with (see `Deadlines::compact`): small fleets never sweep.
+const COMPACT_SLACK: usize = 1024;
+
+impl Simulation<'_> {
+    /// A timeout of `kind` for one request, if the scenario sets one.
+    #[inline]
+    pub(super) fn draw_timeout(&mut self, kind: Kind) -> Option<f64> {
+        let timeout = match kind {
+            Kind::Router => self.s.router_timeout.as_ref(),
+            Kind::Queue => self.s.queue_timeout.as_ref(),
+            Kind::Client => self.s.client_timeout.as_ref(),
+            Kind::App => self.s.app.timeout.as_deref(),
+            Kind::WorkerBoot => None,
+        }?;
+        Some(timeout.draw(&mut self.timeout_rngs[kind as usize]))
+    }
+
+    /// Request `req` has a deadline of `kind` at `at`.
+    #[inline]
+    pub(super) fn set_deadline(&mut self, kind: Kind, at: f64, req: u32) {
+        let generation = self.slab.entries[req as usize].generation;
+        self.push_deadline(
+            kind,
+            Deadline {
+                at,
+                req,
+                generation,
+            },
+        );
+    }
+
+    #[inline]
+    pub(super) fn push_deadline(&mut self, kind: Kind, d: Deadline) {
+        let at = d.at;
+        let deadlines = self.deadlines[kind as usize]
+            .as_mut()
+            .expect("a deadline of a timeout the scenario sets");
+        deadlines.push(d);
+        if self.timers_at.map_or(true, |t| at < t) {
+            self.timers_at = Some(at);
+            self.events.reschedule_timers(at);
+        }
+    }
+
+    /// Whether a deadline still concerns its request: the same request (generation), not yet
+    /// answered, and where that kind of deadline applies to it.
+    #[inline]
+    fn deadline_live(&self, kind: Kind, d: Deadline) -> bool {
+        live(&self.slab.entries, kind, d)
+    }
+
+    /// Drops the deadlines of the requests answered in time from the fronts of the fixed
+    /// timeouts' queues (most responses come in time), so that they hold little more than
+    /// the requests in flight; the deadlines' event is left where it is (see
+    /// [`Self::next_timer`]).
+    #[inline]
+    pub(super) fn prune_deadlines(&mut self) {
+        // Requests in flight (slab entries in use), and a sweep once a kind holds more than
+        // eight times as many deadlines (see `Deadlines::compact`): a sweep reads each
+        // deadline's request, a cache miss in a large fleet, so sweeping at twice made the
+        // 100,000-dyno `phases` run 15% slower; at eight, 1 + 1/7 reads a request.
+        let bound = 8 * (self.slab.entries.len() - self.slab.free.len()) + COMPACT_SLACK;
+        for kind in KINDS {
+            if let Some(d) = self.deadlines[kind as usize].as_mut() {
+                let entries = &self.slab.entries;
+                d.prune(|d| live(entries, kind, d));
+                d.compact(bound, |d| live(entries, kind, d));
+            }
+        }
+    }
+
+    /// The deadlines due now: each kind's in turn (the router's first), then the event moves
+    /// to the next deadline that is still live.
+    /// Whether any deadline was still live: a timer scheduled for a deadline whose request
+    /// ended since does nothing, and is no part of the run's work (see [`run_replication_on`]).
+    pub(super) fn timers_due(&mut self) -> bool {
+        let now = self.now;
+        let mut acted = false;
+        for kind in KINDS {
+            while let Some(d) = self.first_deadline(kind).filter(|d| d.at <= now) {
+                self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
+                if kind == Kind::WorkerBoot {
+                    self.worker_boot(d.req, d.generation);
+                    acted = true;
+                } else if self.deadline_live(kind, d) {
+                    self.timed_out(kind, d.req);
+                    acted = true;
+                }
+            }
+        }
+        self.next_timer();
+        acted
+    }
+
+    #[inline]
+    fn first_deadline(&self, kind: Kind) -> Option<Deadline> {
+        self.deadlines[kind as usize]
+            .as_ref()
+            .and_then(Deadlines::first)
+    }
+
+    /// Schedules the deadlines' event at the earliest live deadline (dropping dead ones from
+    /// the front), or takes it back.
+    fn next_timer(&mut self) {
+        let mut next = f64::INFINITY;
+        for kind in KINDS {
+            while let Some(d) = self.first_deadline(kind) {
+                if self.deadline_live(kind, d) {
+                    next = next.min(d.at);
+                    break;
+                }
+                self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
+            }
+        }
+        if next.is_finite() {
+            self.timers_at = Some(next);
+            self.events.reschedule_timers(next);
+        } else {
+            self.timers_at = None;
+            self.events.cancel(Event::Timers);
+        }
+    }
+
+    /// Request `req`'s deadline of `kind` has come, and it is not answered.
+    fn timed_out(&mut self, kind: Kind, req: u32) {
+        let e = &self.slab.entries[req as usize];
+        let (router, held) = (e.router as usize, e.state == State::Routing);
+        match kind {
+            // The router answers 503 and stops counting the request against its dyno; the dyno
+            // is not told and works on.
+            // Back at the router after a refusal (held, or between tries): the router gives up
+            // on it there.
+            Kind::Router if held => self.drop_held(req, ErrorKind::H12),
+            Kind::Router => self.let_go(req, router, ErrorKind::H12),
+            // Held at the router (where its client's timeout finds it, too): dropped.
+            Kind::Queue | Kind::Client if held => {
+                let error = if kind == Kind::Queue {
+                    ErrorKind::QueueTimeout
+                } else {
+                    ErrorKind::ClientTimeout
+                };
+                self.drop_held(req, error);
+            }
+            Kind::Queue => unreachable!("a queue deadline is live only while held"),
+            Kind::App => self.kill_worker(req),
+            Kind::WorkerBoot => unreachable!("a replacement is no request's deadline"),
+            // Waiting for a router with a cost: dropped when the router comes to it.
+            Kind::Client if self.slab.entries[req as usize].state == State::AtRouter => {
+                self.abandon(req, ErrorKind::ClientTimeout)
+            }
+            // On its way to a dyno or at it: the client goes, and so does the router's
+            // connection to the dyno, as a proxy closes it when its client has gone (HAProxy
+            // with `option abortonclose`, nginx by default); the dyno is not told and works on.
+            Kind::Client => self.let_go(req, router, ErrorKind::ClientTimeout),
+        }
+    }
+
+    /// The router stops counting a request it sent to a dyno (or is retrying) and answers its
+    /// client with `error` (unless answered already); the dyno works on (what it does from
+    /// now on is wasted), and the router may send what it holds.
+    fn let_go(&mut self, req: u32, router: usize, error: ErrorKind) {
+        let e = &mut self.slab.entries[req as usize];
+        if !e.router_done {
+            e.router_done = true;
+            let dyno = e.dyno;
+            if dyno != NONE {
+                self.routers.loads[router].decrement(dyno as usize);
+            }
+            self.in_flight[router] -= 1;
+        }
+        if !self.slab.entries[req as usize].answered {
+            self.abandon(req, error);
+        }
+        self.drain_router(router);
+    }
+
+    /// A request held in its router's queue leaves it with `error`.
+    fn drop_held(&mut self, req: u32, error: ErrorKind) {
+        let now = self.now;
+        let router = self.slab.entries[req as usize].router as usize;
+        let queue = &mut self.routers.queues[router];
+        let at = queue
+            .iter()
+            .position(|&r| r == req)
+            .expect("a request held at its router is in its queue");
+        queue.remove(at);
+        self.waiting_total -= 1;
+        self.in_flight[router] -= 1;
+        let e = &mut self.slab.entries[req as usize];
+        e.answered = true;
+        e.router_done = true;
+        let (arrival, client) = (e.arrival, e.client);
+        self.measures.errored(error, arrival, now);
+        self.slab.release(req);
+        self.respond(client);
+    }
+
+    /// The client of a request that a dyno holds (or will) is answered with an error; the
+    /// dyno works on. What it does from now on is wasted.
+    fn abandon(&mut self, req: u32, error: ErrorKind) {
+        let now = self.now;
+        let e = &mut self.slab.entries[req as usize];
+        e.answered = true;
+        e.abandoned_at = now;
+        let (arrival, client, state, dyno) = (e.arrival, e.client, e.state, e.dyno as usize);
+        if self.phases {
+            let cpu_now = if state == State::Cpu {
+                self.cpu_advance(dyno);
+                self.rest.cpus[dyno]
+                    .remaining(&mut self.cpu_store, req)
+                    .unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            let e = &self.slab.entries[req as usize];
+            let model = self.s.request.as_ref().expect("phases");
+            let phases = &model.classes[e.class as usize].phases;
+            // The phases still to come (the current one too, if it has not begun: a request
+            // not yet on a thread is at phase 0 in state Routing, Connecting or Accept).
+            let begun = !matches!(
+                state,
+                State::Connecting
+                    | State::Accept
+                    | State::Routing
+                    | State::AtRouter
+                    | State::Retrying
+            );
+            let from = e.phase as usize + usize::from(begun);
+            let later: f64 = (from..phases.len())
+                .filter(|&i| phases[i].kind == PhaseKind::Cpu)
+                .map(|i| self.slab.time(req, i as u32))
+                .sum();
+            self.slab.entries[req as usize].cpu_left = cpu_now + later;
+        }
+        self.measures.errored(error, arrival, now);
+        self.respond(client);
+    }
+}
+
+/// Whether deadline `d` of `kind` still concerns its request (see
+/// [`Simulation::deadline_live`]).
+#[inline]
+fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
+    if kind == Kind::WorkerBoot {
+        return true;
+    }
+    let e = &entries[d.req as usize];
+    if e.generation != d.generation || e.state == State::Free {
+        return false;
+    }
+    match kind {
+        Kind::Router => !e.router_done,
+        Kind::Queue => e.state == State::Routing && !e.answered,
+        Kind::Client => !e.answered,
+        // On its worker still (answered with an error or not: the worker is busy with it).
+        Kind::App => matches!(
+            e.state,
+            State::Timed
+                | State::Cpu
+                | State::Thread
+                | State::PoolWait(_)
+                | State::ResourceQueue(_)
+                | State::ResourceService(_)
+        ),
+        // Replacements are checked when they come (see `Simulation::worker_boot`).
+        Kind::WorkerBoot => true,
+    }
+}
