@@ -526,10 +526,6 @@ fn simulate(
     };
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
-    // The last event that did something: the run's end for a closed loop measured whole. A
-    // deadline that found its request already answered (its timer still set) is not work: it
-    // made a 1 s `ab -n` run of `unicorn-2011` last 30 s, the router's timeout (issue #23).
-    let mut work_end = 0.0;
     while let Some((time, event)) = sim.events.pop() {
         if sim.look_ahead {
             if let Some((next, req)) = sim.events.peek() {
@@ -584,13 +580,17 @@ fn simulate(
                 sim.boot(dyno as usize);
             }
             Event::Timers => {
+                let before = sim.now;
                 sim.now = time;
                 if !sim.timers_due() {
-                    continue;
+                    // A deadline that found its request already answered (its timer still
+                    // set) is no part of the run's work: the run's end stays at the last
+                    // event that did something. It made a 1 s `ab -n` run of
+                    // `unicorn-2011` last 30 s, the router's timeout (issue #23).
+                    sim.now = before;
                 }
             }
         }
-        work_end = time;
         steps += 1;
         if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
             return Err(Error::Interrupted);
@@ -599,12 +599,12 @@ fn simulate(
     if sim.trace.is_some() {
         sim.snapshot_until(f64::INFINITY);
     }
-    // A timed run's window closes at its end whenever its last event ran; a closed loop
-    // measured whole ends with its last work.
+    // A timed run's window closes at its end, whenever its last event ran (the levels hold
+    // their values to it); a closed loop measured whole ends with its last work.
     let end = if window_end.is_finite() {
-        sim.now
+        sim.now.max(window_end)
     } else {
-        work_end
+        sim.now
     };
     if sim.measures.detailed() {
         let (now, busy, memory, over) = (
