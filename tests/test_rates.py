@@ -117,3 +117,44 @@ def test_timed_closed_loop_rates_are_per_second_of_the_duration(tmp_path):
     for rep in result["per_replication"]:
         # At most one request per client is in flight at either end of the window.
         assert abs(rep["throughput"] * duration - rep["requests"]) <= 8 + 1e-6
+
+
+QUIET_END = """
+name = "quiet-end"
+[arrivals]
+process = "poisson"
+rate = "1/min"
+[fleet]
+dynos = 1
+[app]
+server = "gunicorn"
+worker_class = "sync"
+processes = 2
+[app.memory]
+dyno = "50MB"
+process = "100MB"
+request = "1MB"
+[request]
+phases = [ { cpu = "10ms" } ]
+[run]
+duration = "10min"
+warmup = "0s"
+replications = 4
+"""
+
+
+def test_time_averages_cover_the_whole_window_when_its_end_is_quiet(tmp_path):
+    # One request a minute: the last event of a replication comes well before the window's
+    # end. The dyno's memory is at least its idle memory (50 MB + 2 × 100 MB) at every
+    # moment of the window, so its time average is too; closing the average at the last
+    # event instead left out the quiet end (a mean below the idle memory).
+    path = tmp_path / "quiet.toml"
+    path.write_text(QUIET_END)
+    out = run_cli("run", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    (result,) = json.loads(out.stdout)["results"]
+    idle = 250e6
+    for rep in result["per_replication"]:
+        mean = rep["dyno"]["memory"]["mean"]
+        # At most a request's 1 MB more, for the few 10 ms it is in flight.
+        assert idle <= mean <= idle + 1e6, mean
