@@ -23,9 +23,11 @@
 use crate::error::{Error, Result};
 use crate::params::{self, Params};
 use crate::registry::Registry;
+use crate::units::Duration;
 use serde_json::{Map, Value};
 use std::fmt::Debug;
 
+mod heroku;
 mod schedule;
 mod window;
 
@@ -186,7 +188,10 @@ pub type Builder = fn(&Params, Bounds) -> Result<Box<dyn AutoscaleRule>>;
 
 /// Every rule, by the name a scenario uses, with the parameter keys it takes besides
 /// [`COMMON_KEYS`].
-pub const REGISTRY: Registry<Builder> = Registry(&[("schedule", schedule::KEYS, schedule::build)]);
+pub const REGISTRY: Registry<Builder> = Registry(&[
+    ("heroku", heroku::KEYS, heroku::build),
+    ("schedule", schedule::KEYS, schedule::build),
+]);
 
 /// A rule with the settings every rule takes, and the window of the metric it reads.
 #[derive(Debug)]
@@ -366,6 +371,46 @@ fn interval(p: &Params, default: f64) -> Result<f64> {
     Ok(p.positive_duration("interval")?.unwrap_or(default))
 }
 
+/// A duration of at least 0 (a wait of 0 is none), `default` seconds when absent.
+fn wait(p: &Params, key: &str, default: f64) -> Result<f64> {
+    match p.get::<Duration>(key)? {
+        None => Ok(default),
+        Some(Duration(s)) if s.is_finite() && s >= 0.0 => Ok(s + 0.0),
+        Some(Duration(s)) => Err(p.error(key, format!("must be a duration >= 0, got {s} s"))),
+    }
+}
+
+/// A fraction in (0, 1] (a utilisation target: 0.6 for 60%).
+fn fraction(p: &Params, key: &str) -> Result<Option<f64>> {
+    let Some(value) = p.get::<f64>(key)? else {
+        return Ok(None);
+    };
+    if value.is_finite() && value > 0.0 && value <= 1.0 {
+        Ok(Some(value))
+    } else if value > 1.0 && value <= 100.0 {
+        Err(p.error(
+            key,
+            format!(
+                "must be a fraction from 0 to 1, got {value} (for {value}% write {})",
+                value / 100.0
+            ),
+        ))
+    } else {
+        Err(p.error(
+            key,
+            format!("must be a fraction above 0 and at most 1, got {value}"),
+        ))
+    }
+}
+
+/// The window and delay of a rule's reading, with the rule's defaults.
+fn window_and_delay(p: &Params, window: f64, delay: f64) -> Result<(f64, f64)> {
+    Ok((
+        p.positive_duration("window")?.unwrap_or(window),
+        wait(p, "delay", delay)?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +431,11 @@ mod tests {
     #[test]
     fn each_rule_builds_with_its_defaults() {
         for (table, interval, reading) in [
+            (
+                json!({ "rule": "heroku", "max": 10 }),
+                60.0,
+                Some((Metric::ResponseTime, Statistic::Quantile(0.95), 3600.0, 0.0)),
+            ),
             (
                 json!({ "rule": "schedule", "max": 10, "schedule": [["0s", 2], ["8h", 10]] }),
                 60.0,
@@ -504,9 +554,23 @@ mod tests {
                 "autoscale.interval: must be a positive duration, got 0 s",
             ),
             (
+                json!({ "rule": "heroku", "max": 3, "p95": "1s" }),
+                "autoscale.p95: unknown key for autoscale \"heroku\"; expected one of: rule, \
+                 min, max, interval, target",
+            ),
+            (
+                json!({ "rule": "schedule", "max": 3, "schedule": [["0s", 1]],
+                        "downscale_delay": "5min" }),
+                "autoscale.downscale_delay: a key of rule \"heroku\"",
+            ),
+            (
                 json!({ "rule": "schedule", "max": 3, "schedule": [["0s", 1]], "dynos": 2 }),
                 "autoscale.dynos: unknown key for autoscale \"schedule\"; expected one of: \
                  rule, min, max, interval, schedule",
+            ),
+            (
+                json!({ "rule": "heroku", "max": 3, "target": "-1s" }),
+                "autoscale.target: must be a positive duration, got -1 s",
             ),
             (
                 json!({ "rule": "schedule", "max": 10,
@@ -564,5 +628,27 @@ mod tests {
             error(json!({ "rule": "keda", "max": 3 })),
             format!("autoscale.rule: unknown autoscale rule \"keda\"; expected one of: {every}")
         );
+    }
+
+    #[test]
+    fn answers_are_clamped_to_min_and_max() {
+        let mut a = build(json!({ "rule": "heroku", "min": 2, "max": 10 })).unwrap();
+        // A fleet already over max, with nothing to read: the rule holds, the clamp brings it
+        // to max.
+        let e = a.evaluate(60.0, Fleet::steady(20));
+        assert_eq!(e.decision, Decision::new(10, "clamped to [min, max]"));
+        let e = a.evaluate(120.0, Fleet::steady(1));
+        assert_eq!(e.decision.desired, 2);
+    }
+
+    #[test]
+    fn a_copy_keeps_its_own_state() {
+        let a = build(json!({ "rule": "heroku", "max": 10 })).unwrap();
+        let mut b = a.clone();
+        b.record(1.0, 5.0);
+        assert_eq!(b.evaluate(60.0, Fleet::steady(2)).decision.desired, 3);
+        let mut c = a.clone();
+        assert_eq!(c.evaluate(60.0, Fleet::steady(2)).decision.desired, 2);
+        assert_eq!(a.rule(), "heroku");
     }
 }
