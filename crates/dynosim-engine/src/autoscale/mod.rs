@@ -28,6 +28,7 @@ use serde_json::{Map, Value};
 use std::fmt::Debug;
 
 mod heroku;
+mod judoscale;
 mod schedule;
 mod window;
 
@@ -190,6 +191,7 @@ pub type Builder = fn(&Params, Bounds) -> Result<Box<dyn AutoscaleRule>>;
 /// [`COMMON_KEYS`].
 pub const REGISTRY: Registry<Builder> = Registry(&[
     ("heroku", heroku::KEYS, heroku::build),
+    ("judoscale", judoscale::KEYS, judoscale::build),
     ("schedule", schedule::KEYS, schedule::build),
 ]);
 
@@ -437,6 +439,11 @@ mod tests {
                 Some((Metric::ResponseTime, Statistic::Quantile(0.95), 3600.0, 0.0)),
             ),
             (
+                json!({ "rule": "judoscale", "max": 10 }),
+                10.0,
+                Some((Metric::QueueTime, Statistic::Quantile(0.95), 10.0, 10.0)),
+            ),
+            (
                 json!({ "rule": "schedule", "max": 10, "schedule": [["0s", 2], ["8h", 10]] }),
                 60.0,
                 None,
@@ -573,6 +580,19 @@ mod tests {
                 "autoscale.target: must be a positive duration, got -1 s",
             ),
             (
+                json!({ "rule": "judoscale", "max": 3, "upscale_above": "50ms",
+                        "downscale_below": "80ms" }),
+                "autoscale.downscale_below: must be below upscale_above (0.05 s), got 0.08 s",
+            ),
+            (
+                json!({ "rule": "judoscale", "max": 3, "cooldown": "-3min" }),
+                "autoscale.cooldown: must be a duration >= 0, got -180 s",
+            ),
+            (
+                json!({ "rule": "judoscale", "max": 3, "delay": "1000d" }),
+                "autoscale.delay: a delay of 86400000 s is too long for a window of 10 s",
+            ),
+            (
                 json!({ "rule": "schedule", "max": 10,
                         "schedule": [["0s", 2], ["20h", 4], ["8h", 10]] }),
                 "autoscale.schedule[2][0]: times of day must increase: 28800 s comes after \
@@ -639,6 +659,22 @@ mod tests {
         assert_eq!(e.decision, Decision::new(10, "clamped to [min, max]"));
         let e = a.evaluate(120.0, Fleet::steady(1));
         assert_eq!(e.decision.desired, 2);
+    }
+
+    #[test]
+    fn judoscale_sees_a_breach_one_report_later_and_upscales_at_once() {
+        // Queue times of 300 ms in [0, 10 s): not shown at 10 s (the adapters report every
+        // 10 s), shown at 20 s: the upscale request goes out 10 to 20 s after the breach.
+        let mut a = build(json!({ "rule": "judoscale", "max": 10 })).unwrap();
+        for i in 0..100 {
+            a.record(f64::from(i) * 0.1, 0.3);
+        }
+        let e = a.evaluate(10.0, Fleet::steady(2));
+        assert_eq!((e.decision.desired, e.observed.value), (2, None));
+        let e = a.evaluate(20.0, Fleet::steady(2));
+        assert_eq!(e.decision.desired, 3);
+        assert_eq!(e.observed.samples, 100);
+        assert!((e.observed.value.unwrap() - 0.3).abs() < 1e-3);
     }
 
     #[test]
