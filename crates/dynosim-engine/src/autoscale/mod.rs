@@ -28,6 +28,7 @@ use serde_json::{Map, Value};
 use std::fmt::Debug;
 
 mod heroku;
+mod hirefire;
 mod judoscale;
 mod schedule;
 mod window;
@@ -192,6 +193,7 @@ pub type Builder = fn(&Params, Bounds) -> Result<Box<dyn AutoscaleRule>>;
 pub const REGISTRY: Registry<Builder> = Registry(&[
     ("heroku", heroku::KEYS, heroku::build),
     ("judoscale", judoscale::KEYS, judoscale::build),
+    ("hirefire", hirefire::KEYS, hirefire::build),
     ("schedule", schedule::KEYS, schedule::build),
 ]);
 
@@ -405,6 +407,31 @@ fn fraction(p: &Params, key: &str) -> Result<Option<f64>> {
     }
 }
 
+/// The name of a choice among `options`, `default` when absent.
+fn choice(
+    p: &Params,
+    key: &str,
+    options: &[&'static str],
+    default: &'static str,
+) -> Result<&'static str> {
+    match p.get::<String>(key)? {
+        None => Ok(default),
+        Some(given) => options
+            .iter()
+            .find(|o| **o == given)
+            .copied()
+            .ok_or_else(|| {
+                p.error(
+                    key,
+                    format!(
+                        "unknown value {given:?}; expected one of: {}",
+                        options.join(", ")
+                    ),
+                )
+            }),
+    }
+}
+
 /// The window and delay of a rule's reading, with the rule's defaults.
 fn window_and_delay(p: &Params, window: f64, delay: f64) -> Result<(f64, f64)> {
     Ok((
@@ -442,6 +469,11 @@ mod tests {
                 json!({ "rule": "judoscale", "max": 10 }),
                 10.0,
                 Some((Metric::QueueTime, Statistic::Quantile(0.95), 10.0, 10.0)),
+            ),
+            (
+                json!({ "rule": "hirefire", "max": 10 }),
+                60.0,
+                Some((Metric::QueueTime, Statistic::Quantile(0.99), 60.0, 0.0)),
             ),
             (
                 json!({ "rule": "schedule", "max": 10, "schedule": [["0s", 2], ["8h", 10]] }),
@@ -591,6 +623,15 @@ mod tests {
             (
                 json!({ "rule": "judoscale", "max": 3, "delay": "1000d" }),
                 "autoscale.delay: a delay of 86400000 s is too long for a window of 10 s",
+            ),
+            (
+                json!({ "rule": "hirefire", "max": 3, "aggregation": "average",
+                        "percentile": 95 }),
+                "autoscale.percentile: only with aggregation = \"percentile\"",
+            ),
+            (
+                json!({ "rule": "hirefire", "max": 3, "percentile": 100 }),
+                "autoscale.percentile: must be above 0 and below 100",
             ),
             (
                 json!({ "rule": "schedule", "max": 10,
