@@ -29,6 +29,7 @@ use std::fmt::Debug;
 
 mod heroku;
 mod hirefire;
+mod hpa;
 mod judoscale;
 mod schedule;
 mod window;
@@ -194,6 +195,7 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("heroku", heroku::KEYS, heroku::build),
     ("judoscale", judoscale::KEYS, judoscale::build),
     ("hirefire", hirefire::KEYS, hirefire::build),
+    ("hpa", hpa::KEYS, hpa::build),
     ("schedule", schedule::KEYS, schedule::build),
 ]);
 
@@ -476,6 +478,16 @@ mod tests {
                 Some((Metric::QueueTime, Statistic::Quantile(0.99), 60.0, 0.0)),
             ),
             (
+                json!({ "rule": "hpa", "max": 10, "target": 0.6 }),
+                15.0,
+                Some((Metric::Cpu, Statistic::Mean, 15.0, 15.0)),
+            ),
+            (
+                json!({ "rule": "hpa", "max": 10, "metric": "queue.p95", "target": "100ms" }),
+                15.0,
+                Some((Metric::QueueTime, Statistic::Quantile(0.95), 15.0, 15.0)),
+            ),
+            (
                 json!({ "rule": "schedule", "max": 10, "schedule": [["0s", 2], ["8h", 10]] }),
                 60.0,
                 None,
@@ -593,6 +605,11 @@ mod tests {
                 "autoscale.interval: must be a positive duration, got 0 s",
             ),
             (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5, "upscale_above": "100ms" }),
+                "autoscale.upscale_above: a key of rule \"judoscale\", \"hirefire\", not of rule \
+                 \"hpa\", which takes: rule, min, max, interval, metric, target",
+            ),
+            (
                 json!({ "rule": "heroku", "max": 3, "p95": "1s" }),
                 "autoscale.p95: unknown key for autoscale \"heroku\"; expected one of: rule, \
                  min, max, interval, target",
@@ -610,6 +627,53 @@ mod tests {
             (
                 json!({ "rule": "heroku", "max": 3, "target": "-1s" }),
                 "autoscale.target: must be a positive duration, got -1 s",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": -0.5 }),
+                "autoscale.target: must be a fraction above 0 and at most 1, got -0.5",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 60 }),
+                "autoscale.target: must be a fraction from 0 to 1, got 60 (for 60% write 0.6)",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3 }),
+                "autoscale.target: missing; autoscale \"hpa\" needs a utilisation such as 0.6",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "metric": "queue.p95", "target": "-100ms" }),
+                "autoscale.target: must be a positive duration, got -0.1 s",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "metric": "queue.p95" }),
+                "autoscale.target: missing; autoscale \"hpa\" needs a queue time such as",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "metric": "memory", "target": 0.5 }),
+                "autoscale.metric: unknown value \"memory\"; expected one of: cpu, utilisation, \
+                 queue.p95",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5, "tolerance": 1.5 }),
+                "autoscale.tolerance: must be at least 0 and below 1, got 1.5",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5,
+                        "up_policies": [{ "type": "replicas", "value": 4, "period": "15s" }] }),
+                "autoscale.up_policies[0].type: unknown policy type \"replicas\"",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5,
+                        "down_policies": [{ "type": "pods", "value": 0, "period": "15s" }] }),
+                "autoscale.down_policies[0].value: must be a whole number >= 1",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5, "down_policies": [] }),
+                "autoscale.down_policies: expected at least one policy",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5, "down_stabilization": "2h" }),
+                "autoscale.down_stabilization: must be at most 1 hour, got 7200 s",
             ),
             (
                 json!({ "rule": "judoscale", "max": 3, "upscale_above": "50ms",
@@ -716,6 +780,21 @@ mod tests {
         assert_eq!(e.decision.desired, 3);
         assert_eq!(e.observed.samples, 100);
         assert!((e.observed.value.unwrap() - 0.3).abs() < 1e-3);
+    }
+
+    #[test]
+    fn an_hpa_on_cpu_reads_the_mean_of_the_dynos_reports() {
+        let mut a = build(json!({ "rule": "hpa", "max": 20, "target": 0.5,
+                                   "delay": "0s" }))
+        .unwrap();
+        // Four dynos report every 5 s: 0.9, 0.9, 1.0 and 1.2 (a mean of 1.0, twice the target).
+        for tick in 0..3 {
+            a.record_total(f64::from(tick) * 5.0, 4.0, 4);
+        }
+        let e = a.evaluate(15.0, Fleet::steady(4));
+        assert_eq!(e.observed.samples, 12);
+        assert_eq!(e.observed.value, Some(1.0));
+        assert_eq!(e.decision.desired, 8);
     }
 
     #[test]
