@@ -32,6 +32,7 @@ mod hirefire;
 mod hpa;
 mod judoscale;
 mod schedule;
+mod target_tracking;
 mod window;
 
 pub use window::MetricWindow;
@@ -196,6 +197,11 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("judoscale", judoscale::KEYS, judoscale::build),
     ("hirefire", hirefire::KEYS, hirefire::build),
     ("hpa", hpa::KEYS, hpa::build),
+    (
+        "target_tracking",
+        target_tracking::KEYS,
+        target_tracking::build,
+    ),
     ("schedule", schedule::KEYS, schedule::build),
 ]);
 
@@ -486,6 +492,11 @@ mod tests {
                 json!({ "rule": "hpa", "max": 10, "metric": "queue.p95", "target": "100ms" }),
                 15.0,
                 Some((Metric::QueueTime, Statistic::Quantile(0.95), 15.0, 15.0)),
+            ),
+            (
+                json!({ "rule": "target_tracking", "max": 10, "target": 0.5 }),
+                60.0,
+                Some((Metric::Cpu, Statistic::Mean, 60.0, 0.0)),
             ),
             (
                 json!({ "rule": "schedule", "max": 10, "schedule": [["0s", 2], ["8h", 10]] }),
