@@ -6,6 +6,19 @@ use serde::Serialize;
 
 const MICROS: f64 = 1e6;
 
+/// A time of at least 0 s as the histograms hold it: rounded to the nearest microsecond.
+/// Through i64, which saturates like u64 past 292,000 years and converts in one instruction.
+#[inline]
+pub(crate) fn micros(seconds: f64) -> u64 {
+    (seconds * MICROS + 0.5) as i64 as u64
+}
+
+/// The time a histogram value stands for, in seconds.
+#[inline]
+pub(crate) fn seconds(micros: u64) -> f64 {
+    micros as f64 / MICROS
+}
+
 /// Mean, percentiles and maximum of a time, in seconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct TimeSummary {
@@ -55,9 +68,7 @@ impl TimeStats {
             self.max = seconds;
         }
         // `record` grows the auto-resizing histogram; it fails only past its u64 range.
-        // Rounds to the nearest microsecond (times are positive). Through i64, which
-        // saturates like u64 past 292,000 years and converts in one instruction.
-        let micros = (seconds * MICROS + 0.5) as i64 as u64;
+        let micros = micros(seconds);
         if self.histogram.record(micros).is_err() {
             self.histogram.saturating_record(micros);
         }
@@ -120,7 +131,7 @@ fn summarize(histogram: &Histogram<u64>, sum: f64, count: u64, max: f64) -> Time
             max: 0.0,
         };
     }
-    let q = |p: f64| histogram.value_at_quantile(p) as f64 / MICROS;
+    let q = |p: f64| seconds(histogram.value_at_quantile(p));
     TimeSummary {
         mean: sum / count as f64,
         p50: q(0.5),

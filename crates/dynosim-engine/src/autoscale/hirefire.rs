@@ -1,0 +1,269 @@
+//! HireFire's web dyno managers on queue time or response time (`Web::Logplex::QueueTime`,
+//! `Web::Logplex::ResponseTime`): at each checkup, the average or a percentile of the times
+//! since the last one, against a maximum (scale up) and a minimum (scale down).
+//!
+//! Published (help.hirefire.io, articles 7 and 13; terraform-provider-hirefire's manager.md):
+//! a checkup every 60 s by default; metrics "accurate to the second" at the checkup; the
+//! parameters: aggregation (average or percentile), the thresholds, the dynos per upscale and
+//! per downscale (quantity), the threshold breaches to wait before scaling (sensitivity), and
+//! the minutes to wait between scalings of one direction (timeout; 0 turns it off: "won't
+//! scale up more than once every 2 minutes" for 2).
+//!
+//! Not published: the defaults of quantity, sensitivity and timeout, and how breaches are
+//! counted. dynosim takes its defaults from the example configuration in the Terraform
+//! provider's docs (percentile 99, 100 ms and 250 ms, upscale by 5 and downscale by 1, 1
+//! breach up and 2 down, timeouts of 1 minute), and counts consecutive breaches: a checkup
+//! that breaches the other way or neither resets the count.
+
+use super::Statistic;
+use super::{choice, wait, AutoscaleRule, Bounds, Decision, Fleet, Metric, Observed, Reading};
+use crate::error::Result;
+use crate::params::Params;
+
+pub const KEYS: &[&str] = &[
+    "metric",
+    "aggregation",
+    "percentile",
+    "upscale_above",
+    "downscale_below",
+    "upscale_step",
+    "downscale_step",
+    "upscale_sensitivity",
+    "downscale_sensitivity",
+    "upscale_timeout",
+    "downscale_timeout",
+    "window",
+    "delay",
+];
+
+#[derive(Debug, Clone)]
+pub struct HireFire {
+    metric: Metric,
+    statistic: Statistic,
+    upscale_above: f64,
+    downscale_below: f64,
+    up_step: u32,
+    down_step: u32,
+    up_sensitivity: u32,
+    down_sensitivity: u32,
+    up_timeout: f64,
+    down_timeout: f64,
+    interval: f64,
+    window: f64,
+    delay: f64,
+    bounds: Bounds,
+    up_breaches: u32,
+    down_breaches: u32,
+    last_up: Option<f64>,
+    last_down: Option<f64>,
+}
+
+pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
+    let metric = match choice(p, "metric", &["queue", "response"], "queue")? {
+        "queue" => Metric::QueueTime,
+        _ => Metric::ResponseTime,
+    };
+    let statistic = match choice(p, "aggregation", &["percentile", "average"], "percentile")? {
+        "average" => {
+            if p.has("percentile") {
+                return Err(p.error(
+                    "percentile",
+                    "only with aggregation = \"percentile\"; the aggregation is \"average\"",
+                ));
+            }
+            Statistic::Mean
+        }
+        _ => {
+            let percentile = p.get::<f64>("percentile")?.unwrap_or(99.0);
+            if !(percentile > 0.0 && percentile < 100.0) {
+                return Err(p.error(
+                    "percentile",
+                    format!("must be above 0 and below 100 (99 for a p99), got {percentile}"),
+                ));
+            }
+            Statistic::Quantile(percentile / 100.0)
+        }
+    };
+    let upscale_above = p.positive_duration("upscale_above")?.unwrap_or(0.25);
+    let downscale_below = p.positive_duration("downscale_below")?.unwrap_or(0.1);
+    if downscale_below >= upscale_above {
+        return Err(p.error(
+            "downscale_below",
+            format!("must be below upscale_above ({upscale_above} s), got {downscale_below} s"),
+        ));
+    }
+    let max_dynos = i64::from(super::MAX_DYNOS);
+    let interval = super::interval(p, 60.0)?;
+    Ok(Box::new(HireFire {
+        metric,
+        statistic,
+        upscale_above,
+        downscale_below,
+        up_step: p.whole("upscale_step", 5, 1, max_dynos)?,
+        down_step: p.whole("downscale_step", 1, 1, max_dynos)?,
+        up_sensitivity: p.whole("upscale_sensitivity", 1, 1, 1000)?,
+        down_sensitivity: p.whole("downscale_sensitivity", 2, 1, 1000)?,
+        up_timeout: wait(p, "upscale_timeout", 60.0)?,
+        down_timeout: wait(p, "downscale_timeout", 60.0)?,
+        interval,
+        // The times since the last checkup.
+        window: p.positive_duration("window")?.unwrap_or(interval),
+        delay: wait(p, "delay", 0.0)?,
+        bounds,
+        up_breaches: 0,
+        down_breaches: 0,
+        last_up: None,
+        last_down: None,
+    }))
+}
+
+impl AutoscaleRule for HireFire {
+    fn interval(&self) -> f64 {
+        self.interval
+    }
+
+    fn reading(&self) -> Option<Reading> {
+        Some(Reading {
+            metric: self.metric,
+            statistic: self.statistic,
+            window: self.window,
+            delay: self.delay,
+        })
+    }
+
+    fn evaluate(&mut self, now: f64, fleet: Fleet, observed: Observed) -> Decision {
+        // No request since the last checkup: none waited or was slow.
+        let value = observed.value.unwrap_or(0.0);
+        if value > self.upscale_above {
+            self.up_breaches += 1;
+            self.down_breaches = 0;
+        } else if value < self.downscale_below {
+            self.down_breaches += 1;
+            self.up_breaches = 0;
+        } else {
+            self.up_breaches = 0;
+            self.down_breaches = 0;
+            return Decision::hold(fleet, "within the thresholds");
+        }
+        if self.up_breaches > 0 {
+            if self.up_breaches < self.up_sensitivity {
+                return Decision::hold(fleet, "above the maximum, sensitivity");
+            }
+            if fleet.size >= self.bounds.max {
+                return Decision::hold(fleet, "above the maximum, at max");
+            }
+            if self.last_up.is_some_and(|t| now - t < self.up_timeout) {
+                return Decision::hold(fleet, "above the maximum, upscale timeout");
+            }
+            self.up_breaches = 0;
+            self.last_up = Some(now);
+            let desired = fleet.size.saturating_add(self.up_step).min(self.bounds.max);
+            return Decision::new(desired, "above the maximum");
+        }
+        if self.down_breaches < self.down_sensitivity {
+            return Decision::hold(fleet, "below the minimum, sensitivity");
+        }
+        if fleet.size <= self.bounds.min {
+            return Decision::hold(fleet, "below the minimum, at min");
+        }
+        if self.last_down.is_some_and(|t| now - t < self.down_timeout) {
+            return Decision::hold(fleet, "below the minimum, downscale timeout");
+        }
+        self.down_breaches = 0;
+        self.last_down = Some(now);
+        let desired = fleet
+            .size
+            .saturating_sub(self.down_step)
+            .max(self.bounds.min);
+        Decision::new(desired, "below the minimum")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule() -> HireFire {
+        HireFire {
+            metric: Metric::QueueTime,
+            statistic: Statistic::Quantile(0.99),
+            upscale_above: 0.25,
+            downscale_below: 0.1,
+            up_step: 5,
+            down_step: 1,
+            up_sensitivity: 1,
+            down_sensitivity: 2,
+            up_timeout: 60.0,
+            down_timeout: 60.0,
+            interval: 60.0,
+            window: 60.0,
+            delay: 0.0,
+            bounds: Bounds { min: 1, max: 20 },
+            up_breaches: 0,
+            down_breaches: 0,
+            last_up: None,
+            last_down: None,
+        }
+    }
+
+    fn run(rule: &mut HireFire, start: u32, values: &[f64]) -> Vec<u32> {
+        let mut size = start;
+        values
+            .iter()
+            .enumerate()
+            .map(|(k, &v)| {
+                let now = (k as f64 + 1.0) * rule.interval;
+                let seen = Observed {
+                    value: Some(v),
+                    samples: 100,
+                };
+                size = rule.evaluate(now, Fleet::steady(size), seen).desired;
+                size
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_example_configuration() {
+        // One breach up is enough, by 5 dynos; two down in a row, by 1.
+        assert_eq!(
+            run(&mut rule(), 2, &[0.3, 0.2, 0.05, 0.05, 0.05, 0.05]),
+            [7, 7, 7, 6, 6, 5]
+        );
+    }
+
+    #[test]
+    fn breaches_must_be_consecutive() {
+        let mut r = rule();
+        // Down, in range, down, up: never two down in a row.
+        assert_eq!(
+            run(&mut r, 5, &[0.05, 0.2, 0.05, 0.3, 0.05]),
+            [5, 5, 5, 10, 10]
+        );
+    }
+
+    #[test]
+    fn a_timeout_spaces_scalings_of_one_direction() {
+        let mut r = rule();
+        r.interval = 15.0;
+        // Checkups every 15 s: up at 15 s, then not before 75 s.
+        assert_eq!(run(&mut r, 1, &[0.5; 6]), [6, 6, 6, 6, 11, 11]);
+        let mut r = rule();
+        r.up_timeout = 0.0;
+        r.interval = 15.0;
+        assert_eq!(
+            run(&mut r, 1, &[0.5; 4]),
+            [6, 11, 16, 20],
+            "a timeout of 0 is off"
+        );
+    }
+
+    #[test]
+    fn steps_stop_at_the_bounds() {
+        let mut r = rule();
+        r.down_step = 3;
+        r.down_sensitivity = 1;
+        r.down_timeout = 0.0;
+        assert_eq!(run(&mut r, 5, &[0.0; 3]), [2, 1, 1]);
+    }
+}
