@@ -279,10 +279,13 @@ class Sweep:
         """An error in a key that --vary wrote names --vary (and the value), not --set."""
         path = error.path or ""
         for key in self.vary:
-            if path == key or path.startswith(key + ".") or path.startswith(key + "["):
+            in_key = path == key or path.startswith((key + ".", key + "["))
+            # A table holding the key is refused whatever its value: a section the engine does
+            # not know (`autoscale` for --vary autoscale.upscale_above=...).
+            if in_key or (path and key.startswith(path + ".")):
                 if error.file in (OVERRIDE_SOURCE, None):
                     error.file = VARY_SOURCE
-                    if len(self.vary[key]) > 1 and value_text(values[key]) not in error.message:
+                    if in_key and len(self.vary[key]) > 1 and value_text(values[key]) not in error.message:
                         error.message += f" (at {key}={value_text(values[key])})"
                 break
         error.args = (str(error),)
