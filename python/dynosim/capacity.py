@@ -24,7 +24,7 @@ from .errors import DynosimError, ScenarioError, UnstableError
 from .results import Estimate, PolicyResult, is_fraction_metric, is_metric, is_time_metric, metric_names_hint
 from .scenario import Scenario
 
-__all__ = ["Target", "parse_target", "CapacityResult", "min_dynos", "plan", "shortfall"]
+__all__ = ["Target", "parse_target", "target_estimate", "CapacityResult", "min_dynos", "plan", "shortfall"]
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
@@ -79,6 +79,17 @@ def parse_target(text: str) -> Target:
     if is_fraction_metric(metric) and value > 1:
         raise ScenarioError(f"{metric} is a fraction: expected at most 1 (100%), got {raw!r}", file="--target")
     return Target(metric, op, value, f"{metric} {op} {raw}")
+
+
+def target_estimate(result: PolicyResult, target: Target) -> Estimate:
+    """A run's estimate of a target's metric; ScenarioError (``--target``) when the scenario
+    does not report that metric (one of the dyno model's, of a scenario of plain slots)."""
+    try:
+        return result.estimate(target.metric)
+    except KeyError:
+        raise ScenarioError(f"this scenario does not report {target.metric!r} (the dyno model's metrics need "
+                            "[request] phases, [app] memory or a closed loop; docs/output.md)",
+                            file="--target") from None
 
 
 @dataclass
@@ -144,7 +155,7 @@ def min_dynos(
     def meets(n: int) -> bool:
         if n not in cache:
             cache[n] = run_scenario(s.with_overrides({"fleet.dynos": n}), warn=False)[0]
-        ok = all(t.met_by(cache[n].estimate(t.metric)) for t in targets)
+        ok = all(t.met_by(target_estimate(cache[n], t)) for t in targets)
         result.evaluated[n] = ok
         if on_step:
             on_step(n, ok)
@@ -174,7 +185,7 @@ def min_dynos(
                 failing = mid
         best = probe
     result.dynos = best
-    result.estimates = {t.metric: cache[best].estimate(t.metric) for t in targets}
+    result.estimates = {t.metric: target_estimate(cache[best], t) for t in targets}
     result.not_steady = s.with_overrides({"fleet.dynos": best}).steady_state_warning()
     return result
 
