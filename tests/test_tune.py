@@ -19,7 +19,7 @@ def test_a_fixed_fleet_costs_its_dynos_for_the_window():
     # A day of 4 dynos: 96 dyno-hours at $25/730 h.
     assert cost.dollars_per_day == pytest.approx(4 * 24 * 25 / 730, rel=1e-12)
     assert not cost.measured
-    assert cost.to_dict()["from"] == "fleet.dynos × run.duration"
+    assert cost.to_dict()["from"] == "fleet.dynos * run.duration"
 
 
 def test_a_fleet_that_changes_size_costs_its_dyno_seconds():

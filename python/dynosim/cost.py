@@ -119,7 +119,7 @@ class RunCost:
     def to_dict(self) -> Dict[str, Any]:
         return {"dyno_seconds": self.dyno_seconds, "window": self.window, "dollars": self.dollars,
                 "dollars_per_day": self.dollars_per_day,
-                "from": "fleet.dyno_seconds" if self.measured else "fleet.dynos × run.duration"}
+                "from": "fleet.dyno_seconds" if self.measured else "fleet.dynos * run.duration"}
 
 
 def run_cost(pricing: Pricing, window: float, *, dyno_seconds: Optional[float] = None,
