@@ -31,7 +31,8 @@ from .results import Estimate, PolicyResult, lookup
 from .scenario import Scenario
 from .sweep import Sweep
 
-__all__ = ["AUTOSCALE", "DYNO_SECONDS", "Setting", "FixedFleet", "Tuning", "tune"]
+__all__ = ["AUTOSCALE", "DYNO_SECONDS", "Setting", "FixedFleet", "Tuning", "tune", "fixed_fleet", "result_cost",
+           "without_autoscale"]
 
 #: The scenario's autoscaler (issue 24): the fixed fleet is the scenario without it.
 AUTOSCALE = "autoscale"
@@ -222,8 +223,10 @@ def _settings(sweep: Sweep, targets: Sequence[Target], dyno_type: Optional[str])
         for j, policy in enumerate(point.policies):
             result: Optional[PolicyResult] = point.results[j]
             described = point.described[j]
-            setting = Setting(len(out), dict(point.values), policy, point.statuses[j], pricing,
-                              _cost(pricing, described, result))
+            # A point that did not run (unstable) is priced at its size.
+            cost = (result_cost(pricing, result) if result is not None
+                    else run_cost(pricing, float(described["duration"]), dynos=int(described["dynos"])))
+            setting = Setting(len(out), dict(point.values), policy, point.statuses[j], pricing, cost)
             if result is not None:
                 setting.steady_state = not point.unsettled[j]
                 for t in targets:
@@ -233,11 +236,9 @@ def _settings(sweep: Sweep, targets: Sequence[Target], dyno_type: Optional[str])
     return out
 
 
-def _cost(pricing: Pricing, described: Dict[str, Any], result: Optional[PolicyResult]) -> RunCost:
-    """A run's cost: its reported dyno-seconds (a mean over replications), else its size for
-    its window; a point that did not run is priced at its size."""
-    if result is None:
-        return run_cost(pricing, float(described["duration"]), dynos=int(described["dynos"]))
+def result_cost(pricing: Pricing, result: PolicyResult) -> RunCost:
+    """A run's cost: its reported dyno-seconds (``fleet.dyno_seconds``, a mean over
+    replications), else its size for its window (``duration``)."""
     window = float(result.report["duration"])
     try:
         node = lookup(result.summary, DYNO_SECONDS)

@@ -109,7 +109,8 @@ def print_tuning(tuning: Tuning, *, wide: bool = False) -> None:
     table, left_out = results_table(console, columns, tuning.settings, wide=wide)
     console.print(table)
     for line in summary_lines(tuning):
-        console.print(line, highlight=False, markup=False)  # "[autoscale]" is text
+        # One line each, however long (the terminal wraps it); "[autoscale]" is text, not markup.
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     hidden = f"; not shown: {', '.join(left_out)} (--wide shows them)" if left_out else ""
     console.print(f"(≤ x), (≥ x): the far end of the 95% interval; $/day: the run's window scaled to 24 h{hidden}",
                   style="dim", highlight=False)
