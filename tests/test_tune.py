@@ -14,8 +14,8 @@ from dynosim import Scenario, theory
 from dynosim.capacity import parse_target
 from dynosim.cost import Pricing, run_cost
 from dynosim.errors import ScenarioError
-from dynosim.results import PolicyResult
-from dynosim.tune import fixed_fleet, result_cost, without_autoscale
+from dynosim.results import Estimate, PolicyResult
+from dynosim.tune import Setting, Tuning, fixed_fleet, result_cost, without_autoscale
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -131,10 +131,10 @@ def mmc_tuning(tmp_path_factory):
 def test_the_best_is_the_cheapest_setting_erlang_c_says_meets_the_target(mmc_tuning):
     points = mmc_tuning["points"]
     assert len(points) == 14
-    # Theory's answer: the fewest dynos whose M/M/c queue time is within the target (grid order
-    # on a tie, as tune ranks), then the next.
+    # Theory's answer: the fewest dynos whose M/M/c queue time is within the target (on a tie,
+    # the shorter queue, as tune ranks), then the next.
     meeting = sorted((p for p in points if mmc_wait(p) is not None and mmc_wait(p) <= TARGET),
-                     key=lambda p: (p["settings"]["fleet.dynos"], p["index"]))
+                     key=lambda p: (p["settings"]["fleet.dynos"], mmc_wait(p)))
     expected_best, expected_runner_up = meeting[0], meeting[1]
     assert expected_best["settings"] == {"fleet.dynos": 4, "fleet.slots": 2}  # c = 8: 5.6 ms
     assert expected_runner_up["settings"] == {"fleet.dynos": 5, "fleet.slots": 2}  # c = 10: 0.7 ms
@@ -178,6 +178,22 @@ def test_settings_are_ranked_by_dollars_per_day(mmc_tuning):
         assert p["cost"]["dyno_seconds"] == dynos * 120
         assert p["cost"]["dollars_per_day"] == pytest.approx(dynos * 24 * 25 / 730, rel=1e-12)
         assert p["cost"]["from"] == "fleet.dynos * run.duration"
+
+
+def test_at_equal_cost_the_setting_with_more_room_ranks_first(mmc_tuning):
+    # 8 dynos of one slot (5.6 ms) and of two (no queue) cost the same: two slots rank first.
+    eight = [p for p in mmc_tuning["points"] if p["settings"]["fleet.dynos"] == 8]
+    tuning = Tuning("mmc", [parse_target("queue.mean <= 10ms")], {}, [_setting(p) for p in eight], None, None)
+    assert [s.values["fleet.slots"] for s in tuning.ranked] == [2, 1]
+
+
+def _setting(point):
+    """A Setting from a point of the JSON document."""
+    setting = Setting(point["index"], point["settings"], point["policy"], point["status"], Pricing("standard-1x", 25.0),
+                      run_cost(Pricing("standard-1x", 25.0), point["cost"]["window"], dynos=point["settings"]["fleet.dynos"]))
+    setting.estimates = {k: Estimate(**v) for k, v in point["estimates"].items()}
+    setting.met = point["met"]
+    return setting
 
 
 def test_the_fixed_fleet_is_capacitys_answer_on_the_scenario_as_given(mmc_tuning):
@@ -354,3 +370,4 @@ def test_the_issues_example(cli, tmp_path):
     assert doc["fixed_fleet"]["without_autoscale"] is True
     if doc["best"] is not None:
         assert doc["best"]["meets"] and doc["best"]["settings"]["autoscale.upscale_above"] in ("50ms", "100ms", "200ms")
+

@@ -120,8 +120,10 @@ class Tuning:
 
     @property
     def ranked(self) -> List[Setting]:
-        """The settings meeting every target, cheapest per day first (grid order on a tie)."""
-        return sorted((s for s in self.settings if s.meets), key=lambda s: (s.cost.dollars_per_day, s.index))
+        """The settings meeting every target, cheapest per day first; at equal cost the one
+        with the most room under its tightest target first, then grid order."""
+        return sorted((s for s in self.settings if s.meets),
+                      key=lambda s: (s.cost.dollars_per_day, s.miss(self.targets), s.index))
 
     @property
     def best(self) -> Optional[Setting]:
