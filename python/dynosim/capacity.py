@@ -42,10 +42,14 @@ class Target:
     def upper(self) -> bool:
         return self.op in ("<=", "<")
 
+    def far_end(self, e: Estimate) -> float:
+        """The end of the 95% interval the target is judged on: the upper end for <= and <,
+        the lower for >= and >."""
+        return e.ci_high if self.upper else e.ci_low
+
     def met_by(self, e: Estimate) -> bool:
         """Met with confidence: the interval's far end is on the right side of the value."""
-        bound = e.ci_high if self.upper else e.ci_low
-        return bool(_OPS[self.op](bound, self.value))
+        return bool(_OPS[self.op](self.far_end(e), self.value))
 
     def __str__(self) -> str:
         return self.text
@@ -275,12 +279,17 @@ def shortfall(result: CapacityResult, targets: Sequence[Target]) -> str:
         n, e = result.closest[t.metric]
         if not t.met_by(e):
             side = "upper" if t.upper else "lower"
-            bound = e.ci_high if t.upper else e.ci_low
             missed.append(f"{t} (closest: {format_value(t.metric, e.mean)}, {side} end of the interval "
-                          f"{format_value(t.metric, bound)}, at {n:,} dynos)")
+                          f"{format_value(t.metric, t.far_end(e))}, at {n:,} dynos)")
     if not missed:
         return f"none of {span} meets every target at once, though each is met at some count"
     return f"none of {span} meets " + "; nor ".join(missed)
+
+
+def estimate_text(target: Target, e: Estimate) -> str:
+    """A target metric's mean and the far end of its interval: ``5.6 ms (≤ 6.1 ms)``."""
+    sign = "≤" if target.upper else "≥"
+    return f"{format_value(target.metric, e.mean)} ({sign} {format_value(target.metric, target.far_end(e))})"
 
 
 def format_value(metric: str, value: float) -> str:

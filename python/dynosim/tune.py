@@ -76,7 +76,7 @@ class Setting:
 
 
 def _miss(target: Target, e: Estimate) -> float:
-    gap = e.ci_high - target.value if target.upper else target.value - e.ci_low
+    gap = target.far_end(e) - target.value if target.upper else target.value - target.far_end(e)
     if math.isnan(gap):
         return math.inf
     return gap / target.value if target.value > 0 else gap

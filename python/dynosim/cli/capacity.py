@@ -9,7 +9,7 @@ import warnings
 from typing import Callable, Dict, List, Sequence
 
 from .. import capacity as planning
-from ..capacity import CapacityResult, Target, format_value, plan, shortfall
+from ..capacity import CapacityResult, Target, estimate_text, plan, shortfall
 from ..cost import Pricing
 from ..display import Column, activity, results_table, stdout_console
 from ..errors import NotSteadyWarning
@@ -95,10 +95,7 @@ def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[
     def target_cell(t: Target) -> Callable[[CapacityResult], str]:
         def cell(r: CapacityResult) -> str:
             e = r.estimates.get(t.metric)
-            if e is None:
-                return "-"
-            return (f"{format_value(t.metric, e.mean)} (≤ {format_value(t.metric, e.ci_high)})" if t.upper
-                    else f"{format_value(t.metric, e.mean)} (≥ {format_value(t.metric, e.ci_low)})")
+            return "-" if e is None else estimate_text(t, e)
         return cell
 
     columns = ([Column("policy", lambda r: r.policy, kind="text"),

@@ -9,7 +9,7 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-from ..capacity import Target, format_value
+from ..capacity import Target, estimate_text, format_value
 from ..display import Column, activity, duration, results_table, stdout_console
 from ..errors import NotSteadyWarning
 from ..output import print_json
@@ -119,10 +119,7 @@ def print_tuning(tuning: Tuning, *, wide: bool = False) -> None:
 def _target_cell(t: Target) -> Callable[[Setting], str]:
     def cell(s: Setting) -> str:
         e = s.estimates.get(t.metric)
-        if e is None:
-            return "-"
-        bound, sign = (e.ci_high, "≤") if t.upper else (e.ci_low, "≥")
-        return f"{format_value(t.metric, e.mean)} ({sign} {format_value(t.metric, bound)})"
+        return "-" if e is None else estimate_text(t, e)
     return cell
 
 
@@ -180,7 +177,7 @@ def _misses(s: Setting, targets: Sequence[Target]) -> str:
     for t in targets:
         e = s.estimates[t.metric]
         if not t.met_by(e):
-            side, bound = ("upper", e.ci_high) if t.upper else ("lower", e.ci_low)
+            side = "upper" if t.upper else "lower"
             missed.append(f"{t.metric} {format_value(t.metric, e.mean)}, {side} end "
-                          f"{format_value(t.metric, bound)}, against {format_value(t.metric, t.value)}")
+                          f"{format_value(t.metric, t.far_end(e))}, against {format_value(t.metric, t.value)}")
     return "; ".join(missed)
