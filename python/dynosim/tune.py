@@ -155,6 +155,16 @@ class Tuning:
         saved = fixed - best.cost.dollars_per_day
         return {"dollars_per_day": saved, "fraction": saved / fixed if fixed > 0 else math.nan}
 
+    def find_fixed_fleet(self, scenario: Scenario, *, dyno_type: Optional[str] = None, max_dynos: int = 100_000,
+                         on_step: Optional[Callable[[int, bool], None]] = None) -> FixedFleet:
+        """Searches the fixed fleet of `scenario` (the one tuned) meeting the same targets,
+        under the best's policy (or the closest's) when the scenario has it, else its first."""
+        chosen = self.best or self.closest
+        policy = chosen.policy if chosen and chosen.policy in scenario.policies else scenario.policies[0]
+        self.fixed = fixed_fleet(scenario, policy, self.targets, dyno_type=dyno_type, max_dynos=max_dynos,
+                                 on_step=on_step)
+        return self.fixed
+
     def to_json(self) -> Dict[str, Any]:
         """The ``--json`` document; missing (and non-finite) numbers are None."""
         best, runner_up = self.best, self.runner_up
@@ -180,11 +190,12 @@ def tune(
     dyno_type: Optional[str] = None,
     max_dynos: int = 100_000,
     progress: bool = False,
-    on_fixed_step: Optional[Callable[[int, bool], None]] = None,
+    fixed: bool = True,
 ) -> Tuning:
-    """Runs every point of `vary` on `scenario`, checks and prices each, and searches the fixed
-    fleet (see the module's notes). Raises :class:`ScenarioError` for bad input before
-    anything runs."""
+    """Runs every point of `vary` on `scenario`, checks and prices each, and (unless not
+    `fixed`: then :meth:`Tuning.find_fixed_fleet`) searches the fixed fleet; see the module's
+    notes. `progress` shows the points' progress bar. Raises :class:`ScenarioError` for bad
+    input before anything runs."""
     if not targets:
         raise ScenarioError("nothing to meet; give at least one --target \"METRIC OP VALUE\"", file="--target")
     Pricing.from_scenario(scenario.doc, scenario.source, dyno_type)  # a bad --dyno-type, before anything runs
@@ -194,10 +205,8 @@ def tune(
     sweep.run(progress=progress)
     settings = _settings(sweep, targets, dyno_type)
     tuning = Tuning(scenario.name, list(targets), vary, settings, None, sweep)
-    chosen = tuning.best or tuning.closest
-    policy = chosen.policy if chosen and chosen.policy in scenario.policies else scenario.policies[0]
-    tuning.fixed = fixed_fleet(scenario, policy, targets, dyno_type=dyno_type, max_dynos=max_dynos,
-                               on_step=on_fixed_step)
+    if fixed:
+        tuning.find_fixed_fleet(scenario, dyno_type=dyno_type, max_dynos=max_dynos)
     return tuning
 
 

@@ -52,8 +52,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     vary = parse_vary_args(args.vary)
     scenario = scenario_from_args(args)
+    # The settings' progress bar, then the search's line: one live display at a time.
+    tuning = tune(scenario, vary, args.targets, dyno_type=args.dyno_type, progress=sys.stderr.isatty(), fixed=False)
     with activity() as shown:
-        task = shown.task("fixed fleet", note="waiting for the settings")
+        task = shown.task("fixed fleet", note="")
         tried = [0]
 
         def step(n: int, ok: bool) -> None:
@@ -61,8 +63,7 @@ def main(args: argparse.Namespace) -> int:
             shown.update(task, advance=1,
                          note=f"{tried[0]} counts tried; {n:,} dynos {'meet' if ok else 'miss'} the targets")
 
-        tuning = tune(scenario, vary, args.targets, dyno_type=args.dyno_type, max_dynos=args.max_dynos,
-                      progress=sys.stderr.isatty(), on_fixed_step=step)
+        tuning.find_fixed_fleet(scenario, dyno_type=args.dyno_type, max_dynos=args.max_dynos, on_step=step)
     sweep = tuning.sweep
     for line in (sweep.unusable and sweep.unusable_summary("they have no figures and meet no target"),
                  sweep.unsettled_summary()):
