@@ -313,7 +313,7 @@ def test_the_fixed_fleet_leaves_the_autoscaler_out(tmp_path):
         (["--vary", "fleet.dynos=4,0", "--target", "queue.mean <= 10ms"], ["--vary: fleet.dynos:", "whole number"]),
         (["--vary", "fleet.dynos=4,5", "--target", "response.p95 <= 100ms"],
          ["--target", "cannot be met by any number of dynos"]),
-        (["--vary", "fleet.dynos=4,5", "--target", "dyno.cpu_utilisation <= 50%"],
+        (["--vary", "fleet.dynos=8,10", "--target", "queue.mean <= 10ms", "--target", "dyno.cpu_utilisation <= 50%"],
          ["--target", "does not report 'dyno.cpu_utilisation'"]),
         (["--vary", "fleet.dynos=4,5", "--target", "queue.mean <= 10ms", "--replications", "1"],
          ["run.replications", "at least 2 replications"]),

@@ -199,7 +199,9 @@ def tune(
     if not targets:
         raise ScenarioError("nothing to meet; give at least one --target \"METRIC OP VALUE\"", file="--target")
     Pricing.from_scenario(scenario.doc, scenario.source, dyno_type)  # a bad --dyno-type, before anything runs
-    sweep = Sweep(scenario, vary, metric=targets[0].metric)
+    # The sweep's own metric is only its plot's: one every run reports. A target's metric that
+    # the scenario does not report is refused naming --target (target_estimate).
+    sweep = Sweep(scenario, vary, metric="requests")
     sweep.prepare()  # validates every point: nothing runs on a bad --vary
     _check_points(sweep, targets)
     sweep.run(progress=progress)
