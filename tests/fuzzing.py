@@ -353,15 +353,19 @@ _varies = st.builds(lambda k, spec: f"{k}={spec}",
                               st.lists(_number_text, min_size=1, max_size=3).map(",".join)))
 
 
+#: The commands that run a scenario (and so carry the budget).
+SCENARIO_COMMANDS = ("run", "compare", "capacity", "sweep", "tune", "animate")
+
+
 @st.composite
 def command_cases(draw: Any) -> Case:
     """Command lines from the CLI's vocabulary, each option with a value of any kind."""
-    command = draw(st.sampled_from(["run", "compare", "capacity", "sweep", "animate", "scenarios", "frob", ""]))
+    command = draw(st.sampled_from(["run", "compare", "capacity", "sweep", "tune", "animate", "scenarios", "frob", ""]))
     argv = [command] if command else []
-    if command in ("run", "compare", "capacity", "sweep", "animate"):
+    if command in SCENARIO_COMMANDS:
         argv.append(draw(st.sampled_from(["s.toml", "s.toml", "s.toml", "nope.toml", "rapgenius", "nope", ""])))
     required = {"compare": ["--policy"], "capacity": ["--target"], "sweep": ["--vary", "--out"],
-                "animate": ["--out"]}
+                "tune": ["--vary", "--target"], "animate": ["--out"]}
     if draw(st.integers(0, 4)):
         for name in required.get(command, []):
             argv += [name, draw(_plausible_options[name])]
@@ -379,7 +383,7 @@ def command_cases(draw: Any) -> Case:
         name = draw(st.sampled_from(sorted(options)))
         value = draw(options[name])
         argv += [name] if value is None else [name, value]
-    if command in ("run", "compare", "capacity", "sweep", "animate"):
+    if command in SCENARIO_COMMANDS:
         argv += BUDGET
     return Case(argv, {"s.toml": toml_document(draw(plausible_documents())), "times.txt": draw(sample_files)})
 

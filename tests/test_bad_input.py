@@ -125,6 +125,9 @@ def test_unstable_system_is_refused_up_front(cli):
         (["compare", "--policy", "random,smart"], ["unknown policy 'smart'"]),
         (["frob"], ["invalid choice"]),
         (["run", "--frobnicate"], ["unrecognized arguments"]),
+        # A metric of the dyno model, which a scenario of plain slots does not report.
+        (["capacity", "--set", "router.policy=intelligent", "--duration", "10s", "--replications", "2",
+          "--target", "dyno.cpu_utilisation <= 50%"], ["--target", "does not report 'dyno.cpu_utilisation'"]),
     ],
 )
 def test_bad_arguments(cli, args, fragments):

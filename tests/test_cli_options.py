@@ -25,6 +25,7 @@ VERBS: Dict[Tuple[str, ...], List[str]] = {
     ("compare",): SCENARIO + ["--json"],
     ("capacity",): SCENARIO + ["--json"],
     ("sweep",): SCENARIO + ["--json"],
+    ("tune",): SCENARIO + ["--json"],
     ("ramp",): SCENARIO + ["--json"],
     ("demo",): SCENARIO + ["--json"],
     ("testbed",): SCENARIO + ["--json"],

@@ -262,6 +262,8 @@ def test_json_with_out_writes_the_files_too(swept, tmp_path):
         ("router.dd=1,2", ["--vary: router.dd:", "unknown key"]),
         ("fleet.dynos=100,0", ["--vary: fleet.dynos:", "whole number"]),  # one bad point: nothing runs
         ("router.policy=random,smart", ["--vary: router.policy:", "smart"]),
+        # A section the engine does not know is named as --vary's, without a point's value.
+        ("frob.key=1,2", ["--vary: frob: unknown field `frob`"]),
     ],
 )
 def test_mistakes_give_one_line_and_no_files(cli, tmp_path, vary, fragments):

@@ -24,7 +24,7 @@ from .errors import DynosimError, ScenarioError, UnstableError
 from .results import Estimate, PolicyResult, is_fraction_metric, is_metric, is_time_metric, metric_names_hint
 from .scenario import Scenario
 
-__all__ = ["Target", "parse_target", "CapacityResult", "min_dynos", "plan", "shortfall"]
+__all__ = ["Target", "parse_target", "target_estimate", "CapacityResult", "min_dynos", "plan", "shortfall"]
 
 _OPS: Dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
@@ -42,10 +42,14 @@ class Target:
     def upper(self) -> bool:
         return self.op in ("<=", "<")
 
+    def far_end(self, e: Estimate) -> float:
+        """The end of the 95% interval the target is judged on: the upper end for <= and <,
+        the lower for >= and >."""
+        return e.ci_high if self.upper else e.ci_low
+
     def met_by(self, e: Estimate) -> bool:
         """Met with confidence: the interval's far end is on the right side of the value."""
-        bound = e.ci_high if self.upper else e.ci_low
-        return bool(_OPS[self.op](bound, self.value))
+        return bool(_OPS[self.op](self.far_end(e), self.value))
 
     def __str__(self) -> str:
         return self.text
@@ -79,6 +83,17 @@ def parse_target(text: str) -> Target:
     if is_fraction_metric(metric) and value > 1:
         raise ScenarioError(f"{metric} is a fraction: expected at most 1 (100%), got {raw!r}", file="--target")
     return Target(metric, op, value, f"{metric} {op} {raw}")
+
+
+def target_estimate(result: PolicyResult, target: Target) -> Estimate:
+    """A run's estimate of a target's metric; ScenarioError (``--target``) when the scenario
+    does not report that metric (one of the dyno model's, of a scenario of plain slots)."""
+    try:
+        return result.estimate(target.metric)
+    except KeyError:
+        raise ScenarioError(f"this scenario does not report {target.metric!r} (the dyno model's metrics need "
+                            "[request] phases, [app] memory or a closed loop; docs/output.md)",
+                            file="--target") from None
 
 
 @dataclass
@@ -144,7 +159,7 @@ def min_dynos(
     def meets(n: int) -> bool:
         if n not in cache:
             cache[n] = run_scenario(s.with_overrides({"fleet.dynos": n}), warn=False)[0]
-        ok = all(t.met_by(cache[n].estimate(t.metric)) for t in targets)
+        ok = all(t.met_by(target_estimate(cache[n], t)) for t in targets)
         result.evaluated[n] = ok
         if on_step:
             on_step(n, ok)
@@ -174,7 +189,7 @@ def min_dynos(
                 failing = mid
         best = probe
     result.dynos = best
-    result.estimates = {t.metric: cache[best].estimate(t.metric) for t in targets}
+    result.estimates = {t.metric: target_estimate(cache[best], t) for t in targets}
     result.not_steady = s.with_overrides({"fleet.dynos": best}).steady_state_warning()
     return result
 
@@ -264,12 +279,17 @@ def shortfall(result: CapacityResult, targets: Sequence[Target]) -> str:
         n, e = result.closest[t.metric]
         if not t.met_by(e):
             side = "upper" if t.upper else "lower"
-            bound = e.ci_high if t.upper else e.ci_low
             missed.append(f"{t} (closest: {format_value(t.metric, e.mean)}, {side} end of the interval "
-                          f"{format_value(t.metric, bound)}, at {n:,} dynos)")
+                          f"{format_value(t.metric, t.far_end(e))}, at {n:,} dynos)")
     if not missed:
         return f"none of {span} meets every target at once, though each is met at some count"
     return f"none of {span} meets " + "; nor ".join(missed)
+
+
+def estimate_text(target: Target, e: Estimate) -> str:
+    """A target metric's mean and the far end of its interval: ``5.6 ms (≤ 6.1 ms)``."""
+    sign = "≤" if target.upper else "≥"
+    return f"{format_value(target.metric, e.mean)} ({sign} {format_value(target.metric, target.far_end(e))})"
 
 
 def format_value(metric: str, value: float) -> str:

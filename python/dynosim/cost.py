@@ -7,6 +7,9 @@ scenario can choose a type and add or override prices:
     [cost]
     dyno_type = "2013-1x"
     prices = { "my-dyno" = 40 }     # $/month per dyno
+
+A run is priced by its dyno-seconds (:func:`run_cost`): Heroku bills dynos "prorated to the
+second", so a dyno-second costs the monthly price over the 730 hours of a month.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from .errors import ScenarioError
 
-__all__ = ["PRICES", "DEFAULT_DYNO_TYPE", "Pricing"]
+__all__ = ["PRICES", "DEFAULT_DYNO_TYPE", "Pricing", "RunCost", "run_cost"]
 
 #: $/month for one dyno running all month (Eco: a pool, see below).
 PRICES: Dict[str, float] = {
@@ -33,6 +36,8 @@ DEFAULT_DYNO_TYPE = "standard-1x"
 HOURS_PER_MONTH = 730.0
 #: Eco dynos share a pool: $5 buys 1000 dyno-hours a month.
 ECO_POOL_HOURS = 1000.0
+SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 86400.0
 
 
 @dataclass(frozen=True)
@@ -84,5 +89,50 @@ class Pricing:
             return self.price * math.ceil(dynos * HOURS_PER_MONTH / ECO_POOL_HOURS)
         return self.price * dynos
 
+    def per_second(self) -> float:
+        """$ per dyno-second: the monthly price prorated to the second over a month of 730 h.
+        Eco's $5 buys a pool of 1000 dyno-hours, so its dyno-second is a share of the pool: an
+        approximation that leaves out the pool's whole $5 steps (``monthly`` keeps them)."""
+        hours = ECO_POOL_HOURS if self.dyno_type == "eco" else HOURS_PER_MONTH
+        return self.price / (hours * SECONDS_PER_HOUR)
+
     def describe(self) -> str:
         return f"{self.dyno_type} at ${self.price:g}/month"
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """What a run's fleet costs: over the run's measured window, and scaled to a day."""
+
+    dyno_seconds: float
+    """Dyno-seconds billed over the window (per replication)."""
+    window: float
+    """The measured window, s (``run.duration``)."""
+    dollars: float
+    """$ for the window."""
+    dollars_per_day: float
+    """$ for 24 h at the window's rate."""
+    measured: bool
+    """True when the run reported its dyno-seconds (``fleet.dyno_seconds``: a fleet that
+    changes size), False when they are the fleet's size times the window (a fixed fleet)."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"dyno_seconds": self.dyno_seconds, "window": self.window, "dollars": self.dollars,
+                "dollars_per_day": self.dollars_per_day,
+                "from": "fleet.dyno_seconds" if self.measured else "fleet.dynos * run.duration"}
+
+
+def run_cost(pricing: Pricing, window: float, *, dyno_seconds: Optional[float] = None,
+             dynos: Optional[int] = None) -> RunCost:
+    """The cost of a run whose measured window is `window` seconds: its `dyno_seconds` when
+    the run reports them (an autoscaled fleet), else `dynos` dynos for the whole window, at
+    `pricing`'s price per second."""
+    if not window > 0:
+        raise ValueError(f"a run's window must be positive, got {window!r}")
+    measured = dyno_seconds is not None
+    if dyno_seconds is None:
+        if dynos is None:
+            raise ValueError("give the run's dyno_seconds or its dynos")
+        dyno_seconds = dynos * window
+    dollars = dyno_seconds * pricing.per_second()
+    return RunCost(dyno_seconds, window, dollars, dollars * SECONDS_PER_DAY / window, measured)

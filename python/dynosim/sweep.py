@@ -279,10 +279,13 @@ class Sweep:
         """An error in a key that --vary wrote names --vary (and the value), not --set."""
         path = error.path or ""
         for key in self.vary:
-            if path == key or path.startswith(key + ".") or path.startswith(key + "["):
+            in_key = path == key or path.startswith((key + ".", key + "["))
+            # A table holding the key is refused whatever its value: a section the engine does
+            # not know (`autoscale` for --vary autoscale.upscale_above=...).
+            if in_key or (path and key.startswith(path + ".")):
                 if error.file in (OVERRIDE_SOURCE, None):
                     error.file = VARY_SOURCE
-                    if len(self.vary[key]) > 1 and value_text(values[key]) not in error.message:
+                    if in_key and len(self.vary[key]) > 1 and value_text(values[key]) not in error.message:
                         error.message += f" (at {key}={value_text(values[key])})"
                 break
         error.args = (str(error),)
@@ -359,8 +362,9 @@ class Sweep:
         """The rows that have no metrics (unstable or overloaded)."""
         return [row for row in self.rows if row["status"] != "ok"]
 
-    def unusable_summary(self) -> str:
-        """One line: how many points were unstable (and runs overloaded), and which."""
+    def unusable_summary(self, consequence: str = "those rows have no metrics and are not plotted") -> str:
+        """One line: how many points were unstable (and runs overloaded), which, and what
+        follows for the command's output (`consequence`)."""
         parts = []
         unstable = [p for p in self.points if "unstable" in p.statuses]
         if unstable:
@@ -374,7 +378,7 @@ class Sweep:
             shown += "; ..." if len(overloaded) > 4 else ""
             parts.append(f"{len(overloaded)} of {n_runs} runs stopped as overloaded "
                          f"(queues outgrew run.max_waiting): {shown}")
-        return "; ".join(parts) + " (those rows have no metrics and are not plotted)"
+        return "; ".join(parts) + f" ({consequence})"
 
     def unsettled_summary(self) -> Optional[str]:
         """One line on the rows whose runs are short next to their relaxation time, or None."""

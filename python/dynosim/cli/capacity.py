@@ -9,13 +9,13 @@ import warnings
 from typing import Callable, Dict, List, Sequence
 
 from .. import capacity as planning
-from ..capacity import CapacityResult, Target, format_value, parse_target, plan, shortfall
+from ..capacity import CapacityResult, Target, estimate_text, plan, shortfall
 from ..cost import Pricing
 from ..display import Column, activity, results_table, stdout_console
-from ..errors import NotSteadyWarning, ScenarioError
+from ..errors import NotSteadyWarning
 from ..output import print_json
 from ..scenario import Scenario
-from .common import add_scenario_arguments, add_wide_argument, policy_list, positive_int, scenario_from_args
+from .common import add_scenario_arguments, add_wide_argument, policy_list, positive_int, scenario_from_args, target
 
 CAPACITY_EPILOG = (
     "A target that no number of dynos can meet (a response time below what the service time "
@@ -30,7 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     search = (planning.__doc__ or "").split("\n\n")[1].replace("\n", " ")  # how the search works
     p = commands.add_parser("capacity", help=help, description=help + " " + search, epilog=CAPACITY_EPILOG)
     add_scenario_arguments(p)
-    p.add_argument("--target", dest="targets", action="append", required=True, type=_target_arg,
+    p.add_argument("--target", dest="targets", action="append", required=True, type=target,
                    metavar='"METRIC OP VALUE"', help='e.g. "queue.mean <= 10ms" (repeatable; all must hold)')
     p.add_argument("--policy", type=policy_list, metavar="P1,P2",
                    help="policies to plan for (default: the scenario's router.policy)")
@@ -41,13 +41,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_wide_argument(p)
     p.set_defaults(handler=main)
-
-
-def _target_arg(text: str) -> Target:
-    try:
-        return parse_target(text)
-    except ScenarioError as e:
-        raise argparse.ArgumentTypeError(e.message) from None
 
 
 def _slots_list(text: str) -> List[int]:
@@ -102,10 +95,7 @@ def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[
     def target_cell(t: Target) -> Callable[[CapacityResult], str]:
         def cell(r: CapacityResult) -> str:
             e = r.estimates.get(t.metric)
-            if e is None:
-                return "-"
-            return (f"{format_value(t.metric, e.mean)} (≤ {format_value(t.metric, e.ci_high)})" if t.upper
-                    else f"{format_value(t.metric, e.mean)} (≥ {format_value(t.metric, e.ci_low)})")
+            return "-" if e is None else estimate_text(t, e)
         return cell
 
     columns = ([Column("policy", lambda r: r.policy, kind="text"),

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator, List, NoReturn, Optional
 
 from .. import _dynosim
-from ..errors import DynosimError, LogError
+from ..capacity import Target, parse_target
+from ..errors import DynosimError, LogError, ScenarioError
 from ..logs_input import FORMATS
 from ..scenario import Scenario
 
@@ -91,6 +92,14 @@ def seed(text: str) -> int:
     if not 0 <= value < 2**64:
         raise argparse.ArgumentTypeError(f"must be from 0 to 2^64-1, got {value}")
     return value
+
+
+def target(text: str) -> Target:
+    """``--target "METRIC OP VALUE"`` (capacity, tune)."""
+    try:
+        return parse_target(text)
+    except ScenarioError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
 
 
 def policy_list(text: str) -> List[str]:
