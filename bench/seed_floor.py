@@ -124,10 +124,13 @@ def main(argv=None) -> int:
     if baseline:
         print(f"baseline: commit {baseline['commit']} on {baseline['machine']['cpu']} "
               f"({baseline['machine']['os.cpu_count']} CPUs), recorded {baseline.get('recorded', '?')}")
-    print(f"this run: commit {git_commit()} on {machine['cpu']}, load {machine['loadavg_at_start']}")
-    command = "python bench/seed_floor.py " + " ".join(a for a in (argv or sys.argv[1:]))
+    built = f"binary {args.binary}" if args.binary else f"commit {git_commit()}"
+    print(f"this run: {built} on {machine['cpu']}, load {machine['loadavg_at_start']}")
+    # The command that measures again (recording is a separate decision).
+    command = "python bench/seed_floor.py " + " ".join(a for a in (argv or sys.argv[1:]) if a != "--record")
     print(f"reproduce: {command.strip()}")
-    doc = {"figures": figures, "machine": machine, "commit": git_commit(), "rounds": args.rounds,
+    doc = {"figures": figures, "machine": machine, "commit": git_commit(),
+           "binary": str(args.binary) if args.binary else None, "rounds": args.rounds,
            "minutes": args.minutes, "command": command.strip()}
     if args.record:
         import datetime
