@@ -55,7 +55,7 @@ KEYS = [
     "run.duration", "run.warmup", "run.replications", "run.seed", "run.max_waiting",
     "cost.dyno_type", "cost.prices", "cost.prices.x",
     # The dyno model (docs/dyno.md).
-    "fleet.type", "fleet.cores", "fleet.memory", "run.engine",
+    "fleet.type", "fleet.cores", "fleet.memory", "fleet.boot_time", "run.engine",
     "arrivals.clients", "arrivals.think", "arrivals.requests",
     # Traffic (issue 12): schedules and sines are values of arrivals.rate.
     "arrivals.size", "arrivals.on", "arrivals.off", "arrivals.burst",

@@ -51,7 +51,8 @@ pub struct AppSpec {
     /// glibc's MALLOC_ARENA_MAX; unset: 8 × cores per process.
     #[serde(default)]
     pub malloc_arena_max: Option<i64>,
-    /// How long a restarted dyno takes to boot.
+    /// The old name of `fleet.boot_time` (a duration): read there (see
+    /// [`crate::scenario::Scenario::boot_time`]).
     #[serde(default)]
     pub boot_time: Option<Duration>,
     /// The app server's worker timeout (gunicorn `--timeout`, Unicorn `timeout`): a worker
@@ -136,7 +137,6 @@ pub struct AppServer {
     pub os_threads: u32,
     pub lock: bool,
     pub accept: Accept,
-    pub boot_time: f64,
     /// The worker timeout (`app.timeout`): a sync worker whose request runs longer is killed;
     /// None: never.
     pub timeout: Option<Arc<Timeout>>,
@@ -369,7 +369,6 @@ impl AppServer {
             os_threads: slots,
             lock: false,
             accept: Accept::Shared,
-            boot_time: 0.0,
             timeout: None,
             worker_boot_time: DEFAULT_WORKER_BOOT_TIME,
             backlog: None,
@@ -489,10 +488,6 @@ impl AppServer {
                 format!("must be a multiple of the memory quota above 1, got {restart_at}"),
             ));
         }
-        let boot_time = match spec.boot_time {
-            Some(d) => check_duration(d.0, "app.boot_time")?,
-            None => DEFAULT_BOOT_TIME,
-        };
         let overhead = Self::overhead_of(spec, base_dir)?;
         let timeout = match &spec.timeout {
             None => None,
@@ -520,7 +515,6 @@ impl AppServer {
             os_threads,
             lock: spec.lock.unwrap_or(preset.lock),
             accept,
-            boot_time,
             timeout,
             worker_boot_time,
             backlog,
@@ -549,7 +543,8 @@ impl AppServer {
 /// `app.swap_slowdown` by default: 10% over the quota makes CPU work 3× slower. Heroku says
 /// only that a swapping dyno "slows down a lot"; see docs/model.md.
 pub const DEFAULT_SWAP_SLOWDOWN: f64 = 20.0;
-/// `app.boot_time` by default.
+/// `fleet.boot_time` by default: how long a dyno restarted for memory (R15) has taken to boot
+/// since before the key was the fleet's.
 pub const DEFAULT_BOOT_TIME: f64 = 10.0;
 /// `app.worker_boot_time` by default: the master forks a new worker, which loads the app
 /// (unless preloaded): about a second for a typical Rails or Django app.

@@ -82,6 +82,8 @@ impl<'s> Eligible<'s> {
             policy,
             routers,
             connect,
+            // Boots follow restarts, which this engine has none of (no memory model).
+            boot_time: _,
             router_timeout,
             queue_timeout,
             client_timeout,
@@ -107,7 +109,6 @@ impl<'s> Eligible<'s> {
             os_threads: _,
             lock: _,
             accept,
-            boot_time: _,
             timeout: worker_timeout,
             worker_boot_time: _,
             backlog,

@@ -35,6 +35,8 @@ pub enum Stream {
     AppTimeout = 12,
     /// The routers' work per request (`router.cost`).
     RouterCost = 13,
+    /// How long each dyno's boot takes (`fleet.boot_time`).
+    Boot = 14,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

@@ -97,6 +97,10 @@ pub struct FleetSpec {
     /// Memory quota per dyno, overriding the type's.
     #[serde(default)]
     pub memory: Option<Bytes>,
+    /// How long a dyno takes to boot: a duration or a distribution (see
+    /// [`Scenario::boot_time`]); `app.boot_time` is its old name.
+    #[serde(default)]
+    pub boot_time: Option<Value>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -273,6 +277,11 @@ pub struct Scenario {
     /// dyno (the router's own work, the connection, the server's accept and parse). The router
     /// counts the request against the dyno from the decision on. None: no time.
     pub connect: Option<Box<dyn ServiceDistribution>>,
+    /// `fleet.boot_time` (or its old name `app.boot_time`): from a dyno's start to its
+    /// serving requests, drawn for each boot from the stream of its own (`Stream::Boot`).
+    /// Today a dyno boots after an R15 restart; the fleet's lifecycle (issue #24) starts,
+    /// deploys and cycles dynos through the same time.
+    pub boot_time: Box<dyn ServiceDistribution>,
     /// `router.timeout` (H12), counted from when the router hands the request to a dyno.
     pub router_timeout: Option<Timeout>,
     /// `router.queue_timeout`, counted from when the router began holding the request.
@@ -455,6 +464,7 @@ impl Scenario {
             None => None,
             Some(v) => crate::dist::from_value_or_zero(v, "router.connect", base_dir)?,
         };
+        let boot_time = Self::boot_time_of(spec, base_dir)?;
         let router_timeout = Timeout::build_or(
             r.timeout.as_ref(),
             "router.timeout",
@@ -539,6 +549,7 @@ impl Scenario {
             policy,
             routers,
             connect,
+            boot_time,
             router_timeout,
             queue_timeout,
             client_timeout,
@@ -561,6 +572,24 @@ impl Scenario {
         };
         scenario.check_time_scales()?;
         Ok(scenario)
+    }
+
+    /// `fleet.boot_time`, or its old name `app.boot_time` (a duration), or
+    /// [`crate::app::DEFAULT_BOOT_TIME`]; both at once is a mistake.
+    fn boot_time_of(spec: &ScenarioSpec, base_dir: &Path) -> Result<Box<dyn ServiceDistribution>> {
+        let old = spec.app.as_ref().and_then(|a| a.boot_time);
+        match (&spec.fleet.boot_time, old) {
+            (Some(_), Some(_)) => Err(Error::config(
+                "app.boot_time",
+                "the old name of fleet.boot_time: give one of them, not both",
+            )),
+            (Some(v), None) => dist::from_value(v, "fleet.boot_time", base_dir),
+            (None, Some(d)) => Ok(Box::new(dist::Constant(check_duration(
+                d.0,
+                "app.boot_time",
+            )?))),
+            (None, None) => Ok(Box::new(dist::Constant(crate::app::DEFAULT_BOOT_TIME))),
+        }
     }
 
     /// Requests per second: the open process's rate, or the most a closed loop's clients can

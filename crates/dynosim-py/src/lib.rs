@@ -93,7 +93,8 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
                 "per_process": s.app.per_process,
                 "os_threads": s.app.os_threads,
                 "lock": s.app.lock,
-                "boot_time": s.app.boot_time,
+                // The fleet's mean boot time, kept here under its old name too.
+                "boot_time": s.boot_time.mean(),
                 // Mean seconds, 0 when not modelled.
                 "overhead": s.app.overhead.as_ref().map_or(0.0, |o| o.mean()),
             },

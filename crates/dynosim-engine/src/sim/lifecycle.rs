@@ -1,6 +1,6 @@
 //! Dynos and workers going down and coming back up. R15 restarts a dyno: every request on it
 //! fails, its per-dyno and per-process pools go with it, and it boots again after
-//! `app.boot_time`, the routers skipping it meanwhile. `app.timeout` kills a sync worker: its
+//! `fleet.boot_time`, the routers skipping it meanwhile. `app.timeout` kills a sync worker: its
 //! request fails, and its replacement takes requests after `app.worker_boot_time`. Both end
 //! requests through [`Simulation::kill`]: what a request gives back when what runs it dies.
 //! Whatever else takes a dyno or a worker down, or brings one up, belongs here too.
@@ -250,11 +250,9 @@ impl Simulation<'_> {
         self.fleet_levels();
         let slowdown = self.s.app.memory.slowdown(after);
         let _ = self.rest.cpus[dyno].set_slowdown(slowdown);
-        self.events.schedule(
-            now + self.s.app.boot_time,
-            BOOT,
-            Event::Boot { dyno: dyno as u32 },
-        );
+        let boot = self.s.boot_time.sample(&mut self.boot_rng);
+        self.events
+            .schedule(now + boot, BOOT, Event::Boot { dyno: dyno as u32 });
     }
 
     pub(super) fn boot(&mut self, dyno: usize) {

@@ -283,6 +283,8 @@ struct Simulation<'s> {
     open_processes: Vec<u32>,
     connect_rng: SimRng,
     overhead_rng: SimRng,
+    /// Boot times (`fleet.boot_time`).
+    boot_rng: SimRng,
     /// The requests' deadlines by kind ([`timers::Kind`]), for the timeouts the scenario sets; and
     /// the killed workers' replacements.
     deadlines: [Option<Deadlines>; 5],
@@ -454,6 +456,7 @@ fn simulate(
         open_processes: Vec::new(),
         connect_rng: stream(seed, replication, Stream::Connect),
         overhead_rng: stream(seed, replication, Stream::Overhead),
+        boot_rng: stream(seed, replication, Stream::Boot),
         deadlines: {
             let [router, queue, client, app] = [
                 s.router_timeout.as_ref(),
