@@ -724,6 +724,20 @@ impl Scenario {
                 ),
             ));
         }
+        // A service time so variable (a gamma of shape 1e-308: a squared coefficient of
+        // variation near 1e308) that the queues' relaxation time overflows: no run could
+        // reach a steady state, and the steady-state check cannot even say how long it would
+        // take (found by the validation fuzzer).
+        let (mean, second) = (self.service.mean(), self.service.second_moment());
+        if self.offered_load() < 1.0 && self.relaxation_time().is_none() {
+            return Err(Error::config(
+                "service",
+                format!(
+                    "a service time this variable (mean {mean:e} s, second moment {second:e}                      s², a squared coefficient of variation of {:e}) would keep the queues                      from settling for longer than any run",
+                    second / (mean * mean) - 1.0
+                ),
+            ));
+        }
         Ok(())
     }
 

@@ -887,3 +887,32 @@ fn a_sine_with_a_period_of_a_nanosecond_validates_quickly() {
     let s = from_json(&doc).unwrap();
     assert!(s.check_stable().is_ok());
 }
+
+#[test]
+fn a_service_time_whose_relaxation_time_overflows_is_refused() {
+    // Found by the fuzzer (1,000,000 cases): a gamma of shape 2.2e-308 has a finite second
+    // moment (7.8e304 s²) but a squared coefficient of variation of 4.5e307, and the queues'
+    // relaxation time overflowed: accepted, with no steady state to speak of.
+    // One dyno at a load of 0.9: 2 × 0.9 × 41.6 ms × 4.5e307 / 0.1² overflows.
+    let mut doc = with(&[
+        ("arrivals.rate", json!("21.6/s")),
+        ("fleet.dynos", json!(1)),
+    ]);
+    doc["service"] = json!({"distribution": "gamma", "mean": "41.6ms",
+                            "shape": 2.2250738585072014e-308});
+    assert_refused(&doc, "service", &["coefficient of variation", "settling"]);
+    // The fuzzer's own document.
+    let doc = json!({"arrivals": {"process": "poisson", "rate": "6914.509487033148 rps"},
+        "fleet": {"dynos": 104, "slots": 3}, "name": "fuzz",
+        "router": {"d": 5917169468377283378_u64, "policy": "retry_if_busy", "routers": 2, "tries": 2},
+        "run": {"duration": "62.87782980733789ms ", "max_waiting": 589616, "replications": 2,
+                "warmup": 61.84823733881897},
+        "service": {"distribution": "gamma", "mean": "41.62229506120366ms", "round_up": null,
+                    "shape": 2.2250738585072014e-308}});
+    assert_refused(&doc, "service", &["coefficient of variation"]);
+    // A variable but reasonable gamma is still accepted, with a finite relaxation time.
+    let mut doc = base();
+    doc["service"] = json!({"distribution": "gamma", "mean": "100ms", "shape": 0.01});
+    let s = from_json(&doc).unwrap();
+    assert!(s.relaxation_time().is_some_and(f64::is_finite));
+}
