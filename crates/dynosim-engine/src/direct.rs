@@ -85,6 +85,9 @@ impl<'s> Eligible<'s> {
             connect,
             // Boots follow restarts, which this engine has none of (no memory model).
             boot_time: _,
+            // Dynos stop only when an autoscaler removes them.
+            lifecycle: _,
+            autoscale,
             router_timeout,
             queue_timeout,
             client_timeout,
@@ -121,6 +124,9 @@ impl<'s> Eligible<'s> {
         };
         if request.is_some() {
             return Err("requests with phases share CPU and resources");
+        }
+        if autoscale.is_some() {
+            return Err("an autoscaler changes the fleet's size during the run");
         }
         if !resources.is_empty() {
             return Err("shared resources");
