@@ -121,6 +121,14 @@ impl AutoscaleRule for HireFire {
     fn interval(&self) -> f64 {
         self.interval
     }
+    /// The upscale timeout after an upscale; the downscale timeout after a downscale.
+    fn cooldown(&self, up: bool) -> f64 {
+        if up {
+            self.up_timeout
+        } else {
+            self.down_timeout
+        }
+    }
 
     fn reading(&self) -> Option<Reading> {
         Some(Reading {

@@ -81,6 +81,14 @@ impl AutoscaleRule for Judoscale {
     fn interval(&self) -> f64 {
         self.interval
     }
+    /// The upscale frequency after an upscale; the downscale delay after a downscale.
+    fn cooldown(&self, up: bool) -> f64 {
+        if up {
+            self.cooldown
+        } else {
+            self.downscale_delay
+        }
+    }
 
     fn reading(&self) -> Option<Reading> {
         Some(Reading {

@@ -174,6 +174,13 @@ pub trait AutoscaleRule: Send + Sync + Debug + RuleClone {
     /// them. Called at increasing times; the answer is taken as applied, and the next call
     /// shows the fleet as it then is.
     fn evaluate(&mut self, now: f64, fleet: Fleet, observed: Observed) -> Decision;
+    /// Seconds after a scale event in direction `up` (true: a scale-up) within which a scale
+    /// event the other way counts as a reversal (`autoscale.reversals`): the rule's own
+    /// cooldown or delay that follows such an event. The default: one interval.
+    fn cooldown(&self, up: bool) -> f64 {
+        let _ = up;
+        self.interval()
+    }
 }
 
 /// Lets a configured rule be copied for each replication.
@@ -348,6 +355,11 @@ impl Autoscaler {
         if let Some(window) = &mut self.window {
             window.record_total(t, total, count);
         }
+    }
+
+    /// See [`AutoscaleRule::cooldown`].
+    pub fn cooldown(&self, up: bool) -> f64 {
+        self.rule.cooldown(up)
     }
 
     /// The rule's decision at `now`, clamped to `[min, max]`, with the metric as it saw it.
