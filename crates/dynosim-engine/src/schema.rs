@@ -386,7 +386,7 @@ pub const KINDS: &[Kind] = &[
         name: "hirefire",
         meaning: "HireFire's queue-time or response-time manager: at each checkup a percentile \
                   or the average of the times since the last one, against a maximum and a \
-                  minimum, after `sensitivity` breaches in a row",
+                  minimum, after a number of breaches in a row (the sensitivity)",
     },
     Kind {
         section: "autoscale",
@@ -1620,8 +1620,8 @@ pub const KEYS: &[Key] = &[
         unit: "",
         default: Default::Value(r#""queue""#),
         example: r#""response""#,
-        meaning: "the times read: queue times (Web::Logplex::QueueTime) or response times \
-                  (Web::Logplex::ResponseTime)",
+        meaning: "the times read: queue times or response times (HireFire's QueueTime and \
+                  ResponseTime managers)",
     },
     Key {
         section: "autoscale",
@@ -1730,9 +1730,10 @@ pub const KEYS: &[Key] = &[
         name: "window",
         value: "duration > 0",
         unit: "s",
-        default: Default::Described("the interval: the times since the last checkup"),
+        default: Default::Described("the interval"),
         example: r#""2min""#,
-        meaning: "the times the figure is taken over",
+        meaning: "the times the figure is taken over (by default those since the last \
+                  checkup)",
     },
     Key {
         section: "autoscale",
@@ -1809,7 +1810,7 @@ pub const KEYS: &[Key] = &[
         default: Default::Value(r#""0s""#),
         example: r#""1min""#,
         meaning: "a scale-up goes no higher than the lowest recommendation of this window \
-                  (behavior.scaleUp.stabilizationWindowSeconds)",
+                  (the scale-up stabilization window)",
     },
     Key {
         section: "autoscale",
@@ -1820,7 +1821,7 @@ pub const KEYS: &[Key] = &[
         default: Default::Value(r#""5min""#),
         example: r#""10min""#,
         meaning: "a scale-down goes no lower than the highest recommendation of this window \
-                  (behavior.scaleDown.stabilizationWindowSeconds)",
+                  (the scale-down stabilization window)",
     },
     Key {
         section: "autoscale",
