@@ -14,8 +14,8 @@
 //! simulation (queue times when a request starts, response times when the router logs its
 //! answer, each dyno's CPU and busy fraction as it reports them), calls
 //! [`Autoscaler::evaluate`] every `interval`, and boots or drains dynos to reach the size asked
-//! for. Until then nothing in a scenario reaches this module: `[autoscale]` is not in
-//! [`crate::scenario`] or [`crate::schema`] yet.
+//! for. Until then a scenario's `[autoscale]` is read and checked ([`crate::scenario`] builds
+//! an [`Autoscaler`]) and documented ([`crate::schema`]), but no run evaluates it.
 //!
 //! The rules, their parameters, and which defaults come from the vendors' documentation and
 //! which dynosim assumes: docs/autoscaling.md.
