@@ -188,7 +188,11 @@ impl Measures {
                 Box::new(FleetMeasures {
                     running: level.clone(),
                     serving: level,
-                    min: if scenario.warmup > 0.0 { f64::INFINITY } else { initial },
+                    min: if scenario.warmup > 0.0 {
+                        f64::INFINITY
+                    } else {
+                        initial
+                    },
                     max: if scenario.warmup > 0.0 { 0.0 } else { initial },
                     starts: 0,
                     r10: 0,
@@ -631,9 +635,10 @@ impl Measures {
             f
         });
         let dyno_time = fleet.as_ref().map(|f| (f.serving.area, f.running.area));
-        let extra = self.inside.take().map(|inside| {
-            finish_inside(*inside, scenario, w, span, dyno_time)
-        });
+        let extra = self
+            .inside
+            .take()
+            .map(|inside| finish_inside(*inside, scenario, w, span, dyno_time));
         let per_dyno: Vec<f64> = if fleet.is_some() {
             Vec::new()
         } else {

@@ -14,10 +14,8 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(test: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "dynosim-lifecycle-{test}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("dynosim-lifecycle-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         TempDir(dir)
     }

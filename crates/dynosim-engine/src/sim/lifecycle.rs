@@ -189,10 +189,7 @@ impl Simulation<'_> {
     /// database does not know), and then gives its connection back.
     pub(super) fn restart(&mut self, dyno: usize) {
         self.measures.restarted(self.now);
-        let stopping = matches!(
-            self.fleet.life[dyno],
-            Life::Draining | Life::Terminating
-        );
+        let stopping = matches!(self.fleet.life[dyno], Life::Draining | Life::Terminating);
         if self.fleet.life[dyno] == Life::Up {
             self.routers.take_down(dyno);
         }
@@ -330,7 +327,11 @@ impl Simulation<'_> {
             Life::Draining => self.sigterm(dyno),
             Life::Terminating => self.sigkill(dyno),
             Life::Up | Life::Stopped => {
-                debug_assert!(false, "a lifecycle event for a dyno {:?}", self.fleet.life[dyno])
+                debug_assert!(
+                    false,
+                    "a lifecycle event for a dyno {:?}",
+                    self.fleet.life[dyno]
+                )
             }
         }
     }
@@ -412,7 +413,10 @@ impl Simulation<'_> {
         for req in raced {
             self.kill(req, dyno, ErrorKind::H13, &mut released);
         }
-        debug_assert!(released.is_empty(), "a request in a backlog holds no connection");
+        debug_assert!(
+            released.is_empty(),
+            "a request in a backlog holds no connection"
+        );
         if !self.exit_if_idle(dyno) {
             let at = self.now + self.s.lifecycle.shutdown_grace;
             self.events.reschedule_life(at, dyno as u32);

@@ -66,9 +66,9 @@ use crate::scenario::{Scenario, Workload};
 use dyno::{Dyno, DynoRest, Fifo, Processes};
 use events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use fleet::Fleet;
-use scaling::Scaling;
 use resource::ResourceState;
 use router::Routers;
+use scaling::Scaling;
 use sharing::{Sharing, SharingStore};
 use timers::Deadlines;
 

@@ -150,7 +150,11 @@ impl Simulation<'_> {
             self.measures.scaled(now, reversal);
             self.scale_to(desired);
         }
-        let next = now + self.scaling.as_ref().map_or(f64::INFINITY, |s| s.interval());
+        let next = now
+            + self
+                .scaling
+                .as_ref()
+                .map_or(f64::INFINITY, |s| s.interval());
         if next < self.measures.window_end() {
             self.events.schedule(next, BOOT, Event::Autoscale);
         }
