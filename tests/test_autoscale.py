@@ -109,3 +109,67 @@ def test_mistakes_in_autoscale_give_one_line_and_write_nothing(cli, tmp_path, ch
     result = cli("run", path, "--timeseries", str(tmp_path / "series.csv"), cwd=tmp_path)
     assert_one_line_error(result, *fragments)
     assert sorted(os.listdir(tmp_path)) == ["fleet.toml"]
+
+
+#: A schedule from 2 to 5 dynos at 10 min and back to 3 at 20 min, with a constant 30 s boot:
+#: the new dynos are up 30 s after the evaluation at 10 min.
+SCHEDULED = """
+name = "scheduled"
+[arrivals]
+process = "poisson"
+rate = "20/s"
+[service]
+distribution = "exponential"
+mean = "50ms"
+[fleet]
+dynos = 2
+boot_time = "30s"
+[autoscale]
+rule = "schedule"
+max = 5
+interval = "1min"
+schedule = [["0s", 2], ["10min", 5], ["20min", 3]]
+[run]
+duration = "30min"
+warmup = "0s"
+replications = 2
+"""
+
+
+def test_the_time_series_shows_the_fleet_and_the_p95(cli, tmp_path):
+    import csv
+
+    path = write(tmp_path, SCHEDULED)
+    out = tmp_path / "series.csv"
+    result = cli("run", path, "--timeseries", str(out), "--interval", "10s", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert (tmp_path / "series.png").stat().st_size > 0
+    at = {round(float(r["time"])): r for r in rows}
+    fleet = {t: (int(r["dynos_up"]), int(r["dynos_booting"]), int(r["dynos_draining"])) for t, r in at.items()}
+    assert fleet[590] == (2, 0, 0)
+    assert fleet[610] == (2, 3, 0) and fleet[620] == (2, 3, 0)   # booting from 600 s
+    assert fleet[630] == (5, 0, 0)                                # up at 600 + 30 s
+    assert fleet[1200] == (3, 0, 2)                               # marked down at 1200 s
+    assert fleet[1210] == (3, 0, 0)                               # gone by their SIGTERM at 1201 s
+    # A schedule reads no metric; the p95 is of the interval's answers.
+    assert all(r["autoscale_metric"] == "" for r in rows)
+    assert all(r["response_p95"] != "" and float(r["response_p95"]) > 0 for r in rows)
+
+
+def test_the_time_series_shows_the_metric_the_rule_saw(cli, tmp_path):
+    import csv
+
+    path = write(tmp_path, HPA)
+    out = tmp_path / "series.csv"
+    result = cli("run", path, "--timeseries", str(out), "--interval", "15s", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open()))
+    seen = [float(r["autoscale_metric"]) for r in rows if r["autoscale_metric"] != ""]
+    # The HPA's default reading is 15 s of reports shown 15 s late: nothing before 30 s.
+    assert rows[0]["autoscale_metric"] == ""
+    assert len(seen) >= len(rows) - 2
+    assert all(0 <= u <= 1 for u in seen)
+    # Settled (after the first 30 minutes), the busy fraction it sees is near the target.
+    late = [float(r["autoscale_metric"]) for r in rows if float(r["time"]) > 1800]
+    assert 0.4 < sum(late) / len(late) < 0.6

@@ -311,6 +311,16 @@ pub struct Frame {
     pub failed: u64,
     /// Requests answered with an error so far, by kind.
     pub errors: ErrorTable<u64>,
+    /// The fleet now: dynos up (routed to), booting, and draining or terminating.
+    pub dynos_up: u32,
+    pub dynos_booting: u32,
+    pub dynos_draining: u32,
+    /// The autoscaler's metric as its rule last saw it (seconds, or a fraction); None without
+    /// an autoscaler, before its first evaluation, or when its window was empty.
+    pub autoscale_metric: Option<f64>,
+    /// The 95th percentile of the response times of the answers given since the last frame
+    /// (errors included); None when none was given.
+    pub response_p95: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

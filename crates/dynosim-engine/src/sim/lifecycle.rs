@@ -176,9 +176,7 @@ impl Simulation<'_> {
         }
         if !answered {
             self.measures.errored(error, arrival, now);
-            if let Some(scaling) = self.scaling.as_deref_mut() {
-                scaling.response_time(now, now - arrival);
-            }
+            self.answered(arrival);
             self.respond(client);
         }
     }

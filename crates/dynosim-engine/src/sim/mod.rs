@@ -264,6 +264,8 @@ struct TraceRecorder {
     per_dyno: bool,
     next: f64,
     frames: Vec<Frame>,
+    /// The response times of the answers since the last frame.
+    responses: crate::stats::TimeStats,
 }
 
 struct Simulation<'s> {
@@ -405,6 +407,7 @@ pub fn trace_replication(
         per_dyno,
         next: 0.0,
         frames: Vec::with_capacity(frames as usize),
+        responses: crate::stats::TimeStats::default(),
     };
     simulate(scenario, replication, Some(recorder), interrupted)
         .map(|(result, trace)| (result, trace.expect("a recorder was given")))
@@ -665,6 +668,19 @@ fn simulate(
 }
 
 impl Simulation<'_> {
+    /// A request that arrived at `arrival` was answered now (by its app or with an error), as
+    /// the router logs it: for the autoscaler's response-time rules and the trace's p95.
+    #[inline]
+    fn answered(&mut self, arrival: f64) {
+        let seconds = self.now - arrival;
+        if let Some(scaling) = self.scaling.as_deref_mut() {
+            scaling.response_time(self.now, seconds);
+        }
+        if let Some(trace) = self.trace.as_mut() {
+            trace.responses.record(seconds);
+        }
+    }
+
     /// Asks for what the next event will first need (its dyno's CPU, or its request), so
     /// that the cache misses of a large fleet overlap with the work on the current event
     /// rather than following it. Only the first level: a load that depends on another (the
@@ -738,6 +754,8 @@ impl Simulation<'_> {
                 busy += u64::from(d.busy);
                 dyno_waiting += u64::from(d.waiting);
             }
+            let responses = std::mem::take(&mut trace.responses);
+            let response_p95 = (responses.count() > 0).then(|| responses.summary().p95);
             trace.frames.push(Frame {
                 time: trace.next,
                 depth: if trace.per_dyno {
@@ -753,6 +771,11 @@ impl Simulation<'_> {
                 completed: self.measures.completions(),
                 failed: self.measures.failures(),
                 errors: self.measures.errors_so_far(),
+                dynos_up: self.fleet.up,
+                dynos_booting: self.fleet.booting,
+                dynos_draining: self.fleet.stopping,
+                autoscale_metric: self.scaling.as_ref().and_then(|s| s.last_seen()),
+                response_p95,
             });
             trace.next = (trace.frames.len() as f64) * trace.interval;
         }

@@ -211,9 +211,7 @@ impl Simulation<'_> {
         self.slab.release(req);
         if !answered {
             self.measures.errored(error, arrival, self.now);
-            if let Some(scaling) = self.scaling.as_deref_mut() {
-                scaling.response_time(self.now, self.now - arrival);
-            }
+            self.answered(arrival);
             self.respond_after(client, NO_DYNO_BACKOFF);
         }
     }

@@ -39,6 +39,8 @@ pub(super) struct Scaling {
     metric: Option<Metric>,
     /// The last scale event: when, and whether it was up.
     last: Option<(f64, bool)>,
+    /// The metric as the rule saw it at its last evaluation.
+    seen: Option<f64>,
     /// For a per-dyno report: the fleet's busy threads (utilisation), or the core-seconds
     /// used since the last report (CPU).
     threads: Integral,
@@ -53,6 +55,7 @@ impl Scaling {
             metric: autoscaler.reading().map(|r| r.metric),
             autoscaler,
             last: None,
+            seen: None,
             threads: Integral::default(),
             cpu_area: 0.0,
             serving: Integral {
@@ -64,6 +67,12 @@ impl Scaling {
 
     pub fn interval(&self) -> f64 {
         self.autoscaler.interval()
+    }
+
+    /// The metric as the rule saw it at its last evaluation (None: never, or nothing in its
+    /// window).
+    pub fn last_seen(&self) -> Option<f64> {
+        self.seen
     }
 
     /// A request's queue time (to its start on a thread), at `now`.
@@ -140,6 +149,7 @@ impl Simulation<'_> {
         };
         scaling.report(now, cores, threads);
         let evaluation = scaling.autoscaler.evaluate(now, fleet);
+        scaling.seen = evaluation.observed.value;
         let desired = evaluation.decision.desired;
         if desired != fleet.size {
             let up = desired > fleet.size;

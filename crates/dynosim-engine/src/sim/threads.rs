@@ -150,9 +150,7 @@ impl Simulation<'_> {
         entry.router_done = true;
         if !answered {
             self.measures.completed(arrival, now);
-            if let Some(scaling) = self.scaling.as_deref_mut() {
-                scaling.response_time(now, now - arrival);
-            }
+            self.answered(arrival);
             if self.measures.detailed() {
                 self.measures.class_completed(class as usize, arrival, now);
             }

@@ -209,9 +209,7 @@ impl Simulation<'_> {
         e.router_done = true;
         let (arrival, client) = (e.arrival, e.client);
         self.measures.errored(error, arrival, now);
-        if let Some(scaling) = self.scaling.as_deref_mut() {
-            scaling.response_time(now, now - arrival);
-        }
+        self.answered(arrival);
         self.slab.release(req);
         self.respond(client);
     }
@@ -254,9 +252,7 @@ impl Simulation<'_> {
             self.slab.entries[req as usize].cpu_left = cpu_now + later;
         }
         self.measures.errored(error, arrival, now);
-        if let Some(scaling) = self.scaling.as_deref_mut() {
-            scaling.response_time(now, now - arrival);
-        }
+        self.answered(arrival);
         self.respond(client);
     }
 }
