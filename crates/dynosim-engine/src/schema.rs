@@ -176,6 +176,15 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "fleet.deploy",
+        meaning: "A deploy (`[[fleet.deploy]]`, one table each, in time order): every dyno is \
+                  replaced by a new one, at once (the app is down for a boot) or with preboot \
+                  (the new dynos boot first and take the traffic when all are up).",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: true,
+    },
+    Section {
         name: "app.memory",
         meaning: "What each part of a dyno holds in memory (all 0, memory not modelled, unless \
                   given). Over the dyno's quota (`fleet.memory`) it swaps (R14) and CPU work \
@@ -969,6 +978,39 @@ pub const KEYS: &[Key] = &[
         example: r#""10s""#,
         meaning: "from a stopped dyno's SIGTERM to its SIGKILL: the time it has to finish the \
                   requests it holds; those it still holds then fail (Heroku's 30 s)",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "cycling",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Off,
+        example: r#""24h""#,
+        meaning: "daily restarts: each dyno is replaced this long after it came up, plus a random \
+                  offset of up to 216 min (Heroku's \"24h\"); the fleet's dynos are of random \
+                  ages at the start",
+    },
+    Key {
+        section: "fleet.deploy",
+        kind: None,
+        name: "at",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Required,
+        example: r#""30s""#,
+        meaning: "when the deploy comes, from the run's start (before its end)",
+    },
+    Key {
+        section: "fleet.deploy",
+        kind: None,
+        name: "preboot",
+        value: "true or false",
+        unit: "",
+        default: Default::Value("false"),
+        example: "true",
+        meaning: "the new dynos boot beside the old ones and take the traffic when all are up; \
+                  false: every dyno restarts at once",
     },
     // --- [app]
     Key {
