@@ -1584,10 +1584,11 @@ pub const KEYS: &[Key] = &[
         name: "upscale_above",
         value: "duration > 0",
         unit: "s",
-        default: Default::Described("100 ms, or twice downscale_below if only that is given"),
+        default: Default::Described("100 ms"),
         example: r#""200ms""#,
         meaning: "the p95 queue time above which `step` dynos are added at once (assumed: \
-                  Dynoscale's default; Judoscale publishes none)",
+                  Dynoscale's default; Judoscale publishes none); either bound given alone \
+                  sets the other at half or twice it",
     },
     Key {
         section: "autoscale",
@@ -1595,7 +1596,7 @@ pub const KEYS: &[Key] = &[
         name: "downscale_below",
         value: "duration > 0, below upscale_above",
         unit: "s",
-        default: Default::Described("50 ms, or half upscale_above if only that is given"),
+        default: Default::Described("50 ms"),
         example: r#""20ms""#,
         meaning: "the p95 queue time below which a dyno is removed, after downscale_delay \
                   (assumed, as upscale_above)",
@@ -1691,9 +1692,10 @@ pub const KEYS: &[Key] = &[
         name: "upscale_above",
         value: "duration > 0",
         unit: "s",
-        default: Default::Described("250 ms, or 2.5 x downscale_below if only that is given"),
+        default: Default::Described("250 ms"),
         example: r#""500ms""#,
-        meaning: "the maximum: a figure above it is a breach up",
+        meaning: "the maximum: a figure above it is a breach up; either bound given alone sets \
+                  the other at 2.5 times less or more",
     },
     Key {
         section: "autoscale",
@@ -1701,7 +1703,7 @@ pub const KEYS: &[Key] = &[
         name: "downscale_below",
         value: "duration > 0, below upscale_above",
         unit: "s",
-        default: Default::Described("100 ms, or upscale_above / 2.5 if only that is given"),
+        default: Default::Described("100 ms"),
         example: r#""200ms""#,
         meaning: "the minimum: a figure below it is a breach down",
     },
