@@ -173,3 +173,32 @@ def test_the_time_series_shows_the_metric_the_rule_saw(cli, tmp_path):
     # Settled (after the first 30 minutes), the busy fraction it sees is near the target.
     late = [float(r["autoscale_metric"]) for r in rows if float(r["time"]) > 1800]
     assert 0.4 < sum(late) / len(late) < 0.6
+
+
+def test_autoscale_day_runs_its_cases_on_the_same_traffic(cli):
+    """`dynosim run autoscale-day` (the issue's command): five ways of sizing a fleet over a
+    day. What must hold whatever the draws: the fixed fleet's bill is 5 dynos x 24 h at
+    Standard-2X's $50 a month prorated per second; the HPA on CPU never scales up, because the
+    app's CPU can never reach its target (4 workers x 30 ms of CPU in 200 ms over 2 cores is
+    at most 30% of a dyno, under 60% x (1 - 0.1)), so it sits at its minimum and its requests
+    queue; every case runs the same requests."""
+    result = cli("run", "autoscale-day", "--json")
+    assert result.returncode == 0, result.stderr
+    cases = {c["label"]: c["results"][0] for c in json.loads(result.stdout)["cases"]}
+    assert list(cases) == ["fixed, 5 dynos", "heroku p95 800ms", "judoscale 50-100ms", "hpa cpu 60%", "schedule"]
+    fixed = cases["fixed, 5 dynos"]["summary"]
+    assert fixed["cost"]["dollars"]["mean"] == pytest.approx(5 * 86400 * 50 / (730 * 3600), rel=1e-12)
+    assert "fleet" not in fixed and "autoscale" not in fixed
+    hpa = cases["hpa cpu 60%"]["summary"]
+    assert hpa["fleet"]["size"]["max"]["mean"] == 2 and hpa["autoscale"]["actions"]["mean"] == 0
+    assert hpa["dyno"]["cpu_utilisation"]["mean"] < 0.6 * 0.9
+    for label, r in cases.items():
+        if label != "hpa cpu 60%":
+            assert r["summary"]["response"]["p95"]["mean"] < hpa["response"]["p95"]["mean"], label
+        # The same traffic: the requests of replication k are the same in every case.
+        assert [p["requests"] for p in r["per_replication"]] == [
+            p["requests"] for p in cases["fixed, 5 dynos"]["per_replication"]], label
+    for label in ("heroku p95 800ms", "judoscale 50-100ms", "schedule"):
+        s = cases[label]["summary"]
+        assert 2 <= s["fleet"]["size"]["min"]["mean"] <= s["fleet"]["size"]["max"]["mean"] <= 10, label
+        assert s["autoscale"]["actions"]["mean"] > 0, label
