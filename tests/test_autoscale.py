@@ -202,3 +202,34 @@ def test_autoscale_day_runs_its_cases_on_the_same_traffic(cli):
         s = cases[label]["summary"]
         assert 2 <= s["fleet"]["size"]["min"]["mean"] <= s["fleet"]["size"]["max"]["mean"] <= 10, label
         assert s["autoscale"]["actions"]["mean"] > 0, label
+
+
+def test_router_logs_replay_through_an_autoscaled_fleet(cli, tmp_path):
+    """`dynosim logs replay LOG --scenario fleet.toml` with `[autoscale]` (the issue's
+    command), on replay-hand.log: six requests arriving at 0, 0.25, 0.375, 0.5, 0.625 and 2 s
+    for 1, 0.5, 0.5, 0.125, 0.25 and 0.125 s. One single-slot dyno behind an intelligent router;
+    a schedule asks for a second dyno at its evaluation at 0.5 s, which boots for 0.25 s. By
+    hand: the first request holds the first dyno until 1 s; the next four wait at the router;
+    at 0.75 s the new dyno takes the 0.25 s request (waited 0.5), at 1 s the first dyno the
+    0.375 s one (0.625), at 1.25 s the new dyno the 0.5 s one (0.75), at 1.375 s the 0.625 s one
+    (0.75); the last finds a dyno free. So 4 of 6 wait, 2.625 s in all, 4 at once at most, and
+    the fleet runs one dyno over the whole trace (2 s) and one from 0.5 s."""
+    from conftest import ROOT
+
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('name = "autoscaled"\n[arrivals]\nprocess = "poisson"\nrate = "1/s"\n[service]\n'
+                     'distribution = "constant"\nvalue = "100ms"\n[fleet]\ndynos = 1\nboot_time = "250ms"\n'
+                     '[router]\npolicy = "intelligent"\ntimeout = "off"\n'
+                     '[autoscale]\nrule = "schedule"\nmin = 1\nmax = 2\ninterval = "500ms"\n'
+                     'schedule = [["0s", 1], ["500ms", 2]]\n')
+    log = ROOT / "tests" / "fixtures" / "logs" / "replay-hand.log"
+    result = cli("logs", "replay", str(log), "--scenario", str(fleet), "--json")
+    assert result.returncode == 0, result.stderr
+    [report] = json.loads(result.stdout)["results"]
+    rep = report["per_replication"][0]
+    assert rep["requests"] == 6
+    assert rep["queued_fraction"] == 4 / 6
+    assert rep["queue"]["mean"] == pytest.approx(2.625 / 6, abs=1e-9)
+    assert rep["max_queue_depth"]["router"] == 4
+    assert rep["fleet"]["dyno_seconds"] == pytest.approx(2.0 + 1.5, abs=1e-5)
+    assert rep["fleet"]["starts"] == 1 and rep["autoscale"]["actions"] == 1
