@@ -243,3 +243,49 @@ fn daily_restarts_come_once_a_cycle_on_average() {
         assert_eq!(r.error_counts.total, 0);
     }
 }
+
+/// A metric-driven step up: the HPA on utilisation reads 15 s windows shown 15 s late, every
+/// 15 s. The rate steps from 5/s to 50/s at 300 s (on an evaluation): the window [300, 315)
+/// is the first to see the load, it is visible from 330 s, so the evaluation at 330 s is the
+/// first to scale up (two dynos saturated: ceil(2 x 1 / 0.5) = 4), and the new dynos, booting
+/// a constant 20 s, are first up at 350 s: the step plus the window, the delay and the boot.
+#[test]
+fn a_metric_step_is_served_a_window_a_delay_and_a_boot_later() {
+    let doc = json!({
+        "arrivals": {"process": "poisson",
+                     "rate": [["0s", "5/s"], ["300s", "5/s"], ["300s", "50/s"], ["600s", "50/s"]]},
+        "service": {"distribution": "exponential", "mean": "100ms"},
+        "fleet": {"dynos": 2, "boot_time": "20s"},
+        "router": {"timeout": "off"},
+        "autoscale": {"rule": "hpa", "metric": "utilisation", "target": 0.5, "min": 2, "max": 20},
+        "run": {"duration": "600s", "warmup": "0s", "replications": 3, "allow_overload": true},
+    });
+    let s = build(&doc.to_string());
+    for rep in 0..3 {
+        let (_, trace) =
+            dynosim_engine::trace_replication(&s, rep, 0.5, 400.0, false, &never_interrupted)
+                .expect("runs");
+        let at = |t: f64| {
+            trace
+                .frames
+                .iter()
+                .find(|f| (f.time - t).abs() < 1e-9)
+                .unwrap_or_else(|| panic!("a frame at {t}"))
+        };
+        for f in trace.frames.iter().filter(|f| f.time < 330.0) {
+            assert_eq!(
+                (f.dynos_up, f.dynos_booting),
+                (2, 0),
+                "replication {rep} at {}",
+                f.time
+            );
+        }
+        assert_eq!(
+            (at(330.0).dynos_up, at(330.0).dynos_booting),
+            (2, 2),
+            "replication {rep}"
+        );
+        assert_eq!(at(349.5).dynos_up, 2, "replication {rep}");
+        assert_eq!(at(350.0).dynos_up, 4, "replication {rep}");
+    }
+}
