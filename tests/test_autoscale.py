@@ -233,3 +233,18 @@ def test_router_logs_replay_through_an_autoscaled_fleet(cli, tmp_path):
     assert rep["max_queue_depth"]["router"] == 4
     assert rep["fleet"]["dyno_seconds"] == pytest.approx(2.0 + 1.5, abs=1e-5)
     assert rep["fleet"]["starts"] == 1 and rep["autoscale"]["actions"] == 1
+
+
+def test_capacity_sizes_the_fixed_fleet_of_an_autoscaled_scenario(cli, tmp_path):
+    """capacity varies fleet.dynos: with [autoscale] that is only the initial fleet, so it
+    leaves the autoscaler out, says so, and answers as for the scenario without it."""
+    with_it = write(tmp_path, HPA)
+    without = write(tmp_path, HPA.split("[autoscale]")[0] + "[run]\nduration = \"30min\"\nwarmup = \"30min\"\n"
+                    "replications = 3\n", "fixed.toml")
+    args = ["--target", "response.p95 <= 1s", "--json"]
+    a, b = cli("capacity", with_it, *args), cli("capacity", without, *args)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert "[autoscale] is left out" in a.stderr and "[autoscale]" not in b.stderr
+    dynos = [r["dynos"] for r in json.loads(a.stdout)["results"]]
+    # Stable needs more dynos than the 10 busy threads (100/s x 100 ms).
+    assert dynos == [r["dynos"] for r in json.loads(b.stdout)["results"]] and dynos[0] >= 11
