@@ -523,10 +523,7 @@ impl Simulation<'_> {
     /// `fleet.stop_delay`.
     fn stop_dyno(&mut self, dyno: usize) {
         match self.fleet.life[dyno] {
-            Life::Booting => {
-                self.events.cancel(Event::Life { dyno: dyno as u32 });
-                self.exit(dyno);
-            }
+            Life::Booting => self.exit(dyno),
             Life::Up => {
                 if self.routers.is_up(dyno) {
                     self.routers.take_down(dyno);
@@ -574,7 +571,6 @@ impl Simulation<'_> {
     pub(super) fn exit_if_idle(&mut self, dyno: usize) -> bool {
         let d = &self.dynos[dyno];
         if d.closed && d.busy == 0 && d.waiting == 0 {
-            self.events.cancel(Event::Life { dyno: dyno as u32 });
             self.exit(dyno);
             true
         } else {
@@ -586,6 +582,9 @@ impl Simulation<'_> {
     /// counts, and requests still on their way to it fail when they reach it (they raced it,
     /// H13): the slot's next dyno is another.
     fn exit(&mut self, dyno: usize) {
+        // Its pending step (a SIGTERM or SIGKILL still to come, when an R15 ended it first)
+        // is no one's: the slot's next dyno schedules its own.
+        self.events.cancel(Event::Life { dyno: dyno as u32 });
         let connecting: Vec<u32> = (0..self.slab.entries.len() as u32)
             .filter(|&i| {
                 let e = &self.slab.entries[i as usize];
