@@ -688,7 +688,7 @@ impl Scenario {
         let timeout = self.lifecycle.boot_timeout;
         let in_time = self.boot_time.cdf(timeout);
         let per_boot = ((1.0 - in_time) / in_time).min(horizon / timeout);
-        if !(per_boot <= MAX_R10_PER_BOOT) {
+        if per_boot.is_nan() || per_boot > MAX_R10_PER_BOOT {
             let odds = if in_time > 0.0 {
                 format!("once in {:.0e} tries", 1.0 / in_time)
             } else {
@@ -706,7 +706,7 @@ impl Scenario {
         // Each evaluation is an event, and reads the rule's window.
         if let Some(a) = &self.autoscale {
             let evaluations = horizon / a.interval();
-            if !(evaluations <= MAX_EVALUATIONS) {
+            if evaluations.is_nan() || evaluations > MAX_EVALUATIONS {
                 return Err(Error::config(
                     "autoscale.interval",
                     format!(
