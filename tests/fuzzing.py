@@ -44,7 +44,7 @@ BASE: Dict[str, Any] = {
 }
 
 SECTIONS = ["arrivals", "service", "fleet", "router", "run", "cost", "cases", "name", "description",
-            "app", "request", "resources"]
+            "app", "request", "resources", "autoscale"]
 KEYS = [
     "arrivals.process", "arrivals.rate",
     "service.distribution", "service.mean", "service.median", "service.scale", "service.shape",
@@ -64,7 +64,17 @@ KEYS = [
     "app.restart_at", "app.memory.dyno", "app.memory.process", "app.memory.thread", "app.memory.request",
     "app.memory.arena", "request.phases", "request.class", "resources.db.servers", "resources.db.discipline",
     "resources.db.pool", "resources.db.pool.size", "resources.db.pool.per",
+    # A fleet that changes size (issue 24): the lifecycle keys and [autoscale].
+    "fleet.boot_timeout", "fleet.stop_delay", "fleet.shutdown_grace",
+    "autoscale.rule", "autoscale.min", "autoscale.max", "autoscale.interval", "autoscale.window",
+    "autoscale.delay", "autoscale.target", "autoscale.cooldown", "autoscale.downscale_ratio",
+    "autoscale.downscale_delay", "autoscale.upscale_above", "autoscale.downscale_below", "autoscale.step",
+    "autoscale.metric", "autoscale.aggregation", "autoscale.percentile", "autoscale.upscale_step",
+    "autoscale.upscale_sensitivity", "autoscale.upscale_timeout", "autoscale.tolerance",
+    "autoscale.up_stabilization", "autoscale.down_policies", "autoscale.up_select",
+    "autoscale.scale_in_ratio", "autoscale.scale_out_datapoints", "autoscale.schedule",
 ]
+RULES = ["heroku", "judoscale", "hirefire", "hpa", "target_tracking", "schedule"]
 DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles", "uniform"]
 POLICIES = ["random", "round_robin", "least_connections", "power_of_d", "retry_if_busy", "intelligent"]
 UNITS = ["", "ns", "us", "µs", "ms", "s", "sec", "min", "m", "h", "d", "/s", "/min", "/h", " per second",
@@ -254,7 +264,65 @@ def plausible_documents(draw: Any) -> Dict[str, Any]:
         doc["router"]["routers"] = draw(count(1, 5))
     doc["run"] = {"duration": draw(_durations(0.001, 60)), "warmup": draw(_durations(0, 10)),
                   "replications": draw(count(1, 5)), "seed": draw(st.integers(0, 2**64 - 1))}
+    if draw(st.integers(0, 3)) == 0:
+        doc["autoscale"] = draw(autoscale_tables(doc["fleet"]["dynos"]))
+        for key, value in draw(lifecycle_keys()).items():
+            doc["fleet"][key] = value
     return doc
+
+
+@st.composite
+def autoscale_tables(draw: Any, dynos: Any) -> Dict[str, Any]:
+    """An ``[autoscale]`` table: a rule, ``min`` and ``max`` around the fleet (sometimes not),
+    an interval, and some of the rule's keys with plausible values, sometimes odd ones."""
+    rule = draw(st.sampled_from(RULES + ["keda"]))
+    low = draw(st.integers(1, 5))
+    high = draw(st.integers(low, 20)) if draw(st.integers(0, 4)) else draw(_interesting_ints)
+    table: Dict[str, Any] = {"rule": rule, "min": low, "max": high}
+    if isinstance(dynos, int) and draw(st.integers(0, 3)):
+        table["min"] = max(1, min(low, dynos)) if dynos >= 1 else low
+        table["max"] = max(dynos, table["min"]) if isinstance(high, int) and high >= 1 else high
+    if draw(st.booleans()):
+        table["interval"] = draw(st.one_of(_durations(0.5, 120), _durations(0.5, 120), _unit_text))
+    times = _durations(0.001, 2)
+    own = {
+        "heroku": {"target": times, "cooldown": _durations(0, 120), "downscale_ratio": st.floats(0, 1.5)},
+        "judoscale": {"upscale_above": times, "downscale_below": times, "step": st.integers(-1, 5)},
+        "hirefire": {"metric": st.sampled_from(["queue", "response", "cpu"]),
+                     "aggregation": st.sampled_from(["percentile", "average", "p99"]),
+                     "percentile": st.floats(0, 120), "upscale_step": st.integers(0, 6)},
+        "hpa": {"metric": st.sampled_from(["cpu", "utilisation", "queue.p95"]),
+                "target": st.one_of(st.floats(0, 2), times), "tolerance": st.floats(-0.1, 1.2),
+                "up_select": st.sampled_from(["max", "min", "disabled", "all"]),
+                "down_policies": st.lists(st.fixed_dictionaries(
+                    {"type": st.sampled_from(["pods", "percent", "x"]), "value": st.integers(-1, 200),
+                     "period": _durations(0, 2000)}), max_size=2)},
+        "target_tracking": {"target": st.floats(0, 2), "scale_in_ratio": st.floats(0, 1.2),
+                            "scale_out_datapoints": st.integers(0, 5)},
+        "schedule": {"schedule": st.lists(st.tuples(_durations(0, 90000), st.integers(0, 25)).map(list),
+                                          max_size=4).map(lambda pts: sorted(pts, key=str))},
+        "keda": {"target": times},
+    }[rule]
+    for key, values in own.items():
+        if draw(st.integers(0, 2)):
+            table[key] = draw(values)
+    if draw(st.integers(0, 9)) == 0:  # a key of another rule
+        table[draw(st.sampled_from(["upscale_above", "tolerance", "schedule", "scale_in_cooldown"]))] = "1s"
+    return table
+
+
+@st.composite
+def lifecycle_keys(draw: Any) -> Dict[str, Any]:
+    """Some of ``fleet.boot_time`` (a duration or a distribution), ``boot_timeout``,
+    ``stop_delay`` and ``shutdown_grace``."""
+    keys = {
+        "boot_time": st.one_of(_durations(0, 120), _durations(0.01, 60).map(
+            lambda m: {"distribution": "exponential", "mean": m})),
+        "boot_timeout": st.one_of(_durations(0, 120), _unit_text),
+        "stop_delay": _durations(0, 5),
+        "shutdown_grace": st.one_of(_durations(0, 60), _unit_text),
+    }
+    return {k: draw(v) for k, v in keys.items() if draw(st.booleans())}
 
 
 @st.composite

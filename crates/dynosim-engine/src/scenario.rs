@@ -372,6 +372,12 @@ pub const CYCLING_JITTER: f64 = 216.0 * 60.0;
 
 /// Heroku's boot timeout (R10 past it), its SIGTERM about a second after a dyno is marked down
 /// (AUTOSCALING.md §1.2: 1.3 s observed), and its 30 s from SIGTERM to SIGKILL.
+/// The most evaluations of an autoscaler per replication (a day at 0.1 s, a year at a minute).
+pub const MAX_EVALUATIONS: f64 = 1e6;
+/// The most R10 crashes a boot may expect: a boot that ends in time less often than this, with
+/// a timeout short against the run, is refused (each crash is an event).
+pub const MAX_R10_PER_BOOT: f64 = 1e5;
+
 pub const DEFAULT_LIFECYCLE: Lifecycle = Lifecycle {
     boot_timeout: 60.0,
     stop_delay: 1.0,
@@ -738,6 +744,41 @@ impl Scenario {
                     self.lifecycle.boot_timeout
                 ),
             ));
+        }
+        // While a boot fails, the dyno crashes every boot_timeout and boots again: a boot that
+        // almost never ends in time, against a tiny timeout, would be billions of R10s.
+        let timeout = self.lifecycle.boot_timeout;
+        let in_time = self.boot_time.cdf(timeout);
+        let per_boot = ((1.0 - in_time) / in_time).min(horizon / timeout);
+        if per_boot.is_nan() || per_boot > MAX_R10_PER_BOOT {
+            let odds = if in_time > 0.0 {
+                format!("once in {:.0e} tries", 1.0 / in_time)
+            } else {
+                "almost never".into()
+            };
+            return Err(Error::config(
+                "fleet.boot_timeout",
+                format!(
+                    "a boot ends within {timeout} s {odds}: a dyno would crash (R10) about \
+                     {per_boot:.0e} times per boot, more than {MAX_R10_PER_BOOT:.0e}; raise \
+                     fleet.boot_timeout or shorten fleet.boot_time"
+                ),
+            ));
+        }
+        // Each evaluation is an event, and reads the rule's window.
+        if let Some(a) = &self.autoscale {
+            let evaluations = horizon / a.interval();
+            if evaluations.is_nan() || evaluations > MAX_EVALUATIONS {
+                return Err(Error::config(
+                    "autoscale.interval",
+                    format!(
+                        "an interval of {} s over the run ({horizon} s) is {evaluations:.0e} \
+                         evaluations, more than the engine takes (at most {MAX_EVALUATIONS:.0e} \
+                         per replication): lengthen the interval or shorten the run",
+                        a.interval()
+                    ),
+                ));
+            }
         }
         let mean = self.boot_time.mean();
         if mean >= horizon {

@@ -954,7 +954,8 @@ pub const KEYS: &[Key] = &[
         example: r#""90s""#,
         meaning: "a boot that takes longer crashes at this time (Heroku's R10, 60 s there) and \
                   the dyno boots again. With `[autoscale]`, a `fleet.boot_time` whose every \
-                  draw reaches it is refused",
+                  draw reaches it is refused, as is one so rarely within it that a boot would \
+                  expect more than 100,000 crashes in the run",
     },
     Key {
         section: "fleet",
@@ -1510,7 +1511,8 @@ pub const KEYS: &[Key] = &[
              15s (hpa)",
         ),
         example: r#""30s""#,
-        meaning: "time between two evaluations, the first `interval` after the run's start",
+        meaning: "time between two evaluations, the first `interval` after the run's start; \
+                  at most 1,000,000 evaluations in a replication's run (warmup and duration)",
     },
     // autoscale.rule = "heroku"
     Key {

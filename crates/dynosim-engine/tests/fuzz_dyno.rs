@@ -4,7 +4,12 @@
 //! within a small work budget): the engine must end without a panic or an endless loop, and its
 //! figures must be sane (finite, fractions within [0, 1], as many requests answered as can be).
 //!
-//! `PROPTEST_CASES` sets the number of cases (2,000 by default, about 10 s).
+//! A second property does the same with an `[autoscale]` rule resizing a small fleet (at most
+//! 20 dynos) over a run of 10 to 40 s, with the fleet's lifecycle keys, several routers and
+//! every routing policy, and checks the fleet's books (`check_fleet`).
+//!
+//! `PROPTEST_CASES` sets the number of cases (2,000 by default, about 10 s; 200 of the
+//! autoscaled ones by default, 15 to 30 s with debug assertions on 2 cores).
 
 use dynosim_engine::{never_interrupted, run, Error, Scenario};
 use proptest::prelude::*;
@@ -264,6 +269,362 @@ fn check_report(report: &dynosim_engine::RunReport, doc: &Value) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Autoscaled fleets (issue #24): the same dyno model, with an `[autoscale]` rule resizing a
+// small fleet during a short run, and the lifecycle keys.
+
+fn secs(lo: f64, hi: f64) -> impl Strategy<Value = Value> {
+    (lo..hi).prop_map(|s| json!(format!("{s}s")))
+}
+
+/// A wait of 0 now and then, else from `lo` to `hi` seconds.
+fn wait(lo: f64, hi: f64) -> impl Strategy<Value = Value> {
+    prop_oneof![1 => Just(json!("0s")), 3 => secs(lo, hi)]
+}
+
+/// A rule's own keys, set to make things happen within a short run (intervals of seconds,
+/// thresholds near what the dyno model's requests take), for a fleet of `min` to `max` dynos.
+fn rule(min: i64, max: i64) -> impl Strategy<Value = Value> {
+    let schedule =
+        prop::collection::vec((1.0..60.0f64, min..=max), 0..4).prop_map(move |mut pts| {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            pts.dedup_by(|a, b| a.0 == b.0);
+            let mut table = vec![json!(["0s", pts.first().map_or(min, |p| p.1)])];
+            table.extend(pts.into_iter().map(|(t, n)| json!([format!("{t}s"), n])));
+            json!({"rule": "schedule", "schedule": table})
+        });
+    let heroku = (
+        secs(0.005, 1.0),
+        secs(2.0, 60.0),
+        wait(0.0, 20.0),
+        0.3..0.95f64,
+        wait(0.0, 30.0),
+        wait(0.0, 5.0),
+    )
+        .prop_map(|(target, window, cooldown, ratio, delay_down, delay)| {
+            json!({"rule": "heroku", "target": target, "window": window, "cooldown": cooldown,
+                   "downscale_ratio": ratio, "downscale_delay": delay_down, "delay": delay})
+        });
+    let judoscale = (
+        0.002..0.5f64,
+        0.1..0.9f64,
+        1i64..4,
+        wait(0.0, 30.0),
+        wait(0.0, 30.0),
+        secs(1.0, 20.0),
+        wait(0.0, 10.0),
+    )
+        .prop_map(|(up, ratio, step, cooldown, delay_down, window, delay)| {
+            json!({"rule": "judoscale", "upscale_above": format!("{up}s"),
+                   "downscale_below": format!("{}s", up * ratio), "step": step,
+                   "cooldown": cooldown, "downscale_delay": delay_down, "window": window,
+                   "delay": delay})
+        });
+    let hirefire = (
+        prop::sample::select(vec!["queue", "response"]),
+        prop::sample::select(vec!["percentile", "average"]),
+        50.0..99.9f64,
+        (0.002..0.5f64, 0.1..0.9f64),
+        (1i64..6, 1i64..4, 1i64..4, 1i64..4),
+        (wait(0.0, 30.0), wait(0.0, 30.0)),
+        prop::option::of((secs(1.0, 20.0), wait(0.0, 5.0))),
+    )
+        .prop_map(
+            |(
+                metric,
+                aggregation,
+                percentile,
+                (up, ratio),
+                (us, ds, usens, dsens),
+                (ut, dt),
+                window,
+            )| {
+                let mut r = json!({"rule": "hirefire", "metric": metric, "aggregation": aggregation,
+                   "percentile": percentile, "upscale_above": format!("{up}s"),
+                   "downscale_below": format!("{}s", up * ratio), "upscale_step": us,
+                   "downscale_step": ds, "upscale_sensitivity": usens,
+                   "downscale_sensitivity": dsens, "upscale_timeout": ut, "downscale_timeout": dt});
+                if aggregation == "average" {
+                    r.as_object_mut().unwrap().remove("percentile");
+                }
+                if let Some((w, d)) = window {
+                    r["window"] = w;
+                    r["delay"] = d;
+                }
+                r
+            },
+        );
+    let policies = prop::collection::vec(
+        (
+            prop::sample::select(vec!["pods", "percent"]),
+            1i64..200,
+            secs(1.0, 60.0),
+        )
+            .prop_map(
+                |(kind, value, period)| json!({"type": kind, "value": value, "period": period}),
+            ),
+        1..3,
+    )
+    .boxed();
+    let hpa = (
+        prop_oneof![
+            2 => (prop::sample::select(vec!["cpu", "utilisation"]), 0.1..0.95f64).prop_map(|(m, t)| (m, json!(t))),
+            1 => (0.002..0.5f64).prop_map(|t| ("queue.p95", json!(format!("{t}s")))),
+        ],
+        0.0..0.3f64,
+        (wait(0.0, 60.0), wait(0.0, 60.0)),
+        prop::option::of((policies.clone(), policies)),
+        (prop::sample::select(vec!["max", "min", "disabled"]), prop::sample::select(vec!["max", "min", "disabled"])),
+        (secs(1.0, 20.0), wait(0.0, 15.0)),
+    )
+        .prop_map(|((metric, target), tolerance, (us, ds), policies, (usel, dsel), (window, delay))| {
+            let mut r = json!({"rule": "hpa", "metric": metric, "target": target,
+                               "tolerance": tolerance, "up_stabilization": us,
+                               "down_stabilization": ds, "up_select": usel, "down_select": dsel,
+                               "window": window, "delay": delay});
+            if let Some((up, down)) = policies {
+                r["up_policies"] = Value::from(up);
+                r["down_policies"] = Value::from(down);
+            }
+            r
+        });
+    let target_tracking = (
+        prop::sample::select(vec!["cpu", "utilisation"]),
+        0.1..0.95f64,
+        (1i64..4, 1i64..6),
+        0.3..0.99f64,
+        wait(0.0, 30.0),
+        (secs(1.0, 20.0), wait(0.0, 5.0)),
+    )
+        .prop_map(
+            |(metric, target, (out, inn), ratio, cooldown, (window, delay))| {
+                json!({"rule": "target_tracking", "metric": metric, "target": target,
+                   "scale_out_datapoints": out, "scale_in_datapoints": inn,
+                   "scale_in_ratio": ratio, "scale_in_cooldown": cooldown, "window": window,
+                   "delay": delay})
+            },
+        );
+    (
+        prop_oneof![
+            heroku.boxed(),
+            judoscale.boxed(),
+            hirefire.boxed(),
+            hpa.boxed(),
+            target_tracking.boxed(),
+            schedule.boxed(),
+        ],
+        prop_oneof![3 => secs(0.5, 10.0), 1 => secs(0.05, 0.5)],
+    )
+        .prop_map(move |(mut r, interval)| {
+            r["min"] = json!(min);
+            r["max"] = json!(max);
+            r["interval"] = interval;
+            r
+        })
+}
+
+/// `fleet.boot_time` (a duration or a distribution), and `boot_timeout`, `stop_delay` and
+/// `shutdown_grace` (0 now and then), each present or not.
+fn lifecycle() -> impl Strategy<Value = Vec<(&'static str, Value)>> {
+    let boot = prop_oneof![
+        3 => secs(0.05, 20.0),
+        1 => (0.05..10.0f64).prop_map(|m| json!({"distribution": "exponential", "mean": format!("{m}s")})),
+        1 => (0.0..5.0f64, 0.1..20.0f64).prop_map(|(lo, w)| json!({"distribution": "uniform", "min": format!("{lo}s"), "max": format!("{}s", lo + w)})),
+        1 => (0.1..10.0f64, 0.1..1.5f64).prop_map(|(m, s)| json!({"distribution": "lognormal", "median": format!("{m}s"), "sigma": s})),
+    ];
+    (
+        prop::option::weighted(0.8, boot),
+        prop::option::weighted(0.5, secs(0.5, 30.0)),
+        prop::option::weighted(0.6, wait(0.0, 3.0)),
+        prop::option::weighted(0.6, wait(0.0, 10.0)),
+    )
+        .prop_map(|(boot, timeout, stop, grace)| {
+            [
+                ("boot_time", boot),
+                ("boot_timeout", timeout),
+                ("stop_delay", stop),
+                ("shutdown_grace", grace),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect()
+        })
+}
+
+/// A dyno-model document ([`document`]) on a fleet of at most 20 dynos that an autoscaler
+/// resizes, for a run of seconds: one router or several, every routing policy.
+fn autoscaled_document() -> impl Strategy<Value = Value> {
+    (1i64..=20, 0i64..20, 0i64..20)
+        .prop_flat_map(|(max, a, b)| {
+            let min = 1 + a % max;
+            let dynos = min + b % (max - min + 1);
+            // Boxed: their value trees inline would overflow the test thread's stack.
+            (
+                document().boxed(),
+                rule(min, max).boxed(),
+                Just(dynos),
+                lifecycle().boxed(),
+                (10.0..40.0f64, prop_oneof![Just(0.0), 0.0..10.0f64]),
+                1i64..4,
+                prop::sample::select(vec![
+                    "random",
+                    "round_robin",
+                    "least_connections",
+                    "intelligent",
+                    "power_of_d",
+                    "retry_if_busy",
+                ]),
+                prop_oneof![3 => Just("auto"), 1 => Just("events")],
+            )
+        })
+        .prop_map(
+            |(mut doc, rule, dynos, lifecycle, (duration, warmup), routers, policy, engine)| {
+                doc["autoscale"] = rule;
+                doc["fleet"]["dynos"] = json!(dynos);
+                if lifecycle.iter().any(|(k, _)| *k == "boot_time") {
+                    doc["app"].as_object_mut().unwrap().remove("boot_time");
+                }
+                for (key, value) in lifecycle {
+                    doc["fleet"][key] = value;
+                }
+                doc["router"]["policy"] = json!(policy);
+                doc["router"]["routers"] = json!(routers);
+                doc["run"]["duration"] = json!(duration);
+                doc["run"]["warmup"] = json!(warmup);
+                doc["run"]["engine"] = json!(engine);
+                // Fewer requests than the fixed fleets' runs: a run here is longer.
+                if let Some(rate) = doc["arrivals"]["rate"].as_f64() {
+                    doc["arrivals"]["rate"] = json!(rate.min(100.0));
+                }
+                tame(doc)
+            },
+        )
+}
+
+/// The document, with each section of the dyno model that validation refuses replaced by a
+/// plain valid one, so that most runs get past them to the fleet (the fixed fleets' fuzzer
+/// covers those refusals); refusals of `[autoscale]` and the lifecycle keys are kept.
+fn tame(mut doc: Value) -> Value {
+    for _ in 0..8 {
+        let path = match Scenario::from_json(&doc.to_string(), Path::new("."), &never_interrupted) {
+            Err(Error::Config { path, .. }) => path,
+            _ => return doc,
+        };
+        let section = path.split(['.', '[']).next().unwrap_or_default();
+        match section {
+            "app" => {
+                let boot = doc["app"].get("boot_time").cloned();
+                doc["app"] = json!({"server": "puma", "processes": 2, "threads": 3});
+                if let Some(b) = boot {
+                    doc["app"]["boot_time"] = b;
+                }
+            }
+            "request" | "resources" => {
+                doc["request"] = json!({"phases": [{"cpu": "5ms"}, {"io": "20ms"}]});
+                doc["resources"] = json!({});
+            }
+            "arrivals" => doc["arrivals"] = json!({"process": "poisson", "rate": 30}),
+            "router" => {
+                let keep = ["policy", "routers", "connect"];
+                let keep = if path.starts_with("router.connect") {
+                    &keep[..2]
+                } else {
+                    &keep[..]
+                };
+                doc["router"]
+                    .as_object_mut()
+                    .unwrap()
+                    .retain(|k, _| keep.contains(&k.as_str()));
+            }
+            "fleet" if path == "fleet.type" || path == "fleet.cores" => {
+                doc["fleet"].as_object_mut().unwrap().remove(&path[6..]);
+            }
+            _ => return doc,
+        }
+    }
+    doc
+}
+
+/// The fleet's books, on top of [`check_report`]: what the fleet cost is its size over the
+/// window, its size stays within the autoscaler's reach, and the counts add up.
+fn check_fleet(report: &dynosim_engine::RunReport, s: &Scenario, doc: &Value) {
+    let a = s.autoscale.as_ref().expect("an autoscaler");
+    let (min, max) = (f64::from(a.bounds().min), f64::from(a.bounds().max));
+    let whole_run = doc["arrivals"]["requests"].is_u64();
+    // A schedule that never goes down, from a fleet no larger: no dyno ever stops.
+    let rising = doc["autoscale"]["schedule"].as_array().and_then(|points| {
+        let sizes: Vec<u64> = points.iter().map(|p| p[1].as_u64().unwrap()).collect();
+        let rises = sizes.windows(2).all(|w| w[0] <= w[1]) && sizes[0] >= u64::from(s.dynos);
+        rises.then(|| sizes.last().copied().unwrap() as f64)
+    });
+    let constant_boot = doc["fleet"]["boot_time"]
+        .as_str()
+        .map(|b| b.trim_end_matches('s').parse::<f64>().unwrap());
+    for r in &report.per_replication {
+        let f = r.fleet.as_ref().expect("fleet figures");
+        let scaled = r.autoscale.as_ref().expect("autoscale figures");
+        let size = &f.size;
+        let eps = 1e-9 * (1.0 + f.dyno_seconds);
+        assert!(
+            size.min >= min,
+            "fleet.size.min {} below autoscale.min: {doc}",
+            size.min
+        );
+        assert!(
+            size.min <= size.mean + eps && size.mean <= size.max + eps,
+            "{size:?}: {doc}"
+        );
+        assert!(
+            size.max <= 2.0 * max,
+            "fleet.size.max {} above twice autoscale.max: {doc}",
+            size.max
+        );
+        assert!(
+            size.min.fract() == 0.0 && size.max.fract() == 0.0,
+            "{size:?}: {doc}"
+        );
+        assert!(f.dyno_seconds.is_finite() && f.dyno_seconds >= 0.0, "{doc}");
+        if !whole_run {
+            let expected = size.mean * s.duration;
+            assert!(
+                (f.dyno_seconds - expected).abs() <= 1e-6 * (1.0 + expected),
+                "dyno_seconds {} vs size.mean x window {expected}: {doc}",
+                f.dyno_seconds
+            );
+        }
+        assert!(
+            f.serving_mean >= 0.0 && f.serving_mean <= size.mean + 1e-9 * (1.0 + size.mean),
+            "serving_mean {} vs size.mean {}: {doc}",
+            f.serving_mean,
+            size.mean
+        );
+        assert!(scaled.reversals <= scaled.actions, "{scaled:?}: {doc}");
+        let e = &r.error_counts;
+        let sum = e.h11
+            + e.h12
+            + e.h13
+            + e.client_timeout
+            + e.queue_timeout
+            + e.app_timeout
+            + e.shed
+            + e.r15
+            + e.no_dyno
+            + e.shutdown;
+        assert_eq!(sum, e.total, "error counts sum to the total: {e:?}: {doc}");
+        if let Some(top) = rising {
+            assert!(
+                size.max <= top,
+                "fleet.size.max {} above the schedule's {top}: {doc}",
+                size.max
+            );
+            assert_eq!(e.shutdown, 0, "no dyno stops: {doc}");
+        }
+        if constant_boot.is_some_and(|b| b < s.lifecycle.boot_timeout) {
+            assert_eq!(f.r10, 0, "every boot ends in time: {doc}");
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2_000),
@@ -284,6 +645,33 @@ proptest! {
             },
             Err(Error::Config { message, .. }) => {
                 prop_assert!(!message.is_empty());
+                prop_assert!(!message.contains('\n'), "a one-line message: {message}");
+            }
+            Err(other) => prop_assert!(false, "unexpected error {other:?} for {doc}"),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(200),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn autoscaled_fleets_run_and_keep_their_books(doc in autoscaled_document()) {
+        match Scenario::from_json(&doc.to_string(), Path::new("."), &never_interrupted) {
+            Ok(s) => match run(&s, &never_interrupted) {
+                Ok(report) => {
+                    check_report(&report, &doc);
+                    check_fleet(&report, &s, &doc);
+                }
+                Err(Error::Unstable { .. } | Error::Overloaded { .. }) => {}
+                Err(other) => prop_assert!(false, "accepted, then {other:?} for {doc}"),
+            },
+            Err(Error::Config { path, message }) => {
+                prop_assert!(!message.is_empty() && !path.is_empty());
                 prop_assert!(!message.contains('\n'), "a one-line message: {message}");
             }
             Err(other) => prop_assert!(false, "unexpected error {other:?} for {doc}"),

@@ -7,6 +7,10 @@
 //! reports and what the stability check and the theory rely on. Nothing is run, so no case
 //! allocates a fleet.
 //!
+//! A second property holds `[autoscale]` tables and the fleet's lifecycle keys (issue #24) on
+//! a small valid scenario, so that every check of theirs is reached, and runs the accepted
+//! ones that are small enough (5,000 cases by default).
+//!
 //! The number of cases is 100,000 by default, about 35 s in `cargo test --release` on a
 //! 2-core machine; set it with `PROPTEST_CASES` (`PROPTEST_CASES=1000000 cargo test --release
 //! --test fuzz_validation` for a longer hunt, a few hundred for a quick look). A failure is
@@ -336,6 +340,304 @@ fn run_section() -> impl Strategy<Value = Value> {
         )
 }
 
+/// A plausible duration (from `lo` to `hi` seconds, with a unit) most of the time, anything
+/// [`duration`] makes otherwise, and now and then 0 or a negative.
+fn some_duration(lo: f64, hi: f64) -> impl Strategy<Value = Value> {
+    prop_oneof![
+        14 => (lo..hi).prop_map(|s| json!(format!("{s}s"))),
+        1 => duration(),
+        1 => prop::sample::select(vec![json!("0s"), json!("-5s"), json!(0), json!("1e12s"),
+                                       json!("1ns"), json!("25h")]),
+    ]
+}
+
+/// A fraction: mostly in (0, 1], sometimes a percentage, 0, negative, huge or not a number.
+fn some_fraction() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        12 => (0.01..1.0f64).prop_map(|x| json!(x)),
+        1 => number().prop_map(|x| json!(x)),
+        1 => prop::sample::select(vec![json!(60), json!(0), json!(-0.5), json!(1), json!("60%"),
+                                       json!("0.6"), json!(100.5), Value::Null]),
+    ]
+}
+
+/// An HPA rate-limit policy list: mostly well formed, sometimes any shape.
+fn hpa_policies() -> impl Strategy<Value = Value> {
+    let policy = (
+        prop_oneof![6 => prop::sample::select(vec!["pods", "percent"]), 1 => Just("replicas")],
+        count(1..=200),
+        some_duration(1.0, 1800.0),
+    )
+        .prop_map(|(kind, value, period)| json!({"type": kind, "value": value, "period": period}));
+    prop_oneof![
+        6 => prop::collection::vec(policy, 1..4).prop_map(Value::from),
+        1 => prop::sample::select(vec![
+            json!([]), json!({"type": "pods"}), json!([{"type": "pods", "value": 4}]),
+            json!([{"type": "pods", "value": 4, "period": "15s", "extra": 1}]),
+            json!([{"type": "percent", "value": 4_294_967_295_u64, "period": "15s"}]),
+            json!("pods"),
+        ]),
+    ]
+}
+
+/// A `schedule`: mostly times of day in increasing order with sizes from 1 to 20, sometimes out
+/// of order, past a day, negative sizes, or not pairs at all.
+fn scale_schedule() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        6 => prop::collection::vec((0.0..86_399.0f64, count(1..=20)), 1..5).prop_map(|mut pts| {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            json!(pts.into_iter().map(|(t, n)| json!([format!("{t}s"), n])).collect::<Vec<_>>())
+        }),
+        2 => prop::collection::vec((some_duration(0.0, 86_400.0), count(1..=20)), 0..4)
+            .prop_map(|pts| json!(pts.into_iter().map(|(t, n)| json!([t, n])).collect::<Vec<_>>())),
+        1 => prop::sample::select(vec![
+            json!([]), json!([["0s"]]), json!([["0s", 2, 3]]), json!([[0, 2], [0, 3]]),
+            json!([["8h", 2], ["1h", 3]]), json!([["24h", 2]]), json!([["-1s", 2]]),
+            json!([["0s", -2]]), json!([["0s", 2.5]]), json!([["0s", "2"]]), json!(5),
+            json!({"0s": 2}),
+        ]),
+    ]
+}
+
+/// A value for the autoscale key `key`: what that key takes, plausible or wild, and sometimes
+/// anything at all.
+fn autoscale_value(key: &'static str) -> BoxedStrategy<Value> {
+    let time = |lo: f64, hi: f64| some_duration(lo, hi).boxed();
+    let plausible: BoxedStrategy<Value> = match key {
+        "min" => prop_oneof![8 => (1i64..=5).prop_map(|n| json!(n)), 1 => count(1..=5)].boxed(),
+        "max" => prop_oneof![8 => (1i64..=20).prop_map(|n| json!(n)), 1 => count(1..=20)].boxed(),
+        "interval" => time(0.5, 600.0),
+        "window" => time(1.0, 7200.0),
+        "delay" | "cooldown" | "downscale_delay" | "upscale_timeout" | "downscale_timeout"
+        | "up_stabilization" | "down_stabilization" | "scale_in_cooldown" => time(0.0, 4000.0),
+        "target" => prop_oneof![1 => time(0.001, 5.0), 3 => some_fraction().boxed()].boxed(),
+        "upscale_above" | "downscale_below" => time(0.001, 2.0),
+        "downscale_ratio" | "tolerance" | "scale_in_ratio" => some_fraction().boxed(),
+        "percentile" => prop_oneof![
+            4 => (1.0..100.0f64).prop_map(|x| json!(x)),
+            1 => number().prop_map(|x| json!(x)),
+        ]
+        .boxed(),
+        "step"
+        | "upscale_step"
+        | "downscale_step"
+        | "upscale_sensitivity"
+        | "downscale_sensitivity"
+        | "scale_out_datapoints"
+        | "scale_in_datapoints" => count(1..=10).boxed(),
+        "metric" => prop::sample::select(vec![
+            json!("cpu"),
+            json!("utilisation"),
+            json!("queue.p95"),
+            json!("queue"),
+            json!("response"),
+            json!("memory"),
+            json!(1),
+        ])
+        .boxed(),
+        "aggregation" => prop::sample::select(vec![
+            json!("percentile"),
+            json!("average"),
+            json!("median"),
+            json!(true),
+        ])
+        .boxed(),
+        "up_select" | "down_select" => prop::sample::select(vec![
+            json!("max"),
+            json!("min"),
+            json!("disabled"),
+            json!("Max"),
+            json!(0),
+        ])
+        .boxed(),
+        "up_policies" | "down_policies" => hpa_policies().boxed(),
+        "schedule" => scale_schedule().boxed(),
+        _ => duration().boxed(),
+    };
+    prop_oneof![
+        24 => plausible,
+        1 => duration(),
+        1 => number().prop_map(|x| json!(x)),
+    ]
+    .boxed()
+}
+
+/// Each rule and the keys it takes besides `rule`, `min`, `max` and `interval` (as
+/// `dynosim keys` lists them).
+const RULES: &[(&str, &[&str])] = &[
+    (
+        "heroku",
+        &[
+            "target",
+            "window",
+            "delay",
+            "cooldown",
+            "downscale_ratio",
+            "downscale_delay",
+        ],
+    ),
+    (
+        "judoscale",
+        &[
+            "upscale_above",
+            "downscale_below",
+            "window",
+            "delay",
+            "step",
+            "cooldown",
+            "downscale_delay",
+        ],
+    ),
+    (
+        "hirefire",
+        &[
+            "metric",
+            "aggregation",
+            "percentile",
+            "upscale_above",
+            "downscale_below",
+            "upscale_step",
+            "downscale_step",
+            "upscale_sensitivity",
+            "downscale_sensitivity",
+            "upscale_timeout",
+            "downscale_timeout",
+            "window",
+            "delay",
+        ],
+    ),
+    (
+        "hpa",
+        &[
+            "metric",
+            "target",
+            "tolerance",
+            "window",
+            "delay",
+            "up_stabilization",
+            "down_stabilization",
+            "up_policies",
+            "down_policies",
+            "up_select",
+            "down_select",
+        ],
+    ),
+    (
+        "target_tracking",
+        &[
+            "metric",
+            "target",
+            "window",
+            "delay",
+            "scale_out_datapoints",
+            "scale_in_datapoints",
+            "scale_in_ratio",
+            "scale_in_cooldown",
+        ],
+    ),
+    ("schedule", &["schedule"]),
+];
+
+/// Every key some rule takes.
+fn all_rule_keys() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = RULES.iter().flat_map(|(_, k)| k.iter().copied()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// An `[autoscale]` table: a rule (now and then an unknown one, or none), `min` and `max`
+/// (sometimes missing or out of order), `interval`, some of the rule's own keys with plausible
+/// and wild values, and now and then a key of another rule or of no rule.
+fn autoscale() -> impl Strategy<Value = Value> {
+    (0..RULES.len()).prop_flat_map(|r| {
+        let (rule, keys) = RULES[r];
+        let own =
+            prop::sample::subsequence(keys.to_vec(), 0..=keys.len()).prop_flat_map(|chosen| {
+                chosen
+                    .into_iter()
+                    .map(|k| autoscale_value(k).prop_map(move |v| (k, v)))
+                    .collect::<Vec<_>>()
+            });
+        let name = prop_oneof![
+            20 => Just(json!(rule)),
+            1 => prop::sample::select(vec![json!("keda"), json!("Heroku"), json!(3),
+                                           Value::Null, json!("")]),
+        ];
+        (
+            name,
+            prop::option::weighted(0.97, autoscale_value("max")),
+            prop::option::weighted(0.6, autoscale_value("min")),
+            prop::option::weighted(0.6, autoscale_value("interval")),
+            own,
+            prop::option::weighted(0.1, prop::sample::select(all_rule_keys())),
+            prop::option::weighted(0.03, Just("scale_to_zero")),
+            autoscale_value("target"),
+        )
+            .prop_map(
+                move |(name, max, min, interval, own, other, unknown, stray)| {
+                    let mut t = Map::new();
+                    if !name.is_null() {
+                        t.insert("rule".into(), name);
+                    }
+                    for (k, v) in [("max", max), ("min", min), ("interval", interval)] {
+                        if let Some(v) = v {
+                            t.insert(k.into(), v);
+                        }
+                    }
+                    // The HPA's and target tracking's required target, most of the time.
+                    if matches!(rule, "hpa" | "target_tracking")
+                        && !own.iter().any(|(k, _)| *k == "target")
+                    {
+                        t.insert("target".into(), json!(0.6));
+                    }
+                    for (k, v) in own {
+                        t.insert(k.into(), v);
+                    }
+                    if let Some(k) = other {
+                        t.entry(k).or_insert(stray);
+                    }
+                    if let Some(k) = unknown {
+                        t.insert(k.into(), json!(true));
+                    }
+                    Value::Object(t)
+                },
+            )
+    })
+}
+
+/// `fleet.boot_time` (a duration or a distribution), `fleet.boot_timeout`, `fleet.stop_delay`
+/// and `fleet.shutdown_grace`, each present or not, plausible or wild.
+fn lifecycle() -> impl Strategy<Value = Vec<(&'static str, Value)>> {
+    let boot = prop_oneof![
+        4 => some_duration(0.1, 120.0),
+        1 => some_duration(0.1, 60.0)
+            .prop_map(|m| json!({"distribution": "exponential", "mean": m})),
+        1 => (some_duration(0.1, 60.0), number())
+            .prop_map(|(m, s)| json!({"distribution": "lognormal", "median": m, "sigma": s})),
+        1 => (some_duration(0.0, 60.0), some_duration(0.0, 120.0))
+            .prop_map(|(lo, hi)| json!({"distribution": "uniform", "min": lo, "max": hi})),
+        1 => service().boxed(),
+    ];
+    (
+        prop::option::weighted(0.5, boot),
+        prop::option::weighted(0.3, some_duration(0.5, 120.0)),
+        prop::option::weighted(0.3, some_duration(0.0, 5.0)),
+        prop::option::weighted(0.3, some_duration(0.0, 60.0)),
+    )
+        .prop_map(|(boot, timeout, stop, grace)| {
+            [
+                ("boot_time", boot),
+                ("boot_timeout", timeout),
+                ("stop_delay", stop),
+                ("shutdown_grace", grace),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect()
+        })
+}
+
 /// A document, then one of a few structural mutations: a section dropped, an unknown key,
 /// a value buried under deep nesting, a section of the wrong type.
 fn document() -> impl Strategy<Value = Value> {
@@ -346,24 +648,54 @@ fn document() -> impl Strategy<Value = Value> {
         count(1..=4),
         router(),
         run_section(),
+        // Boxed: their value trees inline would overflow the test thread's stack.
+        prop::option::weighted(0.3, autoscale().boxed()),
+        lifecycle().boxed(),
+        any::<bool>(),
     )
-        .prop_map(|(arrivals, service, dynos, slots, router, run)| {
-            json!({
-                "name": "fuzz",
-                "arrivals": arrivals,
-                "service": service,
-                "fleet": {"dynos": dynos, "slots": slots},
-                "router": router,
-                "run": run,
-            })
-        });
+        .prop_map(
+            |(arrivals, service, dynos, slots, router, run, autoscale, lifecycle, inside)| {
+                let mut doc = json!({
+                    "name": "fuzz",
+                    "arrivals": arrivals,
+                    "service": service,
+                    "fleet": {"dynos": dynos, "slots": slots},
+                    "router": router,
+                    "run": run,
+                });
+                for (key, value) in lifecycle {
+                    doc["fleet"][key] = value;
+                }
+                if let Some(table) = autoscale {
+                    // Half the time a fleet that starts inside [min, max] (when both are
+                    // numbers), to get past that check to the rest.
+                    let max = table.get("max").and_then(Value::as_i64);
+                    let min = table.get("min").map_or(Some(1), Value::as_i64);
+                    if let (true, Some(min), Some(max)) = (inside, min, max) {
+                        if min <= max {
+                            doc["fleet"]["dynos"] = json!(min + (max - min) / 2);
+                        }
+                    }
+                    doc["autoscale"] = table;
+                }
+                doc
+            },
+        );
     let mutation = prop_oneof![
         6 => Just(None),
-        1 => (0usize..6, 0usize..300).prop_map(Some),
+        1 => (0usize..7, 0usize..300).prop_map(Some),
     ];
     (doc, mutation).prop_map(|(mut doc, mutation)| {
         if let Some((which, depth)) = mutation {
-            let sections = ["arrivals", "service", "fleet", "router", "run", "name"];
+            let sections = [
+                "arrivals",
+                "service",
+                "fleet",
+                "router",
+                "run",
+                "name",
+                "autoscale",
+            ];
             let section = sections[which];
             let map: &mut Map<String, Value> = doc.as_object_mut().unwrap();
             match depth % 4 {
@@ -431,10 +763,101 @@ proptest! {
     fn validation_accepts_or_explains_every_document(doc in document()) {
         match from_json(&doc) {
             Ok(s) => check_accepted(&s, &doc),
-            Err(Error::Config { message, .. }) => {
+            Err(Error::Config { path, message }) => {
                 prop_assert!(!message.is_empty());
                 prop_assert!(!message.contains('\n'), "a one-line message: {message}");
+                prop_assert!(!path.is_empty(), "a key path for {message:?}: {doc}");
             }
+            Err(other) => prop_assert!(false, "unexpected error {other:?} for {doc}"),
+        }
+    }
+}
+
+/// A small valid scenario with an `[autoscale]` table and the lifecycle keys, most of them
+/// well formed: the whole document gets past the other sections' checks, so that every
+/// autoscale and lifecycle check is reached.
+fn autoscaled_document() -> impl Strategy<Value = Value> {
+    (
+        autoscale(),
+        lifecycle(),
+        (5.0..100.0f64, 0.005..0.1f64, 1i64..4),
+        prop::option::weighted(0.8, 0usize..100),
+        prop_oneof![6 => some_duration(10.0, 600.0), 1 => duration()],
+        prop_oneof![4 => Just(json!("0s")), 2 => some_duration(0.0, 60.0)],
+        1i64..3,
+    )
+        .prop_map(
+            |(table, lifecycle, (rate, mean, slots), inside, run_for, warmup, replications)| {
+                let max = table.get("max").and_then(Value::as_i64).unwrap_or(3);
+                let min = table.get("min").map_or(Some(1), Value::as_i64).unwrap_or(1);
+                let dynos = match inside {
+                    Some(k) if min <= max => min + k as i64 % (max - min + 1),
+                    Some(k) => 1 + k as i64 % 5,
+                    None => [0, 1, 25, -3][usize::from(max % 4 == 0)],
+                };
+                let mut doc = json!({
+                    "arrivals": {"process": "poisson", "rate": rate},
+                    "service": {"distribution": "exponential", "mean": mean},
+                    "fleet": {"dynos": dynos, "slots": slots},
+                    "router": {"policy": "random"},
+                    "autoscale": table,
+                    "run": {"duration": run_for, "warmup": warmup, "replications": replications,
+                            "seed": 1},
+                });
+                for (key, value) in lifecycle {
+                    doc["fleet"][key] = value;
+                }
+                doc
+            },
+        )
+}
+
+/// Whether an accepted scenario is small enough to run here: few requests and few
+/// evaluations of its autoscaler.
+fn cheap_to_run(s: &Scenario) -> bool {
+    let horizon = s.warmup + s.duration;
+    let replications = f64::from(s.replications);
+    let evaluations = s.autoscale.as_ref().map_or(0.0, |a| horizon / a.interval());
+    s.arrival_rate() * horizon * replications < 20_000.0 && evaluations * replications < 5_000.0
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(5_000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// `[autoscale]` and the lifecycle keys: every table is accepted or refused with one line
+    /// naming a key path (under `autoscale` or `fleet`, or the run's budget); an accepted one
+    /// is sane, and, when small enough, runs.
+    #[test]
+    fn autoscale_tables_are_accepted_or_explained_and_accepted_ones_run(doc in autoscaled_document()) {
+        match from_json(&doc) {
+            Ok(s) => {
+                check_accepted(&s, &doc);
+                let a = s.autoscale.as_ref().expect("an autoscaler");
+                let b = a.bounds();
+                prop_assert!(b.min >= 1 && b.min <= b.max && (b.min..=b.max).contains(&s.dynos), "{doc}");
+                prop_assert!(a.interval().is_finite() && a.interval() > 0.0, "{doc}");
+                if s.check_stable().is_ok() && cheap_to_run(&s) {
+                    match dynosim_engine::run(&s, &never_interrupted) {
+                        Ok(report) => prop_assert!(report.per_replication.iter().all(|r| r.fleet.is_some())),
+                        Err(Error::Overloaded { .. }) => {}
+                        Err(e) => prop_assert!(false, "accepted, then {e:?}: {doc}"),
+                    }
+                }
+            }
+            Err(Error::Config { path, message }) => {
+                prop_assert!(!message.contains('\n'), "a one-line message: {message}");
+                prop_assert!(!message.is_empty(), "{path}");
+                let known = ["autoscale", "fleet", "run"];
+                prop_assert!(
+                    known.iter().any(|k| path == *k || path.starts_with(&format!("{k}.")) || path.starts_with(&format!("{k}["))),
+                    "a key path under autoscale, fleet or run: {path:?}: {message}: {doc}"
+                );
+            }
+            Err(Error::Unstable { .. }) => {}
             Err(other) => prop_assert!(false, "unexpected error {other:?} for {doc}"),
         }
     }
@@ -915,4 +1338,85 @@ fn a_service_time_whose_relaxation_time_overflows_is_refused() {
     doc["service"] = json!({"distribution": "gamma", "mean": "100ms", "shape": 0.01});
     let s = from_json(&doc).unwrap();
     assert!(s.relaxation_time().is_some_and(f64::is_finite));
+}
+
+// `[autoscale]` and the fleet's lifecycle (issue #24).
+
+/// [`base`] with an autoscaler: a schedule from 2 to 4 dynos of 4.
+fn autoscaled(edits: &[(&str, Value)]) -> Value {
+    let mut doc = with(&[("fleet.dynos", json!(2))]);
+    doc["autoscale"] = json!({"rule": "schedule", "max": 4,
+                              "schedule": [["0s", 2], ["30s", 4]]});
+    for (path, value) in edits {
+        let (section, key) = path.split_once('.').unwrap();
+        doc[section][key] = value.clone();
+    }
+    doc
+}
+
+#[test]
+fn an_autoscaler_evaluated_too_often_for_the_run_is_refused() {
+    // Found by the fuzzer: an interval of 1 ns was accepted, and a run of a minute was 6e10
+    // evaluations: it never ended. A millisecond over a minute is 60,000, and runs.
+    assert_refused(
+        &autoscaled(&[("autoscale.interval", json!("1ns"))]),
+        "autoscale.interval",
+        &["6e10 evaluations", "at most 1e6"],
+    );
+    assert_refused(
+        &autoscaled(&[
+            ("autoscale.interval", json!("10s")),
+            ("run.duration", json!("1e9s")),
+            ("run.max_requests", json!(1e20)),
+        ]),
+        "autoscale.interval",
+        &["1e8 evaluations"],
+    );
+    assert!(from_json(&autoscaled(&[("autoscale.interval", json!("1ms"))])).is_ok());
+}
+
+#[test]
+fn a_boot_that_almost_never_ends_before_a_tiny_boot_timeout_is_refused() {
+    // Found by the fuzzer: a boot of 10 s on average (exponential) against a boot timeout of
+    // 10 ns ends in time once in a billion tries, and each other try crashed (R10) 10 ns
+    // later: a billion events for each dyno started, a run that never ended.
+    let doc = autoscaled(&[
+        ("fleet.boot_timeout", json!("10ns")),
+        (
+            "fleet.boot_time",
+            json!({"distribution": "exponential", "mean": "10s"}),
+        ),
+    ]);
+    assert_refused(&doc, "fleet.boot_timeout", &["R10", "1e9 times"]);
+    // Short boots against a tight timeout are a study of R10, and run.
+    let doc = autoscaled(&[
+        ("fleet.boot_timeout", json!("1s")),
+        (
+            "fleet.boot_time",
+            json!({"distribution": "exponential", "mean": "10s"}),
+        ),
+    ]);
+    assert!(from_json(&doc).is_ok());
+    // Never in time, against a timeout short for the run (3.6e6 crashes in an hour): refused
+    // too.
+    let doc = autoscaled(&[
+        ("run.duration", json!("1h")),
+        ("fleet.boot_timeout", json!("1ms")),
+        (
+            "fleet.boot_time",
+            json!({"distribution": "lognormal", "median": "50s",
+                                   "sigma": 0.1}),
+        ),
+    ]);
+    assert_refused(&doc, "fleet.boot_timeout", &["almost never", "4e6 times"]);
+    // A boot that fails almost always against a long timeout crashes rarely: accepted.
+    let doc = autoscaled(&[
+        ("fleet.boot_timeout", json!("10s")),
+        (
+            "fleet.boot_time",
+            json!({"distribution": "lognormal", "median": "50s",
+                                   "sigma": 0.1}),
+        ),
+    ]);
+    assert!(from_json(&doc).is_ok());
 }

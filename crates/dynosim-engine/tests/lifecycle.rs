@@ -287,5 +287,38 @@ fn a_metric_step_is_served_a_window_a_delay_and_a_boot_later() {
         );
         assert_eq!(at(349.5).dynos_up, 2, "replication {rep}");
         assert_eq!(at(350.0).dynos_up, 4, "replication {rep}");
+
+/// A closed loop measured whole (`arrivals.requests`) has no end time: the run ends with its
+/// last request. Found by the fuzzer: the autoscaler's evaluations were scheduled while the
+/// window lasted, for ever here, and the run never ended. Now they stop once every request is
+/// answered: the run ends, every request answered, after a few evaluations at most.
+#[test]
+fn an_autoscaled_closed_loop_measured_whole_ends_with_its_last_request() {
+    for rule in [
+        json!({"rule": "heroku", "max": 4, "interval": "1s", "window": "10s"}),
+        json!({"rule": "schedule", "max": 4, "interval": "1s",
+               "schedule": [["0s", 2], ["1s", 4]]}),
+    ] {
+        let doc = json!({
+            "arrivals": {"process": "closed", "clients": 3, "requests": 40},
+            "service": {"distribution": "exponential", "mean": "50ms"},
+            "fleet": {"dynos": 2, "boot_time": "2s"},
+            "router": {"policy": "random"},
+            "autoscale": rule,
+            "run": {"duration": "60s", "warmup": "0s", "replications": 2},
+        });
+        let dir = TempDir::new("whole");
+        let s = from_json(&doc, &dir.0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(once(&s, 0));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("the run did not end: {doc}"));
+        let c = r.closed_loop.as_ref().expect("a closed loop");
+        assert_eq!(c.completed, 40, "{doc}");
+        // 40 requests of 50 ms on 2 to 4 dynos with 3 clients: under a few seconds.
+        assert!(c.elapsed < 10.0, "elapsed {}: {doc}", c.elapsed);
     }
 }

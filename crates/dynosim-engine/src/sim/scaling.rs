@@ -172,8 +172,21 @@ impl Simulation<'_> {
                 .scaling
                 .as_ref()
                 .map_or(f64::INFINITY, |s| s.interval());
-        if next < self.measures.window_end() {
+        if self.goes_on(next) {
             self.events.schedule(next, BOOT, Event::Autoscale);
+        }
+    }
+
+    /// Whether the run has work left at `next` for the autoscaler to act on: a timed run
+    /// while its window lasts; a closed loop measured whole (its window has no end) while it
+    /// has requests to send or on their way. Without that end the evaluations went on for
+    /// ever once the last request was answered: the run never ended.
+    fn goes_on(&self, next: f64) -> bool {
+        let window_end = self.measures.window_end();
+        if window_end.is_finite() {
+            next < window_end
+        } else {
+            self.to_send != Some(0) || self.slab.entries.len() > self.slab.free.len()
         }
     }
 }
