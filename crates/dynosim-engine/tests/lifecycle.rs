@@ -287,6 +287,8 @@ fn a_metric_step_is_served_a_window_a_delay_and_a_boot_later() {
         );
         assert_eq!(at(349.5).dynos_up, 2, "replication {rep}");
         assert_eq!(at(350.0).dynos_up, 4, "replication {rep}");
+    }
+}
 
 /// A closed loop measured whole (`arrivals.requests`) has no end time: the run ends with its
 /// last request. Found by the fuzzer: the autoscaler's evaluations were scheduled while the
