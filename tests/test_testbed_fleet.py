@@ -1,0 +1,392 @@
+"""The testbed's autoscaled fleet (issue #24, docs/testbed.md "An autoscaled fleet"): the
+dynos' state machine with fakes, HAProxy's runtime API (its commands, and a real HAProxy
+taking them), the metrics the rule is fed, a scenario's refusals, and one short real run of
+an autoscaled fleet.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from conftest import run_cli
+from test_testbed import _descendants, needs_components
+from dynosim import Scenario
+from dynosim.errors import ScenarioError
+from dynosim.testbed import fleet as fl
+from dynosim.testbed.procs import Supervisor, free_ports
+from dynosim.testbed.router import Router, RouterPlan
+
+
+def plan(initial: int = 1, high: int = 3, boot: float = 5.0, grace: float = 10.0) -> fl.FleetPlan:
+    return fl.FleetPlan(initial=initial, table={}, bounds=(1, high), interval=10.0, metric=None,
+                        boot_time=boot, boot_timeout=60.0, shutdown_grace=grace)
+
+
+class Fakes:
+    """Processes and HAProxy as the fleet sees them: which are ready, which have ended, and
+    every command and signal."""
+
+    def __init__(self) -> None:
+        self.commands: List[Tuple[int, str]] = []
+        self.signals: List[Tuple[int, int]] = []
+        self.started: List[int] = []
+        self.killed: List[int] = []
+        self.ready: set = set()
+        self.ended: set = set()
+
+    def fleet(self, p: fl.FleetPlan) -> fl.Fleet:
+        return fl.Fleet(p, list(range(9000, 9000 + p.servers)),
+                        set_state=lambda i, s: self.commands.append((i, s)),
+                        start=lambda d: self.started.append(d.index) or f"proc{d.index}",
+                        ready=lambda d: d.index in self.ready, signal_dyno=lambda d, s: self.signals.append((d.index, s)),
+                        exited=lambda d: d.index in self.ended, kill=lambda d: self.killed.append(d.index))
+
+
+def states(f: fl.Fleet) -> List[str]:
+    return [d.state for d in f.dynos]
+
+
+# --- the state machine -------------------------------------------------------------------------
+
+
+def test_a_dyno_is_up_once_ready_and_booted_and_not_before():
+    fakes = Fakes()
+    f = fakes.fleet(plan(boot=5.0))
+    assert len(f.dynos) == 6  # max twice over: as many draining as up
+    f.scale_to(3, 10.0)
+    assert fakes.started == [0, 1, 2] and states(f)[:3] == ["booting"] * 3
+    assert (f.size, f.up) == (3, 0)
+    f.tick(11.0)  # not ready: still booting, whatever the time
+    fakes.ready |= {0, 1}
+    f.tick(12.0)  # ready at 12: up at 17
+    f.tick(16.9)
+    assert f.up == 0 and fakes.commands == []
+    f.tick(17.0)
+    assert states(f)[:3] == ["up", "up", "booting"]
+    assert fakes.commands == [(0, "ready"), (1, "ready")]
+    assert [(d.ready, d.up_at) for d in f.dynos[:2]] == [(12.0, 17.0)] * 2
+    assert (f.size, f.up) == (3, 2)
+
+
+def test_a_scale_down_drains_the_highest_numbered_then_sigterm_then_maint():
+    fakes = Fakes()
+    f = fakes.fleet(plan(grace=10.0))
+    f.scale_to(3, 0.0)
+    fakes.ready |= {0, 1, 2}
+    f.tick(0.0)
+    f.tick(5.0)
+    assert f.up == 3
+    fakes.commands.clear()
+    f.scale_to(1, 20.0)
+    assert states(f)[:3] == ["up", "draining", "draining"]
+    assert fakes.commands == [(2, "drain"), (1, "drain")]
+    assert (f.size, f.up) == (1, 1)
+    f.tick(20.9)
+    assert fakes.signals == []  # marked down; SIGTERM a second later
+    f.tick(21.0)
+    assert sorted(fakes.signals) == [(1, signal.SIGTERM), (2, signal.SIGTERM)]
+    fakes.ended.add(1)  # dyno 1 finished its requests; dyno 2 does not
+    f.tick(25.0)
+    assert states(f)[:3] == ["up", "off", "draining"] and fakes.killed == [1]
+    f.tick(30.9)
+    assert f.dynos[2].state == "draining"
+    f.tick(31.0)  # the grace is over: SIGKILL
+    assert states(f)[:3] == ["up", "off", "off"] and fakes.killed == [1, 2] and f.killed == 1
+    assert fakes.commands[-2:] == [(1, "maint"), (2, "maint")]
+    assert [e.note for e in f.events if e.state == "off"] == ["", "SIGKILL"]
+
+
+def test_a_scale_up_while_dynos_drain_takes_other_servers():
+    fakes = Fakes()
+    f = fakes.fleet(plan(high=3))
+    f.scale_to(3, 0.0)
+    fakes.ready |= {0, 1, 2}
+    f.tick(0.0)
+    f.tick(5.0)
+    f.scale_to(1, 10.0)
+    f.scale_to(3, 10.5)  # dynos 1 and 2 still draining
+    assert fakes.started == [0, 1, 2, 3, 4]
+    assert states(f) == ["up", "draining", "draining", "booting", "booting", "off"]
+    assert (f.size, f.up) == (3, 1)
+    # Above max is clamped: nothing more starts.
+    f.scale_to(5, 11.0)
+    assert fakes.started == [0, 1, 2, 3, 4]
+
+
+def test_a_booting_dyno_can_be_drained_and_one_that_never_starts_times_out():
+    fakes = Fakes()
+    f = fakes.fleet(plan())
+    f.scale_to(2, 0.0)
+    f.scale_to(1, 1.0)  # dyno 1 never served: no drain command to HAProxy
+    assert states(f)[:2] == ["booting", "draining"] and fakes.commands == []
+    f.tick(61.0)  # dyno 0 never got ready within fleet.boot_timeout
+    assert f.dynos[0].state == "draining" and "did not start within fleet.boot_timeout" in f.warnings[0]
+    fakes.ended.add(1)
+    f.tick(61.1)
+    assert f.dynos[1].state == "off"
+
+
+def test_the_series_counts_each_state_every_second_and_the_changes_skip_the_end():
+    fakes = Fakes()
+    f = fakes.fleet(plan(boot=2.0))
+    f.scale_to(1, 0.0)
+    fakes.ready.add(0)
+    f.tick(0.0)
+    f.tick(2.0)
+    f.scale_to(2, 3.0)
+    fakes.ready.add(1)
+    f.tick(3.5)
+    f.tick(5.5)
+    f.scale_to(1, 7.0)
+    f.stop_all(9.0)
+    rows = f.series(8.0)
+    assert [(r["dynos_booting"], r["dynos_up"], r["dynos_draining"]) for r in rows] == [
+        (1, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0), (1, 1, 0), (1, 1, 0), (0, 2, 0), (0, 1, 1), (0, 1, 1)]
+    assert fl.size_changes(f.events) == [(0.0, 1), (3.0, 2), (7.0, 1)]
+
+
+# --- HAProxy's runtime API ---------------------------------------------------------------------
+
+
+def test_runtime_api_commands():
+    assert fl.state_command(3, "ready") == "set server dynos/dyno3 state ready"
+    assert fl.state_command(0, "drain") == "set server dynos/dyno0 state drain"
+    assert fl.state_command(12, "maint") == "set server dynos/dyno12 state maint"
+    with pytest.raises(ValueError):
+        fl.state_command(1, "up")
+
+
+SHOW = ("1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight "
+        "srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state "
+        "srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl "
+        "srv_check_port srv_check_addr srv_agent_addr srv_agent_port\n"
+        "3 dynos 1 dyno0 127.0.0.1 2 8 256 256 0 1 0 2 0 0 0 0 - 43999 - 0 0 - - 0\n"
+        "3 dynos 2 dyno1 127.0.0.1 2 4 256 256 0 1 0 0 8 0 0 0 - 37697 - 0 0 - - 0\n"
+        "3 dynos 3 dyno2 127.0.0.1 0 5 256 256 0 1 0 0 8 0 0 0 - 42207 - 0 0 - - 0\n\n")
+
+
+def test_servers_state_is_read_by_column_name():
+    # HAProxy 2.x's answer after `ready` on dyno1 (disabled at start) and `drain` on dyno0.
+    got = fl.parse_servers_state(SHOW)
+    assert got == {"dyno0": {"operational": 2, "admin": 8, "weight": 256},
+                   "dyno1": {"operational": 2, "admin": 4, "weight": 256},
+                   "dyno2": {"operational": 0, "admin": 5, "weight": 256}}
+
+
+def serve_unix(path: Path, answers: Dict[str, str], seen: List[str]) -> socket.socket:
+    """A one-command-per-connection server on a Unix socket, as HAProxy's runtime API."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+
+    def loop() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                line = conn.makefile("r").readline().rstrip("\n")
+                seen.append(line)
+                conn.sendall(answers.get(line, "").encode())
+
+    threading.Thread(target=loop, daemon=True).start()
+    return server
+
+
+def test_runtime_api_sends_one_command_and_reports_a_refusal(tmp_path):
+    seen: List[str] = []
+    server = serve_unix(tmp_path / "api.sock", {"set server dynos/dyno9 state ready": "No such server.\n\n"}, seen)
+    try:
+        api = fl.RuntimeApi(tmp_path / "api.sock")
+        api.set_state(1, "drain")
+        with pytest.raises(fl.TestbedError, match="HAProxy refused 'set server dynos/dyno9 state ready': "
+                                                  "No such server."):
+            api.set_state(9, "ready")
+        assert seen == ["set server dynos/dyno1 state drain", "set server dynos/dyno9 state ready"]
+        assert [c for _, c in api.sent] == seen
+    finally:
+        server.close()
+    with pytest.raises(fl.TestbedError, match="runtime API"):
+        fl.RuntimeApi(tmp_path / "absent.sock").command("show info")
+
+
+def test_a_real_haproxy_takes_the_fleets_commands():
+    needs_components()
+    with Supervisor() as sup:
+        ports = free_ports(5)
+        sock = sup.workdir / "haproxy.sock"
+        router_plan = RouterPlan("random", {}, 1, 30.0, runtime_socket=sock, disabled=frozenset({1, 2, 3}))
+        Router(sup, router_plan, ports[0], ports[1:])  # its configuration passes `haproxy -c` first
+        api = fl.RuntimeApi(sock)
+        before = api.servers()
+        assert [before[f"dyno{i}"]["operational"] for i in range(4)] == [2, 0, 0, 0]
+        assert [bool(before[f"dyno{i}"]["admin"] & fl.MAINT) for i in range(4)] == [False, True, True, True]
+        api.set_state(1, "ready")
+        api.set_state(0, "drain")
+        api.set_state(2, "ready")
+        api.set_state(2, "maint")
+        after = api.servers()
+        assert after["dyno0"]["admin"] & fl.DRAIN and after["dyno0"]["operational"] == 2
+        assert not after["dyno1"]["admin"] & (fl.MAINT | fl.DRAIN) and after["dyno1"]["operational"] == 2
+        assert after["dyno2"]["admin"] & fl.MAINT and after["dyno2"]["operational"] == 0
+        with pytest.raises(fl.TestbedError, match="No such server"):
+            api.set_state(7, "ready")
+
+
+# --- what the rule is fed ------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.values: List[Tuple[float, float]] = []
+        self.totals: List[Tuple[float, float, int]] = []
+
+    def record(self, t: float, value: float) -> None:
+        self.values.append((t, value))
+
+    def record_total(self, t: float, total: float, count: int) -> None:
+        self.totals.append((t, total, count))
+
+
+def test_queue_times_are_the_apps_start_less_the_routers_stamp():
+    rule = Recorder()
+    m = fl.Metrics("queue_time", t0=100.0, slots=2, period=5.0)
+    m.feed([(0, "q", "1", 100.5), (0, "s", "1", 100.75), (1, "q", "2", 101.0), (1, "s", "2", 101.0),
+            (0, "s", "3", 102.0)], rule)  # request 3 carried no stamp: not a queue time
+    assert rule.values == [(0.75, 0.25), (1.0, 0.0)]
+    m.report(5.0, [0, 1], rule)
+    assert rule.totals == []  # a queue-time rule is not fed utilisation
+
+
+def test_utilisation_is_each_up_dynos_busy_fraction_over_a_report():
+    rule = Recorder()
+    m = fl.Metrics("utilisation", t0=0.0, slots=2, period=5.0)
+    # Dyno 0: one request 1-3 s, one 4-7 s (in hand at the report at 5 s). Dyno 1: 0-5 s and
+    # 2-5 s on its two workers. Dyno 2 is not up: not reported.
+    m.feed([(0, "s", "a", 1.0), (0, "e", "a", 3.0), (0, "s", "b", 4.0), (1, "s", "c", 0.0), (1, "s", "d", 2.0),
+            (1, "e", "d", 4.999), (2, "s", "x", 1.0)], rule)
+    m.report(4.9, [0, 1], rule)
+    assert rule.totals == []
+    m.report(5.0, [0, 1], rule)
+    (t, total, count), = rule.totals
+    assert (t, count) == (5.0, 2)
+    assert total == pytest.approx((2.0 + 1.0) / 10 + (5.0 + 2.999) / 10)
+    # Next period: b ends at 7 (2 s in it), c still in hand all 5 s.
+    m.feed([(0, "e", "b", 7.0)], rule)
+    m.report(10.0, [0, 1], rule)
+    assert rule.totals[1] == (10.0, pytest.approx(2.0 / 10 + 5.0 / 10), 2)
+
+
+def test_the_work_log_is_read_as_it_grows_whole_lines_only(tmp_path):
+    tail = fl.WorkTail(tmp_path)
+    log = tmp_path / "3-1234.log"
+    log.write_text("q 7 1.5\ns 7 2.0\ne 7")
+    assert tail.read() == [(3, "q", "7", 1.5), (3, "s", "7", 2.0)]
+    with open(log, "a") as f:
+        f.write(" 2.5\ngarbage\n")
+    (tmp_path / "ready").mkdir()
+    assert tail.read() == [(3, "e", "7", 2.5)]
+    assert tail.read() == []
+
+
+# --- scenarios -------------------------------------------------------------------------------------
+
+
+def fleet_scenario(**autoscale: Any) -> Dict[str, Any]:
+    table = {"rule": "schedule", "min": 1, "max": 3, "interval": "5s",
+             "schedule": [["0s", 1], ["10s", 3], ["25s", 1]]}
+    table.update(autoscale)
+    return {
+        "name": "testbed-fleet",
+        "arrivals": {"process": "poisson", "rate": "20/s"},
+        "service": {"distribution": "exponential", "mean": "50ms"},
+        "fleet": {"dynos": 1, "slots": 2, "boot_time": "3s", "shutdown_grace": "5s"},
+        "router": {"policy": "random"},
+        "run": {"duration": "40s", "warmup": "0s", "replications": 2, "seed": 3},
+        "autoscale": table,
+    }
+
+
+def test_a_scenario_with_autoscale_becomes_a_fleet_plan():
+    engine, p = fl.split(Scenario(fleet_scenario()))
+    assert p is not None
+    assert (p.initial, p.bounds, p.interval, p.metric) == (1, (1, 3), 5.0, None)
+    assert (p.boot_time, p.shutdown_grace, p.boot_timeout) == (3.0, 5.0, 60.0)
+    assert p.servers == 6
+    if not fl.engine_knows_autoscale():
+        assert "autoscale" not in engine.doc and "shutdown_grace" not in engine.doc["fleet"]
+    assert engine.describe()["dynos"] == 1
+    plain, none = fl.split(Scenario({k: v for k, v in fleet_scenario().items() if k != "autoscale"}))
+    assert none is None
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"autoscale": {"rule": "heroku", "max": 3}},
+     "autoscale.rule: rule 'heroku' reads response time, which the testbed's fleet does not measure yet"),
+    ({"autoscale": {"rule": "hpa", "max": 3, "target": 0.5}},
+     "autoscale.rule: rule 'hpa' reads cpu, which the testbed's fleet does not measure yet"),
+    ({"autoscale": {"rule": "judoscale", "max": 3, "cooldown": "-1s"}}, "autoscale.cooldown: must be a duration >= 0"),
+    ({"autoscale": {"rule": "judoscale", "min": 2, "max": 3}}, "fleet.dynos: must be within the autoscaler's min and max"),
+    ({"fleet": {"dynos": 1, "slots": 2, "shutdown_grace": "soon"}}, "fleet.shutdown_grace: expected a duration"),
+])
+def test_a_bad_fleet_is_one_line_naming_the_key(change, expected):
+    doc = fleet_scenario()
+    doc.update(change)
+    with pytest.raises(ScenarioError) as caught:
+        fl.split(Scenario(doc))
+    assert str(caught.value).startswith(expected), str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_cli_refuses_a_bad_fleet_in_one_line(tmp_path):
+    import tomllib  # noqa: F401  (the scenario is written as TOML by hand below)
+
+    path = tmp_path / "fleet.toml"
+    path.write_text('[arrivals]\nprocess = "poisson"\nrate = "5/s"\n[service]\ndistribution = "exponential"\n'
+                    'mean = "50ms"\n[fleet]\ndynos = 1\n[autoscale]\nrule = "heroku"\nmax = 2\n')
+    result = run_cli("testbed", str(path), "--duration", "5s")
+    from conftest import assert_one_line_error
+
+    assert_one_line_error(result, "autoscale.rule", "response time")
+
+
+# --- a real autoscaled fleet -------------------------------------------------------------------------
+
+
+def test_a_real_fleet_follows_its_schedule_and_loses_no_request_when_it_shrinks():
+    """About 45 s: 1 dyno, 3 from 10 s, 1 from 25 s (schedule, evaluated every 5 s), 20
+    requests/s on two sync workers a dyno, 3 s of boot on top of gunicorn's own start and a
+    5 s grace. HAProxy stops sending to a drained dyno before its SIGTERM, and gunicorn
+    finishes what it has: every request is answered 200."""
+    needs_components()
+    from dynosim.testbed.plan import make_plan
+
+    before = _descendants(os.getpid())
+    engine, p = fl.split(Scenario(fleet_scenario()))
+    assert p is not None
+    out = fl.run_autoscaled(make_plan(engine), p)
+    assert out["unsent"] == 0 and out["sent"] == len(make_plan(engine).requests()) > 600
+    assert out["errors"] == 0 and out["ok"] == out["sent"]
+    # The sizes asked for, in order, each reached within one evaluation interval of the time
+    # the schedule names (the rule evaluates every 5 s).
+    sizes = [n for _, n in out["changes"]]
+    assert sizes == [1, 3, 1]
+    for (t, _), due in zip(out["changes"][1:], (10.0, 25.0)):
+        assert due <= t < due + out["interval"], out["changes"]
+    # Up only once ready and booted: 3 s on top of the real start.
+    ups = [e for e in out["events"] if e["state"] == "up" and e["t"] > 0]
+    assert len(ups) == 2
+    assert [c.split()[-1] for c in out["commands"]] == ["ready", "ready", "drain", "drain", "maint", "maint"]
+    # Each request's queue time came to the platform's metric: every one was stamped.
+    assert out["queue_times"] == out["sent"]
+    assert out["killed"] == 0
+    assert sum(m["requests"] for m in out["per_minute"]) == out["sent"]
+    assert not _descendants(os.getpid()) - before
