@@ -22,13 +22,14 @@ use crate::arrivals::ArrivalProcess;
 use crate::error::{Error, Result};
 use crate::fifo_dynos::{settle, DirectDynos, Placed, Queued, RECENT};
 use crate::measure::Measures;
-use crate::policy::{DynoDraw, Knowledge, Route, RouterView};
+use crate::policy::{Knowledge, Route, RouterView};
 use crate::result::ErrorKind;
 use crate::result::ReplicationResult;
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
 use crate::scenario::{Engine, Workload};
 use crate::timeout::Timeout;
+use crate::up_set::UpSet;
 use rand::Rng;
 use std::collections::VecDeque;
 
@@ -84,6 +85,9 @@ impl<'s> Eligible<'s> {
             connect,
             // Boots follow restarts, which this engine has none of (no memory model).
             boot_time: _,
+            // Dynos stop only when an autoscaler removes them.
+            lifecycle: _,
+            autoscale,
             router_timeout,
             queue_timeout,
             client_timeout,
@@ -120,6 +124,9 @@ impl<'s> Eligible<'s> {
         };
         if request.is_some() {
             return Err("requests with phases share CPU and resources");
+        }
+        if autoscale.is_some() {
+            return Err("an autoscaler changes the fleet's size during the run");
         }
         if !resources.is_empty() {
             return Err("shared resources");
@@ -234,12 +241,13 @@ pub fn try_run_replication(
         let look_ups = scenario.policy.knowledge() != Knowledge::Nothing;
         let mut dynos =
             DirectDynos::new(scenario.dynos as usize, scenario.slots as usize, look_ups)?;
-        let draw = DynoDraw::new(dynos.len());
+        // Every dyno up, for good: the direct engine runs fixed fleets only.
+        let up = UpSet::all(dynos.len())?;
         if routers == 1 && scenario.policy.knowledge() == Knowledge::Nothing {
             // The routes do not depend on the dynos: draw them a block at a time. The routing
             // stream serves nothing else, so the routes are the same as one by one.
             let policy = &mut policies[0];
-            let view = RouterView::blind(scenario.slots, &draw, dynos.len());
+            let view = RouterView::blind(scenario.slots, &up);
             let mut routes = [0; BLOCK];
             let mut next = BLOCK;
             drive(
@@ -274,7 +282,7 @@ pub fn try_run_replication(
                     } else {
                         0
                     };
-                    let view = RouterView::direct(scenario.slots, &draw, &dynos, now);
+                    let view = RouterView::direct(scenario.slots, &up, &dynos, now);
                     match policies[router].route(&view, rng) {
                         Route::To(dyno) => {
                             Ok(dynos.place(scenario.max_waiting, dyno, now, service))

@@ -18,6 +18,8 @@ pub enum Ties {
 }
 
 const NIL: u32 = u32::MAX;
+/// In `prev` of a dyno out of the ranking ([`LoadIndex::park`]), with oldest-first ties.
+const PARKED: u32 = u32::MAX - 1;
 
 #[derive(Debug, Clone)]
 enum Buckets {
@@ -137,21 +139,26 @@ impl LoadIndex {
     fn bucket_is_empty(&self, count: u32) -> bool {
         match &self.buckets {
             Buckets::None => true,
-            Buckets::Random { sets, .. } => sets[count as usize].is_empty(),
-            Buckets::Oldest { head, .. } => head[count as usize] == NIL,
+            Buckets::Random { sets, .. } => sets.get(count as usize).map_or(true, |s| s.is_empty()),
+            Buckets::Oldest { head, .. } => head.get(count as usize).map_or(true, |&h| h == NIL),
         }
     }
 
-    /// Moves `dyno` from its bucket to the one for `count`.
+    /// Moves `dyno` from its bucket to the one for `count`; false when it is out of the
+    /// ranking (parked), whose count alone changes.
     #[inline]
-    fn shift(&mut self, dyno: usize, count: u32) {
+    fn shift(&mut self, dyno: usize, count: u32) -> bool {
         let from = self.in_flight[dyno] as usize;
         let to = count as usize;
         self.in_flight[dyno] = count;
         match &mut self.buckets {
             Buckets::None => {}
             Buckets::Random { sets, position } => {
-                let at = position[dyno] as usize;
+                let at = position[dyno];
+                if at == NIL {
+                    return false;
+                }
+                let at = at as usize;
                 sets[from].swap_remove(at);
                 if let Some(&moved) = sets[from].get(at) {
                     position[moved as usize] = at as u32;
@@ -169,6 +176,9 @@ impl LoadIndex {
                 prev,
             } => {
                 let (p, n) = (prev[dyno], next[dyno]);
+                if p == PARKED {
+                    return false;
+                }
                 match p {
                     NIL => head[from] = n,
                     p => next[p as usize] = n,
@@ -191,6 +201,7 @@ impl LoadIndex {
                 tail[to] = dyno as u32;
             }
         }
+        true
     }
 
     #[inline]
@@ -200,8 +211,7 @@ impl LoadIndex {
             self.in_flight[dyno] = count + 1;
             return;
         }
-        self.shift(dyno, count + 1);
-        if count == self.min && self.bucket_is_empty(count) {
+        if self.shift(dyno, count + 1) && count == self.min && self.bucket_is_empty(count) {
             self.min += 1;
         }
     }
@@ -214,8 +224,95 @@ impl LoadIndex {
             self.in_flight[dyno] = count - 1;
             return;
         }
-        self.shift(dyno, count - 1);
-        self.min = self.min.min(count - 1);
+        if self.shift(dyno, count - 1) {
+            self.min = self.min.min(count - 1);
+        }
+    }
+
+    /// Takes `dyno` out of the ranking: it is no longer up, and [`Self::min_load`] and the
+    /// least-loaded picks skip it; its count is still kept. With no dyno left in the ranking
+    /// the minimum is `u32::MAX`.
+    pub fn park(&mut self, dyno: usize) {
+        let count = self.in_flight[dyno] as usize;
+        match &mut self.buckets {
+            Buckets::None => return,
+            Buckets::Random { sets, position } => {
+                let at = position[dyno];
+                debug_assert!(at != NIL, "dyno {dyno} parked twice");
+                sets[count].swap_remove(at as usize);
+                if let Some(&moved) = sets[count].get(at as usize) {
+                    position[moved as usize] = at;
+                }
+                position[dyno] = NIL;
+            }
+            Buckets::Oldest {
+                head,
+                tail,
+                next,
+                prev,
+            } => {
+                let (p, n) = (prev[dyno], next[dyno]);
+                debug_assert!(p != PARKED, "dyno {dyno} parked twice");
+                match p {
+                    NIL => head[count] = n,
+                    p => next[p as usize] = n,
+                }
+                match n {
+                    NIL => tail[count] = p,
+                    n => prev[n as usize] = p,
+                }
+                prev[dyno] = PARKED;
+                next[dyno] = NIL;
+            }
+        }
+        if count as u32 == self.min && self.bucket_is_empty(self.min) {
+            let buckets = match &self.buckets {
+                Buckets::Random { sets, .. } => sets.len(),
+                Buckets::Oldest { head, .. } => head.len(),
+                Buckets::None => 0,
+            } as u32;
+            self.min = (self.min..buckets)
+                .find(|&c| !self.bucket_is_empty(c))
+                .unwrap_or(u32::MAX);
+        }
+    }
+
+    /// Puts `dyno` back in the ranking, at its count (the last of its bucket to reach it).
+    pub fn unpark(&mut self, dyno: usize) {
+        let count = self.in_flight[dyno];
+        let to = count as usize;
+        match &mut self.buckets {
+            Buckets::None => return,
+            Buckets::Random { sets, position } => {
+                debug_assert!(position[dyno] == NIL, "dyno {dyno} is ranked already");
+                if sets.len() <= to {
+                    sets.resize_with(to + 1, Vec::new);
+                }
+                position[dyno] = sets[to].len() as u32;
+                sets[to].push(dyno as u32);
+            }
+            Buckets::Oldest {
+                head,
+                tail,
+                next,
+                prev,
+            } => {
+                debug_assert!(prev[dyno] == PARKED, "dyno {dyno} is ranked already");
+                if head.len() <= to {
+                    head.resize(to + 1, NIL);
+                    tail.resize(to + 1, NIL);
+                }
+                let last = tail[to];
+                prev[dyno] = last;
+                next[dyno] = NIL;
+                match last {
+                    NIL => head[to] = dyno as u32,
+                    last => next[last as usize] = dyno as u32,
+                }
+                tail[to] = dyno as u32;
+            }
+        }
+        self.min = self.min.min(count);
     }
 }
 
@@ -245,6 +342,55 @@ mod tests {
             (0..4).map(|d| index.in_flight(d)).collect::<Vec<_>>(),
             vec![0, 2, 1, 1]
         );
+    }
+
+    /// Parked dynos are never picked, keep their counts, and come back at them; the
+    /// minimum is over the ranked dynos alone. Checked against a plain scan, for both ties.
+    #[test]
+    fn parked_dynos_are_skipped_and_come_back() {
+        use rand::Rng;
+        for ties in [Ties::Random, Ties::Oldest] {
+            let mut rng = SimRng::seed_from_u64(5);
+            let n = 6;
+            let mut index = LoadIndex::new(n, Some(ties)).unwrap();
+            let mut counts = vec![0u32; n];
+            let mut parked = vec![false; n];
+            for step in 0..5000 {
+                let d = rng.random_range(0..n);
+                match rng.random_range(0..4) {
+                    0 => {
+                        if parked[d] {
+                            index.unpark(d);
+                        } else {
+                            index.park(d);
+                        }
+                        parked[d] = !parked[d];
+                    }
+                    1 if counts[d] > 0 => {
+                        index.decrement(d);
+                        counts[d] -= 1;
+                    }
+                    _ if !parked[d] => {
+                        index.increment(d);
+                        counts[d] += 1;
+                    }
+                    _ => {}
+                }
+                let ranked: Vec<usize> = (0..n).filter(|&d| !parked[d]).collect();
+                let min = ranked.iter().map(|&d| counts[d]).min();
+                assert_eq!(index.min_load(), min.unwrap_or(u32::MAX), "step {step}");
+                if let Some(min) = min {
+                    let pick = match ties {
+                        Ties::Random => index.random_least_loaded(&mut rng),
+                        Ties::Oldest => index.oldest_least_loaded(),
+                    };
+                    assert!(!parked[pick] && counts[pick] == min, "step {step}");
+                }
+                for (d, &count) in counts.iter().enumerate() {
+                    assert_eq!(index.in_flight(d), count);
+                }
+            }
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! simulator runs. Key paths in errors are the scenario file's: `service.percentiles[2]`.
 
 use crate::app::{AppServer, AppSpec, DynoType};
+use crate::autoscale::Autoscaler;
 use crate::dist::{self, ServiceDistribution, Shaped};
 use crate::error::{Error, Result};
 use crate::params::{check_duration, explain_serde_error, whole, Params};
@@ -42,6 +43,10 @@ pub struct ScenarioSpec {
     pub resources: Option<BTreeMap<String, ResourceSpec>>,
     #[serde(default)]
     pub router: RouterSpec,
+    /// The fleet's autoscaler (`rule` and its settings, see [`crate::autoscale`]); None: a
+    /// fleet of a fixed size.
+    #[serde(default)]
+    pub autoscale: Option<Map<String, Value>>,
     #[serde(default)]
     pub run: RunSpec,
     /// Sections the Python front end reads (prices, labelled variants); the engine ignores
@@ -101,6 +106,15 @@ pub struct FleetSpec {
     /// [`Scenario::boot_time`]); `app.boot_time` is its old name.
     #[serde(default)]
     pub boot_time: Option<Value>,
+    /// A boot that takes longer than this crashes (Heroku's R10) and the dyno boots again.
+    #[serde(default)]
+    pub boot_timeout: Option<Duration>,
+    /// From a dyno marked down (no new requests) to its SIGTERM.
+    #[serde(default)]
+    pub stop_delay: Option<Duration>,
+    /// From SIGTERM to SIGKILL: the requests a dyno still holds then fail.
+    #[serde(default)]
+    pub shutdown_grace: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -282,6 +296,11 @@ pub struct Scenario {
     /// Today a dyno boots after an R15 restart; the fleet's lifecycle (issue #24) starts,
     /// deploys and cycles dynos through the same time.
     pub boot_time: Box<dyn ServiceDistribution>,
+    /// How dynos boot and stop: `fleet.boot_timeout`, `fleet.stop_delay`,
+    /// `fleet.shutdown_grace`.
+    pub lifecycle: Lifecycle,
+    /// `[autoscale]`: the rule that resizes the fleet; None: `dynos` dynos throughout.
+    pub autoscale: Option<Autoscaler>,
     /// `router.timeout` (H12), counted from when the router hands the request to a dyno.
     pub router_timeout: Option<Timeout>,
     /// `router.queue_timeout`, counted from when the router began holding the request.
@@ -311,6 +330,27 @@ pub struct Scenario {
     /// The engine asked for (`run.engine`).
     pub engine: Engine,
 }
+
+/// How a dyno boots and stops (see `sim/lifecycle.rs`): after `fleet.boot_time` it is up,
+/// unless that is longer than `boot_timeout` (R10: it crashes at the timeout and boots again).
+/// A dyno stopped is marked down at once (the routers send it nothing more), gets its SIGTERM
+/// `stop_delay` later (its server stops accepting: a request reaching it after that raced it
+/// going down, an H13) and has `shutdown_grace` to finish what it holds; SIGKILL fails the rest
+/// (`errors.shutdown`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lifecycle {
+    pub boot_timeout: f64,
+    pub stop_delay: f64,
+    pub shutdown_grace: f64,
+}
+
+/// Heroku's boot timeout (R10 past it), its SIGTERM about a second after a dyno is marked down
+/// (AUTOSCALING.md §1.2: 1.3 s observed), and its 30 s from SIGTERM to SIGKILL.
+pub const DEFAULT_LIFECYCLE: Lifecycle = Lifecycle {
+    boot_timeout: 60.0,
+    stop_delay: 1.0,
+    shutdown_grace: 30.0,
+};
 
 /// Which engine simulates a replication (`run.engine`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,6 +505,25 @@ impl Scenario {
             Some(v) => crate::dist::from_value_or_zero(v, "router.connect", base_dir)?,
         };
         let boot_time = Self::boot_time_of(spec, base_dir)?;
+        let lifecycle = Self::lifecycle_of(&spec.fleet)?;
+        let autoscale = match &spec.autoscale {
+            None => None,
+            Some(table) => {
+                let a = Autoscaler::from_table("autoscale", table)?;
+                let b = a.bounds();
+                if !(b.min..=b.max).contains(&dynos) {
+                    return Err(Error::config(
+                        "fleet.dynos",
+                        format!(
+                            "the fleet starts with {dynos} dynos, outside the autoscaler's \
+                             range [autoscale.min, autoscale.max] = [{}, {}]",
+                            b.min, b.max
+                        ),
+                    ));
+                }
+                Some(a)
+            }
+        };
         let router_timeout = Timeout::build_or(
             r.timeout.as_ref(),
             "router.timeout",
@@ -550,6 +609,8 @@ impl Scenario {
             routers,
             connect,
             boot_time,
+            lifecycle,
+            autoscale,
             router_timeout,
             queue_timeout,
             client_timeout,
@@ -571,7 +632,86 @@ impl Scenario {
             engine,
         };
         scenario.check_time_scales()?;
+        scenario.check_lifecycle()?;
         Ok(scenario)
+    }
+
+    /// `fleet.boot_timeout`, `fleet.stop_delay` and `fleet.shutdown_grace`, or their defaults.
+    fn lifecycle_of(fleet: &FleetSpec) -> Result<Lifecycle> {
+        let d = DEFAULT_LIFECYCLE;
+        let at_least_0 = |v: Option<Duration>, key: &str, default: f64| match v {
+            None => Ok(default),
+            Some(Duration(s)) if s >= 0.0 && s.is_finite() => Ok(s + 0.0),
+            Some(Duration(s)) => Err(Error::config(
+                format!("fleet.{key}"),
+                format!("must be a duration >= 0, got {s} s"),
+            )),
+        };
+        Ok(Lifecycle {
+            boot_timeout: match fleet.boot_timeout {
+                None => d.boot_timeout,
+                Some(t) => check_duration(t.0, "fleet.boot_timeout")?,
+            },
+            stop_delay: at_least_0(fleet.stop_delay, "stop_delay", d.stop_delay)?,
+            shutdown_grace: at_least_0(fleet.shutdown_grace, "shutdown_grace", d.shutdown_grace)?,
+        })
+    }
+
+    /// With an autoscaler, dynos boot during the run: a boot that always outlasts the boot
+    /// timeout, or the run, would never bring one up.
+    fn check_lifecycle(&self) -> Result<()> {
+        if self.autoscale.is_none() {
+            return Ok(());
+        }
+        let horizon = self.warmup + self.duration;
+        // The shortest boot the distribution draws.
+        let boot = self.boot_time.quantile(0.0);
+        if boot.is_finite() && boot >= self.lifecycle.boot_timeout {
+            return Err(Error::config(
+                "fleet.boot_time",
+                format!(
+                    "every boot takes at least {boot} s, fleet.boot_timeout ({} s): each would \
+                     crash (R10) and no dyno would come up; shorten it or raise \
+                     fleet.boot_timeout",
+                    self.lifecycle.boot_timeout
+                ),
+            ));
+        }
+        let mean = self.boot_time.mean();
+        if mean >= horizon {
+            return Err(Error::config(
+                "fleet.boot_time",
+                format!(
+                    "a boot takes {mean} s on average, longer than the run ({horizon} s): no \
+                     dyno the autoscaler starts would come up in it"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The most dynos serving at once: `autoscale.max` with an autoscaler, else `dynos`.
+    /// Capacity (the offered load, the stability check) is counted on these.
+    pub fn serving_dynos(&self) -> u32 {
+        self.autoscale
+            .as_ref()
+            .map_or(self.dynos, |a| a.bounds().max)
+    }
+
+    /// Dyno slots a replication keeps: `dynos` for a fixed fleet; with an autoscaler, room
+    /// for twice its largest fleet, so that dynos booting can take new slots while the dynos
+    /// they replace drain. A dyno asked for while every slot is taken starts when one frees.
+    pub fn dyno_slots(&self) -> u32 {
+        match &self.autoscale {
+            None => self.dynos,
+            Some(a) => a.bounds().max.max(self.dynos).saturating_mul(2),
+        }
+    }
+
+    /// Whether dynos come and go during a run (an autoscaler): the run then reports its
+    /// fleet's size and bill, and runs on the event engine.
+    pub fn has_lifecycle(&self) -> bool {
+        self.autoscale.is_some()
     }
 
     /// `fleet.boot_time`, or its old name `app.boot_time` (a duration), or
@@ -611,7 +751,7 @@ impl Scenario {
     /// each pool's connections. Demands are uncontended; memory slowdowns are not counted.
     pub fn bottleneck(&self) -> (&'static str, f64) {
         let rate = self.arrival_rate();
-        let dynos = f64::from(self.dynos);
+        let dynos = f64::from(self.serving_dynos());
         let mut best = (
             "threads",
             self.busy_slots_needed() / self.total_slots() as f64,
@@ -674,8 +814,9 @@ impl Scenario {
         self.arrival_rate() * (self.service.mean() + overhead)
     }
 
+    /// Slots of the largest fleet (see [`Self::serving_dynos`]).
     pub fn total_slots(&self) -> u64 {
-        self.dynos as u64 * self.slots as u64
+        self.serving_dynos() as u64 * self.slots as u64
     }
 
     /// Refuses a scenario whose busy slots needed overflow, whose measured window expects

@@ -13,6 +13,7 @@ pub use crate::load_index::Ties;
 use crate::params::Params;
 use crate::registry::Registry;
 use crate::rng::SimRng;
+use crate::up_set::UpSet;
 use rand::distr::{Distribution, Uniform};
 use std::fmt::Debug;
 
@@ -52,8 +53,9 @@ pub enum Knowledge {
     Ranking(Ties),
 }
 
-/// Draws a dyno uniformly at random. Set up once per replication: a draw is then one
-/// multiplication and a comparison, where `random_range` sets the range up on every call.
+/// Draws one of `n` uniformly at random (a place among the up dynos, see [`UpSet`]). Set up
+/// once per size: a draw is then one multiplication and a comparison, where `random_range`
+/// sets the range up on every call.
 #[derive(Debug, Clone, Copy)]
 pub struct DynoDraw(Uniform<usize>);
 
@@ -69,11 +71,12 @@ impl DynoDraw {
     }
 }
 
-/// What a router knows when it routes a request: its own in-flight requests per dyno.
+/// What a router knows when it routes a request: the dynos up ([`UpSet`]: a policy picks
+/// among them alone) and its own in-flight requests per dyno.
 pub struct RouterView<'a> {
     /// Concurrent slots of every dyno.
     pub slots: u32,
-    draw: &'a DynoDraw,
+    up: &'a UpSet,
     loads: Loads<'a>,
 }
 
@@ -82,49 +85,60 @@ enum Loads<'a> {
     Index(&'a LoadIndex),
     /// Worked out on demand at time `now` (the direct engine, see `crate::direct`).
     Direct(&'a DirectDynos, f64),
-    /// None: only the number of dynos, for policies that read nothing else
+    /// None: only which dynos are up, for policies that read nothing else
     /// ([`Knowledge::Nothing`]).
-    Blind(usize),
+    Blind,
 }
 
 impl<'a> RouterView<'a> {
-    pub(crate) fn indexed(slots: u32, draw: &'a DynoDraw, index: &'a LoadIndex) -> Self {
+    /// `index` ranks the up dynos of `up` alone (see [`LoadIndex::park`]).
+    pub(crate) fn indexed(slots: u32, up: &'a UpSet, index: &'a LoadIndex) -> Self {
         RouterView {
             slots,
-            draw,
+            up,
             loads: Loads::Index(index),
         }
     }
 
-    pub(crate) fn direct(slots: u32, draw: &'a DynoDraw, dynos: &'a DirectDynos, now: f64) -> Self {
+    pub(crate) fn direct(slots: u32, up: &'a UpSet, dynos: &'a DirectDynos, now: f64) -> Self {
         RouterView {
             slots,
-            draw,
+            up,
             loads: Loads::Direct(dynos, now),
         }
     }
 
-    pub(crate) fn blind(slots: u32, draw: &'a DynoDraw, dynos: usize) -> Self {
+    pub(crate) fn blind(slots: u32, up: &'a UpSet) -> Self {
         RouterView {
             slots,
-            draw,
-            loads: Loads::Blind(dynos),
+            up,
+            loads: Loads::Blind,
         }
     }
 
-    /// A dyno drawn uniformly at random from the routing stream.
+    /// An up dyno drawn uniformly at random from the routing stream.
     #[inline(always)]
     pub fn random_dyno(&self, rng: &mut SimRng) -> usize {
-        self.draw.0.sample(rng)
+        self.up.draw(rng)
     }
 
+    /// A place among the up dynos (`0..dynos()`) drawn uniformly: [`Self::dyno_at`] of it is
+    /// what [`Self::random_dyno`] would have drawn.
+    #[inline]
+    pub fn random_place(&self, rng: &mut SimRng) -> usize {
+        self.up.draw_place(rng)
+    }
+
+    /// The up dyno at place `i` (`i < dynos()`), for a policy that goes through them in turn.
+    #[inline]
+    pub fn dyno_at(&self, i: usize) -> usize {
+        self.up.dyno_at(i)
+    }
+
+    /// How many dynos are up: the policy's choice.
     #[inline]
     pub fn dynos(&self) -> usize {
-        match self.loads {
-            Loads::Index(index) => index.dynos(),
-            Loads::Direct(dynos, _) => dynos.len(),
-            Loads::Blind(dynos) => dynos,
-        }
+        self.up.len()
     }
 
     /// This router's requests on the dyno, in service or waiting there.
@@ -133,7 +147,7 @@ impl<'a> RouterView<'a> {
         match self.loads {
             Loads::Index(index) => index.in_flight(dyno),
             Loads::Direct(dynos, now) => dynos.in_system(dyno, now),
-            Loads::Blind(_) => unreachable!("{NOTHING_READ_A_LOAD}"),
+            Loads::Blind => unreachable!("{NOTHING_READ_A_LOAD}"),
         }
     }
 
@@ -150,7 +164,7 @@ impl<'a> RouterView<'a> {
         match self.loads {
             Loads::Index(index) => index,
             Loads::Direct(..) => unreachable!("the direct engine keeps no ranking"),
-            Loads::Blind(_) => unreachable!("{NOTHING_READ_A_LOAD}"),
+            Loads::Blind => unreachable!("{NOTHING_READ_A_LOAD}"),
         }
     }
 }

@@ -168,9 +168,9 @@ impl Simulation<'_> {
         let now = self.now;
         self.measures.restarted(now);
         self.cpu_advance(dyno);
+        self.routers.take_down(dyno);
         let d = &mut self.dynos[dyno];
         d.up = false;
-        self.dynos_up -= 1;
         // The requests on it: those in its accept queue and those its threads hold.
         let mut accept = std::mem::replace(&mut d.accept, Fifo::EMPTY);
         d.waiting = 0;
@@ -257,7 +257,7 @@ impl Simulation<'_> {
 
     pub(super) fn boot(&mut self, dyno: usize) {
         self.dynos[dyno].up = true;
-        self.dynos_up += 1;
+        self.routers.bring_up(dyno);
         for router in 0..self.routers.queues.len() {
             self.drain_router(router);
         }

@@ -272,7 +272,6 @@ struct Simulation<'s> {
     cpu_store: SharingStore,
     /// Every dyno's processes' requests and arenas.
     procs: Processes,
-    dynos_up: u32,
     routers: Routers,
     waiting_total: usize,
     resources: Vec<ResourceState>,
@@ -442,8 +441,7 @@ fn simulate(
         rest,
         cpu_store,
         procs: Processes::new(&s.app, s.dynos)?,
-        dynos_up: s.dynos,
-        routers: Routers::new(s, stream(seed, replication, Stream::Routing))?,
+        routers: Routers::new(s, s.dynos, stream(seed, replication, Stream::Routing))?,
         waiting_total: 0,
         resources: s
             .resources

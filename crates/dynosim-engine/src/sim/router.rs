@@ -1,32 +1,37 @@
 //! The routers: each with its policy, its view of its own requests in flight per dyno, and a
-//! FIFO queue for the requests its policy holds. Dynos that are down (restarting) are skipped.
+//! FIFO queue for the requests its policy holds; and the dynos up ([`UpSet`]), which every
+//! policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
+//! go down ([`Routers::bring_up`], [`Routers::take_down`]).
 
-use super::dyno::Dyno;
 use crate::error::Result;
 use crate::load_index::LoadIndex;
-use crate::policy::{DynoDraw, Knowledge, Route, RouterView, RoutingPolicy, Ties};
+use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::rng::SimRng;
 use crate::scenario::Scenario;
+use crate::up_set::UpSet;
 use rand::Rng;
 use std::collections::VecDeque;
 
-/// Picks of a down dyno after which a router stops asking its policy (see [`Routers::route`]).
-const DOWN_RETRIES: usize = 64;
+/// Picks of the dyno to avoid after which a router stops asking its policy (see
+/// [`Routers::route_avoiding`]).
+const AVOID_RETRIES: usize = 64;
 
 pub(super) struct Routers {
     pub loads: Vec<LoadIndex>,
     policies: Vec<Box<dyn RoutingPolicy>>,
     pub queues: Vec<VecDeque<u32>>,
-    draw: DynoDraw,
+    /// The dynos up, for every router: the platform's own state, not a router's belief.
+    up: UpSet,
     rng: SimRng,
     slots: u32,
 }
 
 impl Routers {
-    pub fn new(s: &Scenario, rng: SimRng) -> Result<Routers> {
-        let n = s.dynos as usize;
+    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up.
+    pub fn new(s: &Scenario, capacity: u32, rng: SimRng) -> Result<Routers> {
+        let n = capacity as usize;
         let routers = s.routers as usize;
-        Ok(Routers {
+        let mut routers = Routers {
             loads: (0..routers)
                 .map(|_| {
                     let ranking = match s.policy.knowledge() {
@@ -39,10 +44,33 @@ impl Routers {
                 .collect::<Result<_>>()?,
             policies: (0..routers).map(|_| s.policy.box_clone()).collect(),
             queues: (0..routers).map(|_| VecDeque::new()).collect(),
-            draw: DynoDraw::new(n),
+            up: UpSet::new(n, s.dynos as usize)?,
             rng,
             slots: s.slots,
-        })
+        };
+        for d in s.dynos as usize..n {
+            for loads in &mut routers.loads {
+                loads.park(d);
+            }
+        }
+        Ok(routers)
+    }
+
+    /// `dyno` is up: every router may send it requests from now on.
+    pub fn bring_up(&mut self, dyno: usize) {
+        self.up.insert(dyno);
+        for loads in &mut self.loads {
+            loads.unpark(dyno);
+        }
+    }
+
+    /// `dyno` is down (draining, stopped or restarting): no router sends it requests from
+    /// now on; their counts of the requests they sent it go on.
+    pub fn take_down(&mut self, dyno: usize) {
+        self.up.remove(dyno);
+        for loads in &mut self.loads {
+            loads.park(dyno);
+        }
     }
 
     /// The router a new request lands on: one at random, from the routing stream.
@@ -56,40 +84,39 @@ impl Routers {
         }
     }
 
-    /// The policy's choice; a dyno that is down is skipped by asking again, and after
-    /// [`DOWN_RETRIES`] such picks the up dyno with the fewest of this router's requests is
-    /// taken. None when every dyno is down.
+    /// The policy's choice among the up dynos; None when no dyno is up.
     #[inline]
-    pub fn route(&mut self, router: usize, dynos: &[Dyno], dynos_up: u32) -> Option<Route> {
-        self.route_avoiding(router, dynos, dynos_up, None)
-    }
-
-    /// [`Self::route`], but a retry after a refusal: the dyno `avoid` is skipped as a down
-    /// one is, while another dyno is up (HAProxy's draws for a redispatch avoid the server
-    /// that failed; Heroku's router tries other dynos).
-    #[inline]
-    pub fn route_avoiding(
-        &mut self,
-        router: usize,
-        dynos: &[Dyno],
-        dynos_up: u32,
-        avoid: Option<usize>,
-    ) -> Option<Route> {
-        if dynos_up == 0 {
+    pub fn route(&mut self, router: usize) -> Option<Route> {
+        if self.up.is_empty() {
             return None;
         }
-        let avoid = avoid.filter(|&a| dynos_up > 1 || !dynos[a].up);
-        let usable = |d: usize| dynos[d].up && Some(d) != avoid;
-        for _ in 0..DOWN_RETRIES {
-            let view = RouterView::indexed(self.slots, &self.draw, &self.loads[router]);
-            match self.policies[router].route(&view, &mut self.rng) {
-                Route::To(d) if !usable(d) => continue,
-                other => return Some(other),
+        let view = RouterView::indexed(self.slots, &self.up, &self.loads[router]);
+        let route = self.policies[router].route(&view, &mut self.rng);
+        debug_assert!(
+            !matches!(route, Route::To(d) if !self.up.contains(d)),
+            "a policy picked a dyno that is not up"
+        );
+        Some(route)
+    }
+
+    /// [`Self::route`], but a retry after a refusal: the dyno `avoid` is skipped by asking
+    /// again, while another dyno is up (HAProxy's draws for a redispatch avoid the server
+    /// that failed; Heroku's router tries other dynos); after [`AVOID_RETRIES`] such picks
+    /// the up dyno with the fewest of this router's requests is taken.
+    pub fn route_avoiding(&mut self, router: usize, avoid: usize) -> Option<Route> {
+        if self.up.len() == 1 && self.up.contains(avoid) || self.up.is_empty() {
+            return self.route(router);
+        }
+        for _ in 0..AVOID_RETRIES {
+            match self.route(router) {
+                Some(Route::To(d)) if d == avoid => continue,
+                other => return other,
             }
         }
         let loads = &self.loads[router];
-        (0..dynos.len())
-            .filter(|&d| usable(d))
+        self.up
+            .iter()
+            .filter(|&d| d != avoid)
             .min_by_key(|&d| loads.in_flight(d))
             .map(Route::To)
     }
@@ -98,7 +125,7 @@ impl Routers {
     /// reading ahead: the stream does not move).
     #[inline]
     pub fn next_random(&self) -> usize {
-        self.draw.sample(&mut self.rng.clone())
+        self.up.draw(&mut self.rng.clone())
     }
 
     /// Requests the routers hold.

@@ -139,10 +139,7 @@ impl Simulation<'_> {
         // Another dyno than the one that refused, as Heroku's router and HAProxy's
         // redispatch do (when another is up).
         let avoid = e.refused_by as usize;
-        match self
-            .routers
-            .route_avoiding(router, &self.dynos, self.dynos_up, Some(avoid))
-        {
+        match self.routers.route_avoiding(router, avoid) {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
             Some(Route::Hold) => self.hold(req, None),
             None => self.fail_unrouted(req),
@@ -220,7 +217,7 @@ impl Simulation<'_> {
 
     #[inline]
     fn route(&mut self, router: usize) -> Option<Route> {
-        self.routers.route(router, &self.dynos, self.dynos_up)
+        self.routers.route(router)
     }
 
     fn fail_unrouted(&mut self, req: u32) {
