@@ -8,7 +8,7 @@ HAProxy told through its runtime API, and the engine's own autoscale rule decidi
 - **A dyno's life** (docs/AUTOSCALING.md §1.2, :class:`Dyno`): *booting* from the start of its
   gunicorn; *up* once its workers have loaded the app and the scenario's boot time has passed
   on top of that (``set server dynos/dynoN state ready``); *draining* when the fleet shrinks:
-  ``state drain`` (HAProxy sends it nothing new), SIGTERM :data:`DRAIN_TO_TERM` s later, which
+  ``state drain`` (HAProxy sends it nothing new), SIGTERM ``fleet.stop_delay`` s later, which
   gunicorn answers by finishing its requests for at most ``--graceful-timeout`` =
   ``fleet.shutdown_grace``, SIGKILL once that grace has passed; then ``state maint``, *off*.
   A scale-up takes the lowest-numbered servers that are off; a scale-down drains the
@@ -42,8 +42,9 @@ from .dynos import DynoPlan, spawn_dyno
 from .procs import Supervisor, TestbedError, free_ports
 from .router import BACKEND, server_name
 
-#: Seconds from marking a dyno down to its SIGTERM (Heroku's log shows about 1.3 s, §1.2).
-DRAIN_TO_TERM = 1.0
+#: Seconds from marking a dyno down to its SIGTERM by default (``fleet.stop_delay``; Heroku's
+#: log shows about 1.3 s, §1.2).
+STOP_DELAY = 1.0
 #: Seconds between two utilisation reports of a dyno (assumed: the platforms' agents report
 #: every 5 to 15 s; the engine's own period is the engine's to say).
 REPORT_PERIOD = 5.0
@@ -81,6 +82,7 @@ class FleetPlan:
     metric: Optional[str]
     boot_time: float
     boot_timeout: float = BOOT_TIMEOUT
+    stop_delay: float = STOP_DELAY
     shutdown_grace: float = SHUTDOWN_GRACE
     warnings: List[str] = field(default_factory=list)
 
@@ -111,7 +113,7 @@ def engine_knows_autoscale() -> bool:
 
 
 #: The fleet keys the engine does not read before it simulates the lifecycle.
-LIFECYCLE_KEYS = ("boot_timeout", "shutdown_grace")
+LIFECYCLE_KEYS = ("boot_timeout", "stop_delay", "shutdown_grace")
 
 
 def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
@@ -148,6 +150,7 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
         initial=initial, table=table, bounds=(low, high), interval=rule.interval, metric=rule.metric,
         boot_time=float(described["app"]["boot_time"]),
         boot_timeout=_duration(scenario, "fleet.boot_timeout", fleet.get("boot_timeout"), BOOT_TIMEOUT),
+        stop_delay=_duration(scenario, "fleet.stop_delay", fleet.get("stop_delay"), STOP_DELAY),
         shutdown_grace=_duration(scenario, "fleet.shutdown_grace", fleet.get("shutdown_grace"), SHUTDOWN_GRACE),
         warnings=warnings)
     return engine, plan
@@ -357,7 +360,7 @@ class Fleet:
                     self.drain(dyno, now, "boot timeout")
             elif dyno.state == "draining":
                 if math.isnan(dyno.terminated):
-                    if now >= dyno.drained + DRAIN_TO_TERM:
+                    if now >= dyno.drained + self.plan.stop_delay:
                         self._signal(dyno, signal.SIGTERM)
                         dyno.terminated = now
                     continue
@@ -720,8 +723,8 @@ def per_minute_responses(load: Dict[str, Any], length: float, width: float = 60.
 #: simulation's, and p95 per minute within 25%.
 P95_TOLERANCE = 0.25
 
-NOT_SIMULATED = ("the engine does not simulate [autoscale] yet (issue #24's fleet lifecycle: fleet.boot_timeout, "
-                 "fleet.shutdown_grace, the dynos_up/dynos_booting time series); the simulated side ran a fixed fleet "
+NOT_SIMULATED = ("the engine does not simulate [autoscale] yet (issue #24's fleet lifecycle in the event engine, "
+                 "and its dynos_up/dynos_booting time series); the simulated side ran a fixed fleet "
                  "of fleet.dynos")
 
 
