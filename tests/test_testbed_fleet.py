@@ -9,14 +9,17 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from conftest import run_cli
-from test_testbed import _descendants, needs_components
+from conftest import assert_one_line_error, child_process, run_cli
+from fuzzing import toml_document
+from test_testbed import _descendants, needs_components, stop_and_look
 from dynosim import Scenario
 from dynosim.errors import ScenarioError
 from dynosim.testbed import fleet as fl
@@ -285,6 +288,35 @@ def test_utilisation_is_each_up_dynos_busy_fraction_over_a_report():
     assert rule.totals[1] == (10.0, pytest.approx(2.0 / 10 + 5.0 / 10), 2)
 
 
+def test_response_times_are_haproxys_ta_when_it_logs_the_answer():
+    rule = Recorder()
+    m = fl.Metrics("response_time", t0=0.0, slots=2)
+    m.feed_router([b"12 0 0 250 251 200 dyno1 0 0 --", b"- 0 0 -1 3 400 <NOSRV> 0 0 CR--",
+                   b"13 0 0 -1 30000 504 dyno0 0 0 sH--", b"not a request line"], 7.5, rule)
+    assert rule.values == [(7.5, 0.251), (7.5, 30.0)]  # a 504 counts as the router logs it
+
+
+def test_cpu_is_each_up_dynos_cpu_seconds_over_cores_and_the_period():
+    rule = Recorder()
+    used = {0: 1.0, 1: 4.0}
+    m = fl.Metrics("cpu", t0=0.0, slots=2, period=5.0, cores=2, cpu=lambda d: used.get(d))
+    m.report(5.0, [0, 1], rule)  # first sight: the baseline, nothing reported
+    assert rule.totals == []
+    used.update({0: 3.5, 1: 9.0})
+    m.report(10.0, [0, 1], rule)
+    assert rule.totals == [(10.0, pytest.approx(2.5 / 10 + 5.0 / 10), 2)]
+
+
+def test_a_dynos_cpu_seconds_are_its_groups():
+    # A session of its own (as every dyno is) that has burnt at least 0.3 s of CPU, then waits.
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nprint('x', flush=True)\n" \
+           "time.sleep(30)"
+    with child_process([sys.executable, "-c", burn], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout.readline() == b"x\n"
+        assert fl.cpu_seconds(proc.pid) >= 0.3
+    assert fl.cpu_seconds(proc.pid) == 0.0  # gone: nothing left to count
+
+
 def test_the_work_log_is_read_as_it_grows_whole_lines_only(tmp_path):
     tail = fl.WorkTail(tmp_path)
     log = tmp_path / "3-1234.log"
@@ -329,10 +361,6 @@ def test_a_scenario_with_autoscale_becomes_a_fleet_plan():
 
 
 @pytest.mark.parametrize("change, expected", [
-    ({"autoscale": {"rule": "heroku", "max": 3}},
-     "autoscale.rule: rule 'heroku' reads response time, which the testbed's fleet does not measure yet"),
-    ({"autoscale": {"rule": "hpa", "max": 3, "target": 0.5}},
-     "autoscale.rule: rule 'hpa' reads cpu, which the testbed's fleet does not measure yet"),
     ({"autoscale": {"rule": "judoscale", "max": 3, "cooldown": "-1s"}}, "autoscale.cooldown: must be a duration >= 0"),
     ({"autoscale": {"rule": "judoscale", "min": 2, "max": 3}}, "fleet.dynos: must be within the autoscaler's min and max"),
     ({"fleet": {"dynos": 1, "slots": 2, "shutdown_grace": "soon"}}, "fleet.shutdown_grace: expected a duration"),
@@ -347,15 +375,15 @@ def test_a_bad_fleet_is_one_line_naming_the_key(change, expected):
 
 
 def test_the_cli_refuses_a_bad_fleet_in_one_line(tmp_path):
-    import tomllib  # noqa: F401  (the scenario is written as TOML by hand below)
-
     path = tmp_path / "fleet.toml"
     path.write_text('[arrivals]\nprocess = "poisson"\nrate = "5/s"\n[service]\ndistribution = "exponential"\n'
-                    'mean = "50ms"\n[fleet]\ndynos = 1\n[autoscale]\nrule = "heroku"\nmax = 2\n')
+                    'mean = "50ms"\n[fleet]\ndynos = 1\nshutdown_grace = "soon"\n[autoscale]\nrule = "heroku"\n'
+                    'max = 2\n')
     result = run_cli("testbed", str(path), "--duration", "5s")
-    from conftest import assert_one_line_error
-
-    assert_one_line_error(result, "autoscale.rule", "response time")
+    assert_one_line_error(result, "fleet.shutdown_grace")
+    result = run_cli("testbed", str(path), "--duration", "5s", "--set", 'fleet.shutdown_grace="5s"',
+                     "--set", "autoscale.max=0")
+    assert_one_line_error(result, "autoscale.max")
 
 
 # --- a real autoscaled fleet -------------------------------------------------------------------------
@@ -449,3 +477,19 @@ def test_the_real_and_simulated_fleets_change_size_together():
     got = fl.compare(measured, simulated, p.interval)
     assert got["fleet_agrees"], got["changes"]
     assert got["p95_agrees"], got["per_minute"]
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_nothing_outlives_a_fleet_stopped_while_dynos_boot(tmp_path, how):
+    """Stopped 1 s after the schedule asked for 3 dynos, with 30 s of boot: two gunicorns
+    booting, not yet in HAProxy, besides the first."""
+    needs_components()
+    doc = fleet_scenario(schedule=[["0s", 1], ["2s", 3]], interval="2s")
+    doc["fleet"] = {"dynos": 1, "slots": 2, "boot_time": "30s"}
+    toml = tmp_path / "fleet.toml"
+    toml.write_text(toml_document(doc))
+
+    def dynos(seen: Dict[int, str]) -> int:
+        return len({line.split("--bind ")[1].split()[0] for line in seen.values() if "--bind 127.0.0.1:" in line})
+
+    stop_and_look(str(toml), how, lambda seen: dynos(seen) >= 3, expect=("gunicorn", "haproxy"), settle=1.0)

@@ -40,7 +40,8 @@ from ..errors import DynosimError, from_engine
 from ..scenario import Scenario
 from .dynos import DynoPlan, spawn_dyno
 from .procs import Supervisor, TestbedError, free_ports
-from .router import BACKEND, server_name
+from .router import BACKEND, parse_log_line, server_name
+from .watchdog import group_members, processes
 
 #: Seconds from marking a dyno down to its SIGTERM by default (``fleet.stop_delay``; Heroku's
 #: log shows about 1.3 s, §1.2).
@@ -51,7 +52,7 @@ REPORT_PERIOD = 5.0
 #: The controller's polling period.
 TICK = 0.05
 #: The metrics the real fleet measures while it runs.
-MEASURED = ("queue_time", "utilisation")
+MEASURED = ("queue_time", "response_time", "utilisation", "cpu")
 #: The fleet's states, in the order of a dyno's life.
 STATES = ("off", "booting", "up", "draining")
 
@@ -443,14 +444,35 @@ def real_fleet(plan: FleetPlan, supervisor: Supervisor, dynos: DynoPlan, ports: 
 _LINE = re.compile(rb"^([sqe]) (\S+) (\S+)$")
 
 
+class Follow:
+    """Follows files as they grow: :meth:`lines` returns the whole lines written to one since
+    the last call (a line still being written waits for the next)."""
+
+    def __init__(self) -> None:
+        self._offsets: Dict[Path, int] = {}
+        self._partial: Dict[Path, bytes] = {}
+
+    def lines(self, path: Path) -> List[bytes]:
+        offset = self._offsets.get(path, 0)
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except OSError:
+            return []
+        self._offsets[path] = offset + len(data)
+        lines = (self._partial.pop(path, b"") + data).split(b"\n")
+        if lines[-1]:
+            self._partial[path] = lines[-1]
+        return lines[:-1]
+
+
 class WorkTail:
-    """Reads the app's work logs (dynosim.testbed.app) as they grow: each call to :meth:`read`
-    returns the lines written since the last, whole lines only."""
+    """Reads the app's work logs (dynosim.testbed.app), one file per worker, as they grow."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
-        self._offsets: Dict[str, int] = {}
-        self._partial: Dict[str, bytes] = {}
+        self._follow = Follow()
 
     def read(self) -> List[Tuple[int, str, str, float]]:
         """(dyno, mark, request id, time) of the new lines, file by file."""
@@ -460,25 +482,10 @@ class WorkTail:
         except OSError:
             return out
         for name in names:
-            if not name.endswith(".log"):
-                continue
             dyno_text = name.partition("-")[0]
-            if not dyno_text.isdigit():
+            if not name.endswith(".log") or not dyno_text.isdigit():
                 continue
-            path = self.directory / name
-            offset = self._offsets.get(name, 0)
-            try:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    data = f.read()
-            except OSError:
-                continue
-            self._offsets[name] = offset + len(data)
-            data = self._partial.pop(name, b"") + data
-            lines = data.split(b"\n")
-            if lines[-1]:
-                self._partial[name] = lines[-1]
-            for line in lines[:-1]:
+            for line in self._follow.lines(self.directory / name):
                 m = _LINE.match(line)
                 if not m:
                     continue
@@ -490,16 +497,42 @@ class WorkTail:
         return out
 
 
+def cpu_seconds(pgid: int) -> float:
+    """CPU seconds (user and system) used so far by a dyno's process group: its live members'
+    own and that of the children they reaped (a gunicorn worker replaced)."""
+    total = 0
+    for proc in group_members(pgid, processes()):
+        try:
+            with open(f"/proc/{proc.pid}/stat", "rb") as f:
+                text = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        rest = text[text.rindex(")") + 2:].split()
+        total += sum(int(x) for x in rest[11:15])  # utime, stime, cutime, cstime
+    return total / _CLOCK_TICKS
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 class Metrics:
     """The rule's metric on the real stack, fed to the rule as the platform would: queue
-    times (start − X-Request-Start) when the app starts a request; each up dyno's busy
-    fraction of its `slots` over each report period."""
+    times (start − X-Request-Start) when the app starts a request; response times (HAProxy's
+    Ta) when HAProxy logs the answer; each up dyno's busy fraction of its `slots`, and its CPU
+    use as a fraction of its `cores` (`cpu`: dyno → its CPU seconds so far), over each report
+    period."""
 
-    def __init__(self, metric: Optional[str], t0: float, slots: int, period: float = REPORT_PERIOD) -> None:
+    def __init__(self, metric: Optional[str], t0: float, slots: int, period: float = REPORT_PERIOD,
+                 cores: int = 1, cpu: Optional[Callable[[int], Optional[float]]] = None) -> None:
         self.metric = metric
         self.t0 = t0
         self.slots = slots
         self.period = period
+        self.cores = cores
+        self._cpu = cpu
+        self._cpu_before: Dict[int, float] = {}
+        self.response_times: List[Tuple[float, float]] = []
+        self.cpu_reports: List[Tuple[float, float, int]] = []
         self._stamped: Dict[str, float] = {}
         #: Per dyno: requests in hand {id: start} and busy seconds finished since the last report.
         self._open: Dict[int, Dict[str, float]] = {}
@@ -544,7 +577,39 @@ class Metrics:
                 self.reports.append((self._next_report, total, len(up)))
                 if self.metric == "utilisation":
                     rule.record_total(self._next_report, total, len(up))
+            self._report_cpu(up, rule)
             self._next_report += self.period
+
+    def _report_cpu(self, up: List[int], rule: Any) -> None:
+        """Each up dyno's CPU over the period, from the CPU seconds it had at the last report
+        (a dyno seen for the first time reports from the next)."""
+        if self._cpu is None:
+            return
+        total, count, seen = 0.0, 0, {}
+        for dyno in up:
+            used = self._cpu(dyno)
+            if used is None:
+                continue
+            seen[dyno] = used
+            if dyno in self._cpu_before:
+                total += max(0.0, used - self._cpu_before[dyno]) / (self.cores * self.period)
+                count += 1
+        self._cpu_before = seen
+        if count:
+            self.cpu_reports.append((self._next_report, total, count))
+            if self.metric == "cpu":
+                rule.record_total(self._next_report, total, count)
+
+    def feed_router(self, lines: Iterable[bytes], now: float, rule: Any) -> None:
+        """HAProxy's new log lines, read at `now` (s since the start): each answer's response
+        time as the router logs it (Ta, errors included)."""
+        for line in lines:
+            parsed = parse_log_line(line.decode(errors="replace"))
+            if parsed is None or parsed[1]["ta"] is None:
+                continue
+            self.response_times.append((now, parsed[1]["ta"]))
+            if self.metric == "response_time":
+                rule.record(now, parsed[1]["ta"])
 
 
 # --- a run -----------------------------------------------------------------------------------
@@ -618,7 +683,10 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
 
         progress(f"sending {len(requests)} requests; {rule.rule} evaluates every {rule.interval:g} s")
         t0 = clock()
-        metrics = Metrics(fleet_plan.metric, t0, slots)
+        metrics = Metrics(fleet_plan.metric, t0, slots, cores=int(plan.described["cores"]),
+                          cpu=None if fleet_plan.metric != "cpu" else
+                          lambda d: None if fleet.dynos[d].proc is None else cpu_seconds(fleet.dynos[d].proc.pid))
+        follow = Follow()
         decisions: List[Dict[str, Any]] = []
         next_eval = rule.interval
         sender = threading.Thread(target=send, name="dynosim-load", daemon=True)
@@ -627,6 +695,7 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
             while sender.is_alive():
                 now = clock() - t0
                 metrics.feed(tail.read(), rule)
+                metrics.feed_router(follow.lines(router.log), now, rule)
                 metrics.report(now, [d.index for d in fleet.serving()], rule)
                 while now >= next_eval:
                     size, up = fleet.size, fleet.up
@@ -667,7 +736,8 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
         "per_minute": per_minute, "warnings": fleet_plan.warnings + fleet.warnings,
         "router_log_lines": len(router_log), "work_lines_after": len(lines),
         "commands": [c for _, c in api.sent],
-        "queue_times": len(metrics.queue_times), "reports": len(metrics.reports),
+        "queue_times": len(metrics.queue_times), "response_times": len(metrics.response_times),
+        "reports": len(metrics.reports), "cpu_reports": len(metrics.cpu_reports),
     }
 
 
@@ -724,8 +794,7 @@ def per_minute_responses(load: Dict[str, Any], length: float, width: float = 60.
 P95_TOLERANCE = 0.25
 
 NOT_SIMULATED = ("the engine does not simulate [autoscale] yet (issue #24's fleet lifecycle in the event engine, "
-                 "and its dynos_up/dynos_booting time series); the simulated side ran a fixed fleet "
-                 "of fleet.dynos")
+                 "and its dynos_up/dynos_booting time series): only the real fleet ran")
 
 
 def simulated_fleet(engine: Scenario, length: float, width: float = 60.0) -> Dict[str, Any]:

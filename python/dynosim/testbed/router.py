@@ -31,7 +31,7 @@ import resource
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, Optional
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import DynosimError
 from .procs import Supervisor
@@ -178,20 +178,28 @@ def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
     except OSError:
         return out
     for line in lines:
-        parts = line.split()
-        # Connections without a request (a readiness probe) log "-" for the id.
-        if len(parts) != len(LOG_FIELDS) or parts[0] == "-":
-            continue
-        try:
-            tw, tc, tr, ta, status = (int(x) for x in parts[1:6])
-            bq, sq = int(parts[7]), int(parts[8])
-        except ValueError:
-            continue
-
-        def seconds(ms: int) -> Optional[float]:
-            return None if ms < 0 else ms / 1000.0
-
-        out[parts[0]] = {"tw": seconds(tw), "tc": seconds(tc), "tr": seconds(tr), "ta": seconds(ta),
-                         "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq,
-                         "term": parts[9]}
+        parsed = parse_log_line(line)
+        if parsed is not None:
+            out[parsed[0]] = parsed[1]
     return out
+
+
+def parse_log_line(line: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """One line of HAProxy's log as :func:`read_log` reads it: (request id, fields), or None
+    for a line that is not a request's."""
+    parts = line.split()
+    # Connections without a request (a readiness probe) log "-" for the id.
+    if len(parts) != len(LOG_FIELDS) or parts[0] == "-":
+        return None
+    try:
+        tw, tc, tr, ta, status = (int(x) for x in parts[1:6])
+        bq, sq = int(parts[7]), int(parts[8])
+    except ValueError:
+        return None
+
+    def seconds(ms: int) -> Optional[float]:
+        return None if ms < 0 else ms / 1000.0
+
+    return parts[0], {"tw": seconds(tw), "tc": seconds(tc), "tr": seconds(tr), "ta": seconds(ta),
+                      "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq,
+                      "term": parts[9]}
