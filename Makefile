@@ -33,7 +33,7 @@ testbed-deps: install ## install the testbed's HAProxy and PostgreSQL (apt, as r
 .PHONY: test-rust
 test-rust: ## engine tests (unit, theory, determinism), the load generator's and the log reader's; the dyno model's with debug assertions too
 	cargo test --release -p dynosim-engine -p dynosim-load -p dynosim-logs
-	cargo test -p dynosim-engine --test fuzz_dyno --test overhead --test dyno --test timeouts
+	cargo test -p dynosim-engine --test fuzz_dyno --test overhead --test dyno --test timeouts --test lifecycle
 
 .PHONY: test-python
 test-python: build-dev ## package, CLI and end-to-end tests

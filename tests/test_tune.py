@@ -13,7 +13,6 @@ from conftest import assert_one_line_error
 from dynosim import Scenario, theory
 from dynosim.capacity import parse_target
 from dynosim.cost import Pricing, run_cost
-from dynosim.errors import ScenarioError
 from dynosim.results import Estimate, PolicyResult
 from dynosim.tune import Setting, Tuning, fixed_fleet, result_cost, without_autoscale
 
@@ -340,26 +339,10 @@ max = 20
 """
 ISSUE_EXAMPLE = ('--vary autoscale.upscale_above=50ms,100ms,200ms --vary autoscale.downscale_delay=5min,10min '
                  '--target "response.p95 <= 500ms"')
-SKIP_REASON = "autoscale.* keys arrive with the fleet lifecycle, issue 24"
-
-
-def refuses_autoscale(path):
-    """Whether the engine refuses an [autoscale] section as it refuses any section it does not
-    know (serde's unknown field at the top level)."""
-    try:
-        Scenario.load(path).describe()
-    except ScenarioError as e:
-        return e.path == "autoscale" and e.message.startswith("unknown field `autoscale`")
-    return False
 
 
 def test_the_issues_example(cli, tmp_path):
     path = write_scenario(tmp_path, AUTOSCALED, "fleet.toml")
-    if refuses_autoscale(path):
-        # Until then the verb names what is refused, as for any key.
-        result = cli("tune", path, *shlex.split(ISSUE_EXAMPLE), cwd=tmp_path)
-        assert_one_line_error(result, "unknown field `autoscale`")
-        pytest.skip(SKIP_REASON)
     result = cli("tune", path, *shlex.split(ISSUE_EXAMPLE), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "settings against response.p95 <= 500ms" in result.stdout

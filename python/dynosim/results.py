@@ -18,7 +18,7 @@ __all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "OPTIONAL_METRICS",
 
 #: The kinds of error a request may be answered with (``errors.KIND``, ``error_counts.KIND``).
 ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue_timeout", "app_timeout", "shed", "r15",
-                           "no_dyno"]
+                           "no_dyno", "shutdown"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -45,6 +45,9 @@ OPTIONAL_METRICS: List[str] = (
      "closed_loop.clients", "closed_loop.completed", "closed_loop.failed", "closed_loop.elapsed",
      "closed_loop.requests_per_s"]
     + [f"closed_loop.latency.{stat}" for stat in _STATS]
+    # A fleet that changes size (`[autoscale]`): its size and bill, and the autoscaler's actions.
+    + ["fleet.size.mean", "fleet.size.min", "fleet.size.max", "fleet.dyno_seconds", "fleet.serving_mean",
+       "fleet.starts", "fleet.r10", "autoscale.actions", "autoscale.reversals"]
 )
 
 _NAMED = re.compile(r"^(resources\.[^.]+\.(utilisation|uses|(pool_wait|queue)\.(" + "|".join(_STATS) + r"))"
@@ -59,7 +62,7 @@ def is_metric(metric: str) -> bool:
 def metric_names_hint() -> str:
     """The metric names, for an error message."""
     return (", ".join(METRICS) + "; with the dyno model also dyno.*, failed.*, closed_loop.*, "
-            "resources.NAME.*, classes.NAME.* (docs/output.md)")
+            "resources.NAME.*, classes.NAME.*; with [autoscale] fleet.* and autoscale.* (docs/output.md)")
 
 
 def is_time_metric(metric: str) -> bool:

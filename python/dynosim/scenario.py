@@ -36,7 +36,7 @@ OVERRIDE_SOURCE = "--set"
 PYTHON_SECTIONS = ("cost", "cases")
 
 #: Sections that are tables of keys.
-TABLES = ("arrivals", "service", "request", "fleet", "app", "resources", "router", "run", "cost")
+TABLES = ("arrivals", "service", "request", "fleet", "app", "resources", "router", "autoscale", "run", "cost")
 
 #: ``router.policy`` when the scenario leaves it out: the engine's default (random routing, as
 #: Heroku's router does; crates/dynosim-engine/src/scenario.rs).
@@ -53,6 +53,8 @@ KIND_KEYS = {
     "service.distribution": ("round_up", "clip"),
     # Bursts go on top of any open process: a new process keeps them.
     "arrivals.process": ("burst",),
+    # Another autoscale rule keeps the fleet's range and drops the old rule's settings.
+    "autoscale.rule": ("min", "max", "interval"),
 }
 
 

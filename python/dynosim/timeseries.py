@@ -22,7 +22,8 @@ from .scenario import Scenario
 #: The columns of a row, in the CSV's order.
 COLUMNS = ["case", "policy", "time", "arrivals_per_s", "responses_per_s", "errors_per_s",
            *[f"{kind}_per_s" for kind in ERROR_KINDS[1:]],
-           "router_waiting", "dyno_waiting", "busy_threads"]
+           "router_waiting", "dyno_waiting", "busy_threads",
+           "response_p95", "dynos_up", "dynos_booting", "dynos_draining", "autoscale_metric"]
 
 #: Most intervals a series may have (each is a row per policy).
 MAX_INTERVALS = 1_000_000
@@ -78,13 +79,25 @@ def series(scenario: Scenario, policies: Sequence[str], interval: float | None =
                 **{f"{kind}_per_s": (now["errors"][kind] - before["errors"][kind]) / step for kind in ERROR_KINDS[1:]},
                 "router_waiting": int(now["router_waiting"]), "dyno_waiting": int(now["dyno_waiting"]),
                 "busy_threads": int(now["busy"]),
+                # Of the answers in the interval (empty when none); the fleet at its end; the
+                # autoscaler's metric as its rule last saw it (empty without one).
+                "response_p95": _or_empty(now["response_p95"]),
+                "dynos_up": int(now["dynos_up"]), "dynos_booting": int(now["dynos_booting"]),
+                "dynos_draining": int(now["dynos_draining"]),
+                "autoscale_metric": _or_empty(now["autoscale_metric"]),
             })
     return rows
 
 
+def _or_empty(value: Any) -> Any:
+    """A figure, or "" (an empty CSV cell) when there is none."""
+    return "" if value is None else float(value)
+
+
 def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
-    """Three panels sharing the time axis: rates, waiting requests, busy threads; a line per
-    (case, policy)."""
+    """Panels sharing the time axis: rates, waiting requests, busy threads; when the fleet
+    changes size, also the dynos up (booting dotted) and the response p95 per interval; a
+    line per (case, policy)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,7 +106,12 @@ def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
     groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["case"], r["policy"]), []).append(r)
-    fig, (rates, waiting, busy) = plt.subplots(3, 1, sharex=True, figsize=(9, 8))
+    changing = any(r["dynos_booting"] or r["dynos_draining"] for r in rows) or len(
+        {r["dynos_up"] for r in rows}) > 1
+    if changing:
+        fig, (rates, fleet, p95, waiting, busy) = plt.subplots(5, 1, sharex=True, figsize=(9, 12))
+    else:
+        fig, (rates, waiting, busy) = plt.subplots(3, 1, sharex=True, figsize=(9, 8))
     for (case, policy), rs in groups.items():
         label = f"{case}: {policy}" if case else policy
         t = [r["time"] for r in rs]
@@ -105,6 +123,16 @@ def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
                        label=f"{label}: errors")
         waiting.plot(t, [r["router_waiting"] + r["dyno_waiting"] for r in rs], label=label)
         busy.plot(t, [r["busy_threads"] for r in rs], label=label)
+        if changing:
+            up, = fleet.plot(t, [r["dynos_up"] for r in rs], label=label)
+            if any(r["dynos_booting"] for r in rs):
+                fleet.plot(t, [r["dynos_up"] + r["dynos_booting"] for r in rs], color=up.get_color(),
+                           linestyle=":", label=f"{label}: with booting")
+            p95.plot(t, [r["response_p95"] if r["response_p95"] != "" else math.nan for r in rs], label=label)
+    if changing:
+        fleet.set_ylabel("dynos up")
+        fleet.legend(fontsize="small")
+        p95.set_ylabel("response p95 (s)\nper interval")
     rates.set_ylabel("per second")
     waiting.set_ylabel("requests waiting\n(routers + dynos)")
     busy.set_ylabel("threads busy")

@@ -3,8 +3,7 @@
 //! A [`Scenario`] (arrivals, service times, a fleet of dynos with slots, routers with a
 //! policy) is built from its JSON form with [`Scenario::from_json`] and run with [`run`], which
 //! returns a [`RunReport`]. Extension points are registries of trait implementations:
-//! [`dist::REGISTRY`], [`policy::REGISTRY`], [`arrivals::REGISTRY`], and (not in scenarios
-//! yet) [`autoscale::REGISTRY`].
+//! [`dist::REGISTRY`], [`policy::REGISTRY`], [`arrivals::REGISTRY`], [`autoscale::REGISTRY`].
 
 pub mod alloc;
 pub mod app;

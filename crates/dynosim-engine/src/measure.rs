@@ -5,8 +5,9 @@
 use crate::alloc::filled;
 use crate::error::Result;
 use crate::result::{
-    ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable, Failed, MemoryFigures,
-    QueueDepth, ReplicationResult, ResourceFigures, Utilisation, Wasted,
+    AutoscaleFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable, Failed,
+    FleetFigures, MemoryFigures, QueueDepth, ReplicationResult, ResourceFigures, SizeFigures,
+    Utilisation, Wasted,
 };
 use crate::scenario::Scenario;
 use crate::stats::TimeStats;
@@ -46,6 +47,34 @@ pub(crate) struct Measures {
     failures: u64,
     /// What the dyno model adds; None for a scenario of plain slots.
     inside: Option<Box<Inside>>,
+    /// A fleet that changes size (`[autoscale]`); None for a fixed fleet.
+    fleet: Option<Box<FleetMeasures>>,
+    /// A dyno's slots (threads), for utilisations.
+    slots: f64,
+}
+
+/// What is measured of a fleet that changes size: its size and bill, the autoscaler's
+/// actions, and each dyno's utilisation over its own time serving (a dyno, not a slot: a
+/// slot's busy time is folded into its dyno's figure when that dyno exits).
+#[derive(Debug)]
+struct FleetMeasures {
+    /// Dynos running (billed), and serving (up or stopping).
+    running: Level,
+    serving: Level,
+    /// The least and most dynos running over the window.
+    min: f64,
+    max: f64,
+    starts: u64,
+    r10: u64,
+    actions: u64,
+    reversals: u64,
+    /// When each slot's dyno began serving (NaN: none serves there).
+    serving_since: Vec<f64>,
+    /// Over the dynos that have exited: their busy slot-seconds, and the least and most
+    /// utilisation among those that served in the window.
+    busy_ended: f64,
+    least: f64,
+    most: f64,
 }
 
 /// The integral over the window of a quantity that changes by steps.
@@ -95,12 +124,29 @@ struct Inside {
     closed: Option<(f64, u64, u64, TimeStats)>,
 }
 
+impl FleetMeasures {
+    /// Folds the dyno of slot `dyno`, `busy` slot-seconds in the window, ending at `end`.
+    fn fold(&mut self, dyno: usize, end: f64, busy: f64, w: (f64, f64), slots: f64) {
+        let since = std::mem::replace(&mut self.serving_since[dyno], f64::NAN);
+        self.busy_ended += busy;
+        if since.is_nan() {
+            return;
+        }
+        let served = end.min(w.1) - since.max(w.0);
+        if served > 0.0 {
+            let u = busy / (slots * served);
+            self.least = self.least.min(u);
+            self.most = self.most.max(u);
+        }
+    }
+}
+
 impl Measures {
     /// Bytes kept per dyno: the two lists below and the utilisation list of the result.
     pub const BYTES_PER_DYNO: f64 = 24.0;
 
     pub fn new(scenario: &Scenario) -> Result<Self> {
-        let n = scenario.dynos as usize;
+        let n = scenario.dyno_slots() as usize;
         Ok(Measures {
             window_start: scenario.warmup,
             window_end: match &scenario.workload {
@@ -127,6 +173,37 @@ impl Measures {
             completed: 0,
             failures: 0,
             inside: Self::inside(scenario),
+            slots: f64::from(scenario.slots),
+            fleet: scenario.has_lifecycle().then(|| {
+                let initial = f64::from(scenario.dynos);
+                let level = Level {
+                    value: initial,
+                    last: 0.0,
+                    area: 0.0,
+                };
+                let mut serving_since = vec![f64::NAN; n];
+                for since in serving_since.iter_mut().take(scenario.dynos as usize) {
+                    *since = 0.0;
+                }
+                Box::new(FleetMeasures {
+                    running: level.clone(),
+                    serving: level,
+                    min: if scenario.warmup > 0.0 {
+                        f64::INFINITY
+                    } else {
+                        initial
+                    },
+                    max: if scenario.warmup > 0.0 { 0.0 } else { initial },
+                    starts: 0,
+                    r10: 0,
+                    actions: 0,
+                    reversals: 0,
+                    serving_since,
+                    busy_ended: 0.0,
+                    least: f64::INFINITY,
+                    most: 0.0,
+                })
+            }),
         })
     }
 
@@ -190,6 +267,67 @@ impl Measures {
                 inside.peak_memory = inside.peak_memory.max(bytes);
             }
         }
+    }
+
+    /// The fleet runs `running` dynos (billed), `serving` of them up or stopping, from `now`.
+    pub fn fleet_size(&mut self, now: f64, running: u32, serving: u32) {
+        let w = self.window();
+        if let Some(f) = self.fleet.as_mut() {
+            // The size that held until now counts if it held inside the window.
+            if now > w.0 && f.running.last < w.1 {
+                f.min = f.min.min(f.running.value);
+                f.max = f.max.max(f.running.value);
+            }
+            f.running.set(now, f64::from(running), w);
+            f.serving.set(now, f64::from(serving), w);
+        }
+    }
+
+    /// A dyno was started (booting) at `now`.
+    pub fn dyno_started(&mut self, now: f64) {
+        let inside = self.in_window(now);
+        if let (Some(f), true) = (self.fleet.as_mut(), inside) {
+            f.starts += 1;
+        }
+    }
+
+    /// A boot crashed at its timeout (R10) at `now`.
+    pub fn boot_crashed(&mut self, now: f64) {
+        let inside = self.in_window(now);
+        if let (Some(f), true) = (self.fleet.as_mut(), inside) {
+            f.r10 += 1;
+        }
+    }
+
+    /// The autoscaler changed the fleet's size at `now`; `reversal`: the other way than its
+    /// last change, within that one's cooldown.
+    pub fn scaled(&mut self, now: f64, reversal: bool) {
+        let inside = self.in_window(now);
+        if let (Some(f), true) = (self.fleet.as_mut(), inside) {
+            f.actions += 1;
+            f.reversals += u64::from(reversal);
+        }
+    }
+
+    /// The dyno in slot `dyno` began serving at `now` (its boot ended).
+    pub fn dyno_up(&mut self, dyno: usize, now: f64) {
+        if let Some(f) = self.fleet.as_mut() {
+            f.serving_since[dyno] = now;
+        }
+    }
+
+    /// The dyno in slot `dyno` exited at `now`: its utilisation over its own time serving
+    /// inside the window is folded into the fleet's, and the slot starts afresh.
+    pub fn dyno_ended(&mut self, dyno: usize, now: f64) {
+        let (w, slots) = (self.window(), self.slots);
+        if let Some(f) = self.fleet.as_mut() {
+            let busy = std::mem::take(&mut self.per_dyno[dyno].busy_area);
+            f.fold(dyno, now, busy, w, slots);
+        }
+    }
+
+    fn in_window(&self, now: f64) -> bool {
+        now >= self.window_start && now <= self.window_end
     }
 
     pub fn restarted(&mut self, now: f64) {
@@ -479,14 +617,65 @@ impl Measures {
         };
         let window_close = self.window_end.min(end.max(self.window_start));
         let capacity = scenario.slots as f64 * span;
-        let extra = self.inside.take().map(|inside| {
-            finish_inside(*inside, scenario, (self.window_start, window_close), span)
+        let w = (self.window_start, window_close);
+        // A changing fleet: each dyno still there is folded at the window's close; dyno-time
+        // is the integral of the fleet's size rather than dynos x span.
+        let fleet = self.fleet.take().map(|mut f| {
+            for dyno in 0..self.per_dyno.len() {
+                let busy = std::mem::take(&mut self.per_dyno[dyno].busy_area);
+                f.fold(dyno, window_close, busy, w, self.slots);
+            }
+            let (running, serving) = (f.running.value, f.serving.value);
+            f.running.set(window_close, running, w);
+            f.serving.set(window_close, serving, w);
+            if f.running.last > w.0 || w.1 > w.0 {
+                f.min = f.min.min(running);
+                f.max = f.max.max(running);
+            }
+            f
         });
-        let per_dyno: Vec<f64> = self
-            .per_dyno
-            .iter()
-            .map(|d| d.busy_area / capacity)
-            .collect();
+        let dyno_time = fleet.as_ref().map(|f| (f.serving.area, f.running.area));
+        let extra = self
+            .inside
+            .take()
+            .map(|inside| finish_inside(*inside, scenario, w, span, dyno_time));
+        let per_dyno: Vec<f64> = if fleet.is_some() {
+            Vec::new()
+        } else {
+            self.per_dyno
+                .iter()
+                .map(|d| d.busy_area / capacity)
+                .collect()
+        };
+        let utilisation = match &fleet {
+            None => Utilisation {
+                mean: per_dyno.iter().sum::<f64>() / per_dyno.len() as f64,
+                min: per_dyno.iter().copied().fold(f64::INFINITY, f64::min),
+                max: per_dyno.iter().copied().fold(0.0, f64::max),
+                per_dyno,
+            },
+            Some(f) => Utilisation {
+                mean: ratio(f.busy_ended, self.slots * f.serving.area),
+                min: if f.least.is_finite() { f.least } else { 0.0 },
+                max: f.most,
+                per_dyno,
+            },
+        };
+        let fleet_figures = fleet.as_ref().map(|f| FleetFigures {
+            size: SizeFigures {
+                mean: f.running.area / span,
+                min: if f.min.is_finite() { f.min } else { 0.0 },
+                max: f.max,
+            },
+            dyno_seconds: f.running.area,
+            serving_mean: f.serving.area / span,
+            starts: f.starts,
+            r10: f.r10,
+        });
+        let autoscale = fleet.as_ref().map(|f| AutoscaleFigures {
+            actions: f.actions,
+            reversals: f.reversals,
+        });
         let requests = self.arrived_in_window;
         let reached = self.queue.count();
         let (queued, queue_of_queued) = match &self.queued {
@@ -515,12 +704,7 @@ impl Measures {
                 thread_seconds: self.wasted_thread,
                 cpu_seconds: self.wasted_cpu,
             },
-            utilisation: Utilisation {
-                mean: per_dyno.iter().sum::<f64>() / per_dyno.len() as f64,
-                min: per_dyno.iter().copied().fold(f64::INFINITY, f64::min),
-                max: per_dyno.iter().copied().fold(0.0, f64::max),
-                per_dyno,
-            },
+            utilisation,
             max_queue_depth: QueueDepth {
                 dyno: self.per_dyno.iter().map(|d| d.max_queue).max().unwrap_or(0),
                 router: self.max_router_queue as u64,
@@ -532,6 +716,8 @@ impl Measures {
             resources: None,
             classes: None,
             closed_loop: None,
+            fleet: fleet_figures,
+            autoscale,
             engine: "",
         }
         .with(
@@ -548,14 +734,25 @@ struct Extra {
     closed_loop: Option<ClosedLoop>,
 }
 
-fn finish_inside(mut inside: Inside, s: &Scenario, window: (f64, f64), span: f64) -> Extra {
+/// `dyno_time`: for a fleet that changes size, the dyno-seconds serving and running in the
+/// window (the CPU's and the processes' figures are over the first, memory over the second);
+/// None: dynos x span for both.
+fn finish_inside(
+    mut inside: Inside,
+    s: &Scenario,
+    window: (f64, f64),
+    span: f64,
+    dyno_time: Option<(f64, f64)>,
+) -> Extra {
     let close = |level: &mut Level| {
         let v = level.value;
         level.set(window.1, v, window);
         level.area
     };
-    let dynos = f64::from(s.dynos);
-    let dyno_time = dynos * span;
+    let (dyno_time, memory_time) = dyno_time.unwrap_or_else(|| {
+        let t = f64::from(s.dynos) * span;
+        (t, t)
+    });
     let memory_area = close(&mut inside.memory);
     let over_area = close(&mut inside.over_quota);
     let busy_processes = close(&mut inside.busy_processes);
@@ -617,9 +814,9 @@ fn finish_inside(mut inside: Inside, s: &Scenario, window: (f64, f64), span: f64
             process_occupancy: busy_processes / (dyno_time * f64::from(s.app.processes)),
             accept_queue_max: 0,
             memory: MemoryFigures {
-                mean: memory_area / dyno_time,
+                mean: memory_area / memory_time,
                 peak: inside.peak_memory,
-                over_quota: over_area / dyno_time,
+                over_quota: over_area / memory_time,
                 r14_seconds: over_area,
                 r15_restarts: inside.r15,
             },

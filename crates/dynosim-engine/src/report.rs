@@ -88,7 +88,9 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
     let replications = u64::from(scenario.replications);
     let at_once = scenario.replications_at_once() as u64;
     let mut per_replication = Vec::with_capacity(scenario.replications as usize);
-    let keep_per_dyno = scenario.dynos <= PER_DYNO_LIMIT;
+    // A fleet that changes size has no fixed list of dynos: its figures are per dyno inside
+    // the replication (see `crate::measure`), and none is listed.
+    let keep_per_dyno = scenario.dynos <= PER_DYNO_LIMIT && !scenario.has_lifecycle();
     let mut per_dyno_sum = vec![
         0.0;
         if keep_per_dyno {

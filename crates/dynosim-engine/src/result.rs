@@ -55,9 +55,48 @@ pub struct ReplicationResult {
     /// What a closed-loop load generator (ab, hey) would report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_loop: Option<ClosedLoop>,
+    /// The fleet's size and bill (scenarios whose fleet changes size: `[autoscale]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetFigures>,
+    /// What the autoscaler did (scenarios with `[autoscale]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<AutoscaleFigures>,
     /// The engine that ran it ("direct" or "events"; see [`crate::engine`]).
     #[serde(skip)]
     pub engine: &'static str,
+}
+
+/// A fleet that changes size, over the measured window.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetFigures {
+    /// Dynos running (booting, up or stopping: the dynos billed): their mean, least and most
+    /// over the window.
+    pub size: SizeFigures,
+    /// The integral of `size` over the window: what the platform bills, prorated per second.
+    pub dyno_seconds: f64,
+    /// Dynos up or stopping (serving requests), on average over the window.
+    pub serving_mean: f64,
+    /// Dynos started in the window.
+    pub starts: u64,
+    /// Boots that outlasted `fleet.boot_timeout` and crashed (Heroku's R10), in the window.
+    pub r10: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeFigures {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// What an autoscaler did over the measured window.
+#[derive(Debug, Clone, Serialize)]
+pub struct AutoscaleFigures {
+    /// Evaluations that changed the fleet's size (scale events).
+    pub actions: u64,
+    /// Scale events in the other direction than the last, within that one's cooldown
+    /// (flapping).
+    pub reversals: u64,
 }
 
 /// Averages over the dynos and the measured window.
@@ -109,10 +148,12 @@ pub enum ErrorKind {
     R15,
     /// No dyno was up to take it.
     NoDyno,
+    /// Still on its dyno when the dyno's shutdown grace ended: SIGKILL (a scale-down).
+    Shutdown,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 }
 
 /// A figure per error kind, and their total.
@@ -128,6 +169,7 @@ pub struct ErrorTable<T> {
     pub shed: T,
     pub r15: T,
     pub no_dyno: T,
+    pub shutdown: T,
 }
 
 impl ErrorTable<u64> {
@@ -145,6 +187,7 @@ impl ErrorTable<u64> {
             shed: k(ErrorKind::Shed),
             r15: k(ErrorKind::R15),
             no_dyno: k(ErrorKind::NoDyno),
+            shutdown: k(ErrorKind::Shutdown),
         }
     }
 
@@ -168,6 +211,7 @@ impl ErrorTable<u64> {
             shed: f(self.shed),
             r15: f(self.r15),
             no_dyno: f(self.no_dyno),
+            shutdown: f(self.shutdown),
         }
     }
 }
@@ -267,6 +311,16 @@ pub struct Frame {
     pub failed: u64,
     /// Requests answered with an error so far, by kind.
     pub errors: ErrorTable<u64>,
+    /// The fleet now: dynos up (routed to), booting, and draining or terminating.
+    pub dynos_up: u32,
+    pub dynos_booting: u32,
+    pub dynos_draining: u32,
+    /// The autoscaler's metric as its rule last saw it (seconds, or a fraction); None without
+    /// an autoscaler, before its first evaluation, or when its window was empty.
+    pub autoscale_metric: Option<f64>,
+    /// The 95th percentile of the response times of the answers given since the last frame
+    /// (errors included); None when none was given.
+    pub response_p95: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

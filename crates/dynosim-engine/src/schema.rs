@@ -213,6 +213,21 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "autoscale",
+        meaning: "The fleet's autoscaler: a rule that reads one metric as the platform shows \
+                  it (aggregated over the rule's `window`, seen after its `delay`) and asks for \
+                  a fleet size within [`min`, `max`] every `interval`. Dynos it adds boot for \
+                  `fleet.boot_time`; dynos it removes stop as `fleet.stop_delay` and \
+                  `fleet.shutdown_grace` say. `fleet.dynos`, the fleet at the start, lies \
+                  within [min, max]; capacity (the offered load, the stability check) is \
+                  counted on `max` dynos, and only the event-driven engine runs it. Without \
+                  `[autoscale]` the fleet keeps `fleet.dynos` dynos. The rules, and which \
+                  defaults come from the vendors: docs/autoscaling.md.",
+        kind_key: Some("rule"),
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "run",
         meaning: "How long to simulate, how many times, from which seed.",
         kind_key: None,
@@ -351,6 +366,47 @@ pub const KINDS: &[Kind] = &[
         name: "intelligent",
         meaning: "only to a dyno with a free slot, else wait in the router's FIFO queue \
                   (M/G/c; HAProxy maxconn with a queue)",
+    },
+    Kind {
+        section: "autoscale",
+        name: "heroku",
+        meaning: "Heroku's autoscaling: the p95 response time over the past hour against \
+                  `target`, one dyno up or down per event, events at least `cooldown` apart, \
+                  down more slowly than up",
+    },
+    Kind {
+        section: "autoscale",
+        name: "judoscale",
+        meaning: "Judoscale: the p95 queue time of the last 10 s kept between \
+                  `downscale_below` and `upscale_above`, up at once by `step`, down one dyno \
+                  per `downscale_delay` below the range",
+    },
+    Kind {
+        section: "autoscale",
+        name: "hirefire",
+        meaning: "HireFire's queue-time or response-time manager: at each checkup a percentile \
+                  or the average of the times since the last one, against a maximum and a \
+                  minimum, after a number of breaches in a row (the sensitivity)",
+    },
+    Kind {
+        section: "autoscale",
+        name: "hpa",
+        meaning: "the Kubernetes Horizontal Pod Autoscaler (autoscaling/v2 with `behavior`): \
+                  ⌈dynos up × metric / target⌉ outside the tolerance, then stabilization \
+                  windows and rate-limiting policies",
+    },
+    Kind {
+        section: "autoscale",
+        name: "target_tracking",
+        meaning: "AWS target tracking: keeps a mean per dyno (CPU, or busy threads) at \
+                  `target`, out in proportion after `scale_out_datapoints` one-minute \
+                  datapoints above it, in slowly after `scale_in_datapoints` below",
+    },
+    Kind {
+        section: "autoscale",
+        name: "schedule",
+        meaning: "a size per time of day, the same every day from the run's start at \
+                  midnight; reads no metric",
     },
 ];
 
@@ -879,6 +935,41 @@ pub const KEYS: &[Key] = &[
                   Heroku's dynos serve 20-60 s after they start (Judoscale's figure). \
                   `app.boot_time` is its old name",
     },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "boot_timeout",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""60s""#),
+        example: r#""90s""#,
+        meaning: "a boot that takes longer crashes at this time (Heroku's R10, 60 s there) and \
+                  the dyno boots again. With `[autoscale]`, a `fleet.boot_time` whose every \
+                  draw reaches it is refused",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "stop_delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""1s""#),
+        example: r#""2s""#,
+        meaning: "from a dyno being stopped, when the routers stop sending it requests, to its \
+                  SIGTERM, when its server stops accepting (a request reaching it after that \
+                  raced it going down). Heroku's is about a second",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "shutdown_grace",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""30s""#),
+        example: r#""10s""#,
+        meaning: "from a stopped dyno's SIGTERM to its SIGKILL: the time it has to finish the \
+                  requests it holds; those it still holds then fail (Heroku's 30 s)",
+    },
     // --- [app]
     Key {
         section: "app",
@@ -1335,6 +1426,548 @@ pub const KEYS: &[Key] = &[
         example: "3",
         meaning: "random draws before taking a busy dyno anyway",
     },
+    // --- [autoscale]
+    Key {
+        section: "autoscale",
+        kind: None,
+        name: "rule",
+        value: "name",
+        unit: "",
+        default: Default::Required,
+        example: r#""judoscale""#,
+        meaning: "the autoscaling rule",
+    },
+    Key {
+        section: "autoscale",
+        kind: None,
+        name: "min",
+        value: "whole number, 1 to 10,000,000",
+        unit: "dynos",
+        default: Default::Value("1"),
+        example: "2",
+        meaning: "the fewest dynos it asks for (scaling to zero is not modelled)",
+    },
+    Key {
+        section: "autoscale",
+        kind: None,
+        name: "max",
+        value: "whole number, min to 10,000,000",
+        unit: "dynos",
+        default: Default::Required,
+        example: "20",
+        meaning: "the most dynos it asks for; every answer is clamped to [min, max]",
+    },
+    Key {
+        section: "autoscale",
+        kind: None,
+        name: "interval",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Described(
+            "the rule's: 1min (heroku, hirefire, target_tracking, schedule), 10s (judoscale), \
+             15s (hpa)",
+        ),
+        example: r#""30s""#,
+        meaning: "time between two evaluations, the first `interval` after the run's start",
+    },
+    // autoscale.rule = "heroku"
+    Key {
+        section: "autoscale",
+        kind: Some("heroku"),
+        name: "target",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""1s""#),
+        example: r#""500ms""#,
+        meaning: "the p95 response time to stay under: at or above it, one dyno is added \
+                  (the CLI's default, 1000 ms)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("heroku"),
+        name: "window",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""1h""#),
+        example: r#""30min""#,
+        meaning: "the response times the p95 is taken over (Heroku: the past hour)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("heroku"),
+        name: "delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""1min""#,
+        meaning: "from the end of the window to when the rule sees it (assumed: the router's \
+                  logs are the platform's own)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("heroku"),
+        name: "cooldown",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""1min""#),
+        example: r#""2min""#,
+        meaning: "the least time between two events, up or down (Heroku's: a minute)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("heroku"),
+        name: "downscale_ratio",
+        value: "number > 0, at most 1",
+        unit: "× target",
+        default: Default::Value("0.9"),
+        example: "0.8",
+        meaning: "a dyno is removed only while the p95 is below this × target (assumed: \
+                  Heroku does not publish how it scales down)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("heroku"),
+        name: "downscale_delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""5min""#),
+        example: r#""10min""#,
+        meaning: "how long the p95 stays below downscale_ratio × target before a dyno is \
+                  removed, and between two removals (assumed)",
+    },
+    // autoscale.rule = "judoscale"
+    Key {
+        section: "autoscale",
+        kind: Some("judoscale"),
+        name: "upscale_above",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Described("100 ms, or twice downscale_below if only that is given"),
+        example: r#""200ms""#,
+        meaning: "the p95 queue time above which `step` dynos are added at once (assumed: \
+                  Dynoscale's default; Judoscale publishes none)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("judoscale"),
+        name: "downscale_below",
+        value: "duration > 0, below upscale_above",
+        unit: "s",
+        default: Default::Described("50 ms, or half upscale_above if only that is given"),
+        example: r#""20ms""#,
+        meaning: "the p95 queue time below which a dyno is removed, after downscale_delay \
+                  (assumed, as upscale_above)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("judoscale"),
+        name: "window",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""10s""#),
+        example: r#""20s""#,
+        meaning: "the queue times the p95 is taken over (Judoscale aggregates every 10 s)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("judoscale"),
+        name: "delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""10s""#),
+        example: r#""5s""#,
+        meaning: "from the end of the window to when the rule sees it (assumed: one report of \
+                  the adapters, which report every 10 s)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("judoscale"),
+        name: "step",
+        value: "whole number, 1 to 10,000,000",
+        unit: "dynos",
+        default: Default::Value("1"),
+        example: "2",
+        meaning: "dynos added per upscale (the upscale jump); a downscale removes one",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("judoscale"),
+        name: "cooldown",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""3min""#),
+        example: r#""1min""#,
+        meaning: "the least time between two upscales (the upscale frequency; 3 min, \
+                  Judoscale's older fixed rule); it never holds back the first",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("judoscale"),
+        name: "downscale_delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""10min""#),
+        example: r#""5min""#,
+        meaning: "time below the range before the first downscale, and between two \
+                  (Judoscale's default)",
+    },
+    // autoscale.rule = "hirefire"
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "metric",
+        value: "queue or response",
+        unit: "",
+        default: Default::Value(r#""queue""#),
+        example: r#""response""#,
+        meaning: "the times read: queue times or response times (HireFire's QueueTime and \
+                  ResponseTime managers)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "aggregation",
+        value: "percentile or average",
+        unit: "",
+        default: Default::Value(r#""percentile""#),
+        example: r#""percentile""#,
+        meaning: "how the times become one figure: their `percentile`, or their mean",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "percentile",
+        value: "number > 0, below 100",
+        unit: "%",
+        default: Default::Value("99"),
+        example: "95",
+        meaning: "the percentile read, with aggregation = \"percentile\" only",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "upscale_above",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Described("250 ms, or 2.5 x downscale_below if only that is given"),
+        example: r#""500ms""#,
+        meaning: "the maximum: a figure above it is a breach up",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "downscale_below",
+        value: "duration > 0, below upscale_above",
+        unit: "s",
+        default: Default::Described("100 ms, or upscale_above / 2.5 if only that is given"),
+        example: r#""200ms""#,
+        meaning: "the minimum: a figure below it is a breach down",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "upscale_step",
+        value: "whole number, 1 to 10,000,000",
+        unit: "dynos",
+        default: Default::Value("5"),
+        example: "2",
+        meaning: "dynos added per upscale",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "downscale_step",
+        value: "whole number, 1 to 10,000,000",
+        unit: "dynos",
+        default: Default::Value("1"),
+        example: "2",
+        meaning: "dynos removed per downscale",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "upscale_sensitivity",
+        value: "whole number, 1 to 1000",
+        unit: "checkups",
+        default: Default::Value("1"),
+        example: "2",
+        meaning: "breaches up in a row before an upscale (a checkup breaching the other way or \
+                  neither starts the count again)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "downscale_sensitivity",
+        value: "whole number, 1 to 1000",
+        unit: "checkups",
+        default: Default::Value("2"),
+        example: "3",
+        meaning: "breaches down in a row before a downscale",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "upscale_timeout",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""1min""#),
+        example: r#""2min""#,
+        meaning: "the least time between two upscales; 0 turns it off",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "downscale_timeout",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""1min""#),
+        example: r#""5min""#,
+        meaning: "the least time between two downscales; 0 turns it off",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "window",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Described("the interval"),
+        example: r#""2min""#,
+        meaning: "the times the figure is taken over (by default those since the last \
+                  checkup)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hirefire"),
+        name: "delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""10s""#,
+        meaning: "from the end of the window to when the rule sees it (HireFire's metrics are \
+                  \"accurate to the second\" at the checkup)",
+    },
+    // autoscale.rule = "hpa"
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "metric",
+        value: "cpu, utilisation or queue.p95",
+        unit: "",
+        default: Default::Value(r#""cpu""#),
+        example: r#""utilisation""#,
+        meaning: "the metric: the mean over up dynos of their CPU use (a fraction of their \
+                  cores) or of their busy threads (a fraction of their threads), or the \
+                  fleet's p95 queue time",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "target",
+        value: "number > 0, at most 1; a duration for queue.p95",
+        unit: "",
+        default: Default::Required,
+        example: "0.6",
+        meaning: "the metric's target: a fraction for cpu and utilisation (0.6 for 60%), a \
+                  queue time (\"100ms\") for queue.p95",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "tolerance",
+        value: "number >= 0, below 1",
+        unit: "",
+        default: Default::Value("0.1"),
+        example: "0.05",
+        meaning: "no change while metric / target is within this of 1",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "window",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""15s""#),
+        example: r#""30s""#,
+        meaning: "the observations the metric is taken over (metrics-server's resolution, 15 s)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""15s""#),
+        example: r#""0s""#,
+        meaning: "from the end of the window to when the rule sees it (assumed: one scrape of \
+                  metrics-server)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "up_stabilization",
+        value: "duration, 0 to 1h",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""1min""#,
+        meaning: "a scale-up goes no higher than the lowest recommendation of this window \
+                  (the scale-up stabilization window)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "down_stabilization",
+        value: "duration, 0 to 1h",
+        unit: "s",
+        default: Default::Value(r#""5min""#),
+        example: r#""10min""#,
+        meaning: "a scale-down goes no lower than the highest recommendation of this window \
+                  (the scale-down stabilization window)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "up_policies",
+        value: "list of { type, value, period }",
+        unit: "",
+        default: Default::Value(
+            r#"[{"type": "percent", "value": 100, "period": "15s"}, {"type": "pods", "value": 4, "period": "15s"}]"#,
+        ),
+        example: r#"[{"type": "pods", "value": 2, "period": "1min"}]"#,
+        meaning: "limits on the dynos added per period: type pods (that many) or percent (that \
+                  % of the fleet at the period's start), value a whole number >= 1, period up \
+                  to 30min",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "down_policies",
+        value: "list of { type, value, period }",
+        unit: "",
+        default: Default::Value(r#"[{"type": "percent", "value": 100, "period": "15s"}]"#),
+        example: r#"[{"type": "percent", "value": 10, "period": "1min"}, {"type": "pods", "value": 4, "period": "1min"}]"#,
+        meaning: "limits on the dynos removed per period, as up_policies",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "up_select",
+        value: "max, min or disabled",
+        unit: "",
+        default: Default::Value(r#""max""#),
+        example: r#""min""#,
+        meaning: "the scale-up policy that applies: the one allowing the most change, the \
+                  least, or none (no scale-up)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "down_select",
+        value: "max, min or disabled",
+        unit: "",
+        default: Default::Value(r#""max""#),
+        example: r#""min""#,
+        meaning: "the scale-down policy that applies, as up_select",
+    },
+    // autoscale.rule = "target_tracking"
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "metric",
+        value: "cpu or utilisation",
+        unit: "",
+        default: Default::Value(r#""cpu""#),
+        example: r#""utilisation""#,
+        meaning: "the mean over up dynos of their CPU use (a fraction of their cores) or of \
+                  their busy threads (a fraction of their threads)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "target",
+        value: "number > 0, at most 1",
+        unit: "",
+        default: Default::Required,
+        example: "0.5",
+        meaning: "the metric's target (0.5 for 50%)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "window",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""1min""#),
+        example: r#""2min""#,
+        meaning: "the span of one datapoint (AWS recommends 1-minute metrics)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""1min""#,
+        meaning: "from the end of the window to when the rule sees it (assumed: CloudWatch's \
+                  delay is not published)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "scale_out_datapoints",
+        value: "whole number, 1 to 1440",
+        unit: "datapoints",
+        default: Default::Value("3"),
+        example: "2",
+        meaning: "datapoints in a row above the target before a scale-out (users' reports: 3 \
+                  of 3)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "scale_in_datapoints",
+        value: "whole number, 1 to 1440",
+        unit: "datapoints",
+        default: Default::Value("15"),
+        example: "10",
+        meaning: "datapoints in a row below scale_in_ratio × target before a scale-in (users' \
+                  reports: 15 of 15)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "scale_in_ratio",
+        value: "number > 0, at most 1",
+        unit: "× target",
+        default: Default::Value("0.9"),
+        example: "0.8",
+        meaning: "a scale-in needs the metric below this × target (AWS: \"usually more than \
+                  10% lower\")",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("target_tracking"),
+        name: "scale_in_cooldown",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""5min""#),
+        example: r#""10min""#,
+        meaning: "the least time between two scale-ins (300 s for ECS services); it does not \
+                  hold back a scale-out",
+    },
+    // autoscale.rule = "schedule"
+    Key {
+        section: "autoscale",
+        kind: Some("schedule"),
+        name: "schedule",
+        value: "[[time of day, dynos], ...]",
+        unit: "s, dynos",
+        default: Default::Required,
+        example: r#"[["0s", 2], ["8h", 10], ["20h", 4]]"#,
+        meaning: "the fleet's size from each time of day on: times from \"0s\" to before \
+                  \"24h\", increasing; sizes whole numbers within [min, max]. Before the first \
+                  time, the day's last size holds",
+    },
     // --- [run]
     Key {
         section: "run",
@@ -1525,7 +2158,7 @@ mod tests {
     use crate::registry::Registry;
     use crate::scenario::{Scenario, ScenarioSpec};
     use serde_json::Map;
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::path::{Path, PathBuf};
 
     /// The name the tests give `NAME` in `resources.NAME`: the phases' examples use it.
@@ -1699,16 +2332,35 @@ mod tests {
             .collect()
     }
 
+    /// Sections the scenario keeps as a plain table (no struct, so no fields to compare), read
+    /// by a registry's builder: the keys every kind takes, besides its own.
+    const PLAIN_TABLES: &[(&str, &[&str])] = &[("autoscale", crate::autoscale::COMMON_KEYS)];
+
     /// Every field of the scenario's structs has a line here (or is a section inside), and
     /// every line is a field: the structs serialize every field they have, None as null
-    /// (flattened kind parameters aside, checked against the registries below).
+    /// (flattened kind parameters aside, checked against the registries below). A plain table's
+    /// keys are the ones its builder takes from every kind.
     #[test]
     fn section_keys_are_the_fields_of_the_scenario_structs() {
         let spec = spec_json(&every_section());
         for s in SECTIONS.iter().filter(|s| s.reader == Reader::Engine) {
-            let fields = keys_of(
-                table(&spec, s.name).unwrap_or_else(|| panic!("[{}] not serialized", s.name)),
-            );
+            let table =
+                table(&spec, s.name).unwrap_or_else(|| panic!("[{}] not serialized", s.name));
+            if let Some((_, common)) = PLAIN_TABLES.iter().find(|(name, _)| *name == s.name) {
+                let common: BTreeSet<String> = common.iter().map(|k| k.to_string()).collect();
+                assert_eq!(
+                    documented(s.name, None),
+                    common,
+                    "[{}]: the keys every kind takes against the schema",
+                    s.name
+                );
+                assert!(inner_sections(s.name).is_empty(), "[{}]", s.name);
+                if let Some(kind_key) = s.kind_key {
+                    assert!(common.contains(kind_key), "{}.{kind_key}", s.name);
+                }
+                continue;
+            }
+            let fields = keys_of(table);
             // A flattened kind key is a field too; the kind's parameters are checked below.
             if let Some(kind_key) = s.kind_key {
                 assert!(fields.contains(kind_key), "{}.{kind_key}", s.name);
@@ -1784,6 +2436,7 @@ mod tests {
         );
         check_registry("service", &crate::dist::REGISTRY, &[]);
         check_registry("router", &crate::policy::REGISTRY, &[]);
+        check_registry("autoscale", &crate::autoscale::REGISTRY, &[]);
         assert!(KEYS.iter().all(|k| k.kind.is_none()
             || KINDS
                 .iter()
@@ -2021,5 +2674,58 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The defaults of [autoscale] that depend on the rule: `interval`, described rule by rule,
+    /// is each rule's, and hirefire's `window` is its interval.
+    #[test]
+    fn autoscale_described_defaults_are_the_rules() {
+        let dir = TempDir::new("autoscale");
+        let key = KEYS
+            .iter()
+            .find(|k| k.path() == "autoscale.interval")
+            .expect("autoscale.interval");
+        let Default::Described(text) = key.default else {
+            panic!("autoscale.interval: {:?}", key.default);
+        };
+        // "the rule's: 1min (heroku, hirefire), 10s (judoscale)"
+        let mut described: BTreeMap<&str, f64> = BTreeMap::new();
+        let list = text.strip_prefix("the rule's: ").expect(text);
+        for part in list.split("), ") {
+            let (value, rules) = part.split_once(" (").expect(text);
+            let seconds = serde_json::from_value::<crate::units::Duration>(json!(value))
+                .unwrap_or_else(|e| panic!("{value}: {e}"))
+                .0;
+            for rule in rules.trim_end_matches(')').split(", ") {
+                assert!(described.insert(rule, seconds).is_none(), "{rule} twice");
+            }
+        }
+        let s = section("autoscale");
+        let kinds: BTreeSet<&str> = KINDS
+            .iter()
+            .filter(|k| k.section == s.name)
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(described.keys().copied().collect::<BTreeSet<_>>(), kinds);
+        for kind in kinds {
+            let mut doc = minimal("autoscale");
+            set_kind(&mut doc, s, kind);
+            table_mut(&mut doc, s.name).remove("interval");
+            let scenario = build(&doc, &dir.0).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let a = scenario.autoscale.as_ref().expect("an autoscaler");
+            assert_eq!(a.interval(), described[kind], "{kind}: interval");
+        }
+        let mut doc = minimal("autoscale");
+        set_kind(&mut doc, s, "hirefire");
+        let table = table_mut(&mut doc, s.name);
+        table.remove("window");
+        table.insert("interval".into(), json!("5min"));
+        let scenario = build(&doc, &dir.0).unwrap_or_else(|e| panic!("hirefire: {e}"));
+        let a = scenario.autoscale.as_ref().expect("an autoscaler");
+        assert_eq!(
+            a.reading().map(|r| r.window),
+            Some(300.0),
+            "hirefire: window"
+        );
     }
 }

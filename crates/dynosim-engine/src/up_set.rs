@@ -10,10 +10,28 @@
 
 use crate::alloc::filled;
 use crate::error::Result;
-use crate::policy::DynoDraw;
 use crate::rng::SimRng;
+use rand::distr::{Distribution, Uniform};
 
 const OUT: u32 = u32::MAX;
+
+/// Draws one of `n` uniformly at random (a place among the up dynos, see [`UpSet`]). Set up
+/// once per size: a draw is then one multiplication and a comparison, where `random_range`
+/// sets the range up on every call.
+#[derive(Debug, Clone, Copy)]
+pub struct DynoDraw(Uniform<usize>);
+
+impl DynoDraw {
+    pub(crate) fn new(dynos: usize) -> Self {
+        DynoDraw(Uniform::new(0, dynos.max(1)).expect("0 < dynos"))
+    }
+
+    /// A dyno drawn as [`RouterView::random_dyno`] draws it.
+    #[inline]
+    pub(crate) fn sample(&self, rng: &mut SimRng) -> usize {
+        self.0.sample(rng)
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct UpSet {

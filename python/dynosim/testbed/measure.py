@@ -288,7 +288,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": counts["h13"],
              "client_timeout": counts["client_timeout"],
              "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
-             "no_dyno": 0}
+             "no_dyno": 0, "shutdown": 0}
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the

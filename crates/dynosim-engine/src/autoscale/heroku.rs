@@ -64,6 +64,14 @@ impl AutoscaleRule for Heroku {
     fn interval(&self) -> f64 {
         self.interval
     }
+    /// Events at least `cooldown` apart; a scale-down waits `downscale_delay` below.
+    fn cooldown(&self, up: bool) -> f64 {
+        if up {
+            self.cooldown
+        } else {
+            self.cooldown.max(self.downscale_delay)
+        }
+    }
 
     fn reading(&self) -> Option<Reading> {
         Some(Reading {

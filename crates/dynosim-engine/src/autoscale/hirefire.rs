@@ -84,14 +84,9 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
             Statistic::Quantile(percentile / 100.0)
         }
     };
-    let upscale_above = p.positive_duration("upscale_above")?.unwrap_or(0.25);
-    let downscale_below = p.positive_duration("downscale_below")?.unwrap_or(0.1);
-    if downscale_below >= upscale_above {
-        return Err(p.error(
-            "downscale_below",
-            format!("must be below upscale_above ({upscale_above} s), got {downscale_below} s"),
-        ));
-    }
+    // The example's 250 ms and 100 ms (HireFire publishes no default), or one given and the
+    // other at that ratio.
+    let (upscale_above, downscale_below) = super::threshold_range(p, (0.25, 0.1))?;
     let max_dynos = i64::from(super::MAX_DYNOS);
     let interval = super::interval(p, 60.0)?;
     Ok(Box::new(HireFire {
@@ -120,6 +115,14 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
 impl AutoscaleRule for HireFire {
     fn interval(&self) -> f64 {
         self.interval
+    }
+    /// The upscale timeout after an upscale; the downscale timeout after a downscale.
+    fn cooldown(&self, up: bool) -> f64 {
+        if up {
+            self.up_timeout
+        } else {
+            self.down_timeout
+        }
     }
 
     fn reading(&self) -> Option<Reading> {

@@ -429,6 +429,16 @@ impl AutoscaleRule for Hpa {
     fn interval(&self) -> f64 {
         self.interval
     }
+    /// The scale-down stabilization window after a scale-up (what keeps the HPA from
+    /// taking it back at once); the scale-up one (0 s by default) after a scale-down, or an
+    /// interval if longer.
+    fn cooldown(&self, up: bool) -> f64 {
+        if up {
+            self.down.stabilization.max(self.interval)
+        } else {
+            self.up.stabilization.max(self.interval)
+        }
+    }
 
     fn reading(&self) -> Option<Reading> {
         let (metric, statistic) = match self.metric {

@@ -49,17 +49,9 @@ pub struct Judoscale {
 }
 
 pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
-    let upscale_above = p.positive_duration("upscale_above")?.unwrap_or(0.1);
-    let downscale_below = p.positive_duration("downscale_below")?.unwrap_or(0.05);
-    if downscale_below >= upscale_above {
-        return Err(p.error(
-            "downscale_below",
-            format!(
-                "must be below upscale_above ({upscale_above} s), got {downscale_below} s: \
-                 the two bound the range of queue times to keep"
-            ),
-        ));
-    }
+    // Dynoscale's 100 ms and 50 ms (Judoscale publishes no default), or one given and the
+    // other at that ratio.
+    let (upscale_above, downscale_below) = super::threshold_range(p, (0.1, 0.05))?;
     let (window, delay) = window_and_delay(p, 10.0, 10.0)?;
     Ok(Box::new(Judoscale {
         upscale_above,
@@ -80,6 +72,14 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
 impl AutoscaleRule for Judoscale {
     fn interval(&self) -> f64 {
         self.interval
+    }
+    /// The upscale frequency after an upscale; the downscale delay after a downscale.
+    fn cooldown(&self, up: bool) -> f64 {
+        if up {
+            self.cooldown
+        } else {
+            self.downscale_delay
+        }
     }
 
     fn reading(&self) -> Option<Reading> {

@@ -10,12 +10,11 @@
 //! ([`MetricWindow`], memory bounded whatever the number of requests) and clamps every answer
 //! to `[min, max]`.
 //!
-//! Used by the fleet lifecycle, next step of issue 24: that step feeds the windows from the
-//! simulation (queue times when a request starts, response times when the router logs its
-//! answer, each dyno's CPU and busy fraction as it reports them), calls
-//! [`Autoscaler::evaluate`] every `interval`, and boots or drains dynos to reach the size asked
-//! for. Until then nothing in a scenario reaches this module: `[autoscale]` is not in
-//! [`crate::scenario`] or [`crate::schema`] yet.
+//! A scenario's `[autoscale]` builds one ([`crate::scenario`]); in a run the event engine
+//! (`sim/scaling.rs`) feeds its window (queue times when a request starts, response times
+//! when the router logs its answer, the serving dynos' CPU and busy threads as they report
+//! them), calls [`Autoscaler::evaluate`] every `interval`, and the fleet's lifecycle
+//! (`sim/lifecycle.rs`) boots or drains dynos to reach the size asked for.
 //!
 //! The rules, their parameters, and which defaults come from the vendors' documentation and
 //! which dynosim assumes: docs/autoscaling.md.
@@ -174,6 +173,13 @@ pub trait AutoscaleRule: Send + Sync + Debug + RuleClone {
     /// them. Called at increasing times; the answer is taken as applied, and the next call
     /// shows the fleet as it then is.
     fn evaluate(&mut self, now: f64, fleet: Fleet, observed: Observed) -> Decision;
+    /// Seconds after a scale event in direction `up` (true: a scale-up) within which a scale
+    /// event the other way counts as a reversal (`autoscale.reversals`): the rule's own
+    /// cooldown or delay that follows such an event. The default: one interval.
+    fn cooldown(&self, up: bool) -> f64 {
+        let _ = up;
+        self.interval()
+    }
 }
 
 /// Lets a configured rule be copied for each replication.
@@ -350,6 +356,11 @@ impl Autoscaler {
         }
     }
 
+    /// See [`AutoscaleRule::cooldown`].
+    pub fn cooldown(&self, up: bool) -> f64 {
+        self.rule.cooldown(up)
+    }
+
     /// The rule's decision at `now`, clamped to `[min, max]`, with the metric as it saw it.
     pub fn evaluate(&mut self, now: f64, fleet: Fleet) -> Evaluation {
         let observed = match &mut self.window {
@@ -440,6 +451,33 @@ fn choice(
     }
 }
 
+/// A range of two time thresholds, `downscale_below` < `upscale_above`: both given, or one
+/// given and the other in the defaults' ratio to it (a range of 50 ms to 100 ms by default,
+/// `upscale_above = "50ms"` alone gives 25 ms to 50 ms), or both defaults.
+fn threshold_range(p: &Params, defaults: (f64, f64)) -> Result<(f64, f64)> {
+    let (up_default, down_default) = defaults;
+    let ratio = up_default / down_default;
+    let (up, down) = match (
+        p.positive_duration("upscale_above")?,
+        p.positive_duration("downscale_below")?,
+    ) {
+        (Some(up), Some(down)) => (up, down),
+        (Some(up), None) => (up, up / ratio),
+        (None, Some(down)) => (down * ratio, down),
+        (None, None) => (up_default, down_default),
+    };
+    if down >= up {
+        return Err(p.error(
+            "downscale_below",
+            format!(
+                "must be below upscale_above ({up} s), got {down} s: the two bound the range \
+                 to keep"
+            ),
+        ));
+    }
+    Ok((up, down))
+}
+
 /// The window and delay of a rule's reading, with the rule's defaults.
 fn window_and_delay(p: &Params, window: f64, delay: f64) -> Result<(f64, f64)> {
     Ok((
@@ -463,6 +501,50 @@ mod tests {
             Ok(a) => panic!("a bad table built a {} autoscaler", a.rule()),
             Err(e) => e.to_string(),
         }
+    }
+
+    /// One bound of a queue-time range given alone brings the other at the defaults' ratio
+    /// (the issue's `--vary autoscale.upscale_above=50ms` is below judoscale's default lower
+    /// bound); both given are taken as they are, and must be in order.
+    #[test]
+    fn a_range_given_by_one_bound_takes_the_other_at_the_defaults_ratio() {
+        for (table, up, down) in [
+            (
+                json!({"rule": "judoscale", "max": 9, "upscale_above": "50ms"}),
+                0.05,
+                0.025,
+            ),
+            (
+                json!({"rule": "judoscale", "max": 9, "downscale_below": "80ms"}),
+                0.16,
+                0.08,
+            ),
+            (json!({"rule": "judoscale", "max": 9}), 0.1, 0.05),
+            (
+                json!({"rule": "hirefire", "max": 9, "upscale_above": "50ms"}),
+                0.05,
+                0.02,
+            ),
+            (
+                json!({"rule": "hirefire", "max": 9, "downscale_below": "1s"}),
+                2.5,
+                1.0,
+            ),
+        ] {
+            let text = format!("{:?}", build(table.clone()).unwrap());
+            for (key, value) in [("upscale_above", up), ("downscale_below", down)] {
+                assert!(
+                    text.contains(&format!("{key}: {value:?},")),
+                    "{table}: {text}"
+                );
+            }
+        }
+        let e = error(json!({"rule": "judoscale", "max": 9,
+                             "upscale_above": "50ms", "downscale_below": "50ms"}));
+        assert!(
+            e.starts_with("autoscale.downscale_below: must be below upscale_above"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -81,6 +81,15 @@ impl AutoscaleRule for TargetTracking {
     fn interval(&self) -> f64 {
         self.interval
     }
+    /// The scale-in cooldown after a scale-in; after a scale-out, the scale-in alarm's
+    /// datapoints (it cannot scale in sooner).
+    fn cooldown(&self, up: bool) -> f64 {
+        if up {
+            f64::from(self.in_datapoints) * self.interval
+        } else {
+            self.in_cooldown
+        }
+    }
 
     fn reading(&self) -> Option<Reading> {
         Some(Reading {

@@ -14,7 +14,6 @@ use crate::params::Params;
 use crate::registry::Registry;
 use crate::rng::SimRng;
 use crate::up_set::UpSet;
-use rand::distr::{Distribution, Uniform};
 use std::fmt::Debug;
 
 mod intelligent;
@@ -51,24 +50,6 @@ pub enum Knowledge {
     /// way, and it may hold requests (`least_connections`, `intelligent`). The safe default:
     /// the event-driven engine runs every policy.
     Ranking(Ties),
-}
-
-/// Draws one of `n` uniformly at random (a place among the up dynos, see [`UpSet`]). Set up
-/// once per size: a draw is then one multiplication and a comparison, where `random_range`
-/// sets the range up on every call.
-#[derive(Debug, Clone, Copy)]
-pub struct DynoDraw(Uniform<usize>);
-
-impl DynoDraw {
-    pub(crate) fn new(dynos: usize) -> Self {
-        DynoDraw(Uniform::new(0, dynos.max(1)).expect("0 < dynos"))
-    }
-
-    /// A dyno drawn as [`RouterView::random_dyno`] draws it.
-    #[inline]
-    pub(crate) fn sample(&self, rng: &mut SimRng) -> usize {
-        self.0.sample(rng)
-    }
 }
 
 /// What a router knows when it routes a request: the dynos up ([`UpSet`]: a policy picks

@@ -23,7 +23,10 @@ pub(super) struct Dyno {
     /// greedy accept the backlog of those no process had room for. Linked through the
     /// requests' slab entries (see `super::Slab::push_back`).
     pub accept: Fifo,
+    /// Its processes run (not booting, restarting or stopped).
     pub up: bool,
+    /// SIGTERM: its server no longer accepts connections; it exits once it holds nothing.
+    pub closed: bool,
 }
 
 impl Dyno {
@@ -33,6 +36,7 @@ impl Dyno {
         busy_processes: 0,
         accept: Fifo::EMPTY,
         up: true,
+        closed: false,
     };
 }
 

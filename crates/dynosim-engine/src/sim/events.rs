@@ -2,10 +2,11 @@
 //! component that waits for a time has one id, and so at most one pending event.
 //!
 //! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources, then the requests'
-//! deadlines (one id for all: see `super::timers`) (these three may move their pending
-//! event: ids below [`EventIds::movable`]), then the dynos' boots, the open
-//! workload's arrival, the closed-loop clients' sends, and the requests' timed phases (a
-//! request has at most one timed phase at a time; by slab index, the last range, open-ended).
+//! deadlines (one id for all: see `super::timers`), then each dyno slot's lifecycle (its boot,
+//! SIGTERM or SIGKILL) (these four may move or cancel their pending event: ids below
+//! [`EventIds::movable`]), then the autoscaler's evaluations, the open workload's arrival, the
+//! closed-loop clients' sends, and the requests' timed phases (a request has at most one timed
+//! phase at a time; by slab index, the last range, open-ended).
 
 use crate::kernel::EventQueue;
 
@@ -21,8 +22,11 @@ pub(super) enum Event {
     Cpu { dyno: u32 },
     /// A processor-sharing resource finishes a job.
     Shared { resource: u32 },
-    /// A restarted dyno is up again.
-    Boot { dyno: u32 },
+    /// The next step of a dyno slot's lifecycle: its boot ends (up, or an R10 crash), its
+    /// SIGTERM, or its SIGKILL (see `super::lifecycle`).
+    Life { dyno: u32 },
+    /// The autoscaler evaluates its rule.
+    Autoscale,
     /// The earliest of the requests' deadlines (timeouts) is due.
     Timers,
 }
@@ -32,6 +36,8 @@ pub(super) const COMPLETION: u8 = 0;
 /// A deadline: after the completions (a response at the deadline is in time), before
 /// everything else.
 pub(super) const TIMEOUT: u8 = 1;
+/// A dyno's lifecycle and the autoscaler: after the completions and deadlines of the same
+/// moment (a request answered at a SIGKILL is in time), before requests reach dynos.
 pub(super) const BOOT: u8 = 2;
 /// A routed request reaching its dyno after `router.connect`: after the completions (a thread
 /// freed at t is free for it) and before the arrivals of t (it was routed before them).
@@ -43,7 +49,8 @@ pub(super) const ARRIVAL: u8 = 4;
 pub(super) struct EventIds {
     shared: u32,
     timers: u32,
-    boot: u32,
+    life: u32,
+    autoscale: u32,
     arrival: u32,
     send: u32,
     done: u32,
@@ -53,24 +60,26 @@ impl EventIds {
     pub fn new(dynos: u32, resources: u32, clients: u32) -> EventIds {
         let shared = dynos;
         let timers = shared + resources;
-        let boot = timers + 1;
-        let arrival = boot + dynos;
+        let life = timers + 1;
+        let autoscale = life + dynos;
+        let arrival = autoscale + 1;
         let send = arrival + 1;
         let done = send + clients;
         EventIds {
             shared,
             timers,
-            boot,
+            life,
+            autoscale,
             arrival,
             send,
             done,
         }
     }
 
-    /// Ids below this may move or be cancelled: the CPUs', the shared resources' and the
-    /// deadlines'.
+    /// Ids below this may move or be cancelled: the CPUs', the shared resources', the
+    /// deadlines' and the dynos' lifecycles'.
     pub fn movable(&self) -> u32 {
-        self.boot
+        self.autoscale
     }
 
     #[inline]
@@ -79,7 +88,8 @@ impl EventIds {
             Event::Cpu { dyno } => dyno,
             Event::Shared { resource } => self.shared + resource,
             Event::Timers => self.timers,
-            Event::Boot { dyno } => self.boot + dyno,
+            Event::Life { dyno } => self.life + dyno,
+            Event::Autoscale => self.autoscale,
             Event::Arrival => self.arrival,
             Event::Send { client } => self.send + client,
             Event::Done { req } => self
@@ -103,10 +113,12 @@ impl EventIds {
             }
         } else if id == self.timers {
             Event::Timers
-        } else if id < self.arrival {
-            Event::Boot {
-                dyno: id - self.boot,
+        } else if id < self.autoscale {
+            Event::Life {
+                dyno: id - self.life,
             }
+        } else if id == self.autoscale {
+            Event::Autoscale
         } else if id == self.arrival {
             Event::Arrival
         } else {
@@ -208,7 +220,14 @@ impl Events {
             .reschedule(time, TIMEOUT, self.ids.id(Event::Timers), 0);
     }
 
-    /// Takes back a CPU's, a shared resource's or the deadlines' pending event.
+    /// Schedules dyno slot `dyno`'s next lifecycle step at `time`, moving a pending one.
+    #[inline]
+    pub fn reschedule_life(&mut self, time: f64, dyno: u32) {
+        self.queue
+            .reschedule(time, BOOT, self.ids.id(Event::Life { dyno }), 0);
+    }
+
+    /// Takes back a CPU's, a shared resource's, the deadlines' or a lifecycle's pending event.
     #[inline]
     pub fn cancel(&mut self, event: Event) {
         self.queue.cancel(self.ids.id(event));
@@ -257,8 +276,9 @@ mod tests {
             Event::Shared { resource: 0 },
             Event::Shared { resource: 1 },
             Event::Timers,
-            Event::Boot { dyno: 0 },
-            Event::Boot { dyno: 2 },
+            Event::Life { dyno: 0 },
+            Event::Life { dyno: 2 },
+            Event::Autoscale,
             Event::Arrival,
             Event::Send { client: 0 },
             Event::Send { client: 3 },
@@ -271,7 +291,10 @@ mod tests {
             assert_eq!(ids.event(id), e);
             assert!(!seen.contains(&id));
             seen.push(id);
-            let movable = matches!(e, Event::Cpu { .. } | Event::Shared { .. } | Event::Timers);
+            let movable = matches!(
+                e,
+                Event::Cpu { .. } | Event::Shared { .. } | Event::Timers | Event::Life { .. }
+            );
             assert_eq!(id < ids.movable(), movable);
         }
     }

@@ -1,12 +1,19 @@
-//! Dynos and workers going down and coming back up. R15 restarts a dyno: every request on it
-//! fails, its per-dyno and per-process pools go with it, and it boots again after
-//! `fleet.boot_time`, the routers skipping it meanwhile. `app.timeout` kills a sync worker: its
-//! request fails, and its replacement takes requests after `app.worker_boot_time`. Both end
-//! requests through [`Simulation::kill`]: what a request gives back when what runs it dies.
-//! Whatever else takes a dyno or a worker down, or brings one up, belongs here too.
+//! Dynos and workers coming up and going down: the dyno's lifecycle (its stages are in
+//! [`super::fleet`]). A dyno starts (an autoscaler's scale-up), boots for `fleet.boot_time`
+//! (R10 past `fleet.boot_timeout`: it crashes and boots again) and is up: the routers send it
+//! requests ([`super::router::Routers::bring_up`]). A scale-down marks the last started dynos
+//! down at once, SIGTERMs them `fleet.stop_delay` later (the server closes its listener: its
+//! backlog and later arrivals fail, H13) and SIGKILLs them `fleet.shutdown_grace` after that
+//! (what they still hold fails, `errors.shutdown`); a dyno exits as soon as it holds nothing.
+//! R15 restarts a dyno: every request on it fails, its per-dyno and per-process pools go with
+//! it, and it boots again. `app.timeout` kills a sync worker: its request fails, and its
+//! replacement takes requests after `app.worker_boot_time`. All end requests through
+//! [`Simulation::kill`]: what a request gives back when what runs it dies. Whatever else
+//! takes a dyno or a worker down, or brings one up, belongs here too.
 
 use super::dyno::{self, Dyno, Fifo};
-use super::events::{Event, BOOT};
+use super::events::Event;
+use super::fleet::Life;
 use super::timers::{Deadline, Kind};
 use super::{Simulation, State, NONE};
 use crate::resource::PoolScope;
@@ -64,6 +71,7 @@ impl Simulation<'_> {
         // The router counts one request fewer at the dyno: it may send what it holds (to
         // wait there for the worker's replacement, as a router that does not know would).
         self.drain_router(router);
+        self.exit_if_idle(dyno);
     }
 
     /// A killed worker's replacement is up (unless its dyno restarted since, which replaced
@@ -91,7 +99,13 @@ impl Simulation<'_> {
     /// held is let go. Its entry is freed now, or when an event of its own comes. An app-wide
     /// pool's connection it held goes into `released`, for the caller to hand on. The thread
     /// itself (the dyno's and process's counts) is the caller's to free.
-    fn kill(&mut self, req: u32, dyno: usize, error: ErrorKind, released: &mut Vec<(u32, u32)>) {
+    pub(super) fn kill(
+        &mut self,
+        req: u32,
+        dyno: usize,
+        error: ErrorKind,
+        released: &mut Vec<(u32, u32)>,
+    ) {
         let now = self.now;
         let e = &self.slab.entries[req as usize];
         let on_thread = !matches!(e.state, State::Accept | State::Connecting);
@@ -155,22 +169,44 @@ impl Simulation<'_> {
             Some(kept) => self.slab.entries[req as usize].state = kept,
             None => self.slab.release(req),
         }
+        if on_thread {
+            if let Some(scaling) = self.scaling.as_deref_mut() {
+                scaling.threads(now, -1.0);
+            }
+        }
         if !answered {
             self.measures.errored(error, arrival, now);
+            self.answered(arrival);
             self.respond(client);
         }
     }
 
-    /// R15: the dyno is restarted. Every request on it fails; it boots again after the app's
-    /// boot time. Work a resource already has in hand for it runs to its end (the database
-    /// does not know), and then gives its connection back.
+    /// R15: the dyno is restarted. Every request on it fails; it boots again after
+    /// `fleet.boot_time` (the same dyno: the formation keeps it). A dyno that was stopping
+    /// anyway exits instead. Work a resource already has in hand for it runs to its end (the
+    /// database does not know), and then gives its connection back.
     pub(super) fn restart(&mut self, dyno: usize) {
-        let now = self.now;
-        self.measures.restarted(now);
+        self.measures.restarted(self.now);
+        let stopping = matches!(self.fleet.life[dyno], Life::Draining | Life::Terminating);
+        if self.fleet.life[dyno] == Life::Up {
+            self.routers.take_down(dyno);
+        }
+        self.kill_all(dyno, ErrorKind::R15);
+        if stopping {
+            self.exit(dyno);
+        } else {
+            self.fleet.set(dyno, Life::Booting);
+            self.dynos[dyno].up = false;
+            self.boot_begin(dyno);
+        }
+        self.fleet_changed();
+    }
+
+    /// Every request on `dyno` (waiting at it, or on its threads) fails with `error`, and the
+    /// dyno is back to a fresh boot's state: no requests, idle memory, its pools full.
+    fn kill_all(&mut self, dyno: usize, error: ErrorKind) {
         self.cpu_advance(dyno);
-        self.routers.take_down(dyno);
         let d = &mut self.dynos[dyno];
-        d.up = false;
         // The requests on it: those in its accept queue and those its threads hold.
         let mut accept = std::mem::replace(&mut d.accept, Fifo::EMPTY);
         d.waiting = 0;
@@ -200,14 +236,19 @@ impl Simulation<'_> {
         victims.extend(on_threads);
         // Answered requests whose threads were still busy with them: nothing fails, the entry
         // goes when its event comes.
+        let mut overheads = 0u32;
         for e in &mut self.slab.entries {
             if e.dyno as usize == dyno && e.state == State::Overhead {
                 e.state = State::Dead;
+                overheads += 1;
             }
+        }
+        if let Some(scaling) = self.scaling.as_deref_mut() {
+            scaling.threads(self.now, -f64::from(overheads));
         }
         let mut released = Vec::new();
         for req in victims {
-            self.kill(req, dyno, ErrorKind::R15, &mut released);
+            self.kill(req, dyno, error, &mut released);
         }
         self.reschedule_cpu(dyno);
         // Connections of an app-wide pool held by its requests go to whoever waits for one.
@@ -228,38 +269,216 @@ impl Simulation<'_> {
                 _ => {}
             }
         }
-        let before = self.rest.memory[dyno];
-        let was_over = before > self.s.app.memory.quota;
         let busy_before = self.dynos[dyno].busy_processes;
-        // Back to a fresh boot: no requests, idle memory.
         self.dynos[dyno] = Dyno {
             up: false,
             ..Dyno::IDLE
         };
-        self.rest.memory[dyno] = dyno::idle_memory(&self.s.app);
         self.procs.reset(dyno);
         self.busy_processes -= busy_before;
-        let after = self.rest.memory[dyno];
-        self.fleet_memory += after - before;
+        self.set_memory(dyno, dyno::idle_memory(&self.s.app));
+    }
+
+    /// `dyno` holds `bytes` from now on (the fleet's totals and its CPU's slowdown follow).
+    fn set_memory(&mut self, dyno: usize, bytes: f64) {
+        let before = self.rest.memory[dyno];
         let quota = self.s.app.memory.quota;
-        match (was_over, after > quota) {
+        self.rest.memory[dyno] = bytes;
+        self.fleet_memory += bytes - before;
+        match (before > quota, bytes > quota) {
             (true, false) => self.over_quota -= 1,
             (false, true) => self.over_quota += 1,
             _ => {}
         }
         self.fleet_levels();
-        let slowdown = self.s.app.memory.slowdown(after);
+        let slowdown = self.s.app.memory.slowdown(bytes);
         let _ = self.rest.cpus[dyno].set_slowdown(slowdown);
-        let boot = self.s.boot_time.sample(&mut self.boot_rng);
-        self.events
-            .schedule(now + boot, BOOT, Event::Boot { dyno: dyno as u32 });
     }
 
+    /// `dyno` starts booting: its boot time is drawn; it is up at the boot's end, or crashes
+    /// (R10) at `fleet.boot_timeout` if the boot would take longer.
+    fn boot_begin(&mut self, dyno: usize) {
+        let boot = self.s.boot_time.sample(&mut self.boot_rng);
+        let timeout = self.s.lifecycle.boot_timeout;
+        // A dyno restarted for memory in a fixed fleet boots as it always did: the boot
+        // timeout is the lifecycle's (an autoscaled fleet's).
+        let in_time = !self.s.has_lifecycle() || boot < timeout;
+        self.fleet.boots_in_time[dyno] = in_time;
+        let at = self.now + if in_time { boot } else { timeout };
+        self.events.reschedule_life(at, dyno as u32);
+    }
+
+    /// The next step of `dyno`'s life is due: its boot's end (or R10), its SIGTERM, or its
+    /// SIGKILL.
+    pub(super) fn life_event(&mut self, dyno: usize) {
+        // The event may still be at the queue's root (a movable event popped in place).
+        self.events.cancel(Event::Life { dyno: dyno as u32 });
+        match self.fleet.life[dyno] {
+            Life::Booting if self.fleet.boots_in_time[dyno] => self.boot(dyno),
+            Life::Booting => {
+                // R10: the boot timed out; the platform boots it again (while the run lasts).
+                self.measures.boot_crashed(self.now);
+                if self.now < self.measures.window_end() {
+                    self.boot_begin(dyno);
+                }
+            }
+            Life::Draining => self.sigterm(dyno),
+            Life::Terminating => self.sigkill(dyno),
+            Life::Up | Life::Stopped => {
+                debug_assert!(
+                    false,
+                    "a lifecycle event for a dyno {:?}",
+                    self.fleet.life[dyno]
+                )
+            }
+        }
+    }
+
+    /// `dyno`'s boot is over: it is up, and the routers may send it what they hold.
     pub(super) fn boot(&mut self, dyno: usize) {
         self.dynos[dyno].up = true;
+        self.fleet.set(dyno, Life::Up);
         self.routers.bring_up(dyno);
+        self.measures.dyno_up(dyno, self.now);
+        self.fleet_changed();
         for router in 0..self.routers.queues.len() {
             self.drain_router(router);
+        }
+    }
+
+    /// The fleet should have `size` dynos: new ones start (in the lowest free slots), or the
+    /// last started stop (Heroku's highest-numbered).
+    pub(super) fn scale_to(&mut self, size: u32) {
+        while self.fleet.size() < size {
+            self.start_dyno();
+        }
+        while self.fleet.size() > size {
+            if self.fleet.waiting_for_slot > 0 {
+                self.fleet.waiting_for_slot -= 1;
+                continue;
+            }
+            let dyno = self.fleet.formation.pop().expect("a dyno to stop") as usize;
+            self.stop_dyno(dyno);
+        }
+        self.fleet_changed();
+    }
+
+    /// A new dyno starts booting, in the lowest free slot (or when a slot frees).
+    fn start_dyno(&mut self) {
+        let Some(slot) = self.fleet.take_slot() else {
+            self.fleet.waiting_for_slot += 1;
+            return;
+        };
+        let dyno = slot as usize;
+        self.fleet.formation.push(slot);
+        self.fleet.set(dyno, Life::Booting);
+        self.measures.dyno_started(self.now);
+        // A fresh dyno: idle memory from its start (its slot held none).
+        self.set_memory(dyno, dyno::idle_memory(&self.s.app));
+        self.boot_begin(dyno);
+    }
+
+    /// `dyno` (out of the formation already) stops: a dyno still booting exits at once; an
+    /// up one is marked down (the routers send it nothing more) and gets its SIGTERM after
+    /// `fleet.stop_delay`.
+    fn stop_dyno(&mut self, dyno: usize) {
+        match self.fleet.life[dyno] {
+            Life::Booting => {
+                self.events.cancel(Event::Life { dyno: dyno as u32 });
+                self.exit(dyno);
+            }
+            Life::Up => {
+                self.routers.take_down(dyno);
+                self.fleet.set(dyno, Life::Draining);
+                let at = self.now + self.s.lifecycle.stop_delay;
+                self.events.reschedule_life(at, dyno as u32);
+            }
+            other => debug_assert!(false, "stopping a dyno {other:?}"),
+        }
+    }
+
+    /// SIGTERM: the server closes its listener. Requests in its backlog that no process took
+    /// fail (they raced the dyno going down: H13), as do those reaching it from now on; its
+    /// processes finish what they hold within the grace.
+    fn sigterm(&mut self, dyno: usize) {
+        self.fleet.set(dyno, Life::Terminating);
+        self.dynos[dyno].closed = true;
+        let mut backlog = std::mem::replace(&mut self.dynos[dyno].accept, Fifo::EMPTY);
+        let raced: Vec<u32> = std::iter::from_fn(|| self.slab.pop_front(&mut backlog)).collect();
+        self.dynos[dyno].waiting -= raced.len() as u32;
+        self.waiting_total -= raced.len();
+        let mut released = Vec::new();
+        for req in raced {
+            self.kill(req, dyno, ErrorKind::H13, &mut released);
+        }
+        debug_assert!(
+            released.is_empty(),
+            "a request in a backlog holds no connection"
+        );
+        if !self.exit_if_idle(dyno) {
+            let at = self.now + self.s.lifecycle.shutdown_grace;
+            self.events.reschedule_life(at, dyno as u32);
+        }
+    }
+
+    /// SIGKILL at the grace's end: what the dyno still holds fails (`errors.shutdown`).
+    fn sigkill(&mut self, dyno: usize) {
+        self.kill_all(dyno, ErrorKind::Shutdown);
+        self.exit(dyno);
+    }
+
+    /// A terminating dyno that holds no request exits (its last request just ended).
+    /// Returns whether it did.
+    pub(super) fn exit_if_idle(&mut self, dyno: usize) -> bool {
+        let d = &self.dynos[dyno];
+        if d.closed && d.busy == 0 && d.waiting == 0 {
+            self.events.cancel(Event::Life { dyno: dyno as u32 });
+            self.exit(dyno);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The dyno is gone: its slot is free (for a dyno waiting for one), its memory no longer
+    /// counts, and requests still on their way to it fail when they reach it (they raced it,
+    /// H13): the slot's next dyno is another.
+    fn exit(&mut self, dyno: usize) {
+        let connecting: Vec<u32> = (0..self.slab.entries.len() as u32)
+            .filter(|&i| {
+                let e = &self.slab.entries[i as usize];
+                e.dyno as usize == dyno && e.state == State::Connecting
+            })
+            .collect();
+        let mut released = Vec::new();
+        for req in connecting {
+            self.kill(req, dyno, ErrorKind::H13, &mut released);
+        }
+        let serving = self.fleet.life[dyno] != Life::Booting;
+        self.fleet.set(dyno, Life::Stopped);
+        if serving {
+            self.measures.dyno_ended(dyno, self.now);
+        }
+        self.dynos[dyno] = Dyno {
+            up: false,
+            ..Dyno::IDLE
+        };
+        self.set_memory(dyno, 0.0);
+        self.fleet.free_slot(dyno as u32);
+        if self.fleet.waiting_for_slot > 0 {
+            self.fleet.waiting_for_slot -= 1;
+            self.start_dyno();
+        }
+        self.fleet_changed();
+    }
+
+    /// Tells the observer the fleet's counts after a change.
+    pub(super) fn fleet_changed(&mut self) {
+        let f = &self.fleet;
+        let (running, serving) = (f.running(), f.serving());
+        self.measures.fleet_size(self.now, running, serving);
+        if let Some(scaling) = self.scaling.as_deref_mut() {
+            scaling.serving(self.now, serving);
         }
     }
 }

@@ -58,6 +58,9 @@ impl Simulation<'_> {
             let slowdown = m.slowdown(bytes);
             let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, self.now);
             self.measures.cpu(from, self.now, busy);
+            if let Some(scaling) = self.scaling.as_deref_mut() {
+                scaling.cpu(from, self.now, busy);
+            }
             if self.rest.cpus[dyno].set_slowdown(slowdown) {
                 self.reschedule_cpu(dyno);
             }

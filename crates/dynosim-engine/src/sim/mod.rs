@@ -29,8 +29,10 @@
 //!   events that end them;
 //! - `memory.rs`: a dyno's memory (R14, R15) and malloc arenas;
 //! - `timeouts.rs`: the requests' timeouts, their deadlines and what each does when it comes;
-//! - `lifecycle.rs`: dynos and workers going down and coming back (R15 restarts and boots,
-//!   `app.timeout`'s worker kills);
+//! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
+//!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, `app.timeout`'s worker kills; the
+//!   stages themselves are in `fleet.rs`;
+//! - `scaling.rs`: the autoscaler: what it is fed, and its evaluations;
 //! - `clients.rs`: closed-loop clients, who think and send again.
 //!
 //! This file keeps the state, its construction, and the run's loop of events; the
@@ -40,12 +42,14 @@
 mod clients;
 mod dyno;
 mod events;
+mod fleet;
 mod lifecycle;
 mod memory;
 mod phases;
 mod resource;
 mod router;
 mod routing;
+mod scaling;
 mod sharing;
 mod threads;
 mod timeouts;
@@ -60,9 +64,11 @@ use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::{Scenario, Workload};
 use dyno::{Dyno, DynoRest, Fifo, Processes};
-use events::{Event, EventIds, Events, ARRIVAL};
+use events::{Event, EventIds, Events, ARRIVAL, BOOT};
+use fleet::Fleet;
 use resource::ResourceState;
 use router::Routers;
+use scaling::Scaling;
 use sharing::{Sharing, SharingStore};
 use timers::Deadlines;
 
@@ -258,6 +264,8 @@ struct TraceRecorder {
     per_dyno: bool,
     next: f64,
     frames: Vec<Frame>,
+    /// The response times of the answers since the last frame.
+    responses: crate::stats::TimeStats,
 }
 
 struct Simulation<'s> {
@@ -272,6 +280,10 @@ struct Simulation<'s> {
     cpu_store: SharingStore,
     /// Every dyno's processes' requests and arenas.
     procs: Processes,
+    /// Which slot holds a dyno, and where each dyno is in its life.
+    fleet: Fleet,
+    /// The autoscaler, when the scenario has one.
+    scaling: Option<Box<Scaling>>,
     routers: Routers,
     waiting_total: usize,
     resources: Vec<ResourceState>,
@@ -375,7 +387,11 @@ pub fn trace_replication(
         ));
     }
     let frames = (until / interval).floor() + 1.0;
-    let per_frame = if per_dyno { scenario.dynos as f64 } else { 1.0 };
+    let per_frame = if per_dyno {
+        f64::from(scenario.dyno_slots())
+    } else {
+        1.0
+    };
     if frames * per_frame > 5e7 {
         return Err(Error::config(
             "trace",
@@ -391,6 +407,7 @@ pub fn trace_replication(
         per_dyno,
         next: 0.0,
         frames: Vec::with_capacity(frames as usize),
+        responses: crate::stats::TimeStats::default(),
     };
     simulate(scenario, replication, Some(recorder), interrupted)
         .map(|(result, trace)| (result, trace.expect("a recorder was given")))
@@ -405,13 +422,20 @@ fn simulate(
     s.check_stable()?;
     let seed = s.seed;
     let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
-    let n = s.dynos as usize;
+    // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
+    // past the initial fleet start with no dyno in them.
+    let slots = s.dyno_slots();
+    let n = slots as usize;
     let phases = s.request.is_some();
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
-    let cpu_store = dyno::cpu_store(&s.app, s.dynos, s.dyno_type.cores, cpu)?;
-    let dynos = filled(n, Dyno::IDLE)?;
-    let rest = DynoRest::new(&s.app, s.dynos, &cpu_store)?;
+    let cpu_store = dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu)?;
+    let mut dynos = filled(n, Dyno::IDLE)?;
+    let mut rest = DynoRest::new(&s.app, slots, &cpu_store)?;
+    for d in s.dynos as usize..n {
+        dynos[d].up = false;
+        rest.memory[d] = 0.0;
+    }
     let clients = match &s.workload {
         Workload::Open(_) => 0,
         Workload::Closed(clients) => clients.count,
@@ -421,10 +445,10 @@ fn simulate(
         now: 0.0,
         events: Events::new(
             s.total_slots().min(1 << 20) as usize + 2,
-            EventIds::new(s.dynos, s.resources.len() as u32, clients),
-            s.dynos < LOOK_AHEAD_DYNOS,
+            EventIds::new(slots, s.resources.len() as u32, clients),
+            slots < LOOK_AHEAD_DYNOS,
             // Large fleets: an event for each phase's end and the arrival, about.
-            (s.dynos >= LOOK_AHEAD_DYNOS).then(|| {
+            (slots >= LOOK_AHEAD_DYNOS).then(|| {
                 let phases = s.request.as_ref().map_or(1, |r| {
                     r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
                 });
@@ -440,13 +464,18 @@ fn simulate(
         dynos,
         rest,
         cpu_store,
-        procs: Processes::new(&s.app, s.dynos)?,
-        routers: Routers::new(s, s.dynos, stream(seed, replication, Stream::Routing))?,
+        procs: Processes::new(&s.app, slots)?,
+        fleet: Fleet::new(slots, s.dynos)?,
+        scaling: s
+            .autoscale
+            .as_ref()
+            .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
+        routers: Routers::new(s, slots, stream(seed, replication, Stream::Routing))?,
         waiting_total: 0,
         resources: s
             .resources
             .iter()
-            .map(|r| ResourceState::new(r, s.dynos, s.app.processes))
+            .map(|r| ResourceState::new(r, slots, s.app.processes))
             .collect(),
         service_rng: stream(seed, replication, Stream::Service),
         think_rng: stream(seed, replication, Stream::Think),
@@ -492,7 +521,7 @@ fn simulate(
             0
         },
         to_send: None,
-        look_ahead: s.dynos >= LOOK_AHEAD_DYNOS,
+        look_ahead: slots >= LOOK_AHEAD_DYNOS,
         cpu_phases: s.request.as_ref().is_some_and(|r| {
             r.classes
                 .iter()
@@ -525,6 +554,12 @@ fn simulate(
             None
         }
     };
+    if let Some(scaling) = &sim.scaling {
+        let first = scaling.interval();
+        if first < sim.measures.window_end() {
+            sim.events.schedule(first, BOOT, Event::Autoscale);
+        }
+    }
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
     while let Some((time, event)) = sim.events.pop() {
@@ -576,9 +611,13 @@ fn simulate(
                 sim.now = time;
                 sim.shared_done(resource as usize);
             }
-            Event::Boot { dyno } => {
+            Event::Life { dyno } => {
                 sim.now = time;
-                sim.boot(dyno as usize);
+                sim.life_event(dyno as usize);
+            }
+            Event::Autoscale => {
+                sim.now = time;
+                sim.autoscale();
             }
             Event::Timers => {
                 let before = sim.now;
@@ -629,6 +668,19 @@ fn simulate(
 }
 
 impl Simulation<'_> {
+    /// A request that arrived at `arrival` was answered now (by its app or with an error), as
+    /// the router logs it: for the autoscaler's response-time rules and the trace's p95.
+    #[inline]
+    fn answered(&mut self, arrival: f64) {
+        let seconds = self.now - arrival;
+        if let Some(scaling) = self.scaling.as_deref_mut() {
+            scaling.response_time(self.now, seconds);
+        }
+        if let Some(trace) = self.trace.as_mut() {
+            trace.responses.record(seconds);
+        }
+    }
+
     /// Asks for what the next event will first need (its dyno's CPU, or its request), so
     /// that the cache misses of a large fleet overlap with the work on the current event
     /// rather than following it. Only the first level: a load that depends on another (the
@@ -702,6 +754,8 @@ impl Simulation<'_> {
                 busy += u64::from(d.busy);
                 dyno_waiting += u64::from(d.waiting);
             }
+            let responses = std::mem::take(&mut trace.responses);
+            let response_p95 = (responses.count() > 0).then(|| responses.summary().p95);
             trace.frames.push(Frame {
                 time: trace.next,
                 depth: if trace.per_dyno {
@@ -717,6 +771,11 @@ impl Simulation<'_> {
                 completed: self.measures.completions(),
                 failed: self.measures.failures(),
                 errors: self.measures.errors_so_far(),
+                dynos_up: self.fleet.up,
+                dynos_booting: self.fleet.booting,
+                dynos_draining: self.fleet.stopping,
+                autoscale_metric: self.scaling.as_ref().and_then(|s| s.last_seen()),
+                response_p95,
             });
             trace.next = (trace.frames.len() as f64) * trace.interval;
         }

@@ -97,6 +97,9 @@ impl Simulation<'_> {
         let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, now);
         if busy > 0.0 {
             self.measures.cpu(from, now, busy);
+            if let Some(scaling) = self.scaling.as_deref_mut() {
+                scaling.cpu(from, now, busy);
+            }
         }
     }
 

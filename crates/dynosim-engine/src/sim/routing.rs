@@ -211,6 +211,7 @@ impl Simulation<'_> {
         self.slab.release(req);
         if !answered {
             self.measures.errored(error, arrival, self.now);
+            self.answered(arrival);
             self.respond_after(client, NO_DYNO_BACKOFF);
         }
     }

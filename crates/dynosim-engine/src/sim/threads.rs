@@ -12,9 +12,14 @@ use crate::app::Accept;
 use rand::Rng;
 
 impl Simulation<'_> {
-    /// The request reaches its dyno: a thread takes it, or it waits for one.
+    /// The request reaches its dyno: a thread takes it, or it waits for one; a dyno that got
+    /// its SIGTERM since the router sent it there refuses it (it raced the dyno going down:
+    /// H13).
     #[inline]
     pub(super) fn reach(&mut self, dyno: usize, req: u32) {
+        if self.dynos[dyno].closed {
+            return self.raced(dyno, req);
+        }
         if let Accept::Greedy { limit } = self.s.app.accept {
             return self.accept_greedily(dyno, req, limit);
         }
@@ -79,6 +84,10 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.process = process;
         entry.start = now;
+        if let Some(scaling) = self.scaling.as_deref_mut() {
+            scaling.queue_time(now, now - entry.arrival);
+            scaling.threads(now, 1.0);
+        }
         if entry.waited && (self.s.connect.is_some() || self.s.router_cost.is_some()) {
             self.measures.waited(entry.arrival, now);
         }
@@ -141,6 +150,7 @@ impl Simulation<'_> {
         entry.router_done = true;
         if !answered {
             self.measures.completed(arrival, now);
+            self.answered(arrival);
             if self.measures.detailed() {
                 self.measures.class_completed(class as usize, arrival, now);
             }
@@ -175,9 +185,13 @@ impl Simulation<'_> {
         let (dyno, process, start) = (entry.dyno as usize, entry.process, entry.start);
         let d = &mut self.dynos[dyno];
         d.busy -= 1;
+        let closed = d.closed;
         let proc = self.procs.of_mut(dyno, process);
         proc.busy -= 1;
         let emptied = proc.busy == 0;
+        if let Some(scaling) = self.scaling.as_deref_mut() {
+            scaling.threads(now, -1.0);
+        }
         if emptied {
             d.busy_processes -= 1;
             self.busy_processes -= 1;
@@ -229,5 +243,18 @@ impl Simulation<'_> {
                 self.start(dyno, process, next);
             }
         }
+        if closed {
+            self.exit_if_idle(dyno);
+        }
+    }
+
+    /// A request reached a dyno that had closed its listener (SIGTERM) since its router
+    /// sent it there: the connection is refused and the client gets an H13.
+    #[cold]
+    fn raced(&mut self, dyno: usize, req: u32) {
+        // Its own event is over: nothing pending keeps its entry, and no thread took it.
+        self.slab.entries[req as usize].state = State::Accept;
+        let mut released = Vec::new();
+        self.kill(req, dyno, crate::result::ErrorKind::H13, &mut released);
     }
 }

@@ -209,6 +209,7 @@ impl Simulation<'_> {
         e.router_done = true;
         let (arrival, client) = (e.arrival, e.client);
         self.measures.errored(error, arrival, now);
+        self.answered(arrival);
         self.slab.release(req);
         self.respond(client);
     }
@@ -251,6 +252,7 @@ impl Simulation<'_> {
             self.slab.entries[req as usize].cpu_left = cpu_now + later;
         }
         self.measures.errored(error, arrival, now);
+        self.answered(arrival);
         self.respond(client);
     }
 }

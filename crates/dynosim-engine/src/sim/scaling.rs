@@ -1,0 +1,172 @@
+//! The autoscaler in the run: it is fed the metric its rule reads, as the platform measures
+//! it (a request's queue time when its app starts it, its response time when the router logs
+//! the answer, the serving dynos' busy threads or cores over each report), and every
+//! `autoscale.interval` it is shown the fleet and asks for a size, which the lifecycle
+//! ([`super::lifecycle`]) reaches by starting and stopping dynos. The rule never reads the
+//! engine's state ([`crate::autoscale`]); this file is the only place that tells it anything.
+
+use super::events::{Event, BOOT};
+use super::Simulation;
+use crate::autoscale::{Autoscaler, Fleet, Metric};
+
+/// The integral over time of a quantity that changes by steps, taken report by report.
+#[derive(Debug, Clone, Copy, Default)]
+struct Integral {
+    value: f64,
+    since: f64,
+    area: f64,
+}
+
+impl Integral {
+    fn set(&mut self, now: f64, value: f64) {
+        self.area += self.value * (now - self.since);
+        self.value = value;
+        self.since = now;
+    }
+
+    /// The integral since the last take, up to `now`.
+    fn take(&mut self, now: f64) -> f64 {
+        self.set(now, self.value);
+        std::mem::take(&mut self.area)
+    }
+}
+
+/// The autoscaler of a run, and what it is fed between two evaluations.
+#[derive(Debug)]
+pub(super) struct Scaling {
+    autoscaler: Autoscaler,
+    /// The metric its rule reads (None: none, a schedule).
+    metric: Option<Metric>,
+    /// The last scale event: when, and whether it was up.
+    last: Option<(f64, bool)>,
+    /// The metric as the rule saw it at its last evaluation.
+    seen: Option<f64>,
+    /// For a per-dyno report: the fleet's busy threads (utilisation), or the core-seconds
+    /// used since the last report (CPU).
+    threads: Integral,
+    cpu_area: f64,
+    /// The dynos serving requests (up or stopping): those that report.
+    serving: Integral,
+}
+
+impl Scaling {
+    pub fn new(autoscaler: Autoscaler, serving: u32) -> Scaling {
+        Scaling {
+            metric: autoscaler.reading().map(|r| r.metric),
+            autoscaler,
+            last: None,
+            seen: None,
+            threads: Integral::default(),
+            cpu_area: 0.0,
+            serving: Integral {
+                value: f64::from(serving),
+                ..Integral::default()
+            },
+        }
+    }
+
+    pub fn interval(&self) -> f64 {
+        self.autoscaler.interval()
+    }
+
+    /// The metric as the rule saw it at its last evaluation (None: never, or nothing in its
+    /// window).
+    pub fn last_seen(&self) -> Option<f64> {
+        self.seen
+    }
+
+    /// A request's queue time (to its start on a thread), at `now`.
+    #[inline]
+    pub fn queue_time(&mut self, now: f64, seconds: f64) {
+        if self.metric == Some(Metric::QueueTime) {
+            self.autoscaler.record(now, seconds);
+        }
+    }
+
+    /// A request's response time, as the router logs its answer at `now`.
+    #[inline]
+    pub fn response_time(&mut self, now: f64, seconds: f64) {
+        if self.metric == Some(Metric::ResponseTime) {
+            self.autoscaler.record(now, seconds);
+        }
+    }
+
+    /// `cores` cores were busy over [from, to] on one dyno (for a CPU rule).
+    #[inline]
+    pub fn cpu(&mut self, from: f64, to: f64, cores: f64) {
+        if self.metric == Some(Metric::Cpu) && to > from {
+            self.cpu_area += cores * (to - from);
+        }
+    }
+
+    /// The fleet's busy threads changed by `delta` at `now` (for a utilisation rule).
+    #[inline]
+    pub fn threads(&mut self, now: f64, delta: f64) {
+        if self.metric == Some(Metric::Utilisation) {
+            let busy = self.threads.value + delta;
+            self.threads.set(now, busy);
+        }
+    }
+
+    /// The dynos serving requests are `serving` from `now` on.
+    pub fn serving(&mut self, now: f64, serving: u32) {
+        self.serving.set(now, f64::from(serving));
+    }
+
+    /// Every serving dyno's report at `now`, for a rule that reads CPU or utilisation: the
+    /// fraction of its cores (`cores`) or threads (`threads`) busy since the last report,
+    /// averaged over the serving dynos (each as busy as the fleet on average).
+    fn report(&mut self, now: f64, cores: f64, threads: f64) {
+        let dyno_seconds = self.serving.take(now);
+        let (busy, capacity) = match self.metric {
+            Some(Metric::Cpu) => (std::mem::take(&mut self.cpu_area), cores),
+            Some(Metric::Utilisation) => (self.threads.take(now), threads),
+            _ => return,
+        };
+        let dynos = self.serving.value;
+        if dyno_seconds > 0.0 && dynos > 0.0 {
+            let fraction = busy / (capacity * dyno_seconds);
+            self.autoscaler
+                .record_total(now, fraction * dynos, dynos as u64);
+        }
+    }
+}
+
+impl Simulation<'_> {
+    /// The autoscaler's evaluation at `now`: the dynos report, the rule is shown the fleet and
+    /// asks for a size, the lifecycle gets there; the next evaluation is scheduled while the
+    /// run's window lasts.
+    pub(super) fn autoscale(&mut self) {
+        let now = self.now;
+        let cores = f64::from(self.s.dyno_type.cores);
+        let threads = f64::from(self.s.slots);
+        let fleet = Fleet {
+            size: self.fleet.size(),
+            up: self.fleet.up,
+        };
+        let Some(scaling) = self.scaling.as_mut() else {
+            return;
+        };
+        scaling.report(now, cores, threads);
+        let evaluation = scaling.autoscaler.evaluate(now, fleet);
+        scaling.seen = evaluation.observed.value;
+        let desired = evaluation.decision.desired;
+        if desired != fleet.size {
+            let up = desired > fleet.size;
+            let reversal = scaling.last.is_some_and(|(at, was_up)| {
+                was_up != up && now - at < scaling.autoscaler.cooldown(was_up)
+            });
+            scaling.last = Some((now, up));
+            self.measures.scaled(now, reversal);
+            self.scale_to(desired);
+        }
+        let next = now
+            + self
+                .scaling
+                .as_ref()
+                .map_or(f64::INFINITY, |s| s.interval());
+        if next < self.measures.window_end() {
+            self.events.schedule(next, BOOT, Event::Autoscale);
+        }
+    }
+}
