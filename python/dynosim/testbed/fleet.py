@@ -14,9 +14,10 @@ HAProxy told through its runtime API, and the engine's own autoscale rule decidi
   A scale-up takes the lowest-numbered servers that are off; a scale-down drains the
   highest-numbered dynos booting or up (Heroku's web.N, §1.2).
 - **The rule** is the engine's (``dynosim._dynosim.Autoscaler``), fed what the platform would
-  measure on the real stack (:class:`Metrics`): a request's queue time as ``X-Request-Start``
-  shows it (the app's start − the router's stamp), recorded when the app starts it; each up
-  dyno's busy fraction of its workers over each :data:`REPORT_PERIOD`, from the app's work log.
+  measure on the real stack as the engine feeds it (:class:`Metrics`): a request's queue time
+  as ``X-Request-Start`` shows it (the app's start − the router's stamp) when the app starts
+  it; its response time when HAProxy logs it; at each evaluation, the serving dynos' busy
+  workers (from the app's work log) or CPU (from /proc) since the last.
 
 Every process is the run's :class:`~dynosim.testbed.procs.Supervisor`'s, so however the run
 ends nothing is left running; :meth:`Fleet.tick` never blocks for a dyno's grace.
@@ -46,9 +47,6 @@ from .watchdog import group_members, processes
 #: Seconds from marking a dyno down to its SIGTERM by default (``fleet.stop_delay``; Heroku's
 #: log shows about 1.3 s, §1.2).
 STOP_DELAY = 1.0
-#: Seconds between two utilisation reports of a dyno (assumed: the platforms' agents report
-#: every 5 to 15 s; the engine's own period is the engine's to say).
-REPORT_PERIOD = 5.0
 #: The controller's polling period.
 TICK = 0.05
 #: The metrics the real fleet measures while it runs.
@@ -306,7 +304,24 @@ class Fleet:
         return self.count("up")
 
     def serving(self) -> List[Dyno]:
-        return [d for d in self.dynos if d.state == "up"]
+        """The dynos that serve requests and report: up, or draining after being up (finishing
+        what they hold), as the engine's serving dynos."""
+        return [d for d in self.dynos if d.state == "up" or (d.state == "draining" and not math.isnan(d.up_at))]
+
+    def serving_seconds(self, begin: float, end: float) -> float:
+        """The integral of the number of dynos serving over [begin, end], from the events."""
+        serving: Dict[int, bool] = {}
+        count, since, area = 0, begin, 0.0
+        for e in sorted(self.events, key=lambda e: e.t):
+            if e.t > end:
+                break
+            now_serving = e.state == "up" or (e.state == "draining" and serving.get(e.dyno, False))
+            if e.t > since:
+                area += count * (e.t - since)
+                since = e.t
+            count += int(now_serving) - int(serving.get(e.dyno, False))
+            serving[e.dyno] = now_serving
+        return area + count * max(0.0, end - since)
 
     # -- changes --
 
@@ -516,30 +531,32 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class Metrics:
-    """The rule's metric on the real stack, fed to the rule as the platform would: queue
+    """The rule's metric on the real stack, fed to the rule as the engine feeds it
+    (crates/dynosim-engine/src/sim/scaling.rs), from what the platform would measure: queue
     times (start − X-Request-Start) when the app starts a request; response times (HAProxy's
-    Ta) when HAProxy logs the answer; each up dyno's busy fraction of its `slots`, and its CPU
-    use as a fraction of its `cores` (`cpu`: dyno → its CPU seconds so far), over each report
-    period."""
+    Ta) when HAProxy logs the answer; and at each evaluation, just before it, the serving
+    dynos' (up or draining) report since the last one: the busy workers' seconds over `slots`
+    × the serving dynos' seconds (utilisation), or the CPU seconds of their process groups
+    (`cpu`: dyno → its CPU seconds so far) over `cores` × the same (cpu), recorded as that
+    fraction times the dynos serving then, over that many dynos."""
 
-    def __init__(self, metric: Optional[str], t0: float, slots: int, period: float = REPORT_PERIOD,
-                 cores: int = 1, cpu: Optional[Callable[[int], Optional[float]]] = None) -> None:
+    def __init__(self, metric: Optional[str], t0: float, slots: int, cores: int = 1,
+                 cpu: Optional[Callable[[int], Optional[float]]] = None) -> None:
         self.metric = metric
         self.t0 = t0
         self.slots = slots
-        self.period = period
         self.cores = cores
         self._cpu = cpu
         self._cpu_before: Dict[int, float] = {}
-        self.response_times: List[Tuple[float, float]] = []
-        self.cpu_reports: List[Tuple[float, float, int]] = []
         self._stamped: Dict[str, float] = {}
-        #: Per dyno: requests in hand {id: start} and busy seconds finished since the last report.
-        self._open: Dict[int, Dict[str, float]] = {}
-        self._busy: Dict[int, float] = {}
-        self._next_report = period
-        #: Every observation fed: (t, value) for queue times; (t, total, count) for reports.
+        #: Requests in hand {id: start} (Unix s), and busy seconds of those finished since the
+        #: last report (within it).
+        self._open: Dict[str, float] = {}
+        self._busy = 0.0
+        self._last = t0
+        #: Every observation: (t, value) for times; (t, fraction x dynos, dynos) for reports.
         self.queue_times: List[Tuple[float, float]] = []
+        self.response_times: List[Tuple[float, float]] = []
         self.reports: List[Tuple[float, float, int]] = []
 
     def feed(self, lines: Iterable[Tuple[int, str, str, float]], rule: Any) -> None:
@@ -553,52 +570,37 @@ class Metrics:
                     self.queue_times.append((t, value))
                     if self.metric == "queue_time":
                         rule.record(t, value)
-                self._open.setdefault(dyno, {})[request] = when
+                self._open[request] = when
             elif mark == "e":
-                start = self._open.get(dyno, {}).pop(request, None)
+                start = self._open.pop(request, None)
                 if start is not None:
-                    since = self.t0 + self._next_report - self.period
-                    self._busy[dyno] = self._busy.get(dyno, 0.0) + max(0.0, when - max(start, since))
+                    self._busy += max(0.0, when - max(start, self._last))
 
-    def report(self, now: float, up: Iterable[int], rule: Any) -> None:
-        """At each report time up to `now` (s since the start), every up dyno's busy fraction
-        over the period that ends then. Requests still in hand count up to the report."""
-        up = list(up)
-        while now >= self._next_report:
-            end = self.t0 + self._next_report
-            begin = end - self.period
-            total = 0.0
-            for dyno in up:
-                busy = self._busy.pop(dyno, 0.0)
-                busy += sum(max(0.0, end - max(start, begin)) for start in self._open.get(dyno, {}).values())
-                total += min(1.0, busy / (self.slots * self.period))
-            self._busy.clear()
-            if up:
-                self.reports.append((self._next_report, total, len(up)))
-                if self.metric == "utilisation":
-                    rule.record_total(self._next_report, total, len(up))
-            self._report_cpu(up, rule)
-            self._next_report += self.period
-
-    def _report_cpu(self, up: List[int], rule: Any) -> None:
-        """Each up dyno's CPU over the period, from the CPU seconds it had at the last report
-        (a dyno seen for the first time reports from the next)."""
-        if self._cpu is None:
+    def report(self, now: float, serving_seconds: float, serving: List[int], rule: Any) -> None:
+        """The serving dynos' report at `now` (s since the start), over the time since the
+        last: `serving_seconds` the integral of the dynos serving over it, `serving` those
+        serving now. Requests in hand count up to `now`."""
+        end = self.t0 + now
+        busy = self._busy + sum(max(0.0, end - max(start, self._last)) for start in self._open.values())
+        self._busy, self._last = 0.0, end
+        if self.metric == "cpu" and self._cpu is not None:
+            used, seen = 0.0, {}
+            for dyno in serving:
+                cpu = self._cpu(dyno)
+                if cpu is not None:
+                    seen[dyno] = cpu
+                    # A dyno serving since the last report counts from its first reading.
+                    used += max(0.0, cpu - self._cpu_before.get(dyno, cpu))
+            self._cpu_before = seen
+            busy, capacity = used, float(self.cores)
+        elif self.metric == "utilisation":
+            capacity = float(self.slots)
+        else:
             return
-        total, count, seen = 0.0, 0, {}
-        for dyno in up:
-            used = self._cpu(dyno)
-            if used is None:
-                continue
-            seen[dyno] = used
-            if dyno in self._cpu_before:
-                total += max(0.0, used - self._cpu_before[dyno]) / (self.cores * self.period)
-                count += 1
-        self._cpu_before = seen
-        if count:
-            self.cpu_reports.append((self._next_report, total, count))
-            if self.metric == "cpu":
-                rule.record_total(self._next_report, total, count)
+        if serving_seconds > 0 and serving:
+            fraction = busy / (capacity * serving_seconds)
+            self.reports.append((now, fraction * len(serving), len(serving)))
+            rule.record_total(now, fraction * len(serving), len(serving))
 
     def feed_router(self, lines: Iterable[bytes], now: float, rule: Any) -> None:
         """HAProxy's new log lines, read at `now` (s since the start): each answer's response
@@ -696,8 +698,10 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
                 now = clock() - t0
                 metrics.feed(tail.read(), rule)
                 metrics.feed_router(follow.lines(router.log), now, rule)
-                metrics.report(now, [d.index for d in fleet.serving()], rule)
                 while now >= next_eval:
+                    # The serving dynos report, then the rule decides (as the engine's).
+                    metrics.report(next_eval, fleet.serving_seconds(next_eval - rule.interval, next_eval),
+                                   [d.index for d in fleet.serving()], rule)
                     size, up = fleet.size, fleet.up
                     desired, why, seen, samples = rule.evaluate(next_eval, size, up)
                     decisions.append({"time": next_eval, "at": now, "size": size, "up": up, "desired": desired,
@@ -730,19 +734,31 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
         "errors": int(np.sum(status != 200)), "unsent": load["unsent"],
         "lateness": load["lateness"], "load_offset": float(load["start"]) - t0,
         "events": [vars(e) for e in fleet.events], "decisions": decisions,
-        "changes": size_changes(fleet.events),
+        "changes": decided_changes(fleet_plan.initial, decisions),
+        "applied": size_changes(fleet.events),
         "series": fleet.series(min(end, plan.length)), "killed": fleet.killed,
         "real_start": real_starts(fleet.dynos, fleet.events),
         "per_minute": per_minute, "warnings": fleet_plan.warnings + fleet.warnings,
         "router_log_lines": len(router_log), "work_lines_after": len(lines),
         "commands": [c for _, c in api.sent],
         "queue_times": len(metrics.queue_times), "response_times": len(metrics.response_times),
-        "reports": len(metrics.reports), "cpu_reports": len(metrics.cpu_reports),
+        "reports": metrics.reports,
     }
 
 
 #: Response headers the load generator keeps (as the fixed fleet's run).
 CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-request-start"]
+
+
+def decided_changes(initial: int, decisions: List[Dict[str, Any]]) -> List[Tuple[float, int]]:
+    """(time, size) at the start and at each evaluation that changed the fleet's size (booting
+    + up), at the evaluation's time: the size as the platform shows it, which changes only
+    there (the real loop applies a decision within a tick of it, :data:`TICK`)."""
+    out = [(0.0, initial)]
+    for d in decisions:
+        if d["desired"] != d["size"]:
+            out.append((float(d["time"]), int(d["desired"])))
+    return out
 
 
 def size_changes(events: List[Event]) -> List[Tuple[float, int]]:
@@ -820,7 +836,7 @@ def simulated_fleet(engine: Scenario, length: float, width: float = 60.0) -> Dic
                                         "run.duration": f"{min(width, length - m * width):g}s"})
         report = run_scenario(window, warn=False)[0].to_dict()
         p95 = report["summary"]["response"]["p95"]
-        per_minute.append({"minute": m, "p95": p95["mean"], "low": p95.get("low"), "high": p95.get("high")})
+        per_minute.append({"minute": m, "p95": p95["mean"], "low": p95.get("ci_low"), "high": p95.get("ci_high")})
     return {"series": series, "changes": series_changes(series), "per_minute": per_minute}
 
 
