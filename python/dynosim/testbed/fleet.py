@@ -724,7 +724,8 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
         fleet.stop_all(end)
         router.stop()
         router_log = read_log(router.log)
-        lines = tail.read()
+        # What the app logged after the last look (the last requests' starts).
+        metrics.feed(tail.read(), rule)
     per_minute = per_minute_responses(load, plan.length)
     status = np.asarray(load["status"])
     return {
@@ -739,7 +740,7 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
         "series": fleet.series(min(end, plan.length)), "killed": fleet.killed,
         "real_start": real_starts(fleet.dynos, fleet.events),
         "per_minute": per_minute, "warnings": fleet_plan.warnings + fleet.warnings,
-        "router_log_lines": len(router_log), "work_lines_after": len(lines),
+        "router_log_lines": len(router_log),
         "commands": [c for _, c in api.sent],
         "queue_times": len(metrics.queue_times), "response_times": len(metrics.response_times),
         "reports": metrics.reports,
