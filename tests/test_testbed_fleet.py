@@ -373,8 +373,6 @@ def test_a_scenario_with_autoscale_becomes_a_fleet_plan():
     assert (p.initial, p.bounds, p.interval, p.metric) == (1, (1, 3), 5.0, None)
     assert (p.boot_time, p.shutdown_grace, p.boot_timeout) == (3.0, 5.0, 60.0)
     assert p.servers == 6
-    if not fl.engine_knows_autoscale():
-        assert "autoscale" not in engine.doc and "shutdown_grace" not in engine.doc["fleet"]
     assert engine.describe()["dynos"] == 1
     plain, none = fl.split(Scenario({k: v for k, v in fleet_scenario().items() if k != "autoscale"}))
     assert none is None
@@ -480,18 +478,13 @@ def test_the_real_and_simulated_fleets_change_size_together():
     """The issue's comparison, in 100 s for CI (docs/testbed.md has the 10-minute table): the
     fleet's size changes within one evaluation interval of the simulation's, and each minute's
     p95 within 25% of the simulation's mean."""
-    engine, p = fl.split(short_step())
-    assert p is not None
-    if not fl.engine_knows_autoscale():
-        pytest.skip(fl.NOT_SIMULATED)
     needs_components()
     from dynosim.testbed.plan import make_plan
 
+    engine, p = fl.split(short_step())
+    assert p is not None
     plan = make_plan(engine)
-    try:
-        simulated = fl.simulated_fleet(engine, plan.length)
-    except fl.DynosimError as e:
-        pytest.skip(str(e))
+    simulated = fl.simulated_fleet(engine, plan.length)
     measured = fl.run_autoscaled(plan, p)
     assert measured["errors"] == 0
     got = fl.compare(measured, simulated, p.interval)

@@ -218,24 +218,21 @@ def print_fleet(doc: Dict[str, Any]) -> None:
                       f"{real['errors']} errors, {real['killed']} dyno(s) killed at the end of their grace",
                       highlight=False)
         comparison = result["comparison"]
-        if "skipped" in comparison:
-            console.print("fleet size changes (measured): " + ", ".join(
-                f"{n} at {t:.1f} s" for t, n in real["changes"]), highlight=False)
-            console.print("p95 per minute (measured): " + ", ".join(
-                "-" if m["p95"] is None else f"{m['p95'] * 1e3:.0f} ms" for m in real["per_minute"]), highlight=False)
-            console.print(f"[yellow]not compared[/]: {comparison['skipped']}", highlight=False)
-        else:
-            console.print("fleet size changes: " + "; ".join(
-                f"{c['measured_size']} at {_at(c['measured'])} (simulated {c['simulated_size']} at "
-                f"{_at(c['simulated'])}){'' if c['within_interval'] else ' [red]apart[/]'}"
-                for c in comparison["changes"]), highlight=False)
-            console.print("p95 per minute, measured / simulated: " + "; ".join(
-                f"{m['minute']}: {_ms(m['measured'])} / {_ms(m['simulated'])} ({_pct(m['difference'])})"
-                for m in comparison["per_minute"]), highlight=False)
-            console.print(f"within one interval: {'yes' if comparison['fleet_agrees'] else 'no'}; p95 within 25%: "
-                          f"{'yes' if comparison['p95_agrees'] else 'no'}", highlight=False)
+        console.print("fleet size changes, measured (simulated): " + "; ".join(
+            f"{_size(c['measured_size'])} at {_at(c['measured'])} ({_size(c['simulated_size'])} at "
+            f"{_at(c['simulated'])}){'' if c['within_interval'] else ' [red]apart[/]'}"
+            for c in comparison["changes"]), highlight=False)
+        console.print("p95 per minute, measured / simulated: " + "; ".join(
+            f"{m['minute']}: {_ms(m['measured'])} / {_ms(m['simulated'])} ({_pct(m['difference'])})"
+            for m in comparison["per_minute"]), highlight=False)
+        console.print(f"size changes within one interval: {'yes' if comparison['fleet_agrees'] else 'no'}; "
+                      f"p95 within 25% every minute: {'yes' if comparison['p95_agrees'] else 'no'}", highlight=False)
         for w in real["warnings"]:
             console.print(f"[yellow]warning[/]: {w}", highlight=False)
+
+
+def _size(n: Optional[int]) -> str:
+    return "-" if n is None else str(n)
 
 
 def _at(t: Optional[float]) -> str:
@@ -247,14 +244,14 @@ def _ms(t: Optional[float]) -> str:
 
 
 def write_fleet_outputs(folder: Path, doc: Dict[str, Any]) -> None:
-    """testbed.json, and fleet-POLICY.csv: per second, the measured fleet (and the simulated
-    one when there is one)."""
+    """testbed.json, and fleet-POLICY.csv: per second, the measured fleet and the simulated
+    one (replication 0)."""
     import csv
 
     from ..testbed.run import write_json
 
     def series(path: Path, result: Dict[str, Any]) -> None:
-        sim = {row["time"]: row for row in (result["simulated"] or {}).get("series", [])}
+        sim = {row["time"]: row for row in result["simulated"]["series"]}
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["time", "dynos_booting", "dynos_up", "dynos_draining", "sim_dynos_booting", "sim_dynos_up",

@@ -104,34 +104,15 @@ def _duration(scenario: Scenario, path: str, value: Any, default: float) -> floa
     return seconds
 
 
-def engine_knows_autoscale() -> bool:
-    """Whether the engine reads ``[autoscale]`` (simulates the fleet's lifecycle) yet."""
-    import json
-
-    return any(s["name"] == "autoscale" for s in json.loads(_dynosim.keys())["sections"])
-
-
-#: The fleet keys the engine does not read before it simulates the lifecycle.
-LIFECYCLE_KEYS = ("boot_timeout", "stop_delay", "shutdown_grace")
-
-
 def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
-    """The scenario the engine is given, and the real fleet's plan (None without
-    ``[autoscale]``). Until the engine reads ``[autoscale]`` and the lifecycle's keys, they are
-    taken out of what it is given (the simulated side then runs a fixed fleet)."""
+    """The scenario the engine simulates, and the real fleet's plan (None without
+    ``[autoscale]``); the engine checks the scenario first (every key, in one line)."""
+    described = scenario.describe()
     table = scenario.doc.get("autoscale")
     if table is None:
         return scenario, None
-    if not isinstance(table, dict):
-        raise scenario._error("autoscale", f"expected a table, got {type(table).__name__}")
     rule = autoscaler(table)
     fleet = scenario.doc.get("fleet") or {}
-    engine = scenario
-    if not engine_knows_autoscale():
-        doc = {k: v for k, v in scenario.doc.items() if k != "autoscale"}
-        doc["fleet"] = {k: v for k, v in fleet.items() if k not in LIFECYCLE_KEYS}
-        engine = Scenario(doc, source=scenario.source, base_dir=scenario.base_dir, overridden=scenario.overridden)
-    described = engine.describe()
     warnings: List[str] = []
     if isinstance(fleet.get("boot_time"), dict):
         warnings.append("fleet.boot_time is a distribution: every real dyno boots in its mean, "
@@ -140,11 +121,8 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
         raise scenario._error("autoscale.rule", f"rule {rule.rule!r} reads {rule.metric.replace('_', ' ')}, which the "
                                                 f"testbed's fleet does not measure yet (it measures "
                                                 f"{', '.join(m.replace('_', ' ') for m in MEASURED)})")
-    initial = int(described["dynos"])
+    initial = int(described["dynos"])  # within [min, max]: the engine checked
     low, high = rule.bounds
-    if not low <= initial <= high:
-        raise scenario._error("fleet.dynos", f"must be within the autoscaler's min and max ({low} to {high}), "
-                                             f"got {initial}")
     plan = FleetPlan(
         initial=initial, table=table, bounds=(low, high), interval=rule.interval, metric=rule.metric,
         boot_time=float(described["app"]["boot_time"]),
@@ -152,7 +130,7 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
         stop_delay=_duration(scenario, "fleet.stop_delay", fleet.get("stop_delay"), STOP_DELAY),
         shutdown_grace=_duration(scenario, "fleet.shutdown_grace", fleet.get("shutdown_grace"), SHUTDOWN_GRACE),
         warnings=warnings)
-    return engine, plan
+    return scenario, plan
 
 
 # --- HAProxy's runtime API -----------------------------------------------------------------
@@ -810,10 +788,6 @@ def per_minute_responses(load: Dict[str, Any], length: float, width: float = 60.
 #: simulation's, and p95 per minute within 25%.
 P95_TOLERANCE = 0.25
 
-NOT_SIMULATED = ("the engine does not simulate [autoscale] yet (issue #24's fleet lifecycle in the event engine, "
-                 "and its dynos_up/dynos_booting time series): only the real fleet ran")
-
-
 def simulated_fleet(engine: Scenario, length: float, width: float = 60.0) -> Dict[str, Any]:
     """The simulation's side of the comparison, from the engine: the fleet's size every second
     of replication 0 (its trace's ``dynos_up`` + ``dynos_booting``) and, per minute, the p95
@@ -823,12 +797,8 @@ def simulated_fleet(engine: Scenario, length: float, width: float = 60.0) -> Dic
 
     from ..api import run as run_scenario
 
-    if not engine_knows_autoscale():
-        raise DynosimError(NOT_SIMULATED)
     trace = json.loads(engine._call(_dynosim.trace, 1.0, length, False))
     frames = trace["frames"]
-    if not frames or "dynos_up" not in frames[0]:
-        raise DynosimError(NOT_SIMULATED)
     series = [{"time": float(f["time"]), "dynos_booting": int(f.get("dynos_booting", 0)), "dynos_up": int(f["dynos_up"]),
                "dynos_draining": int(f.get("dynos_draining", 0))} for f in frames]
     per_minute = []
@@ -904,15 +874,8 @@ def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
         policy = plan.described["policy"]
         progress(f"{policy}: the real autoscaled fleet")
         measured = run_autoscaled(plan, fleet_plan, progress=lambda m: progress(f"{policy}: {m}"))
-        result: Dict[str, Any] = {"policy": policy, "measured": measured}
-        try:
-            progress(f"{policy}: simulating")
-            simulated = simulated_fleet(case, plan.length)
-        except DynosimError as e:
-            result["simulated"] = None
-            result["comparison"] = {"skipped": str(e)}
-        else:
-            result["simulated"] = simulated
-            result["comparison"] = compare(measured, simulated, fleet_plan.interval)
-        results.append(result)
+        progress(f"{policy}: simulating")
+        simulated = simulated_fleet(case, plan.length)
+        results.append({"policy": policy, "measured": measured, "simulated": simulated,
+                        "comparison": compare(measured, simulated, fleet_plan.interval)})
     return {"results": results}
