@@ -52,6 +52,17 @@ class Fakes:
                         exited=lambda d: d.index in self.ended, kill=lambda d: self.killed.append(d.index))
 
 
+def three_up(fakes: Fakes, p: fl.FleetPlan) -> fl.Fleet:
+    """A fleet of three dynos up (ready at 0 s, booted by 5 s)."""
+    f = fakes.fleet(p)
+    f.scale_to(3, 0.0)
+    fakes.ready |= {0, 1, 2}
+    f.tick(0.0)
+    f.tick(5.0)
+    assert f.up == 3
+    return f
+
+
 def states(f: fl.Fleet) -> List[str]:
     return [d.state for d in f.dynos]
 
@@ -80,12 +91,7 @@ def test_a_dyno_is_up_once_ready_and_booted_and_not_before():
 
 def test_a_scale_down_drains_the_highest_numbered_then_sigterm_then_maint():
     fakes = Fakes()
-    f = fakes.fleet(plan(grace=10.0))
-    f.scale_to(3, 0.0)
-    fakes.ready |= {0, 1, 2}
-    f.tick(0.0)
-    f.tick(5.0)
-    assert f.up == 3
+    f = three_up(fakes, plan(grace=10.0))
     fakes.commands.clear()
     f.scale_to(1, 20.0)
     assert states(f)[:3] == ["up", "draining", "draining"]
@@ -108,11 +114,7 @@ def test_a_scale_down_drains_the_highest_numbered_then_sigterm_then_maint():
 
 def test_a_scale_up_while_dynos_drain_takes_other_servers():
     fakes = Fakes()
-    f = fakes.fleet(plan(high=3))
-    f.scale_to(3, 0.0)
-    fakes.ready |= {0, 1, 2}
-    f.tick(0.0)
-    f.tick(5.0)
+    f = three_up(fakes, plan(high=3))
     f.scale_to(1, 10.0)
     f.scale_to(3, 10.5)  # dynos 1 and 2 still draining
     assert fakes.started == [0, 1, 2, 3, 4]
