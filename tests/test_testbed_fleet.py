@@ -281,12 +281,13 @@ def test_utilisation_is_the_serving_dynos_busy_workers_since_the_last_report():
             (1, "e", "d", 4.999)], rule)
     m.report(5.0, 10.0, [0, 1], rule)
     busy = 2.0 + 1.0 + 5.0 + 2.999
-    assert rule.totals == [(5.0, pytest.approx(busy / (2 * 10.0) * 2), 2)]
+    # Recorded at the start of the period it covers, 0 s.
+    assert rule.totals == [(0.0, pytest.approx(busy / (2 * 10.0) * 2), 2)]
     # Next report, at 15 s: b ends at 7 (2 s in it), c is still in hand all 10 s; a third dyno
     # served for the last 5 s: 25 dyno-seconds, 3 dynos.
     m.feed([(0, "e", "b", 7.0)], rule)
     m.report(15.0, 25.0, [0, 1, 2], rule)
-    assert rule.totals[1] == (15.0, pytest.approx((2.0 + 10.0) / (2 * 25.0) * 3), 3)
+    assert rule.totals[1] == (5.0, pytest.approx((2.0 + 10.0) / (2 * 25.0) * 3), 3)
 
 
 def test_serving_seconds_integrate_the_up_and_draining_dynos():
@@ -323,10 +324,10 @@ def test_cpu_is_the_serving_dynos_cpu_seconds_over_cores_since_the_last_report()
     used = {0: 1.0, 1: 4.0}
     m = fl.Metrics("cpu", t0=0.0, slots=2, cores=2, cpu=lambda d: used.get(d))
     m.report(5.0, 10.0, [0, 1], rule)  # first readings: nothing used since them
-    assert rule.totals == [(5.0, 0.0, 2)]
+    assert rule.totals == [(0.0, 0.0, 2)]
     used.update({0: 3.5, 1: 9.0})
     m.report(10.0, 10.0, [0, 1], rule)
-    assert rule.totals[1] == (10.0, pytest.approx((2.5 + 5.0) / (2 * 10.0) * 2), 2)
+    assert rule.totals[1] == (5.0, pytest.approx((2.5 + 5.0) / (2 * 10.0) * 2), 2)
 
 
 def test_a_dynos_cpu_seconds_are_its_groups():

@@ -516,7 +516,8 @@ class Metrics:
     dynos' (up or draining) report since the last one: the busy workers' seconds over `slots`
     × the serving dynos' seconds (utilisation), or the CPU seconds of their process groups
     (`cpu`: dyno → its CPU seconds so far) over `cores` × the same (cpu), recorded as that
-    fraction times the dynos serving then, over that many dynos."""
+    fraction times the dynos serving then, over that many dynos, at the start of the period
+    it covers (an observation of that period, as the engine's since 1226dd0)."""
 
     def __init__(self, metric: Optional[str], t0: float, slots: int, cores: int = 1,
                  cpu: Optional[Callable[[int], Optional[float]]] = None) -> None:
@@ -559,6 +560,7 @@ class Metrics:
         last: `serving_seconds` the integral of the dynos serving over it, `serving` those
         serving now. Requests in hand count up to `now`."""
         end = self.t0 + now
+        since = self._last - self.t0  # the period's start, where its report is recorded
         busy = self._busy + sum(max(0.0, end - max(start, self._last)) for start in self._open.values())
         self._busy, self._last = 0.0, end
         if self.metric == "cpu" and self._cpu is not None:
@@ -577,8 +579,8 @@ class Metrics:
             return
         if serving_seconds > 0 and serving:
             fraction = busy / (capacity * serving_seconds)
-            self.reports.append((now, fraction * len(serving), len(serving)))
-            rule.record_total(now, fraction * len(serving), len(serving))
+            self.reports.append((since, fraction * len(serving), len(serving)))
+            rule.record_total(since, fraction * len(serving), len(serving))
 
     def feed_router(self, lines: Iterable[bytes], now: float, rule: Any) -> None:
         """HAProxy's new log lines, read at `now` (s since the start): each answer's response
