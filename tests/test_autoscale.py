@@ -173,3 +173,78 @@ def test_the_time_series_shows_the_metric_the_rule_saw(cli, tmp_path):
     # Settled (after the first 30 minutes), the busy fraction it sees is near the target.
     late = [float(r["autoscale_metric"]) for r in rows if float(r["time"]) > 1800]
     assert 0.4 < sum(late) / len(late) < 0.6
+
+
+def test_autoscale_day_runs_its_cases_on_the_same_traffic(cli):
+    """`dynosim run autoscale-day` (the issue's command): five ways of sizing a fleet over a
+    day. What must hold whatever the draws: the fixed fleet's bill is 5 dynos x 24 h at
+    Standard-2X's $50 a month prorated per second; the HPA on CPU never scales up, because the
+    app's CPU can never reach its target (4 workers x 30 ms of CPU in 200 ms over 2 cores is
+    at most 30% of a dyno, under 60% x (1 - 0.1)), so it sits at its minimum and its requests
+    queue; every case runs the same requests."""
+    result = cli("run", "autoscale-day", "--json")
+    assert result.returncode == 0, result.stderr
+    cases = {c["label"]: c["results"][0] for c in json.loads(result.stdout)["cases"]}
+    assert list(cases) == ["fixed, 5 dynos", "heroku p95 800ms", "judoscale 50-100ms", "hpa cpu 60%", "schedule"]
+    fixed = cases["fixed, 5 dynos"]["summary"]
+    assert fixed["cost"]["dollars"]["mean"] == pytest.approx(5 * 86400 * 50 / (730 * 3600), rel=1e-12)
+    assert "fleet" not in fixed and "autoscale" not in fixed
+    hpa = cases["hpa cpu 60%"]["summary"]
+    assert hpa["fleet"]["size"]["max"]["mean"] == 2 and hpa["autoscale"]["actions"]["mean"] == 0
+    assert hpa["dyno"]["cpu_utilisation"]["mean"] < 0.6 * 0.9
+    for label, r in cases.items():
+        if label != "hpa cpu 60%":
+            assert r["summary"]["response"]["p95"]["mean"] < hpa["response"]["p95"]["mean"], label
+        # The same traffic: the requests of replication k are the same in every case.
+        assert [p["requests"] for p in r["per_replication"]] == [
+            p["requests"] for p in cases["fixed, 5 dynos"]["per_replication"]], label
+    for label in ("heroku p95 800ms", "judoscale 50-100ms", "schedule"):
+        s = cases[label]["summary"]
+        assert 2 <= s["fleet"]["size"]["min"]["mean"] <= s["fleet"]["size"]["max"]["mean"] <= 10, label
+        assert s["autoscale"]["actions"]["mean"] > 0, label
+
+
+def test_router_logs_replay_through_an_autoscaled_fleet(cli, tmp_path):
+    """`dynosim logs replay LOG --scenario fleet.toml` with `[autoscale]` (the issue's
+    command), on replay-hand.log: six requests arriving at 0, 0.25, 0.375, 0.5, 0.625 and 2 s
+    for 1, 0.5, 0.5, 0.125, 0.25 and 0.125 s. One single-slot dyno behind an intelligent router;
+    a schedule asks for a second dyno at its evaluation at 0.5 s, which boots for 0.25 s. By
+    hand: the first request holds the first dyno until 1 s; the next four wait at the router;
+    at 0.75 s the new dyno takes the 0.25 s request (waited 0.5), at 1 s the first dyno the
+    0.375 s one (0.625), at 1.25 s the new dyno the 0.5 s one (0.75), at 1.375 s the 0.625 s one
+    (0.75); the last finds a dyno free. So 4 of 6 wait, 2.625 s in all, 4 at once at most, and
+    the fleet runs one dyno over the whole trace (2 s) and one from 0.5 s."""
+    from conftest import ROOT
+
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('name = "autoscaled"\n[arrivals]\nprocess = "poisson"\nrate = "1/s"\n[service]\n'
+                     'distribution = "constant"\nvalue = "100ms"\n[fleet]\ndynos = 1\nboot_time = "250ms"\n'
+                     '[router]\npolicy = "intelligent"\ntimeout = "off"\n'
+                     '[autoscale]\nrule = "schedule"\nmin = 1\nmax = 2\ninterval = "500ms"\n'
+                     'schedule = [["0s", 1], ["500ms", 2]]\n')
+    log = ROOT / "tests" / "fixtures" / "logs" / "replay-hand.log"
+    result = cli("logs", "replay", str(log), "--scenario", str(fleet), "--json")
+    assert result.returncode == 0, result.stderr
+    [report] = json.loads(result.stdout)["results"]
+    rep = report["per_replication"][0]
+    assert rep["requests"] == 6
+    assert rep["queued_fraction"] == 4 / 6
+    assert rep["queue"]["mean"] == pytest.approx(2.625 / 6, abs=1e-9)
+    assert rep["max_queue_depth"]["router"] == 4
+    assert rep["fleet"]["dyno_seconds"] == pytest.approx(2.0 + 1.5, abs=1e-5)
+    assert rep["fleet"]["starts"] == 1 and rep["autoscale"]["actions"] == 1
+
+
+def test_capacity_sizes_the_fixed_fleet_of_an_autoscaled_scenario(cli, tmp_path):
+    """capacity varies fleet.dynos: with [autoscale] that is only the initial fleet, so it
+    leaves the autoscaler out, says so, and answers as for the scenario without it."""
+    with_it = write(tmp_path, HPA)
+    without = write(tmp_path, HPA.split("[autoscale]")[0] + "[run]\nduration = \"30min\"\nwarmup = \"30min\"\n"
+                    "replications = 3\n", "fixed.toml")
+    args = ["--target", "response.p95 <= 1s", "--json"]
+    a, b = cli("capacity", with_it, *args), cli("capacity", without, *args)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert "[autoscale] is left out" in a.stderr and "[autoscale]" not in b.stderr
+    dynos = [r["dynos"] for r in json.loads(a.stdout)["results"]]
+    # Stable needs more dynos than the 10 busy threads (100/s x 100 ms).
+    assert dynos == [r["dynos"] for r in json.loads(b.stdout)["results"]] and dynos[0] >= 11

@@ -7,7 +7,8 @@ import warnings
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _dynosim
-from .errors import NotSteadyWarning
+from .cost import Pricing, price_report
+from .errors import NotSteadyWarning, ScenarioError
 from .results import PolicyResult, Results
 from .scenario import Scenario, ScenarioLike
 
@@ -52,4 +53,15 @@ def run(
             if message:
                 named = f"{d['policy']}: {message}" if len(variants) > 1 else message
                 warnings.warn(named, NotSteadyWarning, stacklevel=2)
-    return Results([PolicyResult(json.loads(v._call(_dynosim.run))) for v in variants])
+    return Results([PolicyResult(_priced(json.loads(v._call(_dynosim.run)), v)) for v in variants])
+
+
+def _priced(report: Dict[str, Any], scenario: Scenario) -> Dict[str, Any]:
+    """The report with its bill (``cost.*``, :func:`~dynosim.cost.price_report`), at the price of
+    the scenario's dyno type; as it is when that type has no price (a type of the engine's that
+    ``[cost]`` does not list)."""
+    try:
+        pricing = Pricing.from_scenario(scenario.doc, scenario.source)
+    except ScenarioError:
+        return report
+    return price_report(report, pricing)

@@ -312,7 +312,10 @@ def plan(
     max_dynos: int = 100_000,
     on_step: Optional[Callable[[str, int, int, bool], None]] = None,
 ) -> List[CapacityResult]:
-    """`min_dynos` for every policy and slots value, with the monthly cost of each answer."""
+    """`min_dynos` for every policy and slots value, with the monthly cost of each answer. A
+    fixed fleet is sized: the scenario's ``[autoscale]``, if any, is left out (``tune``
+    searches an autoscaler's settings)."""
+    scenario = scenario.without_autoscale()
     pricing = Pricing.from_scenario(scenario.doc, scenario.source, dyno_type)
     out = []
     for policy in policies:

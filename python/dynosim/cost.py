@@ -136,3 +136,28 @@ def run_cost(pricing: Pricing, window: float, *, dyno_seconds: Optional[float] =
         dyno_seconds = dynos * window
     dollars = dyno_seconds * pricing.per_second()
     return RunCost(dyno_seconds, window, dollars, dollars * SECONDS_PER_DAY / window, measured)
+
+
+def price_report(report: Dict[str, Any], pricing: Pricing) -> Dict[str, Any]:
+    """Adds ``cost`` to a run's report, in its summary and each replication:
+    ``cost.dyno_hours`` (the fleet's dyno-seconds, ``fleet.dyno_seconds`` when the fleet
+    changes size, else dynos × the window, in hours) and ``cost.dollars`` (those at the dyno
+    type's price, prorated per second over a 730-hour month, as Heroku bills). The summary's
+    estimates are the dyno-seconds' scaled (a price is a constant)."""
+    per_second = pricing.per_second()
+    fixed = float(report["dynos"]) * float(report["duration"])
+    for rep in report.get("per_replication", []):
+        seconds = float(rep["fleet"]["dyno_seconds"]) if "fleet" in rep else fixed
+        rep["cost"] = {"dyno_hours": seconds / SECONDS_PER_HOUR, "dollars": seconds * per_second}
+    summary = report["summary"]
+    measured = summary.get("fleet", {}).get("dyno_seconds")
+    estimate = (dict(measured) if isinstance(measured, dict) else
+                {"mean": fixed, "std_error": 0.0, "ci_low": fixed, "ci_high": fixed})
+
+    def scaled(factor: float) -> Dict[str, Any]:
+        return {k: (v * factor if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                for k, v in estimate.items()}
+
+    summary["cost"] = {"dyno_hours": scaled(1 / SECONDS_PER_HOUR), "dollars": scaled(per_second)}
+    report["pricing"] = {"dyno_type": pricing.dyno_type, "price_per_month": pricing.price}
+    return report

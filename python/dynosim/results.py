@@ -47,7 +47,9 @@ OPTIONAL_METRICS: List[str] = (
     + [f"closed_loop.latency.{stat}" for stat in _STATS]
     # A fleet that changes size (`[autoscale]`): its size and bill, and the autoscaler's actions.
     + ["fleet.size.mean", "fleet.size.min", "fleet.size.max", "fleet.dyno_seconds", "fleet.serving_mean",
-       "fleet.starts", "fleet.r10", "autoscale.actions", "autoscale.reversals"]
+       "fleet.starts", "fleet.r10", "fleet.cycles", "fleet.deploys", "autoscale.actions", "autoscale.reversals"]
+    # The run's bill (from Python's price table, docs/output.md).
+    + ["cost.dyno_hours", "cost.dollars"]
 )
 
 _NAMED = re.compile(r"^(resources\.[^.]+\.(utilisation|uses|(pool_wait|queue)\.(" + "|".join(_STATS) + r"))"

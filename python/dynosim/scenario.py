@@ -219,6 +219,15 @@ class Scenario:
                 e.file = OVERRIDE_SOURCE
             raise
 
+    def without_autoscale(self) -> "Scenario":
+        """The scenario without its ``[autoscale]`` section (itself when it has none): the fixed
+        fleet of ``fleet.dynos`` dynos that ``capacity`` sizes and ``tune`` compares against."""
+        if "autoscale" not in self.doc:
+            return self
+        doc = {k: v for k, v in self.doc.items() if k != "autoscale"}
+        return Scenario(doc, source=self.source, base_dir=self.base_dir,
+                        overridden={k for k in self.overridden if k.split(".")[0] != "autoscale"})
+
     @property
     def policies(self) -> List[str]:
         """The routing policies to run: ``router.policy`` as a list (``random`` when the

@@ -263,11 +263,7 @@ def result_cost(pricing: Pricing, result: PolicyResult) -> RunCost:
 
 def without_autoscale(scenario: Scenario) -> Scenario:
     """The scenario without its ``[autoscale]`` section (itself when it has none)."""
-    if AUTOSCALE not in scenario.doc:
-        return scenario
-    doc = {k: v for k, v in scenario.doc.items() if k != AUTOSCALE}
-    return Scenario(doc, source=scenario.source, base_dir=scenario.base_dir,
-                    overridden={k for k in scenario.overridden if k.split(".")[0] != AUTOSCALE})
+    return scenario.without_autoscale()
 
 
 def fixed_fleet(

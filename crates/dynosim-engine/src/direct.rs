@@ -86,7 +86,7 @@ impl<'s> Eligible<'s> {
             // Boots follow restarts, which this engine has none of (no memory model).
             boot_time: _,
             // Dynos stop only when an autoscaler removes them.
-            lifecycle: _,
+            lifecycle,
             autoscale,
             router_timeout,
             queue_timeout,
@@ -127,6 +127,9 @@ impl<'s> Eligible<'s> {
         }
         if autoscale.is_some() {
             return Err("an autoscaler changes the fleet's size during the run");
+        }
+        if !lifecycle.deploys.is_empty() || lifecycle.cycling.is_some() {
+            return Err("deploys and daily restarts replace dynos during the run");
         }
         if !resources.is_empty() {
             return Err("shared resources");

@@ -66,6 +66,10 @@ struct FleetMeasures {
     max: f64,
     starts: u64,
     r10: u64,
+    cycles: u64,
+    deploys: u64,
+    /// Whether an autoscaler runs (its figures are reported).
+    autoscaled: bool,
     actions: u64,
     reversals: u64,
     /// When each slot's dyno began serving (NaN: none serves there).
@@ -196,6 +200,9 @@ impl Measures {
                     max: if scenario.warmup > 0.0 { 0.0 } else { initial },
                     starts: 0,
                     r10: 0,
+                    cycles: 0,
+                    deploys: 0,
+                    autoscaled: scenario.autoscale.is_some(),
                     actions: 0,
                     reversals: 0,
                     serving_since,
@@ -288,6 +295,22 @@ impl Measures {
         let inside = self.in_window(now);
         if let (Some(f), true) = (self.fleet.as_mut(), inside) {
             f.starts += 1;
+        }
+    }
+
+    /// A dyno's daily restart came at `now`.
+    pub fn cycled(&mut self, now: f64) {
+        let inside = self.in_window(now);
+        if let (Some(f), true) = (self.fleet.as_mut(), inside) {
+            f.cycles += 1;
+        }
+    }
+
+    /// A deploy began at `now`.
+    pub fn deployed(&mut self, now: f64) {
+        let inside = self.in_window(now);
+        if let (Some(f), true) = (self.fleet.as_mut(), inside) {
+            f.deploys += 1;
         }
     }
 
@@ -671,11 +694,16 @@ impl Measures {
             serving_mean: f.serving.area / span,
             starts: f.starts,
             r10: f.r10,
+            cycles: f.cycles,
+            deploys: f.deploys,
         });
-        let autoscale = fleet.as_ref().map(|f| AutoscaleFigures {
-            actions: f.actions,
-            reversals: f.reversals,
-        });
+        let autoscale = fleet
+            .as_ref()
+            .filter(|f| f.autoscaled)
+            .map(|f| AutoscaleFigures {
+                actions: f.actions,
+                reversals: f.reversals,
+            });
         let requests = self.arrived_in_window;
         let reached = self.queue.count();
         let (queued, queue_of_queued) = match &self.queued {

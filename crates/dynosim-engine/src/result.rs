@@ -55,7 +55,8 @@ pub struct ReplicationResult {
     /// What a closed-loop load generator (ab, hey) would report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_loop: Option<ClosedLoop>,
-    /// The fleet's size and bill (scenarios whose fleet changes size: `[autoscale]`).
+    /// The fleet's size and bill (scenarios whose dynos come and go: `[autoscale]`, deploys,
+    /// daily restarts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetFigures>,
     /// What the autoscaler did (scenarios with `[autoscale]`).
@@ -80,6 +81,9 @@ pub struct FleetFigures {
     pub starts: u64,
     /// Boots that outlasted `fleet.boot_timeout` and crashed (Heroku's R10), in the window.
     pub r10: u64,
+    /// Daily restarts (`fleet.cycling`) and deploys (`[[fleet.deploy]]`) in the window.
+    pub cycles: u64,
+    pub deploys: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

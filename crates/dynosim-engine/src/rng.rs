@@ -37,6 +37,8 @@ pub enum Stream {
     RouterCost = 13,
     /// How long each dyno's boot takes (`fleet.boot_time`).
     Boot = 14,
+    /// When each dyno's daily restart comes (`fleet.cycling`).
+    Cycling = 15,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

@@ -115,6 +115,24 @@ pub struct FleetSpec {
     /// From SIGTERM to SIGKILL: the requests a dyno still holds then fail.
     #[serde(default)]
     pub shutdown_grace: Option<Duration>,
+    /// Deploys (`[[fleet.deploy]]`): every dyno replaced, with or without preboot.
+    #[serde(default)]
+    pub deploy: Option<Vec<DeploySpec>>,
+    /// Daily restarts: each dyno is replaced this long after it started, plus a random
+    /// offset of up to 216 minutes (Heroku's "24h"); None: never.
+    #[serde(default)]
+    pub cycling: Option<Duration>,
+}
+
+/// A deploy: at `at`, every dyno is replaced by a new one.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploySpec {
+    pub at: Duration,
+    /// True: the new dynos boot first and take the traffic when all are up, then the old ones
+    /// drain (Heroku's preboot). False (the default): every dyno restarts at once.
+    #[serde(default)]
+    pub preboot: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -337,12 +355,20 @@ pub struct Scenario {
 /// `stop_delay` later (its server stops accepting: a request reaching it after that raced it
 /// going down, an H13) and has `shutdown_grace` to finish what it holds; SIGKILL fails the rest
 /// (`errors.shutdown`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lifecycle {
     pub boot_timeout: f64,
     pub stop_delay: f64,
     pub shutdown_grace: f64,
+    /// `[[fleet.deploy]]`: (time, preboot), in time order.
+    pub deploys: Vec<(f64, bool)>,
+    /// `fleet.cycling`: each dyno's life before its daily restart, before the random offset
+    /// ([`CYCLING_JITTER`]); None: no daily restarts.
+    pub cycling: Option<f64>,
 }
+
+/// The most a daily restart comes after its period: "up to 216 random minutes" (Heroku).
+pub const CYCLING_JITTER: f64 = 216.0 * 60.0;
 
 /// Heroku's boot timeout (R10 past it), its SIGTERM about a second after a dyno is marked down
 /// (AUTOSCALING.md §1.2: 1.3 s observed), and its 30 s from SIGTERM to SIGKILL.
@@ -350,6 +376,8 @@ pub const DEFAULT_LIFECYCLE: Lifecycle = Lifecycle {
     boot_timeout: 60.0,
     stop_delay: 1.0,
     shutdown_grace: 30.0,
+    deploys: Vec::new(),
+    cycling: None,
 };
 
 /// Which engine simulates a replication (`run.engine`).
@@ -647,7 +675,32 @@ impl Scenario {
                 format!("must be a duration >= 0, got {s} s"),
             )),
         };
+        let mut deploys = Vec::new();
+        for (i, d) in fleet.deploy.iter().flatten().enumerate() {
+            let at = d.at.0;
+            if !(at >= 0.0 && at.is_finite()) {
+                return Err(Error::config(
+                    format!("fleet.deploy[{i}].at"),
+                    format!("must be a time >= 0, got {at} s"),
+                ));
+            }
+            if let Some(&(before, _)) = deploys.last() {
+                if at <= before {
+                    return Err(Error::config(
+                        format!("fleet.deploy[{i}].at"),
+                        format!("deploys must be in time order: {at} s comes after {before} s"),
+                    ));
+                }
+            }
+            deploys.push((at + 0.0, d.preboot.unwrap_or(false)));
+        }
+        let cycling = match fleet.cycling {
+            None => None,
+            Some(d) => Some(check_duration(d.0, "fleet.cycling")?),
+        };
         Ok(Lifecycle {
+            deploys,
+            cycling,
             boot_timeout: match fleet.boot_timeout {
                 None => d.boot_timeout,
                 Some(t) => check_duration(t.0, "fleet.boot_timeout")?,
@@ -657,13 +710,22 @@ impl Scenario {
         })
     }
 
-    /// With an autoscaler, dynos boot during the run: a boot that always outlasts the boot
-    /// timeout, or the run, would never bring one up.
+    /// With an autoscaler, deploys or daily restarts, dynos boot during the run: a boot that
+    /// always outlasts the boot timeout, or the run, would never bring one up; a deploy after
+    /// the run would never come.
     fn check_lifecycle(&self) -> Result<()> {
-        if self.autoscale.is_none() {
+        if !self.has_lifecycle() {
             return Ok(());
         }
         let horizon = self.warmup + self.duration;
+        for (i, &(at, _)) in self.lifecycle.deploys.iter().enumerate() {
+            if at >= horizon {
+                return Err(Error::config(
+                    format!("fleet.deploy[{i}].at"),
+                    format!("{at} s is at or after the run's end ({horizon} s)"),
+                ));
+            }
+        }
         // The shortest boot the distribution draws.
         let boot = self.boot_time.quantile(0.0);
         if boot.is_finite() && boot >= self.lifecycle.boot_timeout {
@@ -690,7 +752,7 @@ impl Scenario {
         Ok(())
     }
 
-    /// The most dynos serving at once: `autoscale.max` with an autoscaler, else `dynos`.
+    /// The most dynos routed to at once: `autoscale.max` with an autoscaler, else `dynos`.
     /// Capacity (the offered load, the stability check) is counted on these.
     pub fn serving_dynos(&self) -> u32 {
         self.autoscale
@@ -702,16 +764,19 @@ impl Scenario {
     /// for twice its largest fleet, so that dynos booting can take new slots while the dynos
     /// they replace drain. A dyno asked for while every slot is taken starts when one frees.
     pub fn dyno_slots(&self) -> u32 {
-        match &self.autoscale {
-            None => self.dynos,
-            Some(a) => a.bounds().max.max(self.dynos).saturating_mul(2),
+        if self.has_lifecycle() {
+            self.serving_dynos().max(self.dynos).saturating_mul(2)
+        } else {
+            self.dynos
         }
     }
 
-    /// Whether dynos come and go during a run (an autoscaler): the run then reports its
-    /// fleet's size and bill, and runs on the event engine.
+    /// Whether dynos come and go during a run (an autoscaler, deploys, daily restarts): the
+    /// run then reports its fleet's size and bill, and runs on the event engine.
     pub fn has_lifecycle(&self) -> bool {
         self.autoscale.is_some()
+            || !self.lifecycle.deploys.is_empty()
+            || self.lifecycle.cycling.is_some()
     }
 
     /// `fleet.boot_time`, or its old name `app.boot_time` (a duration), or

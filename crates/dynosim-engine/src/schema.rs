@@ -176,6 +176,15 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "fleet.deploy",
+        meaning: "A deploy (`[[fleet.deploy]]`, one table each, in time order): every dyno is \
+                  replaced by a new one, at once (the app is down for a boot) or with preboot \
+                  (the new dynos boot first and take the traffic when all are up).",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: true,
+    },
+    Section {
         name: "app.memory",
         meaning: "What each part of a dyno holds in memory (all 0, memory not modelled, unless \
                   given). Over the dyno's quota (`fleet.memory`) it swaps (R14) and CPU work \
@@ -970,6 +979,39 @@ pub const KEYS: &[Key] = &[
         meaning: "from a stopped dyno's SIGTERM to its SIGKILL: the time it has to finish the \
                   requests it holds; those it still holds then fail (Heroku's 30 s)",
     },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "cycling",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Off,
+        example: r#""24h""#,
+        meaning: "daily restarts: each dyno is replaced this long after it came up, plus a random \
+                  offset of up to 216 min (Heroku's \"24h\"); the fleet's dynos are of random \
+                  ages at the start",
+    },
+    Key {
+        section: "fleet.deploy",
+        kind: None,
+        name: "at",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Required,
+        example: r#""30s""#,
+        meaning: "when the deploy comes, from the run's start (before its end)",
+    },
+    Key {
+        section: "fleet.deploy",
+        kind: None,
+        name: "preboot",
+        value: "true or false",
+        unit: "",
+        default: Default::Value("false"),
+        example: "true",
+        meaning: "the new dynos boot beside the old ones and take the traffic when all are up; \
+                  false: every dyno restarts at once",
+    },
     // --- [app]
     Key {
         section: "app",
@@ -1542,10 +1584,11 @@ pub const KEYS: &[Key] = &[
         name: "upscale_above",
         value: "duration > 0",
         unit: "s",
-        default: Default::Described("100 ms, or twice downscale_below if only that is given"),
+        default: Default::Described("100 ms"),
         example: r#""200ms""#,
         meaning: "the p95 queue time above which `step` dynos are added at once (assumed: \
-                  Dynoscale's default; Judoscale publishes none)",
+                  Dynoscale's default; Judoscale publishes none); either bound given alone \
+                  sets the other at half or twice it",
     },
     Key {
         section: "autoscale",
@@ -1553,7 +1596,7 @@ pub const KEYS: &[Key] = &[
         name: "downscale_below",
         value: "duration > 0, below upscale_above",
         unit: "s",
-        default: Default::Described("50 ms, or half upscale_above if only that is given"),
+        default: Default::Described("50 ms"),
         example: r#""20ms""#,
         meaning: "the p95 queue time below which a dyno is removed, after downscale_delay \
                   (assumed, as upscale_above)",
@@ -1649,9 +1692,10 @@ pub const KEYS: &[Key] = &[
         name: "upscale_above",
         value: "duration > 0",
         unit: "s",
-        default: Default::Described("250 ms, or 2.5 x downscale_below if only that is given"),
+        default: Default::Described("250 ms"),
         example: r#""500ms""#,
-        meaning: "the maximum: a figure above it is a breach up",
+        meaning: "the maximum: a figure above it is a breach up; either bound given alone sets \
+                  the other at 2.5 times less or more",
     },
     Key {
         section: "autoscale",
@@ -1659,7 +1703,7 @@ pub const KEYS: &[Key] = &[
         name: "downscale_below",
         value: "duration > 0, below upscale_above",
         unit: "s",
-        default: Default::Described("100 ms, or upscale_above / 2.5 if only that is given"),
+        default: Default::Described("100 ms"),
         example: r#""200ms""#,
         meaning: "the minimum: a figure below it is a breach down",
     },

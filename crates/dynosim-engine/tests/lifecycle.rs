@@ -172,3 +172,120 @@ fn an_hpa_on_utilisation_settles_in_its_tolerance_band_around_load_over_target()
         assert_eq!(a.reversals, 0, "replication {rep}");
     }
 }
+
+/// A deploy at 100 s over three dynos, boots of a constant 20 s, a request every second
+/// (0.1 s each). Without preboot every dyno is marked down at 100 s and new ones boot until
+/// 120 s: the 20 requests arriving in [100, 120) find no dyno up; the old dynos, idle, exit at
+/// their SIGTERM (101 s): 3 x 101 + 3 x 100 dyno-seconds. With preboot the new dynos boot
+/// beside the old ones, take the traffic at 120 s, and the old ones exit at 121 s: no error,
+/// 3 x 121 + 3 x 100 dyno-seconds.
+#[test]
+fn a_deploy_without_preboot_drops_a_boot_of_traffic_and_with_it_drops_none() {
+    let dir = TempDir::new("deploy");
+    let trace: String = (0..200).map(|t| format!("{t},0.1\n")).collect();
+    std::fs::write(dir.0.join("trace.csv"), trace).unwrap();
+    for (preboot, no_dyno, billed) in [(false, 20, 603.0), (true, 0, 663.0)] {
+        let doc = json!({
+            "arrivals": {"process": "replay", "file": "trace.csv"},
+            "fleet": {"dynos": 3, "boot_time": "20s",
+                      "deploy": [{"at": "100s", "preboot": preboot}]},
+            "run": {"duration": "200s", "warmup": "0s", "replications": 2},
+        });
+        let s = from_json(&doc, &dir.0);
+        for rep in 0..2 {
+            let r = once(&s, rep);
+            let label = format!("preboot {preboot}, replication {rep}");
+            assert_eq!(r.error_counts.no_dyno, no_dyno, "{label}");
+            assert_eq!(r.error_counts.total, no_dyno, "{label}");
+            let f = r.fleet.as_ref().expect("fleet figures");
+            assert!(
+                (f.dyno_seconds - billed).abs() < 1e-9,
+                "{label}: {}",
+                f.dyno_seconds
+            );
+            assert_eq!((f.deploys, f.starts, f.cycles), (1, 3, 0), "{label}");
+            assert!(
+                r.autoscale.is_none(),
+                "{label}: no autoscaler, no autoscale figures"
+            );
+        }
+    }
+}
+
+/// Daily restarts with a period of 1 h, a constant 50 s boot and Heroku's offset of up to
+/// 216 min: each dyno is replaced every 50 s + 1 h + U(0, 216 min), 168.8 min on average, its
+/// first restart drawn as a stationary renewal process's. Over 10 h, 8 dynos restart
+/// 8 x 600 / 168.8 = 28.4 times on average, the estimate's tolerance from 20 replications.
+#[test]
+fn daily_restarts_come_once_a_cycle_on_average() {
+    let doc = json!({
+        "arrivals": {"process": "poisson", "rate": 1.0},
+        "service": {"distribution": "constant", "value": "10ms"},
+        "fleet": {"dynos": 8, "boot_time": "50s", "cycling": "1h"},
+        "run": {"duration": "10h", "warmup": "0s", "replications": 20, "seed": 7},
+    });
+    let s = build(&doc.to_string());
+    let report = common::run_ok(&s);
+    let cycle = 50.0 + 3600.0 + 216.0 * 60.0 / 2.0;
+    let expected = 8.0 * 36_000.0 / cycle;
+    common::assert_matches(
+        "fleet.cycles over 10 h",
+        common::Measured::over_replications(&report, |r| r.fleet.as_ref().unwrap().cycles as f64),
+        expected,
+        0.25,
+    );
+    // While a dyno boots its replacement, the fleet runs one more (the old one stops
+    // within its stop delay), and serves one fewer only during no boot: the new one starts
+    // when the old is marked down.
+    for r in &report.per_replication {
+        let f = r.fleet.as_ref().unwrap();
+        assert!(f.size.min >= 8.0 && f.size.max >= 9.0, "{:?}", f.size);
+        assert_eq!(r.error_counts.total, 0);
+    }
+}
+
+/// A metric-driven step up: the HPA on utilisation reads 15 s windows shown 15 s late, every
+/// 15 s. The rate steps from 5/s to 50/s at 300 s (on an evaluation): the window [300, 315)
+/// is the first to see the load, it is visible from 330 s, so the evaluation at 330 s is the
+/// first to scale up (two dynos saturated: ceil(2 x 1 / 0.5) = 4), and the new dynos, booting
+/// a constant 20 s, are first up at 350 s: the step plus the window, the delay and the boot.
+#[test]
+fn a_metric_step_is_served_a_window_a_delay_and_a_boot_later() {
+    let doc = json!({
+        "arrivals": {"process": "poisson",
+                     "rate": [["0s", "5/s"], ["300s", "5/s"], ["300s", "50/s"], ["600s", "50/s"]]},
+        "service": {"distribution": "exponential", "mean": "100ms"},
+        "fleet": {"dynos": 2, "boot_time": "20s"},
+        "router": {"timeout": "off"},
+        "autoscale": {"rule": "hpa", "metric": "utilisation", "target": 0.5, "min": 2, "max": 20},
+        "run": {"duration": "600s", "warmup": "0s", "replications": 3, "allow_overload": true},
+    });
+    let s = build(&doc.to_string());
+    for rep in 0..3 {
+        let (_, trace) =
+            dynosim_engine::trace_replication(&s, rep, 0.5, 400.0, false, &never_interrupted)
+                .expect("runs");
+        let at = |t: f64| {
+            trace
+                .frames
+                .iter()
+                .find(|f| (f.time - t).abs() < 1e-9)
+                .unwrap_or_else(|| panic!("a frame at {t}"))
+        };
+        for f in trace.frames.iter().filter(|f| f.time < 330.0) {
+            assert_eq!(
+                (f.dynos_up, f.dynos_booting),
+                (2, 0),
+                "replication {rep} at {}",
+                f.time
+            );
+        }
+        assert_eq!(
+            (at(330.0).dynos_up, at(330.0).dynos_booting),
+            (2, 2),
+            "replication {rep}"
+        );
+        assert_eq!(at(349.5).dynos_up, 2, "replication {rep}");
+        assert_eq!(at(350.0).dynos_up, 4, "replication {rep}");
+    }
+}

@@ -4,6 +4,7 @@ their cost (the search is :mod:`dynosim.capacity`'s)."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from typing import Callable, Dict, List, Sequence
@@ -55,6 +56,10 @@ def _slots_list(text: str) -> List[int]:
 
 def main(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
+    if scenario.without_autoscale() is not scenario:
+        print("capacity sizes a fixed fleet: the scenario's [autoscale] is left out (dynosim tune searches an "
+              "autoscaler's settings against it)", file=sys.stderr)
+        scenario = scenario.without_autoscale()
     policies = args.policy or scenario.policies
     pricing = Pricing.from_scenario(scenario.doc, scenario.source, args.dyno_type)
     for policy in policies:

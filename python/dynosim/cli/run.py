@@ -90,6 +90,8 @@ def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None
         highlight=False,
     )
     rows = [(label, r) for label, results in cases for r in results]
+    if any("fleet" in r.summary for _, r in rows):
+        return _print_fleet_table(console, rows, labelled, wide)
     columns = list(RUN_COLUMNS)
     if any("closed_loop" in r.summary for _, r in rows):
         columns.insert(2, Column("req/s", _metric_or_nan("closed_loop.requests_per_s"), ci=True))
@@ -111,6 +113,30 @@ def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None
         notes.append(f"not shown: {', '.join(left_out)}; --wide shows them" if left_out else
                      "--wide shows more columns")
     console.print("; ".join(notes) + ".", style="dim", highlight=False)
+
+
+def _print_fleet_table(console: Any, rows: List[Tuple[str, PolicyResult]], labelled: bool, wide: bool) -> None:
+    """The table of fleets that change size (an autoscaler, deploys, daily restarts): what
+    the fleet cost, what its requests saw, and what its autoscaler did."""
+    columns = list(FLEET_COLUMNS)
+    if labelled:
+        columns[0] = dataclasses.replace(columns[0], drop=2)
+        columns.insert(0, Column("case", lambda row: row[0], kind="text", wrap=True, max_width=24))
+    table, left_out = results_table(console, columns, rows, wide=wide)
+    console.print(table)
+    notes = ["± is the half-width of a 95% confidence interval over replications",
+             "dynos: running (billed), time-averaged; $: dyno-hours at the dyno type's price, per second",
+             "actions: the autoscaler's scale events"]
+    if not wide:
+        notes.append(f"not shown: {', '.join(left_out)}; --wide shows them" if left_out else
+                     "--wide shows errors by kind")
+    console.print("; ".join(notes) + ".", style="dim", highlight=False)
+
+
+def _fleet_dynos(row: Tuple[str, PolicyResult]) -> Any:
+    """The fleet's mean size: measured for a fleet that changes size, else its dynos."""
+    r = row[1]
+    return r.estimate("fleet.size.mean") if "fleet" in r.summary else float(r.report["dynos"])
 
 
 def _dynos_cell(row: Tuple[str, PolicyResult]) -> str:
@@ -152,6 +178,24 @@ def _load_cell(row: Tuple[str, PolicyResult]) -> float:
     rep = row[1].report
     return math.nan if "closed_loop" in rep["summary"] else float(rep["offered_load"])
 
+
+#: The table of fleets that change size.
+FLEET_COLUMNS = [
+    Column("policy", lambda row: row[1].policy, kind="text"),
+    Column("dynos", _fleet_dynos, ci=True),
+    Column("dyno-\nhours", _metric_or_nan("cost.dyno_hours"), ci=True, drop=3),
+    Column("$", _metric_or_nan("cost.dollars"), ci=True),
+    Column("response\np50", _metric("response.p50"), kind="time", drop=4),
+    Column("response\np95", _metric("response.p95"), kind="time", ci=True),
+    Column("response\np99", _metric("response.p99"), kind="time", drop=2),
+    Column("errors", _metric("errors.total"), kind="percent", ci=True),
+    Column("h12", _metric("errors.h12"), kind="percent", wide=True),
+    Column("h13", _metric("errors.h13"), kind="percent", wide=True),
+    Column("shutdown", _metric("errors.shutdown"), kind="percent", wide=True),
+    Column("no dyno", _metric("errors.no_dyno"), kind="percent", wide=True),
+    Column("actions", _metric_or_nan("autoscale.actions"), ci=True, drop=1),
+    Column("reversals", _metric_or_nan("autoscale.reversals"), wide=True),
+]
 
 #: The run and compare table: what to show of each result, narrow (the default) or wide.
 RUN_COLUMNS = [

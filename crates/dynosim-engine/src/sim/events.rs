@@ -27,6 +27,8 @@ pub(super) enum Event {
     Life { dyno: u32 },
     /// The autoscaler evaluates its rule.
     Autoscale,
+    /// The next deploy (`[[fleet.deploy]]`) replaces the dynos.
+    Deploy,
     /// The earliest of the requests' deadlines (timeouts) is due.
     Timers,
 }
@@ -51,6 +53,7 @@ pub(super) struct EventIds {
     timers: u32,
     life: u32,
     autoscale: u32,
+    deploy: u32,
     arrival: u32,
     send: u32,
     done: u32,
@@ -62,7 +65,8 @@ impl EventIds {
         let timers = shared + resources;
         let life = timers + 1;
         let autoscale = life + dynos;
-        let arrival = autoscale + 1;
+        let deploy = autoscale + 1;
+        let arrival = deploy + 1;
         let send = arrival + 1;
         let done = send + clients;
         EventIds {
@@ -70,6 +74,7 @@ impl EventIds {
             timers,
             life,
             autoscale,
+            deploy,
             arrival,
             send,
             done,
@@ -90,6 +95,7 @@ impl EventIds {
             Event::Timers => self.timers,
             Event::Life { dyno } => self.life + dyno,
             Event::Autoscale => self.autoscale,
+            Event::Deploy => self.deploy,
             Event::Arrival => self.arrival,
             Event::Send { client } => self.send + client,
             Event::Done { req } => self
@@ -119,6 +125,8 @@ impl EventIds {
             }
         } else if id == self.autoscale {
             Event::Autoscale
+        } else if id == self.deploy {
+            Event::Deploy
         } else if id == self.arrival {
             Event::Arrival
         } else {
@@ -279,6 +287,7 @@ mod tests {
             Event::Life { dyno: 0 },
             Event::Life { dyno: 2 },
             Event::Autoscale,
+            Event::Deploy,
             Event::Arrival,
             Event::Send { client: 0 },
             Event::Send { client: 3 },

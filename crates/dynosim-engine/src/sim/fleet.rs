@@ -19,7 +19,7 @@ pub(super) enum Life {
     /// Started: up at its boot's end, unless the boot outlasts `fleet.boot_timeout` (an R10
     /// crash at the timeout, and a new boot). A dyno restarted for memory (R15) boots again.
     Booting,
-    /// Routed to.
+    /// Routed to (or, for a preboot deploy's new dyno, booted and waiting for the others).
     Up,
     /// Marked down: no router sends it anything more; it works on what it holds until its
     /// SIGTERM.
@@ -43,6 +43,12 @@ pub(super) struct Fleet {
     free: BinaryHeap<Reverse<u32>>,
     /// Dynos asked for while every slot was taken: each starts when a slot frees.
     pub waiting_for_slot: u32,
+    /// A preboot deploy's new dynos (booting or booted, not routed to yet, not in the
+    /// formation), and how many of them are up.
+    pub incoming: Vec<u32>,
+    pub incoming_up: u32,
+    /// The next deploy (an index into the scenario's).
+    pub next_deploy: usize,
     pub booting: u32,
     pub up: u32,
     /// Draining or terminating.
@@ -62,6 +68,9 @@ impl Fleet {
             formation: (0..dynos).collect(),
             free: (dynos..slots).map(Reverse).collect(),
             waiting_for_slot: 0,
+            incoming: Vec::new(),
+            incoming_up: 0,
+            next_deploy: 0,
             booting: 0,
             up: dynos,
             stopping: 0,

@@ -13,11 +13,14 @@
 
 use super::dyno::{self, Dyno, Fifo};
 use super::events::Event;
+use super::events::BOOT;
 use super::fleet::Life;
 use super::timers::{Deadline, Kind};
 use super::{Simulation, State, NONE};
 use crate::resource::PoolScope;
 use crate::result::ErrorKind;
+use crate::scenario::CYCLING_JITTER;
+use rand::Rng;
 
 impl Simulation<'_> {
     /// `app.timeout`: the sync worker holding `req` is killed (its request fails), and
@@ -324,23 +327,154 @@ impl Simulation<'_> {
             }
             Life::Draining => self.sigterm(dyno),
             Life::Terminating => self.sigkill(dyno),
-            Life::Up | Life::Stopped => {
-                debug_assert!(
-                    false,
-                    "a lifecycle event for a dyno {:?}",
-                    self.fleet.life[dyno]
-                )
+            // An up dyno's pending event is its daily restart.
+            Life::Up => self.cycle(dyno),
+            Life::Stopped => {
+                debug_assert!(false, "a lifecycle event for a stopped dyno {dyno}")
             }
         }
     }
 
-    /// `dyno`'s boot is over: it is up, and the routers may send it what they hold.
+    /// `dyno`'s boot is over: it is up, and the routers may send it what they hold (a
+    /// preboot deploy's new dyno waits for the others of its set). Its daily restart, if the
+    /// fleet cycles, is due a day (and a random offset) from now.
     pub(super) fn boot(&mut self, dyno: usize) {
         self.dynos[dyno].up = true;
         self.fleet.set(dyno, Life::Up);
+        if self.fleet.incoming.contains(&(dyno as u32)) {
+            self.fleet.incoming_up += 1;
+            if self.fleet.incoming_up as usize == self.fleet.incoming.len() {
+                self.switch_to_incoming();
+            }
+            self.fleet_changed();
+            return;
+        }
+        self.route_to(dyno);
+        self.fleet_changed();
+        for router in 0..self.routers.queues.len() {
+            self.drain_router(router);
+        }
+    }
+
+    /// `dyno`, up, takes requests from now on.
+    fn route_to(&mut self, dyno: usize) {
         self.routers.bring_up(dyno);
         self.measures.dyno_up(dyno, self.now);
+        if let Some(period) = self.s.lifecycle.cycling {
+            let jitter = self.cycling_rng.random::<f64>() * CYCLING_JITTER;
+            // Restarts come while the run's window lasts (not while its last requests end).
+            let at = self.now + period + jitter;
+            if at < self.measures.window_end() {
+                self.events.reschedule_life(at, dyno as u32);
+            }
+        }
+    }
+
+    /// The first daily restart of each dyno of the initial fleet. Its age is unknown: the
+    /// fleet is taken as having cycled for ever, so each dyno's restarts are a stationary
+    /// renewal process whose cycle is a boot (its mean), the period and a uniform offset of up
+    /// to [`CYCLING_JITTER`]. The first restart is then a uniform fraction of a length-biased
+    /// cycle (the cycle a random instant falls in is the longer the more likely), so that the
+    /// restarts in any window are `dynos × window / E[cycle]` on average from the start.
+    pub(super) fn schedule_first_cycles(&mut self) {
+        let Some(period) = self.s.lifecycle.cycling else {
+            return;
+        };
+        // A cycle is a + J, J uniform on [0, j]: length-biased, J has density (a + u) / norm.
+        let (a, j) = (self.s.boot_time.mean() + period, CYCLING_JITTER);
+        for &dyno in &self.fleet.formation {
+            let y: f64 = self.cycling_rng.random();
+            let u = -a + (a * a + 2.0 * y * (a * j + j * j / 2.0)).sqrt();
+            let at = self.cycling_rng.random::<f64>() * (a + u);
+            if at < self.measures.window_end() {
+                self.events.reschedule_life(at, dyno);
+            }
+        }
+    }
+
+    /// The daily restart of `dyno`, up: a new dyno takes its place in the formation and
+    /// boots, and it stops (as Heroku's dyno manager starts the new dyno when it signals the
+    /// old one).
+    fn cycle(&mut self, dyno: usize) {
+        self.measures.cycled(self.now);
+        self.replace(dyno);
         self.fleet_changed();
+    }
+
+    /// `dyno` (in the formation, up or booting) is replaced: a new dyno starts at its place
+    /// in the formation, and it stops.
+    fn replace(&mut self, dyno: usize) {
+        let Some(place) = self
+            .fleet
+            .formation
+            .iter()
+            .position(|&d| d as usize == dyno)
+        else {
+            return;
+        };
+        self.fleet.formation.remove(place);
+        self.stop_dyno(dyno);
+        if let Some(slot) = self.start_dyno() {
+            // The new dyno went to the formation's end; it takes the old one's place.
+            let last = self.fleet.formation.pop().expect("just started");
+            debug_assert_eq!(last, slot);
+            self.fleet.formation.insert(place, slot);
+        }
+    }
+
+    /// The next deploy: every dyno of the formation is replaced. Without preboot they all
+    /// stop at once and new ones boot (no dyno up meanwhile); with preboot a new set boots
+    /// first and takes the traffic when all of it is up, and then the old set drains.
+    pub(super) fn deploy(&mut self) {
+        let deploys = &self.s.lifecycle.deploys;
+        let Some(&(_, preboot)) = deploys.get(self.fleet.next_deploy) else {
+            return;
+        };
+        self.fleet.next_deploy += 1;
+        if let Some(&(at, _)) = deploys.get(self.fleet.next_deploy) {
+            self.events.schedule(at, BOOT, Event::Deploy);
+        }
+        self.measures.deployed(self.now);
+        // A preboot still booting is abandoned: this deploy's set replaces it.
+        for dyno in std::mem::take(&mut self.fleet.incoming) {
+            self.stop_dyno(dyno as usize);
+        }
+        self.fleet.incoming_up = 0;
+        if preboot {
+            for _ in 0..self.fleet.formation.len() {
+                let Some(slot) = self.fleet.take_slot() else {
+                    // No room: the switch starts the missing dynos.
+                    break;
+                };
+                self.fleet.incoming.push(slot);
+                self.begin_dyno(slot as usize);
+            }
+            if self.fleet.incoming.is_empty() {
+                self.switch_to_incoming();
+            }
+        } else {
+            for dyno in self.fleet.formation.clone() {
+                self.replace(dyno as usize);
+            }
+        }
+        self.fleet_changed();
+    }
+
+    /// A preboot deploy's new dynos are all up: they take the traffic, and the old formation
+    /// drains; the fleet is then brought to the size it had.
+    fn switch_to_incoming(&mut self) {
+        let size = self.fleet.size();
+        let old = std::mem::take(&mut self.fleet.formation);
+        let incoming = std::mem::take(&mut self.fleet.incoming);
+        self.fleet.incoming_up = 0;
+        for &dyno in &incoming {
+            self.route_to(dyno as usize);
+        }
+        self.fleet.formation = incoming;
+        for dyno in old {
+            self.stop_dyno(dyno as usize);
+        }
+        self.scale_to(size);
         for router in 0..self.routers.queues.len() {
             self.drain_router(router);
         }
@@ -363,14 +497,20 @@ impl Simulation<'_> {
         self.fleet_changed();
     }
 
-    /// A new dyno starts booting, in the lowest free slot (or when a slot frees).
-    fn start_dyno(&mut self) {
+    /// A new dyno starts booting at the formation's end, in the lowest free slot (or when a
+    /// slot frees: None then).
+    fn start_dyno(&mut self) -> Option<u32> {
         let Some(slot) = self.fleet.take_slot() else {
             self.fleet.waiting_for_slot += 1;
-            return;
+            return None;
         };
-        let dyno = slot as usize;
         self.fleet.formation.push(slot);
+        self.begin_dyno(slot as usize);
+        Some(slot)
+    }
+
+    /// A new dyno in slot `dyno` starts booting.
+    fn begin_dyno(&mut self, dyno: usize) {
         self.fleet.set(dyno, Life::Booting);
         self.measures.dyno_started(self.now);
         // A fresh dyno: idle memory from its start (its slot held none).
@@ -383,12 +523,11 @@ impl Simulation<'_> {
     /// `fleet.stop_delay`.
     fn stop_dyno(&mut self, dyno: usize) {
         match self.fleet.life[dyno] {
-            Life::Booting => {
-                self.events.cancel(Event::Life { dyno: dyno as u32 });
-                self.exit(dyno);
-            }
+            Life::Booting => self.exit(dyno),
             Life::Up => {
-                self.routers.take_down(dyno);
+                if self.routers.is_up(dyno) {
+                    self.routers.take_down(dyno);
+                }
                 self.fleet.set(dyno, Life::Draining);
                 let at = self.now + self.s.lifecycle.stop_delay;
                 self.events.reschedule_life(at, dyno as u32);
@@ -432,7 +571,6 @@ impl Simulation<'_> {
     pub(super) fn exit_if_idle(&mut self, dyno: usize) -> bool {
         let d = &self.dynos[dyno];
         if d.closed && d.busy == 0 && d.waiting == 0 {
-            self.events.cancel(Event::Life { dyno: dyno as u32 });
             self.exit(dyno);
             true
         } else {
@@ -444,6 +582,9 @@ impl Simulation<'_> {
     /// counts, and requests still on their way to it fail when they reach it (they raced it,
     /// H13): the slot's next dyno is another.
     fn exit(&mut self, dyno: usize) {
+        // Its pending step (a SIGTERM or SIGKILL still to come, when an R15 ended it first)
+        // is no one's: the slot's next dyno schedules its own.
+        self.events.cancel(Event::Life { dyno: dyno as u32 });
         let connecting: Vec<u32> = (0..self.slab.entries.len() as u32)
             .filter(|&i| {
                 let e = &self.slab.entries[i as usize];

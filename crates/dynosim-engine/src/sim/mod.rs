@@ -296,6 +296,8 @@ struct Simulation<'s> {
     overhead_rng: SimRng,
     /// Boot times (`fleet.boot_time`).
     boot_rng: SimRng,
+    /// When each dyno's daily restart comes (`fleet.cycling`).
+    cycling_rng: SimRng,
     /// The requests' deadlines by kind ([`timers::Kind`]), for the timeouts the scenario sets; and
     /// the killed workers' replacements.
     deadlines: [Option<Deadlines>; 5],
@@ -484,6 +486,7 @@ fn simulate(
         connect_rng: stream(seed, replication, Stream::Connect),
         overhead_rng: stream(seed, replication, Stream::Overhead),
         boot_rng: stream(seed, replication, Stream::Boot),
+        cycling_rng: stream(seed, replication, Stream::Cycling),
         deadlines: {
             let [router, queue, client, app] = [
                 s.router_timeout.as_ref(),
@@ -560,6 +563,10 @@ fn simulate(
             sim.events.schedule(first, BOOT, Event::Autoscale);
         }
     }
+    if let Some(&(at, _)) = s.lifecycle.deploys.first() {
+        sim.events.schedule(at, BOOT, Event::Deploy);
+    }
+    sim.schedule_first_cycles();
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
     while let Some((time, event)) = sim.events.pop() {
@@ -618,6 +625,10 @@ fn simulate(
             Event::Autoscale => {
                 sim.now = time;
                 sim.autoscale();
+            }
+            Event::Deploy => {
+                sim.now = time;
+                sim.deploy();
             }
             Event::Timers => {
                 let before = sim.now;

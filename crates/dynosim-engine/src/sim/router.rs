@@ -56,6 +56,12 @@ impl Routers {
         Ok(routers)
     }
 
+    /// Whether routers send `dyno` requests.
+    #[inline]
+    pub fn is_up(&self, dyno: usize) -> bool {
+        self.up.contains(dyno)
+    }
+
     /// `dyno` is up: every router may send it requests from now on.
     pub fn bring_up(&mut self, dyno: usize) {
         self.up.insert(dyno);

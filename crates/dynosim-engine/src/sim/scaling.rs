@@ -47,6 +47,8 @@ pub(super) struct Scaling {
     cpu_area: f64,
     /// The dynos serving requests (up or stopping): those that report.
     serving: Integral,
+    /// When the last report was made: the next one covers the time since.
+    last_report: f64,
 }
 
 impl Scaling {
@@ -62,6 +64,7 @@ impl Scaling {
                 value: f64::from(serving),
                 ..Integral::default()
             },
+            last_report: 0.0,
         }
     }
 
@@ -115,8 +118,12 @@ impl Scaling {
 
     /// Every serving dyno's report at `now`, for a rule that reads CPU or utilisation: the
     /// fraction of its cores (`cores`) or threads (`threads`) busy since the last report,
-    /// averaged over the serving dynos (each as busy as the fleet on average).
+    /// averaged over the serving dynos (each as busy as the fleet on average). The report is
+    /// an observation of the period it covers: it is recorded at that period's start, so that
+    /// a rule's window of [t - window, t) holds the reports of the periods inside it (the
+    /// load of [300 s, 315 s) is in the window [300 s, 315 s), shown `delay` after 315 s).
     fn report(&mut self, now: f64, cores: f64, threads: f64) {
+        let since = std::mem::replace(&mut self.last_report, now);
         let dyno_seconds = self.serving.take(now);
         let (busy, capacity) = match self.metric {
             Some(Metric::Cpu) => (std::mem::take(&mut self.cpu_area), cores),
@@ -127,7 +134,7 @@ impl Scaling {
         if dyno_seconds > 0.0 && dynos > 0.0 {
             let fraction = busy / (capacity * dyno_seconds);
             self.autoscaler
-                .record_total(now, fraction * dynos, dynos as u64);
+                .record_total(since, fraction * dynos, dynos as u64);
         }
     }
 }
