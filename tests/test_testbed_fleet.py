@@ -384,6 +384,8 @@ def test_a_scenario_with_autoscale_becomes_a_fleet_plan():
 @pytest.mark.parametrize("change, expected", [
     ({"autoscale": {"rule": "judoscale", "max": 3, "cooldown": "-1s"}}, "autoscale.cooldown: must be a duration >= 0"),
     ({"autoscale": {"rule": "judoscale", "min": 2, "max": 3}}, "fleet.dynos: "),
+    ({"fleet": {"dynos": 1, "slots": 2, "cycling": "24h"}},
+     "fleet.cycling: the testbed's autoscaled fleet does not restart its dynos daily yet"),
     ({"fleet": {"dynos": 1, "slots": 2, "shutdown_grace": "soon"}}, "fleet.shutdown_grace: expected a duration"),
 ])
 def test_a_bad_fleet_is_one_line_naming_the_key(change, expected):

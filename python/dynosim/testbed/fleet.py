@@ -113,6 +113,10 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
         return scenario, None
     rule = autoscaler(table)
     fleet = scenario.doc.get("fleet") or {}
+    for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):
+        if fleet.get(key) is not None:
+            raise scenario._error(f"fleet.{key}", f"the testbed's autoscaled fleet does not {what} yet: leave it out "
+                                                  "to run the scenario for real")
     warnings: List[str] = []
     if isinstance(fleet.get("boot_time"), dict):
         warnings.append("fleet.boot_time is a distribution: every real dyno boots in its mean, "
