@@ -452,12 +452,15 @@ def test_the_comparison_pairs_changes_in_order_and_minutes_by_number():
     simulated = {"changes": fl.series_changes([
         {"time": float(t), "dynos_booting": b, "dynos_up": u} for t, b, u in
         [(0, 0, 2), (1, 0, 2), (210, 2, 2), (230, 0, 4), (495, 0, 2), (496, 0, 2)]]),
-        "per_minute": [{"minute": 0, "p95": 0.25}, {"minute": 1, "p95": 0.50}, {"minute": 2, "p95": 0.4}]}
+        "per_minute": [{"minute": 0, "p95": 0.30, "paired": 0.25}, {"minute": 1, "p95": 0.40, "paired": 0.50},
+                       {"minute": 2, "p95": 0.4, "paired": 0.4}]}
     assert simulated["changes"] == [(0.0, 2), (210.0, 4), (495.0, 2)]
     got = fl.compare(measured, simulated, interval=15.0)
     assert [c["within_interval"] for c in got["changes"]] == [True, True, False]  # 16 s apart > 15 s
     assert not got["fleet_agrees"]
-    assert [m["difference"] for m in got["per_minute"]] == [pytest.approx(0.2), 0.0, None]
+    # Held to replication 0, which drew the requests sent; the mean's difference is reported.
+    assert [m["paired_difference"] for m in got["per_minute"]] == [pytest.approx(0.2), 0.0, None]
+    assert [m["difference"] for m in got["per_minute"]] == [0.0, pytest.approx(0.25), None]
     assert [m["within"] for m in got["per_minute"]] == [True, True, False]
     assert not got["p95_agrees"]
     # A change one side made and the other did not is a disagreement, not a pair.
