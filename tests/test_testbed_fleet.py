@@ -74,19 +74,24 @@ def test_a_dyno_is_up_once_ready_and_booted_and_not_before():
     fakes = Fakes()
     f = fakes.fleet(plan(boot=5.0))
     assert len(f.dynos) == 6  # max twice over: as many draining as up
-    f.scale_to(3, 10.0)
+    f.scale_to(3, 10.0)  # booted at 15 s, if the real start is done by then
     assert fakes.started == [0, 1, 2] and states(f)[:3] == ["booting"] * 3
     assert (f.size, f.up) == (3, 0)
     f.tick(11.0)  # not ready: still booting, whatever the time
     fakes.ready |= {0, 1}
-    f.tick(12.0)  # ready at 12: up at 17
-    f.tick(16.9)
+    f.tick(12.0)  # ready at 12 s: up at 15 s, the boot time counting from the decision
+    f.tick(14.9)
     assert f.up == 0 and fakes.commands == []
-    f.tick(17.0)
+    f.tick(15.0)
     assert states(f)[:3] == ["up", "up", "booting"]
     assert fakes.commands == [(0, "ready"), (1, "ready")]
-    assert [(d.ready, d.up_at) for d in f.dynos[:2]] == [(12.0, 17.0)] * 2
+    assert [(d.ready, d.up_at) for d in f.dynos[:2]] == [(12.0, 15.0)] * 2
     assert (f.size, f.up) == (3, 2)
+    # A real start longer than the boot time is the boot: up once ready.
+    f.tick(16.0)
+    fakes.ready.add(2)
+    f.tick(16.5)
+    assert f.dynos[2].state == "up" and f.dynos[2].up_at == 16.5
 
 
 def test_a_scale_down_drains_the_highest_numbered_then_sigterm_then_maint():

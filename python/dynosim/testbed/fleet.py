@@ -5,9 +5,10 @@ HAProxy told through its runtime API, and the engine's own autoscale rule decidi
   twice over: room for as many dynos draining as up), those not running ``disabled``
   (maintenance), and a runtime API socket (``stats socket ... level admin``) in the run's
   private directory (:class:`RuntimeApi`).
-- **A dyno's life** (docs/AUTOSCALING.md §1.2, :class:`Dyno`): *booting* from the start of its
-  gunicorn; *up* once its workers have loaded the app and the scenario's boot time has passed
-  on top of that (``set server dynos/dynoN state ready``); *draining* when the fleet shrinks:
+- **A dyno's life** (docs/AUTOSCALING.md §1.2, :class:`Dyno`): *booting* from the decision
+  that starts its gunicorn; *up* once its workers have loaded the app and the scenario's boot
+  time has passed since the decision (``set server dynos/dynoN state ready``): the real start
+  is part of the boot, as on the platform, and is the boot when it takes longer; *draining* when the fleet shrinks:
   ``state drain`` (HAProxy sends it nothing new), SIGTERM ``fleet.stop_delay`` s later, which
   gunicorn answers by finishing its requests for at most ``--graceful-timeout`` =
   ``fleet.shutdown_grace``, SIGKILL once that grace has passed; then ``state maint``, *off*.
@@ -347,7 +348,7 @@ class Fleet:
                     continue
                 if math.isnan(dyno.ready) and self._ready(dyno):
                     dyno.ready = now
-                if not math.isnan(dyno.ready) and now >= dyno.ready + self.plan.boot_time:
+                if not math.isnan(dyno.ready) and now >= dyno.started + self.plan.boot_time:
                     self._set_state(dyno.index, "ready")
                     dyno.up_at = now
                     self._enter(dyno, "up", now)
@@ -682,6 +683,8 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
                 now = clock() - t0
                 metrics.feed(tail.read(), rule)
                 metrics.feed_router(follow.lines(router.log), now, rule)
+                # Dynos whose boot ends at an evaluation are up for it, as the engine's are.
+                fleet.tick(now)
                 while now >= next_eval:
                     # The serving dynos report, then the rule decides (as the engine's).
                     metrics.report(next_eval, fleet.serving_seconds(next_eval - rule.interval, next_eval),
@@ -693,9 +696,8 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
                     if desired != size:
                         progress(f"{next_eval:7.1f} s: {size} -> {desired} dynos ({why}; "
                                  f"{'no reading' if seen is None else f'{seen:.4g}'})")
-                    fleet.scale_to(desired, now)
+                    fleet.scale_to(desired, next_eval)  # the boot and the drain count from the decision
                     next_eval += rule.interval
-                fleet.tick(now)
                 sender.join(TICK)
         finally:
             if sender.is_alive():

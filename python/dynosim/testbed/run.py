@@ -92,6 +92,8 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
             reports.append(report)
             rows += [dict(r, run=k) for r in records]
         measured = combine(reports)
+        if "pricing" in simulated:  # the scenario's prices, the same for both sides
+            measured["pricing"] = simulated["pricing"]
         twins = {"summary": measure.summary_of(simulated["per_replication"][:runs])}
         results.append({"policy": policy, "simulated": simulated, "measured": measured,
                         "difference": difference(simulated["summary"], measured["summary"]),
