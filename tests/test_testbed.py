@@ -378,30 +378,40 @@ def test_nothing_outlives_a_stopped_run(tmp_path, how):
                       resources={"db": {"servers": 100, "pool": {"size": 1}}})
     toml = tmp_path / "long.toml"
     toml.write_text(toml_document(doc))
+    # Once the HAProxy that routes runs (`haproxy -db -f ...`, not the version or configuration
+    # checks before it), PostgreSQL and the dynos are up and the load is on.
+    stop_and_look(str(toml), how, lambda seen: any("haproxy -db" in line for line in seen.values()),
+                  expect=("gunicorn", "postgres"))
+
+
+def stop_and_look(scenario: str, how: str, started, expect=("gunicorn",), settle: float = 0.5) -> None:
+    """Runs ``dynosim testbed SCENARIO``, stops it with signal `how` once `started(seen)` holds
+    for the descendants seen so far (pid -> command line) and `settle` s more have passed,
+    then checks that every descendant it ever had is gone, and the exit code."""
     seen: Dict[int, str] = {}  # every descendant seen, with its command line
 
     def look() -> None:
         for p in _descendants(proc.pid) - set(seen):
             seen[p] = _cmdline(p)
 
-    with child_process([sys.executable, "-m", "dynosim", "testbed", str(toml)], stdout=subprocess.PIPE,
+    with child_process([sys.executable, "-m", "dynosim", "testbed", scenario], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE) as proc:
         try:
-            deadline = time.monotonic() + 60
-            # Wait until the HAProxy that routes runs (`haproxy -db -f ...`, not the version or
-            # configuration checks before it): then PostgreSQL and the dynos are up and the load is on.
+            deadline = time.monotonic() + 60 + settle
             while time.monotonic() < deadline:
                 look()
-                if any("haproxy -db" in line for line in seen.values()):
+                if started(seen):
                     break
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
                 time.sleep(0.1)
             else:
-                pytest.fail("the testbed did not start HAProxy within 60 s")
-            time.sleep(0.5)
-            look()
+                pytest.fail("the testbed did not reach the point to stop it within 60 s")
+            settled = time.monotonic() + settle
+            while time.monotonic() < settled:
+                look()
+                time.sleep(0.1)
             names = " ".join(seen.values())
-            assert "gunicorn" in names and "postgres" in names
+            assert all(name in names for name in expect), names
             proc.send_signal(getattr(signal, how))  # SIGINT at its default in the child: child_process
             proc.wait(timeout=60)
             # Read before the block ends: child_process closes the pipes then.

@@ -1,6 +1,6 @@
 """The compiled engine (private). Scenarios cross as JSON text; use the package's API."""
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, final
 
 __all__ = [
     "EngineError", "__version__", "build", "describe", "service_quantiles", "run", "registry", "trace",
@@ -8,7 +8,7 @@ __all__ = [
     "power_of_d_mean_time", "ps_mean_response", "pool_mean_wait", "mm1_late_fraction", "erlang_a",
     "mmck_blocking", "cpu_bound_throughput",
     "littles_law_gap", "mva_closed", "send_load", "draw_requests", "logs_summary", "logs_trace",
-    "logs_fit", "service_cdf",
+    "logs_fit", "service_cdf", "Autoscaler",
 ]
 
 __version__: str
@@ -118,3 +118,25 @@ def logs_fit(
     """What fitting a scenario to router logs needs (arrival counts per interval, service-time
     histograms overall and per route, overlaps per dyno), as JSON text."""
     ...
+
+
+@final
+class Autoscaler:
+    """An autoscale rule of the engine's registry (docs/autoscaling.md), built from its table;
+    a bad table raises EngineError("config", "SECTION.KEY", message). Times are seconds since
+    the run's start."""
+
+    def __new__(cls, table: Dict[str, Any], section: str = "autoscale") -> "Autoscaler": ...
+    @property
+    def interval(self) -> float: ...
+    @property
+    def rule(self) -> str: ...
+    @property
+    def bounds(self) -> Tuple[int, int]: ...
+    @property
+    def metric(self) -> Optional[str]:
+        """"response_time", "queue_time", "cpu", "utilisation", or None (the rule reads none)."""
+    def record(self, t: float, value: float) -> None: ...
+    def record_total(self, t: float, total: float, count: int) -> None: ...
+    def evaluate(self, now: float, size: int, up: int) -> Tuple[int, str, Optional[float], int]:
+        """(desired size, why, the metric as the rule saw it or None, its samples)."""

@@ -76,6 +76,8 @@ def main(args: argparse.Namespace) -> int:
     from ..testbed.run import testbed
 
     scenario = scenario_from_args(args)
+    if "autoscale" in scenario.doc:
+        return fleet_main(args, scenario)
     with activity() as shown:
         task = shown.task("testbed")
         doc = testbed(scenario, policies=args.policy, runs=args.runs,
@@ -184,5 +186,83 @@ def write_outputs(folder: Path, doc: Dict[str, Any], records: Dict[str, List[Dic
     for policy, rows in records.items():
         writers[folder / f"requests-{policy}.csv"] = lambda p, rows=rows: write_records(p, rows)
     writers[folder / "cdf.png"] = lambda p: plots.cdf_plot(p, doc, records)
+    write_files(writers, option="--out")
+    print(f"wrote {', '.join(str(p) for p in writers)}", file=sys.stderr)
+
+
+def fleet_main(args: argparse.Namespace, scenario: Any) -> int:
+    """A scenario with [autoscale]: the real autoscaled fleet beside the simulated one."""
+    from ..errors import DynosimError
+    from ..testbed.fleet import fleet_testbed
+
+    if args.runs != 1:
+        raise DynosimError("--runs: an autoscaled fleet runs once per policy")
+    with activity() as shown:
+        task = shown.task("testbed")
+        doc = fleet_testbed(scenario, policies=args.policy, progress=lambda m: shown.update(task, note=m))
+    if args.out is not None:
+        write_fleet_outputs(args.out, doc)
+    if args.json:
+        print_json(doc)
+    else:
+        print_fleet(doc)
+    return 0
+
+
+def print_fleet(doc: Dict[str, Any]) -> None:
+    console = stdout_console()
+    for result in doc["results"]:
+        real = result["measured"]
+        console.print(f"[bold]{result['policy']}[/]: autoscale rule {real['rule']} every {real['interval']:g} s "
+                      f"(min {real['bounds'][0]}, max {real['bounds'][1]}); {real['sent']} requests sent, "
+                      f"{real['errors']} errors, {real['killed']} dyno(s) killed at the end of their grace",
+                      highlight=False)
+        comparison = result["comparison"]
+        console.print("fleet size changes, measured (simulated): " + "; ".join(
+            f"{_size(c['measured_size'])} at {_at(c['measured'])} ({_size(c['simulated_size'])} at "
+            f"{_at(c['simulated'])}){'' if c['within_interval'] else ' [red]apart[/]'}"
+            for c in comparison["changes"]), highlight=False)
+        console.print("p95 per minute, measured / simulated replication 0 (mean of the replications): " + "; ".join(
+            f"{m['minute']}: {_ms(m['measured'])} / {_ms(m['paired'])} ({_pct(m['paired_difference'])}; "
+            f"{_ms(m['simulated'])})" for m in comparison["per_minute"]), highlight=False)
+        console.print(f"size changes within one interval: {'yes' if comparison['fleet_agrees'] else 'no'}; "
+                      f"p95 within 25% every minute: {'yes' if comparison['p95_agrees'] else 'no'}", highlight=False)
+        for w in real["warnings"]:
+            console.print(f"[yellow]warning[/]: {w}", highlight=False)
+
+
+def _size(n: Optional[int]) -> str:
+    return "-" if n is None else str(n)
+
+
+def _at(t: Optional[float]) -> str:
+    return "-" if t is None else f"{t:.1f} s"
+
+
+def _ms(t: Optional[float]) -> str:
+    return "-" if t is None else f"{t * 1e3:.0f} ms"
+
+
+def write_fleet_outputs(folder: Path, doc: Dict[str, Any]) -> None:
+    """testbed.json, and fleet-POLICY.csv: per second, the measured fleet and the simulated
+    one (replication 0)."""
+    import csv
+
+    from ..testbed.run import write_json
+
+    def series(path: Path, result: Dict[str, Any]) -> None:
+        sim = {row["time"]: row for row in result["simulated"]["series"]}
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["time", "dynos_booting", "dynos_up", "dynos_draining", "sim_dynos_booting", "sim_dynos_up",
+                        "sim_dynos_draining"])
+            for row in result["measured"]["series"]:
+                other = sim.get(row["time"], {})
+                w.writerow([row["time"], row["dynos_booting"], row["dynos_up"], row["dynos_draining"],
+                            other.get("dynos_booting", ""), other.get("dynos_up", ""), other.get("dynos_draining", "")])
+
+    writers: Dict[Path, Any] = {folder / "testbed.json": lambda p: write_json(p, doc)}
+    for result in doc["results"]:
+        writers[folder / f"fleet-{result['policy']}.csv"] = lambda p, r=result: series(p, r)
     write_files(writers, option="--out")
     print(f"wrote {', '.join(str(p) for p in writers)}", file=sys.stderr)

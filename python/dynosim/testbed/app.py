@@ -36,7 +36,9 @@ router has already answered with an error (a 504 at ``timeout server``), or whos
 killed, brings nothing back, yet the dyno may still have worked on it. So the app also writes
 its own log, one file per worker process in ``work_dir``: ``s ID T`` when it begins a
 request's work and ``e ID T`` when it ends it (``ID`` the load generator's ``X-Dynosim-Id``,
-``T`` wall-clock Unix seconds), each line one unbuffered ``write`` to a file opened for
+``T`` wall-clock Unix seconds; just before ``s``, ``q ID T`` with T the request's
+``X-Request-Start`` when the router stamped one: the autoscaled fleet reads queue times from
+it while the run goes on), each line one unbuffered ``write`` to a file opened for
 appending, so that a line is whole even if the worker is killed right after.
 
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
@@ -173,6 +175,17 @@ _WORK_LOG: Optional[int] = (os.open(os.path.join(_CONFIG["work_dir"], f"{_DYNO}-
                             if _CONFIG.get("work_dir") else None)
 
 
+def _request_start(text: str) -> Optional[float]:
+    """X-Request-Start as the router stamps it, ``t=<microseconds since the epoch>``, in
+    seconds; None when absent or not that."""
+    if not text.startswith("t="):
+        return None
+    try:
+        return int(text[2:]) / 1e6
+    except ValueError:
+        return None
+
+
 def _note(mark: str, request: str, when: float) -> None:
     """One line of this worker's work log (see the module's doc); nothing without one or an id."""
     if _WORK_LOG is not None and request:
@@ -245,6 +258,9 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         start_response("400 Bad Request", [("Content-Type", "text/plain")])
         return [f"{e}\n".encode()]
     request = environ.get("HTTP_X_DYNOSIM_ID", "")
+    stamped = _request_start(environ.get("HTTP_X_REQUEST_START", ""))
+    if stamped is not None:
+        _note("q", request, stamped)
     _note("s", request, start)
     cpu, pool_wait = perform(phases)
     end = time.time()

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,12 +50,17 @@ class DynoPlan:
     #: in front of gunicorn, which execs it: the master (and the workers it forks) start with
     #: it, before glibc's malloc reads its settings.
     env: Dict[str, Optional[str]] = field(default_factory=dict)
+    #: gunicorn's --graceful-timeout, whole seconds: how long its workers have to finish their
+    #: requests after SIGTERM before the master kills them (fleet.shutdown_grace for an
+    #: autoscaled fleet; 1 s, a quick stop, otherwise).
+    graceful_timeout: int = 1
 
     def argv(self, port: int) -> List[str]:
         argv = self.env_prefix() + [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
                 "--worker-class", self.worker_class, "--workers", str(self.workers),
                 # The scenario's app.timeout (0: none); a quick stop.
-                "--timeout", str(self.worker_timeout), "--graceful-timeout", "1", "--log-level", "warning",
+                "--timeout", str(self.worker_timeout), "--graceful-timeout", str(self.graceful_timeout),
+                "--log-level", "warning",
                 "--backlog", str(self.backlog)]
         if self.worker_class == "gthread":
             argv += ["--threads", str(self.threads)]
@@ -107,6 +113,18 @@ def plan_dynos(described: Dict[str, Any], has_phases: bool, cpu_work: bool, mach
     return plan
 
 
+def spawn_dyno(supervisor: Supervisor, plan: DynoPlan, d: int, port: int, dsn: str, ready_dir: Path,
+               work_dir: Path) -> "subprocess.Popen[bytes]":
+    """Starts dyno `d`'s gunicorn on `port` (without waiting for it): its workers write a file
+    each in `ready_dir` once they have loaded the app, and their work logs in `work_dir`."""
+    config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
+              "work_dir": str(work_dir)}
+    env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
+    cpus = plan.cpus[d % len(plan.cpus)] if plan.cpus else None
+    return supervisor.spawn(plan.argv(port), name=f"dyno {d} (gunicorn)", env=env, cpus=cpus,
+                            log=supervisor.workdir / f"dyno{d}.log", stop_signal=signal.SIGTERM)
+
+
 class Dynos:
     """The running dynos: ``ports[i]`` is dyno i's."""
 
@@ -119,14 +137,8 @@ class Dynos:
         #: The app's work logs (dynosim.testbed.app), one file per worker: read_work(work_dir).
         self.work_dir = supervisor.workdir / "work"
         self.work_dir.mkdir(exist_ok=True)
-        self.processes = []
-        for d, port in enumerate(ports):
-            config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
-                      "work_dir": str(self.work_dir)}
-            env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
-            self.processes.append(supervisor.spawn(
-                plan.argv(port), name=f"dyno {d} (gunicorn)", env=env, cpus=plan.cpus[d],
-                log=supervisor.workdir / f"dyno{d}.log", stop_signal=signal.SIGTERM))
+        self.processes = [spawn_dyno(supervisor, plan, d, port, dsn, ready_dir, self.work_dir)
+                          for d, port in enumerate(ports)]
         deadline = time.monotonic() + timeout
         for proc, port in zip(self.processes, ports):
             supervisor.wait_for_port(port, proc, max(1.0, deadline - time.monotonic()))

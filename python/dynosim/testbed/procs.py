@@ -247,6 +247,19 @@ class Supervisor:
             with contextlib.suppress(TestbedError):
                 self._tell(f"ungroup {pgid}")
 
+    def signal(self, proc: "subprocess.Popen[bytes]", sig: int) -> None:
+        """Sends `sig` to a running child's process group, without waiting (a dyno told to
+        shut down gracefully); nothing once it has been stopped."""
+        child = self._child(proc)
+        if not child.stopped and (proc.returncode is None or group_members(proc.pid, processes())):
+            signal_group(proc.pid, sig)
+
+    def exited(self, proc: "subprocess.Popen[bytes]") -> Optional[int]:
+        """The child's exit code once it has ended (negative: the signal that killed it), None
+        while it runs; it stays unreaped (:meth:`stop` reaps it)."""
+        self._child(proc)
+        return _exit_status(proc)
+
     def close(self) -> None:
         """Stops every child still running, in reverse start order, removes the work
         directory and releases the watchdog. Idempotent. SIGINT, SIGTERM and SIGHUP are held

@@ -31,11 +31,19 @@ import resource
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import DynosimError
 from .procs import Supervisor
 from .tools import INSTALL_DEBIAN, haproxy
+
+#: The backend holding the dynos, and each dyno's server (the runtime API names them).
+BACKEND = "dynos"
+
+
+def server_name(dyno: int) -> str:
+    return f"dyno{dyno}"
+
 
 SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent")
 WEIGHT = 256
@@ -78,10 +86,20 @@ class RouterPlan:
     connect_timeout: Optional[float] = None
     retries: int = 3
 
+    #: The runtime API's socket (``stats socket ... level admin``), for a fleet changed while
+    #: the run goes on (dynosim.testbed.fleet); None: none.
+    runtime_socket: Optional[Path] = None
+    #: Servers declared in maintenance (``disabled``): dynos not running at the start.
+    disabled: FrozenSet[int] = frozenset()
+
     def config(self, port: int, dyno_ports: List[int]) -> str:
         limit = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
-        servers = "\n".join(f"    server dyno{d} 127.0.0.1:{p} weight {WEIGHT}{limit}"
+        servers = "\n".join(f"    server {server_name(d)} 127.0.0.1:{p} weight {WEIGHT}{limit}"
+                            + (" disabled" if d in self.disabled else "")
                             for d, p in enumerate(dyno_ports))
+        stats = ""
+        if self.runtime_socket is not None:
+            stats = f"\n    stats socket {self.runtime_socket} mode 600 level admin"
         ms = int(self.timeout * 1000)
         server_ms = int(round(1000 * min(self.server_timeout or self.timeout, self.timeout)))
         queue_ms = int(round(1000 * min(self.queue_timeout or self.timeout, self.timeout)))
@@ -97,7 +115,7 @@ class RouterPlan:
 global
     log stdout format raw local0 info
     nbthread 1
-    maxconn {maxconn}
+    maxconn {maxconn}{stats}
 
 defaults
     mode http
@@ -113,9 +131,9 @@ frontend router
     bind 127.0.0.1:{port}
     http-request capture req.hdr(X-Dynosim-Id) len 20
     http-request set-header X-Request-Start t=%[date(0,us)]
-    default_backend dynos
+    default_backend {BACKEND}
 
-backend dynos
+backend {BACKEND}
     {balance(self.policy, self.params)}
 {servers}
 """
@@ -160,20 +178,28 @@ def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
     except OSError:
         return out
     for line in lines:
-        parts = line.split()
-        # Connections without a request (a readiness probe) log "-" for the id.
-        if len(parts) != len(LOG_FIELDS) or parts[0] == "-":
-            continue
-        try:
-            tw, tc, tr, ta, status = (int(x) for x in parts[1:6])
-            bq, sq = int(parts[7]), int(parts[8])
-        except ValueError:
-            continue
-
-        def seconds(ms: int) -> Optional[float]:
-            return None if ms < 0 else ms / 1000.0
-
-        out[parts[0]] = {"tw": seconds(tw), "tc": seconds(tc), "tr": seconds(tr), "ta": seconds(ta),
-                         "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq,
-                         "term": parts[9]}
+        parsed = parse_log_line(line)
+        if parsed is not None:
+            out[parsed[0]] = parsed[1]
     return out
+
+
+def parse_log_line(line: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """One line of HAProxy's log as :func:`read_log` reads it: (request id, fields), or None
+    for a line that is not a request's."""
+    parts = line.split()
+    # Connections without a request (a readiness probe) log "-" for the id.
+    if len(parts) != len(LOG_FIELDS) or parts[0] == "-":
+        return None
+    try:
+        tw, tc, tr, ta, status = (int(x) for x in parts[1:6])
+        bq, sq = int(parts[7]), int(parts[8])
+    except ValueError:
+        return None
+
+    def seconds(ms: int) -> Optional[float]:
+        return None if ms < 0 else ms / 1000.0
+
+    return parts[0], {"tw": seconds(tw), "tc": seconds(tc), "tr": seconds(tr), "ta": seconds(ta),
+                      "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq,
+                      "term": parts[9]}

@@ -54,6 +54,14 @@ def needed_tools(plans: List[Plan]) -> List[str]:
     return needed
 
 
+def check_tools(plans: List[Plan]) -> None:
+    """Refuses, in one line saying how to install them, plans whose components are missing."""
+    absent = missing(needed_tools(plans))
+    if absent:
+        raise DynosimError("the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
+                           + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
+
+
 def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: int = 1,
             progress: Callable[[str], None] = lambda message: None) -> Dict[str, Any]:
     """Runs every policy of `scenario` (or `policies`) for real `runs` times and simulated:
@@ -70,10 +78,7 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
         scenario = scenario.with_overrides({"run.replications": runs})
     cases = [scenario.for_policy(p) for p in scenario.policies]
     plans = [make_plan(case) for case in cases]  # every refusal before anything starts
-    absent = missing(needed_tools(plans))
-    if absent:
-        raise DynosimError("the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
-                           + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
+    check_tools(plans)
     results = []
     for case, first in zip(cases, plans):
         policy = first.described["policy"]
@@ -87,6 +92,8 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
             reports.append(report)
             rows += [dict(r, run=k) for r in records]
         measured = combine(reports)
+        if "pricing" in simulated:  # the scenario's prices, the same for both sides
+            measured["pricing"] = simulated["pricing"]
         twins = {"summary": measure.summary_of(simulated["per_replication"][:runs])}
         results.append({"policy": policy, "simulated": simulated, "measured": measured,
                         "difference": difference(simulated["summary"], measured["summary"]),
