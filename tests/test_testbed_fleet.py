@@ -514,14 +514,11 @@ def test_the_real_fleet_scales_up_with_the_simulated_one_and_p95s_agree(step_com
     assert got["p95_agrees"], got["per_minute"]
 
 
-@pytest.mark.xfail(strict=False, reason="the 100 s version's scale-down turns on one HPA reading near a rounding "
-                                        "boundary: at 55 s the real fleet read 0.4146, the simulated 0.4232, and "
-                                        "ceil(reading / 0.5 x 6) is 5 for one and 6 for the other (docs/testbed.md: "
-                                        "the 10-minute run's every change agrees)")
-def test_the_real_and_simulated_fleets_change_size_together(step_comparison):
-    """Every size change within one evaluation interval of the simulation's."""
-    got = step_comparison["comparison"]
-    assert got["fleet_agrees"], got["changes"]
+# The scale-down of this 100 s version is not held to the simulation's change by change: it
+# turns on one HPA reading near a rounding boundary (at 55 s the real fleet read 0.4146, the
+# simulated 0.4232, and ceil(reading / 0.5 x 6) is 5 for one and 6 for the other), chance on
+# either side. The 10-minute run in docs/testbed.md agrees on every change; a test that could
+# not fail (an xfail) is no check, so there is none here.
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
