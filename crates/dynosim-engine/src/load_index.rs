@@ -41,6 +41,81 @@ enum Buckets {
     },
 }
 
+impl Buckets {
+    /// Takes `dyno` out of bucket `from`; false (and nothing done) when it is parked.
+    #[inline(always)]
+    fn take(&mut self, dyno: usize, from: usize) -> bool {
+        match self {
+            Buckets::None => true,
+            Buckets::Random { sets, position } => {
+                let at = position[dyno];
+                if at == NIL {
+                    return false;
+                }
+                sets[from].swap_remove(at as usize);
+                if let Some(&moved) = sets[from].get(at as usize) {
+                    position[moved as usize] = at;
+                }
+                true
+            }
+            Buckets::Oldest {
+                head,
+                tail,
+                next,
+                prev,
+            } => {
+                let (p, n) = (prev[dyno], next[dyno]);
+                if p == PARKED {
+                    return false;
+                }
+                match p {
+                    NIL => head[from] = n,
+                    p => next[p as usize] = n,
+                }
+                match n {
+                    NIL => tail[from] = p,
+                    n => prev[n as usize] = p,
+                }
+                true
+            }
+        }
+    }
+
+    /// Puts `dyno` last into bucket `to`.
+    #[inline(always)]
+    fn put(&mut self, dyno: usize, to: usize) {
+        match self {
+            Buckets::None => {}
+            Buckets::Random { sets, position } => {
+                if sets.len() <= to {
+                    sets.resize_with(to + 1, Vec::new);
+                }
+                position[dyno] = sets[to].len() as u32;
+                sets[to].push(dyno as u32);
+            }
+            Buckets::Oldest {
+                head,
+                tail,
+                next,
+                prev,
+            } => {
+                if head.len() <= to {
+                    head.resize(to + 1, NIL);
+                    tail.resize(to + 1, NIL);
+                }
+                let last = tail[to];
+                prev[dyno] = last;
+                next[dyno] = NIL;
+                match last {
+                    NIL => head[to] = dyno as u32,
+                    last => next[last as usize] = dyno as u32,
+                }
+                tail[to] = dyno as u32;
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct LoadIndex {
     in_flight: Vec<u32>,
@@ -148,59 +223,11 @@ impl LoadIndex {
     /// ranking (parked), whose count alone changes.
     #[inline]
     fn shift(&mut self, dyno: usize, count: u32) -> bool {
-        let from = self.in_flight[dyno] as usize;
-        let to = count as usize;
-        self.in_flight[dyno] = count;
-        match &mut self.buckets {
-            Buckets::None => {}
-            Buckets::Random { sets, position } => {
-                let at = position[dyno];
-                if at == NIL {
-                    return false;
-                }
-                let at = at as usize;
-                sets[from].swap_remove(at);
-                if let Some(&moved) = sets[from].get(at) {
-                    position[moved as usize] = at as u32;
-                }
-                if sets.len() <= to {
-                    sets.resize_with(to + 1, Vec::new);
-                }
-                position[dyno] = sets[to].len() as u32;
-                sets[to].push(dyno as u32);
-            }
-            Buckets::Oldest {
-                head,
-                tail,
-                next,
-                prev,
-            } => {
-                let (p, n) = (prev[dyno], next[dyno]);
-                if p == PARKED {
-                    return false;
-                }
-                match p {
-                    NIL => head[from] = n,
-                    p => next[p as usize] = n,
-                }
-                match n {
-                    NIL => tail[from] = p,
-                    n => prev[n as usize] = p,
-                }
-                if head.len() <= to {
-                    head.resize(to + 1, NIL);
-                    tail.resize(to + 1, NIL);
-                }
-                let last = tail[to];
-                prev[dyno] = last;
-                next[dyno] = NIL;
-                match last {
-                    NIL => head[to] = dyno as u32,
-                    last => next[last as usize] = dyno as u32,
-                }
-                tail[to] = dyno as u32;
-            }
+        let from = std::mem::replace(&mut self.in_flight[dyno], count);
+        if !self.buckets.take(dyno, from as usize) {
+            return false;
         }
+        self.buckets.put(dyno, count as usize);
         true
     }
 
@@ -234,36 +261,15 @@ impl LoadIndex {
     /// the minimum is `u32::MAX`.
     pub fn park(&mut self, dyno: usize) {
         let count = self.in_flight[dyno] as usize;
+        if matches!(self.buckets, Buckets::None) {
+            return;
+        }
+        let ranked = self.buckets.take(dyno, count);
+        debug_assert!(ranked, "dyno {dyno} parked twice");
         match &mut self.buckets {
-            Buckets::None => return,
-            Buckets::Random { sets, position } => {
-                let at = position[dyno];
-                debug_assert!(at != NIL, "dyno {dyno} parked twice");
-                sets[count].swap_remove(at as usize);
-                if let Some(&moved) = sets[count].get(at as usize) {
-                    position[moved as usize] = at;
-                }
-                position[dyno] = NIL;
-            }
-            Buckets::Oldest {
-                head,
-                tail,
-                next,
-                prev,
-            } => {
-                let (p, n) = (prev[dyno], next[dyno]);
-                debug_assert!(p != PARKED, "dyno {dyno} parked twice");
-                match p {
-                    NIL => head[count] = n,
-                    p => next[p as usize] = n,
-                }
-                match n {
-                    NIL => tail[count] = p,
-                    n => prev[n as usize] = p,
-                }
-                prev[dyno] = PARKED;
-                next[dyno] = NIL;
-            }
+            Buckets::Random { position, .. } => position[dyno] = NIL,
+            Buckets::Oldest { prev, .. } => prev[dyno] = PARKED,
+            Buckets::None => {}
         }
         if count as u32 == self.min && self.bucket_is_empty(self.min) {
             let buckets = match &self.buckets {
@@ -280,38 +286,18 @@ impl LoadIndex {
     /// Puts `dyno` back in the ranking, at its count (the last of its bucket to reach it).
     pub fn unpark(&mut self, dyno: usize) {
         let count = self.in_flight[dyno];
-        let to = count as usize;
-        match &mut self.buckets {
-            Buckets::None => return,
-            Buckets::Random { sets, position } => {
-                debug_assert!(position[dyno] == NIL, "dyno {dyno} is ranked already");
-                if sets.len() <= to {
-                    sets.resize_with(to + 1, Vec::new);
-                }
-                position[dyno] = sets[to].len() as u32;
-                sets[to].push(dyno as u32);
-            }
-            Buckets::Oldest {
-                head,
-                tail,
-                next,
-                prev,
-            } => {
-                debug_assert!(prev[dyno] == PARKED, "dyno {dyno} is ranked already");
-                if head.len() <= to {
-                    head.resize(to + 1, NIL);
-                    tail.resize(to + 1, NIL);
-                }
-                let last = tail[to];
-                prev[dyno] = last;
-                next[dyno] = NIL;
-                match last {
-                    NIL => head[to] = dyno as u32,
-                    last => next[last as usize] = dyno as u32,
-                }
-                tail[to] = dyno as u32;
-            }
+        debug_assert!(
+            match &self.buckets {
+                Buckets::Random { position, .. } => position[dyno] == NIL,
+                Buckets::Oldest { prev, .. } => prev[dyno] == PARKED,
+                Buckets::None => true,
+            },
+            "dyno {dyno} is ranked already"
+        );
+        if matches!(self.buckets, Buckets::None) {
+            return;
         }
+        self.buckets.put(dyno, count as usize);
         self.min = self.min.min(count);
     }
 }
