@@ -56,10 +56,10 @@ def _slots_list(text: str) -> List[int]:
 
 def main(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
-    if scenario.without_autoscale() is not scenario:
-        print("capacity sizes a fixed fleet: the scenario's [autoscale] is left out (dynosim tune searches an "
-              "autoscaler's settings against it)", file=sys.stderr)
-        scenario = scenario.without_autoscale()
+    # A fixed fleet is sized: [autoscale], if any, is left out (said once the search is done, so
+    # that a mistake found before it is the one line on stderr).
+    autoscaled = scenario.without_autoscale() is not scenario
+    scenario = scenario.without_autoscale()
     policies = args.policy or scenario.policies
     pricing = Pricing.from_scenario(scenario.doc, scenario.source, args.dyno_type)
     for policy in policies:
@@ -79,6 +79,9 @@ def main(args: argparse.Namespace) -> int:
 
         results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
                        max_dynos=args.max_dynos, on_step=step)
+    if autoscaled:
+        print("dynosim: warning: capacity sizes a fixed fleet: the scenario's [autoscale] is left out (dynosim "
+              "tune searches an autoscaler's settings against it)", file=sys.stderr)
     for r in results:
         if r.not_steady:
             warnings.warn(f"{r.policy} at {r.dynos:,} dynos: {r.not_steady}", NotSteadyWarning)
