@@ -462,85 +462,22 @@ fn autoscale_value(key: &'static str) -> BoxedStrategy<Value> {
     .boxed()
 }
 
-/// Each rule and the keys it takes besides `rule`, `min`, `max` and `interval` (as
-/// `dynosim keys` lists them).
-const RULES: &[(&str, &[&str])] = &[
-    (
-        "heroku",
-        &[
-            "target",
-            "window",
-            "delay",
-            "cooldown",
-            "downscale_ratio",
-            "downscale_delay",
-        ],
-    ),
-    (
-        "judoscale",
-        &[
-            "upscale_above",
-            "downscale_below",
-            "window",
-            "delay",
-            "step",
-            "cooldown",
-            "downscale_delay",
-        ],
-    ),
-    (
-        "hirefire",
-        &[
-            "metric",
-            "aggregation",
-            "percentile",
-            "upscale_above",
-            "downscale_below",
-            "upscale_step",
-            "downscale_step",
-            "upscale_sensitivity",
-            "downscale_sensitivity",
-            "upscale_timeout",
-            "downscale_timeout",
-            "window",
-            "delay",
-        ],
-    ),
-    (
-        "hpa",
-        &[
-            "metric",
-            "target",
-            "tolerance",
-            "window",
-            "delay",
-            "up_stabilization",
-            "down_stabilization",
-            "up_policies",
-            "down_policies",
-            "up_select",
-            "down_select",
-        ],
-    ),
-    (
-        "target_tracking",
-        &[
-            "metric",
-            "target",
-            "window",
-            "delay",
-            "scale_out_datapoints",
-            "scale_in_datapoints",
-            "scale_in_ratio",
-            "scale_in_cooldown",
-        ],
-    ),
-    ("schedule", &["schedule"]),
-];
+/// Each rule and the keys it takes besides `rule`, `min`, `max` and `interval`: the engine's
+/// own registry, so that a rule's new key is fuzzed as soon as it is registered.
+fn rules() -> Vec<(&'static str, &'static [&'static str])> {
+    dynosim_engine::autoscale::REGISTRY
+        .0
+        .iter()
+        .map(|(name, keys, _)| (*name, *keys))
+        .collect()
+}
 
 /// Every key some rule takes.
 fn all_rule_keys() -> Vec<&'static str> {
-    let mut keys: Vec<&'static str> = RULES.iter().flat_map(|(_, k)| k.iter().copied()).collect();
+    let mut keys: Vec<&'static str> = rules()
+        .iter()
+        .flat_map(|(_, k)| k.iter().copied())
+        .collect();
     keys.sort_unstable();
     keys.dedup();
     keys
@@ -550,8 +487,9 @@ fn all_rule_keys() -> Vec<&'static str> {
 /// (sometimes missing or out of order), `interval`, some of the rule's own keys with plausible
 /// and wild values, and now and then a key of another rule or of no rule.
 fn autoscale() -> impl Strategy<Value = Value> {
-    (0..RULES.len()).prop_flat_map(|r| {
-        let (rule, keys) = RULES[r];
+    let rules = rules();
+    (0..rules.len()).prop_flat_map(move |r| {
+        let (rule, keys) = rules[r];
         let own =
             prop::sample::subsequence(keys.to_vec(), 0..=keys.len()).prop_flat_map(|chosen| {
                 chosen
