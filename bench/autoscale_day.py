@@ -23,11 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
-from machine import machine_info, one_cpu
+from machine import machine_info, one_cpu, run_child
 
 HOURS = (6.0, 12.0, 24.0)
 
@@ -71,12 +70,7 @@ print(json.dumps(out))
 
 
 def child(doc: dict | None, pin) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, "-" if pin is None else str(pin)],
-                          input="" if doc is None else json.dumps(doc),
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(CHILD, doc, pin)
 
 
 def main(argv=None) -> int:

@@ -39,11 +39,10 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
-from machine import machine_info, one_cpu
+from machine import machine_info, one_cpu, run_child
 
 REPO = Path(__file__).resolve().parent.parent
 DYNOS = 100_000
@@ -115,12 +114,7 @@ print(json.dumps(out))
 
 
 def child(doc: dict | None, pin) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, "-" if pin is None else str(pin)],
-                          input="" if doc is None else json.dumps(doc),
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(CHILD, doc, pin)
 
 
 

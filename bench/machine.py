@@ -92,3 +92,18 @@ def machine_info(pinned: int | None, **versions) -> dict:
         "git": git_commit(),
         "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
     }
+
+
+def run_child(script: str, doc: dict | None, pin: int | None) -> dict:
+    """Runs `script` in a fresh Python subprocess with `doc` as JSON on its stdin (nothing for
+    None: a baseline run) and the CPU to pin to (or "-") as its argument; its last line of
+    output, JSON, is returned."""
+    import json
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", script, "-" if pin is None else str(pin)],
+                          input="" if doc is None else json.dumps(doc),
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
