@@ -90,6 +90,7 @@ class System:
         self.db = args.db_ms / 1e3
         self.cpu2 = args.cpu2_ms / 1e3
         self.db_servers = args.db_servers
+        self.cpu_sharing = getattr(args, "cpu_sharing", "ps")
 
     def engine_scenario(self, seconds: float, seed: int = 1) -> str:
         exp = lambda mean: {"distribution": "exponential", "mean": mean}  # noqa: E731
@@ -101,7 +102,9 @@ class System:
                 {"cpu": exp(self.cpu2)},
             ]},
             "resources": {"db": {"servers": self.db_servers, "discipline": "fcfs"}},
-            "fleet": {"dynos": self.dynos, "cores": self.cores},
+            # The SimPy model below is processor sharing (bench/slices_vs_ps.py times the
+            # engine's time slices against it).
+            "fleet": {"dynos": self.dynos, "cores": self.cores, "cpu_sharing": self.cpu_sharing},
             "router": {"policy": "random"},
             "app": {"server": "generic", "model": "threaded", "processes": self.processes,
                     "threads": self.threads, "lock": self.lock},
@@ -388,6 +391,8 @@ def arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--db-ms", type=float, default=10.0)
     ap.add_argument("--cpu2-ms", type=float, default=2.0)
     ap.add_argument("--db-servers", type=int, default=60)
+    ap.add_argument("--cpu-sharing", choices=["ps", "slices"], default="ps",
+                    help="the engine's fleet.cpu_sharing (the SimPy model is ps)")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
     ap.add_argument("--json", type=Path, help="write every figure to this file")
     return ap

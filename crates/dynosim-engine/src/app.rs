@@ -45,9 +45,22 @@ pub struct AppSpec {
     /// How a dyno's processes take connections: shared or greedy (see [`Accept`]).
     #[serde(default)]
     pub accept: Option<String>,
-    /// Whether a process's threads share an interpreter lock (CPython's GIL, MRI's GVL).
+    /// The interpreter lock a process's threads share: "gil" (CPython), "gvl" (CRuby) or
+    /// "none"; true (the preset's, or the GIL) and false ("none") are still read.
     #[serde(default)]
-    pub lock: Option<bool>,
+    pub lock: Option<serde_json::Value>,
+    /// CPython's switch interval (`sys.setswitchinterval`): how long a thread waits for the
+    /// GIL before it asks the holder to drop it.
+    #[serde(default)]
+    pub switch_interval: Option<Duration>,
+    /// CRuby's thread timeslice (`RUBY_THREAD_TIMESLICE`): how long a thread holds the GVL
+    /// while others wait, counted in the timer thread's 10 ms ticks.
+    #[serde(default)]
+    pub timeslice: Option<Duration>,
+    /// The app server's own CPU per request (accept, parse, write, log), under the lock,
+    /// before the request's phases: a duration or a distribution.
+    #[serde(default)]
+    pub request_cpu: Option<serde_json::Value>,
     /// glibc's MALLOC_ARENA_MAX; unset: 8 × cores per process.
     #[serde(default)]
     pub malloc_arena_max: Option<i64>,
@@ -125,6 +138,40 @@ pub enum Accept {
     Greedy { limit: u32 },
 }
 
+/// The interpreter lock a process's threads share (docs/dyno.md, "The scheduler").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// No lock: free-threaded Python, the JVM, Go.
+    None,
+    /// CPython's GIL: a thread that has waited `switch_interval` asks the holder to drop it;
+    /// a thread finding it free takes it at once.
+    Gil,
+    /// CRuby's GVL: a FIFO queue with direct hand-off; the holder yields after `timeslice`
+    /// of contention, counted in 10 ms ticks.
+    Gvl,
+}
+
+impl Lock {
+    pub fn name(self) -> &'static str {
+        match self {
+            Lock::None => "none",
+            Lock::Gil => "gil",
+            Lock::Gvl => "gvl",
+        }
+    }
+
+    pub fn is_some(self) -> bool {
+        self != Lock::None
+    }
+}
+
+/// CPython's default switch interval (`DEFAULT_INTERVAL` in Python/ceval_gil.c).
+pub const DEFAULT_SWITCH_INTERVAL: f64 = 0.005;
+/// CRuby's default thread quantum (`thread_default_quantum_ms`).
+pub const DEFAULT_TIMESLICE: f64 = 0.100;
+/// CRuby's timer thread ticks every 10 ms while a thread is timesliced.
+pub const GVL_TICK: f64 = 0.010;
+
 /// The app server every dyno runs.
 #[derive(Debug, Clone)]
 pub struct AppServer {
@@ -135,7 +182,11 @@ pub struct AppServer {
     pub per_process: u32,
     /// OS threads per process (memory): 1 for sync and async, `threads` for threaded.
     pub os_threads: u32,
-    pub lock: bool,
+    pub lock: Lock,
+    /// `app.switch_interval` (the GIL's), seconds.
+    pub switch_interval: f64,
+    /// `app.timeslice` (the GVL's), seconds.
+    pub timeslice: f64,
     pub accept: Accept,
     /// The worker timeout (`app.timeout`): a sync worker whose request runs longer is killed;
     /// None: never.
@@ -257,7 +308,7 @@ struct Preset {
     model: Model,
     processes: i64,
     threads: i64,
-    lock: bool,
+    lock: Lock,
     greedy: bool,
 }
 
@@ -271,20 +322,20 @@ fn preset(server: &str, worker_class: Option<&str>, cores: u32) -> Result<Preset
     };
     let gunicorn_workers = 2 * i64::from(cores) + 1;
     Ok(match (server, worker_class) {
-        ("generic", None) => p(Model::Threaded, 1, 1, false),
-        ("thin", None) => p(Model::Sync, 1, 1, true),
-        ("unicorn", None) => p(Model::Sync, 2, 1, true),
-        ("puma", None) => p(Model::Threaded, 2, 5, true),
-        ("gunicorn", None | Some("sync")) => p(Model::Sync, gunicorn_workers, 1, true),
+        ("generic", None) => p(Model::Threaded, 1, 1, Lock::None),
+        ("thin", None) => p(Model::Sync, 1, 1, Lock::Gvl),
+        ("unicorn", None) => p(Model::Sync, 2, 1, Lock::Gvl),
+        ("puma", None) => p(Model::Threaded, 2, 5, Lock::Gvl),
+        ("gunicorn", None | Some("sync")) => p(Model::Sync, gunicorn_workers, 1, Lock::Gil),
         // gunicorn's gthread and gevent workers poll the listening socket and accept while
         // they hold fewer than worker_connections connections, whatever their threads do.
         ("gunicorn", Some("gthread")) => Preset {
             greedy: true,
-            ..p(Model::Threaded, gunicorn_workers, 1, true)
+            ..p(Model::Threaded, gunicorn_workers, 1, Lock::Gil)
         },
         ("gunicorn", Some("gevent") | Some("eventlet")) => Preset {
             greedy: true,
-            ..p(Model::Async, gunicorn_workers, 1, true)
+            ..p(Model::Async, gunicorn_workers, 1, Lock::Gil)
         },
         ("gunicorn", Some(other)) => {
             return Err(Error::config(
@@ -326,6 +377,9 @@ impl AppSpec {
             worker_connections,
             accept,
             lock,
+            switch_interval,
+            timeslice,
+            request_cpu,
             malloc_arena_max,
             boot_time,
             timeout,
@@ -345,6 +399,9 @@ impl AppSpec {
             && worker_connections.is_none()
             && accept.is_none()
             && lock.is_none()
+            && switch_interval.is_none()
+            && timeslice.is_none()
+            && request_cpu.is_none()
             && malloc_arena_max.is_none()
             && boot_time.is_none()
             && timeout.is_none()
@@ -367,7 +424,9 @@ impl AppServer {
             processes: 1,
             per_process: slots,
             os_threads: slots,
-            lock: false,
+            lock: Lock::None,
+            switch_interval: DEFAULT_SWITCH_INTERVAL,
+            timeslice: DEFAULT_TIMESLICE,
             accept: Accept::Shared,
             timeout: None,
             worker_boot_time: DEFAULT_WORKER_BOOT_TIME,
@@ -513,7 +572,16 @@ impl AppServer {
             processes,
             per_process,
             os_threads,
-            lock: spec.lock.unwrap_or(preset.lock),
+            lock: lock_of(spec.lock.as_ref(), preset.lock)?,
+            switch_interval: match spec.switch_interval {
+                Some(d) => positive(d.0, "app.switch_interval")?,
+                None => DEFAULT_SWITCH_INTERVAL,
+            },
+            timeslice: match spec.timeslice {
+                Some(d) => positive(d.0, "app.timeslice")?,
+                None => DEFAULT_TIMESLICE,
+            },
+
             accept,
             timeout,
             worker_boot_time,
@@ -537,6 +605,39 @@ impl AppServer {
     /// Requests one dyno holds at once.
     pub fn capacity(&self) -> u64 {
         u64::from(self.processes) * u64::from(self.per_process)
+    }
+}
+
+/// `app.lock` as written: a name, or true (the preset's lock, the GIL for a preset of none)
+/// and false (none), as before the locks had names.
+fn lock_of(v: Option<&serde_json::Value>, preset: Lock) -> Result<Lock> {
+    use serde_json::Value;
+    Ok(match v {
+        None => preset,
+        Some(Value::Bool(false)) => Lock::None,
+        Some(Value::Bool(true)) if preset == Lock::None => Lock::Gil,
+        Some(Value::Bool(true)) => preset,
+        Some(Value::String(s)) if s == "gil" => Lock::Gil,
+        Some(Value::String(s)) if s == "gvl" => Lock::Gvl,
+        Some(Value::String(s)) if s == "none" => Lock::None,
+        Some(other) => {
+            return Err(Error::config(
+                "app.lock",
+                format!("expected \"gil\", \"gvl\" or \"none\" (or true, false), got {other}"),
+            ))
+        }
+    })
+}
+
+/// A duration that must be above 0 (a lock's interval).
+fn positive(t: f64, path: &str) -> Result<f64> {
+    if t.is_finite() && t > 0.0 {
+        Ok(t)
+    } else {
+        Err(Error::config(
+            path,
+            format!("must be a duration > 0, got {t}"),
+        ))
     }
 }
 

@@ -87,6 +87,8 @@ impl<'s> Eligible<'s> {
             boot_time: _,
             // Dynos stop only when an autoscaler removes them.
             lifecycle,
+            // The CPU model is for requests with phases, which this engine has none of.
+            cpu: _,
             autoscale,
             router_timeout,
             queue_timeout,
@@ -112,6 +114,8 @@ impl<'s> Eligible<'s> {
             per_process: _,
             os_threads: _,
             lock: _,
+            switch_interval: _,
+            timeslice: _,
             accept,
             timeout: worker_timeout,
             worker_boot_time: _,

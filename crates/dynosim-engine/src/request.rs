@@ -47,6 +47,10 @@ pub enum PhaseKind {
 pub struct Phase {
     pub kind: PhaseKind,
     pub time: Box<dyn ServiceDistribution>,
+    /// The app server's own CPU (`app.request_cpu`), not the app's: drawn by the simulation
+    /// from a stream of its own, so the requests' phases are the same with or without it
+    /// ([`RequestModel::draw`] leaves it 0).
+    pub server: bool,
 }
 
 #[derive(Debug)]
@@ -161,11 +165,49 @@ impl RequestModel {
         let class = self.draw_class(rng);
         let mut sum = 0.0;
         for (k, phase) in self.classes[class].phases.iter().enumerate() {
+            if phase.server {
+                times[k] = 0.0;
+                continue;
+            }
             let x = phase.time.sample(rng);
             times[k] = x;
             sum += x;
         }
         (class, sum)
+    }
+
+    /// Puts the app server's own CPU per request (`app.request_cpu`) before every class's
+    /// phases: `make` builds its distribution, once for each class.
+    pub fn prepend_server_cpu(
+        &mut self,
+        mut make: impl FnMut() -> Result<Box<dyn ServiceDistribution>>,
+    ) -> Result<()> {
+        for class in &mut self.classes {
+            if class.phases.len() >= MAX_PHASES {
+                return Err(Error::config(
+                    "app.request_cpu",
+                    format!(
+                        "class {:?} already has {MAX_PHASES} phases, the most a class has with \
+                         the server's own CPU",
+                        class.name
+                    ),
+                ));
+            }
+            class.phases.insert(
+                0,
+                Phase {
+                    kind: PhaseKind::Cpu,
+                    time: make()?,
+                    server: true,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether the classes' first phase is the server's own CPU (`app.request_cpu`).
+    pub fn has_server_cpu(&self) -> bool {
+        self.classes[0].phases.first().is_some_and(|p| p.server)
     }
 
     /// The share of requests in each class.
@@ -239,10 +281,12 @@ fn build_phases(
                 ["cpu"] => Ok(Phase {
                     kind: PhaseKind::Cpu,
                     time: dist::from_value(&table["cpu"], &format!("{here}.cpu"), base_dir)?,
+                    server: false,
                 }),
                 ["io"] => Ok(Phase {
                     kind: PhaseKind::Io,
                     time: dist::from_value(&table["io"], &format!("{here}.io"), base_dir)?,
+                    server: false,
                 }),
                 ["time", "use"] | ["use", "time"] => {
                     let name = table["use"].as_str().ok_or_else(|| {
@@ -266,6 +310,7 @@ fn build_phases(
                     Ok(Phase {
                         kind: PhaseKind::Use(index as u32),
                         time: dist::from_value(&table["time"], &format!("{here}.time"), base_dir)?,
+                        server: false,
                     })
                 }
                 ["use"] => Err(Error::config(

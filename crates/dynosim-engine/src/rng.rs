@@ -39,6 +39,10 @@ pub enum Stream {
     Boot = 14,
     /// When each dyno's daily restart comes (`fleet.cycling`).
     Cycling = 15,
+    /// The app server's own CPU per request (`app.request_cpu`).
+    RequestCpu = 16,
+    /// How much each CPU phase differs from what was drawn (`fleet.cpu_jitter`).
+    Jitter = 17,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

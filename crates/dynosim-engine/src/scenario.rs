@@ -122,6 +122,17 @@ pub struct FleetSpec {
     /// offset of up to 216 minutes (Heroku's "24h"); None: never.
     #[serde(default)]
     pub cycling: Option<Duration>,
+    /// How a dyno's runnable threads share its cores: "slices" (time slices of
+    /// `cpu_quantum`, as Linux hands them out) or "ps" (processor sharing, for theory).
+    #[serde(default)]
+    pub cpu_sharing: Option<String>,
+    /// The OS scheduler's time slice.
+    #[serde(default)]
+    pub cpu_quantum: Option<Duration>,
+    /// How much a CPU phase's time varies on a real machine around what was drawn: the
+    /// coefficient of variation of a mean-1 lognormal factor (0: exactly as drawn).
+    #[serde(default)]
+    pub cpu_jitter: Option<f64>,
 }
 
 /// A deploy: at `at`, every dyno is replaced by a new one.
@@ -317,6 +328,8 @@ pub struct Scenario {
     /// How dynos boot and stop: `fleet.boot_timeout`, `fleet.stop_delay`,
     /// `fleet.shutdown_grace`.
     pub lifecycle: Lifecycle,
+    /// How a dyno's threads share its cores.
+    pub cpu: Cpu,
     /// `[autoscale]`: the rule that resizes the fleet; None: `dynos` dynos throughout.
     pub autoscale: Option<Autoscaler>,
     /// `router.timeout` (H12), counted from when the router hands the request to a dyno.
@@ -347,6 +360,72 @@ pub struct Scenario {
     pub max_memory: f64,
     /// The engine asked for (`run.engine`).
     pub engine: Engine,
+}
+
+/// How a dyno's runnable threads share its cores (docs/dyno.md, "The scheduler").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuSharing {
+    /// Round robin in time slices of [`Cpu::quantum`] when more threads are runnable than
+    /// there are cores; interpreter locks handed over as CPython and CRuby do.
+    Slices,
+    /// Processor sharing: each runnable thread (with a lock: process) gets min(1, cores /
+    /// runnable) of a core; a lock handed round far faster than a phase lasts.
+    Ps,
+}
+
+/// `fleet.cpu_sharing`, `fleet.cpu_quantum`, `fleet.cpu_jitter`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cpu {
+    pub sharing: CpuSharing,
+    pub quantum: f64,
+    pub jitter: f64,
+}
+
+/// `fleet.cpu_quantum` by default: what Linux's EEVDF scheduler gives a task on a 2 to 8
+/// core machine, rounded to its tick (../shared/docs/SCHEDULERS.md §3.3).
+pub const DEFAULT_CPU_QUANTUM: f64 = 0.003;
+/// `fleet.cpu_jitter` by default: measured on the testbed (docs/dyno.md, "Jitter").
+pub const DEFAULT_CPU_JITTER: f64 = 0.05;
+
+impl Cpu {
+    fn of(fleet: &FleetSpec) -> Result<Cpu> {
+        let sharing = match fleet.cpu_sharing.as_deref() {
+            None | Some("slices") => CpuSharing::Slices,
+            Some("ps") => CpuSharing::Ps,
+            Some(other) => {
+                return Err(Error::config(
+                    "fleet.cpu_sharing",
+                    format!("unknown cpu_sharing {other:?}; expected \"slices\" or \"ps\""),
+                ))
+            }
+        };
+        let quantum = match fleet.cpu_quantum {
+            None => DEFAULT_CPU_QUANTUM,
+            Some(Duration(q)) if q.is_finite() && q >= 1e-6 => q,
+            Some(Duration(q)) => {
+                return Err(Error::config(
+                    "fleet.cpu_quantum",
+                    format!("must be a duration of at least 1 µs, got {q} s"),
+                ))
+            }
+        };
+        // Processor sharing is for theory: its phases are as drawn unless asked otherwise.
+        let jitter = fleet.cpu_jitter.unwrap_or(match sharing {
+            CpuSharing::Slices => DEFAULT_CPU_JITTER,
+            CpuSharing::Ps => 0.0,
+        });
+        if !(jitter.is_finite() && (0.0..=10.0).contains(&jitter)) {
+            return Err(Error::config(
+                "fleet.cpu_jitter",
+                format!("must be a number from 0 to 10 (a coefficient of variation), got {jitter}"),
+            ));
+        }
+        Ok(Cpu {
+            sharing,
+            quantum,
+            jitter,
+        })
+    }
 }
 
 /// How a dyno boots and stops (see `sim/lifecycle.rs`): after `fleet.boot_time` it is up,
@@ -441,7 +520,15 @@ impl Scenario {
             _ if carried.is_some() => (carried.expect("a replayed trace's"), None),
             (Some(s), None) => (build_service(s, base_dir, interrupted)?, None),
             (None, Some(r)) => {
-                let model = RequestModel::build(r, &resource_names, base_dir)?;
+                let mut model = RequestModel::build(r, &resource_names, base_dir)?;
+                let request_cpu = spec.app.as_ref().and_then(|a| a.request_cpu.as_ref());
+                if let Some(v) = request_cpu {
+                    if !crate::params::is_zero_duration(v) {
+                        model.prepend_server_cpu(|| {
+                            crate::dist::from_value(v, "app.request_cpu", base_dir)
+                        })?;
+                    }
+                }
                 let time = crate::request::RequestTime::new(&model)?;
                 check_service(&time, "request")?;
                 (Box::new(time) as Box<dyn ServiceDistribution>, Some(model))
@@ -540,6 +627,7 @@ impl Scenario {
         };
         let boot_time = Self::boot_time_of(spec, base_dir)?;
         let lifecycle = Self::lifecycle_of(&spec.fleet)?;
+        let cpu = Cpu::of(&spec.fleet)?;
         let autoscale = match &spec.autoscale {
             None => None,
             Some(table) => {
@@ -644,6 +732,7 @@ impl Scenario {
             connect,
             boot_time,
             lifecycle,
+            cpu,
             autoscale,
             router_timeout,
             queue_timeout,
@@ -873,7 +962,7 @@ impl Scenario {
         if let Some(model) = &self.request {
             let cpu = rate * model.mean_demand(PhaseKind::Cpu);
             consider("cores", cpu / (dynos * f64::from(self.dyno_type.cores)));
-            if self.app.lock {
+            if self.app.lock.is_some() {
                 let running = self.app.processes.min(self.dyno_type.cores);
                 consider("interpreter lock", cpu / (dynos * f64::from(running)));
             }

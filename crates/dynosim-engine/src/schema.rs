@@ -960,6 +960,41 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "fleet",
         kind: None,
+        name: "cpu_sharing",
+        value: "\"slices\" or \"ps\"",
+        unit: "",
+        default: Default::Value(r#""slices""#),
+        example: r#""ps""#,
+        meaning: "how a dyno's runnable threads share its cores: slices (round robin in \
+                  slices of `cpu_quantum` while more want to run than there are cores, and \
+                  the locks handed over as CPython and CRuby do) or ps (processor sharing, a \
+                  lock handed round far faster than a phase lasts: for theory)",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "cpu_quantum",
+        value: "duration >= 1µs",
+        unit: "s",
+        default: Default::Value(r#""3ms""#),
+        example: r#""1ms""#,
+        meaning: "the OS scheduler's time slice (Linux EEVDF on 2 to 8 cores, rounded to its \
+                  tick: about 3 ms)",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
+        name: "cpu_jitter",
+        value: "number from 0 to 10",
+        unit: "",
+        default: Default::Described("0.05 with slices (measured on the testbed), 0 with ps"),
+        example: "0",
+        meaning: "how much a CPU phase's time varies around what was drawn on a real machine: \
+                  the coefficient of variation of a mean-1 lognormal factor (0: as drawn)",
+    },
+    Key {
+        section: "fleet",
+        kind: None,
         name: "stop_delay",
         value: "duration >= 0",
         unit: "s",
@@ -1104,12 +1139,50 @@ pub const KEYS: &[Key] = &[
         section: "app",
         kind: None,
         name: "lock",
-        value: "true or false",
+        value: "\"gil\", \"gvl\" or \"none\"",
         unit: "",
-        default: Default::Described("the preset's: false (generic), else true"),
-        example: "false",
-        meaning: "whether a process's threads share an interpreter lock (CPython's GIL, Ruby's \
-                  GVL): one of them computes at a time",
+        default: Default::Described(
+            "the preset's: gil (gunicorn), gvl (puma, unicorn, thin), none (generic)",
+        ),
+        example: r#""gvl""#,
+        meaning: "the interpreter lock a process's threads share: gil (CPython: a waiting \
+                  thread asks the holder to drop it after `switch_interval`), gvl (CRuby: a \
+                  FIFO queue, the holder yields after `timeslice`), none (free-threaded \
+                  Python, the JVM, Go). true (the preset's lock, or gil) and false (none) are \
+                  still read",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "switch_interval",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""5ms""#),
+        example: r#""1ms""#,
+        meaning: "CPython's sys.setswitchinterval: how long a thread waits for the GIL before \
+                  the holder is asked to drop it (with `lock = \"gil\"`)",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "timeslice",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""100ms""#),
+        example: r#""10ms""#,
+        meaning: "CRuby's RUBY_THREAD_TIMESLICE: how long a thread holds the GVL while others \
+                  wait, in whole 10 ms ticks (with `lock = \"gvl\"`)",
+    },
+    Key {
+        section: "app",
+        kind: None,
+        name: "request_cpu",
+        value: "time distribution",
+        unit: "s",
+        default: Default::Off,
+        example: r#""1ms""#,
+        meaning: "the app server's own CPU per request (accept, parse, write, log), under the \
+                  lock, before the request's phases; `dynosim testbed --calibrate` measures it",
     },
     Key {
         section: "app",

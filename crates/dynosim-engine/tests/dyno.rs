@@ -1,4 +1,5 @@
-//! The dyno model (processor-shared cores, an interpreter lock, pools in front of a resource,
+//! The dyno model (processor-shared cores (`fleet.cpu_sharing = "ps"`; time slices are checked
+//! in `slices.rs`), an interpreter lock, pools in front of a resource,
 //! closed-loop clients) against queueing theory. Tolerances are k standard errors over
 //! replications, with the resolution each comparison must have; see `common/mod.rs`.
 
@@ -36,7 +37,7 @@ fn one_core_shared_is_mg1_ps_and_insensitive() {
         let doc = json!({
             "arrivals": {"process": "poisson", "rate": 70.0},
             "request": {"phases": [{"cpu": cpu}]},
-            "fleet": {"dynos": 1, "cores": 1},
+            "fleet": {"dynos": 1, "cores": 1, "cpu_sharing": "ps"},
             "app": {"server": "generic", "processes": 1, "threads": 10000, "lock": false},
             "run": {"duration": 4000.0, "warmup": 100.0, "replications": 20, "seed": 7},
         });
@@ -70,7 +71,7 @@ fn k_cores_shared_match_mmk() {
     let doc = json!({
         "arrivals": {"process": "poisson", "rate": a / es},
         "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": es}}]},
-        "fleet": {"dynos": 1, "cores": k},
+        "fleet": {"dynos": 1, "cores": k, "cpu_sharing": "ps"},
         "app": {"server": "generic", "processes": 1, "threads": 10000, "lock": false},
         "run": {"duration": 3000.0, "warmup": 100.0, "replications": 20, "seed": 11},
     });
@@ -148,26 +149,30 @@ fn a_closed_loop_matches_mean_value_analysis() {
         x = f64::from(k) / (z + r);
         q = x * r;
     }
-    let doc = json!({
-        "arrivals": {"process": "closed", "clients": n, "think": {"distribution": "exponential", "mean": z}},
-        "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": d}}]},
-        "fleet": {"dynos": 1, "cores": 1},
-        "app": {"server": "generic", "processes": 1, "threads": 1000, "lock": false},
-        "run": {"duration": 2000.0, "warmup": 50.0, "replications": 20, "seed": 9},
-    });
-    let report = run_ok(&build(&scenario(doc)));
-    assert_matches(
-        "MVA throughput",
-        measure(&report, |r| r.throughput),
-        x,
-        0.02,
-    );
-    assert_matches(
-        "MVA response time",
-        measure(&report, |r| r.response.mean),
-        r,
-        0.04,
-    );
+    // Exponential work: processor sharing and round robin in time slices give the same
+    // means (the number in system is the same chain for any size-blind work-conserving order).
+    for sharing in ["ps", "slices"] {
+        let doc = json!({
+            "arrivals": {"process": "closed", "clients": n, "think": {"distribution": "exponential", "mean": z}},
+            "request": {"phases": [{"cpu": {"distribution": "exponential", "mean": d}}]},
+            "fleet": {"dynos": 1, "cores": 1, "cpu_sharing": sharing, "cpu_jitter": 0},
+            "app": {"server": "generic", "processes": 1, "threads": 1000, "lock": false},
+            "run": {"duration": 2000.0, "warmup": 50.0, "replications": 20, "seed": 9},
+        });
+        let report = run_ok(&build(&scenario(doc)));
+        assert_matches(
+            &format!("MVA throughput ({sharing})"),
+            measure(&report, |r| r.throughput),
+            x,
+            0.02,
+        );
+        assert_matches(
+            &format!("MVA response time ({sharing})"),
+            measure(&report, |r| r.response.mean),
+            r,
+            0.04,
+        );
+    }
 }
 
 /// A sync server: one request per process; with one process it is M/M/1 behind the accept

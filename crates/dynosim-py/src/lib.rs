@@ -5,6 +5,7 @@
 
 use dynosim_engine::app::Model;
 use dynosim_engine::resource::{Discipline, PoolScope};
+use dynosim_engine::scenario::CpuSharing;
 use dynosim_engine::workload::Workload;
 use dynosim_engine::{drawn, theory, Error, Scenario};
 use pyo3::create_exception;
@@ -92,13 +93,24 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
                 "processes": s.app.processes,
                 "per_process": s.app.per_process,
                 "os_threads": s.app.os_threads,
-                "lock": s.app.lock,
+                // "gil", "gvl" or "none".
+                "lock": s.app.lock.name(),
+                "switch_interval": s.app.switch_interval,
+                "timeslice": s.app.timeslice,
+                // The server's own CPU per request, mean seconds (0: not modelled).
+                "request_cpu": s.request.as_ref().filter(|r| r.has_server_cpu())
+                    .map_or(0.0, |r| r.classes[0].phases[0].time.mean()),
                 // The fleet's mean boot time, kept here under its old name too.
                 "boot_time": s.boot_time.mean(),
                 // Mean seconds, 0 when not modelled.
                 "overhead": s.app.overhead.as_ref().map_or(0.0, |o| o.mean()),
             },
             "connect": s.connect.as_ref().map_or(0.0, |c| c.mean()),
+            "cpu": {
+                "sharing": match s.cpu.sharing { CpuSharing::Slices => "slices", CpuSharing::Ps => "ps" },
+                "quantum": s.cpu.quantum,
+                "jitter": s.cpu.jitter,
+            },
             "resources": s.resources.iter().map(|r| serde_json::json!({
                 "name": r.name,
                 "servers": r.servers,

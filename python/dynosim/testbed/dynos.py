@@ -95,7 +95,7 @@ def plan_dynos(described: Dict[str, Any], has_phases: bool, cpu_work: bool, mach
     if app["server"] not in ("gunicorn", "generic"):
         warnings.append(f"app.server = {app['server']} runs as gunicorn {plan.worker_class} workers "
                         f"(the same {app['model']} model)")
-    if cpu_work and not app["lock"] and plan.worker_class != "sync" and plan.threads * plan.worker_connections > 1:
+    if cpu_work and app["lock"] == "none" and plan.worker_class != "sync" and plan.threads * plan.worker_connections > 1:
         warnings.append("cannot honour app.lock = false: the testbed's workers are CPython, whose threads "
                         "share an interpreter lock")
     cores = int(described["cores"])

@@ -210,7 +210,13 @@ pub(super) fn cpu_store(
     cpu: bool,
 ) -> crate::error::Result<SharingStore> {
     if cpu {
-        SharingStore::new(dynos, app.processes, Some(app.per_process), cores, app.lock)
+        SharingStore::new(
+            dynos,
+            app.processes,
+            Some(app.per_process),
+            cores,
+            app.lock.is_some(),
+        )
     } else {
         SharingStore::new(dynos, 1, Some(0), cores, false)
     }

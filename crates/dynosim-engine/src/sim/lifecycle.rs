@@ -137,7 +137,7 @@ impl Simulation<'_> {
             State::ResourceService(r) => Some(State::Orphan(r)),
             State::Cpu => {
                 self.cpu_advance(dyno);
-                self.rest.cpus[dyno].remove(&mut self.cpu_store, req);
+                self.cpu_remove(dyno, req);
                 None
             }
             State::PoolWait(r) => {
@@ -295,7 +295,7 @@ impl Simulation<'_> {
         }
         self.fleet_levels();
         let slowdown = self.s.app.memory.slowdown(bytes);
-        let _ = self.rest.cpus[dyno].set_slowdown(slowdown);
+        let _ = self.cpu_set_slowdown(dyno, slowdown);
     }
 
     /// `dyno` starts booting: its boot time is drawn; it is up at the boot's end, or crashes

@@ -18,7 +18,7 @@ impl Simulation<'_> {
         let proc = self.procs.of(dyno, process);
         let factor = m.contention(proc.busy, 1 + proc.arenas);
         self.cpu_advance(dyno);
-        if self.rest.cpus[dyno].set_group_factor(&mut self.cpu_store, process, factor) {
+        if self.cpu_set_group_factor(dyno, process, factor) {
             self.reschedule_cpu(dyno);
         }
     }
@@ -56,12 +56,8 @@ impl Simulation<'_> {
         }
         if self.phases {
             let slowdown = m.slowdown(bytes);
-            let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, self.now);
-            self.measures.cpu(from, self.now, busy);
-            if let Some(scaling) = self.scaling.as_deref_mut() {
-                scaling.cpu(from, self.now, busy);
-            }
-            if self.rest.cpus[dyno].set_slowdown(slowdown) {
+            self.cpu_advance(dyno);
+            if self.cpu_set_slowdown(dyno, slowdown) {
                 self.reschedule_cpu(dyno);
             }
         }

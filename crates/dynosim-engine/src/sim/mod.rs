@@ -40,6 +40,7 @@
 //! `timers.rs`, and the events in `events.rs`.
 
 mod clients;
+mod cpu;
 mod dyno;
 mod events;
 mod fleet;
@@ -51,6 +52,7 @@ mod router;
 mod routing;
 mod scaling;
 mod sharing;
+mod slices;
 mod threads;
 mod timeouts;
 mod timers;
@@ -276,8 +278,16 @@ struct Simulation<'s> {
     dynos: Vec<Dyno>,
     /// The dynos' CPUs, memory and greedy queues.
     rest: DynoRest,
-    /// The groups and jobs of every dyno's CPU.
+    /// The groups and jobs of every dyno's CPU (processor sharing).
     cpu_store: SharingStore,
+    /// Every dyno's CPU in time slices (`fleet.cpu_sharing = "slices"`; None: processor
+    /// sharing, in `rest.cpus` and `cpu_store`).
+    slices: Option<Box<cpu::Slices>>,
+    /// `app.request_cpu`'s draws.
+    request_cpu_rng: SimRng,
+    /// `fleet.cpu_jitter`: each CPU phase's factor (None: none), and its draws.
+    jitter: Option<rand_distr::LogNormal<f64>>,
+    jitter_rng: SimRng,
     /// Every dyno's processes' requests and arenas.
     procs: Processes,
     /// Which slot holds a dyno, and where each dyno is in its life.
@@ -431,7 +441,8 @@ fn simulate(
     let phases = s.request.is_some();
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
-    let cpu_store = dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu)?;
+    let sliced = cpu && s.cpu.sharing == crate::scenario::CpuSharing::Slices;
+    let cpu_store = dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu && !sliced)?;
     let mut dynos = filled(n, Dyno::IDLE)?;
     let mut rest = DynoRest::new(&s.app, slots, &cpu_store)?;
     for d in s.dynos as usize..n {
@@ -466,6 +477,27 @@ fn simulate(
         dynos,
         rest,
         cpu_store,
+        slices: if sliced {
+            let rules = slices::Rules::new(
+                s.dyno_type.cores,
+                s.cpu.quantum,
+                s.app.lock,
+                s.app.model == crate::app::Model::Async,
+                s.app.switch_interval,
+                s.app.timeslice,
+            );
+            let dynos = filled(n, slices::Slicer::new(s.app.processes))?;
+            Some(Box::new(cpu::Slices { rules, dynos }))
+        } else {
+            None
+        },
+        request_cpu_rng: stream(seed, replication, Stream::RequestCpu),
+        jitter: (cpu && s.cpu.jitter > 0.0).then(|| {
+            // A mean-1 lognormal of coefficient of variation c: sigma² = ln(1 + c²).
+            let var = (1.0 + s.cpu.jitter * s.cpu.jitter).ln();
+            rand_distr::LogNormal::new(-var / 2.0, var.sqrt()).expect("a finite sigma")
+        }),
+        jitter_rng: stream(seed, replication, Stream::Jitter),
         procs: Processes::new(&s.app, slots)?,
         fleet: Fleet::new(slots, s.dynos)?,
         scaling: s

@@ -25,11 +25,11 @@ impl Simulation<'_> {
                 self.slab.entries[req as usize].state = State::Timed;
                 self.events.schedule_done(self.now + time, req, dyno as u32);
             }
+            // The server's own CPU, merged into the app's first CPU phase (`arrive`).
+            PhaseKind::Cpu if time == 0.0 && phase.server => self.phase_done(req),
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
-                self.cpu_advance(dyno);
-                self.rest.cpus[dyno].add(&mut self.cpu_store, req, process, time);
-                self.reschedule_cpu(dyno);
+                self.cpu_add(dyno, req, process, time);
             }
             PhaseKind::Use(r) => {
                 let res = &mut self.resources[r as usize];
@@ -92,28 +92,6 @@ impl Simulation<'_> {
         }
     }
 
-    pub(super) fn cpu_advance(&mut self, dyno: usize) {
-        let now = self.now;
-        let (busy, from) = self.rest.cpus[dyno].advance(&mut self.cpu_store, now);
-        if busy > 0.0 {
-            self.measures.cpu(from, now, busy);
-            if let Some(scaling) = self.scaling.as_deref_mut() {
-                scaling.cpu(from, now, busy);
-            }
-        }
-    }
-
-    pub(super) fn reschedule_cpu(&mut self, dyno: usize) {
-        let event = Event::Cpu { dyno: dyno as u32 };
-        schedule_next(
-            &mut self.events,
-            &mut self.rest.cpus[dyno],
-            &mut self.cpu_store,
-            self.now,
-            event,
-        );
-    }
-
     fn reschedule_shared(&mut self, r: usize) {
         let event = Event::Shared { resource: r as u32 };
         let res = &mut self.resources[r];
@@ -124,23 +102,6 @@ impl Simulation<'_> {
             self.now,
             event,
         );
-    }
-
-    pub(super) fn cpu_done(&mut self, dyno: usize) {
-        self.rest.cpus[dyno].set_scheduled(None);
-        self.cpu_advance(dyno);
-        let mut done = std::mem::take(&mut self.done);
-        self.rest.cpus[dyno].take_done(&mut self.cpu_store, self.now, &mut done);
-        self.reschedule_cpu(dyno);
-        for &req in &done {
-            // A request finished before it may have restarted the dyno (R15), which failed
-            // the rest of these.
-            if self.slab.entries[req as usize].state == State::Cpu {
-                self.phase_done(req);
-            }
-        }
-        done.clear();
-        self.done = done;
     }
 
     pub(super) fn shared_done(&mut self, r: usize) {
@@ -238,7 +199,7 @@ impl Simulation<'_> {
     }
 
     /// The request's current phase is over: the next, or its response.
-    fn phase_done(&mut self, req: u32) {
+    pub(super) fn phase_done(&mut self, req: u32) {
         let entry = &mut self.slab.entries[req as usize];
         entry.phase += 1;
         let model = self.s.request.as_ref().expect("phases");
@@ -252,7 +213,7 @@ impl Simulation<'_> {
 
 /// Keeps a processor-sharing component's one completion event right after a change: moved
 /// when its next completion moved, taken back when it has no jobs left.
-fn schedule_next(
+pub(super) fn schedule_next(
     events: &mut Events,
     sharing: &mut Sharing,
     store: &mut SharingStore,

@@ -14,7 +14,9 @@ use super::events::{Event, CONNECTED};
 use super::timers::Kind;
 use super::{Simulation, State, NONE};
 use crate::policy::Route;
+use crate::request::PhaseKind;
 use crate::result::ErrorKind;
+use rand_distr::Distribution;
 
 /// A closed-loop client whose request found no dyno up, or a full router, waits this long (or
 /// its think time, if longer) before sending again, so that time moves on while every dyno
@@ -36,8 +38,29 @@ impl Simulation<'_> {
             Some(model) => {
                 let at = req as usize * self.slab.stride;
                 let times = &mut self.slab.times[at..];
+                // The service is what the app's phases asked for, as drawn (and as the
+                // testbed sends them, `crate::drawn`): not the server's own CPU, nor the
+                // machine's jitter.
                 let (class, sum) = model.draw(&mut self.service_rng, times);
                 self.slab.entries[req as usize].class = class as u32;
+                let phases = &model.classes[class].phases;
+                if phases[0].server {
+                    let x = phases[0].time.sample(&mut self.request_cpu_rng);
+                    // The server's CPU and the app's first CPU phase are one stretch of
+                    // work on the thread, not two turns for the cores.
+                    if phases.get(1).is_some_and(|p| p.kind == PhaseKind::Cpu) {
+                        times[1] += x;
+                    } else {
+                        times[0] = x;
+                    }
+                }
+                if let Some(jitter) = &self.jitter {
+                    for (k, phase) in phases.iter().enumerate() {
+                        if phase.kind == PhaseKind::Cpu {
+                            times[k] *= jitter.sample(&mut self.jitter_rng);
+                        }
+                    }
+                }
                 sum
             }
         };

@@ -225,9 +225,7 @@ impl Simulation<'_> {
         if self.phases {
             let cpu_now = if state == State::Cpu {
                 self.cpu_advance(dyno);
-                self.rest.cpus[dyno]
-                    .remaining(&mut self.cpu_store, req)
-                    .unwrap_or(0.0)
+                self.cpu_remaining(dyno, req).unwrap_or(0.0)
             } else {
                 0.0
             };
