@@ -609,6 +609,48 @@ mod tests {
         assert!(close(ends[1].1, 0.02) && close(ends[2].1, 0.03), "{ends:?}");
     }
 
+    /// Ends `light` (work `work`, process 0) added at `at` beside a CPU hog of process 0 that
+    /// has held the lock since 0; returns its end.
+    fn beside_a_hog(rules: &Rules, at: f64, work: f64) -> f64 {
+        let mut s = Slicer::new(1);
+        let mut done = Vec::new();
+        s.add(rules, 1, 0, 1e3, 0.0);
+        s.advance(at);
+        s.add(rules, 2, 0, work, at);
+        loop {
+            let t = s.next_event(rules).expect("an event");
+            s.advance(t);
+            s.take_done(rules, t, &mut done);
+            if done.contains(&2) {
+                return t;
+            }
+            assert!(t < at + 10.0);
+        }
+    }
+
+    #[test]
+    fn a_thread_back_from_io_waits_a_switch_interval_for_a_gil_a_hog_holds() {
+        // bpo-7946's convoy, sized by dask/distributed#5450: each reacquisition beside a
+        // CPU-bound thread costs one interval, so an IO thread is capped at 1/interval.
+        let rules = Rules::new(4, 0.003, Lock::Gil, false, 0.005, 0.1);
+        let end = beside_a_hog(&rules, 1.0, 1e-5);
+        assert!(close(end, 1.0 + 0.005 + 1e-5), "{end}");
+        let rules = Rules::new(4, 0.003, Lock::Gil, false, 0.001, 0.1);
+        assert!(close(beside_a_hog(&rules, 1.0, 1e-5), 1.0 + 0.001 + 1e-5));
+    }
+
+    #[test]
+    fn a_thread_back_from_io_waits_out_the_gvl_holder_s_timeslice() {
+        // Feature #20861: the sleeping thread "waiting for fib's quantum to finish": the
+        // holder yields 10 ticks (100 ms) after the waiter came, at the timer's ticks.
+        let rules = Rules::new(4, 0.003, Lock::Gvl, false, 0.005, 0.1);
+        let end = beside_a_hog(&rules, 1.0, 1e-5);
+        assert!(close(end, 1.1 + 1e-5), "{end}");
+        // RUBY_THREAD_TIMESLICE=10: one tick.
+        let rules = Rules::new(4, 0.003, Lock::Gvl, false, 0.005, 0.01);
+        assert!(close(beside_a_hog(&rules, 1.0, 1e-5), 1.01 + 1e-5));
+    }
+
     #[test]
     fn a_holder_preempted_by_the_os_keeps_its_lock() {
         // One core, two processes: 1 (process 0) and 2 (process 1) alternate 1 ms slices;
