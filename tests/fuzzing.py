@@ -73,6 +73,9 @@ KEYS = [
     "autoscale.upscale_sensitivity", "autoscale.upscale_timeout", "autoscale.tolerance",
     "autoscale.up_stabilization", "autoscale.down_policies", "autoscale.up_select",
     "autoscale.scale_in_ratio", "autoscale.scale_out_datapoints", "autoscale.schedule",
+    # CPU time in slices and the interpreter locks (issue 25).
+    "fleet.cpu_sharing", "fleet.cpu_quantum", "fleet.cpu_jitter", "app.switch_interval", "app.timeslice",
+    "app.request_cpu",
 ]
 RULES = ["heroku", "judoscale", "hirefire", "hpa", "target_tracking", "schedule"]
 DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles", "uniform"]

@@ -271,3 +271,69 @@ def test_a_metric_the_scenario_does_not_report_is_one_line(tmp_path) -> None:
     assert result.returncode != 0
     assert "does not report 'dyno.cpu_utilisation'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# Issue 25: the scheduler's keys, refused in one line each (file, key path, what was expected).
+@pytest.mark.parametrize("key,value,words", [
+    ("fleet.cpu_sharing", '"rr"', ["fleet.cpu_sharing", '"slices" or "ps"']),
+    ("fleet.cpu_quantum", '"0s"', ["fleet.cpu_quantum", "at least 1 µs"]),
+    ("fleet.cpu_jitter", "-1", ["fleet.cpu_jitter", "from 0 to 10"]),
+    ("app.lock", '"maybe"', ["app.lock", '"gil", "gvl" or "none"']),
+    ("app.switch_interval", '"0s"', ["app.switch_interval", "> 0"]),
+    ("app.timeslice", '"-1s"', ["app.timeslice", "> 0"]),
+    ("app.request_cpu", '"abc"', ["app.request_cpu", "duration"]),
+])
+def test_the_scheduler_s_keys_are_checked(tmp_path, key, value, words):
+    section, name = key.split(".")
+    path = tmp_path / "s.toml"
+    path.write_text(f"""
+[arrivals]
+process = "closed"
+clients = 4
+[request]
+phases = [{{ cpu = "10ms" }}, {{ io = "40ms" }}]
+[fleet]
+dynos = 1
+{name + " = " + value if section == "fleet" else ""}
+[app]
+server = "gunicorn"
+{name + " = " + value if section == "app" else ""}
+[run]
+duration = "10s"
+""")
+    assert_one_line_error(run_cli("run", str(path)), str(path), *words)
+
+
+def test_a_quantum_that_would_cost_too_many_events_is_refused(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text("""
+[arrivals]
+process = "closed"
+clients = 50
+[request]
+phases = [{ cpu = "10ms" }, { io = "40ms" }]
+[fleet]
+dynos = 1
+cores = 2
+cpu_quantum = "1us"
+[app]
+server = "gunicorn"
+processes = 8
+[run]
+duration = "100000s"
+""")
+    assert_one_line_error(run_cli("run", str(path)), "fleet.cpu_quantum", "cpu_sharing = \"ps\"")
+
+
+def test_describe_says_which_scheduler_and_lock():
+    import dynosim._dynosim as _d
+    doc = {"arrivals": {"process": "closed", "clients": 2}, "request": {"phases": [{"cpu": "1ms"}]},
+           "fleet": {"dynos": 1}, "app": {"server": "puma", "request_cpu": "1ms"}, "run": {"duration": 10}}
+    d = json.loads(_d.describe(json.dumps(doc), "."))
+    assert d["app"]["lock"] == "gvl" and d["app"]["timeslice"] == 0.1
+    assert abs(d["app"]["request_cpu"] - 0.001) < 1e-12
+    assert d["cpu"] == {"sharing": "slices", "quantum": 0.003, "jitter": 0.05}
+    doc["fleet"]["cpu_sharing"] = "ps"
+    doc["app"] = {"server": "gunicorn", "lock": True}
+    d = json.loads(_d.describe(json.dumps(doc), "."))
+    assert d["app"]["lock"] == "gil" and d["cpu"]["jitter"] == 0.0

@@ -756,6 +756,7 @@ impl Scenario {
         };
         scenario.check_time_scales()?;
         scenario.check_lifecycle()?;
+        scenario.check_slices()?;
         Ok(scenario)
     }
 
@@ -1018,6 +1019,47 @@ impl Scenario {
     /// fewer than one arrival (its figures would all be zeros, which read as a fleet that
     /// never queues), or whose run is so long that the simulated clock (f64 seconds) cannot
     /// time a mean service time or a mean gap between arrivals to 1 part in 1000 near its end.
+    /// Time slices cost an event per slice and per lock switch while threads contend: at most
+    /// the run's CPU work over the quantum, and over the lock's interval. A quantum or an
+    /// interval so short that this passes 10¹⁰ events (hours of computing) is refused.
+    fn check_slices(&self) -> Result<()> {
+        let Some(model) = &self.request else {
+            return Ok(());
+        };
+        if self.cpu.sharing != CpuSharing::Slices {
+            return Ok(());
+        }
+        let horizon = self.warmup + self.duration;
+        let expected = self
+            .workload
+            .expected(self.warmup, horizon, self.service.mean());
+        let cores = f64::from(self.dyno_slots()) * f64::from(self.dyno_type.cores) * horizon;
+        let work = (expected * model.mean_demand(PhaseKind::Cpu)).min(cores);
+        let (lock_key, interval) = match self.app.lock {
+            crate::app::Lock::Gil => ("app.switch_interval", self.app.switch_interval),
+            crate::app::Lock::Gvl => ("app.timeslice", crate::app::GVL_TICK),
+            crate::app::Lock::None => ("", f64::INFINITY),
+        };
+        const MOST: f64 = 1e10;
+        for (key, every) in [
+            ("fleet.cpu_quantum", self.cpu.quantum),
+            (lock_key, interval),
+        ] {
+            let events = work / every;
+            if events > MOST {
+                return Err(Error::config(
+                    key,
+                    format!(
+                        "{every} s is too short for this run: {work:.3e} s of CPU work in \
+                         slices of it could cost {events:.1e} events (at most {MOST:e}); \
+                         lengthen it, shorten the run, or set fleet.cpu_sharing = \"ps\""
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn check_time_scales(&self) -> Result<()> {
         let horizon = self.warmup + self.duration;
         let min_response = self.service.mean();

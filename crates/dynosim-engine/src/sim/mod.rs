@@ -365,7 +365,14 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     StateBytes {
         per_dyno: Measures::BYTES_PER_DYNO
             + (size_of::<Dyno>() + size_of::<Sharing>() + size_of::<f64>()) as f64
-            + processes * 2.0 * u32_bytes,
+            + processes * 2.0 * u32_bytes
+            // Time slices: a dyno's scheduler and its processes' locks.
+            + match scenario.cpu.sharing {
+                crate::scenario::CpuSharing::Slices if scenario.request.is_some() => {
+                    slices::Slicer::bytes(scenario.app.processes)
+                }
+                _ => 0.0,
+            },
         // Per busy thread: a request, a pending event (the heap's buffer doubles), a CPU job.
         per_slot: request + 2.0 * crate::kernel::EventQueue::ENTRY_BYTES as f64 + 32.0,
         per_router_dyno: u32_bytes + ranking,

@@ -36,6 +36,7 @@
 
 use crate::app::{Lock, GVL_TICK};
 use std::collections::VecDeque;
+use std::mem::size_of;
 
 /// No request.
 const NONE: u32 = u32::MAX;
@@ -175,6 +176,11 @@ impl Slicer {
             scheduled: f64::NAN,
             soonest: NONE,
         }
+    }
+
+    /// What a dyno's scheduler holds, bytes, before any job (jobs are counted per slot).
+    pub fn bytes(processes: u32) -> f64 {
+        (size_of::<Slicer>() + processes.max(1) as usize * size_of::<Process>()) as f64
     }
 
     /// Cores in use now.
