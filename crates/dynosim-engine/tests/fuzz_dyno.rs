@@ -83,7 +83,13 @@ fn app() -> impl Strategy<Value = Value> {
         prop::sample::select(vec![None, Some("sync"), Some("gthread"), Some("gevent")]),
         prop_oneof![4 => 1i64..5, 1 => prop::sample::select(vec![0i64, -1, 20_000])],
         prop::option::of(prop_oneof![4 => 1i64..6, 1 => prop::sample::select(vec![0i64, 1_000_000])]),
-        prop::option::of(any::<bool>()),
+        prop::option::of(prop::sample::select(vec![
+            json!(true),
+            json!(false),
+            json!("gil"),
+            json!("gvl"),
+            json!("none"),
+        ])),
         prop::option::of(1i64..4),
         prop::option::of(0.0..200.0f64),
         prop::option::of((0u32..200, 0u32..50, 0u32..30, 0u32..400, 0u32..30)),
@@ -116,7 +122,10 @@ fn app() -> impl Strategy<Value = Value> {
                 a["threads"] = json!(t);
             }
             if let Some(l) = lock {
-                a["lock"] = json!(l);
+                a["lock"] = l;
+                // Short lock intervals, so that the timers fire within the runs.
+                a["switch_interval"] = json!("1ms");
+                a["timeslice"] = json!("20ms");
             }
             if let Some(m) = arena_max {
                 a["malloc_arena_max"] = json!(m);
@@ -190,6 +199,11 @@ fn document() -> impl Strategy<Value = Value> {
                 }
                 if let Some(c) = cores {
                     fleet["cores"] = json!(c);
+                    // Time slices (the default) of several lengths, and processor sharing.
+                    fleet["cpu_quantum"] = json!(0.0005 * c as f64);
+                }
+                if dynos % 3 == 0 {
+                    fleet["cpu_sharing"] = json!("ps");
                 }
                 let mut router = json!({"policy": policy});
                 if let Some(c) = connect {

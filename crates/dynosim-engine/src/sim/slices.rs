@@ -178,6 +178,35 @@ impl Slicer {
         }
     }
 
+    /// The scheduler's invariants (debug builds): no core idles while a thread waits for
+    /// one; a lock with waiters has a holder, which is running or waits for a core; a lock
+    /// nobody waits for has no timer.
+    fn check(&self, rules: &Rules) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        debug_assert!(self.running.len() <= rules.cores);
+        debug_assert!(self.runq.is_empty() || self.running.len() == rules.cores);
+        let mut armed = 0;
+        for (p, proc) in self.procs.iter().enumerate() {
+            armed += u32::from(proc.timer.is_finite());
+            if proc.waiters.is_empty() {
+                debug_assert!(!proc.timer.is_finite(), "process {p}: a timer, no waiter");
+            } else {
+                debug_assert!(proc.holder != NONE, "process {p}: waiters, no holder");
+            }
+            if proc.holder != NONE {
+                let there = self.running.iter().any(|r| r.job.req == proc.holder)
+                    || self.runq.iter().any(|j| j.req == proc.holder);
+                debug_assert!(
+                    there,
+                    "process {p}: its holder is neither running nor ready"
+                );
+            }
+        }
+        debug_assert_eq!(armed, self.armed);
+    }
+
     /// What a dyno's scheduler holds, bytes, before any job (jobs are counted per slot).
     pub fn bytes(processes: u32) -> f64 {
         (size_of::<Slicer>() + processes.max(1) as usize * size_of::<Process>()) as f64
@@ -257,6 +286,7 @@ impl Slicer {
                 self.set_timer(p, at);
             }
         }
+        self.check(rules);
     }
 
     /// A thread may run: on a free core, or at the run queue's tail (also while a core is
@@ -461,6 +491,7 @@ impl Slicer {
             }
             self.dispatch(rules, now);
         }
+        self.check(rules);
     }
 
     /// The work a job has left, or None if it is not here.
@@ -498,6 +529,7 @@ impl Slicer {
             self.release(rules, process as usize, now);
         }
         self.dispatch(rules, now);
+        self.check(rules);
         true
     }
 
