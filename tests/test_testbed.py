@@ -98,6 +98,11 @@ def test_app_performs_cpu_and_io_phases():
     assert end - start >= 0.05
     assert seen["X-Dynosim-Request-Start"] == "t=1"
     assert int(seen["X-Dynosim-Rss"]) > 1_000_000
+    # Each phase's wall time, in order: the CPU phase at least its CPU, the sleep at least 30 ms;
+    # the process's CPU time at the end covers the thread's.
+    walls = [float(w) for w in seen["X-Dynosim-Phase-Wall"].split(",")]
+    assert len(walls) == 2 and walls[0] >= 0.02 and walls[1] >= 0.03 and sum(walls) <= end - start
+    assert float(seen["X-Dynosim-Proc-Cpu"]) >= float(seen["X-Dynosim-Cpu"])
 
 
 def test_queued_means_finding_every_worker_of_its_dyno_taken():
