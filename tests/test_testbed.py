@@ -325,6 +325,40 @@ def test_a_real_run_with_a_database_pool_and_threads():
     assert result["testbed"]["resources"]["db"]["mode"] == "sleep"
 
 
+def test_calibrate_measures_the_stacks_costs_and_simulates_with_them(tmp_path):
+    needs_components()
+    doc = io_scenario(app={"server": "gunicorn", "worker_class": "sync", "processes": 2},
+                      request={"phases": [{"cpu": "3ms"}, {"io": "10ms"}]},
+                      fleet={"dynos": 1}, run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 5})
+    toml = tmp_path / "calibrate.toml"
+    toml.write_text(toml_document(doc))
+    result = run_cli("testbed", str(toml), "--calibrate", "--json")
+    assert result.returncode == 0, result.stderr
+    assert not _testbed_processes(), _testbed_processes()
+    out = json.loads(result.stdout)
+    calibration = out["calibration"]
+    measured = calibration["measured"]
+    # Each cost measured, and of a sane size for HAProxy and gunicorn on loopback.
+    assert 0 < measured["router.connect"] < 0.05
+    assert 0 < measured["app.request_cpu"] < 0.05
+    assert measured["app.overhead"] is not None and 0 <= measured["app.overhead"] < 0.05
+    assert measured["fleet.cpu_jitter"] > 0
+    runs = calibration["runs"]
+    assert runs["idle"]["clients"] == 1 and runs["busy"]["clients"] == 4
+    assert runs["idle"]["failed"] == runs["busy"]["failed"] == 0
+    assert runs["idle"]["server_cpu"]["requests"] >= 250 and runs["idle"]["phases"]["cpu"]["phases"] >= 250
+    assert calibration["set_lines"] == [f"--set {k}={v}" for k, v in calibration["set"].items()]
+    assert set(calibration["set"]) == set(measured)
+    # The simulation had them; the real side ran as it was (its own costs measured again).
+    result0 = out["results"][0]
+    modelled = result0["testbed"]["modelled_costs"]
+    for key in ("router.connect", "app.request_cpu", "app.overhead"):
+        assert modelled[key] == pytest.approx(measured[key])
+    assert result0["testbed"]["overhead"]["server_cpu"] > 0
+    text = run_cli("testbed", "--calibrate", "--check")  # --check alone still only lists
+    assert "haproxy" in text.stdout
+
+
 # --- nothing outlives a run --------------------------------------------------------------------
 
 

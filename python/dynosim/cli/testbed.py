@@ -145,9 +145,7 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
     if io.get("overshoot_mean") is not None:
         lines.append(f"  for comparison: an 8 ms sleep overshoots by {ms(io['overshoot_mean'])}"
                      + (f" (sd {ms(io['overshoot_sd'])}, cv {io['cv']:.4f})" if io.get("cv") is not None else ""))
-    failed = idle.get("failed", 0) + busy.get("failed", 0)
-    if failed:
-        lines.append(f"  warning: {failed} calibration request(s) failed")
+    lines += [f"  warning: {w}" for w in calibration.get("warnings") or []]
     lines.append("simulated with: " + (" ".join(calibration["set_lines"]) or "nothing (nothing measured)"))
     return lines
 

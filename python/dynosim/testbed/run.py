@@ -223,8 +223,22 @@ def calibration_result(details: Dict[str, Any]) -> Dict[str, Any]:
         # As --set would give them: a number for the jitter, a duration for the others.
         sets[key] = round(value, 4) if key == "fleet.cpu_jitter" else f"{value * 1e3:.3f}ms"
     modelled = {k: v for k, v in measured.items() if k in sets}
+    warnings = []
+    cpu = (idle.get("phases") or {}).get("cpu") or {}
+    if (cpu.get("ratio_mean") or 1.0) > STRETCHED:
+        warnings.append(f"the calibration's CPU phases took {cpu['ratio_mean']:.2f}x their CPU time in wall time: "
+                        "something else was running on the dyno's cores (this machine's other load), so "
+                        "fleet.cpu_jitter measures mostly that, and the real run's CPU phases are stretched too")
+    failed = sum(int((details.get(name) or {}).get("failed") or 0) for name in ("idle", "busy"))
+    if failed:
+        warnings.append(f"{failed} calibration request(s) failed")
     return {"measured": measured, "set": sets, "set_lines": [f"--set {k}={v}" for k, v in sets.items()],
-            "modelled": modelled, "runs": details}
+            "modelled": modelled, "warnings": warnings, "runs": details}
+
+
+#: A calibration whose CPU phases took more than this many times their CPU in wall time ran on
+#: cores that something else used: it warns.
+STRETCHED = 1.1
 
 
 def combine(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
