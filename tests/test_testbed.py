@@ -133,7 +133,9 @@ def test_the_stack_costs_come_from_idle_sends_and_gaps_at_the_dyno():
     assert np.isclose(over["between_requests"], 0.0009)
     # Without the router's times, c's 48 ms wait for the router counts as a worker's gap.
     assert measure.overheads(load, 1, drawn)["between_requests"] > 0.02
-    assert measure.stack_costs(over) == {"router.connect": over["to_app_when_idle"],
+    # Without the app's process CPU, the server's CPU is unknown and the overhead is the gap.
+    assert over["server_cpu"] is None
+    assert measure.stack_costs(over) == {"router.connect": over["to_app_when_idle"], "app.request_cpu": None,
                                          "app.overhead": over["between_requests"]}
 
 
@@ -290,7 +292,11 @@ def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path
         # simulation had (none here).
         costs = r["testbed"]["stack_costs"]
         assert costs["router.connect"] == r["testbed"]["overhead"]["to_app_when_idle"] > 0
-        assert r["testbed"]["modelled_costs"] == {"router.connect": 0.0, "app.overhead": 0.0}
+        assert r["testbed"]["modelled_costs"] == {"router.connect": 0.0, "app.request_cpu": 0.0, "app.overhead": 0.0}
+        # The server's CPU per request, from the process CPU each answer reports; not a cost to
+        # set for a scenario of [service], whose simulation cannot run it.
+        assert 0 < r["testbed"]["overhead"]["server_cpu"] < 0.05 and costs["app.request_cpu"] is None
+        assert costs["app.overhead"] == r["testbed"]["overhead"]["between_requests"]
     rows = (out / "requests-random.csv").read_text().splitlines()
     assert len(rows) == 1 + len(plan.drawn["time"])
     assert (out / "cdf.png").stat().st_size > 10_000

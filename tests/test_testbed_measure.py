@@ -388,6 +388,9 @@ def test_the_workers_overhead_is_its_gap_less_the_servers_cpu():
     # A gap shorter than the CPU (measured apart, noisy) is no overhead; unknown CPU: the gap.
     assert measure.stack_costs({"between_requests": 0.0003, "server_cpu": 0.0004})["app.overhead"] == 0.0
     assert measure.stack_costs({"between_requests": 0.0011})["app.overhead"] == 0.0011
+    # A simulation that cannot run app.request_cpu ([service]) gets the whole gap.
+    assert measure.stack_costs({"between_requests": 0.0011, "server_cpu": 0.0004}, request_cpu=False) == \
+        {"router.connect": None, "app.request_cpu": None, "app.overhead": 0.0011}
 
 
 def test_the_calibration_sets_what_it_measured_and_only_that():
@@ -413,3 +416,8 @@ def test_the_calibration_sets_what_it_measured_and_only_that():
     described = scenario.describe()
     assert described["connect"] == pytest.approx(0.000812) and described["cpu"]["jitter"] == pytest.approx(0.0312)
     assert described["app"]["request_cpu"] == pytest.approx(0.00042)
+    # With [service], app.request_cpu is measured but not set, and the overhead is the whole gap.
+    busy["overhead"]["between_requests"] = 0.0012
+    got = calibration_result({"idle": idle, "busy": busy}, request_cpu=False)
+    assert "app.request_cpu" not in got["set"] and got["set"]["app.overhead"] == "1.200ms"
+    assert got["measured"]["app.request_cpu"] == pytest.approx(0.00042) and got["warnings"]

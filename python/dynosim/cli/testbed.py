@@ -133,9 +133,10 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
     lines.append(f"  app.request_cpu  {ms(measured.get('app.request_cpu'))}: the worker process's CPU per request "
                  f"beyond the app's phases ({server.get('requests', 0)} requests"
                  + (f", cv {cv:.2f})" if cv is not None else ")"))
+    less = (f" less its server CPU ({ms(busy_over.get('server_cpu'))})" if "app.request_cpu" in calibration["set"]
+            else "")
     lines.append(f"  app.overhead     {ms(measured.get('app.overhead'))}: the worker's time between two requests "
-                 f"({ms(busy_over.get('between_requests'))}) less its server CPU "
-                 f"({ms(busy_over.get('server_cpu'))}), busy run")
+                 f"({ms(busy_over.get('between_requests'))}){less}, busy run")
     cpu = (idle.get("phases") or {}).get("cpu") or {}
     io = (idle.get("phases") or {}).get("io") or {}
     jitter = measured.get("fleet.cpu_jitter")

@@ -426,15 +426,19 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
             "server_cpu": server_cpu(load)["mean"]}
 
 
-def stack_costs(over: Dict[str, Optional[float]]) -> Dict[str, Optional[float]]:
+def stack_costs(over: Dict[str, Optional[float]], request_cpu: bool = True) -> Dict[str, Optional[float]]:
     """The scenario keys that model what :func:`overheads` measured, in seconds (None where
     the run could not tell): ``router.connect`` is the time to the app for a request finding
     its dyno idle; ``app.request_cpu`` the server's own CPU per request; ``app.overhead`` the
     worker's time between two requests less that CPU, which the simulation then runs as
     ``app.request_cpu`` (on a core, under the lock): the worker's gap is mostly the server
     writing, closing, accepting and parsing, so setting both to what was measured would
-    count that CPU twice (clamped at 0; the whole gap when the server's CPU is unknown)."""
-    gap, cpu = over.get("between_requests"), over.get("server_cpu")
+    count that CPU twice (clamped at 0; the whole gap when the server's CPU is unknown).
+
+    `request_cpu` False: the simulation cannot run ``app.request_cpu`` (a scenario with
+    ``[service]``, not ``[request]`` phases: the engine runs it only before phases), so it is
+    None and ``app.overhead`` is the whole gap."""
+    gap, cpu = over.get("between_requests"), over.get("server_cpu") if request_cpu else None
     overhead = gap if gap is None or cpu is None else max(0.0, gap - cpu)
     return {"router.connect": over.get("to_app_when_idle"), "app.request_cpu": cpu, "app.overhead": overhead}
 

@@ -88,7 +88,7 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
     check_tools(plans + [plan for _, plan in calibration_plans])
     calibration: Optional[Dict[str, Any]] = None
     if calibrate:
-        calibration = run_calibration(calibration_plans, progress=progress)
+        calibration = run_calibration(calibration_plans, request_cpu=has_phases(scenario), progress=progress)
     sets: Dict[str, Any] = calibration["set"] if calibration else {}
     results = []
     for case, first in zip(cases, plans):
@@ -102,7 +102,7 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
             report, records = run_plan(plan, progress=lambda m: progress(f"{policy}: run {k + 1}: {m}"))
             reports.append(report)
             rows += [dict(r, run=k) for r in records]
-        measured = combine(reports)
+        measured = combine(reports, request_cpu=has_phases(case))
         if "pricing" in simulated:  # the scenario's prices, the same for both sides
             measured["pricing"] = simulated["pricing"]
         twins = {"summary": measure.summary_of(simulated["per_replication"][:runs])}
@@ -170,7 +170,8 @@ def calibration_runs(scenario: Scenario) -> List[tuple]:
     return out
 
 
-def run_calibration(runs: List[tuple], progress: Callable[[str], None] = lambda message: None) -> Dict[str, Any]:
+def run_calibration(runs: List[tuple], request_cpu: bool = True,
+                    progress: Callable[[str], None] = lambda message: None) -> Dict[str, Any]:
     """Runs the calibration's plans (:func:`calibration_runs`) on the real stack and says what
     they measured: ``{"measured": {key: seconds or the jitter}, "set": {key: value as --set
     takes it}, "set_lines": ["--set key=value", ...], "modelled": {key: seconds}, "runs":
@@ -195,10 +196,10 @@ def run_calibration(runs: List[tuple], progress: Callable[[str], None] = lambda 
             "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
                          "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
         }
-    return calibration_result(details)
+    return calibration_result(details, request_cpu)
 
 
-def calibration_result(details: Dict[str, Any]) -> Dict[str, Any]:
+def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dict[str, Any]:
     """What the calibration's runs (`details`, as :func:`run_calibration` gathers them) give
     for the simulation: ``router.connect`` the idle run's time to the app for a request finding
     its dyno idle; ``app.request_cpu`` the idle run's server CPU per request (one request at a
@@ -206,10 +207,11 @@ def calibration_result(details: Dict[str, Any]) -> Dict[str, Any]:
     worker's time between two requests less the busy run's server CPU per request (which the
     simulation then runs as app.request_cpu; :func:`measure.stack_costs`); ``fleet.cpu_jitter``
     the coefficient of variation of the idle run's CPU phases' wall time over their drawn
-    time."""
+    time. `request_cpu` False (a scenario with [service]: the simulation cannot run it):
+    app.request_cpu is measured but not set, and app.overhead is the worker's whole gap."""
     idle, busy = details.get("idle") or {}, details.get("busy") or {}
     idle_over = idle.get("overhead") or {}
-    busy_costs = measure.stack_costs(busy.get("overhead") or {})
+    busy_costs = measure.stack_costs(busy.get("overhead") or {}, request_cpu)
     measured: Dict[str, Optional[float]] = {
         "router.connect": idle_over.get("to_app_when_idle"),
         "app.request_cpu": (idle.get("server_cpu") or {}).get("mean"),
@@ -218,12 +220,17 @@ def calibration_result(details: Dict[str, Any]) -> Dict[str, Any]:
     }
     sets: Dict[str, Any] = {}
     for key, value in measured.items():
+        if key == "app.request_cpu" and not request_cpu:
+            continue
         if value is None or not math.isfinite(value) or value < 0:
             continue
         # As --set would give them: a number for the jitter, a duration for the others.
         sets[key] = round(value, 4) if key == "fleet.cpu_jitter" else f"{value * 1e3:.3f}ms"
     modelled = {k: v for k, v in measured.items() if k in sets}
     warnings = []
+    if not request_cpu:
+        warnings.append("the scenario has [service], not [request] phases: the simulation runs app.request_cpu only "
+                        "before phases, so it is not set, and app.overhead is the worker's whole gap")
     cpu = (idle.get("phases") or {}).get("cpu") or {}
     if (cpu.get("ratio_mean") or 1.0) > STRETCHED:
         warnings.append(f"the calibration's CPU phases took {cpu['ratio_mean']:.2f}x their CPU time in wall time: "
@@ -241,7 +248,13 @@ def calibration_result(details: Dict[str, Any]) -> Dict[str, Any]:
 STRETCHED = 1.1
 
 
-def combine(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
+def has_phases(scenario: Scenario) -> bool:
+    """Whether the simulation can run app.request_cpu: the engine puts it before a request's
+    phases, so only a scenario with [request] has it (with [service] it is ignored)."""
+    return bool(scenario.doc.get("request"))
+
+
+def combine(reports: List[Dict[str, Any]], request_cpu: bool = True) -> Dict[str, Any]:
     """One measured report from several real runs: their replications side by side, the
     summary their means with 95% intervals (as the simulation's), the testbed's extras of the
     run whose generator was latest, with every run's warnings."""
@@ -260,7 +273,7 @@ def combine(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
         values = [r["testbed"]["overhead"][key] for r in reports if r["testbed"]["overhead"].get(key) is not None]
         over[key] = float(np.mean(values)) if values else None
     extras["overhead"] = over
-    extras["stack_costs"] = measure.stack_costs(over)
+    extras["stack_costs"] = measure.stack_costs(over, request_cpu)
     out["testbed"] = extras
     for r in reports:
         r.pop("testbed", None)
@@ -368,7 +381,7 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "errored_work": measure.errored_work(load, work),
         "overhead": over,
         # What to set to model those costs, and what the simulation modelled.
-        "stack_costs": measure.stack_costs(over),
+        "stack_costs": measure.stack_costs(over, has_phases(plan.scenario)),
         "modelled_costs": {"router.connect": plan.described.get("connect", 0.0),
                            "app.request_cpu": plan.described["app"].get("request_cpu", 0.0),
                            "app.overhead": plan.described["app"].get("overhead", 0.0)},
