@@ -399,12 +399,17 @@ def test_the_calibration_sets_what_it_measured_and_only_that():
     idle = {"overhead": {"to_app_when_idle": 0.00081234, "between_requests": None, "server_cpu": 0.0004},
             "server_cpu": {"mean": 0.00042, "cv": 0.2, "requests": 299},
             "phases": {"cpu": {"phases": 300, "ratio_mean": 1.01, "cv": 0.0312, "ratio_p99": 1.1}}}
-    busy = {"overhead": {"to_app_when_idle": None, "between_requests": 0.0012, "server_cpu": 0.0005}}
+    busy = {"overhead": {"to_app_when_idle": None, "between_requests": 0.0012, "server_cpu": 0.0005},
+            "server_cpu": {"mean": 0.0005, "cv": None, "requests": 199}}
     got = calibration_result({"idle": idle, "busy": busy})
-    assert got["measured"] == pytest.approx({"router.connect": 0.00081234, "app.request_cpu": 0.00042,
+    # The server's CPU of a worker going from request to request (the busy run), the same the
+    # overhead is the gap less of.
+    assert got["measured"] == pytest.approx({"router.connect": 0.00081234, "app.request_cpu": 0.0005,
                                              "app.overhead": 0.0007, "fleet.cpu_jitter": 0.0312})
-    assert got["set_lines"] == ["--set router.connect=0.812ms", "--set app.request_cpu=0.420ms",
+    assert got["set_lines"] == ["--set router.connect=0.812ms", "--set app.request_cpu=0.500ms",
                                 "--set app.overhead=0.700ms", "--set fleet.cpu_jitter=0.0312"]
+    # Without a busy figure, the idle run's.
+    del busy["server_cpu"]
     # What was not measured is not set; the values parse as the scenario's keys.
     busy["overhead"]["between_requests"] = None
     got = calibration_result({"idle": idle, "busy": busy})
@@ -415,7 +420,7 @@ def test_the_calibration_sets_what_it_measured_and_only_that():
                          "run": {"duration": "10s"}}).with_overrides(got["set"])
     described = scenario.describe()
     assert described["connect"] == pytest.approx(0.000812) and described["cpu"]["jitter"] == pytest.approx(0.0312)
-    assert described["app"]["request_cpu"] == pytest.approx(0.00042)
+    assert described["app"]["request_cpu"] == pytest.approx(0.00042) == got["measured"]["app.request_cpu"]
     # With [service], app.request_cpu is measured but not set, and the overhead is the whole gap.
     busy["overhead"]["between_requests"] = 0.0012
     got = calibration_result({"idle": idle, "busy": busy}, request_cpu=False)

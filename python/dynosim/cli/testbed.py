@@ -127,12 +127,13 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
              f"{idle.get('clients', 0)} client(s) (one per dyno), {busy.get('requests', 0)} with "
              f"{busy.get('clients', 0)} (two per worker slot)"]
     server = idle.get("server_cpu") or {}
+    busy_server = busy.get("server_cpu") or {}
     busy_over = busy.get("overhead") or {}
     lines.append(f"  router.connect   {ms(measured.get('router.connect'))}: sent -> the app starts, dyno idle")
     cv = server.get("cv")
     lines.append(f"  app.request_cpu  {ms(measured.get('app.request_cpu'))}: the worker process's CPU per request "
-                 f"beyond the app's phases ({server.get('requests', 0)} requests"
-                 + (f", cv {cv:.2f})" if cv is not None else ")"))
+                 f"beyond the app's phases, busy run ({busy_server.get('requests', 0)} requests; idle run "
+                 f"{ms(server.get('mean'))}" + (f", cv {cv:.2f})" if cv is not None else ")"))
     less = (f" less its server CPU ({ms(busy_over.get('server_cpu'))})" if "app.request_cpu" in calibration["set"]
             else "")
     lines.append(f"  app.overhead     {ms(measured.get('app.overhead'))}: the worker's time between two requests "

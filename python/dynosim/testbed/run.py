@@ -202,10 +202,12 @@ def run_calibration(runs: List[tuple], request_cpu: bool = True,
 def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dict[str, Any]:
     """What the calibration's runs (`details`, as :func:`run_calibration` gathers them) give
     for the simulation: ``router.connect`` the idle run's time to the app for a request finding
-    its dyno idle; ``app.request_cpu`` the idle run's server CPU per request (one request at a
-    time per process: nothing else in the process's CPU); ``app.overhead`` the busy run's
-    worker's time between two requests less the busy run's server CPU per request (which the
-    simulation then runs as app.request_cpu; :func:`measure.stack_costs`); ``fleet.cpu_jitter``
+    its dyno idle; ``app.request_cpu`` the busy run's server CPU per request (the idle run's
+    where the busy one has none): a worker going from one request to the next, as it does
+    whenever requests queue, where the costs matter (a worker waking for each request, the
+    idle run, spends more: docs/testbed.md, "Calibration"); ``app.overhead`` the busy run's
+    worker's time between two requests less that server CPU (which the simulation then runs
+    as app.request_cpu; :func:`measure.stack_costs`); ``fleet.cpu_jitter``
     the coefficient of variation of the idle run's CPU phases' wall time over their drawn
     time. `request_cpu` False (a scenario with [service]: the simulation cannot run it):
     app.request_cpu is measured but not set, and app.overhead is the worker's whole gap."""
@@ -214,7 +216,9 @@ def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dic
     busy_costs = measure.stack_costs(busy.get("overhead") or {}, request_cpu)
     measured: Dict[str, Optional[float]] = {
         "router.connect": idle_over.get("to_app_when_idle"),
-        "app.request_cpu": (idle.get("server_cpu") or {}).get("mean"),
+        "app.request_cpu": ((busy.get("server_cpu") or {}).get("mean")
+                            if (busy.get("server_cpu") or {}).get("mean") is not None
+                            else (idle.get("server_cpu") or {}).get("mean")),
         "app.overhead": busy_costs.get("app.overhead"),
         "fleet.cpu_jitter": ((idle.get("phases") or {}).get("cpu") or {}).get("cv"),
     }
