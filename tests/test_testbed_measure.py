@@ -426,3 +426,17 @@ def test_the_calibration_sets_what_it_measured_and_only_that():
     got = calibration_result({"idle": idle, "busy": busy}, request_cpu=False)
     assert "app.request_cpu" not in got["set"] and got["set"]["app.overhead"] == "1.200ms"
     assert got["measured"]["app.request_cpu"] == pytest.approx(0.00042) and got["warnings"]
+
+
+def test_a_gevent_calibration_takes_the_idle_runs_cpu_and_no_overhead():
+    from dynosim.testbed.run import calibration_result
+
+    idle = {"overhead": {"to_app_when_idle": 0.0007}, "server_cpu": {"mean": 0.0011, "cv": 0.2, "requests": 299},
+            "phases": {"cpu": {"phases": 300, "ratio_mean": 1.02, "cv": 0.05, "ratio_p99": 1.1}},
+            "gunicorn": {"worker_class": "gevent"}}
+    # Greenlets' thread CPU includes each other's: the busy run's figures are nonsense.
+    busy = {"overhead": {"between_requests": 0.0033, "server_cpu": -0.002},
+            "server_cpu": {"mean": -0.002, "cv": None, "requests": 199}}
+    got = calibration_result({"idle": idle, "busy": busy})
+    assert got["measured"]["app.request_cpu"] == 0.0011 and got["measured"]["app.overhead"] is None
+    assert "app.overhead" not in got["set"] and any("gevent" in w for w in got["warnings"])

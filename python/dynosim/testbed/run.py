@@ -157,11 +157,17 @@ def calibration_runs(scenario: Scenario) -> List[tuple]:
     shows (one client per worker would leave every worker idle when its next request comes).
     """
     single = scenario.without_autoscale().for_policy(scenario.policies[0])
-    described = single.describe()
-    dynos, slots = int(described["dynos"]), int(described["slots"])
-    out = []
-    for name, clients, requests in (("idle", dynos, CALIBRATION_REQUESTS[0]),
-                                    ("busy", 2 * dynos * slots, CALIBRATION_REQUESTS[1])):
+    dynos = int(single.describe()["dynos"])
+    out: List[tuple] = []
+    for name in ("idle", "busy"):
+        if name == "idle":
+            clients, requests = dynos, CALIBRATION_REQUESTS[0]
+        else:
+            # Two per thread; a gevent worker takes every connection at once, so two per process
+            # (its greenlets never wait for a worker: nothing of the gap shows).
+            d = out[0][1].dynos
+            clients, requests = 2 * dynos * d.workers * (d.threads if d.worker_class == "gthread" else 1), \
+                CALIBRATION_REQUESTS[1]
         plan = make_plan(calibration_scenario(single, clients=clients, requests=max(requests, 2 * clients)))
         plan.deadline = min(plan.deadline, CALIBRATION_SECONDS)
         plan.request_timeout = min(plan.request_timeout, CALIBRATION_SECONDS)
@@ -213,12 +219,20 @@ def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dic
     app.request_cpu is measured but not set, and app.overhead is the worker's whole gap."""
     idle, busy = details.get("idle") or {}, details.get("busy") or {}
     idle_over = idle.get("overhead") or {}
-    busy_costs = measure.stack_costs(busy.get("overhead") or {}, request_cpu)
+    gevent = (idle.get("gunicorn") or {}).get("worker_class") == "gevent"
+    if gevent:
+        # One OS thread runs every greenlet: a request's thread CPU holds the others' CPU done
+        # while it slept, so the busy run's server CPU is wrong, and no request ever waits for
+        # a worker, so there is no gap to measure.
+        busy = {k: v for k, v in busy.items() if k not in ("server_cpu", "overhead")}
+    busy_cpu = (busy.get("server_cpu") or {}).get("mean")
+    busy_over = dict(busy.get("overhead") or {})
+    if busy_cpu is None:
+        busy_over["server_cpu"] = (idle.get("server_cpu") or {}).get("mean")
+    busy_costs = measure.stack_costs(busy_over, request_cpu)
     measured: Dict[str, Optional[float]] = {
         "router.connect": idle_over.get("to_app_when_idle"),
-        "app.request_cpu": ((busy.get("server_cpu") or {}).get("mean")
-                            if (busy.get("server_cpu") or {}).get("mean") is not None
-                            else (idle.get("server_cpu") or {}).get("mean")),
+        "app.request_cpu": busy_cpu if busy_cpu is not None else (idle.get("server_cpu") or {}).get("mean"),
         "app.overhead": busy_costs.get("app.overhead"),
         "fleet.cpu_jitter": ((idle.get("phases") or {}).get("cpu") or {}).get("cv"),
     }
@@ -232,6 +246,9 @@ def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dic
         sets[key] = round(value, 4) if key == "fleet.cpu_jitter" else f"{value * 1e3:.3f}ms"
     modelled = {k: v for k, v in measured.items() if k in sets}
     warnings = []
+    if gevent:
+        warnings.append("gevent: app.request_cpu is the idle run's (one greenlet at a time), and app.overhead is not "
+                        "measured (a gevent worker takes every connection at once: no request waits for a worker)")
     if not request_cpu:
         warnings.append("the scenario has [service], not [request] phases: the simulation runs app.request_cpu only "
                         "before phases, so it is not set, and app.overhead is the worker's whole gap")
@@ -372,6 +389,10 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
     served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
     shortest = min(served) if served else 0.0
     over = measure.overheads(load, int(plan.described["dynos"]), served, router_wait=tw)
+    if plan.dynos.worker_class == "gevent":
+        # One OS thread runs every greenlet: a request's thread CPU holds the others' CPU done
+        # while it slept, so the process's CPU less it is not the server's.
+        over["server_cpu"] = None
     warnings = list(plan.warnings)
     if not plan.closed and lateness["p99"] > LATENESS_SHARE * shortest:
         warnings.append(f"the load generator fell behind: p99 lateness {lateness['p99'] * 1e3:.3f} ms, more than "
