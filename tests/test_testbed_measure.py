@@ -369,6 +369,8 @@ def test_phase_spread_gives_the_cpu_phases_jitter_and_the_sleeps_overshoot():
     assert got["cpu"]["phases"] == 4
     assert got["cpu"]["ratio_mean"] == pytest.approx(ratios.mean())
     assert got["cpu"]["cv"] == pytest.approx(np.std(ratios, ddof=1) / ratios.mean())
+    q1, q2, q3 = np.percentile(ratios, [25, 50, 75])
+    assert got["cpu"]["cv_iqr"] == pytest.approx((q3 - q1) / 1.349 / q2)
     over = np.array([0.0001, 0.00005, 0.00015, 0.0001, 0.0002])  # hold counts as a sleep
     assert got["io"]["phases"] == 5 and got["io"]["overshoot_mean"] == pytest.approx(over.mean())
     assert got["io"]["overshoot_sd"] == pytest.approx(np.std(over, ddof=1))
@@ -379,7 +381,7 @@ def test_phase_spread_gives_the_cpu_phases_jitter_and_the_sleeps_overshoot():
     got = measure.phase_spread(load, kinds, drawn)
     assert got["cpu"]["phases"] == 2 and got["cpu"]["ratio_mean"] == pytest.approx(1.0)
     assert measure.phase_spread({"status": [], "headers": {}}, [], [])["cpu"] == \
-        {"phases": 0, "ratio_mean": None, "cv": None, "ratio_p99": None}
+        {"phases": 0, "ratio_mean": None, "cv": None, "cv_iqr": None, "ratio_p99": None}
 
 
 def test_the_workers_overhead_is_its_gap_less_the_servers_cpu():

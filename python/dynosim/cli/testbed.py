@@ -143,7 +143,8 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
     jitter = measured.get("fleet.cpu_jitter")
     lines.append(f"  fleet.cpu_jitter {'not measured' if jitter is None else f'{jitter:.4f}'}: the coefficient of "
                  f"variation of a 2 ms CPU phase's wall time ({cpu.get('phases', 0)} phases"
-                 + (f", mean {cpu['ratio_mean']:.3f}x, p99 {cpu['ratio_p99']:.3f}x)" if cpu.get("ratio_mean") else ")"))
+                 + (f", mean {cpu['ratio_mean']:.3f}x, p99 {cpu['ratio_p99']:.3f}x; from the interquartile range "
+                    f"{cpu['cv_iqr']:.4f})" if cpu.get("cv_iqr") is not None else ")"))
     if io.get("overshoot_mean") is not None:
         lines.append(f"  for comparison: an 8 ms sleep overshoots by {ms(io['overshoot_mean'])}"
                      + (f" (sd {ms(io['overshoot_sd'])}, cv {io['cv']:.4f})" if io.get("cv") is not None else ""))

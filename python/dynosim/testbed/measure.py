@@ -499,7 +499,10 @@ def phase_spread(load: Dict[str, Any], kinds: Sequence[Sequence[str]], drawn: Se
       time over drawn time for each CPU phase; ``ratio_p99``. At low load, with nothing else
       of the dyno on its cores, ``cv`` is the candidate ``fleet.cpu_jitter``: the factor the
       simulation draws for each CPU phase (the app burns the drawn thread CPU exactly, so what
-      varies is how much wall time the machine takes to give it);
+      varies is how much wall time the machine takes to give it); ``cv_iqr``, the same from
+      the interquartile range (IQR / 1.349 over the median, as for a normal), which a few
+      phases stretched by preemption (another process on the core) barely move: ``cv`` far
+      above it says the spread is those few, not every phase;
     - ``io`` (sleeps, ``io`` and ``hold``) and ``use`` (a query): ``overshoot_mean`` and
       ``overshoot_sd``, wall − drawn, and ``cv``, the coefficient of variation of wall over
       drawn time, for comparison;
@@ -529,7 +532,9 @@ def phase_spread(load: Dict[str, Any], kinds: Sequence[Sequence[str]], drawn: Se
         n = len(r)
         cv = float(np.std(r, ddof=1) / np.mean(r)) if n > 1 else None
         if kind == "cpu":
+            q1, q2, q3 = np.percentile(r, [25, 50, 75]) if n else (np.nan, np.nan, np.nan)
             out[kind] = {"phases": n, "ratio_mean": float(np.mean(r)) if n else None, "cv": cv,
+                         "cv_iqr": float((q3 - q1) / 1.349 / q2) if n > 1 else None,
                          "ratio_p99": float(np.percentile(r, 99)) if n else None}
         else:
             out[kind] = {"phases": n, "overshoot_mean": float(np.mean(o)) if n else None,
