@@ -410,6 +410,12 @@ def test_the_calibration_sets_what_it_measured_and_only_that():
                                              "app.overhead": 0.0007, "fleet.cpu_jitter": 0.0312})
     assert got["set_lines"] == ["--set router.connect=0.812ms", "--set app.request_cpu=0.500ms",
                                 "--set app.overhead=0.700ms", "--set fleet.cpu_jitter=0.0312"]
+    # What it prints: every figure, the --set line last.
+    from dynosim.cli.testbed import calibration_lines
+
+    lines = calibration_lines(got)
+    assert lines[-1] == "simulated with: " + " ".join(got["set_lines"])
+    assert any("0.812 ms" in line for line in lines) and any("0.0312" in line for line in lines)
     # Without a busy figure, the idle run's.
     del busy["server_cpu"]
     # What was not measured is not set; the values parse as the scenario's keys.
