@@ -98,6 +98,11 @@ def test_app_performs_cpu_and_io_phases():
     assert end - start >= 0.05
     assert seen["X-Dynosim-Request-Start"] == "t=1"
     assert int(seen["X-Dynosim-Rss"]) > 1_000_000
+    # Each phase's wall time, in order: the CPU phase at least its CPU, the sleep at least 30 ms;
+    # the process's CPU time at the end covers the thread's.
+    walls = [float(w) for w in seen["X-Dynosim-Phase-Wall"].split(",")]
+    assert len(walls) == 2 and walls[0] >= 0.02 and walls[1] >= 0.03 and sum(walls) <= end - start
+    assert float(seen["X-Dynosim-Proc-Cpu"]) >= float(seen["X-Dynosim-Cpu"])
 
 
 def test_queued_means_finding_every_worker_of_its_dyno_taken():
@@ -128,7 +133,9 @@ def test_the_stack_costs_come_from_idle_sends_and_gaps_at_the_dyno():
     assert np.isclose(over["between_requests"], 0.0009)
     # Without the router's times, c's 48 ms wait for the router counts as a worker's gap.
     assert measure.overheads(load, 1, drawn)["between_requests"] > 0.02
-    assert measure.stack_costs(over) == {"router.connect": over["to_app_when_idle"],
+    # Without the app's process CPU, the server's CPU is unknown and the overhead is the gap.
+    assert over["server_cpu"] is None
+    assert measure.stack_costs(over) == {"router.connect": over["to_app_when_idle"], "app.request_cpu": None,
                                          "app.overhead": over["between_requests"]}
 
 
@@ -285,7 +292,11 @@ def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path
         # simulation had (none here).
         costs = r["testbed"]["stack_costs"]
         assert costs["router.connect"] == r["testbed"]["overhead"]["to_app_when_idle"] > 0
-        assert r["testbed"]["modelled_costs"] == {"router.connect": 0.0, "app.overhead": 0.0}
+        assert r["testbed"]["modelled_costs"] == {"router.connect": 0.0, "app.request_cpu": 0.0, "app.overhead": 0.0}
+        # The server's CPU per request, from the process CPU each answer reports; not a cost to
+        # set for a scenario of [service], whose simulation cannot run it.
+        assert 0 < r["testbed"]["overhead"]["server_cpu"] < 0.05 and costs["app.request_cpu"] is None
+        assert costs["app.overhead"] == r["testbed"]["overhead"]["between_requests"]
     rows = (out / "requests-random.csv").read_text().splitlines()
     assert len(rows) == 1 + len(plan.drawn["time"])
     assert (out / "cdf.png").stat().st_size > 10_000
@@ -318,6 +329,40 @@ def test_a_real_run_with_a_database_pool_and_threads():
     # the app measures that wait.
     assert rep["resources"]["db"]["pool_wait"]["max"] > 0
     assert result["testbed"]["resources"]["db"]["mode"] == "sleep"
+
+
+def test_calibrate_measures_the_stacks_costs_and_simulates_with_them(tmp_path):
+    needs_components()
+    doc = io_scenario(app={"server": "gunicorn", "worker_class": "sync", "processes": 2},
+                      request={"phases": [{"cpu": "3ms"}, {"io": "10ms"}]},
+                      fleet={"dynos": 1}, run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 5})
+    toml = tmp_path / "calibrate.toml"
+    toml.write_text(toml_document(doc))
+    result = run_cli("testbed", str(toml), "--calibrate", "--json")
+    assert result.returncode == 0, result.stderr
+    assert not _testbed_processes(), _testbed_processes()
+    out = json.loads(result.stdout)
+    calibration = out["calibration"]
+    measured = calibration["measured"]
+    # Each cost measured, and of a sane size for HAProxy and gunicorn on loopback.
+    assert 0 < measured["router.connect"] < 0.05
+    assert 0 < measured["app.request_cpu"] < 0.05
+    assert measured["app.overhead"] is not None and 0 <= measured["app.overhead"] < 0.05
+    assert measured["fleet.cpu_jitter"] > 0
+    runs = calibration["runs"]
+    assert runs["idle"]["clients"] == 1 and runs["busy"]["clients"] == 4
+    assert runs["idle"]["failed"] == runs["busy"]["failed"] == 0
+    assert runs["idle"]["server_cpu"]["requests"] >= 250 and runs["idle"]["phases"]["cpu"]["phases"] >= 250
+    assert calibration["set_lines"] == [f"--set {k}={v}" for k, v in calibration["set"].items()]
+    assert set(calibration["set"]) == set(measured)
+    # The simulation had them; the real side ran as it was (its own costs measured again).
+    result0 = out["results"][0]
+    modelled = result0["testbed"]["modelled_costs"]
+    for key in ("router.connect", "app.request_cpu", "app.overhead"):
+        assert modelled[key] == pytest.approx(measured[key])
+    assert result0["testbed"]["overhead"]["server_cpu"] > 0
+    text = run_cli("testbed", "--calibrate", "--check")  # --check alone still only lists
+    assert "haproxy" in text.stdout
 
 
 # --- nothing outlives a run --------------------------------------------------------------------

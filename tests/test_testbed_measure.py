@@ -289,3 +289,162 @@ def test_the_workers_gap_is_measured_per_worker():
         mine = sorted((r for r in rows if r["pid"] == worker), key=lambda r: r["start"])
         gaps += [b["start"] - a["end"] for a, b in zip(mine, mine[1:]) if b["sent"] < a["end"]]
     assert over["between_requests"] == pytest.approx(np.mean(gaps))
+
+
+# --- the calibration (dynosim testbed --calibrate) ---------------------------------------------
+
+
+def cpu_records(pids: List[int], phase_cpu: List[float], server: List[float],
+                status: Optional[List[int]] = None) -> Dict[str, Any]:
+    """The answers' headers of requests served one at a time per process, in the order given:
+    each process's CPU time (X-Dynosim-Proc-Cpu) grows by the request's phase CPU
+    (X-Dynosim-Cpu) and the server's own CPU for it."""
+    clock: Dict[int, float] = {}
+    proc = []
+    for p, c, s in zip(pids, phase_cpu, server):
+        clock[p] = clock.get(p, 0.05) + c + s  # 50 ms at boot, before the first request
+        proc.append(f"{clock[p]:.9f}")
+    return {"status": status or [200] * len(pids),
+            "headers": {"x-dynosim-pid": [str(p) for p in pids], "x-dynosim-cpu": [f"{c:.9f}" for c in phase_cpu],
+                        "x-dynosim-proc-cpu": proc}}
+
+
+def test_the_servers_cpu_per_request_is_the_process_cpu_beyond_the_phases():
+    # Two sync workers, interleaved; the server spends 0.3 or 0.5 ms per request beyond phases
+    # of 2 to 7 ms. Each process's first answer only sets its clock: 4 + 3 requests count.
+    pids = [11, 12, 11, 11, 12, 11, 12, 12, 11]
+    phase_cpu = [0.002, 0.003, 0.004, 0.002, 0.007, 0.005, 0.002, 0.003, 0.002]
+    server = [0.9, 0.9, 0.0003, 0.0005, 0.0003, 0.0005, 0.0003, 0.0005, 0.0003]
+    got = measure.server_cpu(cpu_records(pids, phase_cpu, server))
+    counted = [0.0003, 0.0005, 0.0005, 0.0003, 0.0003, 0.0003, 0.0005]
+    assert got["requests"] == 7
+    assert got["mean"] == pytest.approx(np.mean(counted), abs=1e-9)
+    assert got["cv"] == pytest.approx(np.std(counted, ddof=1) / np.mean(counted), rel=1e-6)
+    # The order of the rows does not matter: each process's answers go by its CPU time.
+    shuffled = cpu_records(pids, phase_cpu, server)
+    order = [8, 3, 0, 5, 1, 7, 2, 6, 4]
+    shuffled["headers"] = {k: [v[i] for i in order] for k, v in shuffled["headers"].items()}
+    assert measure.server_cpu(shuffled)["mean"] == pytest.approx(got["mean"], abs=1e-9)
+
+
+def test_the_servers_cpu_leaves_out_failures_and_needs_the_header():
+    pids, phase_cpu, server = [5, 5, 5, 5], [0.001] * 4, [0.0, 0.0004, 0.0004, 0.0004]
+    records = cpu_records(pids, phase_cpu, server, status=[200, 200, 504, 200])
+    records["headers"]["x-dynosim-proc-cpu"][2] = None  # a 504 brings no headers back
+    got = measure.server_cpu(records)
+    # Across the lost answer, the step from the 2nd to the 4th holds the 3rd's phases and
+    # server CPU too: one step of 2 requests' server CPU + the 3rd's phases.
+    assert got["requests"] == 2
+    assert got["mean"] == pytest.approx((0.0004 + (0.0004 + 0.001 + 0.0004)) / 2, abs=1e-9)
+    assert measure.server_cpu({"status": [200], "headers": {"x-dynosim-pid": ["1"]}})["mean"] is None
+    assert measure.server_cpu(cpu_records([1, 2], [0.001, 0.001], [0.0, 0.0]))["mean"] is None  # one answer each
+
+
+def test_a_process_running_requests_at_once_still_gives_the_mean():
+    # One gthread process, two threads: a (phases 10 ms of CPU) and b (4 ms) overlap; the
+    # process's clock, read when each ends, includes the other's CPU so far. Server: 0.5 ms a
+    # request. The steps telescope: (clock at the last − at the first − phases after it) / count.
+    server, a, b, c = 0.0005, 0.010, 0.004, 0.006
+    clock0 = 0.1
+    # b ends first (its 4 ms and 2 ms of a's done so far), then a, then c alone.
+    at_b = clock0 + b + 0.002 + server
+    at_a = at_b + (a - 0.002) + server
+    at_c = at_a + c + server
+    load = {"status": [200] * 4, "headers": {
+        "x-dynosim-pid": ["7"] * 4, "x-dynosim-cpu": ["0.003", str(b), str(a), str(c)],
+        "x-dynosim-proc-cpu": [str(clock0), str(at_b), str(at_a), str(at_c)]}}
+    got = measure.server_cpu(load)
+    # b's step counts a's 2 ms it did not own, a's step misses them: the mean is exact.
+    assert got["requests"] == 3 and got["mean"] == pytest.approx(server, abs=1e-9)
+
+
+def test_phase_spread_gives_the_cpu_phases_jitter_and_the_sleeps_overshoot():
+    kinds = [["cpu", "io"]] * 4 + [["cpu", "use", "hold"]]
+    drawn = [[0.002, 0.008]] * 4 + [[0.0001, 0.01, 0.005]]
+    walls = ["0.00200,0.00810", "0.00220,0.00805", "0.00180,0.00815", "0.00240,0.00810",
+             "0.00500,0.01100,0.00520"]
+    load = {"status": [200, 200, 200, 200, 200], "headers": {"x-dynosim-phase-wall": walls}}
+    got = measure.phase_spread(load, kinds, drawn)
+    ratios = np.array([1.0, 1.1, 0.9, 1.2])  # the 0.1 ms CPU phase is too short to count
+    assert got["cpu"]["phases"] == 4
+    assert got["cpu"]["ratio_mean"] == pytest.approx(ratios.mean())
+    assert got["cpu"]["cv"] == pytest.approx(np.std(ratios, ddof=1) / ratios.mean())
+    q1, q2, q3 = np.percentile(ratios, [25, 50, 75])
+    assert got["cpu"]["cv_iqr"] == pytest.approx((q3 - q1) / 1.349 / q2)
+    over = np.array([0.0001, 0.00005, 0.00015, 0.0001, 0.0002])  # hold counts as a sleep
+    assert got["io"]["phases"] == 5 and got["io"]["overshoot_mean"] == pytest.approx(over.mean())
+    assert got["io"]["overshoot_sd"] == pytest.approx(np.std(over, ddof=1))
+    assert got["use"]["phases"] == 1 and got["use"]["overshoot_mean"] == pytest.approx(0.001)
+    # A failed request, or walls not matching the phases, are left out.
+    load["status"][3] = 504
+    walls[0] = "0.002"
+    got = measure.phase_spread(load, kinds, drawn)
+    assert got["cpu"]["phases"] == 2 and got["cpu"]["ratio_mean"] == pytest.approx(1.0)
+    assert measure.phase_spread({"status": [], "headers": {}}, [], [])["cpu"] == \
+        {"phases": 0, "ratio_mean": None, "cv": None, "cv_iqr": None, "ratio_p99": None}
+
+
+def test_the_workers_overhead_is_its_gap_less_the_servers_cpu():
+    costs = measure.stack_costs({"to_app_when_idle": 0.0008, "between_requests": 0.0011, "server_cpu": 0.0004})
+    assert costs == pytest.approx({"router.connect": 0.0008, "app.request_cpu": 0.0004, "app.overhead": 0.0007})
+    # A gap shorter than the CPU (measured apart, noisy) is no overhead; unknown CPU: the gap.
+    assert measure.stack_costs({"between_requests": 0.0003, "server_cpu": 0.0004})["app.overhead"] == 0.0
+    assert measure.stack_costs({"between_requests": 0.0011})["app.overhead"] == 0.0011
+    # A simulation that cannot run app.request_cpu ([service]) gets the whole gap.
+    assert measure.stack_costs({"between_requests": 0.0011, "server_cpu": 0.0004}, request_cpu=False) == \
+        {"router.connect": None, "app.request_cpu": None, "app.overhead": 0.0011}
+
+
+def test_the_calibration_sets_what_it_measured_and_only_that():
+    from dynosim.testbed.run import calibration_result
+
+    idle = {"overhead": {"to_app_when_idle": 0.00081234, "between_requests": None, "server_cpu": 0.0004},
+            "server_cpu": {"mean": 0.00042, "cv": 0.2, "requests": 299},
+            "phases": {"cpu": {"phases": 300, "ratio_mean": 1.01, "cv": 0.0312, "ratio_p99": 1.1}}}
+    busy = {"overhead": {"to_app_when_idle": None, "between_requests": 0.0012, "server_cpu": 0.0005},
+            "server_cpu": {"mean": 0.0005, "cv": None, "requests": 199}}
+    got = calibration_result({"idle": idle, "busy": busy})
+    # The server's CPU of a worker going from request to request (the busy run), the same the
+    # overhead is the gap less of.
+    assert got["measured"] == pytest.approx({"router.connect": 0.00081234, "app.request_cpu": 0.0005,
+                                             "app.overhead": 0.0007, "fleet.cpu_jitter": 0.0312})
+    assert got["set_lines"] == ["--set router.connect=0.812ms", "--set app.request_cpu=0.500ms",
+                                "--set app.overhead=0.700ms", "--set fleet.cpu_jitter=0.0312"]
+    # What it prints: every figure, the --set line last.
+    from dynosim.cli.testbed import calibration_lines
+
+    lines = calibration_lines(got)
+    assert lines[-1] == "simulated with: " + " ".join(got["set_lines"])
+    assert any("0.812 ms" in line for line in lines) and any("0.0312" in line for line in lines)
+    # Without a busy figure, the idle run's.
+    del busy["server_cpu"]
+    # What was not measured is not set; the values parse as the scenario's keys.
+    busy["overhead"]["between_requests"] = None
+    got = calibration_result({"idle": idle, "busy": busy})
+    assert got["measured"]["app.overhead"] is None and "app.overhead" not in got["set"]
+    scenario = Scenario({"arrivals": {"process": "poisson", "rate": "10/s"}, "fleet": {"dynos": 1},
+                         "app": {"server": "gunicorn", "processes": 2},
+                         "request": {"phases": [{"cpu": "5ms"}, {"io": "5ms"}]},
+                         "run": {"duration": "10s"}}).with_overrides(got["set"])
+    described = scenario.describe()
+    assert described["connect"] == pytest.approx(0.000812) and described["cpu"]["jitter"] == pytest.approx(0.0312)
+    assert described["app"]["request_cpu"] == pytest.approx(0.00042) == got["measured"]["app.request_cpu"]
+    # With [service], app.request_cpu is measured but not set, and the overhead is the whole gap.
+    busy["overhead"]["between_requests"] = 0.0012
+    got = calibration_result({"idle": idle, "busy": busy}, request_cpu=False)
+    assert "app.request_cpu" not in got["set"] and got["set"]["app.overhead"] == "1.200ms"
+    assert got["measured"]["app.request_cpu"] == pytest.approx(0.00042) and got["warnings"]
+
+
+def test_a_gevent_calibration_takes_the_idle_runs_cpu_and_no_overhead():
+    from dynosim.testbed.run import calibration_result
+
+    idle = {"overhead": {"to_app_when_idle": 0.0007}, "server_cpu": {"mean": 0.0011, "cv": 0.2, "requests": 299},
+            "phases": {"cpu": {"phases": 300, "ratio_mean": 1.02, "cv": 0.05, "ratio_p99": 1.1}},
+            "gunicorn": {"worker_class": "gevent"}}
+    # Greenlets' thread CPU includes each other's: the busy run's figures are nonsense.
+    busy = {"overhead": {"between_requests": 0.0033, "server_cpu": -0.002},
+            "server_cpu": {"mean": -0.002, "cv": None, "requests": 199}}
+    got = calibration_result({"idle": idle, "busy": busy})
+    assert got["measured"]["app.request_cpu"] == 0.0011 and got["measured"]["app.overhead"] is None
+    assert "app.overhead" not in got["set"] and any("gevent" in w for w in got["warnings"])

@@ -63,6 +63,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=positive_int, default=1, metavar="N",
                    help="real runs per policy (run k sends the simulation's replication k; default 1), "
                         "for the measured side's spread")
+    p.add_argument("--calibrate", action="store_true",
+                   help="first measure the stack's own costs per request (router.connect, the server's CPU "
+                        "app.request_cpu, the worker's app.overhead, fleet.cpu_jitter) in two short real runs of "
+                        "the scenario's dynos, print them and the --set lines, and simulate with them")
     p.add_argument("--check", action="store_true",
                    help="say which of haproxy, postgres, gunicorn, gevent, psycopg are installed, and how to install them")
     p.set_defaults(handler=main)
@@ -77,10 +81,15 @@ def main(args: argparse.Namespace) -> int:
 
     scenario = scenario_from_args(args)
     if "autoscale" in scenario.doc:
+        if args.calibrate:
+            from ..errors import DynosimError
+
+            raise DynosimError("--calibrate: not for an autoscaled fleet yet; calibrate the scenario without "
+                               "[autoscale] and pass its --set lines")
         return fleet_main(args, scenario)
     with activity() as shown:
         task = shown.task("testbed")
-        doc = testbed(scenario, policies=args.policy, runs=args.runs,
+        doc = testbed(scenario, policies=args.policy, runs=args.runs, calibrate=args.calibrate,
                       progress=lambda m: shown.update(task, note=m))
     records = {r["policy"]: r.pop("_records") for r in doc["results"]}
     if args.out is not None:
@@ -102,8 +111,53 @@ def check(found: List[Any]) -> int:
     return 0 if all(t.present for t in found) else 1
 
 
+def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
+    """What the calibration measured, in lines to print, the --set line last."""
+    runs = calibration["runs"]
+    idle, busy = runs.get("idle") or {}, runs.get("busy") or {}
+    measured = calibration["measured"]
+
+    def ms(value: Optional[float], digits: int = 3) -> str:
+        return "not measured" if value is None else f"{value * 1e3:.{digits}f} ms"
+
+    g = idle.get("gunicorn") or {}
+    lines = [f"calibration: gunicorn {g.get('worker_class')}, {g.get('workers')} worker(s)"
+             + (f" of {g.get('threads')} threads" if (g.get("threads") or 1) > 1 else "")
+             + f" per dyno; requests of 2 ms CPU + 8 ms sleep, HAProxy leastconn; {idle.get('requests', 0)} with "
+             f"{idle.get('clients', 0)} client(s) (one per dyno), {busy.get('requests', 0)} with "
+             f"{busy.get('clients', 0)} (two per worker slot)"]
+    server = idle.get("server_cpu") or {}
+    busy_server = busy.get("server_cpu") or {}
+    busy_over = busy.get("overhead") or {}
+    lines.append(f"  router.connect   {ms(measured.get('router.connect'))}: sent -> the app starts, dyno idle")
+    cv = server.get("cv")
+    lines.append(f"  app.request_cpu  {ms(measured.get('app.request_cpu'))}: the worker process's CPU per request "
+                 f"beyond the app's phases, busy run ({busy_server.get('requests', 0)} requests; idle run "
+                 f"{ms(server.get('mean'))}" + (f", cv {cv:.2f})" if cv is not None else ")"))
+    less = (f" less its server CPU ({ms(busy_over.get('server_cpu'))})" if "app.request_cpu" in calibration["set"]
+            else "")
+    lines.append(f"  app.overhead     {ms(measured.get('app.overhead'))}: the worker's time between two requests "
+                 f"({ms(busy_over.get('between_requests'))}){less}, busy run")
+    cpu = (idle.get("phases") or {}).get("cpu") or {}
+    io = (idle.get("phases") or {}).get("io") or {}
+    jitter = measured.get("fleet.cpu_jitter")
+    lines.append(f"  fleet.cpu_jitter {'not measured' if jitter is None else f'{jitter:.4f}'}: the coefficient of "
+                 f"variation of a 2 ms CPU phase's wall time ({cpu.get('phases', 0)} phases"
+                 + (f", mean {cpu['ratio_mean']:.3f}x, p99 {cpu['ratio_p99']:.3f}x; from the interquartile range "
+                    f"{cpu['cv_iqr']:.4f})" if cpu.get("cv_iqr") is not None else ")"))
+    if io.get("overshoot_mean") is not None:
+        lines.append(f"  for comparison: an 8 ms sleep overshoots by {ms(io['overshoot_mean'])}"
+                     + (f" (sd {ms(io['overshoot_sd'])}, cv {io['cv']:.4f})" if io.get("cv") is not None else ""))
+    lines += [f"  warning: {w}" for w in calibration.get("warnings") or []]
+    lines.append("simulated with: " + (" ".join(calibration["set_lines"]) or "nothing (nothing measured)"))
+    return lines
+
+
 def print_comparison(doc: Dict[str, Any]) -> None:
     console = stdout_console()
+    if doc.get("calibration"):
+        for line in calibration_lines(doc["calibration"]):
+            console.print(line, highlight=False, markup=False)
     for result in doc["results"]:
         sim, real = result["simulated"], result["measured"]
         runs = int(real["replications"])

@@ -27,9 +27,13 @@ and the app does each in turn:
 It answers 200 with headers saying what happened: ``X-Dynosim-Start`` and ``X-Dynosim-End``
 (wall clock, Unix seconds: when the app began and finished the request's work),
 ``X-Dynosim-Dyno``, ``X-Dynosim-Pid``, ``X-Dynosim-Rss`` (the process's resident memory,
-bytes), ``X-Dynosim-Cpu`` (CPU seconds the thread used), ``X-Dynosim-Pool-Wait`` (seconds spent
-waiting for pool connections) and ``X-Dynosim-Request-Start`` (the router's
-``X-Request-Start``, echoed).
+bytes), ``X-Dynosim-Cpu`` (CPU seconds the thread used in the phases), ``X-Dynosim-Pool-Wait``
+(seconds spent waiting for pool connections), ``X-Dynosim-Request-Start`` (the router's
+``X-Request-Start``, echoed), ``X-Dynosim-Phase-Wall`` (the wall time of each phase, seconds,
+comma-separated in the phases' order) and ``X-Dynosim-Proc-Cpu`` (the worker process's CPU
+time, user + system, all its threads, read last thing before answering: between two of a
+process's requests it grows by the requests' own CPU and the app server's, which is how the
+testbed measures the server's CPU per request, :func:`dynosim.testbed.measure.server_cpu`).
 
 The headers reach the client only when the request is answered by the app. A request the
 router has already answered with an error (a 504 at ``timeout server``), or whose worker was
@@ -225,13 +229,15 @@ def rss() -> int:
         return int(f.read().split()[1]) * _PAGE
 
 
-def perform(phases: List[Phase]) -> Tuple[float, float]:
-    """Does the phases; returns (CPU seconds this thread used, seconds waited for pools)."""
+def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[float, float]:
+    """Does the phases; returns (CPU seconds this thread used, seconds waited for pools).
+    `walls`, when given, gets each phase's wall time appended, in order."""
     cpu0 = time.thread_time()
     pool_wait = 0.0
     held: List[bytearray] = []
     share = 0.0
     for kind, resource, seconds in phases:
+        began = time.perf_counter()
         if kind == "cpu":
             burn_cpu(seconds)
         elif kind == "use":
@@ -244,6 +250,8 @@ def perform(phases: List[Phase]) -> Tuple[float, float]:
             share = seconds
         else:
             time.sleep(seconds)
+        if walls is not None:
+            walls.append(time.perf_counter() - began)
     if share > 0:
         keep(held, share)
     del held  # the rest is freed here, by the thread that allocated it
@@ -262,7 +270,8 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     if stamped is not None:
         _note("q", request, stamped)
     _note("s", request, start)
-    cpu, pool_wait = perform(phases)
+    walls: List[float] = []
+    cpu, pool_wait = perform(phases, walls)
     end = time.time()
     _note("e", request, end)
     headers = [
@@ -275,7 +284,10 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         ("X-Dynosim-Cpu", f"{cpu:.6f}"),
         ("X-Dynosim-Pool-Wait", f"{pool_wait:.6f}"),
         ("X-Dynosim-Request-Start", environ.get("HTTP_X_REQUEST_START", "")),
+        ("X-Dynosim-Phase-Wall", ",".join(f"{w:.6f}" for w in walls)),
     ]
+    # Last, so that everything this process did for the request up to here is in it.
+    headers.append(("X-Dynosim-Proc-Cpu", f"{time.process_time():.6f}"))
     start_response("200 OK", headers)
     return [b"ok\n"]
 

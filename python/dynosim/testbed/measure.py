@@ -390,7 +390,11 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
       requests the router held: their gap is the router's forwarding and connecting, not the
       worker's.
 
-    ``to_app_when_idle`` is what ``router.connect`` models and ``between_requests`` what
+    - ``server_cpu``: the app server's own CPU per request (:func:`server_cpu`; None without
+      the app's X-Dynosim-Proc-Cpu).
+
+    ``to_app_when_idle`` is what ``router.connect`` models, ``server_cpu`` what
+    ``app.request_cpu`` models and ``between_requests`` (less the server's CPU) what
     ``app.overhead`` models (see :func:`stack_costs`).
     """
     sent = np.asarray(load["sent"], dtype=float)
@@ -418,11 +422,121 @@ def overheads(load: Dict[str, Any], dynos: int, drawn_service: Sequence[float],
         return float(np.mean(values)) if len(values) else None
 
     return {"to_app_when_idle": mean((start - sent)[idle]), "in_app": mean((end - start - drawn)[ok]),
-            "after_app": mean((done - end)[ok]), "between_requests": mean(np.array(gaps))}
+            "after_app": mean((done - end)[ok]), "between_requests": mean(np.array(gaps)),
+            "server_cpu": server_cpu(load)["mean"]}
 
 
-def stack_costs(over: Dict[str, Optional[float]]) -> Dict[str, Optional[float]]:
+def stack_costs(over: Dict[str, Optional[float]], request_cpu: bool = True) -> Dict[str, Optional[float]]:
     """The scenario keys that model what :func:`overheads` measured, in seconds (None where
     the run could not tell): ``router.connect`` is the time to the app for a request finding
-    its dyno idle, ``app.overhead`` the worker's time between two requests."""
-    return {"router.connect": over.get("to_app_when_idle"), "app.overhead": over.get("between_requests")}
+    its dyno idle; ``app.request_cpu`` the server's own CPU per request; ``app.overhead`` the
+    worker's time between two requests less that CPU, which the simulation then runs as
+    ``app.request_cpu`` (on a core, under the lock): the worker's gap is mostly the server
+    writing, closing, accepting and parsing, so setting both to what was measured would
+    count that CPU twice (clamped at 0; the whole gap when the server's CPU is unknown).
+
+    `request_cpu` False: the simulation cannot run ``app.request_cpu`` (a scenario with
+    ``[service]``, not ``[request]`` phases: the engine runs it only before phases), so it is
+    None and ``app.overhead`` is the whole gap."""
+    gap, cpu = over.get("between_requests"), over.get("server_cpu") if request_cpu else None
+    overhead = gap if gap is None or cpu is None else max(0.0, gap - cpu)
+    return {"router.connect": over.get("to_app_when_idle"), "app.request_cpu": cpu, "app.overhead": overhead}
+
+
+def server_cpu(load: Dict[str, Any]) -> Dict[str, Optional[float]]:
+    """The app server's own CPU per request (accept, parse, write, log: what the worker process
+    did beyond the app's phases), from the process's CPU time each answer reports
+    (``x-dynosim-proc-cpu``, user + system, read last thing before answering) and the thread
+    CPU of the request's phases (``x-dynosim-cpu``). Per worker process (its pid), the answers
+    in the order of that CPU time: (its CPU at the last − at the first) − the phases' CPU of
+    the requests after the first, over their count. ``mean`` pools every process (the sum of
+    those differences over the sum of the counts; None with no process answering twice);
+    ``cv`` is the coefficient of variation of the per-request figure (the growth between two
+    consecutive answers less the later one's phases), which means something only where a
+    process runs one request at a time (a sync worker, or one client per process);
+    ``requests`` how many requests the mean is over.
+
+    A process running requests at once (gthread, gevent) still gives the right mean: the
+    differences telescope, and the requests in flight at the first and last answer are off
+    by at most their CPU, over the count."""
+    headers = load["headers"]
+    column = headers.get("x-dynosim-proc-cpu")
+    none: Dict[str, Optional[float]] = {"mean": None, "cv": None, "requests": 0}
+    if not column:
+        return none
+    proc = floats(column)
+    phases = floats(headers.get("x-dynosim-cpu") or [None] * len(proc))
+    pid = app_pids(load)
+    status = np.asarray(load.get("status", [200] * len(proc)), dtype=np.int64)
+    ok = (status == 200) & (pid >= 0) & np.isfinite(proc) & np.isfinite(phases)
+    total, count = 0.0, 0
+    each: List[float] = []
+    for p in np.unique(pid[ok]):
+        idx = np.nonzero(ok & (pid == p))[0]
+        if len(idx) < 2:
+            continue
+        order = idx[np.argsort(proc[idx], kind="stable")]
+        steps = np.diff(proc[order]) - phases[order][1:]
+        total += float(np.sum(steps))
+        count += len(steps)
+        each += steps.tolist()
+    if count == 0:
+        return none
+    mean = total / count
+    values = np.array(each)
+    cv = float(np.std(values, ddof=1) / mean) if len(values) > 1 and mean > 0 else None
+    return {"mean": mean, "cv": cv, "requests": count}
+
+
+def phase_spread(load: Dict[str, Any], kinds: Sequence[Sequence[str]], drawn: Sequence[Sequence[float]],
+                 *, shortest: float = 0.0005) -> Dict[str, Dict[str, Optional[float]]]:
+    """How the phases' wall times (``x-dynosim-phase-wall``) differ from what was drawn, per
+    kind, over the answered requests (`kinds` and `drawn`: per request sent, its phases' kinds
+    and drawn times, in order; phases shorter than `shortest` are left out, the clock's and the
+    loop's granularity dominating them):
+
+    - ``cpu``: ``ratio_mean`` and ``cv``, the mean and the coefficient of variation of wall
+      time over drawn time for each CPU phase; ``ratio_p99``. At low load, with nothing else
+      of the dyno on its cores, ``cv`` is the candidate ``fleet.cpu_jitter``: the factor the
+      simulation draws for each CPU phase (the app burns the drawn thread CPU exactly, so what
+      varies is how much wall time the machine takes to give it); ``cv_iqr``, the same from
+      the interquartile range (IQR / 1.349 over the median, as for a normal), which a few
+      phases stretched by preemption (another process on the core) barely move: ``cv`` far
+      above it says the spread is those few, not every phase;
+    - ``io`` (sleeps, ``io`` and ``hold``) and ``use`` (a query): ``overshoot_mean`` and
+      ``overshoot_sd``, wall − drawn, and ``cv``, the coefficient of variation of wall over
+      drawn time, for comparison;
+
+    each with ``phases``, how many were counted (0 and None figures when there were none)."""
+    column = load["headers"].get("x-dynosim-phase-wall") or [None] * len(kinds)
+    status = np.asarray(load.get("status", [200] * len(kinds)), dtype=np.int64)
+    ratio: Dict[str, List[float]] = {"cpu": [], "io": [], "use": []}
+    over: Dict[str, List[float]] = {"cpu": [], "io": [], "use": []}
+    for k, text in enumerate(column):
+        if not text or status[k] != 200:
+            continue
+        try:
+            walls = [float(w) for w in text.split(",")]
+        except ValueError:
+            continue
+        if len(walls) != len(kinds[k]):
+            continue
+        for kind, want, wall in zip(kinds[k], drawn[k], walls):
+            kind = "io" if kind == "hold" else kind
+            if kind in ratio and want >= shortest:
+                ratio[kind].append(wall / want)
+                over[kind].append(wall - want)
+    out: Dict[str, Dict[str, Optional[float]]] = {}
+    for kind in ratio:
+        r, o = np.array(ratio[kind]), np.array(over[kind])
+        n = len(r)
+        cv = float(np.std(r, ddof=1) / np.mean(r)) if n > 1 else None
+        if kind == "cpu":
+            q1, q2, q3 = np.percentile(r, [25, 50, 75]) if n else (np.nan, np.nan, np.nan)
+            out[kind] = {"phases": n, "ratio_mean": float(np.mean(r)) if n else None, "cv": cv,
+                         "cv_iqr": float((q3 - q1) / 1.349 / q2) if n > 1 else None,
+                         "ratio_p99": float(np.percentile(r, 99)) if n else None}
+        else:
+            out[kind] = {"phases": n, "overshoot_mean": float(np.mean(o)) if n else None,
+                         "overshoot_sd": float(np.std(o, ddof=1)) if n > 1 else None, "cv": cv}
+    return out

@@ -16,6 +16,7 @@ simulated}, "testbed": {...}}`` (docs/testbed.md).
 from __future__ import annotations
 
 import csv
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -37,7 +38,8 @@ from .tools import missing
 
 #: Response headers the load generator keeps (see dynosim.testbed.app).
 CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
-           "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start"]
+           "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
+           "x-dynosim-proc-cpu"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -62,13 +64,17 @@ def check_tools(plans: List[Plan]) -> None:
                            + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
 
 
-def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: int = 1,
+def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: int = 1, calibrate: bool = False,
             progress: Callable[[str], None] = lambda message: None) -> Dict[str, Any]:
     """Runs every policy of `scenario` (or `policies`) for real `runs` times and simulated:
     ``{"results": [...]}`` as ``dynosim testbed --json`` prints it. Real run k sends the
     requests of the simulation's replication k (the simulation runs at least `runs`
     replications), so each real run has a simulated twin, and several runs give the measured
-    side a spread of its own."""
+    side a spread of its own.
+
+    `calibrate`: first measure the stack's own costs (:func:`calibrate`) and simulate with
+    them (the simulated side only: the real one has its own); the result then has
+    ``"calibration"``."""
     if runs < 1:
         raise DynosimError(f"--runs must be at least 1, got {runs}")
     if policies:
@@ -78,12 +84,17 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
         scenario = scenario.with_overrides({"run.replications": runs})
     cases = [scenario.for_policy(p) for p in scenario.policies]
     plans = [make_plan(case) for case in cases]  # every refusal before anything starts
-    check_tools(plans)
+    calibration_plans = calibration_runs(scenario) if calibrate else []
+    check_tools(plans + [plan for _, plan in calibration_plans])
+    calibration: Optional[Dict[str, Any]] = None
+    if calibrate:
+        calibration = run_calibration(calibration_plans, request_cpu=has_phases(scenario), progress=progress)
+    sets: Dict[str, Any] = calibration["set"] if calibration else {}
     results = []
     for case, first in zip(cases, plans):
         policy = first.described["policy"]
         progress(f"{policy}: simulating")
-        simulated = run_scenario(case, warn=False)[0].to_dict()
+        simulated = run_scenario(case.with_overrides(sets), warn=False)[0].to_dict()
         reports, rows = [], []
         for k in range(runs):
             plan = first if k == 0 else make_plan(case, replication=k)
@@ -91,7 +102,7 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
             report, records = run_plan(plan, progress=lambda m: progress(f"{policy}: run {k + 1}: {m}"))
             reports.append(report)
             rows += [dict(r, run=k) for r in records]
-        measured = combine(reports)
+        measured = combine(reports, request_cpu=has_phases(case))
         if "pricing" in simulated:  # the scenario's prices, the same for both sides
             measured["pricing"] = simulated["pricing"]
         twins = {"summary": measure.summary_of(simulated["per_replication"][:runs])}
@@ -99,10 +110,172 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
                         "difference": difference(simulated["summary"], measured["summary"]),
                         "paired_difference": difference(twins["summary"], measured["summary"]),
                         "testbed": measured.pop("testbed"), "_records": rows})
-    return {"results": results}
+        if calibration:
+            results[-1]["testbed"]["modelled_costs"].update(calibration["modelled"])
+    doc: Dict[str, Any] = {"results": results}
+    if calibration:
+        doc["calibration"] = calibration
+    return doc
 
 
-def combine(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
+#: The calibration's requests: constant phases, so that what varies is the stack's. 2 ms of
+#: CPU is long beside the clock's and the burn loop's granularity (microseconds) and short
+#: beside a time slice; the sleep lets one process's CPU phases not follow each other back to
+#: back, as a real request's would not.
+CALIBRATION_PHASES = [{"cpu": "2ms"}, {"io": "8ms"}]
+#: Requests in the idle run (one client per dyno) and the busy one (two per worker slot).
+CALIBRATION_REQUESTS = (300, 200)
+#: The most either calibration run may last, seconds.
+CALIBRATION_SECONDS = 30.0
+
+
+def calibration_scenario(scenario: Scenario, *, clients: int, requests: int) -> Scenario:
+    """`scenario`'s fleet and app server (its dynos, cores, gunicorn's worker class,
+    processes, threads and timeouts), under a closed loop of `clients` sending `requests`
+    requests of :data:`CALIBRATION_PHASES`, routed by least connections (HAProxy's leastconn:
+    spreads the clients evenly and holds nothing in its own queue, unlike intelligent's
+    maxconn), one replication. Its resources, classes and autoscaling are left out: the
+    calibration measures the router and the app server, not the app."""
+    keep = ("name", "description", "fleet", "app")
+    doc: Dict[str, Any] = {k: v for k, v in scenario.doc.items() if k in keep}
+    doc["name"] = f"{scenario.name}-calibration"
+    doc["arrivals"] = {"process": "closed", "clients": clients, "requests": requests, "think": "0s"}
+    doc["request"] = {"phases": CALIBRATION_PHASES}
+    router = scenario.doc.get("router") or {}
+    doc["router"] = {"policy": "least_connections", **{k: router[k] for k in ("timeout",) if k in router}}
+    seed = (scenario.doc.get("run") or {}).get("seed")
+    doc["run"] = {"replications": 1, "warmup": "0s", **({"seed": seed} if seed is not None else {})}
+    return Scenario(doc, source=scenario.source, base_dir=scenario.base_dir)
+
+
+def calibration_runs(scenario: Scenario) -> List[tuple]:
+    """The calibration's two real runs, planned (every refusal before anything starts):
+    ``("idle", plan)``, one client per dyno, so that each request finds its dyno idle (the
+    time to reach the app, the server's CPU per request, the CPU phases' jitter: no other
+    request of the dyno on its cores); ``("busy", plan)``, two clients per worker slot, so
+    that requests wait at the dyno for a worker and the worker's time between two requests
+    shows (one client per worker would leave every worker idle when its next request comes).
+    """
+    single = scenario.without_autoscale().for_policy(scenario.policies[0])
+    dynos = int(single.describe()["dynos"])
+    out: List[tuple] = []
+    for name in ("idle", "busy"):
+        if name == "idle":
+            clients, requests = dynos, CALIBRATION_REQUESTS[0]
+        else:
+            # Two per thread; a gevent worker takes every connection at once, so two per process
+            # (its greenlets never wait for a worker: nothing of the gap shows).
+            d = out[0][1].dynos
+            clients, requests = 2 * dynos * d.workers * (d.threads if d.worker_class == "gthread" else 1), \
+                CALIBRATION_REQUESTS[1]
+        plan = make_plan(calibration_scenario(single, clients=clients, requests=max(requests, 2 * clients)))
+        plan.deadline = min(plan.deadline, CALIBRATION_SECONDS)
+        plan.request_timeout = min(plan.request_timeout, CALIBRATION_SECONDS)
+        plan.router.timeout = min(plan.router.timeout, CALIBRATION_SECONDS)
+        out.append((name, plan))
+    return out
+
+
+def run_calibration(runs: List[tuple], request_cpu: bool = True,
+                    progress: Callable[[str], None] = lambda message: None) -> Dict[str, Any]:
+    """Runs the calibration's plans (:func:`calibration_runs`) on the real stack and says what
+    they measured: ``{"measured": {key: seconds or the jitter}, "set": {key: value as --set
+    takes it}, "set_lines": ["--set key=value", ...], "modelled": {key: seconds}, "runs":
+    {name: the details}}`` (docs/testbed.md, "Calibration"). A figure the runs could not
+    measure is None and is not set."""
+    details: Dict[str, Any] = {}
+    for name, plan in runs:
+        progress(f"calibration: {name} run: {len(plan.drawn['phases'])} requests, "
+                 f"{plan.closed['clients'] if plan.closed else 0} clients")
+        load, router_log, _work, wall = _run_stack(plan, progress=lambda m: progress(f"calibration: {m}"))
+        tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
+        served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
+        kinds = [[p["kind"] for p in plan.drawn["classes"][plan.drawn["class"][i]]["phases"]] for i in load["index"]]
+        drawn = [plan.drawn["phases"][i] for i in load["index"]]
+        status = np.asarray(load["status"])
+        details[name] = {
+            "clients": plan.closed["clients"] if plan.closed else 0, "requests": len(load["index"]),
+            "failed": int(np.sum(status != 200)), "wall_seconds": wall,
+            "overhead": measure.overheads(load, int(plan.described["dynos"]), served, router_wait=tw),
+            "server_cpu": measure.server_cpu(load),
+            "phases": measure.phase_spread(load, kinds, drawn),
+            "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
+                         "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
+        }
+    return calibration_result(details, request_cpu)
+
+
+def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dict[str, Any]:
+    """What the calibration's runs (`details`, as :func:`run_calibration` gathers them) give
+    for the simulation: ``router.connect`` the idle run's time to the app for a request finding
+    its dyno idle; ``app.request_cpu`` the busy run's server CPU per request (the idle run's
+    where the busy one has none): a worker going from one request to the next, as it does
+    whenever requests queue, where the costs matter (a worker waking for each request, the
+    idle run, spends more: docs/testbed.md, "Calibration"); ``app.overhead`` the busy run's
+    worker's time between two requests less that server CPU (which the simulation then runs
+    as app.request_cpu; :func:`measure.stack_costs`); ``fleet.cpu_jitter``
+    the coefficient of variation of the idle run's CPU phases' wall time over their drawn
+    time. `request_cpu` False (a scenario with [service]: the simulation cannot run it):
+    app.request_cpu is measured but not set, and app.overhead is the worker's whole gap."""
+    idle, busy = details.get("idle") or {}, details.get("busy") or {}
+    idle_over = idle.get("overhead") or {}
+    gevent = (idle.get("gunicorn") or {}).get("worker_class") == "gevent"
+    if gevent:
+        # One OS thread runs every greenlet: a request's thread CPU holds the others' CPU done
+        # while it slept, so the busy run's server CPU is wrong, and no request ever waits for
+        # a worker, so there is no gap to measure.
+        busy = {k: v for k, v in busy.items() if k not in ("server_cpu", "overhead")}
+    busy_cpu = (busy.get("server_cpu") or {}).get("mean")
+    busy_over = dict(busy.get("overhead") or {})
+    if busy_cpu is None:
+        busy_over["server_cpu"] = (idle.get("server_cpu") or {}).get("mean")
+    busy_costs = measure.stack_costs(busy_over, request_cpu)
+    measured: Dict[str, Optional[float]] = {
+        "router.connect": idle_over.get("to_app_when_idle"),
+        "app.request_cpu": busy_cpu if busy_cpu is not None else (idle.get("server_cpu") or {}).get("mean"),
+        "app.overhead": busy_costs.get("app.overhead"),
+        "fleet.cpu_jitter": ((idle.get("phases") or {}).get("cpu") or {}).get("cv"),
+    }
+    sets: Dict[str, Any] = {}
+    for key, value in measured.items():
+        if key == "app.request_cpu" and not request_cpu:
+            continue
+        if value is None or not math.isfinite(value) or value < 0:
+            continue
+        # As --set would give them: a number for the jitter, a duration for the others.
+        sets[key] = round(value, 4) if key == "fleet.cpu_jitter" else f"{value * 1e3:.3f}ms"
+    modelled = {k: v for k, v in measured.items() if k in sets}
+    warnings = []
+    if gevent:
+        warnings.append("gevent: app.request_cpu is the idle run's (one greenlet at a time), and app.overhead is not "
+                        "measured (a gevent worker takes every connection at once: no request waits for a worker)")
+    if not request_cpu:
+        warnings.append("the scenario has [service], not [request] phases: the simulation runs app.request_cpu only "
+                        "before phases, so it is not set, and app.overhead is the worker's whole gap")
+    cpu = (idle.get("phases") or {}).get("cpu") or {}
+    if (cpu.get("ratio_mean") or 1.0) > STRETCHED:
+        warnings.append(f"the calibration's CPU phases took {cpu['ratio_mean']:.2f}x their CPU time in wall time: "
+                        "something else was running on the dyno's cores (this machine's other load), so "
+                        "fleet.cpu_jitter measures mostly that, and the real run's CPU phases are stretched too")
+    failed = sum(int((details.get(name) or {}).get("failed") or 0) for name in ("idle", "busy"))
+    if failed:
+        warnings.append(f"{failed} calibration request(s) failed")
+    return {"measured": measured, "set": sets, "set_lines": [f"--set {k}={v}" for k, v in sets.items()],
+            "modelled": modelled, "warnings": warnings, "runs": details}
+
+
+#: A calibration whose CPU phases took more than this many times their CPU in wall time ran on
+#: cores that something else used: it warns.
+STRETCHED = 1.1
+
+
+def has_phases(scenario: Scenario) -> bool:
+    """Whether the simulation can run app.request_cpu: the engine puts it before a request's
+    phases, so only a scenario with [request] has it (with [service] it is ignored)."""
+    return bool(scenario.doc.get("request"))
+
+
+def combine(reports: List[Dict[str, Any]], request_cpu: bool = True) -> Dict[str, Any]:
     """One measured report from several real runs: their replications side by side, the
     summary their means with 95% intervals (as the simulation's), the testbed's extras of the
     run whose generator was latest, with every run's warnings."""
@@ -121,16 +294,16 @@ def combine(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
         values = [r["testbed"]["overhead"][key] for r in reports if r["testbed"]["overhead"].get(key) is not None]
         over[key] = float(np.mean(values)) if values else None
     extras["overhead"] = over
-    extras["stack_costs"] = measure.stack_costs(over)
+    extras["stack_costs"] = measure.stack_costs(over, request_cpu)
     out["testbed"] = extras
     for r in reports:
         r.pop("testbed", None)
     return out
 
 
-def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None) -> tuple:
-    """Starts the components, sends the load, stops everything; the measured report and the
-    per-request records."""
+def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: None) -> tuple:
+    """Starts the components, sends the load, stops everything: (the load generator's records,
+    HAProxy's log by request id, the app's work log, the wall seconds it took)."""
     wall0 = time.monotonic()
     requests = plan.requests()
     with Supervisor() as supervisor:
@@ -166,10 +339,17 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
             database.stop()
         router_log = read_log(router.log)
         work = read_work(dynos.work_dir)
+    return load, router_log, work, time.monotonic() - wall0
+
+
+def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None) -> tuple:
+    """Starts the components, sends the load, stops everything; the measured report and the
+    per-request records."""
+    load, router_log, work, wall = _run_stack(plan, progress)
     d = plan.described
     classes = [c["name"] for c in plan.drawn["classes"]]
     rep = measure.replication(load, router_log, dynos=int(d["dynos"]), slots=int(d["slots"]),
-                              warmup=float(d["warmup"]), duration=float(d["duration"]), closed=closed,
+                              warmup=float(d["warmup"]), duration=float(d["duration"]), closed=plan.closed,
                               drawn_times=plan.drawn["time"],
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
                               work=work, per_process=per_process(plan), client_timeout=plan.request_timeout)
@@ -179,7 +359,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "offered_load": d["offered_load"], "relaxation_time": d["relaxation_time"], "duration": d["duration"],
         "warmup": d["warmup"], "replications": 1, "seed": d["seed"],
         "summary": measure.summary_of([rep]), "per_replication": [rep],
-        "wall_seconds": time.monotonic() - wall0,
+        "wall_seconds": wall,
         "testbed": extras(plan, load, router_log, work),
     }
     return report, records(plan, load, router_log, work)
@@ -209,6 +389,10 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
     served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
     shortest = min(served) if served else 0.0
     over = measure.overheads(load, int(plan.described["dynos"]), served, router_wait=tw)
+    if plan.dynos.worker_class == "gevent":
+        # One OS thread runs every greenlet: a request's thread CPU holds the others' CPU done
+        # while it slept, so the process's CPU less it is not the server's.
+        over["server_cpu"] = None
     warnings = list(plan.warnings)
     if not plan.closed and lateness["p99"] > LATENESS_SHARE * shortest:
         warnings.append(f"the load generator fell behind: p99 lateness {lateness['p99'] * 1e3:.3f} ms, more than "
@@ -222,8 +406,9 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "errored_work": measure.errored_work(load, work),
         "overhead": over,
         # What to set to model those costs, and what the simulation modelled.
-        "stack_costs": measure.stack_costs(over),
+        "stack_costs": measure.stack_costs(over, has_phases(plan.scenario)),
         "modelled_costs": {"router.connect": plan.described.get("connect", 0.0),
+                           "app.request_cpu": plan.described["app"].get("request_cpu", 0.0),
                            "app.overhead": plan.described["app"].get("overhead", 0.0)},
         "warnings": warnings,
         "haproxy": balance(plan.router.policy, plan.router.params) + (
@@ -265,6 +450,7 @@ def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, An
             "dyno": int(dyno[k]) if dyno[k] >= 0 else "",
             "pid": h["x-dynosim-pid"][k] or str((work.get(str(i)) or {}).get("pid", "")),
             "rss": h["x-dynosim-rss"][k] or "", "cpu": h["x-dynosim-cpu"][k] or "",
+            "process_cpu": h["x-dynosim-proc-cpu"][k] or "",
             "pool_wait": h["x-dynosim-pool-wait"][k] or "",
             "router_queue": "" if log.get("tw") is None else log["tw"],
             "router_connect": "" if log.get("tc") is None else log["tc"],
