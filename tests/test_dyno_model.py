@@ -337,3 +337,21 @@ def test_describe_says_which_scheduler_and_lock():
     doc["app"] = {"server": "gunicorn", "lock": True}
     d = json.loads(_d.describe(json.dumps(doc), "."))
     assert d["app"]["lock"] == "gil" and d["cpu"]["jitter"] == 0.0
+
+
+def test_the_server_s_cpu_needs_the_cpu_model(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text("""
+[arrivals]
+process = "poisson"
+rate = 10
+[service]
+distribution = "exponential"
+mean = "50ms"
+[fleet]
+dynos = 2
+[app]
+server = "gunicorn"
+request_cpu = "1ms"
+""")
+    assert_one_line_error(run_cli("run", str(path)), str(path), "app.request_cpu", "[request]")

@@ -555,6 +555,15 @@ impl Scenario {
                  scenario has none",
             ));
         }
+        let request_cpu = spec.app.as_ref().and_then(|a| a.request_cpu.as_ref());
+        if request.is_none() && request_cpu.is_some_and(|v| !crate::params::is_zero_duration(v)) {
+            return Err(Error::config(
+                "app.request_cpu",
+                "the server's own CPU per request needs the CPU model of [request] phases; a \
+                 [service] scenario holds each request for its drawn time (put the server's \
+                 time in app.overhead or the service time)",
+            ));
+        }
         let f = &spec.fleet;
         let dyno_type = DynoType::build(f.dyno_type.as_deref(), f.cores, f.memory.map(|m| m.0))?;
         let app = match (&spec.app, f.slots) {
