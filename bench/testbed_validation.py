@@ -19,7 +19,11 @@ replication(s) that drew exactly the requests that were sent (0..runs-1 with --r
 random routing draws are HAProxy's own on the real side). A measured figure inside the
 simulated interval is as close as the simulation's own spread can tell.
 
-    python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|dyno|timeouts] [--case TEXT]
+- the scheduler (issue #25: time slices and the GIL): SCHEDULER_CASES below, each calibrated
+  first (`dynosim testbed --calibrate`): throughput within 10%, p50 and p95 response within
+  15% (30 s of traffic at most per case).
+
+    python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|dyno|timeouts|scheduler] [--case TEXT]
                                        [--runs 1] [--stack-costs none|measured|C,O] [--json out.json]
 
 --stack-costs models the real stack's own per-request costs in the simulation
@@ -113,6 +117,50 @@ TIMEOUT_CASES: List[Tuple[str, str, Dict[str, Any]]] = [
         "fleet": {"dynos": 2}, "router": {"policy": "random", "retries": 2, "retry_delay": "100ms"}}),
 ]
 
+#: Issue #25's validation table: gunicorn sync and gthread, processes 1-8, threads 1-16,
+#: cores 1-2, the CPU share of a request from 10% to 90%, constant and exponential phases;
+#: one dyno, a closed loop of twice as many clients as it has threads (so that requests
+#: queue, as in the issue's case), each request CPU then IO (a sleep) of 50 ms in all.
+#: Throughput within 10%, p50 and p95 response within 15%, simulated with the stack's costs
+#: that `--calibrate` measures first. (label, worker class, processes, threads, cores, CPU
+#: share, constant?)
+SCHEDULER_CASES: List[Tuple[str, str, int, int, int, float, bool]] = [
+    ("the issue's: sync 8, 2 cores, 20% CPU, constant, 50 clients", "sync", 8, 1, 2, 0.2, True),
+    ("sync 8, 2 cores, 20% CPU, exponential", "sync", 8, 1, 2, 0.2, False),
+    ("sync 1, 1 core, 50% CPU, constant", "sync", 1, 1, 1, 0.5, True),
+    ("sync 4, 1 core, 90% CPU, constant", "sync", 4, 1, 1, 0.9, True),
+    ("sync 4, 2 cores, 10% CPU, exponential", "sync", 4, 1, 2, 0.1, False),
+    ("sync 2, 2 cores, 50% CPU, constant", "sync", 2, 1, 2, 0.5, True),
+    ("gthread 1x4, 1 core, 50% CPU, constant", "gthread", 1, 4, 1, 0.5, True),
+    ("gthread 1x16, 2 cores, 10% CPU, exponential", "gthread", 1, 16, 2, 0.1, False),
+    ("gthread 2x8, 2 cores, 30% CPU, constant", "gthread", 2, 8, 2, 0.3, True),
+    ("gthread 1x2, 2 cores, 90% CPU, constant", "gthread", 1, 2, 2, 0.9, True),
+    ("gthread 4x4, 2 cores, 50% CPU, exponential", "gthread", 4, 4, 2, 0.5, False),
+]
+
+
+def scheduler_scenario(case: Tuple[str, str, int, int, int, float, bool], duration: float,
+                       replications: int) -> Dict[str, Any]:
+    """One case of SCHEDULER_CASES as a scenario."""
+    label, worker_class, processes, threads, cores, share, constant = case
+    total = 0.050
+
+    def t(seconds: float) -> Any:
+        return seconds if constant else {"distribution": "exponential", "mean": seconds}
+
+    clients = 50 if "50 clients" in label else 2 * processes * threads
+    app: Dict[str, Any] = {"server": "gunicorn", "worker_class": worker_class, "processes": processes}
+    if worker_class == "gthread":
+        app["threads"] = threads
+    return {"name": "validation-scheduler",
+            "arrivals": {"process": "closed", "clients": clients},
+            "fleet": {"dynos": 1, "cores": cores},
+            "app": app,
+            "request": {"phases": [{"cpu": t(share * total)}, {"io": t((1 - share) * total)}]},
+            "router": {"policy": "random"},
+            "run": {"duration": duration, "warmup": 0.0, "replications": replications, "seed": 25}}
+
+
 DYNO_CASES: List[Tuple[str, Dict[str, Any]]] = [
     ("sync", {"worker_class": "sync"}),
     ("gthread, 3 threads", {"worker_class": "gthread", "threads": 3}),
@@ -178,7 +226,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic per routing case")
     parser.add_argument("--replications", type=int, default=20)
-    parser.add_argument("--only", choices=["routing", "dyno", "timeouts"])
+    parser.add_argument("--only", choices=["routing", "dyno", "timeouts", "scheduler"])
     parser.add_argument("--case", default="", help="only the cases whose label holds this text")
     parser.add_argument("--runs", type=int, default=1, help="real runs per case (run k: replication k's requests)")
     parser.add_argument("--stack-costs", default="none",
@@ -217,6 +265,17 @@ def main() -> int:
             result = testbed(Scenario(doc), runs=args.runs)["results"][0]
             rows.append(row(label, result, "closed_loop.requests_per_s", 0.15))
             print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    if args.only in (None, "scheduler"):
+        for case in [c for c in SCHEDULER_CASES if args.case in c[0]]:
+            doc = scheduler_scenario(case, min(args.duration, 30.0), args.replications)
+            doc = {k: v for k, v in doc.items()}
+            out = testbed(Scenario(doc), runs=args.runs, calibrate=True)
+            result = out["results"][0]
+            label = case[0] + f" (calibrated: {' '.join(out['calibration']['set_lines'])})"
+            rows.append(row(label, result, "throughput", 0.10))
+            rows.append(row(label, result, "response.p50", 0.15))
+            rows.append(row(label, result, "response.p95", 0.15))
+            print(f"... {case[0]} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     print("| case | metric | simulated (95% CI) | rep. 0 | measured | vs mean | vs rep. 0 | bound | met |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
