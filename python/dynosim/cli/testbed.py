@@ -68,7 +68,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "app.request_cpu, the worker's app.overhead, fleet.cpu_jitter) in two short real runs of "
                         "the scenario's dynos, print them and the --set lines, and simulate with them")
     p.add_argument("--check", action="store_true",
-                   help="say which of haproxy, postgres, gunicorn, gevent, psycopg are installed, and how to install them")
+                   help="say which of haproxy, postgres, gunicorn, gevent, psycopg and the Ruby servers (ruby, puma, "
+                        "unicorn, ruby-pg, ruby-rack) are installed, and how to install them")
     p.set_defaults(handler=main)
 
 

@@ -48,9 +48,16 @@ LATENESS_SHARE = 0.25
 
 
 def needed_tools(plans: List[Plan]) -> List[str]:
-    needed = ["haproxy", "gunicorn"]
+    """What the plans run: gunicorn, or Ruby and Puma or Unicorn (app.server), and the drivers
+    of their database."""
+    servers = {p.dynos.server for p in plans}
+    needed = ["haproxy"] + (["gunicorn"] if "gunicorn" in servers else [])
+    if servers - {"gunicorn"}:
+        needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
     if any(p.resources for p in plans):
-        needed += ["postgres", "psycopg"]
+        needed.append("postgres")
+        needed += ["psycopg"] if any(p.resources and p.dynos.server == "gunicorn" for p in plans) else []
+        needed += ["ruby-pg"] if any(p.resources and p.dynos.server != "gunicorn" for p in plans) else []
     if any(p.dynos.worker_class == "gevent" for p in plans):
         needed.append("gevent")
     return needed
@@ -60,7 +67,9 @@ def check_tools(plans: List[Plan]) -> None:
     """Refuses, in one line saying how to install them, plans whose components are missing."""
     absent = missing(needed_tools(plans))
     if absent:
-        raise DynosimError("the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
+        ruby = [p.dynos.server for p in plans if p.dynos.server != "gunicorn"]
+        because = f'app.server = "{ruby[0]}" runs the real {ruby[0]}: ' if ruby else ""
+        raise DynosimError(because + "the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
                            + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
 
 
@@ -413,8 +422,9 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "warnings": warnings,
         "haproxy": balance(plan.router.policy, plan.router.params) + (
             f", maxconn {plan.router.slots}" if plan.router.policy == "intelligent" else ""),
-        "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
-                     "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
+        # The app server as run (its name kept from when it was always gunicorn).
+        "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
+                     "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
         "resources": plan.resources,
     }
 
