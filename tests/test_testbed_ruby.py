@@ -100,6 +100,13 @@ def test_unicorn_runs_its_worker_processes_with_the_scenarios_timeout_and_backlo
     assert any("Unicorn's master checks" in w for w in real.warnings)
 
 
+def test_unicorn_2011_runs_on_real_unicorn_without_its_memory_model():
+    plan = make_plan(Scenario.load("unicorn-2011"))
+    assert (plan.dynos.server, plan.dynos.workers) == ("unicorn", 4)
+    assert any("does not run the memory model" in w for w in plan.warnings)
+    assert not any("memory model" in w for w in make_plan(Scenario(scenario("puma", 1, 3))).warnings)
+
+
 def test_a_model_the_ruby_server_has_not_runs_as_gunicorn_with_a_warning():
     plan, warnings = plan_of(scenario("unicorn", 2, 3, app={"server": "unicorn", "model": "threaded",
                                                              "processes": 2, "threads": 3}))

@@ -208,6 +208,10 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     kinds = {p["kind"] for c in drawn["classes"] for p in c["phases"]}
     machine_cpus = sorted(os.sched_getaffinity(0))
     dyno_plan = plan_dynos(described, has_phases, "cpu" in kinds, machine_cpus, warnings)
+    app_doc = scenario.doc.get("app") or {}
+    if app_doc.get("memory") or app_doc.get("swap_slowdown"):
+        warnings.append("the testbed does not run the memory model (app.memory, the quota, swap_slowdown): "
+                        "the real processes hold what they hold, and nothing swaps")
     if dyno_plan.server != "gunicorn" and worker_timeout:
         # _timeouts' warnings are gunicorn's; the Ruby servers do otherwise.
         warnings[:] = [w for w in warnings if not w.startswith("gunicorn's")]
