@@ -11,7 +11,7 @@ with the scenario's workers, threads and worker class, optionally pinned to CPU 
 
 Both start from ``ruby``'s own executable scripts, load the app after forking, and stop on
 SIGTERM finishing their requests. A Ruby server that is not installed is refused in one line
-(:func:`ruby_missing`); a model the Ruby server has not (Puma async, Unicorn threaded) runs
+before anything starts (``run.check_tools``); a model the Ruby server has not (Puma async, Unicorn threaded) runs
 as gunicorn, with a warning. Every other server runs as gunicorn:
 
 - ``sync`` model (Unicorn, gunicorn sync, thin): ``--worker-class sync --workers P``;
@@ -20,9 +20,9 @@ as gunicorn, with a warning. Every other server runs as gunicorn:
 - a ``[service]`` scenario's dyno with S slots: S sync workers (the seed study's Unicorn
   workers), each request holding its worker for the drawn time.
 
-A gunicorn dyno runs CPython, a Ruby one CRuby; both have an interpreter lock; a scenario without one
-(``app.lock = false``) and CPU work on more than one thread per process is run anyway, with a
-warning that the machine cannot honour it.
+A gunicorn dyno runs CPython, a Ruby one CRuby: both have an interpreter lock, so a scenario
+without one (``app.lock = false``) and CPU work on more than one thread per process is run
+anyway, with a warning that the machine cannot honour it.
 """
 
 from __future__ import annotations
