@@ -181,7 +181,8 @@ def test_a_real_puma_dyno_answers_with_the_protocol_through_a_database_pool(tmp_
         ready = {int(p.name.split("-")[1]) for p in (sup.workdir / "ready").iterdir()}
         assert len(ready) == 2 and pids <= ready
         assert {int(p.stem.split("-")[1]) for p in dynos.work_dir.glob("0-*.log")} == pids
-        assert all(line.split()[0] in "qse" for p in dynos.work_dir.glob("*.log") for line in p.read_text().splitlines())
+        lines = [line for p in dynos.work_dir.glob("*.log") for line in p.read_text().splitlines()]
+        assert len(lines) == 3 * n and all(line.split()[0] in ("q", "s", "e") for line in lines)
         # One connection per process, three threads: requests wait for it, and say so.
         waits = [float(w) for w in load["headers"]["x-dynosim-pool-wait"]]
         assert max(waits) > 0.005
