@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -265,3 +266,24 @@ def test_a_short_real_puma_run_reports_like_the_simulation(tmp_path):
     assert rep["service_mean"] >= 0.012 - 1e-6  # the drawn 12 ms (constant phases)
     assert r["testbed"]["gunicorn"]["server"] == "puma"
     assert not [w for w in r["testbed"]["warnings"] if "runs as gunicorn" in w]
+
+
+@pytest.mark.parametrize("server", ["puma", "unicorn"])
+def test_a_stopped_ruby_dyno_finishes_the_requests_it_has(server):
+    # SIGTERM is a graceful stop, as gunicorn's: a request in the app when the dyno is stopped
+    # is answered 200 (Puma within its 1 s force_shutdown_after; Unicorn's TERM trapped as QUIT).
+    needs("ruby", server, "ruby-rack")
+    import threading
+
+    with Supervisor() as sup:
+        port, = free_ports(1)
+        dynos = Dynos(sup, _ruby_plan(server, 2).dynos, [port], "")
+        out: Dict[str, object] = {}
+        sender = threading.Thread(target=lambda: out.update(_send(port, ["io:0.6"] * 2, clients=2)))
+        sender.start()
+        deadline = time.monotonic() + 10
+        while len(read_work(dynos.work_dir)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        dynos.stop()
+        sender.join(30)
+    assert list(out["status"]) == [200, 200], out["error"]

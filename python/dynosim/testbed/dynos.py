@@ -7,7 +7,7 @@ with the scenario's workers, threads and worker class, optionally pinned to CPU 
 - Puma (threaded or sync model): ``workers P`` (``workers 0``, single mode, for one process,
   as Puma itself advises), ``threads T, T``, bound to 127.0.0.1 with the backlog;
 - Unicorn (sync model): ``worker_processes P``, ``listen`` with the backlog, ``timeout`` from
-  app.timeout (Unicorn's floor is 3 s), TERM made graceful as Heroku's Unicorn guide does.
+  app.timeout (Unicorn's floor is 3 s), TERM made graceful (the usual recipe on Heroku).
 
 Both start from ``ruby``'s own executable scripts, load the app after forking, and stop on
 SIGTERM finishing their requests. A Ruby server that is not installed is refused in one line
@@ -118,8 +118,9 @@ class DynoPlan:
             f'listen "127.0.0.1:{port}", backlog: {self.backlog}',
             f"timeout {timeout}",
             "preload_app false",
-            # Heroku's Unicorn guide: TERM (a dyno's stop) as QUIT, a graceful stop, in the
-            # master; the workers wait for the master's QUIT.
+            # TERM (a dyno's stop on Heroku, the testbed's stop) as QUIT, a graceful stop, in
+            # the master (Unicorn's own TERM kills the workers at once); the workers wait for
+            # the master's QUIT. The usual recipe for Unicorn on Heroku.
             "before_fork { |server, worker| Signal.trap('TERM') { Process.kill('QUIT', Process.pid) } }",
             "after_fork { |server, worker| Signal.trap('TERM') {} }",
         ]) + "\n"
