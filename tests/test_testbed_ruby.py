@@ -141,13 +141,16 @@ def _send(port: int, phases: List[str], clients: int) -> Dict[str, object]:
                               60.0, HEADERS)
 
 
-def _check_answers(load: Dict[str, object], work: Dict[str, Dict[str, object]], n: int) -> Set[int]:
-    """Every request answered 200 with every header, and logged s/e by the worker that
-    answered it; the worker pids."""
+def _check_answers(load: Dict[str, object], work: Dict[str, Dict[str, object]], n: int,
+                   phases: int) -> Set[int]:
+    """Every request answered 200 with every header (a wall time per phase, the process's CPU
+    at least the phases'), and logged s/e by the worker that answered it; the worker pids."""
     assert list(load["status"]) == [200] * n, load["error"]
     h = load["headers"]
     for name in HEADERS:
         assert all(v for v in h[name]), name
+    assert all(len(w.split(",")) == phases for w in h["x-dynosim-phase-wall"])
+    assert all(float(p) >= float(c) for p, c in zip(h["x-dynosim-proc-cpu"], h["x-dynosim-cpu"]))
     pids = {int(p) for p in h["x-dynosim-pid"]}
     for k, i in enumerate(load["index"]):
         entry = work[str(i)]
@@ -177,7 +180,9 @@ def test_a_real_puma_dyno_answers_with_the_protocol_through_a_database_pool(tmp_
         n = 36
         load = _send(port, ["cpu:0.001,use=db:0.02,mem:200000,keep:0.1"] * n, clients=6)
         work = read_work(dynos.work_dir)
-        pids = _check_answers(load, work, n)
+        pids = _check_answers(load, work, n, phases=4)
+        # The query's wall time is at least its pg_sleep.
+        assert all(float(w.split(",")[1]) >= 0.02 for w in load["headers"]["x-dynosim-phase-wall"])
         # Two worker processes (cluster mode), each with its ready file and its own work log.
         ready = {int(p.name.split("-")[1]) for p in (sup.workdir / "ready").iterdir()}
         assert len(ready) == 2 and pids <= ready
@@ -201,7 +206,7 @@ def test_a_real_unicorn_dyno_answers_with_the_protocol(tmp_path):
         dynos = Dynos(sup, plan.dynos, [port], "")
         n = 30
         load = _send(port, ["cpu:0.002,io:0.01"] * n, clients=3)
-        pids = _check_answers(load, read_work(dynos.work_dir), n)
+        pids = _check_answers(load, read_work(dynos.work_dir), n, phases=2)
         ready = {int(p.name.split("-")[1]) for p in (sup.workdir / "ready").iterdir()}
         assert len(ready) == 3 and pids <= ready and dynos.processes[0].pid not in ready
         tree = _descendants(dynos.processes[0].pid) | {dynos.processes[0].pid}

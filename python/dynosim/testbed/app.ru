@@ -4,8 +4,9 @@
 # "unicorn"; docs/testbed.md, "Ruby servers"). Puma and Unicorn load it (their config file,
 # written by dynosim.testbed.dynos, names it) in every worker of every dyno, after forking.
 #
-# The request header, the response headers, the work log lines, the ready file and the
-# configuration (JSON in DYNOSIM_TESTBED) are app.py's; see its docstring. The phases:
+# The request header, the response headers (X-Dynosim-Start ... X-Dynosim-Phase-Wall,
+# X-Dynosim-Proc-Cpu), the work log lines, the ready file and the configuration (JSON in
+# DYNOSIM_TESTBED) are app.py's; see its docstring. The phases:
 #
 # - cpu:T computes in Ruby until this thread's CPU time (CLOCK_THREAD_CPUTIME_ID) has grown by
 #   T, so the GVL, the other threads and the pinned cores stretch it;
@@ -194,13 +195,19 @@ module DynosimTestbed
     File.read("/proc/self/statm").split[1].to_i * PAGE
   end
 
-  # Does the phases; returns [CPU seconds this thread used, seconds waited for pools].
-  def self.perform(phases)
+  def self.monotonic
+    Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+
+  # Does the phases; returns [CPU seconds this thread used, seconds waited for pools]. `walls`,
+  # when given, gets each phase's wall time appended, in order.
+  def self.perform(phases, walls = nil)
     cpu0 = thread_cpu
     pool_wait = 0.0
     held = []
     share = 0.0
     phases.each do |kind, resource, seconds|
+      began = monotonic
       case kind
       when "cpu" then burn_cpu(seconds)
       when "use"
@@ -210,6 +217,7 @@ module DynosimTestbed
       when "keep" then share = seconds
       else sleep(seconds)
       end
+      walls << monotonic - began if walls
     end
     keep(held, share) if share > 0
     held = nil # the rest is garbage from here
@@ -227,10 +235,11 @@ module DynosimTestbed
     stamped = request_start(env.fetch("HTTP_X_REQUEST_START", ""))
     note("q", request, stamped) if stamped
     note("s", request, start)
-    cpu, pool_wait = perform(phases)
+    walls = []
+    cpu, pool_wait = perform(phases, walls)
     finish = Time.now.to_f
     note("e", request, finish)
-    [200, {
+    headers = {
       "Content-Type" => "text/plain",
       "X-Dynosim-Start" => format("%.6f", start),
       "X-Dynosim-End" => format("%.6f", finish),
@@ -240,7 +249,12 @@ module DynosimTestbed
       "X-Dynosim-Cpu" => format("%.6f", cpu),
       "X-Dynosim-Pool-Wait" => format("%.6f", pool_wait),
       "X-Dynosim-Request-Start" => env.fetch("HTTP_X_REQUEST_START", ""),
-    }, ["ok\n"]]
+      "X-Dynosim-Phase-Wall" => walls.map { |w| format("%.6f", w) }.join(","),
+    }
+    # Last, so that everything this process did for the request up to here is in it: the
+    # process's CPU (user + system, every thread), as app.py's time.process_time().
+    headers["X-Dynosim-Proc-Cpu"] = format("%.6f", Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID))
+    [200, headers, ["ok\n"]]
   end
 
   # Tells the testbed this worker has loaded the app: a file named dyno-pid in ready_dir.

@@ -172,10 +172,11 @@ def calibration_runs(scenario: Scenario) -> List[tuple]:
         if name == "idle":
             clients, requests = dynos, CALIBRATION_REQUESTS[0]
         else:
-            # Two per thread; a gevent worker takes every connection at once, so two per process
-            # (its greenlets never wait for a worker: nothing of the gap shows).
+            # Two per thread (gthread, Puma); a gevent worker takes every connection at once, so
+            # two per process (its greenlets never wait for a worker: nothing of the gap shows).
             d = out[0][1].dynos
-            clients, requests = 2 * dynos * d.workers * (d.threads if d.worker_class == "gthread" else 1), \
+            threaded = d.worker_class in ("gthread", "puma")
+            clients, requests = 2 * dynos * d.workers * (d.threads if threaded else 1), \
                 CALIBRATION_REQUESTS[1]
         plan = make_plan(calibration_scenario(single, clients=clients, requests=max(requests, 2 * clients)))
         plan.deadline = min(plan.deadline, CALIBRATION_SECONDS)
