@@ -292,3 +292,21 @@ def test_a_stopped_ruby_dyno_finishes_the_requests_it_has(server):
         dynos.stop()
         sender.join(30)
     assert list(out["status"]) == [200, 200], out["error"]
+
+
+def test_calibrate_measures_pumas_own_costs(tmp_path):
+    # The calibration's two runs on the scenario's own Puma: its CPU per request beyond the
+    # app's phases (read from X-Dynosim-Proc-Cpu, which app.ru answers as app.py does), and
+    # two clients per thread in the busy run, as for gthread.
+    needs("ruby", "puma", "ruby-rack", "haproxy")
+    doc = scenario("puma", 1, 3, run={"duration": "2s", "warmup": "0s", "replications": 2, "seed": 5})
+    toml = tmp_path / "calibrate.toml"
+    toml.write_text(toml_document(doc))
+    result = run_cli("testbed", str(toml), "--calibrate", "--json", timeout=120)
+    assert result.returncode == 0, result.stderr
+    calibration = json.loads(result.stdout)["calibration"]
+    assert calibration["runs"]["busy"]["clients"] == 6
+    assert calibration["runs"]["idle"]["gunicorn"]["server"] == "puma"
+    assert 0 < calibration["measured"]["app.request_cpu"] < 0.05
+    text = run_cli("testbed", str(toml), "--calibrate", "--duration", "1s", timeout=120)
+    assert "calibration: puma, 1 worker(s) of 3 threads" in text.stdout.replace("\n", " ")

@@ -209,8 +209,8 @@ def run_calibration(runs: List[tuple], request_cpu: bool = True,
             "overhead": measure.overheads(load, int(plan.described["dynos"]), served, router_wait=tw),
             "server_cpu": measure.server_cpu(load),
             "phases": measure.phase_spread(load, kinds, drawn),
-            "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
-                         "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
+            "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
+                         "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
         }
     return calibration_result(details, request_cpu)
 
