@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the testbed's real components (docs/testbed.md):
-#   HAProxy and PostgreSQL from Debian's packages (as root, with apt-get), and
+#   HAProxy, PostgreSQL and the Ruby servers (Ruby, Puma, Unicorn, the pg gem and Rack) from
+#   Debian's packages (as root, with apt-get), and
 #   gunicorn, gevent and psycopg into the Python environment given as $1 (default: python3).
 # Services are not started: the testbed starts its own HAProxy and PostgreSQL for each run.
 set -euo pipefail
@@ -9,6 +10,12 @@ PY="${1:-python3}"
 need_apt=()
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
 compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || command -v postgres >/dev/null || need_apt+=(postgresql)
+# app.server = "puma" / "unicorn" run the real Ruby servers with dynosim's Rack app (app.ru).
+command -v ruby >/dev/null || need_apt+=(ruby)
+command -v puma >/dev/null || need_apt+=(puma)
+command -v unicorn >/dev/null || need_apt+=(unicorn)
+ruby -e 'require "pg"' 2>/dev/null || need_apt+=(ruby-pg)
+ruby -e 'require "rack"' 2>/dev/null || need_apt+=(ruby-rack)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
     echo "install-testbed: missing ${need_apt[*]}; install as root: apt-get install ${need_apt[*]}" >&2
@@ -28,4 +35,4 @@ fi
 
 # gunicorn 23+ (the worker classes, --threads), gevent, psycopg 3.1.14+ (gevent support).
 "$PY" -m pip install -q "gunicorn>=23,<28" "gevent>=24" "psycopg[binary]>=3.1.14,<4"
-echo "install-testbed: haproxy, postgresql, gunicorn, gevent, psycopg ready"
+echo "install-testbed: haproxy, postgresql, ruby, puma, unicorn, ruby-pg, ruby-rack, gunicorn, gevent, psycopg ready"

@@ -68,7 +68,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "app.request_cpu, the worker's app.overhead, fleet.cpu_jitter) in two short real runs of "
                         "the scenario's dynos, print them and the --set lines, and simulate with them")
     p.add_argument("--check", action="store_true",
-                   help="say which of haproxy, postgres, gunicorn, gevent, psycopg are installed, and how to install them")
+                   help="say which of haproxy, postgres, gunicorn, gevent, psycopg and the Ruby servers (ruby, puma, "
+                        "unicorn, ruby-pg, ruby-rack) are installed, and how to install them")
     p.set_defaults(handler=main)
 
 
@@ -121,7 +122,9 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
         return "not measured" if value is None else f"{value * 1e3:.{digits}f} ms"
 
     g = idle.get("gunicorn") or {}
-    lines = [f"calibration: gunicorn {g.get('worker_class')}, {g.get('workers')} worker(s)"
+    # gunicorn's worker class, or the Ruby server (its worker_class is the server's name).
+    kind = g.get("worker_class") if g.get("server", "gunicorn") != "gunicorn" else f"gunicorn {g.get('worker_class')}"
+    lines = [f"calibration: {kind}, {g.get('workers')} worker(s)"
              + (f" of {g.get('threads')} threads" if (g.get("threads") or 1) > 1 else "")
              + f" per dyno; requests of 2 ms CPU + 8 ms sleep, HAProxy leastconn; {idle.get('requests', 0)} with "
              f"{idle.get('clients', 0)} client(s) (one per dyno), {busy.get('requests', 0)} with "

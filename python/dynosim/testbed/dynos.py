@@ -1,7 +1,18 @@
-"""The testbed's dynos: one real gunicorn master per simulated dyno, on its own loopback port,
+"""The testbed's dynos: one real app server per simulated dyno, on its own loopback port,
 with the scenario's workers, threads and worker class, optionally pinned to CPU cores.
 
-How a scenario's app server becomes gunicorn (docs/testbed.md):
+``app.server = "puma"`` and ``"unicorn"`` run the real Ruby server with the Rack app
+``app.ru`` (app.py's protocol), from a config file written for each dyno:
+
+- Puma (threaded or sync model): ``workers P`` (``workers 0``, single mode, for one process,
+  as Puma itself advises), ``threads T, T``, bound to 127.0.0.1 with the backlog;
+- Unicorn (sync model): ``worker_processes P``, ``listen`` with the backlog, ``timeout`` from
+  app.timeout (Unicorn's floor is 3 s), TERM made graceful (the usual recipe on Heroku).
+
+Both start from ``ruby``'s own executable scripts, load the app after forking, and stop on
+SIGTERM finishing their requests. A Ruby server that is not installed is refused in one line
+before anything starts (``run.check_tools``); a model the Ruby server has not (Puma async, Unicorn threaded) runs
+as gunicorn, with a warning. Every other server runs as gunicorn:
 
 - ``sync`` model (Unicorn, gunicorn sync, thin): ``--worker-class sync --workers P``;
 - ``threaded`` (gthread, Puma): ``--worker-class gthread --workers P --threads T``;
@@ -9,9 +20,9 @@ How a scenario's app server becomes gunicorn (docs/testbed.md):
 - a ``[service]`` scenario's dyno with S slots: S sync workers (the seed study's Unicorn
   workers), each request holding its worker for the drawn time.
 
-Every dyno runs CPython, which has an interpreter lock; a scenario without one
-(``app.lock = false``) and CPU work on more than one thread per process is run anyway, with a
-warning that the machine cannot honour it.
+A gunicorn dyno runs CPython, a Ruby one CRuby: both have an interpreter lock, so a scenario
+without one (``app.lock = false``) and CPU work on more than one thread per process is run
+anyway, with a warning that the machine cannot honour it.
 """
 
 from __future__ import annotations
@@ -28,6 +39,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .procs import Supervisor, TestbedError
+
+#: The Rack app the Ruby servers run (shipped beside this module).
+RACK_APP = Path(__file__).with_name("app.ru")
+#: The Ruby servers the testbed runs for real, and the models each has.
+RUBY_SERVERS = {"puma": ("threaded", "sync"), "unicorn": ("sync",)}
 
 
 @dataclass
@@ -54,8 +70,17 @@ class DynoPlan:
     #: requests after SIGTERM before the master kills them (fleet.shutdown_grace for an
     #: autoscaled fleet; 1 s, a quick stop, otherwise).
     graceful_timeout: int = 1
+    #: The real server: "gunicorn", or a Ruby server ("puma", "unicorn") running app.ru.
+    server: str = "gunicorn"
 
-    def argv(self, port: int) -> List[str]:
+    def argv(self, port: int, config: Optional[Path] = None) -> List[str]:
+        """The command line for a dyno on `port`; a Ruby server's reads `config`
+        (:meth:`ruby_config`, written by :func:`spawn_dyno`)."""
+        if self.server in RUBY_SERVERS:
+            exe = shutil.which(self.server) or self.server
+            if self.server == "puma":
+                return self.env_prefix() + [exe, "--config", str(config), str(RACK_APP)]
+            return self.env_prefix() + [exe, "--config-file", str(config), "--env", "production", str(RACK_APP)]
         argv = self.env_prefix() + [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
                 "--worker-class", self.worker_class, "--workers", str(self.workers),
                 # The scenario's app.timeout (0: none); a quick stop.
@@ -67,6 +92,38 @@ class DynoPlan:
         if self.worker_class == "gevent":
             argv += ["--worker-connections", str(self.worker_connections)]
         return argv + ["dynosim.testbed.app:app"]
+
+    def ruby_config(self, port: int) -> str:
+        """The Ruby server's config file for a dyno on `port`."""
+        if self.server == "puma":
+            # One process: single mode (a cluster of one worker is a master more, which Puma
+            # warns is "often a misconfiguration"). No preloading: each worker loads the app
+            # itself, after forking, and writes its own ready file and work log.
+            lines = [f"workers {self.workers if self.workers > 1 else 0}",
+                     f"threads {self.threads}, {self.threads}",
+                     f'bind "tcp://127.0.0.1:{port}?backlog={self.backlog}"',
+                     'environment "production"',
+                     "preload_app! false",
+                     "quiet",
+                     # Puma retitles its processes with the tag: say whose they are.
+                     'tag "dynosim-testbed"',
+                     # A quick stop (or fleet.shutdown_grace), as gunicorn's --graceful-timeout.
+                     f"force_shutdown_after {self.graceful_timeout}",
+                     f"worker_shutdown_timeout {self.graceful_timeout}"]
+            return "\n".join(lines) + "\n"
+        # Unicorn's timeout is at least 3 s, at most 30 days (none: the most it takes).
+        timeout = max(3, self.worker_timeout) if self.worker_timeout else 30 * 24 * 3600
+        return "\n".join([
+            f"worker_processes {self.workers}",
+            f'listen "127.0.0.1:{port}", backlog: {self.backlog}',
+            f"timeout {timeout}",
+            "preload_app false",
+            # TERM (a dyno's stop on Heroku, the testbed's stop) as QUIT, a graceful stop, in
+            # the master (Unicorn's own TERM kills the workers at once); the workers wait for
+            # the master's QUIT. The usual recipe for Unicorn on Heroku.
+            "before_fork { |server, worker| Signal.trap('TERM') { Process.kill('QUIT', Process.pid) } }",
+            "after_fork { |server, worker| Signal.trap('TERM') {} }",
+        ]) + "\n"
 
     def env_prefix(self) -> List[str]:
         """``env -u NAME ... NAME=VALUE ...`` for :attr:`env`; nothing when it is empty."""
@@ -92,12 +149,21 @@ def plan_dynos(described: Dict[str, Any], has_phases: bool, cpu_work: bool, mach
         plan = DynoPlan(dynos, "gthread", int(app["processes"]), threads=int(app["per_process"]))
     else:
         plan = DynoPlan(dynos, "gevent", int(app["processes"]), worker_connections=int(app["per_process"]))
-    if app["server"] not in ("gunicorn", "generic"):
-        warnings.append(f"app.server = {app['server']} runs as gunicorn {plan.worker_class} workers "
-                        f"(the same {app['model']} model)")
-    if cpu_work and app["lock"] == "none" and plan.worker_class != "sync" and plan.threads * plan.worker_connections > 1:
-        warnings.append("cannot honour app.lock = false: the testbed's workers are CPython, whose threads "
-                        "share an interpreter lock")
+    server = app["server"]
+    if has_phases and app["model"] in RUBY_SERVERS.get(server, ()):
+        plan.server = server
+        plan.worker_class = server
+    elif server in RUBY_SERVERS and has_phases:
+        warnings.append(f"app.server = {server} has no {app['model']} model; it runs as gunicorn "
+                        f"{plan.worker_class} workers")
+    elif server not in ("gunicorn", "generic"):
+        warnings.append(f"app.server = {server} runs as gunicorn {plan.worker_class} workers "
+                        f"(the same {'sync' if not has_phases else app['model']} model)")
+    interpreter = "CRuby, whose threads share the GVL" if plan.server in RUBY_SERVERS else \
+        "CPython, whose threads share an interpreter lock"
+    if cpu_work and app["lock"] in (False, "none") and plan.worker_class not in ("sync", "unicorn") \
+            and plan.threads * plan.worker_connections > 1:
+        warnings.append(f"cannot honour app.lock = false: the testbed's workers are {interpreter}")
     cores = int(described["cores"])
     if cpu_work:
         # Pin each dyno to its own cores while the machine has them, then round again.
@@ -120,8 +186,13 @@ def spawn_dyno(supervisor: Supervisor, plan: DynoPlan, d: int, port: int, dsn: s
     config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
               "work_dir": str(work_dir)}
     env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
+    config_file = None
+    if plan.server in RUBY_SERVERS:
+        config_file = supervisor.workdir / f"dyno{d}-{plan.server}.rb"
+        config_file.write_text(plan.ruby_config(port))
+        env["RACK_ENV"] = "production"
     cpus = plan.cpus[d % len(plan.cpus)] if plan.cpus else None
-    return supervisor.spawn(plan.argv(port), name=f"dyno {d} (gunicorn)", env=env, cpus=cpus,
+    return supervisor.spawn(plan.argv(port, config_file), name=f"dyno {d} ({plan.server})", env=env, cpus=cpus,
                             log=supervisor.workdir / f"dyno{d}.log", stop_signal=signal.SIGTERM)
 
 
@@ -149,7 +220,7 @@ class Dynos:
                 break
             for d, proc in enumerate(self.processes):
                 if proc.poll() is not None:
-                    raise TestbedError(f"dyno {d} (gunicorn) exited with status {proc.returncode} while starting; "
+                    raise TestbedError(f"dyno {d} ({plan.server}) exited with status {proc.returncode} while starting; "
                                        f"see {supervisor.workdir / f'dyno{d}.log'}")
             if time.monotonic() > deadline:
                 raise TestbedError(f"the dynos' workers did not all start within {timeout:.0f} s "

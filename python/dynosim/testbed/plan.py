@@ -137,7 +137,8 @@ def _backlog(scenario: Scenario, dynos: DynoPlan, router: RouterPlan, warnings: 
         delay = MIN_CONNECT_TIMEOUT
     router.connect_timeout = delay
     router.retries = int(router_doc.get("retries", 10))
-    if dynos.worker_class != "sync":
+    # Puma's processes accept only while they have a free thread, as sync workers do.
+    if dynos.worker_class not in ("sync", "unicorn", "puma"):
         warnings.append(f"app.backlog: {dynos.worker_class} workers accept connections as they come and queue them "
                         "inside the process, so the listen backlog rarely fills as the simulation's does")
 
@@ -207,6 +208,21 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     kinds = {p["kind"] for c in drawn["classes"] for p in c["phases"]}
     machine_cpus = sorted(os.sched_getaffinity(0))
     dyno_plan = plan_dynos(described, has_phases, "cpu" in kinds, machine_cpus, warnings)
+    app_doc = scenario.doc.get("app") or {}
+    if app_doc.get("memory") or app_doc.get("swap_slowdown"):
+        warnings.append("the testbed does not run the memory model (app.memory, the quota, swap_slowdown): "
+                        "the real processes hold what they hold, and nothing swaps")
+    if dyno_plan.server != "gunicorn" and worker_timeout:
+        # _timeouts' warnings are gunicorn's; the Ruby servers do otherwise.
+        warnings[:] = [w for w in warnings if not w.startswith("gunicorn's")]
+        if dyno_plan.server == "puma":
+            warnings.append("Puma has no request timeout: app.timeout is not run (Rack::Timeout would)")
+            worker_timeout = 0
+        else:
+            if worker_timeout < 3:
+                warnings.append(f"Unicorn's timeout is at least 3 s: app.timeout runs as 3 s")
+            warnings.append("Unicorn's master checks its workers in whole seconds: its timeout kills a worker "
+                            "up to 2 s after the simulation's")
     if dynos * dyno_plan.workers > MAX_PROCESSES:
         raise scenario._error("app.processes", f"the testbed runs at most {MAX_PROCESSES} worker processes; "
                                                f"{dynos} dynos x {dyno_plan.workers} = {dynos * dyno_plan.workers}")

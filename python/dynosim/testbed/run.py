@@ -48,9 +48,16 @@ LATENESS_SHARE = 0.25
 
 
 def needed_tools(plans: List[Plan]) -> List[str]:
-    needed = ["haproxy", "gunicorn"]
+    """What the plans run: gunicorn, or Ruby and Puma or Unicorn (app.server), and the drivers
+    of their database."""
+    servers = {p.dynos.server for p in plans}
+    needed = ["haproxy"] + (["gunicorn"] if "gunicorn" in servers else [])
+    if servers - {"gunicorn"}:
+        needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
     if any(p.resources for p in plans):
-        needed += ["postgres", "psycopg"]
+        needed.append("postgres")
+        needed += ["psycopg"] if any(p.resources and p.dynos.server == "gunicorn" for p in plans) else []
+        needed += ["ruby-pg"] if any(p.resources and p.dynos.server != "gunicorn" for p in plans) else []
     if any(p.dynos.worker_class == "gevent" for p in plans):
         needed.append("gevent")
     return needed
@@ -60,7 +67,9 @@ def check_tools(plans: List[Plan]) -> None:
     """Refuses, in one line saying how to install them, plans whose components are missing."""
     absent = missing(needed_tools(plans))
     if absent:
-        raise DynosimError("the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
+        ruby = [p.dynos.server for p in plans if p.dynos.server != "gunicorn"]
+        because = f'app.server = "{ruby[0]}" runs the real {ruby[0]}: ' if ruby else ""
+        raise DynosimError(because + "the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
                            + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
 
 
@@ -163,10 +172,11 @@ def calibration_runs(scenario: Scenario) -> List[tuple]:
         if name == "idle":
             clients, requests = dynos, CALIBRATION_REQUESTS[0]
         else:
-            # Two per thread; a gevent worker takes every connection at once, so two per process
-            # (its greenlets never wait for a worker: nothing of the gap shows).
+            # Two per thread (gthread, Puma); a gevent worker takes every connection at once, so
+            # two per process (its greenlets never wait for a worker: nothing of the gap shows).
             d = out[0][1].dynos
-            clients, requests = 2 * dynos * d.workers * (d.threads if d.worker_class == "gthread" else 1), \
+            threaded = d.worker_class in ("gthread", "puma")
+            clients, requests = 2 * dynos * d.workers * (d.threads if threaded else 1), \
                 CALIBRATION_REQUESTS[1]
         plan = make_plan(calibration_scenario(single, clients=clients, requests=max(requests, 2 * clients)))
         plan.deadline = min(plan.deadline, CALIBRATION_SECONDS)
@@ -199,8 +209,8 @@ def run_calibration(runs: List[tuple], request_cpu: bool = True,
             "overhead": measure.overheads(load, int(plan.described["dynos"]), served, router_wait=tw),
             "server_cpu": measure.server_cpu(load),
             "phases": measure.phase_spread(load, kinds, drawn),
-            "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
-                         "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
+            "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
+                         "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
         }
     return calibration_result(details, request_cpu)
 
@@ -413,8 +423,9 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "warnings": warnings,
         "haproxy": balance(plan.router.policy, plan.router.params) + (
             f", maxconn {plan.router.slots}" if plan.router.policy == "intelligent" else ""),
-        "gunicorn": {"worker_class": plan.dynos.worker_class, "workers": plan.dynos.workers,
-                     "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
+        # The app server as run (its name kept from when it was always gunicorn).
+        "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
+                     "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
         "resources": plan.resources,
     }
 

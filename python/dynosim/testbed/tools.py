@@ -1,8 +1,9 @@
 """Where the testbed's real components are on this machine, and how to install them.
 
 ``dynosim testbed --check`` prints :func:`check`; ``make testbed-deps`` (which CI runs)
-installs what is missing: HAProxy and PostgreSQL from Debian's packages, gunicorn, gevent and
-psycopg from the Python package index into the environment dynosim runs in.
+installs what is missing: HAProxy, PostgreSQL and the Ruby servers (Ruby, Puma, Unicorn, the pg
+gem, Rack) from Debian's packages, gunicorn, gevent and psycopg from the Python package index
+into the environment dynosim runs in.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 INSTALL_DEBIAN = "apt-get install haproxy postgresql"
+INSTALL_RUBY = "apt-get install ruby puma unicorn ruby-pg ruby-rack"
 INSTALL_PYTHON = f"{sys.executable} -m pip install 'dynosim[testbed]'  (gunicorn, gevent, psycopg)"
 
 
@@ -83,9 +85,35 @@ def python_module(name: str, module: str) -> Tool:
     return Tool(name, spec.origin if spec and spec.origin else None, version, INSTALL_PYTHON)
 
 
+def ruby() -> Tool:
+    path = shutil.which("ruby")
+    version = _version([path, "-v"], r"ruby (\S+)") if path else None
+    return Tool("ruby", path, version, INSTALL_RUBY)
+
+
+def ruby_server(name: str) -> Tool:
+    """puma or unicorn: their executable scripts, which run under ``ruby``."""
+    path = shutil.which(name)
+    version = _version([path, "--version" if name == "puma" else "-v"], r"(\d+\.\d+\.\d+)") if path else None
+    return Tool(name, path, version, INSTALL_RUBY)
+
+
+def ruby_library(name: str, feature: str, constant: str) -> Tool:
+    """A library Ruby can require (``ruby-pg``: pg, ``ruby-rack``: rack): present when it loads."""
+    exe = shutil.which("ruby")
+    version = _version([exe, "-e", f'require "{feature}"; print "version " + {constant}'],
+                       r"version (\S+)") if exe else None
+    return Tool(name, f"ruby: require {feature!r}" if version else None, version, INSTALL_RUBY)
+
+
+#: The Ruby components (``app.server = "puma"`` or ``"unicorn"``).
+RUBY_TOOLS = ("ruby", "puma", "unicorn", "ruby-pg", "ruby-rack")
+
+
 def tools() -> List[Tool]:
     return [haproxy(), postgres(), python_module("gunicorn", "gunicorn"), python_module("gevent", "gevent"),
-            python_module("psycopg", "psycopg")]
+            python_module("psycopg", "psycopg"), ruby(), ruby_server("puma"), ruby_server("unicorn"),
+            ruby_library("ruby-pg", "pg", "PG::VERSION"), ruby_library("ruby-rack", "rack", "Rack.release")]
 
 
 def missing(needed: List[str]) -> List[Tool]:
