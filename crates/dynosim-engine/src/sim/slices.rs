@@ -19,14 +19,26 @@
 //!    - An async process (gevent) is one OS thread running its greenlets one at a time to
 //!      the end of each CPU phase: a FIFO with no timer, whatever the lock.
 //!    A thread back from IO, or starting a request, queues for the lock like any other.
-//! 2. **The cores.** The threads allowed to run (holders, and every thread without a lock)
-//!    take a free core, or join the dyno's run queue at its tail. While the run queue is not
-//!    empty each running thread is preempted at the end of its slice of `fleet.cpu_quantum`
-//!    and goes to the tail; while it is empty nobody is preempted (Linux does not switch
-//!    with nobody else to run), and a thread's slices are counted from when it took its
-//!    core. A woken thread waits for the current slices to end (EEVDF's RUN_TO_PARITY).
+//! 2. **The cores**, shared fairly as Linux's scheduler shares them: the threads allowed to
+//!    run (holders, and every thread without a lock) take a free core or wait in the dyno's
+//!    run queue. Each has a virtual runtime, its time on a core; a thread that wakes (a CPU
+//!    phase starts, a lock is granted) is placed at the least virtual runtime of those that
+//!    may run (CFS's min_vruntime, which never goes back): it neither jumps ahead of those
+//!    that have had less nor waits behind all of them. A free core takes the waiting thread
+//!    of least virtual runtime (EEVDF's earliest deadline, every slice being the same; the
+//!    longest waiting among equals). While threads wait, each running one is preempted at
+//!    the end of its slice of `fleet.cpu_quantum` and goes back to wait, and the least
+//!    virtual runtime runs next (itself again if that is its own); while none waits nobody
+//!    is preempted, and a thread's slices are counted from when it took its core. A woken
+//!    thread waits for the current slices to end (EEVDF's RUN_TO_PARITY).
 //!    Lock time is wall time: a holder preempted by the OS keeps its lock, and its waiters'
 //!    timer runs on.
+//!
+//!    Why not first in, first out: with constant phases, the real stack keeps a dyno's sync
+//!    workers' CPU phases largely in step (docs/testbed.md, "The scheduler against the real
+//!    stack"); a FIFO run queue let them drift apart (69.5 req/s where the testbed measured
+//!    49.5; placed at the least virtual runtime, 59.4), and so did keeping each thread's
+//!    EEVDF lag across its sleeps.
 //!
 //! A running job's work left is worked out from when it took its core: its work then, less
 //! the time since over its delay (the dyno's slowdown times its process's own). Events come
@@ -92,6 +104,8 @@ struct Job {
     process: u32,
     /// Work left (seconds at full speed) as of when it last stopped running.
     work: f64,
+    /// Its virtual runtime (seconds on a core) as of then; set when it wakes.
+    v: f64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -106,6 +120,11 @@ struct Running {
 }
 
 impl Running {
+    #[inline]
+    fn v(&self, now: f64) -> f64 {
+        self.job.v + (now - self.since)
+    }
+
     #[inline]
     fn end(&self) -> f64 {
         self.since + self.job.work * self.delay
@@ -140,6 +159,9 @@ pub(super) struct Slicer {
     procs: Vec<Process>,
     /// Processes whose timer is armed.
     armed: u32,
+    /// The least virtual runtime of the threads that may run (never going back), as of the
+    /// last wake-up: where a waking thread is placed.
+    vmin: f64,
     slowdown: f64,
     last: f64,
     /// When the pending event is due (NaN: none).
@@ -171,6 +193,7 @@ impl Slicer {
                 processes.max(1) as usize
             ],
             armed: 0,
+            vmin: 0.0,
             slowdown: 1.0,
             last: 0.0,
             scheduled: f64::NAN,
@@ -265,7 +288,12 @@ impl Slicer {
 
     /// A CPU phase of `work` seconds starts on a thread of process `process`.
     pub fn add(&mut self, rules: &Rules, req: u32, process: u32, work: f64, now: f64) {
-        let job = Job { req, process, work };
+        let job = Job {
+            req,
+            process,
+            work,
+            v: 0.0,
+        };
         if !rules.locked() {
             self.wake(rules, job, now);
             return;
@@ -289,9 +317,21 @@ impl Slicer {
         self.check(rules);
     }
 
-    /// A thread may run: on a free core, or at the run queue's tail (also while a core is
-    /// free but others already wait for one: within a change, before the next dispatch).
-    fn wake(&mut self, rules: &Rules, job: Job, now: f64) {
+    /// A thread may run: placed at the least virtual runtime of the threads that may run (the
+    /// fair scheduler's min_vruntime, which never goes back), it takes a free core, or waits
+    /// in the run queue (also while a core is free but others already wait for one: within a
+    /// change, before the next dispatch).
+    fn wake(&mut self, rules: &Rules, mut job: Job, now: f64) {
+        let least = self
+            .running
+            .iter()
+            .map(|r| r.v(now))
+            .chain(self.runq.iter().map(|j| j.v))
+            .fold(f64::INFINITY, f64::min);
+        if least.is_finite() {
+            self.vmin = self.vmin.max(least);
+        }
+        job.v = self.vmin;
         if self.running.len() < rules.cores && self.runq.is_empty() {
             self.start(rules, job, now);
         } else {
@@ -325,13 +365,18 @@ impl Slicer {
         });
     }
 
-    /// Free cores take the run queue's head, in turn.
+    /// Free cores take the waiting threads of least virtual runtime, the longest waiting
+    /// among equals.
     fn dispatch(&mut self, rules: &Rules, now: f64) {
-        while self.running.len() < rules.cores {
-            match self.runq.pop_front() {
-                Some(job) => self.start(rules, job, now),
-                None => break,
+        while self.running.len() < rules.cores && !self.runq.is_empty() {
+            let mut best = 0;
+            for (i, j) in self.runq.iter().enumerate().skip(1) {
+                if j.v < self.runq[best].v {
+                    best = i;
+                }
             }
+            let job = self.runq.remove(best).expect("a waiting thread");
+            self.start(rules, job, now);
         }
     }
 
@@ -383,6 +428,7 @@ impl Slicer {
         let r = self.running.remove(i);
         Job {
             work: r.left(now),
+            v: r.v(now),
             ..r.job
         }
     }
