@@ -299,9 +299,10 @@ fn constant_phases_on_sync_workers_as_the_testbed_measured_them() {
 /// Issue #25's case: one dyno of 2 cores, 8 gunicorn sync processes, 50 closed-loop clients,
 /// each request 10 ms of CPU then 40 ms of IO, constant. Processor sharing runs the threads in
 /// lockstep (8 jobs on 2 cores at a quarter of a core each: 40 ms of CPU, then 40 ms of IO,
-/// 100 req/s); time slices give between that and the most 8 workers can do (160 req/s). (The
-/// issue measured 139.8 req/s on its testbed; this 2-core machine, whose load generator shares
-/// the dyno's 2 cores, measured 75 to 112: docs/testbed.md.)
+/// 100 req/s); with time slices and a run queue per core the workers drift apart, towards the
+/// most 8 workers can do (160 req/s). (The issue measured 139.8 req/s on its testbed; this
+/// 2-core machine, whose load generator and HAProxy share the dyno's 2 cores, 137.95 when
+/// quiet, 156 simulated with its calibration: docs/testbed.md.)
 #[test]
 fn the_issue_s_case() {
     let run = |fleet: Value| {
@@ -322,8 +323,9 @@ fn the_issue_s_case() {
     let lockstep = 8.0 / (8.0 * 0.010 / 2.0 + 0.040);
     let slices = run(json!({}));
     println!("slices: {:.1} ± {:.1} req/s", slices.mean, slices.std_error);
+    // Up to 1% over the ceiling: requests counted at the window's edges.
     assert!(
-        slices.mean > lockstep && slices.mean < 8.0 / 0.050,
+        slices.mean > 1.05 * lockstep && slices.mean < 1.01 * 8.0 / 0.050,
         "{}",
         slices.mean
     );

@@ -369,7 +369,7 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
             // Time slices: a dyno's scheduler and its processes' locks.
             + match scenario.cpu.sharing {
                 crate::scenario::CpuSharing::Slices if scenario.request.is_some() => {
-                    slices::Slicer::bytes(scenario.app.processes)
+                    slices::Slicer::bytes(scenario.app.processes, scenario.dyno_type.cores)
                 }
                 _ => 0.0,
             },
@@ -493,7 +493,7 @@ fn simulate(
                 s.app.switch_interval,
                 s.app.timeslice,
             );
-            let dynos = filled(n, slices::Slicer::new(s.app.processes))?;
+            let dynos = filled(n, slices::Slicer::new(s.app.processes, s.dyno_type.cores))?;
             Some(Box::new(cpu::Slices { rules, dynos }))
         } else {
             None

@@ -19,26 +19,27 @@
 //!    - An async process (gevent) is one OS thread running its greenlets one at a time to
 //!      the end of each CPU phase: a FIFO with no timer, whatever the lock.
 //!    A thread back from IO, or starting a request, queues for the lock like any other.
-//! 2. **The cores**, shared fairly as Linux's scheduler shares them: the threads allowed to
-//!    run (holders, and every thread without a lock) take a free core or wait in the dyno's
-//!    run queue. Each has a virtual runtime, its time on a core; a thread that wakes (a CPU
-//!    phase starts, a lock is granted) is placed at the least virtual runtime of those that
-//!    may run (CFS's min_vruntime, which never goes back): it neither jumps ahead of those
-//!    that have had less nor waits behind all of them. A free core takes the waiting thread
-//!    of least virtual runtime (EEVDF's earliest deadline, every slice being the same; the
-//!    longest waiting among equals). While threads wait, each running one is preempted at
-//!    the end of its slice of `fleet.cpu_quantum` and goes back to wait, and the least
-//!    virtual runtime runs next (itself again if that is its own); while none waits nobody
+//! 2. **The cores**, shared fairly, as Linux's scheduler shares them, each with its own run
+//!    queue. The threads allowed to run (holders, and every thread without a lock) have a
+//!    virtual runtime, their time on a core. A thread that wakes (a CPU phase starts, a lock
+//!    is granted) goes to the core its process's thread last ran on if that is idle, else to
+//!    an idle core, else to that last core's queue (wake-affine; a thread new to the dyno:
+//!    the shortest queue), placed at that core's least virtual runtime (CFS's min_vruntime,
+//!    which never goes back). A free core takes the least virtual runtime of its queue
+//!    (EEVDF's earliest deadline with equal slices; the longest waiting among equals), or,
+//!    its queue empty, pulls one from the longest other queue (new-idle balancing). While a
+//!    core's queue holds threads, its running one is preempted at the end of its slice of
+//!    `fleet.cpu_quantum` and the least virtual runtime runs next; with none waiting nobody
 //!    is preempted, and a thread's slices are counted from when it took its core. A woken
-//!    thread waits for the current slices to end (EEVDF's RUN_TO_PARITY).
-//!    Lock time is wall time: a holder preempted by the OS keeps its lock, and its waiters'
-//!    timer runs on.
+//!    thread waits for the current slice to end (EEVDF's RUN_TO_PARITY). Lock time is wall
+//!    time: a holder preempted by the OS keeps its lock, and its waiters' timer runs on.
 //!
-//!    Why not first in, first out: with constant phases, the real stack keeps a dyno's sync
-//!    workers' CPU phases largely in step (docs/testbed.md, "The scheduler against the real
-//!    stack"); a FIFO run queue let them drift apart (69.5 req/s where the testbed measured
-//!    49.5; placed at the least virtual runtime, 59.4), and so did keeping each thread's
-//!    EEVDF lag across its sleeps.
+//!    Why this and not one first-in-first-out queue (docs/testbed.md, "The scheduler against
+//!    the real stack"): with constant phases, 4 sync workers on one core keep their CPU
+//!    phases largely in step on the real stack (58.4 and 51.9 req/s in two calibrated runs);
+//!    a FIFO queue let them drift apart (68.0), the fair queue gives 59.0 and 51.5. With one
+//!    fair queue for all cores, 8 workers on 2 cores stayed in step too (102 req/s) where the
+//!    real ones drift apart (137.95); a queue per core gives 156.
 //!
 //! A running job's work left is worked out from when it took its core: its work then, less
 //! the time since over its delay (the dyno's slowdown times its process's own). Events come
@@ -117,6 +118,8 @@ struct Running {
     slice_start: f64,
     /// Wall seconds per second of work: the dyno's slowdown times its process's factor.
     delay: f64,
+    /// The core it runs on.
+    core: u32,
 }
 
 impl Running {
@@ -149,19 +152,22 @@ struct Process {
     drop_pending: bool,
     /// The process's own slowdown (malloc arena contention).
     factor: f64,
+    /// The core its thread last ran on (NONE: none yet): where it wakes (Linux's wake-affine).
+    last_core: u32,
 }
 
 /// One dyno's cores and its processes' locks.
 #[derive(Debug, Clone)]
 pub(super) struct Slicer {
     running: Vec<Running>,
-    runq: VecDeque<Job>,
+    /// Each core's run queue: the threads waiting for it.
+    queues: Vec<VecDeque<Job>>,
     procs: Vec<Process>,
     /// Processes whose timer is armed.
     armed: u32,
-    /// The least virtual runtime of the threads that may run (never going back), as of the
-    /// last wake-up: where a waking thread is placed.
-    vmin: f64,
+    /// Each core's least virtual runtime of its threads (never going back), as of the last
+    /// wake-up there: where a waking thread is placed.
+    vmin: Vec<f64>,
     slowdown: f64,
     last: f64,
     /// When the pending event is due (NaN: none).
@@ -177,10 +183,10 @@ fn due(t: f64, now: f64) -> bool {
 }
 
 impl Slicer {
-    pub fn new(processes: u32) -> Slicer {
+    pub fn new(processes: u32, cores: u32) -> Slicer {
         Slicer {
             running: Vec::new(),
-            runq: VecDeque::new(),
+            queues: vec![VecDeque::new(); cores.max(1) as usize],
             procs: vec![
                 Process {
                     holder: NONE,
@@ -189,11 +195,12 @@ impl Slicer {
                     ticks: 0,
                     drop_pending: false,
                     factor: 1.0,
+                    last_core: NONE,
                 };
                 processes.max(1) as usize
             ],
             armed: 0,
-            vmin: 0.0,
+            vmin: vec![0.0; cores.max(1) as usize],
             slowdown: 1.0,
             last: 0.0,
             scheduled: f64::NAN,
@@ -209,7 +216,14 @@ impl Slicer {
             return;
         }
         debug_assert!(self.running.len() <= rules.cores);
-        debug_assert!(self.runq.is_empty() || self.running.len() == rules.cores);
+        let waiting: usize = self.queues.iter().map(VecDeque::len).sum();
+        debug_assert!(waiting == 0 || self.running.len() == rules.cores);
+        for (i, r) in self.running.iter().enumerate() {
+            debug_assert!(
+                self.running[..i].iter().all(|o| o.core != r.core),
+                "a core twice"
+            );
+        }
         let mut armed = 0;
         for (p, proc) in self.procs.iter().enumerate() {
             armed += u32::from(proc.timer.is_finite());
@@ -220,7 +234,7 @@ impl Slicer {
             }
             if proc.holder != NONE {
                 let there = self.running.iter().any(|r| r.job.req == proc.holder)
-                    || self.runq.iter().any(|j| j.req == proc.holder);
+                    || self.queues.iter().flatten().any(|j| j.req == proc.holder);
                 debug_assert!(
                     there,
                     "process {p}: its holder is neither running nor ready"
@@ -231,8 +245,11 @@ impl Slicer {
     }
 
     /// What a dyno's scheduler holds, bytes, before any job (jobs are counted per slot).
-    pub fn bytes(processes: u32) -> f64 {
-        (size_of::<Slicer>() + processes.max(1) as usize * size_of::<Process>()) as f64
+    pub fn bytes(processes: u32, cores: u32) -> f64 {
+        (size_of::<Slicer>()
+            + processes.max(1) as usize * size_of::<Process>()
+            + cores.max(1) as usize * (size_of::<VecDeque<Job>>() + size_of::<f64>()))
+            as f64
     }
 
     /// Cores in use now.
@@ -317,40 +334,72 @@ impl Slicer {
         self.check(rules);
     }
 
-    /// A thread may run: placed at the least virtual runtime of the threads that may run (the
-    /// fair scheduler's min_vruntime, which never goes back), it takes a free core, or waits
-    /// in the run queue (also while a core is free but others already wait for one: within a
-    /// change, before the next dispatch).
-    fn wake(&mut self, rules: &Rules, mut job: Job, now: f64) {
+    /// Whether core `k` runs nothing.
+    #[inline]
+    fn idle(&self, k: usize) -> bool {
+        !self.running.iter().any(|r| r.core as usize == k)
+    }
+
+    /// Core `k`'s least virtual runtime (its min_vruntime, which never goes back).
+    fn vmin_of(&mut self, k: usize, now: f64) -> f64 {
         let least = self
             .running
             .iter()
+            .filter(|r| r.core as usize == k)
             .map(|r| r.v(now))
-            .chain(self.runq.iter().map(|j| j.v))
+            .chain(self.queues[k].iter().map(|j| j.v))
             .fold(f64::INFINITY, f64::min);
         if least.is_finite() {
-            self.vmin = self.vmin.max(least);
+            self.vmin[k] = self.vmin[k].max(least);
         }
-        job.v = self.vmin;
-        if self.running.len() < rules.cores && self.runq.is_empty() {
-            self.start(rules, job, now);
-        } else {
-            if self.runq.is_empty() {
-                // Somebody waits from now on: the running threads' current slices end them.
-                for r in &mut self.running {
-                    let slices = ((now - r.slice_start) / rules.quantum).floor();
-                    if slices >= 1.0 {
-                        r.slice_start += slices * rules.quantum;
-                    }
-                }
-            }
-            self.runq.push_back(job);
-        }
+        self.vmin[k]
     }
 
-    /// A thread takes a free core; a holder asked to drop its lock drops it first.
-    fn start(&mut self, rules: &Rules, job: Job, now: f64) {
+    /// A thread may run. It goes to a core as Linux's wake-up does: the core its process's
+    /// thread last ran on if that is idle, else an idle core, else that last core's run queue
+    /// (wake-affine; a thread new to the dyno: the shortest queue). There it is placed at the
+    /// core's least virtual runtime (min_vruntime), and runs at once on an idle core or waits.
+    /// (A core may be free while its queue is not, within a change, before the next dispatch:
+    /// then the thread waits too.)
+    fn wake(&mut self, rules: &Rules, mut job: Job, now: f64) {
+        let cores = self.queues.len();
+        let last = self.procs[job.process as usize].last_core as usize;
+        let free = |s: &Self, k: usize| s.idle(k) && s.queues[k].is_empty();
+        let target = if last < cores && free(self, last) {
+            Some(last)
+        } else {
+            (0..cores).find(|&k| free(self, k))
+        };
+        if let Some(k) = target {
+            job.v = self.vmin_of(k, now);
+            self.start(rules, job, k, now);
+            return;
+        }
+        let k = if last < cores {
+            last
+        } else {
+            (0..cores)
+                .min_by_key(|&k| self.queues[k].len())
+                .expect("a core")
+        };
+        job.v = self.vmin_of(k, now);
+        if self.queues[k].is_empty() {
+            // Somebody waits for core k from now on: the current slice ends its thread's run.
+            for r in self.running.iter_mut().filter(|r| r.core as usize == k) {
+                let slices = ((now - r.slice_start) / rules.quantum).floor();
+                if slices >= 1.0 {
+                    r.slice_start += slices * rules.quantum;
+                }
+            }
+        }
+        self.queues[k].push_back(job);
+    }
+
+    /// A thread takes core `k`; a holder asked to drop its lock drops it first (the core
+    /// stays free).
+    fn start(&mut self, rules: &Rules, job: Job, k: usize, now: f64) {
         let p = job.process as usize;
+        self.procs[p].last_core = k as u32;
         if rules.locked() && self.procs[p].drop_pending && self.procs[p].holder == job.req {
             self.procs[p].drop_pending = false;
             self.hand_over(rules, job, now);
@@ -362,21 +411,60 @@ impl Slicer {
             since: now,
             slice_start: now,
             delay,
+            core: k as u32,
         });
     }
 
-    /// Free cores take the waiting threads of least virtual runtime, the longest waiting
-    /// among equals.
+    /// The waiting thread of least virtual runtime in queue `k` (the longest waiting among
+    /// equals), taken out.
+    fn take_least(&mut self, k: usize) -> Option<Job> {
+        let q = &self.queues[k];
+        let mut best = 0;
+        for (i, j) in q.iter().enumerate().skip(1) {
+            if j.v < q[best].v {
+                best = i;
+            }
+        }
+        self.queues[k].remove(best)
+    }
+
+    /// Free cores take the least virtual runtime of their own queue; a free core whose queue
+    /// is empty pulls one from the longest other queue (Linux's new-idle balancing), its
+    /// virtual runtime moved to this core's scale.
     fn dispatch(&mut self, rules: &Rules, now: f64) {
-        while self.running.len() < rules.cores && !self.runq.is_empty() {
-            let mut best = 0;
-            for (i, j) in self.runq.iter().enumerate().skip(1) {
-                if j.v < self.runq[best].v {
-                    best = i;
+        loop {
+            let mut moved = false;
+            for k in 0..self.queues.len() {
+                if !self.idle(k) {
+                    continue;
+                }
+                let job = if !self.queues[k].is_empty() {
+                    self.take_least(k)
+                } else {
+                    let from = (0..self.queues.len())
+                        .filter(|&j| j != k)
+                        .max_by_key(|&j| (self.queues[j].len(), std::cmp::Reverse(j)))
+                        .filter(|&j| !self.queues[j].is_empty());
+                    match from {
+                        Some(j) => {
+                            let base = self.vmin_of(j, now);
+                            let here = self.vmin_of(k, now);
+                            self.take_least(j).map(|job| Job {
+                                v: job.v - base + here,
+                                ..job
+                            })
+                        }
+                        None => None,
+                    }
+                };
+                if let Some(job) = job {
+                    self.start(rules, job, k, now);
+                    moved = true;
                 }
             }
-            let job = self.runq.remove(best).expect("a waiting thread");
-            self.start(rules, job, now);
+            if !moved {
+                break;
+            }
         }
     }
 
@@ -470,14 +558,13 @@ impl Slicer {
     pub fn next_event(&mut self, rules: &Rules) -> Option<f64> {
         let mut next = f64::INFINITY;
         self.soonest = NONE;
-        let slicing = !self.runq.is_empty();
         for r in &self.running {
             let end = r.end();
             if end < next {
                 next = end;
                 self.soonest = r.job.req;
             }
-            if slicing {
+            if !self.queues[r.core as usize].is_empty() {
                 let slice_end = r.slice_start + rules.quantum;
                 if slice_end < next {
                     next = slice_end;
@@ -520,15 +607,14 @@ impl Slicer {
                     changed = true;
                 }
             }
-            if !changed && !self.runq.is_empty() {
+            if !changed {
                 let q = rules.quantum;
-                if let Some(i) = self
-                    .running
-                    .iter()
-                    .position(|r| due(r.slice_start + q, now))
-                {
+                if let Some(i) = self.running.iter().position(|r| {
+                    !self.queues[r.core as usize].is_empty() && due(r.slice_start + q, now)
+                }) {
+                    let core = self.running[i].core as usize;
                     let job = self.preempt(i, now);
-                    self.runq.push_back(job);
+                    self.queues[core].push_back(job);
                     changed = true;
                 }
             }
@@ -545,8 +631,9 @@ impl Slicer {
         if let Some(r) = self.running.iter().find(|r| r.job.req == req) {
             return Some(r.left(now));
         }
-        self.runq
+        self.queues
             .iter()
+            .flatten()
             .chain(self.procs.iter().flat_map(|p| p.waiters.iter()))
             .find(|j| j.req == req)
             .map(|j| j.work)
@@ -556,8 +643,13 @@ impl Slicer {
     pub fn remove(&mut self, rules: &Rules, req: u32, now: f64) -> bool {
         let process = if let Some(i) = self.running.iter().position(|r| r.job.req == req) {
             self.running.remove(i).job.process
-        } else if let Some(i) = self.runq.iter().position(|j| j.req == req) {
-            self.runq.remove(i).expect("found").process
+        } else if let Some((k, i)) = (0..self.queues.len()).find_map(|k| {
+            self.queues[k]
+                .iter()
+                .position(|j| j.req == req)
+                .map(|i| (k, i))
+        }) {
+            self.queues[k].remove(i).expect("found").process
         } else {
             for p in 0..self.procs.len() {
                 if let Some(i) = self.procs[p].waiters.iter().position(|j| j.req == req) {
@@ -621,7 +713,7 @@ mod tests {
 
     /// Runs jobs added at time 0 to their ends; returns (request, end) in order.
     fn run(rules: &Rules, jobs: &[(u32, u32, f64)]) -> Vec<(u32, f64)> {
-        let mut s = Slicer::new(4);
+        let mut s = Slicer::new(4, rules.cores as u32);
         for &(req, p, work) in jobs {
             s.add(rules, req, p, work, 0.0);
         }
@@ -696,7 +788,7 @@ mod tests {
     /// Ends `light` (work `work`, process 0) added at `at` beside a CPU hog of process 0 that
     /// has held the lock since 0; returns its end.
     fn beside_a_hog(rules: &Rules, at: f64, work: f64) -> f64 {
-        let mut s = Slicer::new(1);
+        let mut s = Slicer::new(1, rules.cores as u32);
         let mut done = Vec::new();
         s.add(rules, 1, 0, 1e3, 0.0);
         s.advance(at);
