@@ -36,10 +36,11 @@
 //!
 //!    Why this and not one first-in-first-out queue (docs/testbed.md, "The scheduler against
 //!    the real stack"): with constant phases, 4 sync workers on one core keep their CPU
-//!    phases largely in step on the real stack (58.4 and 51.9 req/s in two calibrated runs);
-//!    a FIFO queue let them drift apart (68.0), the fair queue gives 59.0 and 51.5. With one
-//!    fair queue for all cores, 8 workers on 2 cores stayed in step too (102 req/s) where the
-//!    real ones drift apart (137.95); a queue per core gives 156.
+//!    phases largely in step on the real stack (48-58 req/s, near lockstep's 49); a FIFO
+//!    queue let them drift apart every time (68-70), the fair queue stays in step with some
+//!    runs' calibration and not with others' (51.5-66.0: an edge). With one fair queue for
+//!    all cores, 8 workers on 2 cores stayed in step too (102 req/s) where the real ones
+//!    drift apart (138-140); a queue per core gives 156.
 //!
 //! A running job's work left is worked out from when it took its core: its work then, less
 //! the time since over its delay (the dyno's slowdown times its process's own). Events come
