@@ -36,6 +36,16 @@
 use crate::alloc::filled;
 use crate::error::Result;
 
+/// Whether a change due at `t` needs an event of its own, the pending one being due at
+/// `scheduled` (NaN: none pending): false when they are the same to within rounding (shared
+/// with the time slices, `super::slices`).
+#[inline]
+pub(super) fn off_schedule(scheduled: f64, t: f64) -> bool {
+    // (With none pending, `scheduled` is NaN, and so is the difference.)
+    let off = (scheduled - t).abs();
+    off.is_nan() || off > 1e-12 * t.abs().max(1e-3)
+}
+
 /// No group (the end of the active list).
 const NONE: u32 = u32::MAX;
 
@@ -466,9 +476,7 @@ impl Sharing {
     /// others' rates. Sparing the event keeps stale ones out of the queue.
     #[inline]
     pub fn needs_event(&self, t: f64) -> bool {
-        // (With none pending, `scheduled` is NaN, and so is the difference.)
-        let off = (self.scheduled - t).abs();
-        off.is_nan() || off > 1e-12 * t.abs().max(1e-3)
+        off_schedule(self.scheduled, t)
     }
 
     /// When the next job completes (None with no jobs): the group due first on the clock,

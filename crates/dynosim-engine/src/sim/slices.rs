@@ -285,8 +285,7 @@ impl Slicer {
     /// Whether an event at `t` is not the pending one already.
     #[inline]
     pub fn needs_event(&self, t: f64) -> bool {
-        let off = (self.scheduled - t).abs();
-        off.is_nan() || off > 1e-12 * t.abs().max(1e-3)
+        super::sharing::off_schedule(self.scheduled, t)
     }
 
     #[inline]
