@@ -18,6 +18,7 @@
 //!    - `none`: every thread with CPU work is runnable.
 //!    - An async process (gevent) is one OS thread running its greenlets one at a time to
 //!      the end of each CPU phase: a FIFO with no timer, whatever the lock.
+//!
 //!    A thread back from IO, or starting a request, queues for the lock like any other.
 //! 2. **The cores**, shared fairly, as Linux's scheduler shares them, each with its own run
 //!    queue. The threads allowed to run (holders, and every thread without a lock) have a
