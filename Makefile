@@ -12,7 +12,7 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.9.2,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100"
+	$(PIP) install -q "maturin>=1.9.2,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100" "playwright>=1.49,<2"
 	touch $@
 
 .PHONY: install
@@ -56,6 +56,10 @@ lint: build-dev ## rustfmt, clippy, type check and stub check
 	cargo clippy --workspace --all-targets -q -- -D warnings
 	$(PY) -m mypy.stubtest dynosim._dynosim
 	$(PY) -m mypy
+
+.PHONY: screenshots
+screenshots: build-dev ## refresh docs/images/ from the browser tests (Debian's Chromium)
+	DYNOSIM_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_browser.py
 
 .PHONY: demo
 demo: ## reproduce the seed study: its table, then dynos needed per policy and cost

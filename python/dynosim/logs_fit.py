@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _dynosim
 from .display import plural
+from .toml_text import value as _toml_value
 from .errors import LogError
 from .logs_input import PathLike, call, log_names, parse_window
 from .output import write_files
@@ -466,25 +467,6 @@ def _queueing(data: Dict[str, Any]) -> Dict[str, Any]:
 # --- the scenario file -----------------------------------------------------------------------
 
 
-def _value(v: Any) -> str:
-    """A TOML value (strings, numbers, lists and tables inline)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"not a TOML value: {v!r}")
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-
-
 def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
           classes: List[Dict[str, Any]]) -> str:
     n = data["service"]["summary"]["count"]
@@ -493,8 +475,8 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
         f"# Fitted by dynosim logs fit from {', '.join(_file_names(data))}: {data['fitted']:,} requests",
         f"# arriving from {data['first']} to {data['last']}.",
         "# What is assumed: docs/logs.md.",
-        f"name = {_value(doc['name'])}",
-        f"description = {_value(doc['description'])}",
+        f"name = {_toml_value(doc['name'])}",
+        f"description = {_toml_value(doc['description'])}",
         "",
         "[arrivals]",
     ]
@@ -504,13 +486,13 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
                   f"# the segments' midpoints; time 0 is {arrivals['start']} (constant after the last point)."]
     else:
         lines += ["# The mean rate over the log: the arrivals per segment do not vary more than Poisson's would."]
-    lines += [f"process = {_value(doc['arrivals']['process'])}"]
+    lines += [f"process = {_toml_value(doc['arrivals']['process'])}"]
     if arrivals["schedule"] is not None:
         lines.append("rate = [")
-        lines += [f"  {_value(p)}," for p in doc["arrivals"]["rate"]]
+        lines += [f"  {_toml_value(p)}," for p in doc["arrivals"]["rate"]]
         lines.append("]")
     else:
-        lines.append(f"rate = {_value(doc['arrivals']['rate'])}")
+        lines.append(f"rate = {_toml_value(doc['arrivals']['rate'])}")
     lines.append("")
     correction = (", less the time queued on the dyno\n# (--correct-queueing: one request at a time per dyno, first "
                   "come first served)" if data["corrected"] else "")
@@ -520,17 +502,17 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
                   f"# thread for its logged service time{correction}:",
                   "# an io phase (the same as [service]'s hold), quantiles of that route's requests."]
         for c, spec in zip(classes, doc["request"]["class"]):
-            lines += ["[[request.class]]", f"name = {_value(spec['name'])}",
-                      f"weight = {_value(spec['weight'])}   # {c['count']:,} requests",
+            lines += ["[[request.class]]", f"name = {_toml_value(spec['name'])}",
+                      f"weight = {_toml_value(spec['weight'])}   # {c['count']:,} requests",
                       "phases = [{ io = { distribution = \"quantiles\", percentiles = [",
-                      *[f"  {_value(row)}," for row in spec["phases"][0]["io"]["percentiles"]],
+                      *[f"  {_toml_value(row)}," for row in spec["phases"][0]["io"]["percentiles"]],
                       "] } }]", ""]
     else:
         lines += ["[service]", f"# The logged service times of {n:,} requests{correction}, as percentiles.",
-                  f"distribution = {_value(doc['service']['distribution'])}",
+                  f"distribution = {_toml_value(doc['service']['distribution'])}",
                   "percentiles = ["]
-        lines += [f"  {_value(row)}," for row in doc["service"]["percentiles"]]
-        lines += ["]", f"clip = {_value(doc['service']['clip'])}   # nothing longer than the longest logged", ""]
+        lines += [f"  {_toml_value(row)}," for row in doc["service"]["percentiles"]]
+        lines += ["]", f"clip = {_toml_value(doc['service']['clip'])}   # nothing longer than the longest logged", ""]
     lines += ["[fleet]",
               f"dynos = {doc['fleet']['dynos']}   # the dynos named in the log",
               "# The log does not say how many requests a dyno serves at once: set your app's."
@@ -542,11 +524,11 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
               "policy = \"random\"   # Heroku's router: each request to a dyno drawn at random", ""]
     if "run" in doc and "warmup" in doc["run"]:
         lines += ["[run]   # the schedule once through, from the first whole interval",
-                  f"duration = {_value(doc['run']['duration'])}",
-                  f"warmup = {_value(doc['run']['warmup'])}", ""]
+                  f"duration = {_toml_value(doc['run']['duration'])}",
+                  f"warmup = {_toml_value(doc['run']['warmup'])}", ""]
     elif "run" in doc:
         lines += [f"[run]   # long enough for about {MIN_EXPECTED:.0f} requests at the log's rate",
-                  f"duration = {_value(doc['run']['duration'])}", ""]
+                  f"duration = {_toml_value(doc['run']['duration'])}", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import signal
 import sys
 import threading
@@ -39,8 +40,29 @@ def fail(error: Exception) -> None:
 
 
 def warn(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    """A warning is one line on stderr, like an error (a ``warnings.showwarning``)."""
+    """A warning is one line on stderr, like an error (a ``warnings.showwarning``); it is also
+    kept for the command's HTML report (:func:`recorded_warnings`)."""
+    _WARNINGS.append(str(message))
     print(f"dynosim: warning: {message}", file=sys.stderr)
+
+
+#: The warnings this command has printed, in order (see :func:`warn`).
+_WARNINGS: List[str] = []
+
+
+def recorded_warnings() -> List[str]:
+    """The warnings this command printed so far, each once, for its HTML report."""
+    return list(dict.fromkeys(_WARNINGS))
+
+
+def forget_warnings() -> None:
+    """A new command starts with none (``main`` may run several in one process: the tests)."""
+    _WARNINGS.clear()
+
+
+def command_line() -> str:
+    """The command as typed (for a report's header): ``dynosim`` and its arguments."""
+    return " ".join(["dynosim", *(shlex.quote(a) for a in sys.argv[1:])])
 
 
 class Terminated(KeyboardInterrupt):

@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    common.forget_warnings()
     with warnings.catch_warnings():
         warnings.simplefilter("always", NotSteadyWarning)
         warnings.showwarning = common.warn

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
-from .. import timeseries
+from .. import _dynosim, html_report, timeseries
 from ..api import run as run_scenario
 from ..errors import DynosimError
 from ..display import Column, duration, number, results_table, status, stdout_console
 from ..output import print_json
 from ..results import PolicyResult, Results
-from .common import add_scenario_arguments, add_wide_argument, policy_list, policy_names, scenario_from_args
+from ..scenario import Scenario
+from .common import (add_scenario_arguments, add_wide_argument, command_line, policy_list, policy_names,
+                     recorded_warnings, scenario_from_args)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -36,6 +39,9 @@ def scenario_command(commands: argparse._SubParsersAction, name: str, help: str)
                    help="also write replication 0 over time: a CSV of per-interval arrivals, responses, failures, "
                         "waiting requests and busy threads, and a plot beside it (FILE.png)")
     p.add_argument("--interval", metavar="TIME", help="the time series' interval (default: the run in 200)")
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write a self-contained HTML report: the scenario, the table, interactive plots "
+                        "(percentiles, queues and fleet over time), notes and warnings")
     add_wide_argument(p)
     p.set_defaults(handler=main)
     return p
@@ -61,6 +67,10 @@ def main(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         print_table(results, wide=args.wide)
+    if args.html is not None:
+        with status("writing the HTML report"):
+            html_report.write(args.html, run_report(scenario, results, args))
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.timeseries is not None:
         with status("tracing replication 0 over time"):
             rows = [row for label, case in cases
@@ -92,19 +102,7 @@ def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None
     rows = [(label, r) for label, results in cases for r in results]
     if any("fleet" in r.summary for _, r in rows):
         return _print_fleet_table(console, rows, labelled, wide)
-    columns = list(RUN_COLUMNS)
-    if any("closed_loop" in r.summary for _, r in rows):
-        columns.insert(2, Column("req/s", _metric_or_nan("closed_loop.requests_per_s"), ci=True))
-    if any(r["errors.total"] > 0 for _, r in rows):
-        columns.insert(-3, Column("errors", _metric("errors.total"), kind="percent", ci=True))
-    if any("dyno" in r.summary for _, r in rows):
-        columns.insert(-3, Column("cpu", _metric_or_nan("dyno.cpu_utilisation"), kind="percent", wide=True))
-    if any(r.report["routers"] > 1 for _, r in rows):
-        columns.insert(2, Column("routers", lambda row: row[1].report["routers"], drop=2))
-    if labelled:
-        # A case's label usually says what its policy is: the policy column gives way early.
-        columns[0] = dataclasses.replace(columns[0], drop=2)
-        columns.insert(0, Column("case", lambda row: row[0], kind="text", wrap=True, max_width=24))
+    columns = run_columns(rows, labelled)
     table, left_out = results_table(console, columns, rows, wide=wide)
     console.print(table)
     notes = ["± is the half-width of a 95% confidence interval over replications",
@@ -115,13 +113,32 @@ def print_table(cases: List[Tuple[str, Results]], *, wide: bool = False) -> None
     console.print("; ".join(notes) + ".", style="dim", highlight=False)
 
 
+def run_columns(rows: List[Tuple[str, PolicyResult]], labelled: bool) -> List[Column]:
+    """The columns of run's table for these (case, result) rows: those of a fleet that changes
+    size, or those of a fixed fleet with the ones only some scenarios have."""
+    if any("fleet" in r.summary for _, r in rows):
+        columns = list(FLEET_COLUMNS)
+    else:
+        columns = list(RUN_COLUMNS)
+        if any("closed_loop" in r.summary for _, r in rows):
+            columns.insert(2, Column("req/s", _metric_or_nan("closed_loop.requests_per_s"), ci=True))
+        if any(r["errors.total"] > 0 for _, r in rows):
+            columns.insert(-3, Column("errors", _metric("errors.total"), kind="percent", ci=True))
+        if any("dyno" in r.summary for _, r in rows):
+            columns.insert(-3, Column("cpu", _metric_or_nan("dyno.cpu_utilisation"), kind="percent", wide=True))
+        if any(r.report["routers"] > 1 for _, r in rows):
+            columns.insert(2, Column("routers", lambda row: row[1].report["routers"], drop=2))
+    if labelled:
+        # A case's label usually says what its policy is: the policy column gives way early.
+        columns[0] = dataclasses.replace(columns[0], drop=2)
+        columns.insert(0, Column("case", lambda row: row[0], kind="text", wrap=True, max_width=24))
+    return columns
+
+
 def _print_fleet_table(console: Any, rows: List[Tuple[str, PolicyResult]], labelled: bool, wide: bool) -> None:
     """The table of fleets that change size (an autoscaler, deploys, daily restarts): what
     the fleet cost, what its requests saw, and what its autoscaler did."""
-    columns = list(FLEET_COLUMNS)
-    if labelled:
-        columns[0] = dataclasses.replace(columns[0], drop=2)
-        columns.insert(0, Column("case", lambda row: row[0], kind="text", wrap=True, max_width=24))
+    columns = run_columns(rows, labelled)
     table, left_out = results_table(console, columns, rows, wide=wide)
     console.print(table)
     notes = ["± is the half-width of a 95% confidence interval over replications",
@@ -214,3 +231,85 @@ RUN_COLUMNS = [
     Column("max dyno\nqueue", _metric("max_queue_depth.dyno"), wide=True),
     Column("max router\nqueue", _metric("max_queue_depth.router"), wide=True),
 ]
+
+
+#: The heat map of per-dyno queues is drawn for fleets of at most this many dynos.
+HEAT_MAP_DYNOS = 5000
+
+#: Heat maps (one per case and policy) in one report at most.
+HEAT_MAPS = 6
+
+
+def run_report(scenario: Scenario, cases: List[Tuple[str, Results]], args: argparse.Namespace) -> Dict[str, Any]:
+    """The HTML report of `dynosim run` / `compare` (:mod:`dynosim.html_report`): the scenario,
+    the table with every column, the notes and warnings, the percentiles of each result, and
+    replication 0 over time: the requests waiting, per-dyno queues, and for a fleet that
+    changes size its dynos and p95."""
+    rows = [(label, r) for label, results in cases for r in results]
+    labelled = any(label for label, _ in cases)
+    columns = run_columns(rows, labelled)
+    fleet = any("fleet" in r.summary for _, r in rows)
+    notes = ["± is the half-width of a 95% confidence interval over replications; point at a cell for its interval"]
+    if fleet:
+        notes += ["dynos: running (billed), time-averaged; $: dyno-hours at the dyno type's price, per second",
+                  "actions: the autoscaler's scale events"]
+    else:
+        notes.append("max queue: most requests waiting at once, at the router or at one dyno")
+    sections: List[Dict[str, Any]] = [html_report.scenario_section(scenario),
+                                      html_report.table_section("Results", columns, rows, notes=notes),
+                                      html_report.notes_section("Warnings", recorded_warnings(), warning=True)]
+    named = [((f"{label}: " if label else "") + r.policy, r) for label, r in rows]
+    sections.append(html_report.percentile_plot("Response time", named, "response",
+                                                caption="Percentiles over the measured window, each with its 95% "
+                                                        "interval over replications."))
+    sections.append(html_report.percentile_plot("Time queued", named, "queue",
+                                                caption="From arrival to the start of service, at the router and "
+                                                        "at the dyno."))
+    sections += _over_time(scenario, cases, args)
+    title = f"dynosim {args.command}: {scenario.name}"
+    return html_report.document(title, command_line(), sections)
+
+
+def _over_time(scenario: Scenario, cases: List[Tuple[str, Results]], args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """Replication 0 over time, for each case and policy (the same traffic for each)."""
+    scenarios = scenario.cases or [("", scenario)]
+    traces: List[Tuple[str, List[Dict[str, Any]], bool]] = []
+    for label, case in scenarios:
+        try:
+            step, count = timeseries.intervals(case, timeseries.parse_interval(args.interval)
+                                               if args.interval is not None else None)
+        except DynosimError as e:  # a closed loop of a set number of requests has no set end
+            return [html_report.notes_section("Over time", [f"not drawn: {e}"])]
+        until = count * step * (1 + 1e-9) + step * 1e-6
+        dynos = int(case.for_policy(case.policies[0]).describe()["dynos"])
+        for policy in args.policy or case.policies:
+            per_dyno = dynos <= HEAT_MAP_DYNOS and len(traces) < HEAT_MAPS
+            variant = case.for_policy(policy)
+            frames = json.loads(variant._call(_dynosim.trace, step, until, per_dyno))["frames"][: count + 1]
+            traces.append(((f"{label}: " if label else "") + policy, frames, per_dyno))
+    if not traces:
+        return []
+    times = [float(f["time"]) for f in traces[0][1]]
+    out: List[Dict[str, Any]] = [{"kind": "heading", "title": "Replication 0 over time"}]
+    waiting = [{"label": name, "y": [f["router_waiting"] + f["dyno_waiting"] for f in frames]}
+               for name, frames, _ in traces]
+    out.append(html_report.line_plot("Requests waiting", "time (s)", times, "waiting", waiting, y_log=False,
+                                     caption="At the routers and at the dynos, at each interval's end; the "
+                                             "warm-up included."))
+    if any("fleet" in r.summary for _, results in cases for r in results):
+        out.append(html_report.line_plot(
+            "Fleet size", "time (s)", times, "dynos",
+            [{"label": name, "y": [f["dynos_up"] for f in frames]} for name, frames, _ in traces], y_log=False,
+            caption="Dynos up (serving) at each interval's end."))
+        out.append(html_report.line_plot(
+            "Response time p95", "time (s)", times, "p95 (ms)",
+            [{"label": name, "y": [None if f["response_p95"] is None else f["response_p95"] * 1e3 for f in frames]}
+             for name, frames, _ in traces],
+            caption="Of the responses in each interval."))
+    for name, frames, per_dyno in traces:
+        if per_dyno:
+            rows = [list(col) for col in zip(*[f["depth"] for f in frames])]
+            out.append(html_report.heat_map(f"Per-dyno queues: {name}", times, rows, value_label="requests",
+                                            caption="Requests at each dyno (one row each), in service and "
+                                                    "waiting, at each interval's end."))
+    return out

@@ -1,0 +1,162 @@
+"""The HTML report in a real browser (issue #27): Debian's Chromium, driven by Playwright
+(never its own browser download). The report opens with no console error and no request for
+anything but itself, draws a plot per plot of its data, shows the run's numbers under the
+cursor, and switches between light and dark. Skipped with a message where Chromium or
+Playwright is missing; CI installs both, and there a missing one fails."""
+
+import os
+import re
+import shutil
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+#: `make screenshots` sets this: the tests then refresh docs/images/.
+SCREENSHOTS = os.environ.get("DYNOSIM_SCREENSHOTS") == "1"
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{what}; CI must run the browser tests (.ci/run installs Chromium, make install Playwright)")
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    if path is None:
+        _missing("chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install playwright; never 'playwright install')")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def js_number(v: float) -> str:
+    """report.js's num(): what the legend shows for a value."""
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 100:
+        return f"{round(v):,}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    if a >= 0.001:
+        return f"{v:.3f}"
+    raise AssertionError("not reached by these tests")
+
+
+class Visit:
+    """A page opened with every request recorded, and every one but the page itself refused."""
+
+    def __init__(self, browser, url: str, *, viewport=(1100, 900), scheme=None):
+        self.context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]},
+                                           color_scheme=scheme)
+        self.page = self.context.new_page()
+        self.requests, self.errors = [], []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+        def route(r):
+            self.requests.append(r.request.url)
+            if r.request.url == url:
+                r.continue_()
+            else:
+                r.abort()
+
+        self.page.route("**/*", route)
+        self.page.goto(url)
+        self.page.wait_for_selector("html[data-ready=true]", timeout=10_000)
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("browser") / "compare.html"
+    result = run_cli("compare", "rapgenius", "--policy", "random,intelligent", "--set", "run.replications=3",
+                     "--set", "run.duration=60s", "--set", "run.warmup=10s", "--html", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_the_report_opens_with_no_error_and_no_request(browser, report):
+    url = report.resolve().as_uri()
+    v = Visit(browser, url)
+    try:
+        assert v.errors == []
+        assert v.requests == [url]
+        data = v.page.evaluate("JSON.parse(document.getElementById('dynosim-data').textContent)")
+        lines = [p for p in data["plots"] if p["kind"] == "line"]
+        heat = [p for p in data["plots"] if p["kind"] == "heatmap"]
+        assert v.page.locator(".uplot").count() == len(lines)
+        assert v.page.locator(".heat canvas[role=img]").count() == len(heat)
+        if SCREENSHOTS:
+            v.page.screenshot(path=str(ROOT / "docs" / "images" / "report.png"), full_page=False)
+    finally:
+        v.close()
+
+
+def test_the_plots_show_the_runs_numbers_under_the_cursor(browser, report):
+    v = Visit(browser, report.resolve().as_uri())
+    try:
+        data = v.page.evaluate("JSON.parse(document.getElementById('dynosim-data').textContent)")
+        spec = next(p for p in data["plots"] if p["title"] == "Response time")
+        chart = v.page.locator(".uplot").nth(data["plots"].index(spec))
+        chart.scroll_into_view_if_needed()
+        over = chart.locator(".u-over").bounding_box()
+        legend = chart.locator(".u-legend .u-series")
+        for k, tick in enumerate(spec["x"]["ticks"]):
+            # The cursor snaps to the nearest percentile; the legend then holds its values.
+            x = over["x"] + over["width"] * k / (len(spec["x"]["ticks"]) - 1)
+            x = min(max(x, over["x"] + 1), over["x"] + over["width"] - 1)
+            v.page.mouse.move(x, over["y"] + over["height"] / 2)
+            assert legend.nth(0).locator(".u-value").inner_text() == tick
+            shown = [legend.nth(i).locator(".u-value").inner_text() for i in range(1, legend.count())
+                     if legend.nth(i).is_visible()]
+            assert shown == [js_number(s["y"][k]) for s in spec["series"]]
+    finally:
+        v.close()
+
+
+def test_light_and_dark(browser, report):
+    v = Visit(browser, report.resolve().as_uri(), scheme="light")
+    try:
+        background = lambda: v.page.evaluate("getComputedStyle(document.body).backgroundColor")  # noqa: E731
+        assert background() == "rgb(255, 255, 255)"
+        v.page.click("#theme")
+        assert v.page.evaluate("document.documentElement.dataset.theme") == "dark"
+        assert background() != "rgb(255, 255, 255)"
+        assert v.page.locator(".uplot").count() > 0 and v.errors == []
+    finally:
+        v.close()
+    dark = Visit(browser, report.resolve().as_uri(), scheme="dark")
+    try:
+        assert dark.page.evaluate("getComputedStyle(document.body).backgroundColor") != "rgb(255, 255, 255)"
+    finally:
+        dark.close()
+
+
+def test_readable_on_a_phone(browser, report):
+    v = Visit(browser, report.resolve().as_uri(), viewport=(390, 844))
+    try:
+        # Nothing wider than the screen but the table, which scrolls in its own box.
+        width = v.page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390
+        font = float(re.match(r"[\d.]+", v.page.evaluate("getComputedStyle(document.body).fontSize")).group())
+        assert font >= 14
+    finally:
+        v.close()
