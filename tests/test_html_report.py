@@ -157,6 +157,8 @@ def test_a_log_axis_only_where_the_means_span_decades_and_none_is_zero():
     assert many["y"]["log"] is True
     zero = html_report.line_plot("t", "x", [0, 1], "y", [{"label": "a", "y": [0, 1000]}])
     assert zero["y"]["log"] is False
+    few = html_report.line_plot("t", "x", [0, 1, 2, 3], "y", [{"label": "a", "y": [0, 1, 10, 1000]}])
+    assert few["y"]["log"] is True and few["series"][0]["y"] == [None, 1, 10, 1000]
     near = html_report.line_plot("t", "x", [0, 1], "y", [{"label": "a", "y": [10, 900]}])
     assert near["y"]["log"] is False
     # A band reaching below 0 on a log axis is cut at the axis, not dropped with its line.

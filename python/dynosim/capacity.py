@@ -110,6 +110,8 @@ class CapacityResult:
     closest: Dict[str, Tuple[int, Estimate]] = field(default_factory=dict)
     """When no count met the targets: each target metric's estimate at the count tried that
     came closest to its target, and that count."""
+    curve: Dict[int, Dict[str, Estimate]] = field(default_factory=dict)
+    """Each target metric's estimate at every count tried (the report's plot)."""
     smallest_stable: int = 0
     """The fewest dynos whose capacity exceeds the offered load: where the search starts."""
     not_steady: Optional[str] = None
@@ -161,6 +163,7 @@ def min_dynos(
             cache[n] = run_scenario(s.with_overrides({"fleet.dynos": n}), warn=False)[0]
         ok = all(t.met_by(target_estimate(cache[n], t)) for t in targets)
         result.evaluated[n] = ok
+        result.curve[n] = {t.metric: target_estimate(cache[n], t) for t in targets}
         if on_step:
             on_step(n, ok)
         return ok

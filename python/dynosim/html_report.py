@@ -103,23 +103,24 @@ def notes_section(title: str, items: Sequence[str], *, warning: bool = False) ->
 
 def line_plot(title: str, x_label: str, xs: Sequence[float], y_label: str, series: Sequence[Dict[str, Any]], *,
               caption: str = "", x_ticks: Optional[Sequence[str]] = None, x_log: Optional[bool] = None,
-              y_log: Optional[bool] = None, height: int = 300) -> Dict[str, Any]:
-    """A plot of lines sharing `xs`; each of `series` is ``{"label", "y", "lo"?, "hi"?}``
-    (``lo`` and ``hi``: a 95% band). The y axis is logarithmic when its values span
-    :data:`LOG_SPAN` or more and none is 0 or below (a log axis would hide them), unless told;
-    the x axis only when told."""
-    clean = [{"label": s["label"], **{k: [_number(v) for v in s[k]] for k in ("y", "lo", "hi") if s.get(k) is not None}}
+              y_log: Optional[bool] = None, height: int = 300, span_gaps: bool = False) -> Dict[str, Any]:
+    """A plot of lines sharing `xs`; each of `series` is ``{"label", "y", "lo"?, "hi"?,
+    "dash"?}`` (``lo`` and ``hi``: a 95% band; ``dash``: a dashed line, a target). The y axis is logarithmic when its positive values span
+    :data:`LOG_SPAN` or more and at most a quarter are 0 or below (a log axis leaves those
+    out), unless told; the x axis only when told."""
+    clean = [{"label": s["label"], **({"dash": True} if s.get("dash") else {}),
+              **{k: [_number(v) for v in s[k]] for k in ("y", "lo", "hi") if s.get(k) is not None}}
              for s in series]
     if y_log is None:  # on the means: a band reaching 0 or below is cut at the axis
         ys = [v for s in clean for v in s["y"] if v is not None]
-        y_log = _spans_decades(ys) and all(v > 0 for v in ys)
+        y_log = _spans_decades(ys) and sum(v <= 0 for v in ys) <= len(ys) / 4
     x_log = bool(x_log)
     if y_log:  # a log axis has no place for 0
         for s in clean:
             for k in ("y", "lo", "hi"):
                 if k in s:
                     s[k] = [v if v is not None and v > 0 else None for v in s[k]]
-    return {"kind": "line", "title": title, "caption": caption, "height": height,
+    return {"kind": "line", "title": title, "caption": caption, "height": height, "span_gaps": span_gaps,
             "x": {"label": x_label, "values": [_number(x) for x in xs], "log": bool(x_log),
                   "ticks": list(x_ticks) if x_ticks is not None else None},
             "y": {"label": y_label, "log": bool(y_log)}, "series": clean}

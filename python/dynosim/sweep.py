@@ -525,11 +525,12 @@ def _key_unit(key: str, values: Sequence[Any]) -> Optional[str]:
     return _KEY_UNITS.get(key)
 
 
-def plot(sweep: Sweep, path: str, fmt: str) -> None:
-    """The metric against the first numerically varied key, one line per combination of the
-    other varied keys and policy, with 95% confidence bands; unstable points left out."""
-    from matplotlib import rc_context
-    from matplotlib.figure import Figure
+def plot_lines(sweep: Sweep) -> Tuple[str, bool, List[str], Dict[Tuple[Any, ...], Dict[str, List[float]]],
+                                      Dict[Tuple[Any, ...], str]]:
+    """What the plot draws: the key on x (the first numerically varied one, else the first),
+    whether it is categorical (then x is the index of each of `categories`), and one line per
+    combination of the other varied keys and policy (``{"x", "y", "lo", "hi"}``, unstable
+    points left out) with its label."""
     metric = sweep.metric
     keys = sweep.keys
     numeric = [k for k in keys if all(_is_number(v) for v in sweep.vary[k])]
@@ -556,6 +557,17 @@ def plot(sweep: Sweep, path: str, fmt: str) -> None:
         line["y"].append(y)
         line["lo"].append(row.get(f"{metric}.ci_low", math.nan))
         line["hi"].append(row.get(f"{metric}.ci_high", math.nan))
+    return xkey, categorical, categories, lines, labels
+
+
+def plot(sweep: Sweep, path: str, fmt: str) -> None:
+    """The metric against the first numerically varied key, one line per combination of the
+    other varied keys and policy, with 95% confidence bands; unstable points left out."""
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+    metric = sweep.metric
+    xkey, categorical, categories, lines, labels = plot_lines(sweep)
+    policy_on_x = xkey == "router.policy"
 
     xs = [x for line in lines.values() for x in line["x"]]
     ys = [y for line in lines.values() for y in line["y"]]

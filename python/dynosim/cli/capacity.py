@@ -4,19 +4,21 @@ their cost (the search is :mod:`dynosim.capacity`'s)."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
-from typing import Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 from .. import capacity as planning
+from .. import html_report
 from ..capacity import CapacityResult, Target, estimate_text, plan, shortfall
 from ..cost import Pricing
 from ..display import Column, activity, results_table, stdout_console
 from ..errors import NotSteadyWarning
 from ..output import print_json
+from ..results import is_fraction_metric, is_time_metric
 from ..scenario import Scenario
-from .common import add_scenario_arguments, add_wide_argument, policy_list, positive_int, scenario_from_args, target
+from .common import (add_html_argument, add_scenario_arguments, add_wide_argument, command_line, policy_list,
+                     positive_int, recorded_warnings, scenario_from_args, target, warning, write_html)
 
 CAPACITY_EPILOG = (
     "A target that no number of dynos can meet (a response time below what the service time "
@@ -40,6 +42,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--dyno-type", help="price the answer as this dyno type (default: the scenario's, else standard-1x)")
     p.add_argument("--max-dynos", type=positive_int, default=100_000, help="give up above this count (default 100000)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_html_argument(p)
     add_wide_argument(p)
     p.set_defaults(handler=main)
 
@@ -80,45 +83,48 @@ def main(args: argparse.Namespace) -> int:
         results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
                        max_dynos=args.max_dynos, on_step=step)
     if autoscaled:
-        print("dynosim: warning: capacity sizes a fixed fleet: the scenario's [autoscale] is left out (dynosim "
-              "tune searches an autoscaler's settings against it)", file=sys.stderr)
+        warning("capacity sizes a fixed fleet: the scenario's [autoscale] is left out (dynosim "
+                "tune searches an autoscaler's settings against it)")
     for r in results:
         if r.not_steady:
             warnings.warn(f"{r.policy} at {r.dynos:,} dynos: {r.not_steady}", NotSteadyWarning)
+    seconds = time.monotonic() - started
     if args.json:
         print_json({"scenario": scenario.name, "targets": [str(t) for t in args.targets],
                     "dyno_type": pricing.dyno_type, "price": pricing.price,
                     "results": [r.to_dict() for r in results]})
-        return 0
-    print_plan(scenario, args.targets, results, pricing, time.monotonic() - started, wide=args.wide)
+    else:
+        print_plan(scenario, args.targets, results, pricing, seconds, wide=args.wide)
+    if args.html is not None:
+        write_html(args.html, capacity_report(scenario, args.targets, results, pricing, seconds))
     return 0
 
 
-def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[CapacityResult],
-               pricing: Pricing, seconds: float, *, wide: bool = False) -> None:
-    console = stdout_console(wide=wide)
-    console.print(f"[bold]{scenario.name}[/bold]: fewest dynos meeting {' and '.join(map(str, targets))} "
-                  f"(upper end of the 95% interval), priced as {pricing.describe()}", highlight=False)
-
+def plan_columns(targets: Sequence[Target]) -> List[Column]:
+    """The table's columns: the policy, its slots, the dynos found, each target's estimate."""
     def target_cell(t: Target) -> Callable[[CapacityResult], str]:
         def cell(r: CapacityResult) -> str:
             e = r.estimates.get(t.metric)
             return "-" if e is None else estimate_text(t, e)
         return cell
 
-    columns = ([Column("policy", lambda r: r.policy, kind="text"),
-                Column("slots", lambda r: str(r.slots), kind="text"),
-                Column("dynos", lambda r: f"{r.dynos:,}" if r.dynos else "none found", kind="text")]
-               + [Column(t.metric, target_cell(t), kind="text", drop=2) for t in targets]
-               + [Column("$/month", lambda r: f"{r.monthly_cost:,.0f}" if r.monthly_cost is not None else "-",
-                         kind="text"),
-                  Column("counts\ntried", lambda r: str(len(r.evaluated)), kind="text", drop=1)])
-    table, left_out = results_table(console, columns, results, wide=wide)
-    console.print(table)
+    return ([Column("policy", lambda r: r.policy, kind="text"),
+             Column("slots", lambda r: str(r.slots), kind="text"),
+             Column("dynos", lambda r: f"{r.dynos:,}" if r.dynos else "none found", kind="text")]
+            + [Column(t.metric, target_cell(t), kind="text", drop=2) for t in targets]
+            + [Column("$/month", lambda r: f"{r.monthly_cost:,.0f}" if r.monthly_cost is not None else "-",
+                      kind="text"),
+               Column("counts\ntried", lambda r: str(len(r.evaluated)), kind="text", drop=1)])
+
+
+def plan_lines(targets: Sequence[Target], results: Sequence[CapacityResult]) -> List[str]:
+    """What the table does not say: targets missed, and the dynos each policy needs relative to
+    the best."""
+    lines = []
     for r in results:
         if r.dynos is None:
             at = f" with {r.slots} slots per dyno" if len({x.slots for x in results}) > 1 else ""
-            console.print(f"{r.policy}{at}: {shortfall(r, targets)}.", highlight=False)
+            lines.append(f"{r.policy}{at}: {shortfall(r, targets)}.")
     # Ratios compare policies at the same workers per dyno.
     for slots in sorted({r.slots for r in results}):
         found = [(r, r.dynos) for r in results if r.slots == slots and r.dynos is not None]
@@ -127,6 +133,50 @@ def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[
         best, fewest = min(found, key=lambda pair: pair[1])
         per = f" at {slots} slot{'s' if slots > 1 else ''} per dyno" if len({r.slots for r in results}) > 1 else ""
         ratios = ", ".join(f"{r.policy} {n / fewest:.1f}× ({n:,})" for r, n in found if r is not best)
-        console.print(f"Dynos needed relative to {best.policy} ({fewest:,}){per}: {ratios}.", highlight=False)
+        lines.append(f"Dynos needed relative to {best.policy} ({fewest:,}){per}: {ratios}.")
+    return lines
+
+
+def capacity_report(scenario: Scenario, targets: Sequence[Target], results: Sequence[CapacityResult],
+                    pricing: Pricing, seconds: float) -> Dict[str, Any]:
+    """The HTML report: the scenario, the table, what it does not say, and for each target its
+    metric at every count tried, per policy, against the target."""
+    head = (f"Fewest dynos meeting {' and '.join(map(str, targets))} (upper end of the 95% interval), priced as "
+            f"{pricing.describe()}; searched in {seconds:.1f} s.")
+    sections: List[Dict[str, Any]] = [
+        html_report.scenario_section(scenario),
+        html_report.table_section("Dynos needed", plan_columns(targets), results, notes=[head, *plan_lines(targets, results)]),
+        html_report.notes_section("Warnings", recorded_warnings(), warning=True),
+    ]
+    multi = len({r.slots for r in results}) > 1
+    for t in targets:
+        counts = sorted({n for r in results for n in r.curve})
+        scale, unit = ((1e3, "ms") if is_time_metric(t.metric) else (100.0, "%") if is_fraction_metric(t.metric)
+                       else (1.0, ""))
+        series: List[Dict[str, Any]] = []
+        for r in results:
+            est = [r.curve.get(n, {}).get(t.metric) for n in counts]
+            series.append({"label": r.policy + (f" ×{r.slots} slots" if multi else ""),
+                           "y": [None if e is None else e.mean * scale for e in est],
+                           "lo": [None if e is None else e.ci_low * scale for e in est],
+                           "hi": [None if e is None else e.ci_high * scale for e in est]})
+        series.append({"label": f"target {t}", "y": [t.value * scale for _ in counts], "dash": True})
+        sections.append(html_report.line_plot(
+            t.metric, "dynos", counts, f"{t.metric}" + (f" ({unit})" if unit else ""), series, span_gaps=True,
+            x_log=bool(counts) and counts[-1] >= 10 * counts[0],
+            caption="The search's runs: the metric at each count tried, with its 95% interval; a count meets "
+                    "the target when the interval's far end does."))
+    return html_report.document(f"dynosim capacity: {scenario.name}", command_line(), sections)
+
+
+def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[CapacityResult],
+               pricing: Pricing, seconds: float, *, wide: bool = False) -> None:
+    console = stdout_console(wide=wide)
+    console.print(f"[bold]{scenario.name}[/bold]: fewest dynos meeting {' and '.join(map(str, targets))} "
+                  f"(upper end of the 95% interval), priced as {pricing.describe()}", highlight=False)
+    table, left_out = results_table(console, plan_columns(targets), results, wide=wide)
+    console.print(table)
+    for line in plan_lines(targets, results):
+        console.print(line, highlight=False)
     hidden = f"; not shown: {', '.join(left_out)} (--wide shows them)" if left_out else ""
     console.print(f"searched in {seconds:.1f} s{hidden}", style="dim", highlight=False)

@@ -14,8 +14,9 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, List, NoReturn, Optional
 
-from .. import _dynosim
+from .. import _dynosim, html_report
 from ..capacity import Target, parse_target
+from ..display import status
 from ..errors import DynosimError, LogError, ScenarioError
 from ..logs_input import FORMATS
 from ..scenario import Scenario
@@ -58,6 +59,25 @@ def recorded_warnings() -> List[str]:
 def forget_warnings() -> None:
     """A new command starts with none (``main`` may run several in one process: the tests)."""
     _WARNINGS.clear()
+
+
+def warning(text: str) -> None:
+    """A warning of the command's own (not the warnings module's): printed and recorded as
+    :func:`warn` does."""
+    warn(text, UserWarning, "", 0)
+
+
+def add_html_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write a self-contained HTML report (works offline): the scenario, the table, "
+                        "interactive plots, notes and warnings")
+
+
+def write_html(path: Path, doc: Any) -> None:
+    """Writes a command's HTML report (:mod:`dynosim.html_report`) and says so on stderr."""
+    with status("writing the HTML report"):
+        html_report.write(path, doc)
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def command_line() -> str:

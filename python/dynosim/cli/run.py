@@ -20,8 +20,8 @@ from ..display import Column, duration, number, results_table, status, stdout_co
 from ..output import print_json
 from ..results import PolicyResult, Results
 from ..scenario import Scenario
-from .common import (add_scenario_arguments, add_wide_argument, command_line, policy_list, policy_names,
-                     recorded_warnings, scenario_from_args)
+from .common import (add_html_argument, add_scenario_arguments, add_wide_argument, command_line, policy_list,
+                     policy_names, recorded_warnings, scenario_from_args, write_html)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,9 +39,7 @@ def scenario_command(commands: argparse._SubParsersAction, name: str, help: str)
                    help="also write replication 0 over time: a CSV of per-interval arrivals, responses, failures, "
                         "waiting requests and busy threads, and a plot beside it (FILE.png)")
     p.add_argument("--interval", metavar="TIME", help="the time series' interval (default: the run in 200)")
-    p.add_argument("--html", type=Path, metavar="FILE",
-                   help="also write a self-contained HTML report: the scenario, the table, interactive plots "
-                        "(percentiles, queues and fleet over time), notes and warnings")
+    add_html_argument(p)
     add_wide_argument(p)
     p.set_defaults(handler=main)
     return p
@@ -68,9 +66,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         print_table(results, wide=args.wide)
     if args.html is not None:
-        with status("writing the HTML report"):
-            html_report.write(args.html, run_report(scenario, results, args))
-        print(f"wrote {args.html}", file=sys.stderr)
+        write_html(args.html, run_report(scenario, results, args))
     if args.timeseries is not None:
         with status("tracing replication 0 over time"):
             rows = [row for label, case in cases

@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from .. import html_report
 from ..display import Column, results_table, stdout_console
 from ..errors import DynosimError
 from ..output import print_json
 from ..results import Estimate, is_metric, metric_names_hint
-from ..sweep import (CLOSED_LOOP_METRIC, DEFAULT_METRIC, DEFAULT_POINTS, FORMATS, Sweep, metric_unit, output_paths, parse_vary_args,
-                     value_text, write_outputs)
-from .common import add_scenario_arguments, scenario_from_args
+from ..sweep import (CLOSED_LOOP_METRIC, DEFAULT_METRIC, DEFAULT_POINTS, FORMATS, Sweep, metric_unit, output_paths,
+                     parse_vary_args, plot_lines, value_text, write_outputs)
+from .common import (add_html_argument, add_scenario_arguments, command_line, recorded_warnings, scenario_from_args,
+                     warning, write_html)
 
 #: ``--out``'s default when ``--json`` is not given.
 DEFAULT_PREFIX = "sweep"
@@ -46,6 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         f"{CLOSED_LOOP_METRIC} for a closed loop; names: docs/output.md)")
     p.add_argument("--format", type=_formats, metavar="png,svg",
                    help="plot format(s), comma-separated (default: png)")
+    add_html_argument(p)
     p.set_defaults(handler=main)
 
 
@@ -86,27 +89,26 @@ def main(args: argparse.Namespace) -> int:
     if outputs:
         write_outputs(sweep, outputs)
     if sweep.unusable:
-        print(f"dynosim: warning: {sweep.unusable_summary()}", file=sys.stderr)
+        warning(sweep.unusable_summary())
     if sweep.unsettled_summary():
-        print(f"dynosim: warning: {sweep.unsettled_summary()}", file=sys.stderr)
+        warning(str(sweep.unsettled_summary()))
     if args.json:
         print_json(sweep.to_json())  # the very text written to PREFIX.json
         if outputs:
             print("wrote " + ", ".join(str(p) for p in outputs.values()), file=sys.stderr)
     else:
         print_summary(sweep, outputs)
+    if args.html is not None:
+        write_html(args.html, sweep_report(sweep))
     return 0
 
 
 # --- the summary on stdout -------------------------------------------------------------------
 
 
-def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
-    console = stdout_console()
+def summary_columns(sweep: Sweep) -> List[Column]:
+    """The table's columns: each varied key, the policy, the load, the metric."""
     metric = sweep.metric
-    n_ok = sum(1 for row in sweep.rows if row["status"] == "ok")
-    console.print(f"[bold]{sweep.scenario.name}[/bold]: {len(sweep.points)} points, "
-                  f"{len(sweep.rows)} rows ({n_ok} ok)", highlight=False)
 
     def key_cell(key: str) -> Any:
         return lambda row: value_text(row[key])
@@ -119,12 +121,50 @@ def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
 
     unit = metric_unit(metric)
     kind = "time" if unit == "s" else "percent" if unit == "fraction" else "number"
-    columns = ([Column(k, key_cell(k), kind="text") for k in sweep.keys if k != "router.policy"]
-               + [Column("policy", lambda row: str(row["policy"]), kind="text"),
-                  Column("load", _load_cell, kind="percent"),
-                  Column(metric if kind != "number" or not unit else f"{metric} ({unit})", metric_cell,
-                         kind=kind, ci=True)])
-    table, _ = results_table(console, columns, sweep.rows)
+    return ([Column(k, key_cell(k), kind="text") for k in sweep.keys if k != "router.policy"]
+            + [Column("policy", lambda row: str(row["policy"]), kind="text"),
+               Column("load", _load_cell, kind="percent"),
+               Column(metric if kind != "number" or not unit else f"{metric} ({unit})", metric_cell,
+                      kind=kind, ci=True)])
+
+
+def sweep_report(sweep: Sweep) -> Dict[str, Any]:
+    """The HTML report: the scenario, every point's row, and the plot (the metric against the
+    first numeric key, a line per combination of the others and policy, 95% bands)."""
+    metric = sweep.metric
+    xkey, categorical, categories, lines, labels = plot_lines(sweep)
+    unit = metric_unit(metric)
+    scale, shown = (1e3, f"{metric} (ms)") if unit == "s" else (100.0, f"{metric} (%)") if unit == "fraction" \
+        else (1.0, f"{metric} ({unit})" if unit else metric)
+    xs = list(range(len(categories))) if categorical else sorted({float(v) for v in sweep.vary[xkey]})
+    series = []
+    for group, line in lines.items():
+        at = {float(x): k for k, x in enumerate(line["x"])}
+        pick = [at.get(float(x)) for x in xs]
+        series.append({"label": labels[group],
+                       **{k: [None if j is None else line[k][j] * scale for j in pick] for k in ("y", "lo", "hi")}})
+    n_ok = sum(1 for row in sweep.rows if row["status"] == "ok")
+    sections: List[Dict[str, Any]] = [
+        html_report.scenario_section(sweep.scenario),
+        html_report.table_section(f"{len(sweep.points)} points, {len(sweep.rows)} rows ({n_ok} ok)",
+                                  summary_columns(sweep), sweep.rows,
+                                  notes=["± is the half-width of a 95% confidence interval over replications"]),
+        html_report.notes_section("Warnings", recorded_warnings(), warning=True),
+        html_report.line_plot(f"{metric} against {xkey}", xkey, xs, shown, series, span_gaps=True,
+                              x_ticks=categories if categorical else None,
+                              x_log=not categorical and bool(xs) and xs[0] > 0 and xs[-1] >= 10 * xs[0],
+                              caption="Each point with its 95% interval over replications; points that were "
+                                      "unstable or overloaded are left out."),
+    ]
+    return html_report.document(f"dynosim sweep: {sweep.scenario.name}", command_line(), sections)
+
+
+def print_summary(sweep: Sweep, paths: Dict[str, Path]) -> None:
+    console = stdout_console()
+    n_ok = sum(1 for row in sweep.rows if row["status"] == "ok")
+    console.print(f"[bold]{sweep.scenario.name}[/bold]: {len(sweep.points)} points, "
+                  f"{len(sweep.rows)} rows ({n_ok} ok)", highlight=False)
+    table, _ = results_table(console, summary_columns(sweep), sweep.rows)
     console.print(table)
     console.print("± is the half-width of a 95% confidence interval over replications.", style="dim")
     console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)

@@ -52,8 +52,8 @@
       data.push(s.y);
       var mine = data.length - 1;
       series.push({
-        label: s.label, stroke: c, width: 2, spanGaps: false,
-        points: { show: xs.length <= 40, size: 5, fill: c },
+        label: s.label, stroke: c, width: s.dash ? 1.5 : 2, spanGaps: !!spec.span_gaps, dash: s.dash ? [6, 4] : undefined,
+        points: { show: !s.dash && xs.length <= 40, size: 5, fill: c },
         value: function (u, v) { return num(v); }
       });
       if (s.lo && s.hi) {
