@@ -160,3 +160,63 @@ def test_readable_on_a_phone(browser, report):
         assert font >= 14
     finally:
         v.close()
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """A report of each command that has --html, from small runs."""
+    folder = tmp_path_factory.mktemp("reports")
+    (folder / "mmc.toml").write_text(MMC)
+    logs = ROOT / "tests" / "fixtures" / "logs" / "heroku.log"
+    commands = {
+        "capacity": ["capacity", "mmc.toml", "--policy", "intelligent,random", "--target", "queue.mean <= 10ms"],
+        "sweep": ["sweep", "mmc.toml", "--vary", "fleet.dynos=6,8,12", "--vary", "router.policy=intelligent,random",
+                  "--out", "sweep"],
+        "ramp": ["ramp", "mmc.toml", "--rates", "20..60/20", "--duration", "30s"],
+        "tune": ["tune", "mmc.toml", "--vary", "fleet.dynos=5,6,8", "--target", "queue.mean <= 10ms"],
+        "logs summary": ["logs", "summary", str(logs)],
+        "run, autoscaled": ["run", "autoscale-day", "--set", "run.replications=2", "--set", "run.duration=2h"],
+    }
+    out = {}
+    for name, args in commands.items():
+        path = folder / (name.replace(" ", "-").replace(",", "") + ".html")
+        result = run_cli(*args, "--html", str(path), cwd=folder)
+        assert result.returncode == 0, result.stderr
+        out[name] = path
+    return out
+
+
+@pytest.mark.parametrize("command", ["capacity", "sweep", "ramp", "tune", "logs summary", "run, autoscaled"])
+def test_every_commands_report_opens_cleanly(browser, reports, command):
+    url = reports[command].resolve().as_uri()
+    v = Visit(browser, url)
+    try:
+        assert v.errors == [] and v.requests == [url]
+        data = v.page.evaluate("JSON.parse(document.getElementById('dynosim-data').textContent)")
+        assert v.page.locator(".uplot").count() == sum(p["kind"] == "line" for p in data["plots"]) > 0
+        # Each plot drew its lines: uPlot's data holds every series' values as given.
+        for i, spec in enumerate(p for p in data["plots"] if p["kind"] == "line"):
+            chart = v.page.locator(".uplot").nth(i)
+            assert chart.locator(".u-legend .u-series").count() >= len(spec["series"]) + 1
+    finally:
+        v.close()
+
+
+MMC = """
+name = "mmc"
+[arrivals]
+process = "poisson"
+rate = "50/s"
+[service]
+distribution = "exponential"
+mean = "100ms"
+[fleet]
+dynos = 8
+[router]
+policy = "intelligent"
+[run]
+duration = "1min"
+warmup = "10s"
+replications = 4
+seed = 1
+"""

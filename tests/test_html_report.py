@@ -174,3 +174,109 @@ def test_a_heat_map_of_many_dynos_groups_them_by_their_largest():
     group = 3  # ceil(450 / 200)
     assert heat["rows"][0] == [max(d % 7 for d in range(group)), 0]
     assert heat["row_names"][0] == "dynos 0–2 (largest)"
+
+
+# --- every command's report holds what its JSON says -----------------------------------------
+
+MMC = """
+name = "mmc"
+[arrivals]
+process = "poisson"
+rate = "50/s"
+[service]
+distribution = "exponential"
+mean = "100ms"
+[fleet]
+dynos = 8
+[router]
+policy = "intelligent"
+[run]
+duration = "1min"
+warmup = "10s"
+replications = 4
+seed = 1
+"""
+
+
+def both(tmp_path, *args):
+    """The command's JSON on stdout and its report's plots, from one run."""
+    out = tmp_path / "report.html"
+    result = run_cli(*args, "--json", "--html", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text(encoding="utf-8")
+    return json.loads(result.stdout), {p["title"]: p for p in page_data(text)["plots"]}, text
+
+
+def test_capacity_report(tmp_path):
+    (tmp_path / "mmc.toml").write_text(MMC)
+    doc, plots, text = both(tmp_path, "capacity", "mmc.toml", "--policy", "intelligent,random",
+                            "--target", "queue.mean <= 10ms")
+    plot = plots["queue.mean"]
+    xs = plot["x"]["values"]
+    for r, series in zip(doc["results"], plot["series"]):
+        assert series["label"] == r["policy"]
+        # The answer's estimate is on the curve, at its count, in ms.
+        assert series["y"][xs.index(r["dynos"])] == pytest.approx(r["estimates"]["queue.mean"]["mean"] * 1e3)
+        # Every count tried is a point of its curve, and only those.
+        tried = {int(n) for n in r["evaluated"]}
+        assert {x for x, y in zip(xs, series["y"]) if y is not None} == tried
+    assert plot["series"][-1]["label"] == "target queue.mean <= 10ms" and set(plot["series"][-1]["y"]) == {10.0}
+    assert "Dynos needed relative to intelligent" in text
+
+
+def test_sweep_report(tmp_path):
+    (tmp_path / "mmc.toml").write_text(MMC)
+    doc, plots, _ = both(tmp_path, "sweep", "mmc.toml", "--vary", "fleet.dynos=6,8,12",
+                         "--vary", "router.policy=intelligent,random")
+    plot = plots["queue.mean against fleet.dynos"]
+    assert plot["x"]["values"] == [6, 8, 12]
+    labels = [s["label"] for s in plot["series"]]
+    for row in doc["rows"]:
+        series = plot["series"][labels.index(row["policy"])]
+        at = plot["x"]["values"].index(row["fleet.dynos"])
+        assert series["y"][at] == pytest.approx(row["queue.mean"] * 1e3)
+        assert series["hi"][at] == pytest.approx(row["queue.mean.ci_high"] * 1e3)
+
+
+def test_ramp_report(tmp_path):
+    (tmp_path / "mmc.toml").write_text(MMC)
+    doc, plots, _ = both(tmp_path, "ramp", "mmc.toml", "--rates", "20..60/20", "--duration", "30s")
+    rate = plots["Response rate"]
+    assert rate["x"]["values"] == [20, 40, 60]
+    assert rate["series"][0]["y"] == pytest.approx([r["response_rate"] for r in doc["ramp"]])
+    assert rate["series"][-1] == {"label": "offered", "dash": True, "y": [20, 40, 60]}
+    p99 = plots["Response time p99"]["series"][0]["y"]
+    assert p99 == pytest.approx([r["response_p99"] * 1e3 for r in doc["ramp"]])
+
+
+def test_tune_report(tmp_path):
+    (tmp_path / "mmc.toml").write_text(MMC)
+    doc, plots, text = both(tmp_path, "tune", "mmc.toml", "--vary", "fleet.dynos=5,6,8",
+                            "--target", "queue.mean <= 10ms")
+    plot = plots["queue.mean against cost"]
+    ran = sorted((s for s in doc["points"] if s["status"] == "ok"), key=lambda s: s["cost"]["dollars_per_day"])
+    assert plot["x"]["values"] == pytest.approx([s["cost"]["dollars_per_day"] for s in ran])
+    meets, misses = plot["series"][0]["y"], plot["series"][1]["y"]
+    for s, a, b in zip(ran, meets, misses):
+        far = s["estimates"]["queue.mean"]["ci_high"] * 1e3
+        assert (a, b) == ((pytest.approx(far), None) if s["meets"] else (None, pytest.approx(far)))
+    assert "Best: " in text
+
+
+def test_logs_summary_report(tmp_path):
+    fixtures = BUILTIN.parents[2] / "tests" / "fixtures" / "logs"
+    out = tmp_path / "logs.html"
+    result = run_cli("logs", "summary", "heroku.log", "--json", "--html", str(out), cwd=fixtures)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    text = out.read_text(encoding="utf-8")
+    plots = {p["title"]: p for p in page_data(text)["plots"]}
+    rate = plots["Requests per second"]
+    assert rate["x"]["time"] is True
+    assert rate["series"][0]["y"] == [p["rate_per_s"] for p in doc["series"]]
+    from datetime import datetime
+    assert rate["x"]["values"] == [datetime.fromisoformat(p["start"]).timestamp() for p in doc["series"]]
+    for route in doc["routes"]:
+        import html
+        assert f"<td class=\"text\">{html.escape(route['route'])}</td>" in text
+    assert "1 malformed line skipped" in text  # the warning the terminal shows

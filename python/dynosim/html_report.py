@@ -103,12 +103,14 @@ def notes_section(title: str, items: Sequence[str], *, warning: bool = False) ->
 
 def line_plot(title: str, x_label: str, xs: Sequence[float], y_label: str, series: Sequence[Dict[str, Any]], *,
               caption: str = "", x_ticks: Optional[Sequence[str]] = None, x_log: Optional[bool] = None,
-              y_log: Optional[bool] = None, height: int = 300, span_gaps: bool = False) -> Dict[str, Any]:
+              y_log: Optional[bool] = None, height: int = 300, span_gaps: bool = False,
+              x_time: bool = False) -> Dict[str, Any]:
     """A plot of lines sharing `xs`; each of `series` is ``{"label", "y", "lo"?, "hi"?,
-    "dash"?}`` (``lo`` and ``hi``: a 95% band; ``dash``: a dashed line, a target). The y axis is logarithmic when its positive values span
+    "dash"?, "points"?}`` (``lo`` and ``hi``: a 95% band; ``dash``: a dashed line, a target;
+    ``points``: points alone, no line). The y axis is logarithmic when its positive values span
     :data:`LOG_SPAN` or more and at most a quarter are 0 or below (a log axis leaves those
     out), unless told; the x axis only when told."""
-    clean = [{"label": s["label"], **({"dash": True} if s.get("dash") else {}),
+    clean = [{"label": s["label"], **{k: True for k in ("dash", "points") if s.get(k)},
               **{k: [_number(v) for v in s[k]] for k in ("y", "lo", "hi") if s.get(k) is not None}}
              for s in series]
     if y_log is None:  # on the means: a band reaching 0 or below is cut at the axis
@@ -121,7 +123,7 @@ def line_plot(title: str, x_label: str, xs: Sequence[float], y_label: str, serie
                 if k in s:
                     s[k] = [v if v is not None and v > 0 else None for v in s[k]]
     return {"kind": "line", "title": title, "caption": caption, "height": height, "span_gaps": span_gaps,
-            "x": {"label": x_label, "values": [_number(x) for x in xs], "log": bool(x_log),
+            "x": {"label": x_label, "values": [_number(x) for x in xs], "log": bool(x_log), "time": x_time,
                   "ticks": list(x_ticks) if x_ticks is not None else None},
             "y": {"label": y_label, "log": bool(y_log)}, "series": clean}
 
@@ -231,8 +233,9 @@ def _section_html(section: Dict[str, Any], plots: List[Dict[str, Any]]) -> str:
         pid = f"plot-{len(plots)}"
         plots.append({**section, "id": pid})
         caption = f'<p class="caption">{html.escape(section["caption"])}</p>' if section.get("caption") else ""
-        help_text = ("Drag across to zoom, double-click to reset; the legend shows the values under the cursor; "
-                     "shaded: 95% interval." if kind == "line" else "")
+        banded = kind == "line" and any("lo" in s for s in section["series"])
+        help_text = ("Drag across to zoom, double-click to reset; the legend shows the values under the cursor"
+                     + ("; shaded: 95% interval." if banded else ".") if kind == "line" else "")
         return (f'<div class="plot"><h3>{title}</h3>{caption}<div id="{pid}" class="{"heat" if kind == "heatmap" else "chart"}">'
                 f'<noscript>This plot needs JavaScript.</noscript></div>'
                 + (f'<p class="help">{help_text}</p>' if help_text else "") + "</div>")

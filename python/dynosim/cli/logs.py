@@ -11,16 +11,18 @@ import argparse
 import math
 import statistics
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List
 
-from .. import logs
+from .. import html_report, logs
 from ..display import Column, duration, number, plural, results_table, status, stdout_console
 from ..errors import LogError
 from ..output import print_json
 from ..results import PolicyResult
 from ..timeseries import parse_interval
-from .common import add_log_arguments, log_format_arg, policy_list, positive_int, positive_number, seed
+from .common import (add_html_argument, add_log_arguments, command_line, log_format_arg, policy_list, positive_int,
+                     positive_number, recorded_warnings, seed, warning, write_html)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -57,6 +59,7 @@ def _register_summary(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON (fields: docs/logs.md)")
     p.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="also write the rate and the requests in service per interval as a PNG")
+    add_html_argument(p)
     p.set_defaults(handler=summary)
 
 
@@ -76,6 +79,8 @@ def summary(args: argparse.Namespace) -> int:
         logs.write_plot(doc, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     _warn_malformed(doc)
+    if args.html is not None:
+        write_html(args.html, summary_report(doc))
     return 0
 
 
@@ -85,7 +90,7 @@ def _warn_malformed(doc: Dict[str, Any]) -> None:
         return
     shown = "; ".join(f"{m['file']}:{m['line']}: {m['reason']}" for m in doc["malformed_lines"])
     more = "; ..." if doc["malformed"] > len(doc["malformed_lines"]) else ""
-    print(f"dynosim: warning: {plural(doc['malformed'], 'malformed line')} skipped ({shown}{more})", file=sys.stderr)
+    warning(f"{plural(doc['malformed'], 'malformed line')} skipped ({shown}{more})")
 
 
 def _clock(iso: str) -> str:
@@ -94,18 +99,18 @@ def _clock(iso: str) -> str:
     return f"{date} {time[:12]}"
 
 
-def print_summary(doc: Dict[str, Any]) -> None:
-    console = stdout_console()
+def summary_lines(doc: Dict[str, Any]) -> List[str]:
+    """The summary's head in words: the logs, their span and rate, what was skipped, the
+    service times, the rate and the requests in service per interval, the statuses."""
     names = ", ".join(f["name"] for f in doc["files"])
     span = doc["span_seconds"]
     rate = doc["rate_per_s"]
     first, last = _clock(doc["first"]), _clock(doc["last"])
     if first[:10] == last[:10]:
         last = last[11:]
-    console.print(f"[bold]{names}[/bold]: {plural(doc['requests'], 'request')} from {first} to {last} UTC",
-                  highlight=False)
-    console.print(f"{duration(span)}" + (f", {rate:,.3g} req/s" if rate is not None else "")
-                  + f", {plural(doc['dynos'], 'dyno')}", highlight=False)
+    lines = [f"{names}: {plural(doc['requests'], 'request')} from {first} to {last} UTC",
+             f"{duration(span)}" + (f", {rate:,.3g} req/s" if rate is not None else "")
+             + f", {plural(doc['dynos'], 'dyno')}"]
     skipped = [text for n, text in (
         (doc["malformed"], f"{plural(doc['malformed'], 'malformed line')}"),
         (doc["duplicates"], f"{plural(doc['duplicates'], 'duplicate')}"),
@@ -113,56 +118,97 @@ def print_summary(doc: Dict[str, Any]) -> None:
         (doc["other_lines"], f"{plural(doc['other_lines'], 'line')} of other sources"),
     ) if n]
     if skipped:
-        console.print(f"skipped: {', '.join(skipped)}", highlight=False)
+        lines.append(f"skipped: {', '.join(skipped)}")
     service = doc["service"]
     if service:
-        console.print(
+        lines.append(
             f"service ({plural(service['count'], 'request')} with one): mean {duration(service['mean'])}, "
             f"p50 {duration(service['p50'])}, p90 {duration(service['p90'])}, p95 {duration(service['p95'])}, "
-            f"p99 {duration(service['p99'])}, max {duration(service['max'])}", highlight=False)
+            f"p99 {duration(service['p99'])}, max {duration(service['max'])}")
     if doc["series"]:
         rates = sorted(p["rate_per_s"] for p in doc["series"])
-        console.print(
-            f"rate per {duration(doc['interval_seconds'])} interval ({len(rates):,} intervals): "
-            f"median {statistics.median(rates):,.3g}, max {rates[-1]:,.3g} req/s", highlight=False)
-        console.print(f"in service per interval: mean {doc['in_service_mean']:.3g}, max {doc['in_service_peak']:.3g}",
-                      highlight=False)
-    console.print("status: " + ", ".join(f"{code} × {n:,}" for code, n in doc["status"].items()), highlight=False)
+        lines.append(f"rate per {duration(doc['interval_seconds'])} interval ({len(rates):,} intervals): "
+                     f"median {statistics.median(rates):,.3g}, max {rates[-1]:,.3g} req/s")
+        lines.append(f"in service per interval: mean {doc['in_service_mean']:.3g}, max {doc['in_service_peak']:.3g}")
+    lines.append("status: " + ", ".join(f"{code} × {n:,}" for code, n in doc["status"].items()))
+    return lines
 
-    route_columns = [
-        Column("route", lambda r: r["route"], kind="text", wrap=True, max_width=40),
-        Column("requests", lambda r: r["count"], kind="count"),
-        Column("errors", lambda r: r["errors"], kind="count", drop=3),
-        Column("mean", _service("mean"), kind="time", drop=2),
-        Column("p50", _service("p50"), kind="time"),
-        Column("p95", _service("p95"), kind="time", drop=1),
-        Column("p99", _service("p99"), kind="time"),
-        Column("max", _service("max"), kind="time", drop=4),
-    ]
-    table, _ = results_table(console, route_columns, doc["routes"])
-    console.print(table)
-    if doc["error_codes"]:
-        error_columns = [
-            Column("error", lambda e: e["code"], kind="text"),
-            Column("requests", lambda e: e["count"], kind="count"),
-            Column("description", lambda e: e["description"] or "", kind="text", wrap=True),
-        ]
-        table, _ = results_table(console, error_columns, doc["error_codes"])
-        console.print(table)
-    if doc["per_dyno"]:
-        dyno_columns = [
-            Column("dyno", lambda d: d["dyno"], kind="text"),
-            Column("requests", lambda d: d["requests"], kind="count"),
-            Column("busy", lambda d: d["busy_seconds"], kind="time"),
-            Column("mean in\nservice", lambda d: _nan(d["in_service_mean"])),
-        ]
-        table, _ = results_table(console, dyno_columns, _dyno_rows(doc["per_dyno"]))
-        console.print(table)
+
+ROUTE_COLUMNS = [
+    Column("route", lambda r: r["route"], kind="text", wrap=True, max_width=40),
+    Column("requests", lambda r: r["count"], kind="count"),
+    Column("errors", lambda r: r["errors"], kind="count", drop=3),
+    Column("mean", lambda r: _service("mean")(r), kind="time", drop=2),
+    Column("p50", lambda r: _service("p50")(r), kind="time"),
+    Column("p95", lambda r: _service("p95")(r), kind="time", drop=1),
+    Column("p99", lambda r: _service("p99")(r), kind="time"),
+    Column("max", lambda r: _service("max")(r), kind="time", drop=4),
+]
+ERROR_COLUMNS = [
+    Column("error", lambda e: e["code"], kind="text"),
+    Column("requests", lambda e: e["count"], kind="count"),
+    Column("description", lambda e: e["description"] or "", kind="text", wrap=True),
+]
+DYNO_COLUMNS = [
+    Column("dyno", lambda d: d["dyno"], kind="text"),
+    Column("requests", lambda d: d["requests"], kind="count"),
+    Column("busy", lambda d: d["busy_seconds"], kind="time"),
+    Column("mean in\nservice", lambda d: _nan(d["in_service_mean"])),
+]
+
+
+def summary_notes(doc: Dict[str, Any]) -> List[str]:
     notes = ["service: the dyno's time, from the connection to the end of the response",
              "percentiles are over the requests that have one"]
     if doc["routes_distinct"] > len([r for r in doc["routes"] if r["route"] != "(other)"]):
         notes.append(f"{doc['routes_distinct']:,} routes in all (--routes shows more)")
-    console.print("; ".join(notes) + ".", style="dim", highlight=False)
+    return notes
+
+
+def summary_report(doc: Dict[str, Any]) -> Dict[str, Any]:
+    """The HTML report of the summary: its head in words, the tables of routes, errors and
+    dynos, and the rate and the requests in service per interval over the log's time (UTC)."""
+    sections: List[Dict[str, Any]] = [
+        html_report.notes_section("The logs", summary_lines(doc)),
+        html_report.table_section("Routes", ROUTE_COLUMNS, doc["routes"], notes=summary_notes(doc)),
+    ]
+    if doc["error_codes"]:
+        sections.append(html_report.table_section("Errors", ERROR_COLUMNS, doc["error_codes"]))
+    if doc["per_dyno"]:
+        sections.append(html_report.table_section("Dynos", DYNO_COLUMNS, _dyno_rows(doc["per_dyno"])))
+    sections.append(html_report.notes_section("Warnings", recorded_warnings(), warning=True))
+    if doc["series"]:
+        starts = [datetime.fromisoformat(p["start"]).timestamp() for p in doc["series"]]
+        width = duration(doc["interval_seconds"])
+        sections.append(html_report.line_plot(
+            "Requests per second", "time (UTC)", starts, "req/s",
+            [{"label": "rate", "y": [p["rate_per_s"] for p in doc["series"]]}], x_time=True, y_log=False,
+            caption=f"Per {width} interval, from each interval's start."))
+        sections.append(html_report.line_plot(
+            "Requests in service", "time (UTC)", starts, "in service",
+            [{"label": "in service", "y": [p["in_service"] for p in doc["series"]]}], x_time=True, y_log=False,
+            caption="The mean number being served during each interval (from each line's time less its "
+                    "service time)."))
+    title = "dynosim logs summary: " + ", ".join(f["name"] for f in doc["files"])
+    return html_report.document(title, command_line(), sections)
+
+
+def print_summary(doc: Dict[str, Any]) -> None:
+    console = stdout_console()
+    head = summary_lines(doc)
+    names = ", ".join(f["name"] for f in doc["files"])
+    console.print(f"[bold]{names}[/bold]" + head[0][len(names):], highlight=False)
+    for line in head[1:]:
+        console.print(line, highlight=False)
+    table, _ = results_table(console, ROUTE_COLUMNS, doc["routes"])
+    console.print(table)
+    if doc["error_codes"]:
+        table, _ = results_table(console, ERROR_COLUMNS, doc["error_codes"])
+        console.print(table)
+    if doc["per_dyno"]:
+        table, _ = results_table(console, DYNO_COLUMNS, _dyno_rows(doc["per_dyno"]))
+        console.print(table)
+    console.print("; ".join(summary_notes(doc)) + ".", style="dim", highlight=False)
 
 
 #: Dynos shown one by one; a larger fleet's quietest are summed in one row.
@@ -327,8 +373,8 @@ def replay(args: argparse.Namespace) -> int:
     else:
         print_replay(results)
     if results.dropped:
-        print(f"dynosim: warning: {args.scenario}: {' and '.join(results.dropped)} left out: the log gives each "
-              f"request's service time", file=sys.stderr)
+        warning(f"{args.scenario}: {' and '.join(results.dropped)} left out: the log gives each "
+                f"request's service time")
     _warn_malformed(results.log)
     return 0
 

@@ -7,15 +7,19 @@ import argparse
 import math
 import sys
 import warnings
-from typing import Callable, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
+from .. import html_report
 from ..capacity import Target, estimate_text, format_value
 from ..display import Column, activity, duration, results_table, stdout_console
 from ..errors import NotSteadyWarning
 from ..output import print_json
+from ..results import is_fraction_metric, is_time_metric
+from ..scenario import Scenario
 from ..sweep import parse_vary_args, value_text
 from ..tune import Setting, Tuning, tune
-from .common import add_scenario_arguments, add_wide_argument, positive_int, scenario_from_args, target
+from .common import (add_html_argument, add_scenario_arguments, add_wide_argument, command_line, positive_int,
+                     recorded_warnings, scenario_from_args, target, warning, write_html)
 
 TUNE_EPILOG = (
     "Example: dynosim tune fleet.toml --vary autoscale.upscale_above=50ms,100ms,200ms "
@@ -45,6 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--max-dynos", type=positive_int, default=100_000,
                    help="the fixed fleet's search gives up above this count (default 100000)")
     p.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    add_html_argument(p)
     add_wide_argument(p)
     p.set_defaults(handler=main)
 
@@ -68,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
     for line in (sweep.unusable and sweep.unusable_summary("they have no figures and meet no target"),
                  sweep.unsettled_summary()):
         if line:
-            print(f"dynosim: warning: {line}", file=sys.stderr)
+            warning(line)
     fixed = tuning.fixed
     if fixed is not None and fixed.not_steady:
         warnings.warn(f"the fixed fleet of {fixed.dynos:,} dynos: {fixed.not_steady}", NotSteadyWarning)
@@ -76,20 +81,17 @@ def main(args: argparse.Namespace) -> int:
         print_json(tuning.to_json())
     else:
         print_tuning(tuning, wide=args.wide)
+    if args.html is not None:
+        write_html(args.html, tuning_report(scenario, tuning))
     return 0
 
 
 # --- the table on stdout ---------------------------------------------------------------------
 
 
-def print_tuning(tuning: Tuning, *, wide: bool = False) -> None:
-    from rich.markup import escape
-
-    console = stdout_console(wide=wide)
+def tuning_columns(tuning: Tuning) -> List[Column]:
+    """The table's columns: each varied key, the policy, each target, the fleet, the cost."""
     targets = tuning.targets
-    console.print(f"[bold]{escape(tuning.scenario)}[/bold]: {len(tuning.settings)} settings against "
-                  f"{' and '.join(map(str, targets))} (far end of the 95% interval), ranked by $/day",
-                  highlight=False)
     best, runner_up = tuning.best, tuning.runner_up
     several_policies = len({s.policy for s in tuning.settings}) > 1
 
@@ -107,7 +109,45 @@ def print_tuning(tuning: Tuning, *, wide: bool = False) -> None:
                   Column("meets", lambda s: "yes" if s.meets else "no" if s.status == "ok" else s.status,
                          kind="text"),
                   Column("", answer, kind="text")])
-    table, left_out = results_table(console, columns, tuning.settings, wide=wide)
+    return columns
+
+
+def tuning_report(scenario: Scenario, tuning: Tuning) -> Dict[str, Any]:
+    """The HTML report: the scenario, every setting ranked by cost, the answer in words, and
+    for each target each setting's metric (the far end of its interval) against its $/day."""
+    settings = [s for s in tuning.settings if s.status == "ok"]
+    order = sorted(settings, key=lambda s: s.cost.dollars_per_day)
+    xs = [s.cost.dollars_per_day for s in order]
+    head = (f"{len(tuning.settings)} settings against {' and '.join(map(str, tuning.targets))} (far end of the 95% "
+            "interval), ranked by $/day; $/day: the run's window scaled to 24 h.")
+    sections: List[Dict[str, Any]] = [
+        html_report.scenario_section(scenario),
+        html_report.table_section("Settings", tuning_columns(tuning), tuning.settings,
+                                  notes=[head, *summary_lines(tuning)]),
+        html_report.notes_section("Warnings", recorded_warnings(), warning=True),
+    ]
+    for t in tuning.targets:
+        scale, unit = ((1e3, " (ms)") if is_time_metric(t.metric) else (100.0, " (%)") if is_fraction_metric(t.metric)
+                       else (1.0, ""))
+        far = [t.far_end(s.estimates[t.metric]) * scale for s in order]
+        sections.append(html_report.line_plot(
+            f"{t.metric} against cost", "$/day", xs, t.metric + unit,
+            [{"label": "meets every target", "y": [v if s.meets else None for v, s in zip(far, order)], "points": True},
+             {"label": "misses a target", "y": [None if s.meets else v for v, s in zip(far, order)], "points": True},
+             {"label": f"target {t}", "y": [t.value * scale for _ in order], "dash": True}],
+            caption="Each setting that ran: the far end of its 95% interval against what it costs a day; the "
+                    "cheapest point among those meeting every target is the best."))
+    return html_report.document(f"dynosim tune: {scenario.name}", command_line(), sections)
+
+
+def print_tuning(tuning: Tuning, *, wide: bool = False) -> None:
+    from rich.markup import escape
+
+    console = stdout_console(wide=wide)
+    console.print(f"[bold]{escape(tuning.scenario)}[/bold]: {len(tuning.settings)} settings against "
+                  f"{' and '.join(map(str, tuning.targets))} (far end of the 95% interval), ranked by $/day",
+                  highlight=False)
+    table, left_out = results_table(console, tuning_columns(tuning), tuning.settings, wide=wide)
     console.print(table)
     for line in summary_lines(tuning):
         # One line each, however long (the terminal wraps it); "[autoscale]" is text, not markup.

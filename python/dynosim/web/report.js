@@ -38,10 +38,12 @@
   function linePlot(spec, el) {
     var xs = spec.x.values;
     var data = [xs];
+    var utc = function (v) { return new Date(v * 1e3).toISOString().replace("T", " ").slice(0, 19) + " UTC"; };
     var series = [{
       label: spec.x.label,
       value: function (u, v) {
         if (v === null || v === undefined) return "–";
+        if (spec.x.time) return utc(v);
         return spec.x.ticks ? (spec.x.ticks[v] !== undefined ? spec.x.ticks[v] : "") : num(v);
       }
     }];
@@ -53,7 +55,8 @@
       var mine = data.length - 1;
       series.push({
         label: s.label, stroke: c, width: s.dash ? 1.5 : 2, spanGaps: !!spec.span_gaps, dash: s.dash ? [6, 4] : undefined,
-        points: { show: !s.dash && xs.length <= 40, size: 5, fill: c },
+        paths: s.points ? function () { return null; } : undefined,
+        points: { show: s.points || (!s.dash && xs.length <= 40), size: s.points ? 7 : 5, fill: c },
         value: function (u, v) { return num(v); }
       });
       if (s.lo && s.hi) {
@@ -70,15 +73,17 @@
       width: width(el), height: spec.height || 300,
       series: series, bands: bands,
       cursor: { drag: { x: true, y: false }, points: { size: 6 } },
+      // Times (seconds since 1970) are shown in UTC, as the logs give them.
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
       scales: {
-        x: { time: false, distr: spec.x.log ? 3 : 1 },
+        x: { time: !!spec.x.time, distr: spec.x.log ? 3 : 1 },
         y: { distr: spec.y.log ? 3 : 1, range: spec.y.log ? undefined : function (u, min, max) {
           return [Math.min(0, min), max > 0 ? max * 1.05 : 1];
         } }
       },
       axes: [
         { label: spec.x.label, stroke: axisStroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid },
-          values: spec.x.ticks ? function (u, vals) {
+          values: spec.x.time ? undefined : spec.x.ticks ? function (u, vals) {
             return vals.map(function (v) { return Number.isInteger(v) && spec.x.ticks[v] !== undefined ? spec.x.ticks[v] : ""; });
           } : undefined,
           splits: spec.x.ticks ? function () { return xs.slice(); } : undefined },
