@@ -220,3 +220,143 @@ warmup = "10s"
 replications = 4
 seed = 1
 """
+
+
+# --- the playground ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def playground():
+    """`dynosim serve` on a free loopback port; stopped (Ctrl-C) after the module."""
+    pytest.importorskip("starlette", reason="the 'ui' extra is not installed (pip install 'dynosim[ui]')")
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import end_process
+
+    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "serve", "rapgenius", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert "http://127.0.0.1:" in line, proc.stderr.read()
+        yield "http://" + line.split("http://", 1)[1].split("/", 1)[0]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        finally:
+            end_process(proc)
+
+
+class Page:
+    """The playground in a browser: every request recorded; any not to the server refused."""
+
+    def __init__(self, browser, base: str, url: str = "", viewport=(1300, 900)):
+        self.context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        self.page = self.context.new_page()
+        self.requests, self.errors = [], []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+        def route(r):
+            self.requests.append(r.request.url)
+            if r.request.url.startswith(base + "/"):
+                r.continue_()
+            else:
+                r.abort()
+
+        self.page.route("**/*", route)
+        self.page.goto(url or base + "/")
+
+    def runs(self) -> int:
+        return int(self.page.evaluate("document.documentElement.dataset.runs || 0"))
+
+    def wait_runs(self, n: int) -> None:
+        self.wait(f"Number(document.documentElement.dataset.runs || 0) >= {n}")
+
+    def wait(self, expression: str, timeout: float = 30.0) -> None:
+        """Polls `expression` in the page until it is true (wait_for_function would evaluate
+        a string, which the page's Content-Security-Policy forbids, rightly)."""
+        import time
+
+        end = time.monotonic() + timeout
+        while not self.page.evaluate(expression):
+            if time.monotonic() > end:
+                raise AssertionError(f"still false after {timeout} s: {expression}")
+            self.page.wait_for_timeout(50)
+
+    def cell(self, row: int, column: str) -> str:
+        headers = [h.inner_text().replace("\n", " ") for h in self.page.locator("#results section.table thead th").all()]
+        index = next(i for i, h in enumerate(headers) if h.startswith(column))
+        return self.page.locator("#results section.table tbody tr").nth(row).locator("td").nth(index).inner_text()
+
+    def close(self):
+        self.context.close()
+
+
+def test_the_playground_loads_and_follows_its_controls(browser, playground):
+    p = Page(browser, playground)
+    try:
+        p.wait_runs(1)
+        # rapgenius compares random and intelligent routing.
+        assert p.cell(0, "dynos") == "75" and [p.cell(i, "policy") for i in range(2)] == ["random", "intelligent"]
+        assert p.page.locator("#results .uplot").count() >= 3
+        # A control moves: the table follows (the run is timed in docs/report.md, not here).
+        p.page.fill('[data-key="fleet.dynos"]', "90")
+        p.wait_runs(2)
+        p.wait("document.querySelector('#results section.table tbody td:nth-child(2)').innerText === '90'")
+        # Policies side by side, on the same traffic.
+        p.page.check('input[data-policy="least_connections"]')
+        p.wait_runs(3)
+        p.wait("document.querySelectorAll('#results section.table tbody tr').length === 3")
+        assert [p.cell(i, "policy") for i in range(3)] == ["random", "least_connections", "intelligent"]
+        assert p.errors == []
+        assert all(u.startswith(playground + "/") for u in p.requests)
+        if SCREENSHOTS:
+            p.page.screenshot(path=str(ROOT / "docs" / "images" / "playground.png"))
+    finally:
+        p.close()
+
+
+def test_a_bad_toml_shows_the_clis_message_on_its_line(browser, playground):
+    p = Page(browser, playground)
+    try:
+        p.wait_runs(1)
+        p.page.click("#editor-box summary")
+        text = p.page.input_value("#editor")
+        bad = text.replace("dynos = 75", "dynos = -2")
+        line = bad.splitlines().index(next(l for l in bad.splitlines() if "dynos = -2" in l)) + 1
+        p.page.fill("#editor", bad)
+        p.page.wait_for_selector("#error:not([hidden])", timeout=30_000)
+        message = p.page.inner_text("#error")
+        assert message.startswith(f"line {line}: ") and "fleet.dynos" in message
+        assert p.page.get_attribute("#editor", "data-error-line") == str(line)
+        # Put right, the error goes.
+        p.page.fill("#editor", text)
+        p.page.wait_for_selector("#error", state="hidden", timeout=30_000)
+    finally:
+        p.close()
+
+
+def test_the_url_holds_the_state(browser, playground):
+    p = Page(browser, playground)
+    try:
+        p.wait_runs(1)
+        p.page.fill('[data-key="fleet.dynos"]', "120")
+        p.page.uncheck('input[data-policy="random"]')
+        p.wait("document.querySelectorAll('#results section.table tbody tr').length === 1")
+        url = p.page.url
+        assert "#state=" in url
+        table = p.page.inner_text("#results section.table tbody")
+    finally:
+        p.close()
+    again = Page(browser, playground, url)
+    try:
+        again.wait_runs(1)
+        assert again.page.input_value('[data-key="fleet.dynos"]') == "120"
+        assert again.page.is_checked('input[data-policy="intelligent"]')
+        assert not again.page.is_checked('input[data-policy="random"]')
+        assert again.page.inner_text("#results section.table tbody") == table  # same seed, same scenario: same figures
+    finally:
+        again.close()

@@ -18,7 +18,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _dynosim
 from .display import Column, _cell, _header_and_format, _is_number
@@ -44,14 +44,15 @@ MAX_HEAT_ROWS = 200
 # --- sections --------------------------------------------------------------------------------
 
 
-def scenario_section(scenario: Scenario, *, title: str = "Scenario") -> Dict[str, Any]:
+def scenario_section(scenario: Scenario, *, title: str = "Scenario",
+                     policies: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """The scenario in words and as TOML (its overrides applied)."""
-    return {"kind": "scenario", "title": title, "words": scenario_words(scenario),
+    return {"kind": "scenario", "title": title, "words": scenario_words(scenario, policies),
             "toml": toml_text(scenario.doc)}
 
 
-def scenario_words(scenario: Scenario) -> str:
-    """One paragraph saying what the scenario simulates."""
+def scenario_words(scenario: Scenario, policies: Optional[Sequence[str]] = None) -> str:
+    """One paragraph saying what the scenario simulates (under `policies`, if given)."""
     try:
         d = scenario.for_policy(scenario.policies[0]).describe()
     except Exception:  # a scenario of cases: its first case says it as well
@@ -65,7 +66,7 @@ def scenario_words(scenario: Scenario) -> str:
         traffic = f"{d['arrival_rate'] * 60:,.0f} requests a minute"
     slots = f"{d['slots']} slot" + ("" if d["slots"] == 1 else "s")
     routers = f"{d['routers']} routers" if d["routers"] > 1 else "one router"
-    parts = [f"{scenario.name}: {traffic} routed by {routers} ({', '.join(scenario.policies)}) to "
+    parts = [f"{scenario.name}: {traffic} routed by {routers} ({', '.join(policies or scenario.policies)}) to "
              f"{d['dynos']:,} {d['dyno_type']} dynos of {slots} each",
              f"a mean service time of {_seconds(d['service_mean'])}"]
     if not d.get("closed_loop"):
@@ -166,12 +167,16 @@ def document(title: str, command: str, sections: Sequence[Dict[str, Any]]) -> Di
             "sections": list(sections)}
 
 
+def sections_html(sections: Sequence[Dict[str, Any]]) -> Tuple[str, List[Dict[str, Any]]]:
+    """The sections as HTML, and the plots that its placeholders (``plot-N``) await."""
+    plots: List[Dict[str, Any]] = []
+    body = "\n".join(_section_html(section, plots) for section in sections)
+    return body, plots
+
+
 def render(doc: Dict[str, Any]) -> str:
     """The whole page, every script and style inlined."""
-    body: List[str] = []
-    plots: List[Dict[str, Any]] = []
-    for section in doc["sections"]:
-        body.append(_section_html(section, plots))
+    body, plots = sections_html(doc["sections"])
     data = {"plots": plots}
     template = (WEB / "report.html").read_text(encoding="utf-8")
     fills = {
@@ -179,7 +184,7 @@ def render(doc: Dict[str, Any]) -> str:
         "COMMAND": html.escape(doc["command"]),
         "GENERATED": html.escape(doc["generated"]),
         "VERSION": html.escape(doc["version"]),
-        "BODY": "\n".join(body),
+        "BODY": body,
         "DATA": _script_json(data),
         "UPLOT_CSS": (WEB / "uPlot.min.css").read_text(encoding="utf-8"),
         "REPORT_CSS": (WEB / "report.css").read_text(encoding="utf-8"),

@@ -216,6 +216,13 @@ def stdout_document() -> Iterator[None]:
     stdout.flush()
 
 
+def live_stdout() -> TextIO:
+    """The real stdout, beneath :func:`stdout_document`'s: for a line that must be seen now
+    (a server's address), not when the command ends."""
+    out = sys.stdout
+    return out._stdout if isinstance(out, _Document) else out
+
+
 def silence_stdout() -> None:
     """After a broken pipe (``dynosim run --json | head -1``): points stdout at the null
     device, so that the interpreter's last flush at exit does not fail a second time."""

@@ -12,8 +12,11 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 create_exception!(
@@ -224,6 +227,42 @@ fn interrupt() {
     INTERRUPTS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Each cancel token's flag (see [`set_cancel_token`]): set by [`cancel`], dropped by
+/// [`forget_token`].
+static TOKENS: Mutex<BTreeMap<u64, Arc<AtomicBool>>> = Mutex::new(BTreeMap::new());
+
+thread_local! {
+    /// The token of the runs this thread starts (0: none).
+    static TOKEN: Cell<u64> = const { Cell::new(0) };
+}
+
+fn token_flag(token: u64) -> Arc<AtomicBool> {
+    let mut tokens = TOKENS.lock().unwrap_or_else(|e| e.into_inner());
+    tokens.entry(token).or_default().clone()
+}
+
+/// The engine calls this thread makes from now on (runs, traces, validations) stop when
+/// [`cancel`] is called with `token`, from any thread; 0 stops none. A server runs each
+/// client's work on a thread of its own with a token, so that a newer request of that client
+/// stops the older one, and no other client's.
+#[pyfunction]
+fn set_cancel_token(token: u64) {
+    TOKEN.with(|t| t.set(token));
+}
+
+/// Stops the runs of `token` in progress and those it starts later (they raise the
+/// interrupted error), until [`forget_token`].
+#[pyfunction]
+fn cancel(token: u64) {
+    token_flag(token).store(true, Ordering::Relaxed);
+}
+
+/// Drops `token`'s flag: a token done with (cancelled or not) costs nothing more.
+#[pyfunction]
+fn forget_token(token: u64) {
+    TOKENS.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
+}
+
 /// Runs `work` with the GIL released, on another thread, while this one watches for Ctrl-C
 /// (signals reach only the main thread); `work` polls the flag it is given. The exception a
 /// signal handler raised (KeyboardInterrupt, or the CLI's own for SIGTERM) is raised as it
@@ -235,8 +274,13 @@ fn without_gil<T: Send>(
 ) -> PyResult<T> {
     let stop = AtomicBool::new(false);
     let generation = INTERRUPTS.load(Ordering::Relaxed);
-    let stopped =
-        || stop.load(Ordering::Relaxed) || INTERRUPTS.load(Ordering::Relaxed) != generation;
+    let token = TOKEN.with(Cell::get);
+    let cancelled = (token != 0).then(|| token_flag(token));
+    let stopped = || {
+        stop.load(Ordering::Relaxed)
+            || INTERRUPTS.load(Ordering::Relaxed) != generation
+            || cancelled.as_ref().is_some_and(|c| c.load(Ordering::Relaxed))
+    };
     let (result, signalled) = py.detach(|| {
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| work(&stopped));
@@ -267,6 +311,12 @@ fn registry(py: Python<'_>) -> PyResult<Py<PyAny>> {
         "arrival_processes",
         dynosim_engine::arrivals::REGISTRY.names(),
     )?;
+    d.set_item("autoscalers", dynosim_engine::autoscale::REGISTRY.names())?;
+    let types: Vec<&str> = dynosim_engine::app::DYNO_TYPES
+        .iter()
+        .map(|t| t.0)
+        .collect();
+    d.set_item("dyno_types", types)?;
     Ok(d.into_any().unbind())
 }
 
@@ -280,6 +330,12 @@ fn keys() -> String {
 #[pyfunction]
 fn parse_duration(text: &str) -> Option<f64> {
     dynosim_engine::units::parse_duration(text)
+}
+
+/// A size in bytes from `"512MB"`, `"2GB"`... (the scenario's units), or None.
+#[pyfunction]
+fn parse_bytes(text: &str) -> Option<f64> {
+    dynosim_engine::units::parse_bytes(text)
 }
 
 /// A theory helper's answer, or ValueError when its arguments are outside its domain.
@@ -873,8 +929,12 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt, m)?)?;
+    m.add_function(wrap_pyfunction!(set_cancel_token, m)?)?;
+    m.add_function(wrap_pyfunction!(cancel, m)?)?;
+    m.add_function(wrap_pyfunction!(forget_token, m)?)?;
     m.add_function(wrap_pyfunction!(keys, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(erlang_c, m)?)?;
     m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;
     m.add_function(wrap_pyfunction!(mg1_mean_wait, m)?)?;

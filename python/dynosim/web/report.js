@@ -5,7 +5,8 @@
 // queues over time. Nothing here reads the network.
 (function () {
   "use strict";
-  var doc = JSON.parse(document.getElementById("dynosim-data").textContent);
+  var data = document.getElementById("dynosim-data");
+  var doc = data ? JSON.parse(data.textContent) : { plots: [] };
   var plots = [];
 
   function css(name) {
@@ -200,6 +201,11 @@
   window.addEventListener("beforeprint", function () {
     plots.forEach(function (u) { if (u) u.setSize({ width: 680, height: u.height }); });
   });
+  // The playground draws each answer's plots with the same code.
+  window.dynosimPlots = {
+    draw: function (specs) { doc = { plots: specs }; drawAll(); },
+    num: num
+  };
   drawAll();
   document.documentElement.dataset.ready = "true";
 })();

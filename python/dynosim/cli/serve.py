@@ -1,0 +1,85 @@
+"""`dynosim serve`: the playground, a local web app over the Python API (:mod:`dynosim.serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import DynosimError
+from ..output import live_stdout
+from .common import positive_int, warning
+
+#: The loopback addresses the server listens on without a warning.
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    help = "Start the playground: a local web page to edit a scenario and watch its results follow."
+    p = commands.add_parser(
+        "serve", help=help, description=help,
+        epilog=("It listens on 127.0.0.1 (this machine only) unless --host says otherwise. A scenario from the page "
+                "reads no file unless it is under --data DIR. Ctrl-C stops it and its runs. Needs the 'ui' extra: "
+                "pip install \"dynosim[ui]\". Example: dynosim serve rapgenius --port 8050"),
+    )
+    p.add_argument("scenario", nargs="?", metavar="SCENARIO",
+                   help="a built-in scenario's name or a scenario file to open with (default: rapgenius)")
+    p.add_argument("--port", type=_port, default=8050, help="the port (default 8050; 0: any free port)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (default 127.0.0.1; any other is reachable from other machines)")
+    p.add_argument("--data", type=Path, metavar="DIR",
+                   help="scenarios from the page may read files (samples, traces) under DIR, and only there")
+    p.set_defaults(handler=main)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
+    return value
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise DynosimError("serve needs the 'ui' extra: pip install \"dynosim[ui]\" (Starlette and uvicorn)") from None
+    from .. import serve as playground
+
+    if args.data is not None and not args.data.is_dir():
+        raise DynosimError(f"--data: {args.data} is not a folder")
+    if not _is_loopback(args.host):
+        warning(f"--host {args.host}: the playground is reachable from other machines, and runs what they send "
+                "(within its budgets)")
+    app_check = playground.make_app(args.data.resolve() if args.data else None, args.scenario)
+    del app_check  # the scenario and the folder are checked before anything listens
+
+    def ready(server: Any) -> None:
+        sockets = [s for srv in server.servers for s in srv.sockets]
+        host, port = sockets[0].getsockname()[:2] if sockets else (args.host, args.port)
+        shown = f"[{host}]" if ":" in str(host) else host
+        print(f"dynosim playground: http://{shown}:{port}/ (Ctrl-C stops it)", file=live_stdout(), flush=True)
+
+    playground.serve(args.host, args.port, args.data.resolve() if args.data else None, initial=args.scenario,
+                     on_ready=ready)
+    print("dynosim playground: stopped", file=sys.stderr)
+    return 0
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(ipaddress.ip_address(a[4][0]).is_loopback for a in socket.getaddrinfo(host, None))
+        except OSError:
+            return False
