@@ -260,7 +260,10 @@ fn cancel(token: u64) {
 /// Drops `token`'s flag: a token done with (cancelled or not) costs nothing more.
 #[pyfunction]
 fn forget_token(token: u64) {
-    TOKENS.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
+    TOKENS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&token);
 }
 
 /// Runs `work` with the GIL released, on another thread, while this one watches for Ctrl-C
@@ -279,7 +282,9 @@ fn without_gil<T: Send>(
     let stopped = || {
         stop.load(Ordering::Relaxed)
             || INTERRUPTS.load(Ordering::Relaxed) != generation
-            || cancelled.as_ref().is_some_and(|c| c.load(Ordering::Relaxed))
+            || cancelled
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Relaxed))
     };
     let (result, signalled) = py.detach(|| {
         std::thread::scope(|scope| {
