@@ -45,6 +45,11 @@ def test_every_readme_command_runs(tmp_path):
     env.pop("COLUMNS", None)
     failures = []
     for command in readme_commands():
+        if command.startswith("dynosim serve"):
+            failure = serve_answers(command, tmp_path, env)
+            if failure:
+                failures.append(failure)
+            continue
         # The whole group is killed should one hang: bash's dynosim too, not only bash.
         result = run_process(["bash", "-c", command], cwd=tmp_path, env=env, text=True, timeout=300)
         redirected = re.search(r">\s*(\S+)", command.split("#")[0])
@@ -52,6 +57,33 @@ def test_every_readme_command_runs(tmp_path):
         if result.returncode != 0 or not output.strip():
             failures.append(f"{command}\n  exit {result.returncode}: {result.stderr.strip()[-500:]}")
     assert not failures, "README commands that fail:\n" + "\n".join(failures)
+
+
+def serve_answers(command, cwd, env):
+    """`dynosim serve` runs until stopped: started (on a free port, which the README's default
+    8050 may not be), it must print its address and answer there; then Ctrl-C stops it."""
+    import json
+    import signal
+    import subprocess
+    import urllib.request
+
+    from conftest import end_process
+
+    words = command.split("#")[0].split()
+    proc = subprocess.Popen([sys.executable, "-m", "dynosim", *words[1:], "--port", "0"], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        if "http://" not in line:
+            return f"{command}\n  printed no address: {proc.stderr.read()[-500:]}"
+        where = line.split("http://", 1)[1].split("/", 1)[0]
+        with urllib.request.urlopen(f"http://{where}/api/scenarios", timeout=30) as r:
+            json.loads(r.read())
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=20)
+        return None
+    finally:
+        end_process(proc)
 
 
 def test_the_readme_python_snippet_runs():
