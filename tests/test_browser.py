@@ -7,6 +7,12 @@ Playwright is missing; CI installs both, and there a missing one fails."""
 import os
 import re
 import shutil
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 import pytest
 
@@ -360,3 +366,25 @@ def test_the_url_holds_the_state(browser, playground):
         assert again.page.inner_text("#results section.table tbody") == table  # same seed, same scenario: same figures
     finally:
         again.close()
+
+
+def test_a_dropped_file_opens_and_the_downloads_give_the_toml_and_the_report(browser, playground, tmp_path):
+    p = Page(browser, playground)
+    try:
+        p.wait_runs(1)
+        mine = (ROOT / "python" / "dynosim" / "scenarios" / "rapgenius.toml").read_text()
+        mine = mine.replace('name = "rapgenius"', 'name = "mine"').replace("dynos = 75", "dynos = 80")
+        p.page.set_input_files("#upload", files=[{"name": "mine.toml", "mimeType": "text/plain",
+                                                  "buffer": mine.encode()}])
+        p.wait("document.getElementById('words').innerText.startsWith('mine:')")
+        assert p.cell(0, "dynos") == "80"
+        with p.page.expect_download() as d:
+            p.page.click("#download-toml")
+        toml = tomllib.loads(open(d.value.path(), encoding="utf-8").read())
+        assert toml["name"] == "mine" and toml["fleet"]["dynos"] == 80
+        with p.page.expect_download(timeout=60_000) as d:
+            p.page.click("#download-report")
+        report = open(d.value.path(), encoding="utf-8").read()
+        assert "dynosim-data" in report and "default-src 'none'" in report and "80 standard-1x dynos" in report
+    finally:
+        p.close()

@@ -234,8 +234,7 @@
         changed(0);
       }, 400);
     });
-    $("upload").addEventListener("change", function () {
-      var file = $("upload").files[0];
+    var open = function (file) {
       if (!file) return;
       if (file.size > meta.max_body) { showError(file.name + " is larger than " + (meta.max_body >> 10) + " KiB"); return; }
       file.text().then(function (text) {
@@ -244,6 +243,13 @@
         $("editor").value = text;
         changed(0);
       });
+    };
+    $("upload").addEventListener("change", function () { open($("upload").files[0]); });
+    // A TOML file dropped anywhere on the page opens as the scenario.
+    document.addEventListener("dragover", function (e) { e.preventDefault(); });
+    document.addEventListener("drop", function (e) {
+      e.preventDefault();
+      if (e.dataTransfer && e.dataTransfer.files.length) open(e.dataTransfer.files[0]);
     });
     $("download-toml").addEventListener("click", function () {
       var text = last ? last.toml : currentToml();
