@@ -368,7 +368,7 @@ def test_the_url_holds_the_state(browser, playground):
         again.close()
 
 
-def test_a_dropped_file_opens_and_the_downloads_give_the_toml_and_the_report(browser, playground, tmp_path):
+def test_an_opened_file_and_the_downloads_give_the_toml_and_the_report(browser, playground, tmp_path):
     p = Page(browser, playground)
     try:
         p.wait_runs(1)
