@@ -21,21 +21,24 @@ LOGS = ["FILE", "--format", "--log-format", "--host"]
 #: Each verb (its words), and what its --help must offer.
 VERBS: Dict[Tuple[str, ...], List[str]] = {
     # The analysis verbs: they run a scenario and print their document with --json.
-    ("run",): SCENARIO + ["--json"],
-    ("compare",): SCENARIO + ["--json"],
-    ("capacity",): SCENARIO + ["--json"],
-    ("sweep",): SCENARIO + ["--json"],
-    ("tune",): SCENARIO + ["--json"],
-    ("ramp",): SCENARIO + ["--json"],
+    # Those the HTML report covers (issue #27) take --html too.
+    ("run",): SCENARIO + ["--json", "--html"],
+    ("compare",): SCENARIO + ["--json", "--html"],
+    ("capacity",): SCENARIO + ["--json", "--html"],
+    ("sweep",): SCENARIO + ["--json", "--html"],
+    ("tune",): SCENARIO + ["--json", "--html"],
+    ("ramp",): SCENARIO + ["--json", "--html"],
     ("demo",): SCENARIO + ["--json"],
     ("testbed",): SCENARIO + ["--json"],
     # Their output is a picture (a GIF or a page), not a document: no --json.
     ("animate",): SCENARIO,
     # The verbs that read router logs print their document with --json too.
-    ("logs", "summary"): LOGS + ["--json"],
+    ("logs", "summary"): LOGS + ["--json", "--html"],
     ("logs", "fit"): LOGS + ["--json"],
     ("logs", "replay"): LOGS + ["--json"],
     ("testbed", "replay"): LOGS + ["--json"],
+    # The playground: a server, its page the output.
+    ("serve",): ["SCENARIO", "--port", "--host", "--data"],
     # Listings and a file: a text for people, nothing to compute.
     ("scenarios",): [],
     ("init",): [],
