@@ -43,6 +43,19 @@ import dynosim
         ('arrivals.burst=[{at="5s",clients=0}]', ["arrivals.burst[0].clients:", ">= 1", "got 0"]),
         ('arrivals.rate=[["0s","50/s"],["5s","200/s"],["8s","100/s"]]', None),
         ('arrivals.burst=[{at="5s",clients=100,jitter={distribution="exponential",mean="1s"}}]', None),
+        # Late load information (issue 26): router.view.
+        ('router.view={update="stale",interval="2s"}',
+         ["router.view.update:", 'unknown update "stale"', "periodic, delayed or individual"]),
+        ('router.view={update="periodic"}', ["router.view.interval:", "missing", "periodic needs an interval"]),
+        ('router.view={update="delayed",interval="0s"}', ["router.view.interval:", "positive duration"]),
+        ('router.view={update="individual",interval="2 fortnights"}',
+         ["router.view.interval:", "expected a duration", "2 fortnights"]),
+        ('router.view={interval="2s"}', ["router.view.update:", "missing", "periodic"]),
+        ('router.view={update="exact",interval="2s"}', ["router.view.interval:", "exact", "no interval"]),
+        ('router.view={update="periodic",interval="2s",every="1s"}', ["router.view.every:", "unknown field"]),
+        ('router.view="periodic"', ["router.view:", "expected"]),
+        # random reads no load: the view is accepted and changes nothing for it.
+        ('router.view={update="periodic",interval="2s"}', None),
     ],
 )
 def test_bad_override(cli, override, fragments):

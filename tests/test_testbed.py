@@ -521,7 +521,8 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
     for key, value in (("router.timeout", {"distribution": "exponential", "mean": "1s"}),
                        ("arrivals.timeout", {"distribution": "exponential", "mean": "1s"}),
                        ("app.timeout", {"distribution": "uniform", "min": "1.5s", "max": "2.5s"}),
-                       ("router.max_in_flight", 10)):
+                       ("router.max_in_flight", 10),
+                       ("router.view", {"update": "periodic", "interval": "1s"})):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)

@@ -98,6 +98,7 @@ impl<'s> Eligible<'s> {
             shed_latency: _,
             retries: _,
             retry_delay: _,
+            view,
             duration: _,
             warmup: _,
             replications: _,
@@ -171,6 +172,9 @@ impl<'s> Eligible<'s> {
         };
         if !policy_ok {
             return Err("a policy that needs completions in time order, or several routers");
+        }
+        if !view.is_exact() && policy.knowledge() != Knowledge::Nothing {
+            return Err("late load information, a board refreshed by events of its own");
         }
         if router_cost.is_some() {
             return Err("routers with a cost per request, a queue of their own in front");

@@ -36,6 +36,7 @@ pub mod theory;
 pub mod timeout;
 pub mod units;
 pub mod up_set;
+pub mod view;
 pub mod workload;
 
 pub use engine::{run_replication, run_replication_on, Engine};

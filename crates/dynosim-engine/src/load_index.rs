@@ -256,6 +256,32 @@ impl LoadIndex {
         }
     }
 
+    /// Sets `dyno`'s count to `count` at once: a board of late loads shown anew
+    /// ([`crate::view`]), whose entries jump from one refresh to the next. A ranked dyno goes
+    /// last into its new bucket, as if it had just reached that count.
+    pub fn set(&mut self, dyno: usize, count: u32) {
+        let from = self.in_flight[dyno];
+        if from == count {
+            return;
+        }
+        if matches!(self.buckets, Buckets::None) {
+            self.in_flight[dyno] = count;
+            return;
+        }
+        if !self.shift(dyno, count) {
+            return;
+        }
+        if count < self.min {
+            self.min = count;
+        } else if from == self.min && self.bucket_is_empty(from) {
+            // The dyno left the least-loaded bucket empty; the next non-empty one is at most
+            // its own new count.
+            self.min = (from..=count)
+                .find(|&c| !self.bucket_is_empty(c))
+                .expect("the dyno's own bucket");
+        }
+    }
+
     /// Takes `dyno` out of the ranking: it is no longer up, and [`Self::min_load`] and the
     /// least-loaded picks skip it; its count is still kept. With no dyno left in the ranking
     /// the minimum is `u32::MAX`.
@@ -364,6 +390,58 @@ mod tests {
                 }
                 let ranked: Vec<usize> = (0..n).filter(|&d| !parked[d]).collect();
                 let min = ranked.iter().map(|&d| counts[d]).min();
+                assert_eq!(index.min_load(), min.unwrap_or(u32::MAX), "step {step}");
+                if let Some(min) = min {
+                    let pick = match ties {
+                        Ties::Random => index.random_least_loaded(&mut rng),
+                        Ties::Oldest => index.oldest_least_loaded(),
+                    };
+                    assert!(!parked[pick] && counts[pick] == min, "step {step}");
+                }
+                for (d, &count) in counts.iter().enumerate() {
+                    assert_eq!(index.in_flight(d), count);
+                }
+            }
+        }
+    }
+
+    /// Counts set at once (a board's refresh), mixed with steps and parking, keep the minimum
+    /// and the least-loaded picks of a plain scan, for both ties.
+    #[test]
+    fn counts_set_at_once_keep_the_ranking() {
+        use rand::Rng;
+        for ties in [Ties::Random, Ties::Oldest] {
+            let mut rng = SimRng::seed_from_u64(9);
+            let n = 7;
+            let mut index = LoadIndex::new(n, Some(ties)).unwrap();
+            let mut counts = vec![0u32; n];
+            let mut parked = vec![false; n];
+            for step in 0..5000 {
+                let d = rng.random_range(0..n);
+                match rng.random_range(0..5) {
+                    0 => {
+                        if parked[d] {
+                            index.unpark(d);
+                        } else {
+                            index.park(d);
+                        }
+                        parked[d] = !parked[d];
+                    }
+                    1 | 2 => {
+                        let count = rng.random_range(0..6);
+                        index.set(d, count);
+                        counts[d] = count;
+                    }
+                    3 if counts[d] > 0 => {
+                        index.decrement(d);
+                        counts[d] -= 1;
+                    }
+                    _ => {
+                        index.increment(d);
+                        counts[d] += 1;
+                    }
+                }
+                let min = (0..n).filter(|&d| !parked[d]).map(|d| counts[d]).min();
                 assert_eq!(index.min_load(), min.unwrap_or(u32::MAX), "step {step}");
                 if let Some(min) = min {
                     let pick = match ties {

@@ -43,6 +43,9 @@ pub enum Stream {
     RequestCpu = 16,
     /// How much each CPU phase differs from what was drawn (`fleet.cpu_jitter`).
     Jitter = 17,
+    /// When the dynos' entries on a late board are refreshed (`router.view`, individual
+    /// updates).
+    View = 18,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

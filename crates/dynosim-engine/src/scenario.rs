@@ -12,6 +12,7 @@ use crate::resource::{PoolScope, Resource, ResourceSpec};
 use crate::theory;
 use crate::timeout::Timeout;
 use crate::units::{Bytes, Duration, MIN_DURATION};
+use crate::view::{View, ViewSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -182,6 +183,9 @@ pub struct RouterSpec {
     /// The router's wait before each retry.
     #[serde(default)]
     pub retry_delay: Option<Duration>,
+    /// How late the loads the routers read are (see [`crate::view`]); None: exact.
+    #[serde(default)]
+    pub view: Option<ViewSpec>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -238,6 +242,7 @@ impl Default for RouterSpec {
             shed_latency: None,
             retries: default_retries(),
             retry_delay: None,
+            view: None,
             params: Map::new(),
         }
     }
@@ -349,6 +354,8 @@ pub struct Scenario {
     /// before each (`router.retry_delay`).
     pub retries: u32,
     pub retry_delay: f64,
+    /// `router.view`: how late the loads the routers read are ([`crate::view`]).
+    pub view: View,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -689,6 +696,7 @@ impl Scenario {
                 ))
             }
         };
+        let view = View::build(r.view.as_ref())?;
         if shed_latency.is_some() && router_cost.is_none() {
             return Err(Error::config(
                 "router.shed_latency",
@@ -751,6 +759,7 @@ impl Scenario {
             shed_latency,
             retries,
             retry_delay,
+            view,
             duration: run.duration.0,
             // A closed loop of a set number of requests is measured whole, as ab measures it:
             // no warm-up, and the run lasts until the last response.
@@ -941,6 +950,12 @@ impl Scenario {
     /// send (see [`Workload::mean_rate`]).
     pub fn arrival_rate(&self) -> f64 {
         self.workload.mean_rate(self.service.mean())
+    }
+
+    /// Whether the routers read a late board (`router.view` other than exact) rather than
+    /// their own counts: only a policy that reads loads does.
+    pub fn reads_board(&self) -> bool {
+        !self.view.is_exact() && self.policy.knowledge() != Knowledge::Nothing
     }
 
     /// The utilisation of the busiest part of the system at the arrival rate: every policy

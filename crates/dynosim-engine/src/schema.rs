@@ -222,6 +222,21 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "router.view",
+        meaning: "How late the loads the routers read are, usually written inline: `view = { \
+                  update = \"periodic\", interval = \"2s\" }`. Without it (or with update \
+                  exact) each router reads its own counts, up to date. Otherwise every router \
+                  reads one board of the fleet's loads (each dyno's requests in flight from all \
+                  routers) as it was at an earlier time, so that its own recent requests are \
+                  not on it (the herd effect; Mitzenmacher, \"How useful is old information?\"). \
+                  Read by the policies that read loads (least_connections, power_of_d, \
+                  retry_if_busy, intelligent); random and round_robin read none, and the view \
+                  changes nothing for them. Runs on the event-driven engine. See docs/model.md.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "autoscale",
         meaning: "The fleet's autoscaler: a rule that reads one metric as the platform shows \
                   it (aggregated over the rule's `window`, seen after its `delay`) and asks for \
@@ -1510,6 +1525,31 @@ pub const KEYS: &[Key] = &[
         default: Default::Value(r#""0s""#),
         example: r#""10ms""#,
         meaning: "the router's wait before each retry after a refusal",
+    },
+    // --- [router.view]
+    Key {
+        section: "router.view",
+        kind: None,
+        name: "update",
+        value: "exact, periodic, delayed or individual",
+        unit: "",
+        default: Default::Value(r#""exact""#),
+        example: r#""periodic""#,
+        meaning: "exact: each router's own counts, up to date; periodic: a board of every \
+                  dyno's load refreshed all at once every interval (the first refresh at 0); \
+                  delayed: the loads exactly interval ago; individual: each dyno refreshes its \
+                  own entry at exponential intervals of mean interval",
+    },
+    Key {
+        section: "router.view",
+        kind: None,
+        name: "interval",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Described("required unless update is exact, which takes none"),
+        example: r#""2s""#,
+        meaning: "how late the loads are: the refresh period (periodic), the delay (delayed), \
+                  or each dyno's mean time between refreshes (individual)",
     },
     Key {
         section: "router",

@@ -109,6 +109,13 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
                 "overhead": s.app.overhead.as_ref().map_or(0.0, |o| o.mean()),
             },
             "connect": s.connect.as_ref().map_or(0.0, |c| c.mean()),
+            // router.view: how late the loads the routers read are; `read` is false for a
+            // policy that reads no load (random, round_robin), which the view leaves alone.
+            "view": {
+                "update": s.view.update.name(),
+                "interval": s.view.interval,
+                "read": s.reads_board(),
+            },
             "cpu": {
                 "sharing": match s.cpu.sharing { CpuSharing::Slices => "slices", CpuSharing::Ps => "ps" },
                 "quantum": s.cpu.quantum,

@@ -112,6 +112,9 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     for key in ("max_in_flight", "cost", "shed_latency"):
         if router.get(key) not in (None, "off"):
             raise scenario._error(f"router.{key}", "the testbed's HAProxy does not run this yet")
+    view = router.get("view")
+    if isinstance(view, dict) and view.get("update", "exact") != "exact":
+        raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")
     return server, queue, whole, client
 
 

@@ -4,8 +4,9 @@
 //! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources, then the requests'
 //! deadlines (one id for all: see `super::timers`), then each dyno slot's lifecycle (its boot,
 //! SIGTERM or SIGKILL) (these four may move or cancel their pending event: ids below
-//! [`EventIds::movable`]), then the autoscaler's evaluations, the open workload's arrival, the
-//! closed-loop clients' sends, and the requests' timed phases (a request has at most one timed
+//! [`EventIds::movable`]), then the autoscaler's evaluations, the deploys, the late-load
+//! board's refresh or changes (`router.view`), the open workload's arrival, the closed-loop
+//! clients' sends, and the requests' timed phases (a request has at most one timed
 //! phase at a time; by slab index, the last range, open-ended).
 
 use crate::kernel::EventQueue;
@@ -29,6 +30,9 @@ pub(super) enum Event {
     Autoscale,
     /// The next deploy (`[[fleet.deploy]]`) replaces the dynos.
     Deploy,
+    /// The late-load board (`router.view`) is refreshed, or shows the changes now old enough
+    /// (see `super::board`).
+    View,
     /// The earliest of the requests' deadlines (timeouts) is due.
     Timers,
 }
@@ -41,6 +45,9 @@ pub(super) const TIMEOUT: u8 = 1;
 /// A dyno's lifecycle and the autoscaler: after the completions and deadlines of the same
 /// moment (a request answered at a SIGKILL is in time), before requests reach dynos.
 pub(super) const BOOT: u8 = 2;
+/// The late-load board's refresh: with the lifecycle, after the completions of the moment (a
+/// refresh at t shows the requests answered at t), before requests reach dynos and arrive.
+pub(super) const VIEW: u8 = 2;
 /// A routed request reaching its dyno after `router.connect`: after the completions (a thread
 /// freed at t is free for it) and before the arrivals of t (it was routed before them).
 pub(super) const CONNECTED: u8 = 3;
@@ -54,6 +61,7 @@ pub(super) struct EventIds {
     life: u32,
     autoscale: u32,
     deploy: u32,
+    view: u32,
     arrival: u32,
     send: u32,
     done: u32,
@@ -66,7 +74,8 @@ impl EventIds {
         let life = timers + 1;
         let autoscale = life + dynos;
         let deploy = autoscale + 1;
-        let arrival = deploy + 1;
+        let view = deploy + 1;
+        let arrival = view + 1;
         let send = arrival + 1;
         let done = send + clients;
         EventIds {
@@ -75,6 +84,7 @@ impl EventIds {
             life,
             autoscale,
             deploy,
+            view,
             arrival,
             send,
             done,
@@ -96,6 +106,7 @@ impl EventIds {
             Event::Life { dyno } => self.life + dyno,
             Event::Autoscale => self.autoscale,
             Event::Deploy => self.deploy,
+            Event::View => self.view,
             Event::Arrival => self.arrival,
             Event::Send { client } => self.send + client,
             Event::Done { req } => self
@@ -127,6 +138,8 @@ impl EventIds {
             Event::Autoscale
         } else if id == self.deploy {
             Event::Deploy
+        } else if id == self.view {
+            Event::View
         } else if id == self.arrival {
             Event::Arrival
         } else {
@@ -235,6 +248,13 @@ impl Events {
             .reschedule(time, BOOT, self.ids.id(Event::Life { dyno }), 0);
     }
 
+    /// Whether nothing is pending: no event in the queue and no arrival beside it (the run is
+    /// over unless the current event schedules more).
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        self.arrival.is_none() && self.queue.is_empty()
+    }
+
     /// Takes back a CPU's, a shared resource's, the deadlines' or a lifecycle's pending event.
     #[inline]
     pub fn cancel(&mut self, event: Event) {
@@ -288,6 +308,7 @@ mod tests {
             Event::Life { dyno: 2 },
             Event::Autoscale,
             Event::Deploy,
+            Event::View,
             Event::Arrival,
             Event::Send { client: 0 },
             Event::Send { client: 3 },

@@ -165,7 +165,7 @@ impl Simulation<'_> {
             | State::Free => None,
         };
         if !router_done {
-            self.routers.loads[router as usize].decrement(dyno);
+            self.count_done(router as usize, dyno);
             self.in_flight[router as usize] -= 1;
         }
         match pending {

@@ -23,6 +23,7 @@
 //! each, so that a change has one place to go:
 //! - `routing.rs`: arrivals, the routers (their queues, `router.cost`, retries) and the
 //!   dispatch of a request to a dyno;
+//! - `board.rs`: the routers' counts, and the late-load board they read under `router.view`;
 //! - `threads.rs`: a request at its dyno: the accept queue, a thread taking it, the response
 //!   and the thread freed;
 //! - `phases.rs`: a request's phases on its thread: `io`, `cpu`, `use` of a resource, and the
@@ -39,6 +40,7 @@
 //! components' own state is in `dyno.rs`, `router.rs`, `resource.rs`, `sharing.rs`,
 //! `timers.rs`, and the events in `events.rs`.
 
+mod board;
 mod clients;
 mod cpu;
 mod dyno;
@@ -362,8 +364,15 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
             * scenario.request.as_ref().map_or(0.0, |r| {
                 r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0) as f64
             });
+    // A late view's board: counts for the fleet, ranked as a router's would be.
+    let board = if scenario.reads_board() {
+        crate::view::Board::BYTES_PER_DYNO + ranking
+    } else {
+        0.0
+    };
     StateBytes {
         per_dyno: Measures::BYTES_PER_DYNO
+            + board
             + (size_of::<Dyno>() + size_of::<Sharing>() + size_of::<f64>()) as f64
             + processes * 2.0 * u32_bytes
             // Time slices: a dyno's scheduler and its processes' locks.
@@ -511,7 +520,12 @@ fn simulate(
             .autoscale
             .as_ref()
             .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
-        routers: Routers::new(s, slots, stream(seed, replication, Stream::Routing))?,
+        routers: Routers::new(
+            s,
+            slots,
+            stream(seed, replication, Stream::Routing),
+            stream(seed, replication, Stream::View),
+        )?,
         waiting_total: 0,
         resources: s
             .resources
@@ -606,6 +620,7 @@ fn simulate(
         sim.events.schedule(at, BOOT, Event::Deploy);
     }
     sim.schedule_first_cycles();
+    sim.schedule_first_view();
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
     while let Some((time, event)) = sim.events.pop() {
@@ -669,6 +684,7 @@ fn simulate(
                 sim.now = time;
                 sim.deploy();
             }
+            Event::View => sim.view_due(time),
             Event::Timers => {
                 let before = sim.now;
                 sim.now = time;

@@ -1,6 +1,7 @@
 //! The routers: each with its policy, its view of its own requests in flight per dyno, and a
-//! FIFO queue for the requests its policy holds; and the dynos up ([`UpSet`]), which every
-//! policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
+//! FIFO queue for the requests its policy holds; the late-load board they all read instead
+//! under `router.view` ([`Board`], kept by [`super::board`]); and the dynos up ([`UpSet`]),
+//! which every policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
 //! go down ([`Routers::bring_up`], [`Routers::take_down`]).
 
 use crate::error::Result;
@@ -9,6 +10,7 @@ use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use crate::up_set::UpSet;
+use crate::view::Board;
 use rand::Rng;
 use std::collections::VecDeque;
 
@@ -20,6 +22,8 @@ pub(super) struct Routers {
     pub loads: Vec<LoadIndex>,
     policies: Vec<Box<dyn RoutingPolicy>>,
     pub queues: Vec<VecDeque<u32>>,
+    /// The board every router reads under a late view (None: each reads its own `loads`).
+    pub board: Option<Box<Board>>,
     /// The dynos up, for every router: the platform's own state, not a router's belief.
     up: UpSet,
     rng: SimRng,
@@ -27,23 +31,31 @@ pub(super) struct Routers {
 }
 
 impl Routers {
-    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up.
-    pub fn new(s: &Scenario, capacity: u32, rng: SimRng) -> Result<Routers> {
+    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up; `view_rng`: the
+    /// late-load board's draws.
+    pub fn new(s: &Scenario, capacity: u32, rng: SimRng, view_rng: SimRng) -> Result<Routers> {
         let n = capacity as usize;
         let routers = s.routers as usize;
+        let ranking = match s.policy.knowledge() {
+            Knowledge::Ranking(ties) => Some(ties),
+            Knowledge::FreeSlots => Some(Ties::Oldest),
+            Knowledge::Nothing | Knowledge::Some => None,
+        };
+        let board = if s.reads_board() {
+            let board = Board::new(s.view, n, s.dynos as usize, ranking, view_rng)?;
+            Some(Box::new(board))
+        } else {
+            None
+        };
+        // The policy ranks the board's loads, not the routers' own counts.
+        let own_ranking = if board.is_some() { None } else { ranking };
         let mut routers = Routers {
             loads: (0..routers)
-                .map(|_| {
-                    let ranking = match s.policy.knowledge() {
-                        Knowledge::Ranking(ties) => Some(ties),
-                        Knowledge::FreeSlots => Some(Ties::Oldest),
-                        Knowledge::Nothing | Knowledge::Some => None,
-                    };
-                    LoadIndex::new(n, ranking)
-                })
+                .map(|_| LoadIndex::new(n, own_ranking))
                 .collect::<Result<_>>()?,
             policies: (0..routers).map(|_| s.policy.box_clone()).collect(),
             queues: (0..routers).map(|_| VecDeque::new()).collect(),
+            board,
             up: UpSet::new(n, s.dynos as usize)?,
             rng,
             slots: s.slots,
@@ -68,6 +80,9 @@ impl Routers {
         for loads in &mut self.loads {
             loads.unpark(dyno);
         }
+        if let Some(board) = self.board.as_deref_mut() {
+            board.bring_up(dyno);
+        }
     }
 
     /// `dyno` is down (draining, stopped or restarting): no router sends it requests from
@@ -76,6 +91,9 @@ impl Routers {
         self.up.remove(dyno);
         for loads in &mut self.loads {
             loads.park(dyno);
+        }
+        if let Some(board) = self.board.as_deref_mut() {
+            board.take_down(dyno);
         }
     }
 
@@ -96,7 +114,8 @@ impl Routers {
         if self.up.is_empty() {
             return None;
         }
-        let view = RouterView::indexed(self.slots, &self.up, &self.loads[router]);
+        let loads = read_by(&self.board, &self.loads, router);
+        let view = RouterView::indexed(self.slots, &self.up, loads);
         let route = self.policies[router].route(&view, &mut self.rng);
         debug_assert!(
             !matches!(route, Route::To(d) if !self.up.contains(d)),
@@ -119,7 +138,7 @@ impl Routers {
                 other => return other,
             }
         }
-        let loads = &self.loads[router];
+        let loads = read_by(&self.board, &self.loads, router);
         self.up
             .iter()
             .filter(|&d| d != avoid)
@@ -137,5 +156,19 @@ impl Routers {
     /// Requests the routers hold.
     pub fn held(&self) -> u64 {
         self.queues.iter().map(|q| q.len() as u64).sum()
+    }
+}
+
+/// The loads `router` reads: the board's under a late view, else its own counts (a function
+/// of the fields, so that the policy and the routing stream stay free to borrow).
+#[inline(always)]
+fn read_by<'a>(
+    board: &'a Option<Box<Board>>,
+    loads: &'a [LoadIndex],
+    router: usize,
+) -> &'a LoadIndex {
+    match board.as_deref() {
+        None => &loads[router],
+        Some(board) => board.shown(),
     }
 }

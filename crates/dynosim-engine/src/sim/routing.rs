@@ -126,14 +126,16 @@ impl Simulation<'_> {
         let e = &mut self.slab.entries[req as usize];
         let router = e.router as usize;
         e.refusals += 1;
-        if !e.router_done {
-            self.routers.loads[router].decrement(dyno);
+        let (counted, refusals) = (!e.router_done, e.refusals);
+        if counted {
+            self.count_done(router, dyno);
         }
-        if e.refusals > self.s.retries {
+        if refusals > self.s.retries {
             self.answer_at_once(req, ErrorKind::H13);
             self.drain_router(router);
             return;
         }
+        let e = &mut self.slab.entries[req as usize];
         e.state = State::Retrying;
         e.dyno = NONE;
         e.refused_by = dyno as u32;
@@ -273,9 +275,10 @@ impl Simulation<'_> {
         }
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
-        self.routers.loads[entry.router as usize].increment(dyno);
+        let router = entry.router as usize;
+        self.count_sent(router, dyno);
         if let Some(connect) = &self.s.connect {
-            entry.state = State::Connecting;
+            self.slab.entries[req as usize].state = State::Connecting;
             let at = self.now + connect.sample(&mut self.connect_rng);
             self.events.schedule(at, CONNECTED, Event::Done { req });
             return;

@@ -156,7 +156,7 @@ impl Simulation<'_> {
             }
         }
         if !router_done {
-            self.routers.loads[router].decrement(dyno);
+            self.count_done(router, dyno);
             self.in_flight[router] -= 1;
         }
         self.prune_deadlines();

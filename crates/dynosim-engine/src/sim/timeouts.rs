@@ -182,7 +182,7 @@ impl Simulation<'_> {
             e.router_done = true;
             let dyno = e.dyno;
             if dyno != NONE {
-                self.routers.loads[router].decrement(dyno as usize);
+                self.count_done(router, dyno as usize);
             }
             self.in_flight[router] -= 1;
         }
