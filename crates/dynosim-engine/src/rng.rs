@@ -43,6 +43,11 @@ pub enum Stream {
     RequestCpu = 16,
     /// How much each CPU phase differs from what was drawn (`fleet.cpu_jitter`).
     Jitter = 17,
+    /// Each router's subset of the dynos (`router.aperture`), drawn at the start.
+    Aperture = 18,
+    /// The routers idle dynos report to (`jiq`): apart from the routing stream, so that the
+    /// routers' own draws are those of the same traffic under another policy.
+    IdleReports = 19,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

@@ -182,6 +182,10 @@ pub struct RouterSpec {
     /// The router's wait before each retry.
     #[serde(default)]
     pub retry_delay: Option<Duration>,
+    /// Finagle's random aperture: each router sends only to a random subset of this many
+    /// dynos.
+    #[serde(default)]
+    pub aperture: Option<i64>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -238,6 +242,7 @@ impl Default for RouterSpec {
             shed_latency: None,
             retries: default_retries(),
             retry_delay: None,
+            aperture: None,
             params: Map::new(),
         }
     }
@@ -349,6 +354,9 @@ pub struct Scenario {
     /// before each (`router.retry_delay`).
     pub retries: u32,
     pub retry_delay: f64,
+    /// `router.aperture`: each router sends only to its own random subset of this many dynos
+    /// (see `crate::sim` and its aperture); None: to every dyno.
+    pub aperture: Option<u32>,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -689,6 +697,10 @@ impl Scenario {
                 ))
             }
         };
+        let aperture = match r.aperture {
+            None => None,
+            Some(k) => Some(whole(k, "router.aperture", 1, i64::from(dynos))?),
+        };
         if shed_latency.is_some() && router_cost.is_none() {
             return Err(Error::config(
                 "router.shed_latency",
@@ -751,6 +763,7 @@ impl Scenario {
             shed_latency,
             retries,
             retry_delay,
+            aperture,
             duration: run.duration.0,
             // A closed loop of a set number of requests is measured whole, as ab measures it:
             // no warm-up, and the run lasts until the last response.

@@ -4,7 +4,8 @@
 //! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources, then the requests'
 //! deadlines (one id for all: see `super::timers`), then each dyno slot's lifecycle (its boot,
 //! SIGTERM or SIGKILL) (these four may move or cancel their pending event: ids below
-//! [`EventIds::movable`]), then the autoscaler's evaluations, the open workload's arrival, the
+//! [`EventIds::movable`]), then the autoscaler's evaluations, the deploys, the idle dynos'
+//! reports (`jiq`: one id for all, see `super::idle`), the open workload's arrival, the
 //! closed-loop clients' sends, and the requests' timed phases (a request has at most one timed
 //! phase at a time; by slab index, the last range, open-ended).
 
@@ -31,6 +32,8 @@ pub(super) enum Event {
     Deploy,
     /// The earliest of the requests' deadlines (timeouts) is due.
     Timers,
+    /// The first of the idle dynos' reports on their way reaches its router (`jiq`).
+    Report,
 }
 
 /// Event priorities (lower first at equal times).
@@ -54,6 +57,7 @@ pub(super) struct EventIds {
     life: u32,
     autoscale: u32,
     deploy: u32,
+    report: u32,
     arrival: u32,
     send: u32,
     done: u32,
@@ -66,7 +70,8 @@ impl EventIds {
         let life = timers + 1;
         let autoscale = life + dynos;
         let deploy = autoscale + 1;
-        let arrival = deploy + 1;
+        let report = deploy + 1;
+        let arrival = report + 1;
         let send = arrival + 1;
         let done = send + clients;
         EventIds {
@@ -75,6 +80,7 @@ impl EventIds {
             life,
             autoscale,
             deploy,
+            report,
             arrival,
             send,
             done,
@@ -96,6 +102,7 @@ impl EventIds {
             Event::Life { dyno } => self.life + dyno,
             Event::Autoscale => self.autoscale,
             Event::Deploy => self.deploy,
+            Event::Report => self.report,
             Event::Arrival => self.arrival,
             Event::Send { client } => self.send + client,
             Event::Done { req } => self
@@ -127,6 +134,8 @@ impl EventIds {
             Event::Autoscale
         } else if id == self.deploy {
             Event::Deploy
+        } else if id == self.report {
+            Event::Report
         } else if id == self.arrival {
             Event::Arrival
         } else {
@@ -288,6 +297,7 @@ mod tests {
             Event::Life { dyno: 2 },
             Event::Autoscale,
             Event::Deploy,
+            Event::Report,
             Event::Arrival,
             Event::Send { client: 0 },
             Event::Send { client: 3 },

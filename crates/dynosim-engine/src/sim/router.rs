@@ -1,12 +1,16 @@
 //! The routers: each with its policy, its view of its own requests in flight per dyno, and a
 //! FIFO queue for the requests its policy holds; and the dynos up ([`UpSet`]), which every
 //! policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
-//! go down ([`Routers::bring_up`], [`Routers::take_down`]).
+//! go down ([`Routers::bring_up`], [`Routers::take_down`]). With `router.aperture` each router
+//! sends only to its own subset of them ([`super::aperture`]); under `jiq` the idle dynos report
+//! to the routers ([`super::idle`]).
 
+use super::aperture::Aperture;
+use super::idle::IdleReports;
 use crate::error::Result;
 use crate::load_index::LoadIndex;
 use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
-use crate::rng::SimRng;
+use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
 use crate::up_set::UpSet;
 use rand::Rng;
@@ -24,20 +28,29 @@ pub(super) struct Routers {
     up: UpSet,
     rng: SimRng,
     slots: u32,
+    /// Each router's subset of the dynos (`router.aperture`).
+    aperture: Option<Aperture>,
+    /// The idle dynos' reports (`jiq`).
+    idle: Option<Box<IdleReports>>,
 }
 
 impl Routers {
-    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up.
-    pub fn new(s: &Scenario, capacity: u32, rng: SimRng) -> Result<Routers> {
+    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up, for replication
+    /// `replication` (the routing stream and, with an aperture or idle reports, theirs).
+    pub fn new(s: &Scenario, capacity: u32, replication: u64) -> Result<Routers> {
         let n = capacity as usize;
         let routers = s.routers as usize;
+        let rng = stream(s.seed, replication, Stream::Routing);
         let mut routers = Routers {
             loads: (0..routers)
                 .map(|_| {
                     let ranking = match s.policy.knowledge() {
                         Knowledge::Ranking(ties) => Some(ties),
                         Knowledge::FreeSlots => Some(Ties::Oldest),
-                        Knowledge::Nothing | Knowledge::Some => None,
+                        Knowledge::Nothing
+                        | Knowledge::Some
+                        | Knowledge::Responses
+                        | Knowledge::IdleReports => None,
                     };
                     LoadIndex::new(n, ranking)
                 })
@@ -47,13 +60,35 @@ impl Routers {
             up: UpSet::new(n, s.dynos as usize)?,
             rng,
             slots: s.slots,
+            aperture: None,
+            idle: None,
         };
         for d in s.dynos as usize..n {
             for loads in &mut routers.loads {
                 loads.park(d);
             }
         }
+        if let Some(k) = s.aperture {
+            let mut rng = stream(s.seed, replication, Stream::Aperture);
+            let aperture = Aperture::new(k as usize, &routers.up, &mut routers.loads, &mut rng)?;
+            routers.aperture = Some(aperture);
+        }
+        let mut template = s.policy.box_clone();
+        if let Some(list) = template.idle_list() {
+            let rng = stream(s.seed, replication, Stream::IdleReports);
+            routers.idle = Some(Box::new(IdleReports::new(list.reporting(), n, rng)?));
+        }
         Ok(routers)
+    }
+
+    /// The dynos `router` may send requests to: those up, or with an aperture those up in its
+    /// subset.
+    #[inline]
+    fn dynos_of(&self, router: usize) -> &UpSet {
+        match &self.aperture {
+            None => &self.up,
+            Some(aperture) => aperture.members(router),
+        }
     }
 
     /// Whether routers send `dyno` requests.
@@ -62,21 +97,104 @@ impl Routers {
         self.up.contains(dyno)
     }
 
-    /// `dyno` is up: every router may send it requests from now on.
-    pub fn bring_up(&mut self, dyno: usize) {
+    /// `dyno` is up at `now`: every router may send it requests from now on (with an
+    /// aperture, the routers whose subset it joins). Returns the other dynos whose subsets
+    /// changed under `jiq`, which may report idle again ([`Self::resubset`]).
+    pub fn bring_up(&mut self, dyno: usize, now: f64) -> Vec<usize> {
         self.up.insert(dyno);
-        for loads in &mut self.loads {
-            loads.unpark(dyno);
+        let mut moved = Vec::new();
+        match &mut self.aperture {
+            None => {
+                for loads in &mut self.loads {
+                    loads.unpark(dyno);
+                }
+            }
+            Some(aperture) => {
+                let moved = self.idle.is_some().then_some(&mut moved);
+                aperture.bring_up(dyno, &mut self.loads, moved);
+            }
         }
+        for policy in &mut self.policies {
+            policy.dyno_up(dyno, now);
+        }
+        self.resubset(moved)
     }
 
     /// `dyno` is down (draining, stopped or restarting): no router sends it requests from
     /// now on; their counts of the requests they sent it go on.
-    pub fn take_down(&mut self, dyno: usize) {
+    /// Returns the dynos whose subsets changed under `jiq`, as [`Self::bring_up`].
+    pub fn take_down(&mut self, dyno: usize) -> Vec<usize> {
         self.up.remove(dyno);
-        for loads in &mut self.loads {
-            loads.park(dyno);
+        let mut moved = Vec::new();
+        match &mut self.aperture {
+            None => {
+                for loads in &mut self.loads {
+                    loads.park(dyno);
+                }
+            }
+            Some(aperture) => {
+                let moved = self.idle.is_some().then_some(&mut moved);
+                aperture.take_down(dyno, &self.up, &mut self.loads, moved);
+            }
         }
+        for policy in &mut self.policies {
+            policy.dyno_down(dyno);
+        }
+        if let Some(idle) = &mut self.idle {
+            idle.down(dyno);
+        }
+        self.resubset(moved)
+    }
+
+    /// Under `jiq` with an aperture: each (router, dyno) whose membership changed. A dyno
+    /// that left the subset of the router listing it leaves that list. Returns the dynos, for
+    /// the engine to have them report if idle (one that joined a subset may have been in none,
+    /// and so never listed).
+    fn resubset(&mut self, moved: Vec<(usize, usize)>) -> Vec<usize> {
+        let (Some(idle), Some(aperture)) = (&mut self.idle, &self.aperture) else {
+            return moved.into_iter().map(|(_, d)| d).collect();
+        };
+        moved
+            .into_iter()
+            .map(|(router, dyno)| {
+                if !aperture.members(router).contains(dyno) {
+                    idle.unlist(dyno, router, &mut self.policies);
+                }
+                dyno
+            })
+            .collect()
+    }
+
+    /// Whether idle dynos report to the routers (`jiq`).
+    #[inline]
+    pub fn takes_idle_reports(&self) -> bool {
+        self.idle.is_some()
+    }
+
+    /// `dyno`, up, is idle at `now`: it reports to a router (see [`super::idle`]). Returns when
+    /// a report event must be scheduled.
+    pub fn report_idle(&mut self, dyno: usize, now: f64) -> Option<f64> {
+        let idle = self.idle.as_mut()?;
+        idle.report(dyno, now, &mut self.policies, self.aperture.as_ref())
+    }
+
+    /// Delivers the idle reports due by `now`; returns when the next one is due.
+    pub fn deliver_reports(&mut self, now: f64) -> Option<f64> {
+        let idle = self.idle.as_mut()?;
+        idle.deliver(now, &mut self.policies, self.aperture.as_ref())
+    }
+
+    /// The dyno the last routing decision took from its router's idle list, if it took one.
+    #[inline]
+    pub fn idle_hit(&mut self) -> Option<usize> {
+        self.idle.as_mut()?.take_hit()
+    }
+
+    /// One of `router`'s requests was answered by `dyno` at `now`, `rtt` after the router
+    /// sent it there: its policy learns from it (see [`RoutingPolicy::responded`]).
+    #[inline]
+    pub fn responded(&mut self, router: usize, dyno: usize, rtt: f64, now: f64) {
+        self.policies[router].responded(dyno, rtt, now);
     }
 
     /// The router a new request lands on: one at random, from the routing stream.
@@ -90,18 +208,25 @@ impl Routers {
         }
     }
 
-    /// The policy's choice among the up dynos; None when no dyno is up.
+    /// The policy's choice among the up dynos, at `now`; None when no dyno is up.
     #[inline]
-    pub fn route(&mut self, router: usize) -> Option<Route> {
+    pub fn route(&mut self, router: usize, now: f64) -> Option<Route> {
         if self.up.is_empty() {
             return None;
         }
-        let view = RouterView::indexed(self.slots, &self.up, &self.loads[router]);
+        let up = match &self.aperture {
+            None => &self.up,
+            Some(aperture) => aperture.members(router),
+        };
+        let view = RouterView::indexed(self.slots, up, &self.loads[router]).at(now);
         let route = self.policies[router].route(&view, &mut self.rng);
         debug_assert!(
-            !matches!(route, Route::To(d) if !self.up.contains(d)),
-            "a policy picked a dyno that is not up"
+            !matches!(route, Route::To(d) if !up.contains(d)),
+            "a policy picked a dyno that is not up (or not in its router's aperture)"
         );
+        if let Some(idle) = &mut self.idle {
+            idle.routed(&mut self.policies[router]);
+        }
         Some(route)
     }
 
@@ -109,18 +234,19 @@ impl Routers {
     /// again, while another dyno is up (HAProxy's draws for a redispatch avoid the server
     /// that failed; Heroku's router tries other dynos); after [`AVOID_RETRIES`] such picks
     /// the up dyno with the fewest of this router's requests is taken.
-    pub fn route_avoiding(&mut self, router: usize, avoid: usize) -> Option<Route> {
-        if self.up.len() == 1 && self.up.contains(avoid) || self.up.is_empty() {
-            return self.route(router);
+    pub fn route_avoiding(&mut self, router: usize, avoid: usize, now: f64) -> Option<Route> {
+        let up = self.dynos_of(router);
+        if up.len() == 1 && up.contains(avoid) || up.is_empty() {
+            return self.route(router, now);
         }
         for _ in 0..AVOID_RETRIES {
-            match self.route(router) {
+            match self.route(router, now) {
                 Some(Route::To(d)) if d == avoid => continue,
                 other => return other,
             }
         }
         let loads = &self.loads[router];
-        self.up
+        self.dynos_of(router)
             .iter()
             .filter(|&d| d != avoid)
             .min_by_key(|&d| loads.in_flight(d))
