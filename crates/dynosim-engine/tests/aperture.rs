@@ -55,7 +55,11 @@ fn dynos_carry_binomially_many_routers_traffic() {
     let level = |u: f64| (u / per_step).round() as u32;
     for count in 0..4u32 {
         let fraction = over(&results, |r| {
-            let at = r.utilisation.per_dyno.iter().filter(|&&u| level(u) == count);
+            let at = r
+                .utilisation
+                .per_dyno
+                .iter()
+                .filter(|&&u| level(u) == count);
             at.count() as f64 / f64::from(dynos)
         });
         let theory = binomial_pmf(routers, p, count);
@@ -71,7 +75,12 @@ fn dynos_carry_binomially_many_routers_traffic() {
         let idle = r.utilisation.per_dyno.iter().filter(|&&u| u == 0.0);
         idle.count() as f64 / f64::from(dynos)
     });
-    assert_matches("dynos with no request", unused, binomial_pmf(routers, p, 0), 0.15);
+    assert_matches(
+        "dynos with no request",
+        unused,
+        binomial_pmf(routers, p, 0),
+        0.15,
+    );
     for count in 1..4u32 {
         let mean = over(&results, |r| {
             let at: Vec<f64> = r
@@ -127,7 +136,13 @@ fn every_policy_stays_inside_its_aperture() {
 /// debug builds, that the dyno is up and in the router's subset).
 #[test]
 fn apertures_follow_a_changing_fleet() {
-    for policy in ["random", "least_connections", "intelligent", "jiq", "p2c_ewma"] {
+    for policy in [
+        "random",
+        "least_connections",
+        "intelligent",
+        "jiq",
+        "p2c_ewma",
+    ] {
         let doc = json!({
             "arrivals": {"process": "poisson",
                          "rate": [["0s", "20/s"], ["300s", "20/s"], ["300s", "120/s"],

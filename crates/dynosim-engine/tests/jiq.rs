@@ -41,7 +41,10 @@ const LU_ERROR: f64 = 0.05;
 
 fn idle_hits(report: &RunReport) -> Measured {
     Measured::over_replications(report, |r| {
-        r.routing.as_ref().expect("jiq reports its idle lists").idle_hits
+        r.routing
+            .as_ref()
+            .expect("jiq reports its idle lists")
+            .idle_hits
     })
 }
 
@@ -114,7 +117,10 @@ fn waiting_vanishes_as_the_fleet_grows_with_fixed_routers() {
     let (n, largest) = runs[2];
     let k = k_for(largest.df);
     let bound = rho / 20.0;
-    println!("P(wait) at n={n}: {:.5} ± {:.5}, bound {bound}", largest.mean, largest.std_error);
+    println!(
+        "P(wait) at n={n}: {:.5} ± {:.5}, bound {bound}",
+        largest.mean, largest.std_error
+    );
     assert!(
         largest.mean + k * largest.std_error < bound,
         "P(wait) at n={n} is {:.5}, not below {bound}",
@@ -194,7 +200,11 @@ fn idle_lists_follow_a_changing_fleet() {
     let report = run_ok(&build(&doc.to_string()));
     for r in &report.per_replication {
         let f = r.fleet.as_ref().expect("a changing fleet");
-        assert!(f.starts > 0 && f.size.max > 4.0 && f.size.min < 5.0, "{:?}", f.size);
+        assert!(
+            f.starts > 0 && f.size.max > 4.0 && f.size.min < 5.0,
+            "{:?}",
+            f.size
+        );
         assert_eq!(r.error_counts.no_dyno, 0);
         let routing = r.routing.as_ref().expect("jiq");
         assert!(routing.idle_hits > 0.5, "{routing:?}");

@@ -119,7 +119,13 @@ impl IdleReports {
                 self.eligible.len()
             }
         };
-        let router = |i: usize| if aperture.is_some() { self.eligible[i] } else { i };
+        let router = |i: usize| {
+            if aperture.is_some() {
+                self.eligible[i]
+            } else {
+                i
+            }
+        };
         let d = self.reporting.d.min(routers);
         if routers <= 1 {
             return (routers == 1).then(|| router(0));
