@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_matches, build, run_ok, scenario_json, Measured};
+use common::{assert_matches, build, grew_then_shrank, run_ok, scenario_json, Measured};
 use dynosim_engine::{never_interrupted, run_replication, ReplicationResult, Scenario};
 use serde_json::json;
 
@@ -146,16 +146,20 @@ fn apertures_follow_a_changing_fleet() {
         let doc = json!({
             "arrivals": {"process": "poisson",
                          "rate": [["0s", "20/s"], ["300s", "20/s"], ["300s", "120/s"],
-                                  ["900s", "120/s"], ["900s", "20/s"], ["1200s", "20/s"]]},
+                                  ["900s", "120/s"], ["900s", "20/s"], ["1800s", "20/s"]]},
             "service": {"distribution": "exponential", "mean": "100ms"},
             "fleet": {"dynos": 4, "boot_time": "20s"},
             "router": {"policy": policy, "routers": 3, "aperture": 3, "timeout": "off"},
             "autoscale": {"rule": "hpa", "metric": "utilisation", "target": 0.5, "min": 2,
                           "max": 30},
-            "run": {"duration": "1200s", "warmup": "0s", "replications": 3, "seed": 5},
+            "run": {"duration": "1800s", "warmup": "0s", "replications": 3, "seed": 5},
         });
-        let report = run_ok(&build(&doc.to_string()));
-        for r in &report.per_replication {
+        let scenario = build(&doc.to_string());
+        assert!(
+            grew_then_shrank(&scenario, 10.0),
+            "{policy}: the fleet should grow, then shrink"
+        );
+        for r in &run_ok(&scenario).per_replication {
             let f = r.fleet.as_ref().expect("a changing fleet");
             assert!(f.starts > 0 && f.size.max > 4.0, "{policy}: {:?}", f.size);
             assert_eq!(r.error_counts.no_dyno, 0, "{policy}");
