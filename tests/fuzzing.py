@@ -76,10 +76,13 @@ KEYS = [
     # CPU time in slices and the interpreter locks (issue 25).
     "fleet.cpu_sharing", "fleet.cpu_quantum", "fleet.cpu_jitter", "app.switch_interval", "app.timeslice",
     "app.request_cpu",
+    # The balancers of issue 26.
+    "router.aperture", "router.jiq_report_d", "router.jiq_report_delay", "router.decay", "router.default_rtt",
 ]
 RULES = ["heroku", "judoscale", "hirefire", "hpa", "target_tracking", "schedule"]
 DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles", "uniform"]
-POLICIES = ["random", "round_robin", "least_connections", "power_of_d", "retry_if_busy", "intelligent"]
+POLICIES = ["random", "round_robin", "least_connections", "power_of_d", "retry_if_busy", "intelligent", "jiq",
+            "p2c_ewma"]
 UNITS = ["", "ns", "us", "µs", "ms", "s", "sec", "min", "m", "h", "d", "/s", "/min", "/h", " per second",
          "rps", " rps", "req/s", "parsecs", "%", "e", "XYZ"]
 

@@ -77,6 +77,26 @@ def test_power_of_d_rejects_d_zero(cli):
 
 
 @pytest.mark.parametrize(
+    "policy, override, fragments",
+    [
+        # Issue 26: Join-Idle-Queue, peak-EWMA power of two, and the aperture.
+        ("jiq", "router.jiq_report_d=0", ["router.jiq_report_d:", ">= 1", "got 0"]),
+        ("jiq", "router.jiq_report_d=1.5", ["router.jiq_report_d:", "whole number"]),
+        ("jiq", 'router.jiq_report_delay="-5ms"', ["router.jiq_report_delay:", "duration >= 0"]),
+        ("jiq", 'router.jiq_report_delay="soon"', ["router.jiq_report_delay:", "expected a duration", "soon"]),
+        ("p2c_ewma", "router.decay=0", ["router.decay:", "positive duration"]),
+        ("p2c_ewma", 'router.default_rtt="fast"', ["router.default_rtt:", "expected a duration", "fast"]),
+        ("random", "router.aperture=0", ["router.aperture:", "whole number", ">= 1"]),
+        ("least_connections", "router.aperture=76", ["router.aperture:", "<= 75", "got 76"]),
+        ("random", 'router.aperture="half"', ["router.aperture:", "whole number"]),
+    ],
+)
+def test_balancer_keys_refuse_bad_values(cli, policy, override, fragments):
+    result = cli("run", "--policy", policy, "--set", override, "--duration", "10s", "--replications", "2")
+    assert_one_line_error(result, *fragments)
+
+
+@pytest.mark.parametrize(
     "edit, fragments",
     [
         (("dynos = 75", "dynoss = 75"), ["bad.toml: fleet.dynoss:", "unknown field", "`dynos`"]),

@@ -48,6 +48,8 @@ OPTIONAL_METRICS: List[str] = (
     # A fleet that changes size (`[autoscale]`): its size and bill, and the autoscaler's actions.
     + ["fleet.size.mean", "fleet.size.min", "fleet.size.max", "fleet.dyno_seconds", "fleet.serving_mean",
        "fleet.starts", "fleet.r10", "fleet.cycles", "fleet.deploys", "autoscale.actions", "autoscale.reversals"]
+    # Join-Idle-Queue's idle lists (`router.policy = "jiq"`).
+    + ["routing.idle_hits", "routing.idle_hit_count", "routing.busy_hits"]
     # The run's bill (from Python's price table, docs/output.md).
     + ["cost.dyno_hours", "cost.dollars"]
 )
@@ -64,7 +66,8 @@ def is_metric(metric: str) -> bool:
 def metric_names_hint() -> str:
     """The metric names, for an error message."""
     return (", ".join(METRICS) + "; with the dyno model also dyno.*, failed.*, closed_loop.*, "
-            "resources.NAME.*, classes.NAME.*; with [autoscale] fleet.* and autoscale.* (docs/output.md)")
+            "resources.NAME.*, classes.NAME.*; with [autoscale] fleet.* and autoscale.*; with jiq routing.* "
+            "(docs/output.md)")
 
 
 def is_time_metric(metric: str) -> bool:
@@ -81,7 +84,7 @@ def is_fraction_metric(metric: str) -> bool:
     """Whether a metric is a fraction from 0 to 1 (shown as a percentage)."""
     return (metric == "queued_fraction" or metric.startswith("utilisation.") or metric.startswith("errors.")
             or metric in ("dyno.cpu_utilisation", "dyno.thread_occupancy", "dyno.process_occupancy",
-                          "dyno.memory.over_quota", "failed.fraction")
+                          "dyno.memory.over_quota", "failed.fraction", "routing.idle_hits", "routing.busy_hits")
             or (metric.startswith("resources.") and metric.endswith(".utilisation")))
 
 

@@ -99,6 +99,7 @@ impl<'s> Eligible<'s> {
             retries: _,
             retry_delay: _,
             view,
+            aperture,
             duration: _,
             warmup: _,
             replications: _,
@@ -168,7 +169,7 @@ impl<'s> Eligible<'s> {
             Knowledge::Nothing => true,
             Knowledge::Some => *routers == 1,
             Knowledge::FreeSlots => *routers == 1 && *slots == 1,
-            Knowledge::Ranking(_) => false,
+            Knowledge::Ranking(_) | Knowledge::Responses | Knowledge::IdleReports => false,
         };
         if !policy_ok {
             return Err("a policy that needs completions in time order, or several routers");
@@ -178,6 +179,9 @@ impl<'s> Eligible<'s> {
         }
         if router_cost.is_some() {
             return Err("routers with a cost per request, a queue of their own in front");
+        }
+        if aperture.is_some() {
+            return Err("routers with an aperture, each its own subset of the dynos");
         }
         if max_in_flight.is_some() {
             return Err("a cap on the requests in flight, which needs completions in time order");

@@ -6,8 +6,8 @@ use crate::alloc::filled;
 use crate::error::Result;
 use crate::result::{
     AutoscaleFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable, Failed,
-    FleetFigures, MemoryFigures, QueueDepth, ReplicationResult, ResourceFigures, SizeFigures,
-    Utilisation, Wasted,
+    FleetFigures, MemoryFigures, QueueDepth, ReplicationResult, ResourceFigures, RoutingFigures,
+    SizeFigures, Utilisation, Wasted,
 };
 use crate::scenario::Scenario;
 use crate::stats::TimeStats;
@@ -51,6 +51,9 @@ pub(crate) struct Measures {
     fleet: Option<Box<FleetMeasures>>,
     /// A dyno's slots (threads), for utilisations.
     slots: f64,
+    /// Under `jiq`: requests of the window sent from an idle list, and those of them that
+    /// found their dyno busy.
+    idle_hits: Option<(u64, u64)>,
 }
 
 /// What is measured of a fleet that changes size: its size and bill, the autoscaler's
@@ -178,6 +181,8 @@ impl Measures {
             failures: 0,
             inside: Self::inside(scenario),
             slots: f64::from(scenario.slots),
+            idle_hits: (scenario.policy.knowledge() == crate::policy::Knowledge::IdleReports)
+                .then_some((0, 0)),
             fleet: scenario.has_lifecycle().then(|| {
                 let initial = f64::from(scenario.dynos);
                 let level = Level {
@@ -611,6 +616,18 @@ impl Measures {
         }
     }
 
+    /// A request that arrived at `arrival` was sent to a dyno from its router's idle list
+    /// (`jiq`); `busy`: the dyno had a request already.
+    #[inline]
+    pub fn idle_hit(&mut self, arrival: f64, busy: bool) {
+        if let Some((hits, busy_hits)) = self.idle_hits.as_mut() {
+            if arrival >= self.window_start {
+                *hits += 1;
+                *busy_hits += u64::from(busy);
+            }
+        }
+    }
+
     /// `waiting` requests wait at a router at `time`, just after one joined them.
     #[inline]
     pub fn router_queue(&mut self, time: f64, waiting: usize) {
@@ -746,6 +763,11 @@ impl Measures {
             closed_loop: None,
             fleet: fleet_figures,
             autoscale,
+            routing: self.idle_hits.map(|(hits, busy)| RoutingFigures {
+                idle_hits: ratio(hits as f64, requests as f64),
+                idle_hit_count: hits,
+                busy_hits: ratio(busy as f64, hits as f64),
+            }),
             engine: "",
         }
         .with(

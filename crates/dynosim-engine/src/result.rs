@@ -62,6 +62,9 @@ pub struct ReplicationResult {
     /// What the autoscaler did (scenarios with `[autoscale]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoscale: Option<AutoscaleFigures>,
+    /// What the routers' idle lists did (the `jiq` policy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingFigures>,
     /// The engine that ran it ("direct" or "events"; see [`crate::engine`]).
     #[serde(skip)]
     pub engine: &'static str,
@@ -101,6 +104,19 @@ pub struct AutoscaleFigures {
     /// Scale events in the other direction than the last, within that one's cooldown
     /// (flapping).
     pub reversals: u64,
+}
+
+/// Join-Idle-Queue's idle lists, over the requests arriving in the window.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutingFigures {
+    /// Fraction of the requests that their router sent to a dyno from its idle list (Lu et
+    /// al.'s ρ̂); the others went to a dyno drawn at random.
+    pub idle_hits: f64,
+    /// The same, as a count.
+    pub idle_hit_count: u64,
+    /// Fraction of those hits that found their dyno busy: it had got a request at random
+    /// while it was listed.
+    pub busy_hits: f64,
 }
 
 /// Averages over the dynos and the measured window.

@@ -46,6 +46,11 @@ pub enum Stream {
     /// When the dynos' entries on a late board are refreshed (`router.view`, individual
     /// updates).
     View = 18,
+    /// Each router's subset of the dynos (`router.aperture`), drawn at the start.
+    Aperture = 19,
+    /// The routers idle dynos report to (`jiq`): apart from the routing stream, so that the
+    /// routers' own draws are those of the same traffic under another policy.
+    IdleReports = 20,
 }
 
 fn splitmix64(mut z: u64) -> u64 {

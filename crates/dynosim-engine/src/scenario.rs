@@ -186,6 +186,10 @@ pub struct RouterSpec {
     /// How late the loads the routers read are (see [`crate::view`]); None: exact.
     #[serde(default)]
     pub view: Option<ViewSpec>,
+    /// Finagle's random aperture: each router sends only to a random subset of this many
+    /// dynos.
+    #[serde(default)]
+    pub aperture: Option<i64>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -243,6 +247,7 @@ impl Default for RouterSpec {
             retries: default_retries(),
             retry_delay: None,
             view: None,
+            aperture: None,
             params: Map::new(),
         }
     }
@@ -356,6 +361,9 @@ pub struct Scenario {
     pub retry_delay: f64,
     /// `router.view`: how late the loads the routers read are ([`crate::view`]).
     pub view: View,
+    /// `router.aperture`: each router sends only to its own random subset of this many dynos
+    /// (see `crate::sim` and its aperture); None: to every dyno.
+    pub aperture: Option<u32>,
     pub duration: f64,
     pub warmup: f64,
     pub replications: u32,
@@ -697,6 +705,18 @@ impl Scenario {
             }
         };
         let view = View::build(r.view.as_ref())?;
+        let aperture = match r.aperture {
+            None => None,
+            Some(k) => Some(whole(k, "router.aperture", 1, i64::from(dynos))?),
+        };
+        if aperture.is_some() && !view.is_exact() && reads_loads(policy.knowledge()) {
+            // The board is one for the fleet; a router of an aperture reads only its subset.
+            return Err(Error::config(
+                "router.aperture",
+                "a late view (router.view) is one board of every dyno for all routers, and a \
+                 router with an aperture reads only its own subset: use one or the other",
+            ));
+        }
         if shed_latency.is_some() && router_cost.is_none() {
             return Err(Error::config(
                 "router.shed_latency",
@@ -760,6 +780,7 @@ impl Scenario {
             retries,
             retry_delay,
             view,
+            aperture,
             duration: run.duration.0,
             // A closed loop of a set number of requests is measured whole, as ab measures it:
             // no warm-up, and the run lasts until the last response.
@@ -955,7 +976,7 @@ impl Scenario {
     /// Whether the routers read a late board (`router.view` other than exact) rather than
     /// their own counts: only a policy that reads loads does.
     pub fn reads_board(&self) -> bool {
-        !self.view.is_exact() && self.policy.knowledge() != Knowledge::Nothing
+        !self.view.is_exact() && reads_loads(self.policy.knowledge())
     }
 
     /// The utilisation of the busiest part of the system at the arrival rate: every policy
@@ -1304,4 +1325,10 @@ fn unknown(path: &str, what: &str, name: &str, known: &[&str]) -> Error {
             known.join(", ")
         ),
     )
+}
+
+/// Whether a policy of this knowledge reads the dynos' loads (and so a late board): `jiq`'s
+/// idle lists and the blind policies do not.
+fn reads_loads(knowledge: Knowledge) -> bool {
+    !matches!(knowledge, Knowledge::Nothing | Knowledge::IdleReports)
 }

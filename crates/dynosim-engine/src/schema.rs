@@ -392,6 +392,20 @@ pub const KINDS: &[Kind] = &[
                   (M/G/c; HAProxy maxconn with a queue)",
     },
     Kind {
+        section: "router",
+        name: "jiq",
+        meaning: "Join-Idle-Queue (Lu et al. 2011): dynos that become idle report to one \
+                  router, which lists them; a request goes to the first dyno on its router's \
+                  list, else to a random dyno (routing.idle_hits: the fraction sent from a list)",
+    },
+    Kind {
+        section: "router",
+        name: "p2c_ewma",
+        meaning: "Finagle's and Linkerd's power of two choices by peak-EWMA latency: two \
+                  distinct random dynos, the lower of this router's latency estimate × (its \
+                  requests in flight + 1) wins; the estimate is learned from its own responses",
+    },
+    Kind {
         section: "autoscale",
         name: "heroku",
         meaning: "Heroku's autoscaling: the p95 response time over the past hour against \
@@ -1553,6 +1567,20 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         section: "router",
+        kind: None,
+        name: "aperture",
+        value: "whole number, 1 to fleet.dynos",
+        unit: "dynos",
+        default: Default::Off,
+        example: "4",
+        meaning: "Finagle's random aperture: each router sends only to its own random subset \
+                  of this many dynos, and its policy picks among them alone. Each router draws \
+                  an order of the dynos at the start; its subset is the first this many up in \
+                  it (a dyno going down is replaced by the next up). Each dyno then serves \
+                  K ~ Binomial(routers, aperture / dynos) routers",
+    },
+    Key {
+        section: "router",
         kind: Some("power_of_d"),
         name: "d",
         value: "whole number >= 1",
@@ -1581,6 +1609,51 @@ pub const KEYS: &[Key] = &[
         default: Default::Value("2"),
         example: "3",
         meaning: "random draws before taking a busy dyno anyway",
+    },
+    Key {
+        section: "router",
+        kind: Some("jiq"),
+        name: "jiq_report_d",
+        value: "whole number >= 1",
+        unit: "routers",
+        default: Default::Value("1"),
+        example: "2",
+        meaning: "routers a dyno that becomes idle samples: it reports to the one with the \
+                  shortest idle list (JIQ-SQ(d)); 1: to a router drawn at random (JIQ-Random)",
+    },
+    Key {
+        section: "router",
+        kind: Some("jiq"),
+        name: "jiq_report_delay",
+        value: "duration >= 0",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""5ms""#,
+        meaning: "from a dyno becoming idle to its report reaching the router; until then it \
+                  is on no list",
+    },
+    Key {
+        section: "router",
+        kind: Some("p2c_ewma"),
+        name: "decay",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""10s""#),
+        example: r#""5s""#,
+        meaning: "how fast the latency estimate forgets: a response shorter than the estimate \
+                  is averaged in with weight 1 − exp(−Δt / decay), Δt since the last update \
+                  (Linkerd's 10 s)",
+    },
+    Key {
+        section: "router",
+        kind: Some("p2c_ewma"),
+        name: "default_rtt",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Value(r#""30ms""#),
+        example: r#""100ms""#,
+        meaning: "the latency estimate of a dyno not heard from yet, when it comes up \
+                  (Linkerd's 30 ms)",
     },
     // --- [autoscale]
     Key {

@@ -17,7 +17,9 @@ use crate::up_set::UpSet;
 use std::fmt::Debug;
 
 mod intelligent;
+mod jiq;
 mod least_connections;
+mod p2c_ewma;
 mod power_of_d;
 mod random;
 mod retry_if_busy;
@@ -50,6 +52,14 @@ pub enum Knowledge {
     /// way, and it may hold requests (`least_connections`, `intelligent`). The safe default:
     /// the event-driven engine runs every policy.
     Ranking(Ties),
+    /// The in-flight count of a few dynos, and what this router's own responses told it
+    /// ([`RoutingPolicy::responded`]: their round-trip times); never holds a request
+    /// (`p2c_ewma`). The responses must come in time order: the event-driven engine runs it.
+    Responses,
+    /// Nothing about the dynos' loads: only the dynos that reported themselves idle to this
+    /// router ([`RoutingPolicy::idle_list`]); never holds a request (`jiq`). The reports are
+    /// messages from the dynos in time order: the event-driven engine runs it.
+    IdleReports,
 }
 
 /// What a router knows when it routes a request: the dynos up ([`UpSet`]: a policy picks
@@ -59,6 +69,9 @@ pub struct RouterView<'a> {
     pub slots: u32,
     up: &'a UpSet,
     loads: Loads<'a>,
+    /// The time of the routing decision (NaN where no policy that reads it runs: see
+    /// [`Self::now`]).
+    now: f64,
 }
 
 enum Loads<'a> {
@@ -78,7 +91,13 @@ impl<'a> RouterView<'a> {
             slots,
             up,
             loads: Loads::Index(index),
+            now: f64::NAN,
         }
+    }
+
+    /// The same view at time `now`, for policies that read the time ([`Self::now`]).
+    pub(crate) fn at(self, now: f64) -> Self {
+        RouterView { now, ..self }
     }
 
     pub(crate) fn direct(slots: u32, up: &'a UpSet, dynos: &'a DirectDynos, now: f64) -> Self {
@@ -86,6 +105,7 @@ impl<'a> RouterView<'a> {
             slots,
             up,
             loads: Loads::Direct(dynos, now),
+            now,
         }
     }
 
@@ -94,6 +114,7 @@ impl<'a> RouterView<'a> {
             slots,
             up,
             loads: Loads::Blind,
+            now: f64::NAN,
         }
     }
 
@@ -120,6 +141,20 @@ impl<'a> RouterView<'a> {
     #[inline]
     pub fn dynos(&self) -> usize {
         self.up.len()
+    }
+
+    /// Dyno slots, up or not: every dyno number is below it (for a policy that keeps
+    /// something per dyno).
+    #[inline]
+    pub fn dyno_slots(&self) -> usize {
+        self.up.slots()
+    }
+
+    /// The time of this routing decision, in seconds from the run's start. Set by the
+    /// event-driven engine, for the policies that read it ([`Knowledge::Responses`]).
+    #[inline]
+    pub fn now(&self) -> f64 {
+        self.now
     }
 
     /// This router's requests on the dyno, in service or waiting there.
@@ -175,6 +210,51 @@ pub trait RoutingPolicy: Send + Sync + Debug + BoxClone {
     fn knowledge(&self) -> Knowledge {
         Knowledge::Ranking(Ties::Random)
     }
+    /// One of this router's requests was answered by `dyno` at `now`, `rtt` seconds after
+    /// the router sent it there: the round trip the router saw (its connect time, the wait
+    /// and the service at the dyno). Only the event-driven engine calls it, for the policies
+    /// of [`Knowledge::Responses`]; the others ignore it.
+    fn responded(&mut self, _dyno: usize, _rtt: f64, _now: f64) {}
+    /// `dyno` is up from `now` on (it booted, at the start for the initial fleet): a policy
+    /// that keeps something per dyno starts it afresh, as a balancer does for an endpoint it
+    /// has just discovered.
+    fn dyno_up(&mut self, _dyno: usize, _now: f64) {}
+    /// `dyno` is down (draining, stopped or restarting): a policy that lists dynos forgets it.
+    fn dyno_down(&mut self, _dyno: usize) {}
+    /// This router's list of idle dynos, for a policy of [`Knowledge::IdleReports`].
+    fn idle_list(&mut self) -> Option<&mut dyn IdleList> {
+        None
+    }
+}
+
+/// How a dyno reports itself idle (Join-Idle-Queue's reports): to which router, and how late
+/// the report arrives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdleReporting {
+    /// Routers sampled by a dyno that becomes idle; it reports to the one with the shortest
+    /// idle list (1: a router drawn at random).
+    pub d: usize,
+    /// Seconds from the dyno becoming idle to its report reaching the router.
+    pub delay: f64,
+}
+
+/// A router's list of the dynos that reported themselves idle to it. The engine decides when a
+/// dyno reports and to which router (see `IdleReporting`), and keeps each dyno on one list at
+/// most; the policy routes from its list.
+pub trait IdleList {
+    /// How the dynos report to this policy's routers.
+    fn reporting(&self) -> IdleReporting;
+    /// Dynos on the list.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `dyno`'s report arrived: it joins the list's tail.
+    fn push(&mut self, dyno: usize);
+    /// `dyno` leaves the list, wherever it is on it.
+    fn remove(&mut self, dyno: usize);
+    /// The dyno the last routing decision took off the list, if it took one (and forgets it).
+    fn take_hit(&mut self) -> Option<usize>;
 }
 
 /// Lets a configured policy be copied for each router and replication.
@@ -198,4 +278,6 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("power_of_d", &["d", "distinct"], power_of_d::build),
     ("retry_if_busy", &["tries"], retry_if_busy::build),
     ("intelligent", &[], intelligent::build),
+    ("jiq", &["jiq_report_d", "jiq_report_delay"], jiq::build),
+    ("p2c_ewma", &["decay", "default_rtt"], p2c_ewma::build),
 ]);

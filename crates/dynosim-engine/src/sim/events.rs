@@ -5,8 +5,9 @@
 //! deadlines (one id for all: see `super::timers`), then each dyno slot's lifecycle (its boot,
 //! SIGTERM or SIGKILL) (these four may move or cancel their pending event: ids below
 //! [`EventIds::movable`]), then the autoscaler's evaluations, the deploys, the late-load
-//! board's refresh or changes (`router.view`), the open workload's arrival, the closed-loop
-//! clients' sends, and the requests' timed phases (a request has at most one timed
+//! board's refresh or changes (`router.view`), the idle dynos' reports (`jiq`: one id for
+//! all, see `super::idle`), the open workload's arrival, the closed-loop clients' sends, and
+//! the requests' timed phases (a request has at most one timed
 //! phase at a time; by slab index, the last range, open-ended).
 
 use crate::kernel::EventQueue;
@@ -35,6 +36,8 @@ pub(super) enum Event {
     View,
     /// The earliest of the requests' deadlines (timeouts) is due.
     Timers,
+    /// The first of the idle dynos' reports on their way reaches its router (`jiq`).
+    Report,
 }
 
 /// Event priorities (lower first at equal times).
@@ -62,6 +65,7 @@ pub(super) struct EventIds {
     autoscale: u32,
     deploy: u32,
     view: u32,
+    report: u32,
     arrival: u32,
     send: u32,
     done: u32,
@@ -75,7 +79,8 @@ impl EventIds {
         let autoscale = life + dynos;
         let deploy = autoscale + 1;
         let view = deploy + 1;
-        let arrival = view + 1;
+        let report = view + 1;
+        let arrival = report + 1;
         let send = arrival + 1;
         let done = send + clients;
         EventIds {
@@ -85,6 +90,7 @@ impl EventIds {
             autoscale,
             deploy,
             view,
+            report,
             arrival,
             send,
             done,
@@ -107,6 +113,7 @@ impl EventIds {
             Event::Autoscale => self.autoscale,
             Event::Deploy => self.deploy,
             Event::View => self.view,
+            Event::Report => self.report,
             Event::Arrival => self.arrival,
             Event::Send { client } => self.send + client,
             Event::Done { req } => self
@@ -140,6 +147,8 @@ impl EventIds {
             Event::Deploy
         } else if id == self.view {
             Event::View
+        } else if id == self.report {
+            Event::Report
         } else if id == self.arrival {
             Event::Arrival
         } else {
@@ -309,6 +318,7 @@ mod tests {
             Event::Autoscale,
             Event::Deploy,
             Event::View,
+            Event::Report,
             Event::Arrival,
             Event::Send { client: 0 },
             Event::Send { client: 3 },

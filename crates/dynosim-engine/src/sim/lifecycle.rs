@@ -75,6 +75,7 @@ impl Simulation<'_> {
         // wait there for the worker's replacement, as a router that does not know would).
         self.drain_router(router);
         self.exit_if_idle(dyno);
+        self.idle_check(dyno);
     }
 
     /// A killed worker's replacement is up (unless its dyno restarted since, which replaced
@@ -192,7 +193,9 @@ impl Simulation<'_> {
         self.measures.restarted(self.now);
         let stopping = matches!(self.fleet.life[dyno], Life::Draining | Life::Terminating);
         if self.fleet.life[dyno] == Life::Up {
-            self.routers.take_down(dyno);
+            for other in self.routers.take_down(dyno) {
+                self.idle_check(other);
+            }
         }
         self.kill_all(dyno, ErrorKind::R15);
         if stopping {
@@ -358,7 +361,11 @@ impl Simulation<'_> {
 
     /// `dyno`, up, takes requests from now on.
     fn route_to(&mut self, dyno: usize) {
-        self.routers.bring_up(dyno);
+        let moved = self.routers.bring_up(dyno, self.now);
+        self.idle_check(dyno);
+        for other in moved {
+            self.idle_check(other);
+        }
         self.measures.dyno_up(dyno, self.now);
         if let Some(period) = self.s.lifecycle.cycling {
             let jitter = self.cycling_rng.random::<f64>() * CYCLING_JITTER;
@@ -526,7 +533,9 @@ impl Simulation<'_> {
             Life::Booting => self.exit(dyno),
             Life::Up => {
                 if self.routers.is_up(dyno) {
-                    self.routers.take_down(dyno);
+                    for other in self.routers.take_down(dyno) {
+                        self.idle_check(other);
+                    }
                 }
                 self.fleet.set(dyno, Life::Draining);
                 let at = self.now + self.s.lifecycle.stop_delay;

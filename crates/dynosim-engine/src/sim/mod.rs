@@ -41,11 +41,13 @@
 //! `timers.rs`, and the events in `events.rs`.
 
 mod board;
+mod aperture;
 mod clients;
 mod cpu;
 mod dyno;
 mod events;
 mod fleet;
+mod idle;
 mod lifecycle;
 mod memory;
 mod phases;
@@ -156,6 +158,9 @@ struct Request {
     refused_by: u32,
     /// The request after it in its dyno's accept queue ([`Fifo`]), or NONE.
     next: u32,
+    /// When its router last sent it to a dyno: the start of the round trip the router sees
+    /// (`p2c_ewma` learns from it).
+    dispatched: f64,
 }
 
 /// Requests in flight, by index; freed entries are reused.
@@ -202,6 +207,7 @@ impl Slab {
                 refusals: 0,
                 refused_by: NONE,
                 next: NONE,
+                dispatched: 0.0,
             });
             self.times.resize(self.entries.len() * self.stride, 0.0);
             (self.entries.len() - 1) as u32
@@ -297,6 +303,8 @@ struct Simulation<'s> {
     /// The autoscaler, when the scenario has one.
     scaling: Option<Box<Scaling>>,
     routers: Routers,
+    /// Whether the routers' policies learn from their responses ([`Knowledge::Responses`]).
+    learns_responses: bool,
     waiting_total: usize,
     resources: Vec<ResourceState>,
     service_rng: SimRng,
@@ -356,7 +364,22 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     let ranking = match scenario.policy.knowledge() {
         Knowledge::Ranking(Ties::Random) => 3.0 * u32_bytes,
         Knowledge::Ranking(Ties::Oldest) | Knowledge::FreeSlots => 2.0 * u32_bytes,
-        Knowledge::Nothing | Knowledge::Some => 0.0,
+        // A latency estimate and its time.
+        Knowledge::Responses => 16.0,
+        Knowledge::Nothing | Knowledge::Some | Knowledge::IdleReports => 0.0,
+    };
+    // An aperture: each router's order of the dynos, their places in it, and its subset.
+    let aperture = if scenario.aperture.is_some() {
+        3.0 * u32_bytes
+    } else {
+        0.0
+    };
+    // Idle reports, per dyno: which list holds it and its count of downs, its place on a
+    // list (room for two in a deque), a report on its way.
+    let idle = if scenario.policy.knowledge() == Knowledge::IdleReports {
+        4.0 * u32_bytes + size_of::<f64>() as f64 + 3.0 * u32_bytes
+    } else {
+        0.0
     };
     let processes = f64::from(scenario.app.processes);
     let request = size_of::<Request>() as f64
@@ -373,6 +396,7 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     StateBytes {
         per_dyno: Measures::BYTES_PER_DYNO
             + board
+            + idle
             + (size_of::<Dyno>() + size_of::<Sharing>() + size_of::<f64>()) as f64
             + processes * 2.0 * u32_bytes
             // Time slices: a dyno's scheduler and its processes' locks.
@@ -384,7 +408,7 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
             },
         // Per busy thread: a request, a pending event (the heap's buffer doubles), a CPU job.
         per_slot: request + 2.0 * crate::kernel::EventQueue::ENTRY_BYTES as f64 + 32.0,
-        per_router_dyno: u32_bytes + ranking,
+        per_router_dyno: u32_bytes + ranking + aperture,
         // A waiting request: its entry and its place in a queue.
         per_waiting: request + 2.0 * u32_bytes,
     }
@@ -520,12 +544,8 @@ fn simulate(
             .autoscale
             .as_ref()
             .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
-        routers: Routers::new(
-            s,
-            slots,
-            stream(seed, replication, Stream::Routing),
-            stream(seed, replication, Stream::View),
-        )?,
+        routers: Routers::new(s, slots, replication)?,
+        learns_responses: s.policy.knowledge() == Knowledge::Responses,
         waiting_total: 0,
         resources: s
             .resources
@@ -621,6 +641,10 @@ fn simulate(
     }
     sim.schedule_first_cycles();
     sim.schedule_first_view();
+    // Under `jiq`, the initial fleet reports idle at the start, dyno by dyno.
+    for dyno in 0..s.dynos as usize {
+        sim.idle_check(dyno);
+    }
     let window_end = sim.measures.window_end();
     let mut steps = 0u64;
     while let Some((time, event)) = sim.events.pop() {
@@ -685,6 +709,10 @@ fn simulate(
                 sim.deploy();
             }
             Event::View => sim.view_due(time),
+            Event::Report => {
+                sim.now = time;
+                sim.reports_due();
+            }
             Event::Timers => {
                 let before = sim.now;
                 sim.now = time;

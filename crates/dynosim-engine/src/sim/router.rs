@@ -2,12 +2,16 @@
 //! FIFO queue for the requests its policy holds; the late-load board they all read instead
 //! under `router.view` ([`Board`], kept by [`super::board`]); and the dynos up ([`UpSet`]),
 //! which every policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
-//! go down ([`Routers::bring_up`], [`Routers::take_down`]).
+//! go down ([`Routers::bring_up`], [`Routers::take_down`]). With `router.aperture` each router
+//! sends only to its own subset of them ([`super::aperture`]); under `jiq` the idle dynos report
+//! to the routers ([`super::idle`]).
 
+use super::aperture::Aperture;
+use super::idle::IdleReports;
 use crate::error::Result;
 use crate::load_index::LoadIndex;
 use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
-use crate::rng::SimRng;
+use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
 use crate::up_set::UpSet;
 use crate::view::Board;
@@ -22,26 +26,34 @@ pub(super) struct Routers {
     pub loads: Vec<LoadIndex>,
     policies: Vec<Box<dyn RoutingPolicy>>,
     pub queues: Vec<VecDeque<u32>>,
-    /// The board every router reads under a late view (None: each reads its own `loads`).
-    pub board: Option<Box<Board>>,
     /// The dynos up, for every router: the platform's own state, not a router's belief.
     up: UpSet,
     rng: SimRng,
     slots: u32,
+    /// Each router's subset of the dynos (`router.aperture`).
+    aperture: Option<Aperture>,
+    /// The idle dynos' reports (`jiq`).
+    idle: Option<Box<IdleReports>>,
+    /// The board every router reads under a late view (None: each reads its own `loads`).
+    pub board: Option<Box<Board>>,
 }
 
 impl Routers {
-    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up; `view_rng`: the
-    /// late-load board's draws.
-    pub fn new(s: &Scenario, capacity: u32, rng: SimRng, view_rng: SimRng) -> Result<Routers> {
+    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up, for replication
+    /// `replication` (the routing stream and, with an aperture or idle reports, theirs).
+    pub fn new(s: &Scenario, capacity: u32, replication: u64) -> Result<Routers> {
         let n = capacity as usize;
         let routers = s.routers as usize;
+        let rng = stream(s.seed, replication, Stream::Routing);
         let ranking = match s.policy.knowledge() {
             Knowledge::Ranking(ties) => Some(ties),
             Knowledge::FreeSlots => Some(Ties::Oldest),
-            Knowledge::Nothing | Knowledge::Some => None,
+            Knowledge::Nothing | Knowledge::Some | Knowledge::Responses | Knowledge::IdleReports => {
+                None
+            }
         };
         let board = if s.reads_board() {
+            let view_rng = stream(s.seed, replication, Stream::View);
             let board = Board::new(s.view, n, s.dynos as usize, ranking, view_rng)?;
             Some(Box::new(board))
         } else {
@@ -55,17 +67,39 @@ impl Routers {
                 .collect::<Result<_>>()?,
             policies: (0..routers).map(|_| s.policy.box_clone()).collect(),
             queues: (0..routers).map(|_| VecDeque::new()).collect(),
-            board,
             up: UpSet::new(n, s.dynos as usize)?,
             rng,
             slots: s.slots,
+            aperture: None,
+            idle: None,
+            board,
         };
         for d in s.dynos as usize..n {
             for loads in &mut routers.loads {
                 loads.park(d);
             }
         }
+        if let Some(k) = s.aperture {
+            let mut rng = stream(s.seed, replication, Stream::Aperture);
+            let aperture = Aperture::new(k as usize, &routers.up, &mut routers.loads, &mut rng)?;
+            routers.aperture = Some(aperture);
+        }
+        let mut template = s.policy.box_clone();
+        if let Some(list) = template.idle_list() {
+            let rng = stream(s.seed, replication, Stream::IdleReports);
+            routers.idle = Some(Box::new(IdleReports::new(list.reporting(), n, rng)?));
+        }
         Ok(routers)
+    }
+
+    /// The dynos `router` may send requests to: those up, or with an aperture those up in its
+    /// subset.
+    #[inline]
+    fn dynos_of(&self, router: usize) -> &UpSet {
+        match &self.aperture {
+            None => &self.up,
+            Some(aperture) => aperture.members(router),
+        }
     }
 
     /// Whether routers send `dyno` requests.
@@ -74,27 +108,110 @@ impl Routers {
         self.up.contains(dyno)
     }
 
-    /// `dyno` is up: every router may send it requests from now on.
-    pub fn bring_up(&mut self, dyno: usize) {
+    /// `dyno` is up at `now`: every router may send it requests from now on (with an
+    /// aperture, the routers whose subset it joins). Returns the other dynos whose subsets
+    /// changed under `jiq`, which may report idle again ([`Self::resubset`]).
+    pub fn bring_up(&mut self, dyno: usize, now: f64) -> Vec<usize> {
         self.up.insert(dyno);
-        for loads in &mut self.loads {
-            loads.unpark(dyno);
+        let mut moved = Vec::new();
+        match &mut self.aperture {
+            None => {
+                for loads in &mut self.loads {
+                    loads.unpark(dyno);
+                }
+            }
+            Some(aperture) => {
+                let moved = self.idle.is_some().then_some(&mut moved);
+                aperture.bring_up(dyno, &mut self.loads, moved);
+            }
         }
         if let Some(board) = self.board.as_deref_mut() {
             board.bring_up(dyno);
         }
+        for policy in &mut self.policies {
+            policy.dyno_up(dyno, now);
+        }
+        self.resubset(moved)
     }
 
     /// `dyno` is down (draining, stopped or restarting): no router sends it requests from
     /// now on; their counts of the requests they sent it go on.
-    pub fn take_down(&mut self, dyno: usize) {
+    /// Returns the dynos whose subsets changed under `jiq`, as [`Self::bring_up`].
+    pub fn take_down(&mut self, dyno: usize) -> Vec<usize> {
         self.up.remove(dyno);
-        for loads in &mut self.loads {
-            loads.park(dyno);
+        let mut moved = Vec::new();
+        match &mut self.aperture {
+            None => {
+                for loads in &mut self.loads {
+                    loads.park(dyno);
+                }
+            }
+            Some(aperture) => {
+                let moved = self.idle.is_some().then_some(&mut moved);
+                aperture.take_down(dyno, &self.up, &mut self.loads, moved);
+            }
         }
         if let Some(board) = self.board.as_deref_mut() {
             board.take_down(dyno);
         }
+        for policy in &mut self.policies {
+            policy.dyno_down(dyno);
+        }
+        if let Some(idle) = &mut self.idle {
+            idle.down(dyno);
+        }
+        self.resubset(moved)
+    }
+
+    /// Under `jiq` with an aperture: each (router, dyno) whose membership changed. A dyno
+    /// that left the subset of the router listing it leaves that list. Returns the dynos, for
+    /// the engine to have them report if idle (one that joined a subset may have been in none,
+    /// and so never listed).
+    fn resubset(&mut self, moved: Vec<(usize, usize)>) -> Vec<usize> {
+        let (Some(idle), Some(aperture)) = (&mut self.idle, &self.aperture) else {
+            return moved.into_iter().map(|(_, d)| d).collect();
+        };
+        moved
+            .into_iter()
+            .map(|(router, dyno)| {
+                if !aperture.members(router).contains(dyno) {
+                    idle.unlist(dyno, router, &mut self.policies);
+                }
+                dyno
+            })
+            .collect()
+    }
+
+    /// Whether idle dynos report to the routers (`jiq`).
+    #[inline]
+    pub fn takes_idle_reports(&self) -> bool {
+        self.idle.is_some()
+    }
+
+    /// `dyno`, up, is idle at `now`: it reports to a router (see [`super::idle`]). Returns when
+    /// a report event must be scheduled.
+    pub fn report_idle(&mut self, dyno: usize, now: f64) -> Option<f64> {
+        let idle = self.idle.as_mut()?;
+        idle.report(dyno, now, &mut self.policies, self.aperture.as_ref())
+    }
+
+    /// Delivers the idle reports due by `now`; returns when the next one is due.
+    pub fn deliver_reports(&mut self, now: f64) -> Option<f64> {
+        let idle = self.idle.as_mut()?;
+        idle.deliver(now, &mut self.policies, self.aperture.as_ref())
+    }
+
+    /// The dyno the last routing decision took from its router's idle list, if it took one.
+    #[inline]
+    pub fn idle_hit(&mut self) -> Option<usize> {
+        self.idle.as_mut()?.take_hit()
+    }
+
+    /// One of `router`'s requests was answered by `dyno` at `now`, `rtt` after the router
+    /// sent it there: its policy learns from it (see [`RoutingPolicy::responded`]).
+    #[inline]
+    pub fn responded(&mut self, router: usize, dyno: usize, rtt: f64, now: f64) {
+        self.policies[router].responded(dyno, rtt, now);
     }
 
     /// The router a new request lands on: one at random, from the routing stream.
@@ -108,19 +225,26 @@ impl Routers {
         }
     }
 
-    /// The policy's choice among the up dynos; None when no dyno is up.
+    /// The policy's choice among the up dynos, at `now`; None when no dyno is up.
     #[inline]
-    pub fn route(&mut self, router: usize) -> Option<Route> {
+    pub fn route(&mut self, router: usize, now: f64) -> Option<Route> {
         if self.up.is_empty() {
             return None;
         }
+        let up = match &self.aperture {
+            None => &self.up,
+            Some(aperture) => aperture.members(router),
+        };
         let loads = read_by(&self.board, &self.loads, router);
-        let view = RouterView::indexed(self.slots, &self.up, loads);
+        let view = RouterView::indexed(self.slots, up, loads).at(now);
         let route = self.policies[router].route(&view, &mut self.rng);
         debug_assert!(
-            !matches!(route, Route::To(d) if !self.up.contains(d)),
-            "a policy picked a dyno that is not up"
+            !matches!(route, Route::To(d) if !up.contains(d)),
+            "a policy picked a dyno that is not up (or not in its router's aperture)"
         );
+        if let Some(idle) = &mut self.idle {
+            idle.routed(&mut self.policies[router]);
+        }
         Some(route)
     }
 
@@ -128,18 +252,19 @@ impl Routers {
     /// again, while another dyno is up (HAProxy's draws for a redispatch avoid the server
     /// that failed; Heroku's router tries other dynos); after [`AVOID_RETRIES`] such picks
     /// the up dyno with the fewest of this router's requests is taken.
-    pub fn route_avoiding(&mut self, router: usize, avoid: usize) -> Option<Route> {
-        if self.up.len() == 1 && self.up.contains(avoid) || self.up.is_empty() {
-            return self.route(router);
+    pub fn route_avoiding(&mut self, router: usize, avoid: usize, now: f64) -> Option<Route> {
+        let up = self.dynos_of(router);
+        if up.len() == 1 && up.contains(avoid) || up.is_empty() {
+            return self.route(router, now);
         }
         for _ in 0..AVOID_RETRIES {
-            match self.route(router) {
+            match self.route(router, now) {
                 Some(Route::To(d)) if d == avoid => continue,
                 other => return other,
             }
         }
         let loads = read_by(&self.board, &self.loads, router);
-        self.up
+        self.dynos_of(router)
             .iter()
             .filter(|&d| d != avoid)
             .min_by_key(|&d| loads.in_flight(d))

@@ -164,7 +164,7 @@ impl Simulation<'_> {
         // Another dyno than the one that refused, as Heroku's router and HAProxy's
         // redispatch do (when another is up).
         let avoid = e.refused_by as usize;
-        match self.routers.route_avoiding(router, avoid) {
+        match self.routers.route_avoiding(router, avoid, self.now) {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
             Some(Route::Hold) => self.hold(req, None),
             None => self.fail_unrouted(req),
@@ -243,7 +243,7 @@ impl Simulation<'_> {
 
     #[inline]
     fn route(&mut self, router: usize) -> Option<Route> {
-        self.routers.route(router)
+        self.routers.route(router, self.now)
     }
 
     fn fail_unrouted(&mut self, req: u32) {
@@ -273,8 +273,16 @@ impl Simulation<'_> {
                 self.set_deadline(Kind::Router, self.now + t, req);
             }
         }
+        if let Some(listed) = self.routers.idle_hit() {
+            debug_assert_eq!(listed, dyno, "jiq sends a hit to the dyno it listed");
+            let d = &self.dynos[dyno];
+            let busy = d.busy > 0 || d.waiting > 0;
+            let arrival = self.slab.entries[req as usize].arrival;
+            self.measures.idle_hit(arrival, busy);
+        }
         let entry = &mut self.slab.entries[req as usize];
         entry.dyno = dyno as u32;
+        entry.dispatched = self.now;
         let router = entry.router as usize;
         self.count_sent(router, dyno);
         if let Some(connect) = &self.s.connect {

@@ -137,7 +137,7 @@ impl Simulation<'_> {
     pub(super) fn finish(&mut self, req: u32) {
         let now = self.now;
         let entry = &mut self.slab.entries[req as usize];
-        let (dyno, router, arrival, client, class, answered, router_done) = (
+        let (dyno, router, arrival, client, class, answered, router_done, dispatched) = (
             entry.dyno as usize,
             entry.router as usize,
             entry.arrival,
@@ -145,6 +145,7 @@ impl Simulation<'_> {
             entry.class,
             entry.answered,
             entry.router_done,
+            entry.dispatched,
         );
         entry.answered = true;
         entry.router_done = true;
@@ -158,6 +159,9 @@ impl Simulation<'_> {
         if !router_done {
             self.count_done(router, dyno);
             self.in_flight[router] -= 1;
+            if self.learns_responses {
+                self.routers.responded(router, dyno, now - dispatched, now);
+            }
         }
         self.prune_deadlines();
         match &self.s.app.overhead {
@@ -246,6 +250,7 @@ impl Simulation<'_> {
         if closed {
             self.exit_if_idle(dyno);
         }
+        self.idle_check(dyno);
     }
 
     /// A request reached a dyno that had closed its listener (SIGTERM) since its router

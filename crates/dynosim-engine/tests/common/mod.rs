@@ -170,3 +170,17 @@ pub fn build(json: &str) -> Scenario {
 pub fn run_ok(scenario: &Scenario) -> RunReport {
     run(scenario, &never_interrupted).unwrap_or_else(|e| panic!("{}: {e}", scenario.name))
 }
+
+/// Whether replication 0 of a scenario whose fleet changes size had more dynos up at some
+/// point than at its start, and fewer again at its end than at its largest (from a trace of
+/// the dynos up every `interval` seconds): an autoscaler that scaled up, then down.
+pub fn grew_then_shrank(scenario: &Scenario, interval: f64) -> bool {
+    let until = scenario.warmup + scenario.duration;
+    let (_, trace) =
+        dynosim_engine::trace_replication(scenario, 0, interval, until, false, &never_interrupted)
+            .expect("a trace");
+    let up: Vec<u32> = trace.frames.iter().map(|f| f.dynos_up).collect();
+    let most = up.iter().copied().max().unwrap_or(0);
+    let (first, last) = (up[0], *up.last().expect("frames"));
+    most > first && last < most
+}
