@@ -709,12 +709,24 @@ impl Scenario {
             None => None,
             Some(k) => Some(whole(k, "router.aperture", 1, i64::from(dynos))?),
         };
-        if aperture.is_some() && !view.is_exact() && reads_loads(policy.knowledge()) {
-            // The board is one for the fleet; a router of an aperture reads only its subset.
+        if aperture.is_some()
+            && !view.is_exact()
+            && matches!(
+                policy.knowledge(),
+                Knowledge::Ranking(_) | Knowledge::FreeSlots
+            )
+        {
+            // The board is one ranking of every dyno for all routers; a router of an aperture
+            // may send only to its own subset. Policies that draw dynos read the board's
+            // entries of their draws, which are in the subset, and go ahead.
             return Err(Error::config(
                 "router.aperture",
-                "a late view (router.view) is one board of every dyno for all routers, and a \
-                 router with an aperture reads only its own subset: use one or the other",
+                &format!(
+                    "{} ranks every dyno on the late board (router.view), which is one for all \
+                     routers, and a router with an aperture sends only to its own subset: use \
+                     one or the other, or a policy that draws dynos (power_of_d, least_request)",
+                    r.policy
+                ),
             ));
         }
         if shed_latency.is_some() && router_cost.is_none() {

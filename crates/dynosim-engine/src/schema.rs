@@ -2864,6 +2864,19 @@ mod tests {
                 }
                 doc
             })
+            .enumerate()
+            .map(|(i, mut doc)| {
+                // A late view and an aperture do not go together for the policies that rank
+                // the dynos (the board is one for all routers): the first document has the
+                // aperture, the others the view.
+                let router = table_mut(&mut doc, "router");
+                if i == 0 {
+                    router.remove("view");
+                } else {
+                    router.remove("aperture");
+                }
+                doc
+            })
             .collect()
     }
 
