@@ -1311,7 +1311,10 @@ fn check_real_router(r: &RouterSpec, routers: u32) -> Result<()> {
     }
     if kind != "nginx" {
         // `zone = false` says what every other router is anyway.
-        for (key, set) in [("zone", r.zone == Some(true)), ("workers", r.workers.is_some())] {
+        for (key, set) in [
+            ("zone", r.zone == Some(true)),
+            ("workers", r.workers.is_some()),
+        ] {
             if set {
                 return Err(Error::config(
                     format!("router.{key}"),
