@@ -27,7 +27,7 @@ build-pgo: install ## build-dev with profile-guided optimisation (about 10% fast
 	bash tools/build-pgo.sh $(PY)
 
 .PHONY: testbed-deps
-testbed-deps: install ## install the testbed's HAProxy, PostgreSQL, Ruby, Puma, Unicorn (apt, as root), gunicorn, gevent, psycopg
+testbed-deps: install ## install the testbed's HAProxy, nginx, PostgreSQL, Ruby, Puma, Unicorn (apt, as root), gunicorn, gevent, psycopg
 	bash tools/install-testbed.sh $(PY)
 
 .PHONY: test-rust

@@ -19,11 +19,17 @@ replication(s) that drew exactly the requests that were sent (0..runs-1 with --r
 random routing draws are HAProxy's own on the real side). A measured figure inside the
 simulated interval is as close as the simulation's own spread can tell.
 
+- nginx (issue #26: `router.kind = "nginx"`): the routing scenario through nginx's
+  `least_conn`, `random two least_conn` and round robin, with one worker, and with two
+  workers without a zone (two routers with private views) and with one (one shared view):
+  mean queue time within 15% and p99 response time within 25% of the simulation. With
+  --stack-costs measured, the costs are calibrated through nginx (one worker, random).
+
 - the scheduler (issue #25: time slices and the GIL): SCHEDULER_CASES below, each calibrated
   first (`dynosim testbed --calibrate`): throughput within 10%, p50 and p95 response within
   15% (30 s of traffic at most per case).
 
-    python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|dyno|timeouts|scheduler] [--case TEXT]
+    python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|dyno|timeouts|scheduler|nginx] [--case TEXT]
                                        [--runs 1] [--stack-costs none|measured|C,O] [--json out.json]
 
 --stack-costs models the real stack's own per-request costs in the simulation
@@ -66,6 +72,16 @@ ROUTING_CASES: List[Tuple[str, Dict[str, Any]]] = [
     ("round_robin", {"policy": "round_robin"}),
     ("least_connections", {"policy": "least_connections"}),
     ("intelligent", {"policy": "intelligent"}),
+]
+
+#: nginx (issue #26) on the routing scenario's traffic: (label, router). `power_of_d` keeps
+#: the engine's distinct draws, as nginx's `random two` draws.
+NGINX_CASES: List[Tuple[str, Dict[str, Any]]] = [
+    (f"nginx {label}, {workers}", {"kind": "nginx", "policy": policy, **views})
+    for label, policy in (("least_conn", "least_connections"), ("random two least_conn", "power_of_d"),
+                          ("round robin", "round_robin"))
+    for workers, views in (("1 worker", {}), ("2 workers, no zone", {"routers": 2}),
+                           ("2 workers, zone", {"zone": True, "workers": 2}))
 ]
 
 DYNO = {
@@ -191,8 +207,9 @@ def row(label: str, result: Dict[str, Any], metric: str, bound: float) -> Dict[s
             "warnings": result["testbed"]["warnings"]}
 
 
-def stack_costs(arg: str, runs: int) -> Dict[str, Any]:
-    """The `router.connect` and `app.overhead` to simulate with (see the module's doc)."""
+def stack_costs(arg: str, runs: int, kind: str = "haproxy") -> Dict[str, Any]:
+    """The `router.connect` and `app.overhead` to simulate with (see the module's doc),
+    measured through the real router `kind` (router.kind)."""
     if arg == "none":
         return {}
     if arg != "measured":
@@ -200,6 +217,8 @@ def stack_costs(arg: str, runs: int) -> Dict[str, Any]:
         return {"router.connect": connect, "app.overhead": overhead}
     doc = json.loads(json.dumps(ROUTING))
     doc["run"].update(duration=30.0, replications=max(runs, 1))
+    if kind != "haproxy":
+        doc["router"]["kind"] = kind
     result = testbed(Scenario(doc), runs=1)["results"][0]
     measured = result["testbed"]["stack_costs"]
     print(f"... calibrated: {measured}", file=sys.stderr)
@@ -226,7 +245,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic per routing case")
     parser.add_argument("--replications", type=int, default=20)
-    parser.add_argument("--only", choices=["routing", "dyno", "timeouts", "scheduler"])
+    parser.add_argument("--only", choices=["routing", "dyno", "timeouts", "scheduler", "nginx"])
     parser.add_argument("--case", default="", help="only the cases whose label holds this text")
     parser.add_argument("--runs", type=int, default=1, help="real runs per case (run k: replication k's requests)")
     parser.add_argument("--stack-costs", default="none",
@@ -235,7 +254,8 @@ def main() -> int:
     args = parser.parse_args()
     rows: List[Dict[str, Any]] = []
     t0 = time.time()
-    costs = stack_costs(args.stack_costs, args.runs)
+    costs = stack_costs(args.stack_costs, args.runs) if args.only != "nginx" else {}
+    nginx_costs: Dict[str, Any] = {}
     if args.only in (None, "routing"):
         for label, router in [c for c in ROUTING_CASES if args.case in c[0]]:
             doc = json.loads(json.dumps(ROUTING))
@@ -245,6 +265,17 @@ def main() -> int:
             result = testbed(Scenario(doc), runs=args.runs)["results"][0]
             rows.append(row(label, result, "queue.mean", 0.10))
             rows.append(row(label, result, "response.p99", 0.20))
+            print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    if args.only in (None, "nginx"):
+        nginx_costs = stack_costs(args.stack_costs, args.runs, "nginx")
+        for label, router in [c for c in NGINX_CASES if args.case in c[0]]:
+            doc = json.loads(json.dumps(ROUTING))
+            doc["router"] = dict(router)
+            doc["run"].update(duration=args.duration, replications=args.replications)
+            with_costs(doc, nginx_costs)
+            result = testbed(Scenario(doc), runs=args.runs)["results"][0]
+            rows.append(row(label, result, "queue.mean", 0.15))
+            rows.append(row(label, result, "response.p99", 0.25))
             print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     if args.only in (None, "timeouts"):
         for label, metric, case in [c for c in TIMEOUT_CASES if args.case in c[0]]:
@@ -294,6 +325,8 @@ def main() -> int:
     print(f"\nworst load generator p99 lateness: {late * 1e3:.3f} ms; {time.time() - t0:.0f} s in all")
     if costs:
         print(f"\nsimulated with the stack's costs: {costs}")
+    if nginx_costs:
+        print(f"\nthe nginx cases simulated with the stack's costs measured through nginx: {nginx_costs}")
     print(f"\nmachine: {cpu_model()}, commit {git_commit()}")
     print(f"command: python bench/testbed_validation.py {' '.join(sys.argv[1:])}")
     if args.json:

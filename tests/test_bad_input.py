@@ -31,6 +31,10 @@ import dynosim
         ('service.percentiles=[[5,"7 msec"],[10,"46ms"]]', ["service.percentiles[0][1]:", "expected a duration"]),
         ("router.dd=3", ["router.dd:", "unknown key"]),
         ("router.d=0", None),  # random ignores d (a key of power_of_d): not an error
+        # The testbed's real router (issue 26): checked by every command.
+        ("router.kind=ngnix", ["router.kind:", 'unknown router "ngnix"', "haproxy, nginx"]),
+        ("router.zone=true", ["router.zone:", "only nginx takes it"]),
+        ("router.kind=nginx", None),  # the simulation does not read it
         # Traffic (issue 12): bad schedules, sines and bursts.
         ('arrivals.rate=[["0s","50/s"],["10min","200/s"],["5min","100/s"]]',
          ["arrivals.rate[2][0]:", "must not decrease", "300 s comes after 600 s"]),

@@ -32,9 +32,9 @@ from dynosim.testbed.router import RouterPlan, read_log
 from dynosim.testbed.tools import RUBY_TOOLS, tools
 
 #: Every component missing (``--check``), and those the gunicorn runs here need (the Ruby
-#: servers' tests are tests/test_testbed_ruby.py).
+#: servers' tests are tests/test_testbed_ruby.py, nginx's tests/test_testbed_nginx.py).
 MISSING_ALL = [t.name for t in tools() if not t.present]
-MISSING = [name for name in MISSING_ALL if name not in RUBY_TOOLS]
+MISSING = [name for name in MISSING_ALL if name not in RUBY_TOOLS + ("nginx",)]
 
 
 def needs_components() -> None:
@@ -255,7 +255,7 @@ def test_cli_refuses_an_unmappable_policy_in_one_line():
 
 def test_check_lists_every_component():
     result = run_cli("testbed", "--check")
-    for name in ("haproxy", "postgres", "gunicorn", "gevent", "psycopg") + RUBY_TOOLS:
+    for name in ("haproxy", "nginx", "postgres", "gunicorn", "gevent", "psycopg") + RUBY_TOOLS:
         assert name in result.stdout
     assert result.returncode == (1 if MISSING_ALL else 0), result.stdout + result.stderr
 

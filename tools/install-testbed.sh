@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the testbed's real components (docs/testbed.md):
-#   HAProxy, PostgreSQL and the Ruby servers (Ruby, Puma, Unicorn, the pg gem and Rack) from
+#   HAProxy, nginx (router.kind = "nginx"), PostgreSQL and the Ruby servers (Ruby, Puma, Unicorn, the pg gem and Rack) from
 #   Debian's packages (as root, with apt-get), and
 #   gunicorn, gevent and psycopg into the Python environment given as $1 (default: python3).
-# Services are not started: the testbed starts its own HAProxy and PostgreSQL for each run.
+# Services are not started: the testbed starts its own HAProxy, nginx and PostgreSQL for each run.
 set -euo pipefail
 PY="${1:-python3}"
 
 need_apt=()
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_apt+=(nginx)
 compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || command -v postgres >/dev/null || need_apt+=(postgresql)
 # app.server = "puma" / "unicorn" run the real Ruby servers with dynosim's Rack app (app.ru).
 command -v ruby >/dev/null || need_apt+=(ruby)
@@ -35,4 +36,4 @@ fi
 
 # gunicorn 23+ (the worker classes, --threads), gevent, psycopg 3.1.14+ (gevent support).
 "$PY" -m pip install -q "gunicorn>=23,<28" "gevent>=24" "psycopg[binary]>=3.1.14,<4"
-echo "install-testbed: haproxy, postgresql, ruby, puma, unicorn, ruby-pg, ruby-rack, gunicorn, gevent, psycopg ready"
+echo "install-testbed: haproxy, nginx, postgresql, ruby, puma, unicorn, ruby-pg, ruby-rack, gunicorn, gevent, psycopg ready"

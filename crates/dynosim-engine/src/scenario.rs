@@ -190,6 +190,17 @@ pub struct RouterSpec {
     /// dynos.
     #[serde(default)]
     pub aperture: Option<i64>,
+    /// The real router `dynosim testbed` runs in front of the dynos: "haproxy" (when left
+    /// out) or "nginx". The simulation does not read it (see [`check_real_router`]).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// nginx only: its worker processes share their counters in a shared memory `zone`, so
+    /// that they are one router with one view.
+    #[serde(default)]
+    pub zone: Option<bool>,
+    /// nginx only: its worker processes; router.routers when left out.
+    #[serde(default)]
+    pub workers: Option<i64>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -248,6 +259,9 @@ impl Default for RouterSpec {
             retry_delay: None,
             view: None,
             aperture: None,
+            kind: None,
+            zone: None,
+            workers: None,
             params: Map::new(),
         }
     }
@@ -729,6 +743,7 @@ impl Scenario {
                 ),
             ));
         }
+        check_real_router(r, routers)?;
         if shed_latency.is_some() && router_cost.is_none() {
             return Err(Error::config(
                 "router.shed_latency",
@@ -1325,6 +1340,60 @@ fn check_service(service: &dyn ServiceDistribution, path: &str) -> Result<()> {
             path,
             format!("the mean service time, {mean} s, is below 1 ns"),
         ));
+    }
+    Ok(())
+}
+
+/// The real routers `dynosim testbed` can run (`router.kind`).
+pub const REAL_ROUTERS: &[&str] = &["haproxy", "nginx"];
+
+/// `router.kind`, `router.zone` and `router.workers` say which real router `dynosim testbed`
+/// runs and how. The simulation does not read them, but every command refuses a mistake in
+/// them, as it does in any key, and holds them to what the simulation means by routers: nginx's
+/// workers without a shared zone each count only their own requests, so each is one of
+/// router.routers; with a zone they share one view, which is one router.
+fn check_real_router(r: &RouterSpec, routers: u32) -> Result<()> {
+    let kind = r.kind.as_deref().unwrap_or("haproxy");
+    if !REAL_ROUTERS.contains(&kind) {
+        return Err(unknown("router.kind", "router", kind, REAL_ROUTERS));
+    }
+    if kind != "nginx" {
+        // `zone = false` says what every other router is anyway.
+        for (key, set) in [
+            ("zone", r.zone == Some(true)),
+            ("workers", r.workers.is_some()),
+        ] {
+            if set {
+                return Err(Error::config(
+                    format!("router.{key}"),
+                    "only nginx takes it: set router.kind = \"nginx\", or leave it out",
+                ));
+            }
+        }
+        return Ok(());
+    }
+    let zone = r.zone.unwrap_or(false);
+    if zone && routers != 1 {
+        return Err(Error::config(
+            "router.zone",
+            format!(
+                "nginx's workers share one view in a zone, which is one router: set \
+                 router.routers = 1, not {routers} (router.workers sets nginx's worker processes)"
+            ),
+        ));
+    }
+    if let Some(workers) = r.workers {
+        let workers: u32 = whole(workers, "router.workers", 1, 64)?;
+        if !zone && workers != routers {
+            return Err(Error::config(
+                "router.workers",
+                format!(
+                    "without a shared zone each nginx worker is a router with its own view: \
+                     give router.routers = {workers}, or leave router.workers out, or set \
+                     router.zone = true"
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -1581,6 +1581,42 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         section: "router",
+        kind: None,
+        name: "kind",
+        value: "\"haproxy\" or \"nginx\"",
+        unit: "",
+        default: Default::Value(r#""haproxy""#),
+        example: r#""nginx""#,
+        meaning: "the real router `dynosim testbed` runs in front of the dynos (docs/testbed.md); \
+                  the simulation does not read it. nginx runs random, round_robin, \
+                  least_connections and power_of_d with d = 2 (distinct draws), one worker \
+                  process per router",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "zone",
+        value: "true or false",
+        unit: "",
+        default: Default::Value("false"),
+        example: "false",
+        meaning: "nginx only: its worker processes share their counters in a shared memory \
+                  `zone`, so they are one router with one view (router.routers = 1); false: \
+                  each worker counts only its own requests, one router each",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "workers",
+        value: "whole number, 1 to 64",
+        unit: "processes",
+        default: Default::Described("router.routers"),
+        example: "2",
+        meaning: "nginx only: its worker processes (`worker_processes`); without a zone each is \
+                  one of router.routers, so the two are equal",
+    },
+    Key {
+        section: "router",
         kind: Some("power_of_d"),
         name: "d",
         value: "whole number >= 1",

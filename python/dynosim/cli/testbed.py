@@ -126,7 +126,9 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
     kind = g.get("worker_class") if g.get("server", "gunicorn") != "gunicorn" else f"gunicorn {g.get('worker_class')}"
     lines = [f"calibration: {kind}, {g.get('workers')} worker(s)"
              + (f" of {g.get('threads')} threads" if (g.get("threads") or 1) > 1 else "")
-             + f" per dyno; requests of 2 ms CPU + 8 ms sleep, HAProxy leastconn; {idle.get('requests', 0)} with "
+             + f" per dyno; requests of 2 ms CPU + 8 ms sleep, "
+             f"{'nginx least_conn' if idle.get('router') == 'nginx' else 'HAProxy leastconn'}; "
+             f"{idle.get('requests', 0)} with "
              f"{idle.get('clients', 0)} client(s) (one per dyno), {busy.get('requests', 0)} with "
              f"{busy.get('clients', 0)} (two per worker slot)"]
     server = idle.get("server_cpu") or {}
@@ -199,7 +201,7 @@ def print_comparison(doc: Dict[str, Any]) -> None:
         extras = result["testbed"]
         late = extras["lateness"]
         console.print(f"load generator lateness: p50 {late['p50'] * 1e3:.3f} ms, p99 {late['p99'] * 1e3:.3f} ms, "
-                      f"max {late['max'] * 1e3:.3f} ms; HAProxy: {extras['haproxy']}", highlight=False)
+                      f"max {late['max'] * 1e3:.3f} ms; {_router_line(extras)}", highlight=False)
         over = extras.get("overhead") or {}
         parts = [f"{name.replace('_', ' ')} {value * 1e3:.2f} ms" for name, value in over.items() if value is not None]
         if parts:
@@ -212,6 +214,12 @@ def print_comparison(doc: Dict[str, Any]) -> None:
                           + f" (the simulation had {now})", highlight=False)
         for w in extras["warnings"]:
             console.print(f"[yellow]warning[/]: {w}", highlight=False)
+
+
+def _router_line(extras: Dict[str, Any]) -> str:
+    """The real router as run: "HAProxy: balance ..." or "nginx: least_conn; ..."."""
+    router = extras.get("router") or {"kind": "haproxy", "config": extras.get("haproxy", "")}
+    return f"{'nginx' if router['kind'] == 'nginx' else 'HAProxy'}: {router['config']}"
 
 
 def _pct(value: Optional[float]) -> str:

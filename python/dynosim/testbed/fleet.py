@@ -112,6 +112,9 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
     table = scenario.doc.get("autoscale")
     if table is None:
         return scenario, None
+    if (scenario.doc.get("router") or {}).get("kind", "haproxy") != "haproxy":
+        raise scenario._error("router.kind", "the testbed's autoscaled fleet adds and drains dynos through "
+                                             "HAProxy's runtime API: leave router.kind out (HAProxy)")
     rule = autoscaler(table)
     fleet = scenario.doc.get("fleet") or {}
     for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):

@@ -15,8 +15,9 @@ from typing import Any, Dict, List, Optional
 from .. import _dynosim
 from ..errors import DynosimError
 from ..scenario import Scenario
+from . import nginx
 from .dynos import DynoPlan, plan_dynos
-from .router import SUPPORTED, RouterPlan, balance
+from .router import KEY_HEADER, PENDING, SUPPORTED, RouterPlan, balance
 
 #: Bounds that keep a testbed run within what one machine can take.
 MAX_DYNOS = 64
@@ -54,10 +55,16 @@ class Plan:
         classes = self.drawn["classes"]
         out = []
         times = self.drawn["time"] or [0.0] * len(self.drawn["phases"])
+        # Each request's key (arrivals.keys), for a router that hashes it: once the engine
+        # draws them (a "key" column beside "class"), sent in its own header.
+        keys = self.drawn.get("key") or []
         for i, (at, c, phases) in enumerate(zip(times, self.drawn["class"], self.drawn["phases"])):
             outline = classes[c]
             spec = ",".join(_phase(p, x) for p, x in zip(outline["phases"], phases))
-            out.append((at, f"/{outline['name']}", {"X-Dynosim-Id": str(i), "X-Dynosim-Phases": spec}))
+            headers = {"X-Dynosim-Id": str(i), "X-Dynosim-Phases": spec}
+            if keys:
+                headers[KEY_HEADER] = str(keys[i])
+            out.append((at, f"/{outline['name']}", headers))
         return out
 
 
@@ -159,6 +166,30 @@ def _checked_each_second(value: Any) -> Optional[int]:
     return whole if whole >= 1 and abs(low - whole) < 1e-9 and abs(high - low - 1.0) < 1e-9 else None
 
 
+def haproxy_policies() -> tuple:
+    """The policies the testbed runs on HAProxy: :data:`.router.SUPPORTED`, and those of
+    :data:`.router.PENDING` the engine has."""
+    from ..keys import reference
+
+    known = {k["name"] for k in reference()["kinds"] if k["section"] == "router"}
+    return SUPPORTED + tuple(p for p in PENDING if p in known)
+
+
+def _nginx_policy(scenario: Scenario, policy: str, params: Dict[str, Any], warnings: List[str]) -> None:
+    """Refuses, in one line naming the key, a policy nginx cannot run (:mod:`.nginx`), and
+    warns where the simulation would not draw as nginx does."""
+    if policy not in nginx.SUPPORTED:
+        raise scenario._error("router.policy", f"{policy!r} has no nginx equivalent; with router.kind = \"nginx\" "
+                                               f"the testbed runs {', '.join(nginx.SUPPORTED)} (d = 2)")
+    if policy == "power_of_d":
+        if params.get("d", 2) != 2:
+            raise scenario._error("router.d", f"nginx's random two least_conn compares two dynos, not "
+                                              f"{params.get('d')!r}: set router.d = 2")
+        if not params.get("distinct", True):
+            warnings.append("nginx's random two draws two distinct dynos; router.distinct = false simulates draws "
+                            "that may repeat a dyno: leave it out (true) to simulate what nginx does")
+
+
 def _phase(outline: Dict[str, Any], seconds: float) -> str:
     kind = outline["kind"]
     head = f"use={outline['resource']}" if kind == "use" else kind
@@ -170,18 +201,25 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     duration of real traffic, with the requests replication `replication` draws."""
     described = scenario.describe()
     policy = described["policy"]
-    if policy not in SUPPORTED:
-        raise scenario._error("router.policy", f"{policy!r} has no HAProxy equivalent; the testbed runs "
-                                               f"{', '.join(SUPPORTED)}")
-    if described["routers"] != 1:
-        raise scenario._error("router.routers", "the testbed runs one HAProxy: set router.routers = 1")
     router = scenario.doc.get("router") or {}
     params = {k: v for k, v in router.items() if k not in ("policy", "routers")}
-    balance(policy, params)  # refuses what HAProxy cannot do
     warnings: List[str] = []
-    if policy == "power_of_d" and params.get("distinct", True):
-        warnings.append("HAProxy's random(d) makes d independent draws, which may repeat a dyno; the simulation "
-                        "draws d distinct dynos: set router.distinct = false to simulate what HAProxy does")
+    kind = router.get("kind", "haproxy")  # the engine checked it, and zone and workers
+    if kind == "nginx":
+        _nginx_policy(scenario, policy, params, warnings)
+    else:
+        supported = haproxy_policies()
+        if policy not in supported:
+            raise scenario._error("router.policy", f"{policy!r} has no HAProxy equivalent; the testbed runs "
+                                                   f"{', '.join(supported)}")
+        if described["routers"] != 1:
+            raise scenario._error("router.routers", "the testbed runs one HAProxy: set router.routers = 1 (or "
+                                                    'router.kind = "nginx": one worker process per router)')
+        balance(policy, params)  # refuses what HAProxy cannot do
+        if policy == "power_of_d" and params.get("distinct", True):
+            warnings.append("HAProxy's random(d) makes d independent draws, which may repeat a dyno; the "
+                            "simulation draws d distinct dynos: set router.distinct = false to simulate what "
+                            "HAProxy does")
     warmup = float(described["warmup"])
     length = warmup + float(described["duration"])
     closed = described["closed_loop"]
@@ -203,6 +241,10 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                            f"(use --duration, or a lower rate)")
     if not drawn["phases"]:
         raise DynosimError("the scenario draws no request within the run; use a longer --duration")
+    if policy == "bounded_hash" and not drawn.get("key"):
+        raise scenario._error("router.policy", "bounded_hash hashes each request's key, which the testbed sends in "
+                                               f"{KEY_HEADER}, but the engine draws no keys for the testbed yet "
+                                               "(draw_requests has no \"key\" column)")
     server_timeout, queue_timeout, worker_timeout, client_timeout = _timeouts(scenario, warnings)
     dynos = int(described["dynos"])
     if dynos > MAX_DYNOS:
@@ -271,6 +313,14 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     router_plan = RouterPlan(policy, params, int(described["slots"]), timeout=deadline,
                              server_timeout=server_timeout, queue_timeout=queue_timeout,
                              abort_on_close=client_timeout is not None)
+    if kind == "nginx":
+        router_plan.kind = "nginx"
+        router_plan.zone = bool(router.get("zone", False))
+        router_plan.workers = int(router.get("workers") or described["routers"])
+        if (scenario.doc.get("app") or {}).get("backlog") is not None:
+            raise scenario._error("app.backlog", "the testbed's nginx answers a full backlog (its connect timeout) "
+                                                 "with a 504, which is H12's status: run it with HAProxy "
+                                                 '(router.kind = "haproxy")')
     _backlog(scenario, dyno_plan, router_plan, warnings)
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=router_plan,

@@ -17,6 +17,16 @@ ring that holds each server ``weight`` times, and with the default weight of 1 t
 servers of the issue's first measurement got 28/28/25/18% of the requests instead of 25%
 each; 256 points each bring the shares within a percent or so.
 
+``router.kind = "nginx"`` runs nginx instead (:mod:`.nginx`: its policies, its worker
+processes as several routers, its log); :class:`RouterPlan` and :class:`Router` serve both.
+
+HAProxy's ``balance first`` (``first``: ``maxconn`` = the dyno's slots on each server, the
+backend's queue) and consistent hashing on each request's key with bounded loads
+(``bounded_hash``: ``balance hdr(X-Dynosim-Key)``, ``hash-type consistent``,
+``hash-balance-factor`` = 100 × router.factor) are mapped too, for when the engine has those
+policies (the scenario loader refuses a policy the engine does not know before the testbed
+runs); :mod:`.plan` refuses ``bounded_hash`` while the engine draws no keys for the requests.
+
 HAProxy logs one line per request to its standard output (a file): the request's id (the
 load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
 connect to the dyno), Tr (ms until the dyno's response headers), Ta (ms in all), the status,
@@ -27,6 +37,7 @@ measure request queueing the way Judoscale and New Relic do.
 
 from __future__ import annotations
 
+import math
 import resource
 import signal
 from dataclasses import dataclass
@@ -34,8 +45,10 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import DynosimError
+from . import nginx
 from .procs import Supervisor
 from .tools import INSTALL_DEBIAN, haproxy
+from .tools import nginx as nginx_tool
 
 #: The backend holding the dynos, and each dyno's server (the runtime API names them).
 BACKEND = "dynos"
@@ -46,6 +59,12 @@ def server_name(dyno: int) -> str:
 
 
 SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent")
+#: Mapped, but run only once the engine has them (issue 26): not in the refusal's list.
+PENDING = ("first", "bounded_hash")
+#: The request header that carries a request's key, for ``bounded_hash``.
+KEY_HEADER = "X-Dynosim-Key"
+#: Policies whose servers have ``maxconn`` = the dyno's slots, with the backend's queue.
+HOLDING = ("intelligent", "first")
 WEIGHT = 256
 LOG_FIELDS = ("id", "tw", "tc", "tr", "ta", "status", "server", "backend_queue", "server_queue", "term")
 
@@ -60,8 +79,26 @@ def balance(policy: str, params: Dict[str, Any]) -> str:
         return "balance roundrobin"
     if policy in ("least_connections", "intelligent"):
         return "balance leastconn"
+    if policy == "first":
+        return "balance first"
+    if policy == "bounded_hash":
+        return f"balance hdr({KEY_HEADER})\n    hash-type consistent" + hash_balance_factor(params)
     raise DynosimError(f"router.policy = {policy!r} has no HAProxy equivalent; the testbed runs "
                        f"{', '.join(SUPPORTED)}")
+
+
+def hash_balance_factor(params: Dict[str, Any]) -> str:
+    """``hash-balance-factor`` for bounded_hash's router.factor: HAProxy takes it in percent
+    (at least 100); no line (plain consistent hashing) for a factor left out or infinite."""
+    factor = params.get("factor")
+    if factor is None or factor in ("off", "inf"):
+        return ""
+    if isinstance(factor, (int, float)) and not math.isfinite(factor):
+        return ""
+    percent = int(math.ceil(float(factor) * 100 - 1e-9))
+    if percent < 100:
+        raise DynosimError(f"router.factor = {factor!r}: HAProxy's hash-balance-factor is at least 100 (a factor of 1)")
+    return f"\n    hash-balance-factor {percent}"
 
 
 @dataclass
@@ -92,8 +129,16 @@ class RouterPlan:
     #: Servers declared in maintenance (``disabled``): dynos not running at the start.
     disabled: FrozenSet[int] = frozenset()
 
+    #: The real router (router.kind): "haproxy" or "nginx"; for nginx its worker processes
+    #: (router.workers) and whether they share a zone (router.zone).
+    kind: str = "haproxy"
+    workers: int = 1
+    zone: bool = False
+
     def config(self, port: int, dyno_ports: List[int]) -> str:
-        limit = f" maxconn {self.slots}" if self.policy == "intelligent" else ""
+        if self.kind == "nginx":
+            return nginx.config(self, port, dyno_ports)
+        limit = f" maxconn {self.slots}" if self.policy in HOLDING else ""
         servers = "\n".join(f"    server {server_name(d)} 127.0.0.1:{p} weight {WEIGHT}{limit}"
                             + (" disabled" if d in self.disabled else "")
                             for d, p in enumerate(dyno_ports))
@@ -138,10 +183,27 @@ backend {BACKEND}
 {servers}
 """
 
+    def describe(self) -> str:
+        """The router as run, for the report: HAProxy's balance line, or nginx's upstream."""
+        if self.kind == "nginx":
+            return nginx.describe(self.policy, self.params, self.workers, self.zone)
+        return balance(self.policy, self.params).replace("\n   ", ";") + (
+            f", maxconn {self.slots}" if self.policy in HOLDING else "")
+
 
 class Router:
     def __init__(self, supervisor: Supervisor, plan: RouterPlan, port: int, dyno_ports: List[int],
                  cpus: Optional[List[int]] = None) -> None:
+        self.kind = plan.kind
+        if plan.kind == "nginx":
+            found = nginx_tool()
+            if found.path is None:
+                raise DynosimError(f'router.kind = "nginx": nginx is not installed; install it: {found.install}')
+            self.supervisor = supervisor
+            self.port = port
+            self.config_path = supervisor.workdir / nginx.CONFIG
+            self.process, self.log = nginx.start(supervisor, plan, port, dyno_ports, found.path, cpus)
+            return
         tool = haproxy()
         if tool.path is None:
             raise DynosimError(f"HAProxy is not installed; install it: {INSTALL_DEBIAN}")
@@ -163,6 +225,10 @@ class Router:
 
     def stop(self) -> None:
         self.supervisor.stop(self.process)
+
+    def read_log(self) -> Dict[str, Dict[str, Any]]:
+        """The router's log by request id, in HAProxy's fields (complete once it has stopped)."""
+        return nginx.read_log(self.log) if self.kind == "nginx" else read_log(self.log)
 
 
 def read_log(path: Path) -> Dict[str, Dict[str, Any]]:

@@ -33,7 +33,7 @@ from .database import Database
 from .dynos import Dynos, read_work
 from .plan import Plan, make_plan
 from .procs import Supervisor, free_ports
-from .router import Router, balance, read_log
+from .router import Router
 from .tools import missing
 
 #: Response headers the load generator keeps (see dynosim.testbed.app).
@@ -51,7 +51,7 @@ def needed_tools(plans: List[Plan]) -> List[str]:
     """What the plans run: gunicorn, or Ruby and Puma or Unicorn (app.server), and the drivers
     of their database."""
     servers = {p.dynos.server for p in plans}
-    needed = ["haproxy"] + (["gunicorn"] if "gunicorn" in servers else [])
+    needed = sorted({p.router.kind for p in plans}) + (["gunicorn"] if "gunicorn" in servers else [])
     if servers - {"gunicorn"}:
         needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
     if any(p.resources for p in plans):
@@ -143,15 +143,16 @@ def calibration_scenario(scenario: Scenario, *, clients: int, requests: int) -> 
     processes, threads and timeouts), under a closed loop of `clients` sending `requests`
     requests of :data:`CALIBRATION_PHASES`, routed by least connections (HAProxy's leastconn:
     spreads the clients evenly and holds nothing in its own queue, unlike intelligent's
-    maxconn), one replication. Its resources, classes and autoscaling are left out: the
-    calibration measures the router and the app server, not the app."""
+    maxconn), one replication, on the scenario's real router (router.kind; nginx with one
+    worker). Its resources, classes and autoscaling are left out: the calibration measures the
+    router and the app server, not the app."""
     keep = ("name", "description", "fleet", "app")
     doc: Dict[str, Any] = {k: v for k, v in scenario.doc.items() if k in keep}
     doc["name"] = f"{scenario.name}-calibration"
     doc["arrivals"] = {"process": "closed", "clients": clients, "requests": requests, "think": "0s"}
     doc["request"] = {"phases": CALIBRATION_PHASES}
     router = scenario.doc.get("router") or {}
-    doc["router"] = {"policy": "least_connections", **{k: router[k] for k in ("timeout",) if k in router}}
+    doc["router"] = {"policy": "least_connections", **{k: router[k] for k in ("timeout", "kind") if k in router}}
     seed = (scenario.doc.get("run") or {}).get("seed")
     doc["run"] = {"replications": 1, "warmup": "0s", **({"seed": seed} if seed is not None else {})}
     return Scenario(doc, source=scenario.source, base_dir=scenario.base_dir)
@@ -211,6 +212,7 @@ def run_calibration(runs: List[tuple], request_cpu: bool = True,
             "phases": measure.phase_spread(load, kinds, drawn),
             "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
                          "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
+            "router": plan.router.kind,
         }
     return calibration_result(details, request_cpu)
 
@@ -347,7 +349,7 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         dynos.stop()
         if database is not None:
             database.stop()
-        router_log = read_log(router.log)
+        router_log = router.read_log()
         work = read_work(dynos.work_dir)
     return load, router_log, work, time.monotonic() - wall0
 
@@ -421,8 +423,9 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
                            "app.request_cpu": plan.described["app"].get("request_cpu", 0.0),
                            "app.overhead": plan.described["app"].get("overhead", 0.0)},
         "warnings": warnings,
-        "haproxy": balance(plan.router.policy, plan.router.params) + (
-            f", maxconn {plan.router.slots}" if plan.router.policy == "intelligent" else ""),
+        # The real router as run: {"kind", "config"}; "haproxy" kept for HAProxy's readers.
+        "router": {"kind": plan.router.kind, "config": plan.router.describe()},
+        **({"haproxy": plan.router.describe()} if plan.router.kind == "haproxy" else {}),
         # The app server as run (its name kept from when it was always gunicorn).
         "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
                      "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
@@ -456,6 +459,8 @@ def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, An
             "scheduled": load["scheduled"][k] - t0, "sent": load["sent"][k] - t0, "done": load["done"][k] - t0,
             "status": load["status"][k], "error": load["error"][k] or "",
             "router_status": log.get("status", ""), "server": log.get("server", ""),
+            # nginx's worker (its pid) that routed it: which of the routers.
+            "router": log.get("router", ""),
             "app_start": float(start[k]) - t0 if np.isfinite(start[k]) else "",
             "app_end": float(end[k]) - t0 if np.isfinite(end[k]) else "",
             "dyno": int(dyno[k]) if dyno[k] >= 0 else "",

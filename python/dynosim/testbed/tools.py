@@ -1,9 +1,9 @@
 """Where the testbed's real components are on this machine, and how to install them.
 
 ``dynosim testbed --check`` prints :func:`check`; ``make testbed-deps`` (which CI runs)
-installs what is missing: HAProxy, PostgreSQL and the Ruby servers (Ruby, Puma, Unicorn, the pg
-gem, Rack) from Debian's packages, gunicorn, gevent and psycopg from the Python package index
-into the environment dynosim runs in.
+installs what is missing: HAProxy, nginx (``router.kind = "nginx"``), PostgreSQL and the Ruby
+servers (Ruby, Puma, Unicorn, the pg gem, Rack) from Debian's packages, gunicorn, gevent and
+psycopg from the Python package index into the environment dynosim runs in.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 INSTALL_DEBIAN = "apt-get install haproxy postgresql"
+INSTALL_NGINX = "apt-get install nginx"
 INSTALL_RUBY = "apt-get install ruby puma unicorn ruby-pg ruby-rack"
 INSTALL_PYTHON = f"{sys.executable} -m pip install 'dynosim[testbed]'  (gunicorn, gevent, psycopg)"
 
@@ -49,6 +50,14 @@ def haproxy() -> Tool:
         (p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.access(p, os.X_OK)), None)
     version = _version([path, "-v"], r"version (\S+)") if path else None
     return Tool("haproxy", path, version, INSTALL_DEBIAN)
+
+
+def nginx() -> Tool:
+    """nginx, for ``router.kind = "nginx"`` (Debian keeps it in /usr/sbin, off a user's PATH)."""
+    path = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
+    version = _version([path, "-v"], r"nginx/(\S+)") if path else None
+    return Tool("nginx", path, version, INSTALL_NGINX)
 
 
 def postgres_bindir() -> Optional[str]:
@@ -111,7 +120,7 @@ RUBY_TOOLS = ("ruby", "puma", "unicorn", "ruby-pg", "ruby-rack")
 
 
 def tools() -> List[Tool]:
-    return [haproxy(), postgres(), python_module("gunicorn", "gunicorn"), python_module("gevent", "gevent"),
+    return [haproxy(), nginx(), postgres(), python_module("gunicorn", "gunicorn"), python_module("gevent", "gevent"),
             python_module("psycopg", "psycopg"), ruby(), ruby_server("puma"), ruby_server("unicorn"),
             ruby_library("ruby-pg", "pg", "PG::VERSION"), ruby_library("ruby-rack", "rack", "Rack.release")]
 
