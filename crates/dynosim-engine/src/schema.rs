@@ -133,6 +133,17 @@ pub const SECTIONS: &[Section] = &[
         array: true,
     },
     Section {
+        name: "arrivals.keys",
+        meaning: "The key each request carries: the user who sent it, one of `users`, drawn by \
+                  their popularity (Zipf's law or uniform). Policies that hash requests \
+                  (`bounded_hash`) send a user's requests to the same dyno; the others ignore \
+                  it. Drawn from a random stream of its own, so the traffic and every other \
+                  draw are the same with or without keys.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "service",
         meaning: "How long the app works on a request (its service time), once a slot takes it: \
                   one time a request, using no CPU or resource. A scenario has `[service]` or \
@@ -673,6 +684,39 @@ pub const KEYS: &[Key] = &[
         meaning: "the burst fires again this long after each firing (a cron schedule); once \
                   when left out. A repeating burst adds clients × requests / every to the \
                   long-run rate",
+    },
+    // --- [arrivals.keys]
+    Key {
+        section: "arrivals.keys",
+        kind: None,
+        name: "users",
+        value: "whole number, 1 to 10^9",
+        unit: "users",
+        default: Default::Required,
+        example: "1000",
+        meaning: "how many users send the requests; each request's key is one of them",
+    },
+    Key {
+        section: "arrivals.keys",
+        kind: None,
+        name: "popularity",
+        value: "\"zipf\" or \"uniform\"",
+        unit: "",
+        default: Default::Value(r#""zipf""#),
+        example: r#""zipf""#,
+        meaning: "how often each user sends: \"zipf\", user k (from 1) in proportion to \
+                  1/k^exponent (a few users send most requests); \"uniform\", all alike",
+    },
+    Key {
+        section: "arrivals.keys",
+        kind: None,
+        name: "exponent",
+        value: "number > 0",
+        unit: "",
+        default: Default::Value("1.0"),
+        example: "0.8",
+        meaning: "Zipf's exponent s (popularity = \"zipf\" only): 1 is Zipf's law, larger \
+                  concentrates the requests on fewer users",
     },
     // --- [service]
     Key {
