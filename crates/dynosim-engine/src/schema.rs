@@ -417,6 +417,12 @@ pub const KINDS: &[Kind] = &[
                   requests in flight + 1) wins; the estimate is learned from its own responses",
     },
     Kind {
+        section: "router",
+        name: "first",
+        meaning: "HAProxy's `balance first`: the lowest-numbered dyno with a free slot (by this \
+                  router's count), else wait in the router's FIFO queue; fills dynos in turn",
+    },
+    Kind {
         section: "autoscale",
         name: "heroku",
         meaning: "Heroku's autoscaling: the p95 response time over the past hour against \

@@ -321,6 +321,7 @@ fn the_direct_engine_refuses_what_it_cannot_run() {
             1,
             json!({"policy": "power_of_d", "routers": 2}),
         ),
+        ("first", 1, json!({"policy": "first"})),
     ] {
         let json = scenario_json(5.0, quantiles(), 4, slots, router, (10.0, 0.0, 1, 1));
         let scenario = build(&json);

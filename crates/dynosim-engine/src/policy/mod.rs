@@ -16,6 +16,7 @@ use crate::rng::SimRng;
 use crate::up_set::UpSet;
 use std::fmt::Debug;
 
+mod first;
 mod intelligent;
 mod jiq;
 mod least_connections;
@@ -333,4 +334,5 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("intelligent", &[], intelligent::build),
     ("jiq", &["jiq_report_d", "jiq_report_delay"], jiq::build),
     ("p2c_ewma", &["decay", "default_rtt"], p2c_ewma::build),
+    ("first", &[], first::build),
 ]);
