@@ -423,6 +423,13 @@ pub const KINDS: &[Kind] = &[
                   router's count), else wait in the router's FIFO queue; fills dynos in turn",
     },
     Kind {
+        section: "router",
+        name: "least_request",
+        meaning: "Envoy's LEAST_REQUEST: `choice_count` random draws with replacement, the \
+                  fewest of this router's requests wins; with `active_request_bias`, Envoy's \
+                  weighted round robin (EDF) by 1/(active + 1)^bias",
+    },
+    Kind {
         section: "autoscale",
         name: "heroku",
         meaning: "Heroku's autoscaling: the p95 response time over the past hour against \
@@ -1704,6 +1711,32 @@ pub const KEYS: &[Key] = &[
         example: r#""100ms""#,
         meaning: "the latency estimate of a dyno not heard from yet, when it comes up \
                   (Linkerd's 30 ms)",
+    },
+    Key {
+        section: "router",
+        kind: Some("least_request"),
+        name: "choice_count",
+        value: "whole number, 1 to 100",
+        unit: "draws",
+        default: Default::Value("2"),
+        example: "3",
+        meaning: "random draws with replacement (a dyno may be drawn twice); the one with the \
+                  fewest of this router's requests wins, a tie keeps the earlier draw. 1 is \
+                  random routing (Envoy asks for at least 2). Not read with \
+                  active_request_bias",
+    },
+    Key {
+        section: "router",
+        kind: Some("least_request"),
+        name: "active_request_bias",
+        value: "number, 0 to 10",
+        unit: "",
+        default: Default::Off,
+        example: "1.0",
+        meaning: "Envoy's weighted mode: an earliest-deadline-first round robin in which a \
+                  dyno's weight is 1/(active + 1)^bias, its active requests counted when it \
+                  was last picked; 0 is plain round robin. Left out: the draws of \
+                  choice_count",
     },
     // --- [autoscale]
     Key {

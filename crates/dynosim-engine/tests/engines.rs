@@ -272,6 +272,11 @@ fn load_aware_policies_are_the_same_on_both_engines() {
             "retry_if_busy tries=4",
             json!({"policy": "retry_if_busy", "tries": 4}),
         ),
+        ("least_request", json!({"policy": "least_request"})),
+        (
+            "least_request, EDF with bias 1",
+            json!({"policy": "least_request", "active_request_bias": 1.0}),
+        ),
     ] {
         same_on_both_engines(label, 140.0, quantiles(), (75, 1), router.clone());
         same_on_both_engines(

@@ -20,6 +20,7 @@ mod first;
 mod intelligent;
 mod jiq;
 mod least_connections;
+mod least_request;
 mod p2c_ewma;
 mod power_of_d;
 mod random;
@@ -335,4 +336,9 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("jiq", &["jiq_report_d", "jiq_report_delay"], jiq::build),
     ("p2c_ewma", &["decay", "default_rtt"], p2c_ewma::build),
     ("first", &[], first::build),
+    (
+        "least_request",
+        &["choice_count", "active_request_bias"],
+        least_request::build,
+    ),
 ]);
