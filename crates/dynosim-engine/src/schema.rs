@@ -430,6 +430,14 @@ pub const KINDS: &[Kind] = &[
                   weighted round robin (EDF) by 1/(active + 1)^bias",
     },
     Kind {
+        section: "router",
+        name: "bounded_hash",
+        meaning: "consistent hashing with bounded loads (HAProxy's hash-balance-factor, \
+                  Envoy): a request goes to its key's dyno on a hash ring unless that dyno \
+                  holds more than ceil(factor × average) of this router's requests, then to \
+                  the next clockwise; needs arrivals.keys",
+    },
+    Kind {
         section: "autoscale",
         name: "heroku",
         meaning: "Heroku's autoscaling: the p95 response time over the past hour against \
@@ -1738,6 +1746,19 @@ pub const KEYS: &[Key] = &[
                   was last picked; 0 is plain round robin. Left out: the draws of \
                   choice_count",
     },
+    Key {
+        section: "router",
+        kind: Some("bounded_hash"),
+        name: "factor",
+        value: "number >= 1 in hundredths, or \"inf\"",
+        unit: "",
+        default: Default::Value("1.25"),
+        example: "1.5",
+        meaning: "the load bound: no dyno takes a request when it holds ceil(factor × \
+                  average) of this router's requests or more (HAProxy's hash-balance-factor \
+                  125 is 1.25; its manual calls 1.25 to 2 reasonable). \"inf\": plain \
+                  consistent hashing, every key to its own dyno whatever its load",
+    },
     // --- [autoscale]
     Key {
         section: "autoscale",
@@ -2888,11 +2909,23 @@ mod tests {
             }
             table.insert(key.name.into(), example(key));
         }
+        for (_, _, needed) in KIND_NEEDS
+            .iter()
+            .filter(|(s, k, _)| *s == section.name && *k == kind)
+        {
+            for s in enclosing(needed) {
+                add_required(doc, s.name);
+            }
+        }
     }
 
     /// Sections inside a section that one of its kinds does not take: (section, kind, inner
     /// section). Bursts go on top of an open process, not a closed loop.
     const KIND_EXCLUDES: &[(&str, &str, &str)] = &[("arrivals", "closed", "burst")];
+
+    /// Sections a kind cannot do without: (section, kind, needed section), whose required keys
+    /// [`set_kind`] adds. A policy that hashes keys needs requests that carry them.
+    const KIND_NEEDS: &[(&str, &str, &str)] = &[("router", "bounded_hash", "arrivals.keys")];
 
     /// Keys a valid scenario cannot have together with a section. `fleet.boot_time` goes with
     /// [app] here only because [app] brings `app.boot_time`, its old name, which cannot be

@@ -16,6 +16,7 @@ use crate::rng::SimRng;
 use crate::up_set::UpSet;
 use std::fmt::Debug;
 
+mod bounded_hash;
 mod first;
 mod intelligent;
 mod jiq;
@@ -341,4 +342,5 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
         &["choice_count", "active_request_bias"],
         least_request::build,
     ),
+    ("bounded_hash", &["factor"], bounded_hash::build),
 ]);
