@@ -186,7 +186,10 @@ fn least_request_with_one_choice_is_random_routing() {
         let random = build(&ten_dynos(json!({"policy": "random"}), routers, 611));
         let (a, b) = (replications(&one), replications(&random));
         assert!(a.iter().zip(&b).all(|(x, y)| same_figures(x, y)));
-        assert!(a[0].queued_fraction > 0.5, "a load under which policies differ");
+        assert!(
+            a[0].queued_fraction > 0.5,
+            "a load under which policies differ"
+        );
     }
 }
 

@@ -110,7 +110,10 @@ impl RoutingPolicy for BoundedHash {
             if held < Self::slots(percent, total, up, place) {
                 // Mirrokni et al.'s bound: with this request, at most ceil(c × average).
                 debug_assert!(
-                    held < ((total + 1) * percent).div_ceil(100).div_ceil(up as u64).max(1),
+                    held < ((total + 1) * percent)
+                        .div_ceil(100)
+                        .div_ceil(up as u64)
+                        .max(1),
                     "bounded_hash: dyno {dyno} would hold {} past its bound",
                     held + 1
                 );
@@ -280,8 +283,7 @@ mod tests {
                         }
                     }
                     1..=9 if index.total() > 0 => {
-                        let busy: Vec<usize> =
-                            (0..n).filter(|&d| index.in_flight(d) > 0).collect();
+                        let busy: Vec<usize> = (0..n).filter(|&d| index.in_flight(d) > 0).collect();
                         index.decrement(busy[rng.random_range(0..busy.len())]);
                     }
                     _ => {
