@@ -433,9 +433,9 @@ pub const KINDS: &[Kind] = &[
         section: "router",
         name: "bounded_hash",
         meaning: "consistent hashing with bounded loads (HAProxy's hash-balance-factor, \
-                  Envoy): a request goes to its key's dyno on a hash ring unless that dyno \
-                  holds more than ceil(factor × average) of this router's requests, then to \
-                  the next clockwise; needs arrivals.keys",
+                  Envoy): a request goes to its key's dyno on a hash ring, or when that dyno \
+                  would hold more than its share of factor × this router's requests, to the \
+                  next one clockwise that would not; needs arrivals.keys",
     },
     Kind {
         section: "autoscale",
@@ -1754,10 +1754,11 @@ pub const KEYS: &[Key] = &[
         unit: "",
         default: Default::Value("1.25"),
         example: "1.5",
-        meaning: "the load bound: no dyno takes a request when it holds ceil(factor × \
-                  average) of this router's requests or more (HAProxy's hash-balance-factor \
-                  125 is 1.25; its manual calls 1.25 to 2 reasonable). \"inf\": plain \
-                  consistent hashing, every key to its own dyno whatever its load",
+        meaning: "the load bound: a dyno takes a request only while it holds fewer than \
+                  its share of ceil(factor × (this router's requests in flight + 1)), so none \
+                  holds more than ceil(factor × average) (HAProxy's hash-balance-factor 125 \
+                  is 1.25; its manual calls 1.25 to 2 reasonable). \"inf\": plain consistent \
+                  hashing, every key to its own dyno whatever its load",
     },
     // --- [autoscale]
     Key {
