@@ -241,7 +241,8 @@ pub const SECTIONS: &[Section] = &[
                   routers) as it was at an earlier time, so that its own recent requests are \
                   not on it (the herd effect; Mitzenmacher, \"How useful is old information?\"). \
                   Read by the policies that read loads (least_connections, power_of_d, \
-                  retry_if_busy, intelligent); random and round_robin read none, and the view \
+                  retry_if_busy, intelligent, first, least_request, bounded_hash); random and \
+                  round_robin read none, and the view \
                   changes nothing for them. Runs on the event-driven engine. See docs/model.md.",
         kind_key: None,
         reader: Reader::Engine,
