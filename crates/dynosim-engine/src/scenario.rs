@@ -740,7 +740,7 @@ impl Scenario {
             // entries of their draws, which are in the subset, and go ahead.
             return Err(Error::config(
                 "router.aperture",
-                &format!(
+                format!(
                     "{} ranks every dyno on the late board (router.view), which is one for all \
                      routers, and a router with an aperture sends only to its own subset: use \
                      one or the other, or a policy that draws dynos (power_of_d, least_request)",
