@@ -51,8 +51,8 @@ MAX_DEPTH = 16
 #: ``--set`` replaces the file's percentile table rather than clashing with it).
 KIND_KEYS = {
     "service.distribution": ("round_up", "clip"),
-    # Bursts go on top of any open process: a new process keeps them.
-    "arrivals.process": ("burst",),
+    # Bursts go on top of any open process, and keys with any process: a new process keeps them.
+    "arrivals.process": ("burst", "keys"),
     # Another autoscale rule keeps the fleet's range and drops the old rule's settings.
     "autoscale.rule": ("min", "max", "interval"),
 }

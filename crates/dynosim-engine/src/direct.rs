@@ -82,6 +82,7 @@ impl<'s> Eligible<'s> {
             policy_name: _,
             policy,
             routers,
+            keys,
             connect,
             // Boots follow restarts, which this engine has none of (no memory model).
             boot_time: _,
@@ -130,6 +131,11 @@ impl<'s> Eligible<'s> {
         };
         if request.is_some() {
             return Err("requests with phases share CPU and resources");
+        }
+        if keys.is_some() {
+            return Err(
+                "requests that carry keys (arrivals.keys), which this engine does not draw",
+            );
         }
         if autoscale.is_some() {
             return Err("an autoscaler changes the fleet's size during the run");

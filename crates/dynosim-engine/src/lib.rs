@@ -36,6 +36,7 @@ pub mod theory;
 pub mod timeout;
 pub mod units;
 pub mod up_set;
+pub mod users;
 pub mod view;
 pub mod workload;
 

@@ -119,6 +119,9 @@ impl Buckets {
 #[derive(Debug, Clone)]
 pub struct LoadIndex {
     in_flight: Vec<u32>,
+    /// The sum of `in_flight`: this router's requests on every dyno, up or not (HAProxy's
+    /// `served` of a backend, which `bounded_hash` reads).
+    total: u64,
     buckets: Buckets,
     min: u32,
 }
@@ -154,6 +157,7 @@ impl LoadIndex {
         };
         Ok(LoadIndex {
             in_flight: filled(dynos, 0)?,
+            total: 0,
             buckets,
             min: 0,
         })
@@ -167,6 +171,12 @@ impl LoadIndex {
     #[inline]
     pub fn in_flight(&self, dyno: usize) -> u32 {
         self.in_flight[dyno]
+    }
+
+    /// This router's requests in flight on all the dynos together.
+    #[inline]
+    pub fn total(&self) -> u64 {
+        self.total
     }
 
     /// Asks for dyno `dyno`'s count's line (see [`crate::alloc::prefetch`]).
@@ -234,6 +244,7 @@ impl LoadIndex {
     #[inline]
     pub fn increment(&mut self, dyno: usize) {
         let count = self.in_flight[dyno];
+        self.total += 1;
         if matches!(self.buckets, Buckets::None) {
             self.in_flight[dyno] = count + 1;
             return;
@@ -247,6 +258,7 @@ impl LoadIndex {
     pub fn decrement(&mut self, dyno: usize) {
         let count = self.in_flight[dyno];
         debug_assert!(count > 0, "decrement of an idle dyno");
+        self.total -= 1;
         if matches!(self.buckets, Buckets::None) {
             self.in_flight[dyno] = count - 1;
             return;
@@ -264,6 +276,7 @@ impl LoadIndex {
         if from == count {
             return;
         }
+        self.total = self.total + u64::from(count) - u64::from(from);
         if matches!(self.buckets, Buckets::None) {
             self.in_flight[dyno] = count;
             return;

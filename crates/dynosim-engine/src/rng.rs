@@ -51,9 +51,13 @@ pub enum Stream {
     /// The routers idle dynos report to (`jiq`): apart from the routing stream, so that the
     /// routers' own draws are those of the same traffic under another policy.
     IdleReports = 20,
+    /// The key (user) each request carries (`arrivals.keys`).
+    Keys = 21,
 }
 
-fn splitmix64(mut z: u64) -> u64 {
+/// SplitMix64's finaliser: a fixed bijection of 64-bit words that scrambles every bit, for
+/// seeds here and for hashes that must not change with the Rust version (`bounded_hash`'s ring).
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -12,6 +12,7 @@ use crate::resource::{PoolScope, Resource, ResourceSpec};
 use crate::theory;
 use crate::timeout::Timeout;
 use crate::units::{Bytes, Duration, MIN_DURATION};
+use crate::users::{KeysSpec, UserKeys};
 use crate::view::{View, ViewSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -69,6 +70,10 @@ pub struct ArrivalsSpec {
     /// distribution (clients' patience varies) or "off" (see [`crate::timeout`]).
     #[serde(default)]
     pub timeout: Option<Value>,
+    /// The key each request carries (`[arrivals.keys]`: its user), for the policies that hash
+    /// requests; None: requests carry none.
+    #[serde(default)]
+    pub keys: Option<KeysSpec>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -340,6 +345,9 @@ pub struct Scenario {
     pub policy_name: String,
     pub policy: Box<dyn RoutingPolicy>,
     pub routers: u32,
+    /// `arrivals.keys`: the user each request comes from, drawn at its arrival; None: requests
+    /// carry no key.
+    pub keys: Option<UserKeys>,
     /// `router.connect`: the time from the routing decision to the request's arrival at its
     /// dyno (the router's own work, the connection, the server's accept and parse). The router
     /// counts the request against the dyno from the decision on. None: no time.
@@ -659,6 +667,17 @@ impl Scenario {
         let params = Params::new("router", &r.policy, &own);
         params.allow(keys)?;
         let policy = build(&params)?;
+        let user_keys = a.keys.as_ref().map(UserKeys::build).transpose()?;
+        if policy.needs_keys() && user_keys.is_none() {
+            return Err(Error::config(
+                "arrivals.keys",
+                format!(
+                    "missing; router.policy {:?} hashes each request's key (its user): give \
+                     arrivals.keys = {{ users = N }}",
+                    r.policy
+                ),
+            ));
+        }
         let connect = match &r.connect {
             None => None,
             Some(v) => crate::dist::from_value_or_zero(v, "router.connect", base_dir)?,
@@ -735,7 +754,7 @@ impl Scenario {
             // entries of their draws, which are in the subset, and go ahead.
             return Err(Error::config(
                 "router.aperture",
-                &format!(
+                format!(
                     "{} ranks every dyno on the late board (router.view), which is one for all \
                      routers, and a router with an aperture sends only to its own subset: use \
                      one or the other, or a policy that draws dynos (power_of_d, least_request)",
@@ -793,6 +812,7 @@ impl Scenario {
             policy_name: r.policy.clone(),
             policy,
             routers,
+            keys: user_keys,
             connect,
             boot_time,
             lifecycle,

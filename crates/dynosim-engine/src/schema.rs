@@ -133,6 +133,17 @@ pub const SECTIONS: &[Section] = &[
         array: true,
     },
     Section {
+        name: "arrivals.keys",
+        meaning: "The key each request carries: the user who sent it, one of `users`, drawn by \
+                  their popularity (Zipf's law or uniform). Policies that hash requests \
+                  (`bounded_hash`) send a user's requests to the same dyno; the others ignore \
+                  it. Drawn from a random stream of its own, so the traffic and every other \
+                  draw are the same with or without keys.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "service",
         meaning: "How long the app works on a request (its service time), once a slot takes it: \
                   one time a request, using no CPU or resource. A scenario has `[service]` or \
@@ -230,7 +241,8 @@ pub const SECTIONS: &[Section] = &[
                   routers) as it was at an earlier time, so that its own recent requests are \
                   not on it (the herd effect; Mitzenmacher, \"How useful is old information?\"). \
                   Read by the policies that read loads (least_connections, power_of_d, \
-                  retry_if_busy, intelligent); random and round_robin read none, and the view \
+                  retry_if_busy, intelligent, first, least_request, bounded_hash); random and \
+                  round_robin read none, and the view \
                   changes nothing for them. Runs on the event-driven engine. See docs/model.md.",
         kind_key: None,
         reader: Reader::Engine,
@@ -404,6 +416,27 @@ pub const KINDS: &[Kind] = &[
         meaning: "Finagle's and Linkerd's power of two choices by peak-EWMA latency: two \
                   distinct random dynos, the lower of this router's latency estimate × (its \
                   requests in flight + 1) wins; the estimate is learned from its own responses",
+    },
+    Kind {
+        section: "router",
+        name: "first",
+        meaning: "HAProxy's `balance first`: the lowest-numbered dyno with a free slot (by this \
+                  router's count), else wait in the router's FIFO queue; fills dynos in turn",
+    },
+    Kind {
+        section: "router",
+        name: "least_request",
+        meaning: "Envoy's LEAST_REQUEST: `choice_count` random draws with replacement, the \
+                  fewest of this router's requests wins; with `active_request_bias`, Envoy's \
+                  weighted round robin (EDF) by 1/(active + 1)^bias",
+    },
+    Kind {
+        section: "router",
+        name: "bounded_hash",
+        meaning: "consistent hashing with bounded loads (HAProxy's hash-balance-factor, \
+                  Envoy): a request goes to its key's dyno on a hash ring, or when that dyno \
+                  would hold more than its share of factor × this router's requests, to the \
+                  next one clockwise that would not; needs arrivals.keys",
     },
     Kind {
         section: "autoscale",
@@ -673,6 +706,39 @@ pub const KEYS: &[Key] = &[
         meaning: "the burst fires again this long after each firing (a cron schedule); once \
                   when left out. A repeating burst adds clients × requests / every to the \
                   long-run rate",
+    },
+    // --- [arrivals.keys]
+    Key {
+        section: "arrivals.keys",
+        kind: None,
+        name: "users",
+        value: "whole number, 1 to 10^9",
+        unit: "users",
+        default: Default::Required,
+        example: "1000",
+        meaning: "how many users send the requests; each request's key is one of them",
+    },
+    Key {
+        section: "arrivals.keys",
+        kind: None,
+        name: "popularity",
+        value: "\"zipf\" or \"uniform\"",
+        unit: "",
+        default: Default::Value(r#""zipf""#),
+        example: r#""zipf""#,
+        meaning: "how often each user sends: \"zipf\", user k (from 1) in proportion to \
+                  1/k^exponent (a few users send most requests); \"uniform\", all alike",
+    },
+    Key {
+        section: "arrivals.keys",
+        kind: None,
+        name: "exponent",
+        value: "number > 0",
+        unit: "",
+        default: Default::Value("1.0"),
+        example: "0.8",
+        meaning: "Zipf's exponent s (popularity = \"zipf\" only): 1 is Zipf's law, larger \
+                  concentrates the requests on fewer users",
     },
     // --- [service]
     Key {
@@ -1690,6 +1756,46 @@ pub const KEYS: &[Key] = &[
         example: r#""100ms""#,
         meaning: "the latency estimate of a dyno not heard from yet, when it comes up \
                   (Linkerd's 30 ms)",
+    },
+    Key {
+        section: "router",
+        kind: Some("least_request"),
+        name: "choice_count",
+        value: "whole number, 1 to 100",
+        unit: "draws",
+        default: Default::Value("2"),
+        example: "3",
+        meaning: "random draws with replacement (a dyno may be drawn twice); the one with the \
+                  fewest of this router's requests wins, a tie keeps the earlier draw. 1 is \
+                  random routing (Envoy asks for at least 2). Not read with \
+                  active_request_bias",
+    },
+    Key {
+        section: "router",
+        kind: Some("least_request"),
+        name: "active_request_bias",
+        value: "number, 0 to 10",
+        unit: "",
+        default: Default::Off,
+        example: "1.0",
+        meaning: "Envoy's weighted mode: an earliest-deadline-first round robin in which a \
+                  dyno's weight is 1/(active + 1)^bias, its active requests counted when it \
+                  was last picked; 0 is plain round robin. Left out: the draws of \
+                  choice_count",
+    },
+    Key {
+        section: "router",
+        kind: Some("bounded_hash"),
+        name: "factor",
+        value: "number >= 1 in hundredths, or \"inf\"",
+        unit: "",
+        default: Default::Value("1.25"),
+        example: "1.5",
+        meaning: "the load bound: a dyno takes a request only while it holds fewer than \
+                  its share of ceil(factor × (this router's requests in flight + 1)), so none \
+                  holds more than ceil(factor × average) (HAProxy's hash-balance-factor 125 \
+                  is 1.25; its manual calls 1.25 to 2 reasonable). \"inf\": plain consistent \
+                  hashing, every key to its own dyno whatever its load",
     },
     // --- [autoscale]
     Key {
@@ -2841,11 +2947,23 @@ mod tests {
             }
             table.insert(key.name.into(), example(key));
         }
+        for (_, _, needed) in KIND_NEEDS
+            .iter()
+            .filter(|(s, k, _)| *s == section.name && *k == kind)
+        {
+            for s in enclosing(needed) {
+                add_required(doc, s.name);
+            }
+        }
     }
 
     /// Sections inside a section that one of its kinds does not take: (section, kind, inner
     /// section). Bursts go on top of an open process, not a closed loop.
     const KIND_EXCLUDES: &[(&str, &str, &str)] = &[("arrivals", "closed", "burst")];
+
+    /// Sections a kind cannot do without: (section, kind, needed section), whose required keys
+    /// [`set_kind`] adds. A policy that hashes keys needs requests that carry them.
+    const KIND_NEEDS: &[(&str, &str, &str)] = &[("router", "bounded_hash", "arrivals.keys")];
 
     /// Keys a valid scenario cannot have together with a section. `fleet.boot_time` goes with
     /// [app] here only because [app] brings `app.boot_time`, its old name, which cannot be

@@ -41,6 +41,8 @@ pub struct UpSet {
     place: Vec<u32>,
     /// A uniform draw of a place in `list`, rebuilt when its length changes.
     draw: DynoDraw,
+    /// Bumped whenever a dyno comes up or goes down (see [`Self::version`]).
+    version: u64,
 }
 
 impl UpSet {
@@ -59,6 +61,7 @@ impl UpSet {
             list,
             place,
             draw: DynoDraw::new(up),
+            version: 0,
         })
     }
 
@@ -87,6 +90,23 @@ impl UpSet {
     #[inline]
     pub fn contains(&self, dyno: usize) -> bool {
         self.place[dyno] != OUT
+    }
+
+    /// The dyno's place among the up dynos (the `i` of [`Self::dyno_at`]), None when it is not
+    /// up.
+    #[inline]
+    pub fn place_of(&self, dyno: usize) -> Option<usize> {
+        match self.place[dyno] {
+            OUT => None,
+            at => Some(at as usize),
+        }
+    }
+
+    /// Changes whenever a dyno comes up or goes down: a policy that keeps its own list of the
+    /// up dynos (an EDF schedule) knows from it when to rebuild that list.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The `i`-th up dyno (`i < len`): dyno `i` itself while every slot is up.
@@ -122,6 +142,7 @@ impl UpSet {
         self.place[dyno] = self.list.len() as u32;
         self.list.push(dyno as u32);
         self.draw = DynoDraw::new(self.list.len());
+        self.version += 1;
     }
 
     /// `dyno` is no longer up.
@@ -134,6 +155,7 @@ impl UpSet {
         }
         self.place[dyno] = OUT;
         self.draw = DynoDraw::new(self.list.len());
+        self.version += 1;
     }
 }
 

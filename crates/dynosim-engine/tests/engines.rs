@@ -272,6 +272,11 @@ fn load_aware_policies_are_the_same_on_both_engines() {
             "retry_if_busy tries=4",
             json!({"policy": "retry_if_busy", "tries": 4}),
         ),
+        ("least_request", json!({"policy": "least_request"})),
+        (
+            "least_request, EDF with bias 1",
+            json!({"policy": "least_request", "active_request_bias": 1.0}),
+        ),
     ] {
         same_on_both_engines(label, 140.0, quantiles(), (75, 1), router.clone());
         same_on_both_engines(
@@ -321,6 +326,7 @@ fn the_direct_engine_refuses_what_it_cannot_run() {
             1,
             json!({"policy": "power_of_d", "routers": 2}),
         ),
+        ("first", 1, json!({"policy": "first"})),
     ] {
         let json = scenario_json(5.0, quantiles(), 4, slots, router, (10.0, 0.0, 1, 1));
         let scenario = build(&json);

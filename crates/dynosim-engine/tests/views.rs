@@ -529,7 +529,7 @@ fn late_views_are_deterministic() {
 /// Dynos coming and going leave and join the board: under each update and each policy that
 /// reads loads, an autoscaled fleet (a schedule from 3 to 8 dynos and back to 2) is routed
 /// only to dynos up (the engine asserts it in debug builds), answers every request, and a
-/// policy that holds (intelligent) finds the dynos the board shows free.
+/// policy that holds (intelligent, first) finds the dynos the board shows free.
 #[test]
 fn an_autoscaled_fleet_joins_and_leaves_the_board() {
     for update in ["periodic", "delayed", "individual"] {
@@ -538,9 +538,13 @@ fn an_autoscaled_fleet_joins_and_leaves_the_board() {
             "power_of_d",
             "retry_if_busy",
             "intelligent",
+            "first",
+            "least_request",
+            "bounded_hash",
         ] {
+            // Keys for bounded_hash: a stream of their own, which the others do not read.
             let doc = json!({
-                "arrivals": {"process": "poisson", "rate": 10.0},
+                "arrivals": {"process": "poisson", "rate": 10.0, "keys": {"users": 100}},
                 "service": {"distribution": "exponential", "mean": "100ms"},
                 "fleet": {"dynos": 3, "boot_time": "5s"},
                 "router": {"policy": policy, "routers": 2, "timeout": "off",

@@ -16,9 +16,12 @@ use crate::rng::SimRng;
 use crate::up_set::UpSet;
 use std::fmt::Debug;
 
+mod bounded_hash;
+mod first;
 mod intelligent;
 mod jiq;
 mod least_connections;
+mod least_request;
 mod p2c_ewma;
 mod power_of_d;
 mod random;
@@ -63,7 +66,7 @@ pub enum Knowledge {
 }
 
 /// What a router knows when it routes a request: the dynos up ([`UpSet`]: a policy picks
-/// among them alone) and its own in-flight requests per dyno.
+/// among them alone), its own in-flight requests per dyno, and the request's key.
 pub struct RouterView<'a> {
     /// Concurrent slots of every dyno.
     pub slots: u32,
@@ -72,6 +75,8 @@ pub struct RouterView<'a> {
     /// The time of the routing decision (NaN where no policy that reads it runs: see
     /// [`Self::now`]).
     now: f64,
+    /// The request's key (`arrivals.keys`), if requests carry one.
+    key: Option<u64>,
 }
 
 enum Loads<'a> {
@@ -92,6 +97,7 @@ impl<'a> RouterView<'a> {
             up,
             loads: Loads::Index(index),
             now: f64::NAN,
+            key: None,
         }
     }
 
@@ -106,6 +112,7 @@ impl<'a> RouterView<'a> {
             up,
             loads: Loads::Direct(dynos, now),
             now,
+            key: None,
         }
     }
 
@@ -115,7 +122,40 @@ impl<'a> RouterView<'a> {
             up,
             loads: Loads::Blind,
             now: f64::NAN,
+            key: None,
         }
+    }
+
+    /// The same view, for a request that carries `key`.
+    #[inline]
+    pub(crate) fn with_key(self, key: Option<u64>) -> Self {
+        RouterView { key, ..self }
+    }
+
+    /// The key of the request being routed (its user, `arrivals.keys`); None when the scenario
+    /// gives requests no keys, which a policy that [`RoutingPolicy::needs_keys`] never sees.
+    #[inline]
+    pub fn key(&self) -> Option<u64> {
+        self.key
+    }
+
+    /// The dyno's place among the up dynos (the `i` of [`Self::dyno_at`]); None when it is not
+    /// up.
+    #[inline]
+    pub fn place_of(&self, dyno: usize) -> Option<usize> {
+        self.up.place_of(dyno)
+    }
+
+    /// Whether routers may send the dyno requests.
+    #[inline]
+    pub fn is_up(&self, dyno: usize) -> bool {
+        self.up.contains(dyno)
+    }
+
+    /// Changes whenever a dyno comes up or goes down (see [`UpSet::version`]).
+    #[inline]
+    pub fn up_version(&self) -> u64 {
+        self.up.version()
     }
 
     /// An up dyno drawn uniformly at random from the routing stream.
@@ -163,6 +203,17 @@ impl<'a> RouterView<'a> {
         match self.loads {
             Loads::Index(index) => index.in_flight(dyno),
             Loads::Direct(dynos, now) => dynos.in_system(dyno, now),
+            Loads::Blind => unreachable!("{NOTHING_READ_A_LOAD}"),
+        }
+    }
+
+    /// This router's requests in flight on all the dynos together, up or not.
+    pub fn total_in_flight(&self) -> u64 {
+        match self.loads {
+            Loads::Index(index) => index.total(),
+            Loads::Direct(dynos, now) => (0..self.dyno_slots())
+                .map(|d| u64::from(dynos.in_system(d, now)))
+                .sum(),
             Loads::Blind => unreachable!("{NOTHING_READ_A_LOAD}"),
         }
     }
@@ -225,6 +276,11 @@ pub trait RoutingPolicy: Send + Sync + Debug + BoxClone {
     fn idle_list(&mut self) -> Option<&mut dyn IdleList> {
         None
     }
+    /// Whether the policy reads each request's key ([`RouterView::key`]): a scenario with such
+    /// a policy must give `arrivals.keys`.
+    fn needs_keys(&self) -> bool {
+        false
+    }
 }
 
 /// How a dyno reports itself idle (Join-Idle-Queue's reports): to which router, and how late
@@ -280,4 +336,11 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
     ("intelligent", &[], intelligent::build),
     ("jiq", &["jiq_report_d", "jiq_report_delay"], jiq::build),
     ("p2c_ewma", &["decay", "default_rtt"], p2c_ewma::build),
+    ("first", &[], first::build),
+    (
+        "least_request",
+        &["choice_count", "active_request_bias"],
+        least_request::build,
+    ),
+    ("bounded_hash", &["factor"], bounded_hash::build),
 ]);

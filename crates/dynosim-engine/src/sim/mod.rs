@@ -40,8 +40,8 @@
 //! components' own state is in `dyno.rs`, `router.rs`, `resource.rs`, `sharing.rs`,
 //! `timers.rs`, and the events in `events.rs`.
 
-mod board;
 mod aperture;
+mod board;
 mod clients;
 mod cpu;
 mod dyno;
@@ -174,6 +174,10 @@ struct Slab {
     /// pointer to load first: with many requests in flight that was a cache miss more).
     times: Vec<f64>,
     stride: usize,
+    /// Each request's key (`arrivals.keys`) by its index, when requests carry keys (empty
+    /// otherwise: a scenario without keys keeps its entries as they were).
+    keys: Vec<u32>,
+    keyed: bool,
 }
 
 impl Slab {
@@ -210,6 +214,9 @@ impl Slab {
                 dispatched: 0.0,
             });
             self.times.resize(self.entries.len() * self.stride, 0.0);
+            if self.keyed {
+                self.keys.resize(self.entries.len(), NONE);
+            }
             (self.entries.len() - 1) as u32
         }
     }
@@ -316,6 +323,8 @@ struct Simulation<'s> {
     overhead_rng: SimRng,
     /// Boot times (`fleet.boot_time`).
     boot_rng: SimRng,
+    /// The requests' keys (`arrivals.keys`).
+    keys_rng: SimRng,
     /// When each dyno's daily restart comes (`fleet.cycling`).
     cycling_rng: SimRng,
     /// The requests' deadlines by kind ([`timers::Kind`]), for the timeouts the scenario sets; and
@@ -386,7 +395,12 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
         + 8.0
             * scenario.request.as_ref().map_or(0.0, |r| {
                 r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0) as f64
-            });
+            })
+        + if scenario.keys.is_some() {
+            u32_bytes
+        } else {
+            0.0
+        };
     // A late view's board: counts for the fleet, ranked as a router's would be.
     let board = if scenario.reads_board() {
         crate::view::Board::BYTES_PER_DYNO + ranking
@@ -512,6 +526,7 @@ fn simulate(
             stride: s.request.as_ref().map_or(0, |r| {
                 r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0)
             }),
+            keyed: s.keys.is_some(),
             ..Slab::default()
         },
         dynos,
@@ -559,6 +574,7 @@ fn simulate(
         connect_rng: stream(seed, replication, Stream::Connect),
         overhead_rng: stream(seed, replication, Stream::Overhead),
         boot_rng: stream(seed, replication, Stream::Boot),
+        keys_rng: stream(seed, replication, Stream::Keys),
         cycling_rng: stream(seed, replication, Stream::Cycling),
         deadlines: {
             let [router, queue, client, app] = [

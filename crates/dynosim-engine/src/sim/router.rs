@@ -48,9 +48,10 @@ impl Routers {
         let ranking = match s.policy.knowledge() {
             Knowledge::Ranking(ties) => Some(ties),
             Knowledge::FreeSlots => Some(Ties::Oldest),
-            Knowledge::Nothing | Knowledge::Some | Knowledge::Responses | Knowledge::IdleReports => {
-                None
-            }
+            Knowledge::Nothing
+            | Knowledge::Some
+            | Knowledge::Responses
+            | Knowledge::IdleReports => None,
         };
         let board = if s.reads_board() {
             let view_rng = stream(s.seed, replication, Stream::View);
@@ -225,9 +226,10 @@ impl Routers {
         }
     }
 
-    /// The policy's choice among the up dynos, at `now`; None when no dyno is up.
+    /// The policy's choice among the up dynos, at `now`, for a request of this key (if
+    /// requests carry one); None when no dyno is up.
     #[inline]
-    pub fn route(&mut self, router: usize, now: f64) -> Option<Route> {
+    pub fn route(&mut self, router: usize, now: f64, key: Option<u64>) -> Option<Route> {
         if self.up.is_empty() {
             return None;
         }
@@ -236,7 +238,9 @@ impl Routers {
             Some(aperture) => aperture.members(router),
         };
         let loads = read_by(&self.board, &self.loads, router);
-        let view = RouterView::indexed(self.slots, up, loads).at(now);
+        let view = RouterView::indexed(self.slots, up, loads)
+            .at(now)
+            .with_key(key);
         let route = self.policies[router].route(&view, &mut self.rng);
         debug_assert!(
             !matches!(route, Route::To(d) if !up.contains(d)),
@@ -252,13 +256,19 @@ impl Routers {
     /// again, while another dyno is up (HAProxy's draws for a redispatch avoid the server
     /// that failed; Heroku's router tries other dynos); after [`AVOID_RETRIES`] such picks
     /// the up dyno with the fewest of this router's requests is taken.
-    pub fn route_avoiding(&mut self, router: usize, avoid: usize, now: f64) -> Option<Route> {
+    pub fn route_avoiding(
+        &mut self,
+        router: usize,
+        avoid: usize,
+        now: f64,
+        key: Option<u64>,
+    ) -> Option<Route> {
         let up = self.dynos_of(router);
         if up.len() == 1 && up.contains(avoid) || up.is_empty() {
-            return self.route(router, now);
+            return self.route(router, now, key);
         }
         for _ in 0..AVOID_RETRIES {
-            match self.route(router, now) {
+            match self.route(router, now, key) {
                 Some(Route::To(d)) if d == avoid => continue,
                 other => return other,
             }

@@ -90,6 +90,9 @@ impl Simulation<'_> {
         entry.dyno = NONE;
         entry.refusals = 0;
         entry.refused_by = NONE;
+        if let Some(keys) = &self.s.keys {
+            self.slab.keys[req as usize] = keys.draw(&mut self.keys_rng);
+        }
         if let Some(cap) = self.s.max_in_flight {
             if self.in_flight[router] >= cap {
                 return self.refuse(req);
@@ -112,7 +115,7 @@ impl Simulation<'_> {
             self.hold(req, patience);
             return;
         }
-        match self.route(router) {
+        match self.route(router, req) {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
             Some(Route::Hold) => self.hold(req, patience),
             None => self.fail_unrouted(req),
@@ -164,7 +167,8 @@ impl Simulation<'_> {
         // Another dyno than the one that refused, as Heroku's router and HAProxy's
         // redispatch do (when another is up).
         let avoid = e.refused_by as usize;
-        match self.routers.route_avoiding(router, avoid, self.now) {
+        let key = self.key_of(req);
+        match self.routers.route_avoiding(router, avoid, self.now, key) {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
             Some(Route::Hold) => self.hold(req, None),
             None => self.fail_unrouted(req),
@@ -241,9 +245,17 @@ impl Simulation<'_> {
         }
     }
 
+    /// The router's policy decides where `req` goes.
     #[inline]
-    fn route(&mut self, router: usize) -> Option<Route> {
-        self.routers.route(router, self.now)
+    fn route(&mut self, router: usize, req: u32) -> Option<Route> {
+        let key = self.key_of(req);
+        self.routers.route(router, self.now, key)
+    }
+
+    /// The request's key, if requests carry one.
+    #[inline]
+    fn key_of(&self, req: u32) -> Option<u64> {
+        self.slab.keys.get(req as usize).map(|&key| u64::from(key))
     }
 
     fn fail_unrouted(&mut self, req: u32) {
@@ -297,7 +309,7 @@ impl Simulation<'_> {
     /// The router sends what it holds while its policy finds dynos for it.
     pub(super) fn drain_router(&mut self, router: usize) {
         while let Some(&head) = self.routers.queues[router].front() {
-            match self.route(router) {
+            match self.route(router, head) {
                 Some(Route::To(target)) => {
                     self.routers.queues[router].pop_front();
                     self.waiting_total -= 1;
