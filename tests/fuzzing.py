@@ -82,7 +82,7 @@ KEYS = [
 RULES = ["heroku", "judoscale", "hirefire", "hpa", "target_tracking", "schedule"]
 DISTRIBUTIONS = ["constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "quantiles", "uniform"]
 POLICIES = ["random", "round_robin", "least_connections", "power_of_d", "retry_if_busy", "intelligent", "jiq",
-            "p2c_ewma"]
+            "p2c_ewma", "least_request", "first", "bounded_hash"]
 UNITS = ["", "ns", "us", "µs", "ms", "s", "sec", "min", "m", "h", "d", "/s", "/min", "/h", " per second",
          "rps", " rps", "req/s", "parsecs", "%", "e", "XYZ"]
 
@@ -214,6 +214,11 @@ _policy_params = {
     "power_of_d": lambda: st.fixed_dictionaries({"d": st.one_of(st.integers(1, 8), st.integers(1, 8), _interesting_ints)}),
     "retry_if_busy": lambda: st.fixed_dictionaries(
         {"tries": st.one_of(st.integers(1, 8), st.integers(1, 8), _interesting_ints)}),
+    "least_request": lambda: st.one_of(
+        st.fixed_dictionaries({"choice_count": st.one_of(st.integers(1, 8), _interesting_ints)}),
+        st.fixed_dictionaries({"active_request_bias": st.one_of(st.floats(0, 10), st.floats(-1, 20))})),
+    "bounded_hash": lambda: st.fixed_dictionaries({"factor": st.one_of(
+        st.floats(1, 3).map(lambda v: round(v, 2)), st.just("inf"), st.floats(0, 5))}),
 }
 #: Lines of an empirical sample file: times with and without units, and some that are not.
 sample_files = st.lists(st.one_of(_durations(0, 2).map(str), _unit_text, _text, st.just("# comment")),
@@ -268,6 +273,9 @@ def plausible_documents(draw: Any) -> Dict[str, Any]:
     doc["router"] = {"policy": policy, **draw(_policy_params.get(policy, lambda: st.just({}))())}
     if draw(st.booleans()):
         doc["router"]["routers"] = draw(count(1, 5))
+    if policy == "bounded_hash" or draw(st.integers(0, 7)) == 0:  # bounded_hash hashes the requests' keys
+        doc["arrivals"]["keys"] = {"users": draw(count(1, 10_000)),
+                                   "popularity": draw(st.sampled_from(["zipf", "uniform"]))}
     doc["run"] = {"duration": draw(_durations(0.001, 60)), "warmup": draw(_durations(0, 10)),
                   "replications": draw(count(1, 5)), "seed": draw(st.integers(0, 2**64 - 1))}
     if draw(st.integers(0, 3)) == 0:
