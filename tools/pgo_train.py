@@ -32,6 +32,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 # Built-in scenarios whose own run is long: shortened (simulated time) for the workload.
 SHORTER = {"malloc-arenas": "5min", "gunicorn-cron": "5min"}
+#: Policies that hash each request's key (they need arrivals.keys).
+HASHING = {"bounded_hash"}
 
 
 def bench_dynos() -> List[Tuple[str, Dict[str, Any]]]:
@@ -56,9 +58,12 @@ def workload() -> List[Tuple[str, Scenario]]:
         if name in SHORTER:
             s = s.with_overrides({"run.duration": SHORTER[name]})
         runs += [(f"{name} {p}", s.for_policy(p)) for p in s.policies]
-    # The seed study under every policy, longer: the direct engine's share of the profile.
+    # The seed study under every policy, longer: the direct engine's share of the profile. A
+    # policy that hashes requests gets keys (5,000 Zipf users); the others run without, so that
+    # those the direct engine can run still do.
     seed = Scenario.load("rapgenius").with_overrides({"run.duration": "30min"})
-    runs += [(f"rapgenius 30min {p}", seed.for_policy(p))
+    keyed = seed.with_overrides({"arrivals.keys": {"users": 5000, "popularity": "zipf"}})
+    runs += [(f"rapgenius 30min {p}", (keyed if p in HASHING else seed).for_policy(p))
              for p in sorted(_dynosim.registry()["policies"])]
     runs += [(label, Scenario.load(doc)) for label, doc in bench_dynos()]
     return runs
