@@ -470,10 +470,17 @@ def stop_and_look(scenario: str, how: str, started, expect=("gunicorn",), settle
             left = {p: _cmdline(p) for p in seen if _alive(p)}
             assert not left, f"left running after {how}: {left}"
         finally:  # whatever failed, nothing the test started keeps running (the same processes only)
+            groups = set()
             for p, line in seen.items():
                 if _alive(p) and _cmdline(p) == line:
                     with contextlib.suppress(OSError):
+                        groups.add(os.getpgid(p))
                         os.kill(p, signal.SIGKILL)
+            # And their groups: what they forked after the last look (nginx's workers, forked by
+            # a master killed here, would outlive it), never this process's own group.
+            for group in groups - {os.getpgrp()}:
+                with contextlib.suppress(OSError):
+                    os.killpg(group, signal.SIGKILL)
     if how != "SIGKILL":
         assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[how]
         assert "Traceback" not in err
