@@ -439,8 +439,13 @@ def stop_and_look(scenario: str, how: str, started, expect=("gunicorn",), settle
     seen: Dict[int, str] = {}  # every descendant seen, with its command line
 
     def look() -> None:
-        for p in _descendants(proc.pid) - set(seen):
-            seen[p] = _cmdline(p)
+        # Each living descendant's command line as it is now: a process seen while it execs
+        # has none yet, and nginx's workers take their title ("nginx: worker process") only
+        # after they fork from the master, whose line they show until then.
+        for p in _descendants(proc.pid):
+            line = _cmdline(p)
+            if line.strip() or p not in seen:
+                seen[p] = line
 
     with child_process([sys.executable, "-m", "dynosim", "testbed", scenario], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE) as proc:
