@@ -139,3 +139,25 @@ def cli():
 @pytest.fixture
 def rapgenius_text() -> str:
     return (BUILTIN / "rapgenius.toml").read_text()
+
+
+#: A small M/M/c scenario (intelligent routing over 8 dynos, 50 req/s of 100 ms): quick runs of
+#: every command, for the reports' tests.
+SMALL_MMC = """
+name = "mmc"
+[arrivals]
+process = "poisson"
+rate = "50/s"
+[service]
+distribution = "exponential"
+mean = "100ms"
+[fleet]
+dynos = 8
+[router]
+policy = "intelligent"
+[run]
+duration = "1min"
+warmup = "10s"
+replications = 4
+seed = 1
+"""

@@ -16,7 +16,7 @@ else:  # pragma: no cover
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, SMALL_MMC, run_cli
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
@@ -172,7 +172,7 @@ def test_readable_on_a_phone(browser, report):
 def reports(tmp_path_factory):
     """A report of each command that has --html, from small runs."""
     folder = tmp_path_factory.mktemp("reports")
-    (folder / "mmc.toml").write_text(MMC)
+    (folder / "mmc.toml").write_text(SMALL_MMC)
     logs = ROOT / "tests" / "fixtures" / "logs" / "heroku.log"
     commands = {
         "capacity": ["capacity", "mmc.toml", "--policy", "intelligent,random", "--target", "queue.mean <= 10ms"],
@@ -208,24 +208,6 @@ def test_every_commands_report_opens_cleanly(browser, reports, command):
         v.close()
 
 
-MMC = """
-name = "mmc"
-[arrivals]
-process = "poisson"
-rate = "50/s"
-[service]
-distribution = "exponential"
-mean = "100ms"
-[fleet]
-dynos = 8
-[router]
-policy = "intelligent"
-[run]
-duration = "1min"
-warmup = "10s"
-replications = 4
-seed = 1
-"""
 
 
 # --- the playground ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 import dynosim
-from conftest import BUILTIN, assert_one_line_error, run_cli
+from conftest import BUILTIN, SMALL_MMC, assert_one_line_error, run_cli
 from dynosim import Scenario, html_report
 from dynosim.display import _cell
 from dynosim.toml_text import toml_text
@@ -178,24 +178,6 @@ def test_a_heat_map_of_many_dynos_groups_them_by_their_largest():
 
 # --- every command's report holds what its JSON says -----------------------------------------
 
-MMC = """
-name = "mmc"
-[arrivals]
-process = "poisson"
-rate = "50/s"
-[service]
-distribution = "exponential"
-mean = "100ms"
-[fleet]
-dynos = 8
-[router]
-policy = "intelligent"
-[run]
-duration = "1min"
-warmup = "10s"
-replications = 4
-seed = 1
-"""
 
 
 def both(tmp_path, *args):
@@ -208,7 +190,7 @@ def both(tmp_path, *args):
 
 
 def test_capacity_report(tmp_path):
-    (tmp_path / "mmc.toml").write_text(MMC)
+    (tmp_path / "mmc.toml").write_text(SMALL_MMC)
     doc, plots, text = both(tmp_path, "capacity", "mmc.toml", "--policy", "intelligent,random",
                             "--target", "queue.mean <= 10ms")
     plot = plots["queue.mean"]
@@ -225,7 +207,7 @@ def test_capacity_report(tmp_path):
 
 
 def test_sweep_report(tmp_path):
-    (tmp_path / "mmc.toml").write_text(MMC)
+    (tmp_path / "mmc.toml").write_text(SMALL_MMC)
     doc, plots, _ = both(tmp_path, "sweep", "mmc.toml", "--vary", "fleet.dynos=6,8,12",
                          "--vary", "router.policy=intelligent,random")
     plot = plots["queue.mean against fleet.dynos"]
@@ -239,7 +221,7 @@ def test_sweep_report(tmp_path):
 
 
 def test_ramp_report(tmp_path):
-    (tmp_path / "mmc.toml").write_text(MMC)
+    (tmp_path / "mmc.toml").write_text(SMALL_MMC)
     doc, plots, _ = both(tmp_path, "ramp", "mmc.toml", "--rates", "20..60/20", "--duration", "30s")
     rate = plots["Response rate"]
     assert rate["x"]["values"] == [20, 40, 60]
@@ -250,7 +232,7 @@ def test_ramp_report(tmp_path):
 
 
 def test_tune_report(tmp_path):
-    (tmp_path / "mmc.toml").write_text(MMC)
+    (tmp_path / "mmc.toml").write_text(SMALL_MMC)
     doc, plots, text = both(tmp_path, "tune", "mmc.toml", "--vary", "fleet.dynos=5,6,8",
                             "--target", "queue.mean <= 10ms")
     plot = plots["queue.mean against cost"]
