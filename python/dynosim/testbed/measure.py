@@ -54,7 +54,8 @@ each by its connect timeout.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Union
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -540,3 +541,20 @@ def phase_spread(load: Dict[str, Any], kinds: Sequence[Sequence[str]], drawn: Se
             out[kind] = {"phases": n, "overshoot_mean": float(np.mean(o)) if n else None,
                          "overshoot_sd": float(np.std(o, ddof=1)) if n > 1 else None, "cv": cv}
     return out
+
+
+def log_by_id(path: Path, parse: Callable[[str], Optional[Tuple[str, Dict[str, Any]]]]
+              ) -> Dict[str, Dict[str, Any]]:
+    """A router's log file (HAProxy's or nginx's) by request id, each line read by `parse` (a line it gives None
+    for is skipped); empty when the file cannot be read."""
+    out: Dict[str, Dict[str, Any]] = {}
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parsed = parse(line)
+        if parsed is not None:
+            out[parsed[0]] = parsed[1]
+    return out
+

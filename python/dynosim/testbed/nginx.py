@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import DynosimError
+from .measure import log_by_id
 
 #: The upstream's name; each dyno's server is ``127.0.0.1:PORT``.
 UPSTREAM = "dynos"
@@ -214,16 +215,7 @@ def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
     (nginx holds no request), Tc ``$upstream_connect_time``, Tr ``$upstream_header_time``, Ta
     ``$request_time`` (seconds; None for "-"), the status, the dyno, no queue lengths, no
     termination state; and ``router``, the pid of the worker that routed it."""
-    out: Dict[str, Dict[str, Any]] = {}
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        parsed = parse_log_line(line)
-        if parsed is not None:
-            out[parsed[0]] = parsed[1]
-    return out
+    return log_by_id(path, parse_log_line)
 
 
 def parse_log_line(line: str) -> Optional[Tuple[str, Dict[str, Any]]]:

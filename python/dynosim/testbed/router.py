@@ -46,6 +46,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from ..errors import DynosimError
 from . import nginx
+from .measure import log_by_id
 from .procs import Supervisor
 from .tools import INSTALL_DEBIAN, haproxy
 from .tools import nginx as nginx_tool
@@ -238,16 +239,7 @@ def read_log(path: Path) -> Dict[str, Dict[str, Any]]:
     closed without answering). Times are seconds (HAProxy logs
     ms; -1 when the step did not happen: None here). Lines that are not request lines (start-up
     notices) are skipped."""
-    out: Dict[str, Dict[str, Any]] = {}
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        parsed = parse_log_line(line)
-        if parsed is not None:
-            out[parsed[0]] = parsed[1]
-    return out
+    return log_by_id(path, parse_log_line)
 
 
 def parse_log_line(line: str) -> Optional[Tuple[str, Dict[str, Any]]]:
