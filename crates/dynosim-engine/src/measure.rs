@@ -650,8 +650,10 @@ impl Measures {
             (end - self.window_start).max(f64::MIN_POSITIVE)
         };
         let rate_span = match self.inside.as_ref().and_then(|i| i.closed.as_ref()) {
+            // Every answer at the start (all refused at once) spans no time: no rate, 0 as
+            // closed_loop.requests_per_s gives, rather than an infinite one.
             Some(&(last, answered, ..)) if !self.window_end.is_finite() && answered > 0 => {
-                (last - self.window_start).max(f64::MIN_POSITIVE)
+                (last - self.window_start).max(0.0)
             }
             _ => span,
         };
@@ -741,8 +743,8 @@ impl Measures {
             response,
             response_ok: self.response.summary(),
             service_mean: ratio(self.service_sum, requests as f64),
-            throughput: self.answers_in_window as f64 / rate_span,
-            goodput: self.completions_in_window as f64 / rate_span,
+            throughput: ratio(self.answers_in_window as f64, rate_span),
+            goodput: ratio(self.completions_in_window as f64, rate_span),
             errors: counts.fractions(requests),
             error_counts: counts,
             wasted: Wasted {

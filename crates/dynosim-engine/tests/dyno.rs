@@ -376,3 +376,36 @@ fn a_timed_closed_loop_counts_its_window_only() {
         );
     }
 }
+
+/// Found by the fuzz target: a closed loop of a set number of requests that all fail at the
+/// instant they are sent (random routing piles them on few dynos, whose memory they exceed
+/// at once: R15) spans no time from its start to its last answer. Its rates were answers /
+/// f64::MIN_POSITIVE, infinite, and JSON wrote null; they are now 0, as
+/// closed_loop.requests_per_s has always been.
+#[test]
+fn a_closed_loop_failing_at_once_has_finite_rates() {
+    let doc = json!({
+        "arrivals": {"process": "closed", "clients": 26, "requests": 29},
+        "request": {"phases": [{"cpu": "0.05ms"}]},
+        "fleet": {"dynos": 4, "type": "standard-1x"},
+        "app": {"server": "gunicorn", "worker_class": "gthread", "processes": 3, "threads": 2,
+                "memory": {"arena": "14MB", "request": "192MB", "thread": "6MB"}},
+        "run": {"replications": 4, "seed": 1},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    let mut at_once = 0;
+    for r in &report.per_replication {
+        let closed = r.closed_loop.as_ref().unwrap();
+        assert!(r.throughput.is_finite() && r.goodput.is_finite(), "{r:?}");
+        if closed.elapsed == 0.0 {
+            at_once += 1;
+            assert_eq!(closed.failed, 29, "{closed:?}");
+            assert_eq!((r.throughput, r.goodput), (0.0, 0.0));
+        }
+    }
+    // The case itself: with these seeds, at least one replication fails whole at once.
+    assert!(
+        at_once > 0,
+        "no replication failed at once: the test no longer covers its case"
+    );
+}
