@@ -84,6 +84,8 @@ impl<'s> Eligible<'s> {
             routers,
             keys,
             connect,
+            // Work on the dyno's cores, which only requests with phases have (refused here).
+            colocated_cpu: _,
             // Boots follow restarts, which this engine has none of (no memory model).
             boot_time: _,
             // Dynos stop only when an autoscaler removes them.

@@ -53,6 +53,8 @@ pub enum Stream {
     IdleReports = 20,
     /// The key (user) each request carries (`arrivals.keys`).
     Keys = 21,
+    /// The CPU a router on the dyno's machine spends per request (`router.colocated_cpu`).
+    Colocated = 22,
 }
 
 /// SplitMix64's finaliser: a fixed bijection of 64-bit words that scrambles every bit, for

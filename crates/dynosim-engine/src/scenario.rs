@@ -164,6 +164,10 @@ pub struct RouterSpec {
     /// distribution (see [`Scenario::connect`]).
     #[serde(default)]
     pub connect: Option<Value>,
+    /// The CPU a router on the dyno's own machine spends per request, on the dyno's cores: a
+    /// duration or a distribution (see [`Scenario::colocated_cpu`]).
+    #[serde(default)]
+    pub colocated_cpu: Option<Value>,
     /// Heroku's H12: the router answers 503 this long after handing the request to a dyno
     /// (30 s when left out; "off" for none). The dyno is not told.
     #[serde(default)]
@@ -255,6 +259,7 @@ impl Default for RouterSpec {
             policy: random(),
             routers: 1,
             connect: None,
+            colocated_cpu: None,
             timeout: None,
             queue_timeout: None,
             max_in_flight: None,
@@ -352,6 +357,12 @@ pub struct Scenario {
     /// dyno (the router's own work, the connection, the server's accept and parse). The router
     /// counts the request against the dyno from the decision on. None: no time.
     pub connect: Option<Box<dyn ServiceDistribution>>,
+    /// `router.colocated_cpu`: the CPU a router (or anything else working on each request:
+    /// a load generator) running on the dyno's machine spends per request on the dyno's cores,
+    /// outside the app's processes and their lock: half when the router sends the request
+    /// there, half when the response leaves (docs/dyno.md, "A router on the dyno's machine").
+    /// None: the router runs elsewhere.
+    pub colocated_cpu: Option<Box<dyn ServiceDistribution>>,
     /// `fleet.boot_time` (or its old name `app.boot_time`): from a dyno's start to its
     /// serving requests, drawn for each boot from the stream of its own (`Stream::Boot`).
     /// Today a dyno boots after an R15 restart; the fleet's lifecycle (issue #24) starts,
@@ -685,6 +696,17 @@ impl Scenario {
         let boot_time = Self::boot_time_of(spec, base_dir)?;
         let lifecycle = Self::lifecycle_of(&spec.fleet)?;
         let cpu = Cpu::of(&spec.fleet)?;
+        let colocated_cpu = match &r.colocated_cpu {
+            None => None,
+            Some(v) => crate::dist::from_value_or_zero(v, "router.colocated_cpu", base_dir)?,
+        };
+        if colocated_cpu.is_some() && request.is_none() {
+            return Err(Error::config(
+                "router.colocated_cpu",
+                "the router's CPU on the dyno's cores needs the CPU model of [request] phases; a \
+                 [service] scenario holds each request for its drawn time and has no cores",
+            ));
+        }
         let autoscale = match &spec.autoscale {
             None => None,
             Some(table) => {
@@ -814,6 +836,7 @@ impl Scenario {
             routers,
             keys: user_keys,
             connect,
+            colocated_cpu,
             boot_time,
             lifecycle,
             cpu,
@@ -1034,7 +1057,8 @@ impl Scenario {
 
     /// The part of the system with the highest load, and that load: λ × the demand a request
     /// makes on it / its servers. Threads (slots: λ E[S] / (dynos × slots)) for every scenario;
-    /// for phases also the cores (λ E[cpu] / (dynos × cores)), with an interpreter lock the
+    /// for phases also the cores (λ (E[cpu] + E[router.colocated_cpu]) / (dynos × cores)),
+    /// with an interpreter lock the
     /// processes (λ E[cpu] / (dynos × min(processes, cores))), each resource's servers, and
     /// each pool's connections. Demands are uncontended; memory slowdowns are not counted.
     pub fn bottleneck(&self) -> (&'static str, f64) {
@@ -1054,7 +1078,12 @@ impl Scenario {
         }
         if let Some(model) = &self.request {
             let cpu = rate * model.mean_demand(PhaseKind::Cpu);
-            consider("cores", cpu / (dynos * f64::from(self.dyno_type.cores)));
+            // A router on the dyno's machine takes its share of the cores, not of the lock.
+            let colocated = rate * self.colocated_cpu.as_ref().map_or(0.0, |c| c.mean());
+            consider(
+                "cores",
+                (cpu + colocated) / (dynos * f64::from(self.dyno_type.cores)),
+            );
             if self.app.lock.is_some() {
                 let running = self.app.processes.min(self.dyno_type.cores);
                 consider("interpreter lock", cpu / (dynos * f64::from(running)));
@@ -1126,7 +1155,8 @@ impl Scenario {
             .workload
             .expected(self.warmup, horizon, self.service.mean());
         let cores = f64::from(self.dyno_slots()) * f64::from(self.dyno_type.cores) * horizon;
-        let work = (expected * model.mean_demand(PhaseKind::Cpu)).min(cores);
+        let colocated = self.colocated_cpu.as_ref().map_or(0.0, |c| c.mean());
+        let work = (expected * (model.mean_demand(PhaseKind::Cpu) + colocated)).min(cores);
         let (lock_key, interval) = match self.app.lock {
             crate::app::Lock::Gil => ("app.switch_interval", self.app.switch_interval),
             crate::app::Lock::Gvl => ("app.timeslice", crate::app::GVL_TICK),

@@ -1521,6 +1521,22 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "router",
         kind: None,
+        name: "colocated_cpu",
+        value: "time distribution",
+        unit: "s",
+        default: Default::Value(r#""0s""#),
+        example: r#""0.3ms""#,
+        meaning: "a router on the dyno's own machine (nginx or HAProxy beside the app server; \
+                  on the testbed, HAProxy and the load generator): its CPU per request on the \
+                  dyno's cores, half when it sends the request there and half when it relays \
+                  the response. One thread of its own on each dyno, outside the app's processes \
+                  and their lock: it delays requests only by taking cores, and counts in \
+                  dyno.cpu_utilisation. Needs [request] phases; `dynosim testbed --calibrate` \
+                  measures it",
+    },
+    Key {
+        section: "router",
+        kind: None,
         name: "timeout",
         value: "time distribution, or \"off\"",
         unit: "s",
@@ -2968,8 +2984,10 @@ mod tests {
     /// Keys a valid scenario cannot have together with a section. `fleet.boot_time` goes with
     /// [app] here only because [app] brings `app.boot_time`, its old name, which cannot be
     /// given beside it: the documents without [app] set the new name, the others the old.
+    /// `router.colocated_cpu` works on the dyno's cores, which a [service] scenario has not.
     const EXCLUDES: &[(&str, &str)] = &[
         ("fleet.slots", "app"),
+        ("router.colocated_cpu", "service"),
         ("request.phases", "request.class"),
         ("fleet.boot_time", "app"),
     ];

@@ -185,10 +185,12 @@ fn document() -> impl Strategy<Value = Value> {
                 prop::option::of(time()),
                 prop::option::of(time()),
                 prop::option::of(prop_oneof![Just(json!("5ms")), Just(json!("100ms")), Just(json!("0s"))]),
+                // A router on the dyno's machine, its CPU on the dyno's cores.
+                prop::option::of(time()),
             ),
         )
             .prop_map(|(arrivals, request, resources, app, dynos, policy, ty, cores, engine, connect, timeouts)| {
-                let (router_timeout, queue_timeout, cap, client_timeout, cost, shed) = timeouts;
+                let (router_timeout, queue_timeout, cap, client_timeout, cost, shed, colocated) = timeouts;
                 let mut arrivals = arrivals;
                 if let Some(t) = client_timeout {
                     arrivals["timeout"] = t;
@@ -214,7 +216,7 @@ fn document() -> impl Strategy<Value = Value> {
                     router["retries"] = json!(2);
                     router["retry_delay"] = json!(if dynos % 2 == 0 { "1ms" } else { "0s" });
                 }
-                for (key, value) in [("timeout", router_timeout), ("queue_timeout", queue_timeout), ("max_in_flight", cap), ("cost", cost), ("shed_latency", shed)] {
+                for (key, value) in [("timeout", router_timeout), ("queue_timeout", queue_timeout), ("max_in_flight", cap), ("cost", cost), ("shed_latency", shed), ("colocated_cpu", colocated)] {
                     if let Some(v) = value {
                         router[key] = v;
                     }

@@ -116,6 +116,9 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
                 "interval": s.view.interval,
                 "read": s.reads_board(),
             },
+            // A router on the dyno's machine: its mean CPU per request on the dyno's cores
+            // (0: it runs elsewhere).
+            "colocated_cpu": s.colocated_cpu.as_ref().map_or(0.0, |c| c.mean()),
             "cpu": {
                 "sharing": match s.cpu.sharing { CpuSharing::Slices => "slices", CpuSharing::Ps => "ps" },
                 "quantum": s.cpu.quantum,

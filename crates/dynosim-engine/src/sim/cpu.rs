@@ -7,6 +7,10 @@ use super::phases::schedule_next;
 use super::slices::{Rules, Slicer};
 use super::{Simulation, State};
 
+/// The request id of the router's job on a dyno's CPU under processor sharing
+/// (`router.colocated_cpu`): no request's, its group the one after the app's processes.
+const COLOCATED_JOB: u32 = u32::MAX - 1;
+
 /// Every dyno's [`Slicer`], and the rules they share.
 #[derive(Debug)]
 pub(super) struct Slices {
@@ -21,6 +25,29 @@ impl Simulation<'_> {
         match self.slices.as_deref_mut() {
             Some(sl) => sl.dynos[dyno].add(&sl.rules, req, process, work, self.now),
             None => self.rest.cpus[dyno].add(&mut self.cpu_store, req, process, work),
+        }
+        self.reschedule_cpu(dyno);
+    }
+
+    /// The router on the dyno's machine (`router.colocated_cpu`) works `work` seconds on the
+    /// dyno's cores: one thread of no app process, under no lock, doing what it is given in
+    /// turn. With time slices it shares the cores as any thread; with processor sharing it is
+    /// one more process (a group of its own, after the app's) whose one job's work grows.
+    pub(super) fn cpu_add_colocated(&mut self, dyno: usize, work: f64) {
+        if !(work > 0.0) {
+            return;
+        }
+        self.cpu_advance(dyno);
+        match self.slices.as_deref_mut() {
+            Some(sl) => sl.dynos[dyno].add_colocated(&sl.rules, work, self.now),
+            None => {
+                let (cpu, store) = (&mut self.rest.cpus[dyno], &mut self.cpu_store);
+                let left = cpu.remaining(store, COLOCATED_JOB).unwrap_or(0.0);
+                if left > 0.0 {
+                    cpu.remove(store, COLOCATED_JOB);
+                }
+                cpu.add(store, COLOCATED_JOB, self.s.app.processes, left + work);
+            }
         }
         self.reschedule_cpu(dyno);
     }
@@ -84,9 +111,9 @@ impl Simulation<'_> {
         }
         self.reschedule_cpu(dyno);
         for &req in &done {
-            // A request finished before it may have restarted the dyno (R15), which failed
-            // the rest of these.
-            if self.slab.entries[req as usize].state == State::Cpu {
+            // The router's work ends no request. A request finished before it may have
+            // restarted the dyno (R15), which failed the rest of these.
+            if req != COLOCATED_JOB && self.slab.entries[req as usize].state == State::Cpu {
                 self.phase_done(req);
             }
         }

@@ -202,17 +202,19 @@ impl Processes {
 }
 
 /// The store of every dyno's CPU jobs: a group per process (with `cpu`), each holding at most
-/// the process's requests.
+/// the process's requests; and with `colocated` one group more, the router's on the dyno's
+/// machine (`router.colocated_cpu`: one job).
 pub(super) fn cpu_store(
     app: &AppServer,
     dynos: u32,
     cores: u32,
     cpu: bool,
+    colocated: bool,
 ) -> crate::error::Result<SharingStore> {
     if cpu {
         SharingStore::new(
             dynos,
-            app.processes,
+            app.processes + u32::from(colocated),
             Some(app.per_process),
             cores,
             app.lock.is_some(),

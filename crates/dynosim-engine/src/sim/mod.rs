@@ -303,6 +303,10 @@ struct Simulation<'s> {
     /// `fleet.cpu_jitter`: each CPU phase's factor (None: none), and its draws.
     jitter: Option<rand_distr::LogNormal<f64>>,
     jitter_rng: SimRng,
+    /// `router.colocated_cpu`'s draws, one a request at its arrival; and half of each request's
+    /// draw, by its slab index, for its response (the other half went with its dispatch).
+    colocated_rng: SimRng,
+    colocated_half: Vec<f64>,
     /// Every dyno's processes' requests and arenas.
     procs: Processes,
     /// Which slot holds a dyno, and where each dyno is in its life.
@@ -400,7 +404,9 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
             u32_bytes
         } else {
             0.0
-        };
+        }
+        // `router.colocated_cpu`: half of its draw kept for the response.
+        + if scenario.colocated_cpu.is_some() { 8.0 } else { 0.0 };
     // A late view's board: counts for the fleet, ranked as a router's would be.
     let board = if scenario.reads_board() {
         crate::view::Board::BYTES_PER_DYNO + ranking
@@ -496,7 +502,8 @@ fn simulate(
     let cpu = phases;
     let memory = s.app.memory.is_modelled();
     let sliced = cpu && s.cpu.sharing == crate::scenario::CpuSharing::Slices;
-    let cpu_store = dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu && !sliced)?;
+    let colocated = s.colocated_cpu.is_some();
+    let cpu_store = dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu && !sliced, colocated)?;
     let mut dynos = filled(n, Dyno::IDLE)?;
     let mut rest = DynoRest::new(&s.app, slots, &cpu_store)?;
     for d in s.dynos as usize..n {
@@ -553,6 +560,8 @@ fn simulate(
             rand_distr::LogNormal::new(-var / 2.0, var.sqrt()).expect("a finite sigma")
         }),
         jitter_rng: stream(seed, replication, Stream::Jitter),
+        colocated_rng: stream(seed, replication, Stream::Colocated),
+        colocated_half: Vec::new(),
         procs: Processes::new(&s.app, slots)?,
         fleet: Fleet::new(slots, s.dynos)?,
         scaling: s

@@ -64,6 +64,15 @@ impl Simulation<'_> {
                 sum
             }
         };
+        if let Some(colocated) = &self.s.colocated_cpu {
+            // Drawn at arrival, as the phases are: the same work under every policy.
+            let half = colocated.sample(&mut self.colocated_rng) / 2.0;
+            let i = req as usize;
+            if self.colocated_half.len() <= i {
+                self.colocated_half.resize(i + 1, 0.0);
+            }
+            self.colocated_half[i] = half;
+        }
         self.measures.arrived(t, service);
         // The patience of the router's queue and of the client, drawn for every request (the
         // same draws whatever the policy does with it).
@@ -279,10 +288,15 @@ impl Simulation<'_> {
     /// reaches it now, or after the connect time.
     #[inline]
     fn dispatch(&mut self, dyno: usize, req: u32) {
-        // The router's timeout runs from its first try.
+        // The router's timeout runs from its first try; its work on the request, on the
+        // dyno's cores when it runs on the dyno's machine, goes with its first try too.
         if self.slab.entries[req as usize].refusals == 0 {
             if let Some(t) = self.draw_timeout(Kind::Router) {
                 self.set_deadline(Kind::Router, self.now + t, req);
+            }
+            if self.s.colocated_cpu.is_some() {
+                let half = self.colocated_half[req as usize];
+                self.cpu_add_colocated(dyno, half);
             }
         }
         if let Some(listed) = self.routers.idle_hit() {

@@ -43,6 +43,11 @@
 //!    all cores, 8 workers on 2 cores stayed in step too (102 req/s) where the real ones
 //!    drift apart (138-140); a queue per core gives 156.
 //!
+//! A router on the dyno's machine (`router.colocated_cpu`) is one more thread, of no process:
+//! it takes no lock, is no request's, and ends nothing when it is done ([`COLOCATED`]). Work
+//! given it while it has some left is added to what it has (one thread, doing one request's
+//! work after another).
+//!
 //! A running job's work left is worked out from when it took its core: its work then, less
 //! the time since over its delay (the dyno's slowdown times its process's own). Events come
 //! only from what is running and from armed timers: one pending event a dyno, at the
@@ -55,6 +60,10 @@ use std::mem::size_of;
 
 /// No request.
 const NONE: u32 = u32::MAX;
+
+/// The process of the router's thread on the dyno's machine (`router.colocated_cpu`): none
+/// of the app's, so it has no lock; its job's request is [`NONE`].
+pub(super) const COLOCATED: u32 = u32::MAX;
 
 /// The rules every dyno of a fleet follows.
 #[derive(Debug, Clone, Copy)]
@@ -174,8 +183,11 @@ pub(super) struct Slicer {
     last: f64,
     /// When the pending event is due (NaN: none).
     scheduled: f64,
-    /// The request the next event expects to end first (NONE: a slice or a timer).
+    /// The request the next event expects to end first (NONE: a slice, a timer, or the
+    /// router's thread).
     soonest: u32,
+    /// The core the router's thread last ran on (NONE: none yet).
+    colocated_core: u32,
 }
 
 /// What counts as "at the same time" at `now`: a few ulps.
@@ -207,6 +219,7 @@ impl Slicer {
             last: 0.0,
             scheduled: f64::NAN,
             soonest: NONE,
+            colocated_core: NONE,
         }
     }
 
@@ -289,9 +302,23 @@ impl Slicer {
         super::sharing::off_schedule(self.scheduled, t)
     }
 
+    /// Wall seconds per second of a job's work: the dyno's slowdown (memory over quota slows
+    /// everything on the machine) times its process's own (malloc arenas: the app's only).
     #[inline]
     fn delay(&self, process: u32) -> f64 {
+        if process == COLOCATED {
+            return self.slowdown;
+        }
         self.slowdown * self.procs[process as usize].factor
+    }
+
+    /// The core a process's thread (or the router's) last ran on: where it wakes.
+    #[inline]
+    fn last_core(&self, process: u32) -> u32 {
+        if process == COLOCATED {
+            return self.colocated_core;
+        }
+        self.procs[process as usize].last_core
     }
 
     fn set_timer(&mut self, p: usize, at: f64) {
@@ -335,6 +362,34 @@ impl Slicer {
         self.check(rules);
     }
 
+    /// The router's thread on the dyno's machine gets `work` more to do: it wakes, or, if
+    /// it has work left (running or waiting for a core), does this after it. It takes no
+    /// lock, and its end is no request's.
+    pub fn add_colocated(&mut self, rules: &Rules, work: f64, now: f64) {
+        if !(work > 0.0) {
+            return;
+        }
+        if let Some(r) = self.running.iter_mut().find(|r| r.job.process == COLOCATED) {
+            r.job.work += work;
+        } else if let Some(j) = self
+            .queues
+            .iter_mut()
+            .flatten()
+            .find(|j| j.process == COLOCATED)
+        {
+            j.work += work;
+        } else {
+            let job = Job {
+                req: NONE,
+                process: COLOCATED,
+                work,
+                v: 0.0,
+            };
+            self.wake(rules, job, now);
+        }
+        self.check(rules);
+    }
+
     /// Whether core `k` runs nothing.
     #[inline]
     fn idle(&self, k: usize) -> bool {
@@ -364,7 +419,7 @@ impl Slicer {
     /// then the thread waits too.)
     fn wake(&mut self, rules: &Rules, mut job: Job, now: f64) {
         let cores = self.queues.len();
-        let last = self.procs[job.process as usize].last_core as usize;
+        let last = self.last_core(job.process) as usize;
         let free = |s: &Self, k: usize| s.idle(k) && s.queues[k].is_empty();
         let target = if last < cores && free(self, last) {
             Some(last)
@@ -400,8 +455,16 @@ impl Slicer {
     /// stays free).
     fn start(&mut self, rules: &Rules, job: Job, k: usize, now: f64) {
         let p = job.process as usize;
-        self.procs[p].last_core = k as u32;
-        if rules.locked() && self.procs[p].drop_pending && self.procs[p].holder == job.req {
+        if job.process == COLOCATED {
+            self.colocated_core = k as u32;
+        } else {
+            self.procs[p].last_core = k as u32;
+        }
+        if rules.locked()
+            && job.process != COLOCATED
+            && self.procs[p].drop_pending
+            && self.procs[p].holder == job.req
+        {
             self.procs[p].drop_pending = false;
             self.hand_over(rules, job, now);
             return;
@@ -593,9 +656,12 @@ impl Slicer {
             while i < self.running.len() {
                 if due(self.running[i].end(), now) {
                     let r = self.running.remove(i);
-                    done.push(r.job.req);
-                    if rules.locked() {
-                        self.release(rules, r.job.process as usize, now);
+                    // The router's thread ends no request and holds no lock.
+                    if r.job.process != COLOCATED {
+                        done.push(r.job.req);
+                        if rules.locked() {
+                            self.release(rules, r.job.process as usize, now);
+                        }
                     }
                     changed = true;
                 } else {
@@ -826,6 +892,39 @@ mod tests {
         // RUBY_THREAD_TIMESLICE=10: one tick.
         let rules = Rules::new(4, 0.003, Lock::Gvl, false, 0.005, 0.01);
         assert!(close(beside_a_hog(&rules, 1.0, 1e-5), 1.01 + 1e-5));
+    }
+
+    #[test]
+    fn the_router_s_thread_shares_the_cores_takes_no_lock_and_ends_no_request() {
+        // One core, quantum 1 ms, a GIL: request 1 (2.5 ms) holds the lock; the router's
+        // thread (1.5 ms) is runnable beside it all the same, and they alternate slices.
+        let rules = Rules::new(1, 0.001, Lock::Gil, false, 0.005, 0.1);
+        let mut s = Slicer::new(1, 1);
+        s.add(&rules, 1, 0, 0.0025, 0.0);
+        s.add_colocated(&rules, 0.001, 0.0);
+        // More work for it while it waits is done after, by the same thread.
+        s.add_colocated(&rules, 0.0005, 0.0);
+        let (mut done, mut ends) = (Vec::new(), Vec::new());
+        while let Some(t) = s.next_event(&rules) {
+            s.advance(t);
+            s.take_done(&rules, t, &mut done);
+            ends.extend(done.drain(..).map(|r| (r, t)));
+            assert!(t < 1.0);
+        }
+        // 1: 0-1, router: 1-2, 1: 2-3, router: 3-3.5 done, 1: 3.5-4 done. Only the request
+        // is reported, and the core never idled: 4 ms of work in 4 ms.
+        assert_eq!(ends.len(), 1, "{ends:?}");
+        assert!(ends[0].0 == 1 && close(ends[0].1, 0.004), "{ends:?}");
+        assert_eq!(s.busy(), 0.0);
+        // Alone on an idle dyno, it runs at once and leaves nothing behind.
+        let mut s = Slicer::new(1, 2);
+        s.add_colocated(&rules, 0.002, 0.0);
+        assert_eq!(s.busy(), 1.0);
+        assert!(close(s.next_event(&rules).expect("its end"), 0.002));
+        s.advance(0.002);
+        s.take_done(&rules, 0.002, &mut done);
+        assert!(done.is_empty() && s.busy() == 0.0);
+        assert!(s.next_event(&rules).is_none());
     }
 
     #[test]

@@ -162,6 +162,12 @@ impl Simulation<'_> {
             if self.learns_responses {
                 self.routers.responded(router, dyno, now - dispatched, now);
             }
+            // A router on the dyno's machine relays the response (one that gave up on the
+            // request, H12, has closed its connection to the dyno: nothing to relay).
+            if self.s.colocated_cpu.is_some() {
+                let half = self.colocated_half[req as usize];
+                self.cpu_add_colocated(dyno, half);
+            }
         }
         self.prune_deadlines();
         match &self.s.app.overhead {
