@@ -52,6 +52,13 @@ def within(result: Dict[str, Any], metric: str, bound: float) -> None:
 def check(doc: Dict[str, Any]) -> None:
     out = testbed_run.testbed(Scenario(doc), calibrate=True)
     print(" ".join(out["calibration"]["set_lines"]))
+    # HAProxy and the load generator worked for every request (their CPU clocks read), and
+    # what of it ran on the dyno's core is a part of it (router.colocated_cpu).
+    shared = out["calibration"]["runs"]["busy"]["colocated"]
+    print(f"router.colocated_cpu: {shared}")
+    assert all(0 < s < 0.005 for s in shared["stack"].values()) and set(shared["stack"]) >= {"router",
+                                                                                              "load_generator"}
+    assert 0 <= shared["seconds"] <= sum(shared["stack"].values()) and 0 <= shared["share"] <= 1
     result = out["results"][0]
     within(result, "throughput", 0.10)
     within(result, "response.p50", 0.15)

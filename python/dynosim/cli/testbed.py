@@ -65,7 +65,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "for the measured side's spread")
     p.add_argument("--calibrate", action="store_true",
                    help="first measure the stack's own costs per request (router.connect, the server's CPU "
-                        "app.request_cpu, the worker's app.overhead, fleet.cpu_jitter) in two short real runs of "
+                        "app.request_cpu, the worker's app.overhead, fleet.cpu_jitter, and router.colocated_cpu: "
+                        "HAProxy's and the load generator's CPU on the dynos' cores) in two short real runs of "
                         "the scenario's dynos, print them and the --set lines, and simulate with them")
     p.add_argument("--check", action="store_true",
                    help="say which of haproxy, postgres, gunicorn, gevent, psycopg and the Ruby servers (ruby, puma, "
@@ -150,6 +151,16 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
                  f"variation of a 2 ms CPU phase's wall time ({cpu.get('phases', 0)} phases"
                  + (f", mean {cpu['ratio_mean']:.3f}x, p99 {cpu['ratio_p99']:.3f}x; from the interquartile range "
                     f"{cpu['cv_iqr']:.4f})" if cpu.get("cv_iqr") is not None else ")"))
+    if "router.colocated_cpu" in measured:
+        shared = busy.get("colocated") or {}
+        by = ", ".join(f"{name} {ms(s)}" for name, s in (shared.get("stack") or {}).items())
+        where = {"all": "all of it: the dynos' cores are every core they may use",
+                 "none": "none of it: they may not use the dynos' cores",
+                 "sampled": f"{(shared.get('share') or 0) * 100:.0f}% of it, by /proc/stat"}.get(shared.get("how") or "",
+                                                                                              "unknown")
+        lines.append(f"  router.colocated_cpu {ms(measured.get('router.colocated_cpu'))}: the stack's own programs' "
+                     f"CPU per request on the dynos' cores, busy run ({by or 'not measured'}; on the dynos' cores: "
+                     f"{where})")
     if io.get("overshoot_mean") is not None:
         lines.append(f"  for comparison: an 8 ms sleep overshoots by {ms(io['overshoot_mean'])}"
                      + (f" (sd {ms(io['overshoot_sd'])}, cv {io['cv']:.4f})" if io.get("cv") is not None else ""))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -28,7 +29,7 @@ from ..api import run as run_scenario
 from ..errors import DynosimError
 from ..results import lookup, metrics_of
 from ..scenario import Scenario
-from . import measure
+from . import colocated, measure
 from .database import Database
 from .dynos import Dynos, read_work
 from .plan import Plan, make_plan
@@ -198,7 +199,7 @@ def run_calibration(runs: List[tuple], request_cpu: bool = True,
     for name, plan in runs:
         progress(f"calibration: {name} run: {len(plan.drawn['phases'])} requests, "
                  f"{plan.closed['clients'] if plan.closed else 0} clients")
-        load, router_log, _work, wall = _run_stack(plan, progress=lambda m: progress(f"calibration: {m}"))
+        load, router_log, _work, wall, cpu = _run_stack(plan, progress=lambda m: progress(f"calibration: {m}"))
         tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
         served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
         kinds = [[p["kind"] for p in plan.drawn["classes"][plan.drawn["class"][i]]["phases"]] for i in load["index"]]
@@ -210,6 +211,7 @@ def run_calibration(runs: List[tuple], request_cpu: bool = True,
             "overhead": measure.overheads(load, int(plan.described["dynos"]), served, router_wait=tw),
             "server_cpu": measure.server_cpu(load),
             "phases": measure.phase_spread(load, kinds, drawn),
+            "colocated": colocated.per_request(cpu["before"], cpu["after"], len(load["index"]), cpu["dyno_cpus"]),
             "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
                          "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
             "router": plan.router.kind,
@@ -227,8 +229,11 @@ def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dic
     worker's time between two requests less that server CPU (which the simulation then runs
     as app.request_cpu; :func:`measure.stack_costs`); ``fleet.cpu_jitter``
     the coefficient of variation of the idle run's CPU phases' wall time over their drawn
-    time. `request_cpu` False (a scenario with [service]: the simulation cannot run it):
-    app.request_cpu is measured but not set, and app.overhead is the worker's whole gap."""
+    time; ``router.colocated_cpu`` (only when the runs measured it) the busy run's CPU of
+    HAProxy, the load generator and PostgreSQL per request on the dynos' cores
+    (:func:`colocated.per_request`). `request_cpu` False (a scenario with [service]: the
+    simulation cannot run it): app.request_cpu and router.colocated_cpu are measured but not
+    set, and app.overhead is the worker's whole gap."""
     idle, busy = details.get("idle") or {}, details.get("busy") or {}
     idle_over = idle.get("overhead") or {}
     gevent = (idle.get("gunicorn") or {}).get("worker_class") == "gevent"
@@ -248,9 +253,13 @@ def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dic
         "app.overhead": busy_costs.get("app.overhead"),
         "fleet.cpu_jitter": ((idle.get("phases") or {}).get("cpu") or {}).get("cv"),
     }
+    # The stack's own programs on the dynos' cores, per request, in the busy run (under load,
+    # where the scheduler's placement is the real run's): only when the runs measured it.
+    if "colocated" in busy or "colocated" in idle:
+        measured["router.colocated_cpu"] = (busy.get("colocated") or idle.get("colocated") or {}).get("seconds")
     sets: Dict[str, Any] = {}
     for key, value in measured.items():
-        if key == "app.request_cpu" and not request_cpu:
+        if key in ("app.request_cpu", "router.colocated_cpu") and not request_cpu:
             continue
         if value is None or not math.isfinite(value) or value < 0:
             continue
@@ -264,6 +273,14 @@ def calibration_result(details: Dict[str, Any], request_cpu: bool = True) -> Dic
     if not request_cpu:
         warnings.append("the scenario has [service], not [request] phases: the simulation runs app.request_cpu only "
                         "before phases, so it is not set, and app.overhead is the worker's whole gap")
+        if measured.get("router.colocated_cpu"):
+            warnings.append("router.colocated_cpu is not set either: it runs on the dynos' cores, which a [service] "
+                            "scenario has not")
+    shared = busy.get("colocated") or {}
+    if shared.get("how") == "sampled":
+        warnings.append(f"router.colocated_cpu: HAProxy and the load generator may run on cores the dynos do not use; "
+                        f"{(shared.get('share') or 0) * 100:.0f}% of their CPU ran on the dynos' cores, by /proc/stat's "
+                        "10 ms ticks over a short run (coarse)")
     cpu = (idle.get("phases") or {}).get("cpu") or {}
     if (cpu.get("ratio_mean") or 1.0) > STRETCHED:
         warnings.append(f"the calibration's CPU phases took {cpu['ratio_mean']:.2f}x their CPU time in wall time: "
@@ -315,7 +332,8 @@ def combine(reports: List[Dict[str, Any]], request_cpu: bool = True) -> Dict[str
 
 def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: None) -> tuple:
     """Starts the components, sends the load, stops everything: (the load generator's records,
-    HAProxy's log by request id, the app's work log, the wall seconds it took)."""
+    HAProxy's log by request id, the app's work log, the wall seconds it took, the CPU of the
+    stack's programs and of the dynos around the load: :mod:`.colocated`'s snapshots)."""
     wall0 = time.monotonic()
     requests = plan.requests()
     with Supervisor() as supervisor:
@@ -333,10 +351,17 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         router = Router(supervisor, plan.router, ports[0], ports[1:])
         closed = plan.closed
         progress(f"sending {len(requests)} requests")
+        # The stack's own programs' CPU over the load, and the dynos' (router.colocated_cpu).
+        stack = {"router": router.process.pid, "load_generator": os.getpid()}
+        if database is not None:
+            stack["database"] = database.process.pid
+        roots = [p.pid for p in dynos.processes]
+        cpu_before = colocated.snapshot(stack, roots)
         load = _dynosim.send_load(
             f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
             int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
             plan.deadline, CAPTURE)
+        cpu = {"before": cpu_before, "after": colocated.snapshot(stack, roots), "dyno_cpus": dyno_cpus(plan)}
         # The dynos work on what the router (504) or the client (its timeout) gave up on.
         given_up = [str(i) for i, status, error in zip(load["index"], load["status"], load["error"])
                     if status == 504 or error == "timeout"]
@@ -351,13 +376,22 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
             database.stop()
         router_log = router.read_log()
         work = read_work(dynos.work_dir)
-    return load, router_log, work, time.monotonic() - wall0
+    return load, router_log, work, time.monotonic() - wall0, cpu
+
+
+def dyno_cpus(plan: Plan) -> List[int]:
+    """The cores the plan's dynos run on (every core the testbed may use, for dynos not
+    pinned)."""
+    pinned = plan.dynos.cpus or [None]
+    if any(c is None for c in pinned):
+        return sorted(os.sched_getaffinity(0))
+    return sorted({c for cpus in pinned if cpus is not None for c in cpus})
 
 
 def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None) -> tuple:
     """Starts the components, sends the load, stops everything; the measured report and the
     per-request records."""
-    load, router_log, work, wall = _run_stack(plan, progress)
+    load, router_log, work, wall, _cpu = _run_stack(plan, progress)
     d = plan.described
     classes = [c["name"] for c in plan.drawn["classes"]]
     rep = measure.replication(load, router_log, dynos=int(d["dynos"]), slots=int(d["slots"]),
