@@ -34,7 +34,7 @@ impl Simulation<'_> {
     /// turn. With time slices it shares the cores as any thread; with processor sharing it is
     /// one more process (a group of its own, after the app's) whose one job's work grows.
     pub(super) fn cpu_add_colocated(&mut self, dyno: usize, work: f64) {
-        if !(work > 0.0) {
+        if work <= 0.0 {
             return;
         }
         self.cpu_advance(dyno);

@@ -366,7 +366,7 @@ impl Slicer {
     /// it has work left (running or waiting for a core), does this after it. It takes no
     /// lock, and its end is no request's.
     pub fn add_colocated(&mut self, rules: &Rules, work: f64, now: f64) {
-        if !(work > 0.0) {
+        if work <= 0.0 {
             return;
         }
         if let Some(r) = self.running.iter_mut().find(|r| r.job.process == COLOCATED) {
