@@ -52,6 +52,23 @@ impl Simulation<'_> {
         self.reschedule_cpu(dyno);
     }
 
+    /// The dyno goes down (a restart, its exit): the router's thread drops the work it has
+    /// left for it (the requests it was for failed or were answered, their connections
+    /// closed), so that no work outlives the dyno it was for.
+    pub(super) fn cpu_drop_colocated(&mut self, dyno: usize) {
+        if self.s.colocated_cpu.is_none() {
+            return;
+        }
+        self.cpu_advance(dyno);
+        match self.slices.as_deref_mut() {
+            Some(sl) => sl.dynos[dyno].remove_colocated(&sl.rules, self.now),
+            None => {
+                self.rest.cpus[dyno].remove(&mut self.cpu_store, COLOCATED_JOB);
+            }
+        }
+        self.reschedule_cpu(dyno);
+    }
+
     /// Brings the dyno's CPU to now, counting its busy cores since the last change.
     pub(super) fn cpu_advance(&mut self, dyno: usize) {
         let now = self.now;

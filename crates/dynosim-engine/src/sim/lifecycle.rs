@@ -257,6 +257,7 @@ impl Simulation<'_> {
             self.kill(req, dyno, error, &mut released);
         }
         self.reschedule_cpu(dyno);
+        self.cpu_drop_colocated(dyno);
         // Connections of an app-wide pool held by its requests go to whoever waits for one.
         for (r, pool) in released {
             self.release_connection(r, pool);
@@ -594,6 +595,7 @@ impl Simulation<'_> {
         // Its pending step (a SIGTERM or SIGKILL still to come, when an R15 ended it first)
         // is no one's: the slot's next dyno schedules its own.
         self.events.cancel(Event::Life { dyno: dyno as u32 });
+        self.cpu_drop_colocated(dyno);
         let connecting: Vec<u32> = (0..self.slab.entries.len() as u32)
             .filter(|&i| {
                 let e = &self.slab.entries[i as usize];

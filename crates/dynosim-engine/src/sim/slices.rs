@@ -390,6 +390,23 @@ impl Slicer {
         self.check(rules);
     }
 
+    /// The router's thread drops the work it has left (its dyno went down: the requests it
+    /// was for failed or were answered, their connections closed).
+    pub fn remove_colocated(&mut self, rules: &Rules, now: f64) {
+        if let Some(i) = self.running.iter().position(|r| r.job.process == COLOCATED) {
+            self.running.remove(i);
+        } else if let Some((k, i)) = (0..self.queues.len()).find_map(|k| {
+            self.queues[k]
+                .iter()
+                .position(|j| j.process == COLOCATED)
+                .map(|i| (k, i))
+        }) {
+            self.queues[k].remove(i);
+        }
+        self.dispatch(rules, now);
+        self.check(rules);
+    }
+
     /// Whether core `k` runs nothing.
     #[inline]
     fn idle(&self, k: usize) -> bool {
