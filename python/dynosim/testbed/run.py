@@ -455,7 +455,9 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "stack_costs": measure.stack_costs(over, has_phases(plan.scenario)),
         "modelled_costs": {"router.connect": plan.described.get("connect", 0.0),
                            "app.request_cpu": plan.described["app"].get("request_cpu", 0.0),
-                           "app.overhead": plan.described["app"].get("overhead", 0.0)},
+                           "app.overhead": plan.described["app"].get("overhead", 0.0),
+                           **({"router.colocated_cpu": plan.described["colocated_cpu"]}
+                              if plan.described.get("colocated_cpu") else {})},
         "warnings": warnings,
         # The real router as run: {"kind", "config"}; "haproxy" kept for HAProxy's readers.
         "router": {"kind": plan.router.kind, "config": plan.router.describe()},
