@@ -87,9 +87,10 @@ def affinity(pid: int) -> Optional[List[int]]:
         return None
 
 
-def snapshot(stack: Dict[str, int], dynos: Sequence[int], trees: Sequence[str] = ("database",)) -> Dict[str, Any]:
+def snapshot(stack: Dict[str, int], dynos: Sequence[int],
+             trees: Sequence[str] = ("database", "router")) -> Dict[str, Any]:
     """Now: the CPU seconds of each program of `stack` (name: its pid; for the names in
-    `trees`, with its descendants: PostgreSQL's backends), of the dynos' processes (the roots
+    `trees`, with its descendants: PostgreSQL's backends, nginx's workers), of the dynos' processes (the roots
     in `dynos`, with their workers), each CPU's busy ticks, and where the stack's programs may
     run. (The load generator is the testbed's own process, the parent of every other: its own
     CPU only.)"""
