@@ -1,8 +1,8 @@
 """nginx as the testbed's router (``router.kind = "nginx"``, docs/testbed.md "nginx"): how a
 scenario maps to nginx's configuration and what is refused, without nginx; then short real
 runs through a real nginx on loopback (each policy, its workers with and without a shared
-zone), and that nothing outlives a run however it stops. HAProxy's mappings for the engine's
-coming ``first`` and ``bounded_hash`` policies are checked here too.
+zone), and that nothing outlives a run however it stops. HAProxy's ``first`` and
+``bounded_hash`` (its configuration, the keys sent, a real run of each) are checked here too.
 
 The real runs need nginx (``make testbed-deps``); outside CI they are skipped without it, in
 CI (``CI`` set) they fail, as the other testbed tests do.
@@ -176,7 +176,7 @@ def test_the_access_log_reads_as_haproxys_fields(tmp_path):
     assert got["9"]["tc"] == 0.002 and got["9"]["tr"] == 0.030  # the dyno that answered
 
 
-# --- HAProxy's first and bounded-load hashing (for the engine's coming policies) ---------------
+# --- HAProxy's first and bounded-load hashing --------------------------------------------------
 
 
 def test_haproxy_first_and_bounded_hash_configs(tmp_path):
@@ -185,7 +185,9 @@ def test_haproxy_first_and_bounded_hash_configs(tmp_path):
     hashed = RouterPlan("bounded_hash", {"factor": 1.25}, 1, 60.0).config(18000, [18001, 18002])
     assert "balance hdr(X-Dynosim-Key)" in hashed and "hash-type consistent" in hashed
     assert "hash-balance-factor 125" in hashed and " maxconn" not in hashed.split("backend")[1]
-    plain = RouterPlan("bounded_hash", {}, 1, 60.0).config(18000, [18001])
+    default = RouterPlan("bounded_hash", {}, 1, 60.0).config(18000, [18001])
+    assert "hash-balance-factor 125" in default  # the engine's default factor, 1.25
+    plain = RouterPlan("bounded_hash", {"factor": "inf"}, 1, 60.0).config(18000, [18001])
     assert "hash-type consistent" in plain and "hash-balance-factor" not in plain
     with pytest.raises(DynosimError, match="router.factor"):
         RouterPlan("bounded_hash", {"factor": 0.5}, 1, 60.0).config(18000, [18001])
@@ -198,11 +200,17 @@ def test_haproxy_first_and_bounded_hash_configs(tmp_path):
             assert checked.returncode == 0, checked.stderr
 
 
-def test_requests_carry_their_key_once_the_engine_draws_them():
+def test_requests_carry_the_keys_the_engine_draws():
     plan = make_plan(Scenario(scenario({"policy": "random"})))
+    assert "key" not in plan.drawn
     assert all("X-Dynosim-Key" not in headers for _, _, headers in plan.requests())
-    plan.drawn["key"] = [i % 5 for i in range(len(plan.drawn["phases"]))]
-    assert [headers["X-Dynosim-Key"] for _, _, headers in plan.requests()][:6] == ["0", "1", "2", "3", "4", "0"]
+    doc = scenario({"kind": "haproxy", "policy": "bounded_hash", "factor": 1.5})
+    doc["arrivals"]["keys"] = {"users": 7, "popularity": "uniform"}
+    plan = make_plan(Scenario(doc))
+    keys = plan.drawn["key"]
+    assert len(keys) == len(plan.drawn["phases"]) and set(keys) == set(range(7))
+    assert [headers["X-Dynosim-Key"] for _, _, headers in plan.requests()] == [str(k) for k in keys]
+    assert "hash-balance-factor 150" in plan.router.config(18000, [18001, 18002])
 
 
 # --- real runs ----------------------------------------------------------------------------------
@@ -251,6 +259,33 @@ def test_a_real_nginx_runs_each_policy(tmp_path):
     # draws: strict alternation of 40 and more requests has probability below 2^-39.
     assert alternation(order["round_robin"]) > 0.9
     assert alternation(order["random"]) < 0.9
+    assert not _testbed_processes(), _testbed_processes()
+
+
+def test_a_real_haproxy_runs_first_and_bounded_hash():
+    """HAProxy's ``balance first`` fills the lowest-numbered dyno: at 10 requests/s of about
+    11 ms the first dyno is busy about 11% of the time, so it takes about 89% of the requests
+    (random routing: half); 0.7 is 3.9 binomial standard errors below. Consistent hashing on
+    the key header (``factor = "inf"``: no bound) sends every request of a user to one dyno,
+    and the keys HAProxy hashed are the ones the engine drew for those requests."""
+    needs_nginx()
+    doc = scenario({"kind": "haproxy", "policy": "first"}, arrivals={"process": "poisson", "rate": "10/s"})
+    (first,) = real(doc)
+    rows = first["_records"]
+    assert len(rows) > 20 and all(r["status"] == 200 for r in rows)
+    share = sum(r["server"] == "dyno0" for r in rows) / len(rows)
+    assert share > 0.7, share
+    assert first["testbed"]["router"]["kind"] == "haproxy"
+
+    doc = scenario({"kind": "haproxy", "policy": "bounded_hash", "factor": "inf"})
+    doc["arrivals"]["keys"] = {"users": 6, "popularity": "uniform"}
+    (hashed,) = real(doc)
+    keys = make_plan(Scenario(doc)).drawn["key"]
+    servers: Dict[int, set] = {}
+    for r in hashed["_records"]:
+        assert r["status"] == 200
+        servers.setdefault(keys[r["index"]], set()).add(r["server"])
+    assert len(servers) == 6 and all(len(s) == 1 for s in servers.values()), servers
     assert not _testbed_processes(), _testbed_processes()
 
 

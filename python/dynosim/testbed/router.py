@@ -23,9 +23,12 @@ processes as several routers, its log); :class:`RouterPlan` and :class:`Router` 
 HAProxy's ``balance first`` (``first``: ``maxconn`` = the dyno's slots on each server, the
 backend's queue) and consistent hashing on each request's key with bounded loads
 (``bounded_hash``: ``balance hdr(X-Dynosim-Key)``, ``hash-type consistent``,
-``hash-balance-factor`` = 100 × router.factor) are mapped too, for when the engine has those
-policies (the scenario loader refuses a policy the engine does not know before the testbed
-runs); :mod:`.plan` refuses ``bounded_hash`` while the engine draws no keys for the requests.
+``hash-balance-factor`` = 100 × router.factor, 125 when left out as the engine's default;
+none for ``"inf"``) run too. The load generator sends each request's key (the engine's
+drawn ``key`` column, ``arrivals.keys``) in ``X-Dynosim-Key``. HAProxy's ring is its own
+(its hash of each server's id and weight), not the engine's: which user lands on which dyno
+differs, so the two agree on what does not hang on the placement of a few users (many users,
+or a bound that spreads them).
 
 HAProxy logs one line per request to its standard output (a file): the request's id (the
 load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
@@ -59,9 +62,9 @@ def server_name(dyno: int) -> str:
     return f"dyno{dyno}"
 
 
-SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent")
-#: Mapped, but run only once the engine has them (issue 26): not in the refusal's list.
-PENDING = ("first", "bounded_hash")
+SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent", "first", "bounded_hash")
+#: bounded_hash's router.factor when left out: the engine's (1.25, HAProxy's manual's low end).
+DEFAULT_FACTOR = 1.25
 #: The request header that carries a request's key, for ``bounded_hash``.
 KEY_HEADER = "X-Dynosim-Key"
 #: Policies whose servers have ``maxconn`` = the dyno's slots, with the backend's queue.
@@ -90,9 +93,10 @@ def balance(policy: str, params: Dict[str, Any]) -> str:
 
 def hash_balance_factor(params: Dict[str, Any]) -> str:
     """``hash-balance-factor`` for bounded_hash's router.factor: HAProxy takes it in percent
-    (at least 100); no line (plain consistent hashing) for a factor left out or infinite."""
-    factor = params.get("factor")
-    if factor is None or factor in ("off", "inf"):
+    (at least 100); the engine's default (1.25) for a factor left out; no line (plain
+    consistent hashing) for an infinite one."""
+    factor = params.get("factor", DEFAULT_FACTOR)
+    if factor in ("off", "inf"):
         return ""
     if isinstance(factor, (int, float)) and not math.isfinite(factor):
         return ""
