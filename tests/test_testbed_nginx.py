@@ -210,7 +210,13 @@ def test_requests_carry_the_keys_the_engine_draws():
     keys = plan.drawn["key"]
     assert len(keys) == len(plan.drawn["phases"]) and set(keys) == set(range(7))
     assert [headers["X-Dynosim-Key"] for _, _, headers in plan.requests()] == [str(k) for k in keys]
-    assert "hash-balance-factor 150" in plan.router.config(18000, [18001, 18002])
+    config = plan.router.config(18000, [18001, 18002])
+    assert "hash-balance-factor 150" in config and "weight 1\n" in config + "\n"
+    # The engine's own ring places the users elsewhere than HAProxy: said, and not under
+    # HAProxy's ring.
+    assert any('router.ring = "haproxy"' in w for w in plan.warnings), plan.warnings
+    doc["router"]["ring"] = "haproxy"
+    assert not any("router.ring" in w for w in make_plan(Scenario(doc)).warnings)
 
 
 # --- real runs ----------------------------------------------------------------------------------
@@ -267,7 +273,8 @@ def test_a_real_haproxy_runs_first_and_bounded_hash():
     11 ms the first dyno is busy about 11% of the time, so it takes about 89% of the requests
     (random routing: half); 0.7 is 3.9 binomial standard errors below. Consistent hashing on
     the key header (``factor = "inf"``: no bound) sends every request of a user to one dyno,
-    and the keys HAProxy hashed are the ones the engine drew for those requests."""
+    the keys HAProxy hashed are the ones the engine drew for those requests, and each user's
+    dyno is the one HAProxy's ring gives it (``router.ring = "haproxy"``)."""
     needs_nginx()
     doc = scenario({"kind": "haproxy", "policy": "first"}, arrivals={"process": "poisson", "rate": "10/s"})
     (first,) = real(doc)
@@ -277,16 +284,55 @@ def test_a_real_haproxy_runs_first_and_bounded_hash():
     assert share > 0.7, share
     assert first["testbed"]["router"]["kind"] == "haproxy"
 
-    doc = scenario({"kind": "haproxy", "policy": "bounded_hash", "factor": "inf"})
-    doc["arrivals"]["keys"] = {"users": 6, "popularity": "uniform"}
+    doc = scenario({"kind": "haproxy", "policy": "bounded_hash", "factor": "inf", "ring": "haproxy"})
+    doc["fleet"] = {"dynos": 3}
+    doc["arrivals"]["keys"] = {"users": 30, "popularity": "uniform"}
     (hashed,) = real(doc)
     keys = make_plan(Scenario(doc)).drawn["key"]
     servers: Dict[int, set] = {}
     for r in hashed["_records"]:
         assert r["status"] == 200
         servers.setdefault(keys[r["index"]], set()).add(r["server"])
-    assert len(servers) == 6 and all(len(s) == 1 for s in servers.values()), servers
+    assert len(servers) > 20 and all(len(s) == 1 for s in servers.values()), servers
+    # The real HAProxy's placement is HAProxy 2.x's ring as written below, which the engine's
+    # ring = "haproxy" follows (its unit tests check it against the same rule and HAProxy's
+    # own hash functions).
+    placed = {key: f"dyno{haproxy_server(key, 3)}" for key in servers}
+    assert {key: s.pop() for key, s in servers.items()} == placed
+    assert len(set(placed.values())) == 3
     assert not _testbed_processes(), _testbed_processes()
+
+
+def full_hash(a: int) -> int:
+    """HAProxy's ``__full_hash`` (include/haproxy/intops.h, 2.x), on 32-bit words."""
+    m = 0xFFFFFFFF
+    a = (a + 0x7ED55D16 + (a << 12)) & m
+    a = (a ^ 0xC761C23C) ^ (a >> 19)
+    a = (a + 0x165667B1 + (a << 5)) & m
+    a = ((a + 0xD3A2646C) ^ (a << 9)) & m
+    a = (a + 0xFD7046C5 + (a << 3)) & m
+    a = (a ^ 0xB55A4F09) ^ (a >> 16)
+    return (a * 3221225473) & m
+
+
+def haproxy_server(key: int, servers: int) -> int:
+    """The server (from 0) HAProxy's ``balance hdr`` + ``hash-type consistent`` sends a key
+    to: sdbm of its text, then full_hash (``hash-type consistent``'s default, "sdbm+avalanche");
+    16 points per server of weight 1 at full_hash(id × 4096 + j), ids from 1; the nearest point
+    either way on the 32-bit ring, the one before on a tie."""
+    h = 0
+    for c in str(key).encode():
+        h = (c + (h << 6) + (h << 16) - h) & 0xFFFFFFFF
+    h = full_hash(h)
+    best = None
+    for d in range(servers):
+        for j in range(16):
+            point = full_hash((d + 1) * 4096 + j)
+            before, after = (h - point) & 0xFFFFFFFF, (point - h) & 0xFFFFFFFF
+            candidate = (min(before, after), after < before, d)
+            best = candidate if best is None else min(best, candidate)
+    assert best is not None
+    return best[2]
 
 
 def test_real_nginx_workers_are_routers_with_private_or_shared_views():

@@ -206,6 +206,9 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
             raise scenario._error("router.routers", "the testbed runs one HAProxy: set router.routers = 1 (or "
                                                     'router.kind = "nginx": one worker process per router)')
         balance(policy, params)  # refuses what HAProxy cannot do
+        if policy == "bounded_hash" and params.get("ring", "dynosim") != "haproxy":
+            warnings.append("HAProxy places the users on its own hash ring, not dynosim's: set router.ring = "
+                            "\"haproxy\" to simulate the placement HAProxy gives them")
         if policy == "power_of_d" and params.get("distinct", True):
             warnings.append("HAProxy's random(d) makes d independent draws, which may repeat a dyno; the "
                             "simulation draws d distinct dynos: set router.distinct = false to simulate what "

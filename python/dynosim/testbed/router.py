@@ -24,11 +24,10 @@ HAProxy's ``balance first`` (``first``: ``maxconn`` = the dyno's slots on each s
 backend's queue) and consistent hashing on each request's key with bounded loads
 (``bounded_hash``: ``balance hdr(X-Dynosim-Key)``, ``hash-type consistent``,
 ``hash-balance-factor`` = 100 × router.factor, 125 when left out as the engine's default;
-none for ``"inf"``) run too. The load generator sends each request's key (the engine's
-drawn ``key`` column, ``arrivals.keys``) in ``X-Dynosim-Key``. HAProxy's ring is its own
-(its hash of each server's id and weight), not the engine's: which user lands on which dyno
-differs, so the two agree on what does not hang on the placement of a few users (many users,
-or a bound that spreads them).
+none for ``"inf"``; servers of weight 1) run too. The load generator sends each request's key
+(the engine's drawn ``key`` column, ``arrivals.keys``) in ``X-Dynosim-Key``. HAProxy's ring
+is the engine's ``router.ring = "haproxy"`` (:mod:`.plan` warns under the engine's own ring,
+whose placement of the users differs).
 
 HAProxy logs one line per request to its standard output (a file): the request's id (the
 load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
@@ -144,7 +143,10 @@ class RouterPlan:
         if self.kind == "nginx":
             return nginx.config(self, port, dyno_ports)
         limit = f" maxconn {self.slots}" if self.policy in HOLDING else ""
-        servers = "\n".join(f"    server {server_name(d)} 127.0.0.1:{p} weight {WEIGHT}{limit}"
+        # bounded_hash: HAProxy's default weight, 1 (16 points a server), which the engine's
+        # router.ring = "haproxy" places as HAProxy does.
+        weight = 1 if self.policy == "bounded_hash" else WEIGHT
+        servers = "\n".join(f"    server {server_name(d)} 127.0.0.1:{p} weight {weight}{limit}"
                             + (" disabled" if d in self.disabled else "")
                             for d, p in enumerate(dyno_ports))
         stats = ""
