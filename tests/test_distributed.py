@@ -90,6 +90,10 @@ def test_sweep_through_the_cluster_is_the_local_sweep_bit_for_bit(cluster, tmp_p
     _same_json(run_cli(*SWEEP, cwd=tmp_path), run_cli(*SWEEP, "--dask", cluster.address, cwd=tmp_path))
 
 
+def test_dask_local_starts_a_cluster_for_the_command_and_stops_it(tmp_path):
+    _same_json(run_cli(*SWEEP, cwd=tmp_path), run_cli(*SWEEP, "--dask", "local", cwd=tmp_path))
+
+
 def test_capacity_through_the_cluster_is_the_local_search_bit_for_bit(cluster, tmp_path):
     _same_json(run_cli(*CAPACITY, cwd=tmp_path), run_cli(*CAPACITY, "--dask", cluster.address, cwd=tmp_path))
 
@@ -109,6 +113,34 @@ def test_python_api_takes_a_client(cluster):
     assert [r.to_dict() for r in there] == [r.to_dict() for r in here]
     rates = [50.0, 80.0, 120.0]
     assert ramp(scenario, rates, client=cluster.client) == ramp(scenario, rates)
+
+
+def _reports(outcomes):
+    out = []
+    for status, result in outcomes:
+        report = dict(result.report) if result is not None else None
+        if report is not None:
+            report.pop("wall_seconds")
+        out.append((status, json.dumps(report)))
+    return out
+
+
+@pytest.mark.parametrize("blocks", [2, 5])
+def test_a_run_split_into_blocks_of_replications_is_the_whole_run_bit_for_bit(cluster, blocks):
+    """Each block a task; the report assembled from them is run's, every number and key in
+    order (per-dyno utilisation, each replication's figures), on the direct and the event
+    engine."""
+    base = dynosim.Scenario.load("rapgenius").with_overrides(
+        {"run.duration": "1min", "run.replications": 5, "fleet.dynos": 80})
+    scenarios = [base.for_policy("random"), base.for_policy("intelligent"),
+                 base.with_overrides({"run.replications": 1}).for_policy("random")]
+    local = distributed.LocalExecutor().run(scenarios, lambda n: None)
+    split = distributed.DaskExecutor(cluster.client, blocks=blocks).run(scenarios)
+    assert _reports(split) == _reports(local)
+    assert len(local[0][1].report["summary"]["utilisation"]["per_dyno"]) == 80
+    # Left to choose, a cluster of two threads splits one run in two (capacity's one count).
+    assert distributed.DaskExecutor(cluster.client)._blocks_of(scenarios[:1]) == [[(0, 3), (3, 2)]]
+    assert distributed.DaskExecutor(cluster.client)._blocks_of(scenarios) == [[None]] * 3
 
 
 def test_files_a_scenario_names_travel_with_its_tasks(cluster, tmp_path):
@@ -131,6 +163,13 @@ def test_a_file_no_worker_can_read_is_one_line_naming_it():
     kind, message, file, path = json.loads(error)
     assert path == "service.file" and "/nonexistent/dynosim/t.txt" in message and "Dask worker" in message
     with pytest.raises(dynosim.ScenarioError, match="service.file.*path every worker can read"):
+        distributed._raise(error)
+
+
+def test_a_worker_of_another_version_refuses():
+    status, error = distributed.run_task('[fleet]\ndynos = 2\n', None, {}, version="0.0.0-other")
+    assert status == "error"
+    with pytest.raises(dynosim.DynosimError, match="has dynosim .*, this command 0.0.0-other"):
         distributed._raise(error)
 
 

@@ -71,17 +71,26 @@ class Executor:
 
 
 def _outcome(report_json: Optional[str], status: str, scenario: Scenario) -> Outcome:
+    if report_json is None:
+        return status, None
+    return _reported(json.loads(report_json), scenario)
+
+
+def _reported(report: Dict[str, Any], scenario: Scenario) -> Outcome:
     from .api import _priced
     from .results import PolicyResult
 
-    if report_json is None:
-        return status, None
-    return status, PolicyResult(_priced(json.loads(report_json), scenario))
+    return "ok", PolicyResult(_priced(report, scenario))
 
 
-def _run_here(scenario: Scenario, strict: bool = False) -> Tuple[str, Optional[str]]:
+def _run_here(scenario: Scenario, strict: bool = False,
+              block: Optional[Tuple[int, int]] = None) -> Tuple[str, Optional[str]]:
+    """A whole run's report (JSON text), or with `block` (first, count) those replications'
+    (``_dynosim.run_block``'s text)."""
     try:
         scenario.describe()  # validates, as api.run does, before running
+        if block is not None:
+            return "ok", scenario._call(_dynosim.run_block, *block)
         return "ok", scenario._call(_dynosim.run)
     except UnstableError:
         if strict:
@@ -195,14 +204,20 @@ def _files_dir(files: Dict[str, bytes]) -> Path:
     return folder
 
 
-def run_task(toml: str, source: Optional[str], files: Dict[str, bytes],
-             strict: bool = False) -> Tuple[str, Optional[str]]:
-    """One run on a worker: ``(status, report JSON text)``; a mistake comes back as
-    ``("error", [class name, message, file, key path])`` so that it reads as one line."""
+def run_task(toml: str, source: Optional[str], files: Dict[str, bytes], strict: bool = False,
+             version: Optional[str] = None, block: Optional[Tuple[int, int]] = None) -> Tuple[str, Optional[str]]:
+    """One run on a worker: ``(status, report JSON text)``, or with `block` (first, count)
+    those replications of it (see :func:`_merged`); a mistake comes back as
+    ``("error", [class name, message, file, key path])`` so that it reads as one line. A
+    worker whose dynosim is not `version` (the client's) refuses: its figures could differ."""
+    if version is not None and version != _dynosim.__version__:
+        return "error", json.dumps(["DynosimError", f"the Dask worker at {socket.gethostname()} has dynosim "
+                                    f"{_dynosim.__version__}, this command {version}: install the same version "
+                                    "on every worker", "--dask", ""])
     try:
         scenario = Scenario._from_text(toml, source or "scenario", _files_dir(files) if files else Path("."))
         scenario.source = source
-        return _run_here(scenario, strict)
+        return _run_here(scenario, strict, block)
     except DynosimError as e:
         message = e.message
         if e.path.endswith(".file") or e.path == "file":
@@ -216,14 +231,53 @@ def _raise(error_json: str) -> None:
     raise _ERRORS.get(kind, DynosimError)(message, file=file, path=path)
 
 
-class DaskExecutor(Executor):
-    """A task per run on a Dask cluster, through `client`. A worker that dies takes its
-    tasks with it and the scheduler runs them again elsewhere (up to its
-    ``distributed.scheduler.allowed-failures``, 3 by default): the same bits. Ctrl-C
-    cancels the command's tasks on the cluster."""
+def _merged(scenario: Scenario, parts: Sequence[Tuple[str, Optional[str]]]) -> Outcome:
+    """A run from its blocks' outcomes, in replication order: the report ``_dynosim.run``
+    makes, to the last bit (the blocks' JSON read by Python, which rounds exactly; the summary
+    made by the engine's own code), but for ``wall_seconds``."""
+    for status, _ in parts:
+        if status != "ok":
+            return status, None
+    blocks = [json.loads(str(text)) for _, text in parts]
+    results = [r for b in blocks for r in b["results"]]
+    report = json.loads(scenario._call(_dynosim.assemble, results, [d for b in blocks for d in b["per_dyno"]],
+                                       [e for b in blocks for e in b["engines"]]))
+    report["per_replication"] = results
+    return _reported(report, scenario)
 
-    def __init__(self, client: Any) -> None:
+
+class DaskExecutor(Executor):
+    """A task per run on a Dask cluster, through `client`; when there are fewer runs than the
+    cluster has threads (a capacity search's one count at a time), a task per block of a
+    run's replications, merged here (:func:`_merged`). A worker that dies takes its tasks
+    with it and the scheduler runs them again elsewhere (up to its
+    ``distributed.scheduler.allowed-failures``, 3 by default): the same bits. Ctrl-C cancels
+    the command's tasks on the cluster.
+
+    `blocks`: split each run into this many blocks of replications (at most one per
+    replication) instead of choosing from the cluster's threads; 1 keeps runs whole."""
+
+    def __init__(self, client: Any, blocks: Optional[int] = None) -> None:
         self.client = client
+        self.blocks = blocks
+
+    def _blocks_of(self, scenarios: Sequence[Scenario]) -> List[List[Optional[Tuple[int, int]]]]:
+        """Each run's tasks: ``[None]`` for the whole run, else (first, count) blocks."""
+        per_run = self.blocks
+        if per_run is None:
+            threads = sum(self.client.nthreads().values()) or 1
+            per_run = -(-threads // max(1, len(scenarios))) if len(scenarios) < threads else 1
+        out: List[List[Optional[Tuple[int, int]]]] = []
+        for s in scenarios:
+            if per_run <= 1:
+                out.append([None])
+                continue
+            replications = int(s.describe()["replications"])
+            size = -(-replications // min(per_run, replications))
+            blocks: List[Optional[Tuple[int, int]]] = [(first, min(size, replications - first))
+                                                       for first in range(0, replications, size)]
+            out.append(blocks if len(blocks) > 1 else [None])
+        return out
 
     def run(self, scenarios: Sequence[Scenario], on_done: Optional[Callable[[int], None]] = None,
             strict: bool = False) -> List[Outcome]:
@@ -231,16 +285,23 @@ class DaskExecutor(Executor):
 
         client = self.client
         payloads = [_Payload(s) for s in scenarios]
+        tasks = self._blocks_of(scenarios)
         # Each file goes to the cluster once, however many tasks name it.
         contents = {name: data for p in payloads for name, data in p.files.items()}
         futures: List[Any] = []
+        # Each task's run and block; identical tasks (the same scenario twice) share a key.
+        where: Dict[str, List[Tuple[int, int]]] = {}
+        parts: List[List[Any]] = [[None] * len(blocks) for blocks in tasks]
         out: List[Any] = [None] * len(scenarios)
         try:
             scattered = client.scatter(contents, hash=True) if contents else {}
-            for p in payloads:
+            for i, (p, blocks) in enumerate(zip(payloads, tasks)):
                 files = {name: scattered[name] for name in p.files}
-                futures.append(client.submit(run_task, p.toml, p.source, files, strict, pure=True))
-            index = {f.key: i for i, f in enumerate(futures)}
+                for j, block in enumerate(blocks):
+                    future = client.submit(run_task, p.toml, p.source, files, strict, _dynosim.__version__, block,
+                                           pure=True)
+                    futures.append(future)
+                    where.setdefault(future.key, []).append((i, j))
             pending = set(futures)
             finished = 0
             while pending:
@@ -249,14 +310,18 @@ class DaskExecutor(Executor):
                 except (TimeoutError, asyncio.TimeoutError):
                     continue
                 done, pending = result.done, result.not_done
+                before = finished
                 for future in done:
-                    i = index[future.key]
                     status, text = future.result()  # a task's exception (not a mistake) is raised here
                     if status == "error":
                         _raise(str(text))
-                    out[i] = _outcome(text, status, scenarios[i])
-                finished += len(done)
-                if done and on_done is not None:
+                    for i, j in where[future.key]:
+                        parts[i][j] = (status, text)
+                        if out[i] is None and all(part is not None for part in parts[i]):
+                            out[i] = (_outcome(parts[i][0][1], parts[i][0][0], scenarios[i]) if tasks[i] == [None]
+                                      else _merged(scenarios[i], parts[i]))
+                            finished += 1
+                if finished > before and on_done is not None:
                     on_done(finished)
         except BaseException:
             if futures:
