@@ -2,12 +2,14 @@
 process (the default), or the workers of a Dask cluster (``--dask ADDRESS``, or a
 ``dask.distributed.Client`` in the Python API). The only module that imports Dask.
 
-Each run of one scenario under one routing policy is a task: a pure function of the
-scenario's TOML text and the bytes of the files it names (:func:`run_task`), returning the
-engine's report as JSON text. The engine seeds every replication from ``run.seed`` and the
-replication's index, never from where or when it runs, so a task gives the same bits on any
-worker, and a task run again (its worker died) gives the same bits as the first time: a
-sweep through Dask equals the same sweep run here, to the last bit (tests/test_distributed.py).
+Each run of one scenario under one routing policy is a task (or, when there are fewer runs
+than the cluster has threads, each block of its replications: :class:`DaskExecutor`): a pure
+function of the scenario's TOML text and the bytes of the files it names (:func:`run_task`),
+returning the engine's report as JSON text. The engine seeds every replication from
+``run.seed`` and the replication's index, never from where or when it runs, so a task gives
+the same bits on any worker, and a task run again (its worker died) gives the same bits as
+the first time: a sweep through Dask equals the same sweep run here, to the last bit
+(tests/test_distributed.py).
 
 Files a scenario names (``file = ...`` in any table: empirical samples, traces) travel with
 the task: the client reads each once and scatters its bytes to the cluster, and a worker
