@@ -98,6 +98,17 @@ def test_capacity_through_the_cluster_is_the_local_search_bit_for_bit(cluster, t
     _same_json(run_cli(*CAPACITY, cwd=tmp_path), run_cli(*CAPACITY, "--dask", cluster.address, cwd=tmp_path))
 
 
+def test_tune_and_ramp_through_the_cluster_are_the_local_ones_bit_for_bit(cluster, tmp_path):
+    (tmp_path / "mmc.toml").write_text(
+        'name = "mmc"\n[arrivals]\nprocess = "poisson"\nrate = "50/s"\n[service]\ndistribution = "exponential"\n'
+        'mean = "100ms"\n[fleet]\ndynos = 8\n[router]\npolicy = "intelligent"\n[run]\nduration = "1min"\n'
+        'warmup = "10s"\nreplications = 4\n')
+    tune = ["tune", "mmc.toml", "--vary", "fleet.dynos=6,7,8,10", "--target", "queue.mean <= 10ms", "--json"]
+    _same_json(run_cli(*tune, cwd=tmp_path), run_cli(*tune, "--dask", cluster.address, cwd=tmp_path))
+    ramp_args = ["ramp", "mmc.toml", "--rates", "20..70/25", "--json"]
+    _same_json(run_cli(*ramp_args, cwd=tmp_path), run_cli(*ramp_args, "--dask", cluster.address, cwd=tmp_path))
+
+
 def test_python_api_takes_a_client(cluster):
     scenario = dynosim.Scenario.load("rapgenius").with_overrides(
         {"run.duration": "10s", "run.replications": 2, "router.policy": ["random", "intelligent"]})
