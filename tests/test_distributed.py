@@ -8,6 +8,7 @@ import _thread
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -195,6 +196,24 @@ def test_ctrl_c_cancels_the_tasks_on_the_cluster(cluster, ctrl_c_raises):
 
     with pytest.raises(KeyboardInterrupt):
         distributed.DaskExecutor(cluster.client).run([p.scenario.for_policy("random") for p in sweep.points], first_done)
+    deadline = time.monotonic() + 20
+    while cluster.client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
+        assert time.monotonic() < deadline, "tasks left on the cluster"
+        time.sleep(0.1)
+
+
+def test_ctrl_c_on_the_command_exits_130_and_leaves_no_task_on_the_cluster(cluster, tmp_path):
+    args = [sys.executable, "-m", "dynosim", "sweep", "rapgenius", "--vary", "fleet.dynos=60..160:60",
+            "--duration", "1h", "--replications", "2", "--json", "--dask", cluster.address]
+    with child_process(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        deadline = time.monotonic() + 60
+        while not any(cluster.client.processing().values()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the sweep never reached the cluster"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert err.decode().strip().splitlines()[-1] == "dynosim: interrupted"
     deadline = time.monotonic() + 20
     while cluster.client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
         assert time.monotonic() < deadline, "tasks left on the cluster"
