@@ -17,11 +17,13 @@ writes them into a folder of its own under the system's temporary folder before 
 file the client cannot read, or one larger than :data:`SEND_LIMIT`, travels as its absolute
 path instead, to be read on a path every worker shares; a worker that cannot read it fails
 the command with one line naming the file, the key and the worker.
+
+Ctrl-C cancels the command's tasks; a worker plugin (:func:`_stop_cancelled_runs`) stops the
+runs already inside the engine on the workers, which Dask alone would let run to their end.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import hashlib
 import json
@@ -29,6 +31,7 @@ import os
 import socket
 import tempfile
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -206,6 +209,44 @@ def _files_dir(files: Dict[str, bytes]) -> Path:
     return folder
 
 
+def _token(key: Any) -> int:
+    """The engine's cancel token of the task `key` (see :func:`_stop_cancelled_runs`)."""
+    return int(hashlib.sha256(str(key).encode()).hexdigest()[:15], 16) + 1
+
+
+def _current_key() -> Any:
+    """The key of the Dask task this thread runs, or None outside a task."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().get_current_task()
+    except (ImportError, ValueError):
+        return None
+
+
+#: The clients whose workers stop cancelled runs (:func:`_stop_cancelled_runs`).
+_PLUGGED: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _stop_cancelled_runs(client: Any) -> None:
+    """Installs on `client`'s workers a plugin that stops a run in the engine when its task
+    is cancelled while running (Ctrl-C): Dask cannot stop a running task, the engine can
+    (each task runs under a cancel token of its own, ``_dynosim.set_cancel_token``)."""
+    if client in _PLUGGED:
+        return
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class StopCancelledRuns(WorkerPlugin):
+        def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+            if start == "executing" and finish in ("cancelled", "released", "forgotten"):  # no longer wanted
+                from dynosim import _dynosim as engine
+
+                engine.cancel(_token(key))
+
+    client.register_plugin(StopCancelledRuns(), name="dynosim-stop-cancelled-runs")
+    _PLUGGED.add(client)
+
+
 def run_task(toml: str, source: Optional[str], files: Dict[str, bytes], strict: bool = False,
              version: Optional[str] = None, block: Optional[Tuple[int, int]] = None) -> Tuple[str, Optional[str]]:
     """One run on a worker: ``(status, report JSON text)``, or with `block` (first, count)
@@ -216,16 +257,27 @@ def run_task(toml: str, source: Optional[str], files: Dict[str, bytes], strict: 
         return "error", json.dumps(["DynosimError", f"the Dask worker at {socket.gethostname()} has dynosim "
                                     f"{_dynosim.__version__}, this command {version}: install the same version "
                                     "on every worker", "--dask", ""])
+    key = _current_key()
+    token = _token(key) if key is not None else 0
+    if token:
+        _dynosim.forget_token(token)  # a cancel that came after an earlier run of this task ended
+        _dynosim.set_cancel_token(token)
     try:
         scenario = Scenario._from_text(toml, source or "scenario", _files_dir(files) if files else Path("."))
         scenario.source = source
         return _run_here(scenario, strict, block)
+    except KeyboardInterrupt:  # the task was cancelled (its result is dropped)
+        return "cancelled", None
     except DynosimError as e:
         message = e.message
         if e.path.endswith(".file") or e.path == "file":
             message += (f" (on the Dask worker at {socket.gethostname()}: put the file on a path every worker "
                         "can read, or where this command can read it so that it travels with the task)")
         return "error", json.dumps([type(e).__name__, message, e.file, e.path])
+    finally:
+        if token:
+            _dynosim.set_cancel_token(0)
+            _dynosim.forget_token(token)
 
 
 def _raise(error_json: str) -> None:
@@ -283,8 +335,6 @@ class DaskExecutor(Executor):
 
     def run(self, scenarios: Sequence[Scenario], on_done: Optional[Callable[[int], None]] = None,
             strict: bool = False) -> List[Outcome]:
-        from distributed import wait
-
         client = self.client
         payloads = [_Payload(s) for s in scenarios]
         tasks = self._blocks_of(scenarios)
@@ -296,27 +346,46 @@ class DaskExecutor(Executor):
         parts: List[List[Any]] = [[None] * len(blocks) for blocks in tasks]
         out: List[Any] = [None] * len(scenarios)
         try:
+            _stop_cancelled_runs(client)
             scattered = client.scatter(contents, hash=True) if contents else {}
-            for i, (p, blocks) in enumerate(zip(payloads, tasks)):
+            def submit(i: int, block: Optional[Tuple[int, int]], pure: bool = True) -> Any:
+                p = payloads[i]
                 files = {name: scattered[name] for name in p.files}
+                future = client.submit(run_task, p.toml, p.source, files, strict, _dynosim.__version__, block,
+                                       pure=pure)
+                futures.append(future)
+                return future
+
+            for i, blocks in enumerate(tasks):
                 for j, block in enumerate(blocks):
-                    future = client.submit(run_task, p.toml, p.source, files, strict, _dynosim.__version__, block,
-                                           pure=True)
-                    futures.append(future)
-                    where.setdefault(future.key, []).append((i, j))
+                    where.setdefault(submit(i, block).key, []).append((i, j))
             pending = set(futures)
             finished = 0
             while pending:
-                try:
-                    result = wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
-                except (TimeoutError, asyncio.TimeoutError):
+                # Polled (distributed.wait raises when a future was cancelled, which one of an
+                # earlier command's may have been: see below).
+                done = {f for f in pending if f.done()}
+                if not done:
+                    time.sleep(_POLL)
                     continue
-                done, pending = result.done, result.not_done
+                pending -= done
                 before = finished
                 for future in done:
-                    status, text = future.result()  # a task's exception (not a mistake) is raised here
+                    if future.status == "cancelled":
+                        status, text = "cancelled", None
+                    else:
+                        status, text = future.result()  # a task's exception (not a mistake) is raised here
                     if status == "error":
                         _raise(str(text))
+                    if status == "cancelled":
+                        # The same task cancelled by an earlier command (the same scenario
+                        # again, just after a Ctrl-C): its key is still being let go, or the
+                        # worker resumed that stopped run. Run it afresh under a key of its own.
+                        for i, j in where.pop(future.key, []):
+                            again = submit(i, tasks[i][j], pure=False)
+                            where.setdefault(again.key, []).append((i, j))
+                            pending.add(again)
+                        continue
                     for i, j in where[future.key]:
                         parts[i][j] = (status, text)
                         if out[i] is None and all(part is not None for part in parts[i]):
