@@ -1,10 +1,11 @@
 //! Replications and their summary: every numeric result becomes an estimate with a 95%
 //! confidence interval from the spread between independent replications (Student's t).
 
-use crate::engine::{run_replication_on, Engine};
-use crate::error::Result;
+use crate::engine::{run_replication_on, Engine, Measured};
+use crate::error::{Error, Result};
 use crate::result::ReplicationResult;
 use crate::scenario::Scenario;
+use crate::shard;
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -31,6 +32,8 @@ pub struct RunReport {
     pub warmup: f64,
     pub replications: u32,
     pub seed: u64,
+    /// Shards the fleet ran in (1: whole; see [`crate::shard`]).
+    pub shards: u32,
     /// The same tree as one replication's figures, each number replaced by an [`Estimate`]
     /// (per-dyno lists by their element-wise mean).
     pub summary: Value,
@@ -83,6 +86,48 @@ pub const PER_DYNO_LIMIT: u32 = 10_000;
 /// once as `run.max_memory` has room for); results are in replication order and do not depend
 /// on the number of threads.
 pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<RunReport> {
+    match scenario.threads {
+        None => run_here(scenario, interrupted),
+        Some(threads) => rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| {
+                Error::config(
+                    "run.threads",
+                    format!("could not start {threads} threads: {e}"),
+                )
+            })?
+            .install(|| run_here(scenario, interrupted)),
+    }
+}
+
+/// One replication of every shard of the scenario at once: replication `r` of the fleet.
+fn replications_in_shards(
+    scenario: &Scenario,
+    replications: std::ops::Range<u64>,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Vec<ReplicationResult>> {
+    let shards = scenario.shards.len() as u64;
+    let mut parts: Vec<Measured> = (replications.start * shards..replications.end * shards)
+        .into_par_iter()
+        .map(|task| {
+            shard::measure(
+                &scenario.shards[(task % shards) as usize],
+                task / shards,
+                interrupted,
+            )
+        })
+        .collect::<Result<_>>()?;
+    let mut results = Vec::with_capacity((replications.end - replications.start) as usize);
+    while !parts.is_empty() {
+        let rest = parts.split_off(shards as usize);
+        results.push(shard::merge(scenario, std::mem::replace(&mut parts, rest))?);
+    }
+    Ok(results)
+}
+
+/// [`run`] on the current thread pool.
+fn run_here(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<RunReport> {
     scenario.check_stable()?;
     let started = std::time::Instant::now();
     let replications = u64::from(scenario.replications);
@@ -100,10 +145,15 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
         }
     ];
     for first in (0..replications).step_by(at_once as usize) {
-        let batch: Vec<ReplicationResult> = (first..replications.min(first + at_once))
-            .into_par_iter()
-            .map(|r| run_replication_on(scenario.engine, scenario, r, interrupted))
-            .collect::<Result<_>>()?;
+        let last = replications.min(first + at_once);
+        let batch: Vec<ReplicationResult> = if scenario.shards.is_empty() {
+            (first..last)
+                .into_par_iter()
+                .map(|r| run_replication_on(scenario.engine, scenario, r, interrupted))
+                .collect::<Result<_>>()?
+        } else {
+            replications_in_shards(scenario, first..last, interrupted)?
+        };
         // Summed in replication order, as the mean of the whole list would be.
         for mut result in batch {
             let per_dyno = std::mem::take(&mut result.utilisation.per_dyno);
@@ -137,6 +187,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
         warmup: scenario.warmup,
         replications: scenario.replications,
         seed: scenario.seed,
+        shards: scenario.shards.len().max(1) as u32,
         summary,
         per_replication,
         wall_seconds: started.elapsed().as_secs_f64(),
