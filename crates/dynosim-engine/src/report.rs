@@ -101,27 +101,42 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
     }
 }
 
-/// One replication of every shard of the scenario at once: replication `r` of the fleet.
+/// Replications `replications` of a scenario split into shards: every (replication, shard)
+/// pair is a task, run a few per thread at a time and merged in order into its replication
+/// as it comes, so that the shards' measures waiting to be merged (each with histograms of
+/// its own, some 200 kB) stay few whatever the shards and replications.
 fn replications_in_shards(
     scenario: &Scenario,
     replications: std::ops::Range<u64>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<Vec<ReplicationResult>> {
     let shards = scenario.shards.len() as u64;
-    let mut parts: Vec<Measured> = (replications.start * shards..replications.end * shards)
-        .into_par_iter()
-        .map(|task| {
-            shard::measure(
-                &scenario.shards[(task % shards) as usize],
-                task / shards,
-                interrupted,
-            )
-        })
-        .collect::<Result<_>>()?;
+    let tasks: Vec<u64> = (replications.start * shards..replications.end * shards).collect();
+    let at_a_time = 4 * rayon::current_num_threads();
     let mut results = Vec::with_capacity((replications.end - replications.start) as usize);
-    while !parts.is_empty() {
-        let rest = parts.split_off(shards as usize);
-        results.push(shard::merge(scenario, std::mem::replace(&mut parts, rest))?);
+    let mut merging: Option<shard::Merging> = None;
+    for chunk in tasks.chunks(at_a_time) {
+        let parts: Vec<Measured> = chunk
+            .par_iter()
+            .map(|&task| {
+                let part = &scenario.shards[(task % shards) as usize];
+                shard::measure(part, task / shards, interrupted)
+            })
+            .collect::<Result<_>>()?;
+        for (part, &task) in parts.into_iter().zip(chunk) {
+            let m = match merging.take() {
+                None => shard::Merging::new(scenario, part)?,
+                Some(mut m) => {
+                    m.add(part);
+                    m
+                }
+            };
+            if task % shards == shards - 1 {
+                results.push(m.finish(scenario));
+            } else {
+                merging = Some(m);
+            }
+        }
     }
     Ok(results)
 }

@@ -201,23 +201,38 @@ pub(crate) fn measure(
     crate::engine::measure_replication_on(shard.engine, shard, replication, interrupted)
 }
 
-/// One replication's figures from its shards' measures, in shard order.
-pub(crate) fn merge(scenario: &Scenario, parts: Vec<Measured>) -> Result<ReplicationResult> {
-    let mut parts = parts.into_iter();
-    let Some(first) = parts.next() else {
-        return Err(Error::config("run.shards", "no shard ran"));
-    };
-    let (mut measures, mut end, mut engine): (Measures, f64, &'static str) =
-        (first.measures, first.end, first.engine);
-    measures.reserve_dynos(scenario.dynos as usize)?;
-    for part in parts {
-        end = end.max(part.end);
-        if part.engine != engine {
-            engine = "direct+events";
-        }
-        measures.absorb(part.measures);
+/// One replication's shards' measures merged so far, in shard order.
+pub(crate) struct Merging {
+    measures: Measures,
+    end: f64,
+    engine: &'static str,
+}
+
+impl Merging {
+    /// Starts with the replication's first shard, making room for every dyno's figures.
+    pub fn new(scenario: &Scenario, first: Measured) -> Result<Merging> {
+        let mut measures = first.measures;
+        measures.reserve_dynos(scenario.dynos as usize)?;
+        Ok(Merging {
+            measures,
+            end: first.end,
+            engine: first.engine,
+        })
     }
-    let mut result = measures.finish(scenario, end);
-    result.engine = engine;
-    Ok(result)
+
+    /// Adds the next shard.
+    pub fn add(&mut self, part: Measured) {
+        self.end = self.end.max(part.end);
+        if part.engine != self.engine {
+            self.engine = "direct+events";
+        }
+        self.measures.absorb(part.measures);
+    }
+
+    /// The replication's figures, worked out once over every shard's measures.
+    pub fn finish(self, scenario: &Scenario) -> ReplicationResult {
+        let mut result = self.measures.finish(scenario, self.end);
+        result.engine = self.engine;
+        result
+    }
 }
