@@ -60,6 +60,18 @@ pub struct ScenarioSpec {
 }
 
 impl ScenarioSpec {
+    /// `[service]` of a constant time, `seconds`.
+    pub(crate) fn constant_service(seconds: f64) -> ServiceSpec {
+        let mut params = Map::new();
+        params.insert("value".into(), Value::from(seconds));
+        ServiceSpec {
+            distribution: "constant".into(),
+            round_up: None,
+            clip: None,
+            params,
+        }
+    }
+
     /// Parses a scenario given as JSON, naming the key path of what does not fit.
     pub fn parse(text: &str) -> Result<ScenarioSpec> {
         let de = &mut serde_json::Deserializer::from_str(text);
@@ -360,7 +372,7 @@ pub struct Scenario {
     pub workload: Workload,
     /// A request's time on its thread when nothing contends: `[service]`'s distribution, or
     /// for `[request]` the sum of its phases (see [`crate::request::RequestTime`]).
-    pub service: Box<dyn ServiceDistribution>,
+    pub service: std::sync::Arc<dyn ServiceDistribution>,
     /// The phases of a request, for a scenario with `[request]`; None for `[service]`, whose
     /// request holds its thread for its service time and uses no CPU or resource.
     pub request: Option<RequestModel>,
@@ -846,7 +858,7 @@ impl Scenario {
         let scenario = Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
             workload,
-            service,
+            service: service.into(),
             request,
             dyno_type,
             app,

@@ -32,6 +32,7 @@ use crate::scenario::{Scenario, ScenarioSpec, ShardCount};
 use crate::workload::Workload;
 use serde_json::json;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Dynos per shard (at most) when `run.shards = "auto"`: their state (about 60 bytes a dyno
 /// on the direct engine) fits a core's cache.
@@ -187,7 +188,18 @@ pub(crate) fn build(
             part.run.seed = shard_seed(scenario.seed, u64::from(i));
             part.run.shards = Some(json!(1));
             part.run.max_waiting = ((scenario.max_waiting as f64 * share).ceil() as i64).max(1);
-            Scenario::validate(&part, base_dir, interrupted)
+            // The service distribution is the fleet's, shared: not built again for each shard
+            // (a sample file read 100 times, held 100 times). The shard is validated with a
+            // constant of the same mean in its place, which the fleet's checks have covered.
+            let shared = part.service.is_some();
+            if let Some(service) = part.service.as_mut() {
+                *service = ScenarioSpec::constant_service(scenario.service.mean());
+            }
+            let mut shard = Scenario::validate(&part, base_dir, interrupted)?;
+            if shared {
+                shard.service = Arc::clone(&scenario.service);
+            }
+            Ok(shard)
         })
         .collect()
 }

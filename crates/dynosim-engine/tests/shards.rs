@@ -168,6 +168,11 @@ fn a_sharded_replication_is_its_shards_merged_exactly() {
     let scenario = build(&doc(7.0, exp(1.0), 10, 1, run).to_string());
     let sizes: Vec<u32> = scenario.shards.iter().map(|s| s.dynos).collect();
     assert_eq!(sizes, [4, 3, 3]);
+    // The service distribution is the fleet's, shared rather than built again per shard.
+    assert!(scenario
+        .shards
+        .iter()
+        .all(|s| std::sync::Arc::ptr_eq(&s.service, &scenario.service)));
     // Each shard draws from streams of its own: seeds all different, none the run's.
     let mut seeds: Vec<u64> = scenario.shards.iter().map(|s| s.seed).collect();
     seeds.push(scenario.seed);
