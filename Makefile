@@ -12,7 +12,7 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.9.2,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100" "playwright>=1.49,<2" "starlette>=0.40,<2" "uvicorn>=0.30,<1" "httpx>=0.27,<1"
+	$(PIP) install -q "maturin>=1.9.2,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100" "playwright>=1.49,<2" "starlette>=0.40,<2" "uvicorn>=0.30,<1" "httpx>=0.27,<1" "dask[distributed]>=2024.8,<2027"
 	touch $@
 
 .PHONY: install

@@ -21,13 +21,14 @@ LOGS = ["FILE", "--format", "--log-format", "--host"]
 #: Each verb (its words), and what its --help must offer.
 VERBS: Dict[Tuple[str, ...], List[str]] = {
     # The analysis verbs: they run a scenario and print their document with --json.
-    # Those the HTML report covers (issue #27) take --html too.
+    # Those the HTML report covers (issue #27) take --html too; those that run many points
+    # run them on a Dask cluster with --dask (issue #28).
     ("run",): SCENARIO + ["--json", "--html"],
     ("compare",): SCENARIO + ["--json", "--html"],
-    ("capacity",): SCENARIO + ["--json", "--html"],
-    ("sweep",): SCENARIO + ["--json", "--html"],
-    ("tune",): SCENARIO + ["--json", "--html"],
-    ("ramp",): SCENARIO + ["--json", "--html"],
+    ("capacity",): SCENARIO + ["--json", "--html", "--dask"],
+    ("sweep",): SCENARIO + ["--json", "--html", "--dask"],
+    ("tune",): SCENARIO + ["--json", "--html", "--dask"],
+    ("ramp",): SCENARIO + ["--json", "--html", "--dask"],
     ("demo",): SCENARIO + ["--json"],
     ("testbed",): SCENARIO + ["--json"],
     # Their output is a picture (a GIF or a page), not a document: no --json.

@@ -13,6 +13,7 @@ import pytest
 
 import dynosim
 from dynosim import ScenarioError, cli
+from dynosim import distributed
 from dynosim import sweep as sweep_module
 from dynosim.cli import common
 from dynosim.sweep import parse_spec, parse_vary, parse_vary_args
@@ -314,17 +315,17 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch, capsys):
 def test_ctrl_c_while_running_stops_and_leaves_nothing(tmp_path, monkeypatch, capsys, ctrl_c_raises):
     """interrupt_main() does nothing unless SIGINT has a Python handler: ctrl_c_raises."""
     monkeypatch.chdir(tmp_path)
-    real = sweep_module._run_one
+    real = distributed._run_here
     calls = []
 
-    def interrupted_run(scenario):
+    def interrupted_run(scenario, *args):
         calls.append(scenario)
         if len(calls) == 2:
             _thread.interrupt_main()  # what Ctrl-C does to the main thread
             time.sleep(0.2)
-        return real(scenario)
+        return real(scenario, *args)
 
-    monkeypatch.setattr(sweep_module, "_run_one", interrupted_run)
+    monkeypatch.setattr(distributed, "_run_here", interrupted_run)
     args = ["sweep", "--vary", "fleet.dynos=100..1000:30", "--duration", "2s", "--replications", "2",
             "--out", "sw"]
     assert cli.main(args) == common.EXIT_INTERRUPTED

@@ -1,8 +1,8 @@
 """nginx as the testbed's router (``router.kind = "nginx"``, docs/testbed.md "nginx"): how a
 scenario maps to nginx's configuration and what is refused, without nginx; then short real
 runs through a real nginx on loopback (each policy, its workers with and without a shared
-zone), and that nothing outlives a run however it stops. HAProxy's mappings for the engine's
-coming ``first`` and ``bounded_hash`` policies are checked here too.
+zone), and that nothing outlives a run however it stops. HAProxy's ``first`` and
+``bounded_hash`` (its configuration, the keys sent, a real run of each) are checked here too.
 
 The real runs need nginx (``make testbed-deps``); outside CI they are skipped without it, in
 CI (``CI`` set) they fail, as the other testbed tests do.
@@ -176,7 +176,7 @@ def test_the_access_log_reads_as_haproxys_fields(tmp_path):
     assert got["9"]["tc"] == 0.002 and got["9"]["tr"] == 0.030  # the dyno that answered
 
 
-# --- HAProxy's first and bounded-load hashing (for the engine's coming policies) ---------------
+# --- HAProxy's first and bounded-load hashing --------------------------------------------------
 
 
 def test_haproxy_first_and_bounded_hash_configs(tmp_path):
@@ -185,7 +185,9 @@ def test_haproxy_first_and_bounded_hash_configs(tmp_path):
     hashed = RouterPlan("bounded_hash", {"factor": 1.25}, 1, 60.0).config(18000, [18001, 18002])
     assert "balance hdr(X-Dynosim-Key)" in hashed and "hash-type consistent" in hashed
     assert "hash-balance-factor 125" in hashed and " maxconn" not in hashed.split("backend")[1]
-    plain = RouterPlan("bounded_hash", {}, 1, 60.0).config(18000, [18001])
+    default = RouterPlan("bounded_hash", {}, 1, 60.0).config(18000, [18001])
+    assert "hash-balance-factor 125" in default  # the engine's default factor, 1.25
+    plain = RouterPlan("bounded_hash", {"factor": "inf"}, 1, 60.0).config(18000, [18001])
     assert "hash-type consistent" in plain and "hash-balance-factor" not in plain
     with pytest.raises(DynosimError, match="router.factor"):
         RouterPlan("bounded_hash", {"factor": 0.5}, 1, 60.0).config(18000, [18001])
@@ -198,11 +200,23 @@ def test_haproxy_first_and_bounded_hash_configs(tmp_path):
             assert checked.returncode == 0, checked.stderr
 
 
-def test_requests_carry_their_key_once_the_engine_draws_them():
+def test_requests_carry_the_keys_the_engine_draws():
     plan = make_plan(Scenario(scenario({"policy": "random"})))
+    assert "key" not in plan.drawn
     assert all("X-Dynosim-Key" not in headers for _, _, headers in plan.requests())
-    plan.drawn["key"] = [i % 5 for i in range(len(plan.drawn["phases"]))]
-    assert [headers["X-Dynosim-Key"] for _, _, headers in plan.requests()][:6] == ["0", "1", "2", "3", "4", "0"]
+    doc = scenario({"kind": "haproxy", "policy": "bounded_hash", "factor": 1.5})
+    doc["arrivals"]["keys"] = {"users": 7, "popularity": "uniform"}
+    plan = make_plan(Scenario(doc))
+    keys = plan.drawn["key"]
+    assert len(keys) == len(plan.drawn["phases"]) and set(keys) == set(range(7))
+    assert [headers["X-Dynosim-Key"] for _, _, headers in plan.requests()] == [str(k) for k in keys]
+    config = plan.router.config(18000, [18001, 18002])
+    assert "hash-balance-factor 150" in config and "weight 1\n" in config + "\n"
+    # The engine's own ring places the users elsewhere than HAProxy: said, and not under
+    # HAProxy's ring.
+    assert any('router.ring = "haproxy"' in w for w in plan.warnings), plan.warnings
+    doc["router"]["ring"] = "haproxy"
+    assert not any("router.ring" in w for w in make_plan(Scenario(doc)).warnings)
 
 
 # --- real runs ----------------------------------------------------------------------------------
@@ -252,6 +266,73 @@ def test_a_real_nginx_runs_each_policy(tmp_path):
     assert alternation(order["round_robin"]) > 0.9
     assert alternation(order["random"]) < 0.9
     assert not _testbed_processes(), _testbed_processes()
+
+
+def test_a_real_haproxy_runs_first_and_bounded_hash():
+    """HAProxy's ``balance first`` fills the lowest-numbered dyno: at 10 requests/s of about
+    11 ms the first dyno is busy about 11% of the time, so it takes about 89% of the requests
+    (random routing: half); 0.7 is 3.9 binomial standard errors below. Consistent hashing on
+    the key header (``factor = "inf"``: no bound) sends every request of a user to one dyno,
+    the keys HAProxy hashed are the ones the engine drew for those requests, and each user's
+    dyno is the one HAProxy's ring gives it (``router.ring = "haproxy"``)."""
+    needs_nginx()
+    doc = scenario({"kind": "haproxy", "policy": "first"}, arrivals={"process": "poisson", "rate": "10/s"})
+    (first,) = real(doc)
+    rows = first["_records"]
+    assert len(rows) > 20 and all(r["status"] == 200 for r in rows)
+    share = sum(r["server"] == "dyno0" for r in rows) / len(rows)
+    assert share > 0.7, share
+    assert first["testbed"]["router"]["kind"] == "haproxy"
+
+    doc = scenario({"kind": "haproxy", "policy": "bounded_hash", "factor": "inf", "ring": "haproxy"})
+    doc["fleet"] = {"dynos": 3}
+    doc["arrivals"]["keys"] = {"users": 30, "popularity": "uniform"}
+    (hashed,) = real(doc)
+    keys = make_plan(Scenario(doc)).drawn["key"]
+    servers: Dict[int, set] = {}
+    for r in hashed["_records"]:
+        assert r["status"] == 200
+        servers.setdefault(keys[r["index"]], set()).add(r["server"])
+    assert len(servers) > 20 and all(len(s) == 1 for s in servers.values()), servers
+    # The real HAProxy's placement is HAProxy 2.x's ring as written below, which the engine's
+    # ring = "haproxy" follows (its unit tests check it against the same rule and HAProxy's
+    # own hash functions).
+    placed = {key: f"dyno{haproxy_server(key, 3)}" for key in servers}
+    assert {key: s.pop() for key, s in servers.items()} == placed
+    assert len(set(placed.values())) == 3
+    assert not _testbed_processes(), _testbed_processes()
+
+
+def full_hash(a: int) -> int:
+    """HAProxy's ``__full_hash`` (include/haproxy/intops.h, 2.x), on 32-bit words."""
+    m = 0xFFFFFFFF
+    a = (a + 0x7ED55D16 + (a << 12)) & m
+    a = (a ^ 0xC761C23C) ^ (a >> 19)
+    a = (a + 0x165667B1 + (a << 5)) & m
+    a = ((a + 0xD3A2646C) ^ (a << 9)) & m
+    a = (a + 0xFD7046C5 + (a << 3)) & m
+    a = (a ^ 0xB55A4F09) ^ (a >> 16)
+    return (a * 3221225473) & m
+
+
+def haproxy_server(key: int, servers: int) -> int:
+    """The server (from 0) HAProxy's ``balance hdr`` + ``hash-type consistent`` sends a key
+    to: sdbm of its text, then full_hash (``hash-type consistent``'s default, "sdbm+avalanche");
+    16 points per server of weight 1 at full_hash(id × 4096 + j), ids from 1; the nearest point
+    either way on the 32-bit ring, the one before on a tie."""
+    h = 0
+    for c in str(key).encode():
+        h = (c + (h << 6) + (h << 16) - h) & 0xFFFFFFFF
+    h = full_hash(h)
+    best = None
+    for d in range(servers):
+        for j in range(16):
+            point = full_hash((d + 1) * 4096 + j)
+            before, after = (h - point) & 0xFFFFFFFF, (point - h) & 0xFFFFFFFF
+            candidate = (min(before, after), after < before, d)
+            best = candidate if best is None else min(best, candidate)
+    assert best is not None
+    return best[2]
 
 
 def test_real_nginx_workers_are_routers_with_private_or_shared_views():

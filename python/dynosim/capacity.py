@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _dynosim
-from .api import run as run_scenario
 from .cost import Pricing
+from .distributed import executor_for
 from .errors import DynosimError, ScenarioError, UnstableError
 from .results import Estimate, PolicyResult, is_fraction_metric, is_metric, is_time_metric, metric_names_hint
 from .scenario import Scenario
@@ -139,8 +139,11 @@ def min_dynos(
     slots: Optional[int] = None,
     max_dynos: int = 100_000,
     on_step: Optional[Callable[[int, bool], None]] = None,
+    client: Any = None,
 ) -> CapacityResult:
-    """The fewest dynos for which `policy` meets every target (see the module's notes)."""
+    """The fewest dynos for which `policy` meets every target (see the module's notes). Each
+    count runs in this process, or as a task on the cluster of `client` (a
+    ``dask.distributed.Client``; :mod:`dynosim.distributed`), with the same result."""
     if not targets:
         raise DynosimError("give at least one target")
     s = scenario.for_policy(policy)
@@ -157,10 +160,11 @@ def min_dynos(
     check_attainable(s, targets)
     result = CapacityResult(policy, int(info["slots"]), None)
     cache: Dict[int, PolicyResult] = {}
+    executor = executor_for(client)
 
     def meets(n: int) -> bool:
         if n not in cache:
-            cache[n] = run_scenario(s.with_overrides({"fleet.dynos": n}), warn=False)[0]
+            cache[n] = executor.run([s.with_overrides({"fleet.dynos": n})], strict=True)[0][1]
         ok = all(t.met_by(target_estimate(cache[n], t)) for t in targets)
         result.evaluated[n] = ok
         result.curve[n] = {t.metric: target_estimate(cache[n], t) for t in targets}
@@ -314,17 +318,19 @@ def plan(
     dyno_type: Optional[str] = None,
     max_dynos: int = 100_000,
     on_step: Optional[Callable[[str, int, int, bool], None]] = None,
+    client: Any = None,
 ) -> List[CapacityResult]:
     """`min_dynos` for every policy and slots value, with the monthly cost of each answer. A
     fixed fleet is sized: the scenario's ``[autoscale]``, if any, is left out (``tune``
-    searches an autoscaler's settings)."""
+    searches an autoscaler's settings). `client`: a ``dask.distributed.Client`` whose cluster runs
+    the counts (see :func:`min_dynos`)."""
     scenario = scenario.without_autoscale()
     pricing = Pricing.from_scenario(scenario.doc, scenario.source, dyno_type)
     out = []
     for policy in policies:
         for k in slots:
             step = (lambda n, ok, p=policy, k=k: on_step(p, k or 0, n, ok)) if on_step else None
-            r = min_dynos(scenario, policy, targets, slots=k, max_dynos=max_dynos, on_step=step)
+            r = min_dynos(scenario, policy, targets, slots=k, max_dynos=max_dynos, on_step=step, client=client)
             if r.dynos is not None:
                 r.monthly_cost = pricing.monthly(r.dynos)
             out.append(r)

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from .api import run as run_scenario
-from .errors import DynosimError, OverloadedError
+from .distributed import executor_for
+from .errors import DynosimError
 from .output import csv_text, finite, json_text, write_files
 from .results import lookup
 from .scenario import Scenario
@@ -76,25 +76,30 @@ def steps(scenario: Scenario, rates: Sequence[float], policies: Optional[Sequenc
 
 
 def ramp(scenario: Scenario, rates: Sequence[float], policies: Optional[Sequence[str]] = None,
-         progress: Any = None) -> List[Dict[str, Any]]:
-    """One row per (case, policy, rate), in turn (see the module's docstring)."""
+         progress: Any = None, client: Any = None) -> List[Dict[str, Any]]:
+    """One row per (case, policy, rate), in that order (see the module's docstring). The steps
+    run in parallel threads, or as tasks on the cluster of `client` (a
+    ``dask.distributed.Client``; :mod:`dynosim.distributed`), with the same rows either way;
+    `progress(finished, steps)` is called as each step finishes."""
     cases = scenario.cases or [("", scenario)]
     # Every case's every step is validated before any runs.
     ramps = [(label, steps(case, rates, policies)) for label, case in cases]
+    todo = [(label, policy, rate, step.for_policy(policy))
+            for label, scenarios in ramps for policy in scenarios[0].policies
+            for rate, step in zip(rates, scenarios)]
+    def on_done(finished: int) -> None:
+        if progress is not None:
+            progress(finished, len(todo))
+
+    outcomes = executor_for(client).run([s for *_, s in todo], on_done)
     rows: List[Dict[str, Any]] = []
-    for label, scenarios in ramps:
-        for policy in scenarios[0].policies:
-            for rate, step in zip(rates, scenarios):
-                if progress is not None:
-                    progress(f"{label}: {policy}" if label else policy, rate)
-                row: Dict[str, Any] = {"case": label, "policy": policy, "offered": rate}
-                try:
-                    result = run_scenario(step.for_policy(policy), warn=False)[0]
-                except OverloadedError:
-                    row.update(status="overloaded", **{k: None for k in FIGURES})
-                else:
-                    row.update(status="ok", **figures(result.summary))
-                rows.append(row)
+    for (label, policy, rate, _), (status, result) in zip(todo, outcomes):
+        row: Dict[str, Any] = {"case": label, "policy": policy, "offered": rate, "status": status}
+        if result is None:
+            row.update({k: None for k in FIGURES})
+        else:
+            row.update(figures(result.summary))
+        rows.append(row)
     return rows
 
 

@@ -20,7 +20,6 @@ or Ctrl-C leaves nothing half-written.
 
 from __future__ import annotations
 
-import concurrent.futures
 import csv
 import io
 import itertools
@@ -33,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _dynosim
-from .errors import DynosimError, OverloadedError, ScenarioError, UnstableError
+from .distributed import executor_for
+from .errors import DynosimError, ScenarioError
 from .output import Writer, finite, json_text, write_files
 from .results import METRICS, is_fraction_metric, is_metric, is_time_metric, metric_names_hint
 from .scenario import OVERRIDE_SOURCE, Scenario, parse_override
@@ -291,47 +290,31 @@ class Sweep:
         error.args = (str(error),)
         return error
 
-    def run(self, progress: bool = False) -> None:
-        """Runs every stable (point, policy) in parallel threads; rows come out in point order.
+    def run(self, progress: bool = False, client: Any = None) -> None:
+        """Runs every stable (point, policy), in parallel threads or, given a
+        ``dask.distributed.Client``, as tasks on its cluster (:mod:`dynosim.distributed`: the
+        same bits either way); rows come out in point order.
 
         Each policy runs on its own (the same numbers as running them together: every policy
         sees the same arrivals and service times), which spreads the work more evenly."""
         todo = [(p, j) for p in self.points for j, status in enumerate(p.statuses) if status == "pending"]
         started = time.monotonic()
-        bar = None
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
-                                                     thread_name_prefix="dynosim-sweep")
-        # Filled one by one, so that a Ctrl-C while submitting still knows what it must stop.
-        futures: Dict[concurrent.futures.Future, Tuple[Point, int]] = {}
+        bar: Optional[Tuple[Any, Any]] = None
+
+        def on_done(finished: int) -> None:
+            nonlocal bar
+            if bar is None and progress and finished < len(todo) and time.monotonic() - started > PROGRESS_AFTER:
+                bar = _progress_bar(len(todo))
+            if bar is not None:
+                bar[0].update(bar[1], completed=finished)
+
         try:
-            for p, j in todo:
-                futures[pool.submit(_run_one, p.scenario.for_policy(p.policies[j]))] = (p, j)
-            pending = set(futures)
-            while pending:
-                done, pending = concurrent.futures.wait(
-                    pending, timeout=0.1, return_when=concurrent.futures.FIRST_COMPLETED)
-                for future in done:
-                    point, j = futures[future]
-                    point.statuses[j], point.results[j] = future.result()  # an error stops the sweep
-                if bar is None and progress and pending and time.monotonic() - started > PROGRESS_AFTER:
-                    bar = _progress_bar(len(todo))
-                if bar is not None:
-                    bar[0].update(bar[1], completed=len(todo) - len(pending))
-        except BaseException:
-            # Ctrl-C or an error: drop what has not started and stop the runs in the engine
-            # (Ctrl-C reaches only the main thread; the workers' runs are told explicitly).
-            pool.shutdown(wait=False, cancel_futures=True)
-            # A run told once may have been starting just then: a run stops when interrupt()
-            # is called after it began, so keep telling until every worker is idle (each run
-            # stops within milliseconds; without this one ran to its end before exit).
-            while not all(f.done() for f in futures):
-                _dynosim.interrupt()
-                concurrent.futures.wait(futures, timeout=0.05)
-            raise
+            outcomes = executor_for(client).run([p.scenario.for_policy(p.policies[j]) for p, j in todo], on_done)
         finally:
             if bar is not None:
                 bar[0].stop()
-        pool.shutdown(wait=True)
+        for (point, j), (status, result) in zip(todo, outcomes):
+            point.statuses[j], point.results[j] = status, result
         self._collect_rows()
 
     def _collect_rows(self) -> None:
@@ -396,18 +379,6 @@ class Sweep:
             "metric": self.metric,
             "rows": [{k: row.get(k) for k in self.columns} for row in self.rows],
         })
-
-
-def _run_one(scenario: Scenario) -> Tuple[str, Any]:
-    """Runs a single-policy scenario: ("ok", its PolicyResult), or ("unstable", None)..."""
-    from .api import run
-
-    try:
-        return "ok", run(scenario, warn=False)[0]  # marked per row instead
-    except UnstableError:
-        return "unstable", None
-    except OverloadedError:
-        return "overloaded", None
 
 
 def _fallback_columns() -> List[str]:

@@ -156,13 +156,13 @@ class Tuning:
         return {"dollars_per_day": saved, "fraction": saved / fixed if fixed > 0 else math.nan}
 
     def find_fixed_fleet(self, scenario: Scenario, *, dyno_type: Optional[str] = None, max_dynos: int = 100_000,
-                         on_step: Optional[Callable[[int, bool], None]] = None) -> FixedFleet:
+                         on_step: Optional[Callable[[int, bool], None]] = None, client: Any = None) -> FixedFleet:
         """Searches the fixed fleet of `scenario` (the one tuned) meeting the same targets,
         under the best's policy (or the closest's) when the scenario has it, else its first."""
         chosen = self.best or self.closest
         policy = chosen.policy if chosen and chosen.policy in scenario.policies else scenario.policies[0]
         self.fixed = fixed_fleet(scenario, policy, self.targets, dyno_type=dyno_type, max_dynos=max_dynos,
-                                 on_step=on_step)
+                                 on_step=on_step, client=client)
         return self.fixed
 
     def to_json(self) -> Dict[str, Any]:
@@ -191,11 +191,13 @@ def tune(
     max_dynos: int = 100_000,
     progress: bool = False,
     fixed: bool = True,
+    client: Any = None,
 ) -> Tuning:
     """Runs every point of `vary` on `scenario`, checks and prices each, and (unless not
     `fixed`: then :meth:`Tuning.find_fixed_fleet`) searches the fixed fleet; see the module's
-    notes. `progress` shows the points' progress bar. Raises :class:`ScenarioError` for bad
-    input before anything runs."""
+    notes. `progress` shows the points' progress bar. `client`: a ``dask.distributed.Client``
+    whose cluster runs the points and the search (:mod:`dynosim.distributed`; the same result).
+    Raises :class:`ScenarioError` for bad input before anything runs."""
     if not targets:
         raise ScenarioError("nothing to meet; give at least one --target \"METRIC OP VALUE\"", file="--target")
     Pricing.from_scenario(scenario.doc, scenario.source, dyno_type)  # a bad --dyno-type, before anything runs
@@ -204,11 +206,11 @@ def tune(
     sweep = Sweep(scenario, vary, metric="requests")
     sweep.prepare()  # validates every point: nothing runs on a bad --vary
     _check_points(sweep, targets)
-    sweep.run(progress=progress)
+    sweep.run(progress=progress, client=client)
     settings = _settings(sweep, targets, dyno_type)
     tuning = Tuning(scenario.name, list(targets), vary, settings, None, sweep)
     if fixed:
-        tuning.find_fixed_fleet(scenario, dyno_type=dyno_type, max_dynos=max_dynos)
+        tuning.find_fixed_fleet(scenario, dyno_type=dyno_type, max_dynos=max_dynos, client=client)
     return tuning
 
 
@@ -274,6 +276,7 @@ def fixed_fleet(
     dyno_type: Optional[str] = None,
     max_dynos: int = 100_000,
     on_step: Optional[Callable[[int, bool], None]] = None,
+    client: Any = None,
 ) -> FixedFleet:
     """The fewest fixed dynos of `scenario` (without ``[autoscale]``) meeting every target
     under `policy`, priced as a run of that many dynos; ``reason`` says why there is none."""
@@ -287,7 +290,7 @@ def fixed_fleet(
         out.reason = e.message
         return out
     try:
-        found = min_dynos(fixed, policy, targets, max_dynos=max_dynos, on_step=on_step)
+        found = min_dynos(fixed, policy, targets, max_dynos=max_dynos, on_step=on_step, client=client)
     except UnstableError as e:
         out.reason = e.message
         return out

@@ -39,6 +39,10 @@ pub struct Drawn {
     pub phases: Vec<Vec<f64>>,
     /// Think times, s, in the order responses come back (closed loop with think time).
     pub think: Vec<f64>,
+    /// Each request's key (`arrivals.keys`: its user, from 0), from the keys stream in the
+    /// order the simulation draws them (one per request, at its arrival); empty without keys.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<u32>,
     /// Whether `limit` cut the requests short of what the run would draw.
     pub truncated: bool,
 }
@@ -55,6 +59,7 @@ pub fn draw(s: &Scenario, replication: u64, until: f64, limit: usize) -> Drawn {
         class: Vec::new(),
         phases: Vec::new(),
         think: Vec::new(),
+        key: Vec::new(),
         truncated: false,
     };
     let mut times = [0.0; crate::request::MAX_PHASES];
@@ -108,6 +113,12 @@ pub fn draw(s: &Scenario, replication: u64, until: f64, limit: usize) -> Drawn {
                 out.think = (0..count).map(|_| think.sample(&mut think_rng)).collect();
             }
         }
+    }
+    if let Some(keys) = &s.keys {
+        let mut keys_rng = stream(s.seed, replication, Stream::Keys);
+        out.key = (0..out.class.len())
+            .map(|_| keys.draw(&mut keys_rng))
+            .collect();
     }
     out
 }

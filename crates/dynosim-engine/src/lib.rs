@@ -43,7 +43,7 @@ pub mod workload;
 
 pub use engine::{run_replication, run_replication_on, Engine};
 pub use error::{Error, Result};
-pub use report::{run, Estimate, RunReport};
+pub use report::{assemble, run, run_block, Block, Estimate, Gathered, RunReport};
 pub use result::{Frame, ReplicationResult, Trace};
 pub use scenario::{Scenario, ScenarioSpec};
 pub use sim::trace_replication;

@@ -942,14 +942,14 @@ fn finish_inside(
     };
     Extra {
         dyno: DynoFigures {
-            cpu_utilisation: inside.cpu_area / (dyno_time * f64::from(s.dyno_type.cores)),
+            cpu_utilisation: ratio(inside.cpu_area, dyno_time * f64::from(s.dyno_type.cores)),
             thread_occupancy: 0.0,
-            process_occupancy: busy_processes / (dyno_time * f64::from(s.app.processes)),
+            process_occupancy: ratio(busy_processes, dyno_time * f64::from(s.app.processes)),
             accept_queue_max: 0,
             memory: MemoryFigures {
-                mean: memory_area / memory_time,
+                mean: ratio(memory_area, memory_time),
                 peak: inside.peak_memory,
-                over_quota: over_area / memory_time,
+                over_quota: ratio(over_area, memory_time),
                 r14_seconds: over_area,
                 r15_restarts: inside.r15,
             },

@@ -14,7 +14,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 /// The result of running a scenario: a header describing what ran, the summary over
 /// replications, and each replication's own figures.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
+pub struct RunReport<R = ReplicationResult> {
     pub scenario: String,
     pub policy: String,
     /// The engine that ran it: "direct", "events" (the same figures either way), or
@@ -37,7 +37,7 @@ pub struct RunReport {
     /// The same tree as one replication's figures, each number replaced by an [`Estimate`]
     /// (per-dyno lists by their element-wise mean).
     pub summary: Value,
-    pub per_replication: Vec<ReplicationResult>,
+    pub per_replication: Vec<R>,
     pub wall_seconds: f64,
 }
 
@@ -86,8 +86,83 @@ pub const PER_DYNO_LIMIT: u32 = 10_000;
 /// once as `run.max_memory` has room for); results are in replication order and do not depend
 /// on the number of threads.
 pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<RunReport> {
+    scenario.check_stable()?;
+    let started = std::time::Instant::now();
+    let keep_per_dyno = keeps_per_dyno(scenario);
+    let mut per_dyno_sum = vec![
+        0.0;
+        if keep_per_dyno {
+            scenario.dynos as usize
+        } else {
+            0
+        }
+    ];
+    let mut per_replication = Vec::with_capacity(scenario.replications as usize);
+    replications(
+        scenario,
+        0,
+        u64::from(scenario.replications),
+        interrupted,
+        |mut result| {
+            // Summed in replication order, as the mean of the whole list would be.
+            let per_dyno = std::mem::take(&mut result.utilisation.per_dyno);
+            for (sum, u) in per_dyno_sum.iter_mut().zip(per_dyno) {
+                *sum += u;
+            }
+            per_replication.push(result);
+        },
+    )?;
+    let trees: Vec<Value> = per_replication
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("results serialize"))
+        .collect();
+    let summary = summary_of(&trees, keep_per_dyno.then_some(per_dyno_sum.as_slice()));
+    let mut report = header(scenario, summary, per_replication);
+    report.engine = engine_name(scenario, report.per_replication.iter().map(|r| r.engine));
+    report.wall_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Whether a report lists `utilisation.per_dyno` (see [`PER_DYNO_LIMIT`]).
+fn keeps_per_dyno(scenario: &Scenario) -> bool {
+    // A fleet that changes size has no fixed list of dynos: its figures are per dyno inside
+    // the replication (see `crate::measure`), and none is listed.
+    scenario.dynos <= PER_DYNO_LIMIT && !scenario.has_lifecycle()
+}
+
+/// Runs replications `first..end`, as many at once as `run.max_memory` has room for, on
+/// `run.threads` threads (a fleet in shards: its shards too, see [`replications_in_shards`]),
+/// and hands each result to `each` in replication order.
+fn replications(
+    scenario: &Scenario,
+    first: u64,
+    end: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+    mut each: impl FnMut(ReplicationResult) + Send,
+) -> Result<()> {
+    on_threads(scenario, || {
+        let at_once = scenario.replications_at_once() as u64;
+        for start in (first..end).step_by(at_once as usize) {
+            let last = end.min(start + at_once);
+            let batch: Vec<ReplicationResult> = if scenario.shards.is_empty() {
+                (start..last)
+                    .into_par_iter()
+                    .map(|r| run_replication_on(scenario.engine, scenario, r, interrupted))
+                    .collect::<Result<_>>()?
+            } else {
+                replications_in_shards(scenario, start..last, interrupted)?
+            };
+            batch.into_iter().for_each(&mut each);
+        }
+        Ok(())
+    })
+}
+
+/// Runs `work` on `run.threads` threads: a pool of its own, or the global one (a thread per
+/// core) by default.
+fn on_threads<T: Send>(scenario: &Scenario, work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     match scenario.threads {
-        None => run_here(scenario, interrupted),
+        None => work(),
         Some(threads) => rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
@@ -97,7 +172,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
                     format!("could not start {threads} threads: {e}"),
                 )
             })?
-            .install(|| run_here(scenario, interrupted)),
+            .install(work),
     }
 }
 
@@ -141,56 +216,23 @@ fn replications_in_shards(
     Ok(results)
 }
 
-/// [`run`] on the current thread pool.
-fn run_here(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<RunReport> {
-    scenario.check_stable()?;
-    let started = std::time::Instant::now();
-    let replications = u64::from(scenario.replications);
-    let at_once = scenario.replications_at_once() as u64;
-    let mut per_replication = Vec::with_capacity(scenario.replications as usize);
-    // A fleet that changes size has no fixed list of dynos: its figures are per dyno inside
-    // the replication (see `crate::measure`), and none is listed.
-    let keep_per_dyno = scenario.dynos <= PER_DYNO_LIMIT && !scenario.has_lifecycle();
-    let mut per_dyno_sum = vec![
-        0.0;
-        if keep_per_dyno {
-            scenario.dynos as usize
-        } else {
-            0
-        }
-    ];
-    for first in (0..replications).step_by(at_once as usize) {
-        let last = replications.min(first + at_once);
-        let batch: Vec<ReplicationResult> = if scenario.shards.is_empty() {
-            (first..last)
-                .into_par_iter()
-                .map(|r| run_replication_on(scenario.engine, scenario, r, interrupted))
-                .collect::<Result<_>>()?
-        } else {
-            replications_in_shards(scenario, first..last, interrupted)?
-        };
-        // Summed in replication order, as the mean of the whole list would be.
-        for mut result in batch {
-            let per_dyno = std::mem::take(&mut result.utilisation.per_dyno);
-            for (sum, u) in per_dyno_sum.iter_mut().zip(per_dyno) {
-                *sum += u;
-            }
-            per_replication.push(result);
-        }
+/// The summary of a run from its replications' trees (in replication order; per-dyno lists
+/// emptied) and, when the report lists them, the per-dyno utilisations summed in that order.
+fn summary_of(trees: &[Value], per_dyno_sum: Option<&[f64]>) -> Value {
+    let mut summary = summarize(trees);
+    if let Some(sums) = per_dyno_sum {
+        let n = trees.len() as f64;
+        summary["utilisation"]["per_dyno"] = sums.iter().map(|s| s / n).collect();
     }
-    let trees: Vec<Value> = per_replication
-        .iter()
-        .map(|r| serde_json::to_value(r).expect("results serialize"))
-        .collect();
-    let mut summary = summarize(&trees);
-    if keep_per_dyno {
-        let n = per_replication.len() as f64;
-        summary["utilisation"]["per_dyno"] = per_dyno_sum.iter().map(|s| s / n).collect();
-    }
-    Ok(RunReport {
+    summary
+}
+
+/// The report's header (what ran), with `summary` and the replications' results.
+fn header<R>(scenario: &Scenario, summary: Value, per_replication: Vec<R>) -> RunReport<R> {
+    RunReport {
         scenario: scenario.name.clone(),
         policy: scenario.policy_name.clone(),
-        engine: engine_name(scenario, &per_replication),
+        engine: Engine::chosen(scenario).name(),
         dynos: scenario.dynos,
         slots: scenario.slots,
         routers: scenario.routers,
@@ -205,17 +247,115 @@ fn run_here(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Res
         shards: scenario.shards.len().max(1) as u32,
         summary,
         per_replication,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    })
+        wall_seconds: 0.0,
+    }
+}
+
+/// A block of a run's replications, `first..first + results.len()`: a part of one run done
+/// elsewhere (a Dask task; see `dynosim.distributed`), merged with the others by
+/// [`assemble`] into the report [`run`] makes, to the last bit.
+#[derive(Debug, Clone, Serialize)]
+pub struct Block {
+    pub first: u64,
+    /// Each replication's figures, its per-dyno utilisation taken out (in `per_dyno`).
+    pub results: Vec<ReplicationResult>,
+    /// Each replication's per-dyno utilisation (empty lists when the report lists none).
+    pub per_dyno: Vec<Vec<f64>>,
+    /// The engine that ran each replication ("direct" or "events").
+    pub engines: Vec<&'static str>,
+}
+
+/// Runs replications `first..first + count` of the scenario (see [`Block`]).
+pub fn run_block(
+    scenario: &Scenario,
+    first: u64,
+    count: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Block> {
+    scenario.check_stable()?;
+    let end = (first + count).min(u64::from(scenario.replications));
+    let keep_per_dyno = keeps_per_dyno(scenario);
+    let mut block = Block {
+        first,
+        results: Vec::new(),
+        per_dyno: Vec::new(),
+        engines: Vec::new(),
+    };
+    replications(scenario, first, end, interrupted, |mut result| {
+        let per_dyno = std::mem::take(&mut result.utilisation.per_dyno);
+        block
+            .per_dyno
+            .push(if keep_per_dyno { per_dyno } else { Vec::new() });
+        block.engines.push(result.engine);
+        block.results.push(result);
+    })?;
+    Ok(block)
+}
+
+/// What [`assemble`] needs of every replication of a run, in replication order: its figures
+/// as a tree (a [`ReplicationResult`] as JSON, per-dyno list emptied), its per-dyno
+/// utilisation, and the engine that ran it; gathered from [`Block`]s however they travelled
+/// (their numbers must come back exactly: JSON read with correct rounding).
+pub struct Gathered<'a> {
+    pub trees: &'a [Value],
+    pub per_dyno: &'a [Vec<f64>],
+    pub engines: &'a [String],
+}
+
+/// The report of a run from all its replications (see [`Gathered`]), the same as [`run`]'s
+/// but for `wall_seconds` (0) and `per_replication` (the trees given, which the caller may
+/// replace with the blocks' own text).
+pub fn assemble(scenario: &Scenario, gathered: Gathered<'_>) -> Result<RunReport<Value>> {
+    let n = gathered.trees.len();
+    if n != scenario.replications as usize
+        || gathered.per_dyno.len() != n
+        || gathered.engines.len() != n
+    {
+        return Err(crate::error::Error::config(
+            "run.replications",
+            format!(
+                "the blocks hold {n} replications; the run has {}",
+                scenario.replications
+            ),
+        ));
+    }
+    let keep_per_dyno = keeps_per_dyno(scenario);
+    let mut per_dyno_sum = vec![
+        0.0;
+        if keep_per_dyno {
+            scenario.dynos as usize
+        } else {
+            0
+        }
+    ];
+    for per_dyno in gathered.per_dyno {
+        for (sum, u) in per_dyno_sum.iter_mut().zip(per_dyno) {
+            *sum += u;
+        }
+    }
+    let summary = summary_of(
+        gathered.trees,
+        keep_per_dyno.then_some(per_dyno_sum.as_slice()),
+    );
+    let mut report = header(scenario, summary, gathered.trees.to_vec());
+    let named = |e: &String| match e.as_str() {
+        "direct" => "direct",
+        _ => "events",
+    };
+    report.engine = engine_name(scenario, gathered.engines.iter().map(named));
+    Ok(report)
 }
 
 /// The engine that ran the replications: the one chosen, or "direct+events" when `auto` chose
 /// the direct engine and some replications were run again on the event-driven one (a timeout
 /// fired under a policy that routes on what it changes: see `direct::Timeouts`).
-fn engine_name(scenario: &Scenario, results: &[ReplicationResult]) -> &'static str {
+fn engine_name(
+    scenario: &Scenario,
+    mut engines: impl Iterator<Item = &'static str>,
+) -> &'static str {
     let chosen = Engine::chosen(scenario).name();
-    let first = results.first().map_or(chosen, |r| r.engine);
-    if results.iter().all(|r| r.engine == first) {
+    let first = engines.next().unwrap_or(chosen);
+    if engines.all(|e| e == first) {
         first
     } else {
         "direct+events"

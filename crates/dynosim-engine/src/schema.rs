@@ -1813,6 +1813,21 @@ pub const KEYS: &[Key] = &[
                   is 1.25; its manual calls 1.25 to 2 reasonable). \"inf\": plain consistent \
                   hashing, every key to its own dyno whatever its load",
     },
+    Key {
+        section: "router",
+        kind: Some("bounded_hash"),
+        name: "ring",
+        value: "\"dynosim\" or \"haproxy\"",
+        unit: "",
+        default: Default::Value("\"dynosim\""),
+        example: r#""haproxy""#,
+        meaning: "where users and dynos fall on the hash ring. \"dynosim\": 100 points a dyno, \
+                  a key to the first point clockwise. \"haproxy\": HAProxy 2.x's ring exactly \
+                  (hash-type consistent, servers of weight 1 numbered from 1 in the fleet's \
+                  order, the key's decimal text hashed with sdbm and avalanche, the nearest \
+                  point either way): the placement a real HAProxy gives the same users, which the testbed \
+                  uses",
+    },
     // --- [autoscale]
     Key {
         section: "autoscale",

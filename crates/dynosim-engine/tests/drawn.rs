@@ -107,3 +107,61 @@ fn scheduled_and_bursty_arrivals_pair_bit_exactly() {
         &[Engine::Direct, Engine::Events],
     );
 }
+
+/// The drawn keys are the simulation's, request by request: under plain consistent hashing
+/// every request of a user goes to that user's dyno, so with a constant service each dyno's
+/// busy time is its users' request count times the service. A closed loop of a set number of
+/// requests is measured whole, so each dyno's utilisation over the total gives its share of
+/// the requests exactly; that share must be a sum of whole users' drawn counts. One key drawn
+/// out of turn moves a request to another user and breaks the match (some assignment of the
+/// 3 users to the 4 dynos must reproduce every dyno's count).
+#[test]
+fn drawn_keys_are_the_ones_the_simulation_hashes() {
+    let requests = 600u64;
+    let doc = json!({"arrivals": {"process": "closed", "clients": 2, "requests": requests,
+                                  "keys": {"users": 3, "popularity": "zipf", "exponent": 0.5}},
+                     "service": {"distribution": "constant", "value": "10ms"},
+                     "fleet": {"dynos": 4}, "router": {"policy": "bounded_hash", "factor": "inf"},
+                     "run": {"seed": 21}});
+    let s = build(doc);
+    for replication in 0..3 {
+        let d = draw(&s, replication, f64::INFINITY, usize::MAX);
+        assert_eq!(d.key.len() as u64, requests);
+        let by_user = |keys: &[u32]| {
+            let mut n = [0u64; 3];
+            for &k in keys {
+                n[k as usize] += 1;
+            }
+            n
+        };
+        let users = by_user(&d.key);
+        assert!(users.iter().all(|&n| n > 0), "{users:?}");
+        let r = run_replication_on(Engine::Events, &s, replication, &never_interrupted).unwrap();
+        let u = &r.utilisation.per_dyno;
+        assert_eq!(u.len(), 4);
+        let total: f64 = u.iter().sum();
+        let counts: Vec<u64> = u
+            .iter()
+            .map(|x| (x / total * requests as f64).round() as u64)
+            .collect();
+        let fits = |users: [u64; 3]| {
+            (0..4u32.pow(3)).any(|a| {
+                let mut per_dyno = [0u64; 4];
+                for (user, n) in users.iter().enumerate() {
+                    per_dyno[(a / 4u32.pow(user as u32) % 4) as usize] += n;
+                }
+                per_dyno[..] == counts[..]
+            })
+        };
+        assert!(
+            fits(users),
+            "replication {replication}: dynos {counts:?}, users {users:?}"
+        );
+        // Another replication's keys do not fit: the check can fail.
+        let other = draw(&s, replication + 10, f64::INFINITY, usize::MAX);
+        assert!(
+            !fits(by_user(&other.key)),
+            "replication {replication}: {counts:?}"
+        );
+    }
+}

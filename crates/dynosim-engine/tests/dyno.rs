@@ -409,3 +409,56 @@ fn a_closed_loop_failing_at_once_has_finite_rates() {
         "no replication failed at once: the test no longer covers its case"
     );
 }
+
+/// Found by the fuzz target: under processor sharing the router's one colocated job, done but
+/// its event not yet run, was not taken out when new work came at that instant (its
+/// remaining time read 0), so a second job joined its group and overflowed it (an index out
+/// of bounds). Here the app's 5 ms timeout kills the worker of most requests and the router
+/// relays its 21 ms of CPU per request on the dyno's cores, with no CPU phase of the app's.
+#[test]
+fn colocated_work_arriving_as_the_last_ends_stays_one_job() {
+    let doc = json!({
+        "app": {"boot_time": "50ms", "processes": 1, "server": "gunicorn", "timeout": "5.286231737167008ms"},
+        "arrivals": {"process": "poisson", "rate": 82.12825914515224,
+                     "timeout": {"distribution": "exponential", "mean": "22.698920071033378ms"}},
+        "fleet": {"cpu_sharing": "ps", "dynos": 2},
+        "request": {"phases": [{"io": "10.62044985735909ms"}]},
+        "router": {"colocated_cpu": "21.034467136325546ms", "max_in_flight": "3/dyno", "policy": "random",
+                   "retries": 2, "retry_delay": "0s"},
+        "run": {"duration": 10.0, "warmup": 0.0, "replications": 2, "seed": 1},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    for r in &report.per_replication {
+        let cpu = r.dyno.as_ref().unwrap().cpu_utilisation;
+        assert!(cpu > 0.0 && cpu <= 1.0 + 1e-9, "{cpu}");
+    }
+}
+
+/// Found by the fuzz target: a closed loop whose requests all failed before its only dyno
+/// finished booting had no dyno-time serving, and the dyno figures were 0/0 (NaN); they are 0.
+#[test]
+fn dyno_figures_without_a_dyno_serving_are_zero() {
+    let doc = json!({
+        "app": {"memory": {"arena": "0MB", "dyno": "48MB", "process": "19MB", "request": "224MB",
+                           "thread": "1MB"}, "processes": 4, "server": "generic"},
+        "arrivals": {"clients": 4, "process": "closed", "requests": 4},
+        "autoscale": {"cooldown": "0s", "delay": "0s", "downscale_delay": "0s", "downscale_ratio": 0.3,
+                      "interval": "0.5s", "max": 1, "min": 1, "rule": "heroku", "target": "0.005s",
+                      "window": "2s"},
+        "fleet": {"boot_time": "5.4370660239428945s", "dynos": 1},
+        "request": {"phases": [{"cpu": "0.05ms"}]},
+        "run": {"duration": 10.0, "warmup": 0.0, "replications": 2, "seed": 1},
+    });
+    let report = run_ok(&build(&scenario(doc)));
+    for r in &report.per_replication {
+        let d = r.dyno.as_ref().unwrap();
+        for x in [
+            d.cpu_utilisation,
+            d.process_occupancy,
+            d.memory.mean,
+            d.memory.over_quota,
+        ] {
+            assert!(x.is_finite() && x >= 0.0, "{d:?}");
+        }
+    }
+}

@@ -205,6 +205,102 @@ fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> 
     Ok(serde_json::to_string(&report).expect("reports serialize"))
 }
 
+/// Replications `first..first + count` of a scenario with the GIL released: a block of one
+/// run split across machines (`dynosim.distributed`), JSON text `{"first", "results": [each
+/// replication's figures], "per_dyno": [each one's per-dyno utilisation], "engines": [..]}`.
+#[pyfunction]
+fn run_block(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    first: u64,
+    count: u64,
+) -> PyResult<String> {
+    let block = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
+        dynosim_engine::run_block(&scenario, first, count, stop)
+    })?;
+    Ok(serde_json::to_string(&block).expect("blocks serialize"))
+}
+
+/// The report of a run from all its replications, gathered from its blocks' JSON (read by
+/// Python's json, which rounds exactly): `results` each replication's figures (Python objects),
+/// `per_dyno` and `engines` as the blocks hold them. JSON text: `run`'s report, the same to the
+/// last bit, but for `wall_seconds` (0) and `per_replication` (empty: the caller puts the
+/// blocks' own `results` there).
+#[pyfunction]
+fn assemble(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    results: &Bound<'_, PyAny>,
+    per_dyno: Vec<Vec<f64>>,
+    engines: Vec<String>,
+) -> PyResult<String> {
+    let trees = match json_value(results)? {
+        serde_json::Value::Array(trees) => trees,
+        _ => {
+            return Err(PyValueError::new_err(
+                "results: expected a list of replications' figures",
+            ))
+        }
+    };
+    let report = with_scenario(py, scenario_json, base_dir, |scenario, _| {
+        let gathered = dynosim_engine::Gathered {
+            trees: &trees,
+            per_dyno: &per_dyno,
+            engines: &engines,
+        };
+        dynosim_engine::assemble(&scenario, gathered).map(|mut report| {
+            report.per_replication.clear();
+            report
+        })
+    })?;
+    Ok(serde_json::to_string(&report).expect("reports serialize"))
+}
+
+/// A Python object read from JSON (dicts, lists, strings, numbers, booleans, None) as a JSON
+/// value, numbers exactly as Python holds them.
+fn json_value(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString};
+    use serde_json::Value;
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.downcast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.downcast::<PyInt>().is_ok() {
+        if let Ok(n) = obj.extract::<u64>() {
+            return Ok(Value::from(n));
+        }
+        return Ok(Value::from(obj.extract::<i64>()?));
+    }
+    if let Ok(x) = obj.downcast::<PyFloat>() {
+        return Ok(serde_json::Number::from_f64(x.value()).map_or(Value::Null, Value::Number));
+    }
+    if obj.downcast::<PyString>().is_ok() {
+        return Ok(Value::String(obj.extract::<String>()?));
+    }
+    if let Ok(list) = obj.downcast::<PyList>() {
+        return list
+            .iter()
+            .map(|x| json_value(&x))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
+    }
+    if let Ok(dict) = obj.downcast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (k, v) in dict.iter() {
+            map.insert(k.extract::<String>()?, json_value(&v)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    Err(PyValueError::new_err(format!(
+        "not a JSON value: {}",
+        obj.get_type().name()?
+    )))
+}
+
 /// One replication of a scenario, snapshotted every `interval` s up to `until` s (JSON text:
 /// `{"interval": .., "frames": [{"time", "depth": [per dyno, or empty without per_dyno],
 /// "router_waiting", "dyno_waiting", "busy", "arrived", "queued", "completed", "failed"}, ..]}`).
@@ -941,6 +1037,8 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(draw_requests, m)?)?;
     m.add_function(wrap_pyfunction!(service_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(run_block, m)?)?;
+    m.add_function(wrap_pyfunction!(assemble, m)?)?;
     m.add_function(wrap_pyfunction!(registry, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt, m)?)?;

@@ -12,12 +12,13 @@ from .. import capacity as planning
 from .. import html_report
 from ..capacity import CapacityResult, Target, estimate_text, plan, shortfall
 from ..cost import Pricing
+from ..distributed import dask_client
 from ..display import Column, activity, results_table, stdout_console
 from ..errors import NotSteadyWarning
 from ..output import print_json
 from ..results import is_fraction_metric, is_time_metric
 from ..scenario import Scenario
-from .common import (add_html_argument, add_scenario_arguments, add_wide_argument, command_line, policy_list,
+from .common import (add_dask_argument, add_html_argument, add_scenario_arguments, add_wide_argument, command_line, policy_list,
                      positive_int, recorded_warnings, scenario_from_args, target, warning, write_html)
 
 CAPACITY_EPILOG = (
@@ -44,6 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_html_argument(p)
     add_wide_argument(p)
+    add_dask_argument(p)
     p.set_defaults(handler=main)
 
 
@@ -69,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         scenario.for_policy(policy).describe()  # validate everything before searching
     started = time.monotonic()
     slots = args.slots or [None]
-    with activity() as shown:
+    with dask_client(args.dask) as client, activity() as shown:
         searches = {(p, k or 0): shown.task(p + (f" ×{k} slots" if k else ""), note="waiting")
                     for p in policies for k in slots}
 
@@ -81,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
                          note=f"{tried[(policy, k)]} counts tried; {n:,} dynos {'meet' if ok else 'miss'} the targets")
 
         results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
-                       max_dynos=args.max_dynos, on_step=step)
+                       max_dynos=args.max_dynos, on_step=step, client=client)
     if autoscaled:
         warning("capacity sizes a fixed fleet: the scenario's [autoscale] is left out (dynosim "
                 "tune searches an autoscaler's settings against it)")

@@ -168,6 +168,14 @@ def add_wide_argument(p: argparse.ArgumentParser) -> None:
                    help="show every column of the table, however wide (the default fits the terminal)")
 
 
+def add_dask_argument(p: argparse.ArgumentParser) -> None:
+    """``--dask``: the runs as tasks on a Dask cluster (sweep, capacity, tune, ramp)."""
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="run as tasks on a Dask cluster: a scheduler's address (tcp://HOST:8786), or local for a "
+                        "cluster of one worker process per core on this machine; the same results as without "
+                        'it (needs pip install "dynosim[dask]"; docs/distributed.md)')
+
+
 def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     """The scenario argument and the options every scenario command shares."""
     p.add_argument("scenario", nargs="?", default="rapgenius",

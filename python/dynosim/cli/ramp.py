@@ -10,10 +10,11 @@ from typing import Any, Dict, List
 
 from .. import html_report
 from .. import ramp as ramps
+from ..distributed import dask_client
 from ..display import Column, activity, results_table, stdout_console
 from ..output import print_json
 from ..scenario import Scenario
-from .common import (add_html_argument, add_scenario_arguments, command_line, policy_list, policy_names,
+from .common import (add_dask_argument, add_html_argument, add_scenario_arguments, command_line, policy_list, policy_names,
                      recorded_warnings, scenario_from_args, write_html)
 
 
@@ -33,6 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help='print {"ramp": [rows]} instead of the table')
     p.add_argument("--out", metavar="PREFIX", help="also write PREFIX.csv, PREFIX.json and PREFIX.png")
     add_html_argument(p)
+    add_dask_argument(p)
     p.set_defaults(handler=main)
 
 
@@ -48,10 +50,11 @@ def main(args: argparse.Namespace) -> int:
     with activity() as a:
         task = a.task("ramping")
 
-        def progress(what: str, rate: float) -> None:
-            a.update(task, note=f"{what} at {rate:g} req/s")
+        def progress(finished: int, steps: int) -> None:
+            a.update(task, note=f"{finished} of {steps} steps done")
 
-        rows = ramps.ramp(scenario, args.rates, args.policy, progress=progress)
+        with dask_client(args.dask) as client:
+            rows = ramps.ramp(scenario, args.rates, args.policy, progress=progress, client=client)
     if args.json:
         print_json({"ramp": rows})
     else:

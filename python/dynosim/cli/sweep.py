@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from .. import html_report
+from ..distributed import dask_client
 from ..display import Column, results_table, stdout_console
 from ..errors import DynosimError
 from ..output import print_json
 from ..results import Estimate, is_metric, metric_names_hint
 from ..sweep import (CLOSED_LOOP_METRIC, DEFAULT_METRIC, DEFAULT_POINTS, FORMATS, Sweep, metric_unit, output_paths,
                      parse_vary_args, plot_lines, value_text, write_outputs)
-from .common import (add_html_argument, add_scenario_arguments, command_line, recorded_warnings, scenario_from_args,
+from .common import (add_dask_argument, add_html_argument, add_scenario_arguments, command_line, recorded_warnings, scenario_from_args,
                      warning, write_html)
 
 #: ``--out``'s default when ``--json`` is not given.
@@ -49,6 +50,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--format", type=_formats, metavar="png,svg",
                    help="plot format(s), comma-separated (default: png)")
     add_html_argument(p)
+    add_dask_argument(p)
     p.set_defaults(handler=main)
 
 
@@ -85,7 +87,8 @@ def main(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
     sweep = Sweep(scenario, vary, metric=args.metric)
     sweep.prepare()  # validates every point: nothing runs and nothing is written on error
-    sweep.run(progress=sys.stderr.isatty())
+    with dask_client(args.dask) as client:
+        sweep.run(progress=sys.stderr.isatty(), client=client)
     if outputs:
         write_outputs(sweep, outputs)
     if sweep.unusable:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Sequence
 
 from .. import html_report
 from ..capacity import Target, estimate_text, format_value
+from ..distributed import dask_client
 from ..display import Column, activity, duration, results_table, stdout_console
 from ..errors import NotSteadyWarning
 from ..output import print_json
@@ -18,7 +19,7 @@ from ..results import is_fraction_metric, is_time_metric
 from ..scenario import Scenario
 from ..sweep import parse_vary_args, value_text
 from ..tune import Setting, Tuning, tune
-from .common import (add_html_argument, add_scenario_arguments, add_wide_argument, command_line, positive_int,
+from .common import (add_dask_argument, add_html_argument, add_scenario_arguments, add_wide_argument, command_line, positive_int,
                      recorded_warnings, scenario_from_args, target, warning, write_html)
 
 TUNE_EPILOG = (
@@ -51,24 +52,28 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
     add_html_argument(p)
     add_wide_argument(p)
+    add_dask_argument(p)
     p.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     vary = parse_vary_args(args.vary)
     scenario = scenario_from_args(args)
-    # The settings' progress bar, then the search's line: one live display at a time.
-    tuning = tune(scenario, vary, args.targets, dyno_type=args.dyno_type, progress=sys.stderr.isatty(), fixed=False)
-    with activity() as shown:
-        task = shown.task("fixed fleet", note="")
-        tried = [0]
+    with dask_client(args.dask) as client:
+        # The settings' progress bar, then the search's line: one live display at a time.
+        tuning = tune(scenario, vary, args.targets, dyno_type=args.dyno_type, progress=sys.stderr.isatty(),
+                      fixed=False, client=client)
+        with activity() as shown:
+            task = shown.task("fixed fleet", note="")
+            tried = [0]
 
-        def step(n: int, ok: bool) -> None:
-            tried[0] += 1
-            shown.update(task, advance=1,
-                         note=f"{tried[0]} counts tried; {n:,} dynos {'meet' if ok else 'miss'} the targets")
+            def step(n: int, ok: bool) -> None:
+                tried[0] += 1
+                shown.update(task, advance=1,
+                             note=f"{tried[0]} counts tried; {n:,} dynos {'meet' if ok else 'miss'} the targets")
 
-        tuning.find_fixed_fleet(scenario, dyno_type=args.dyno_type, max_dynos=args.max_dynos, on_step=step)
+            tuning.find_fixed_fleet(scenario, dyno_type=args.dyno_type, max_dynos=args.max_dynos, on_step=step,
+                                    client=client)
     sweep = tuning.sweep
     for line in (sweep.unusable and sweep.unusable_summary("they have no figures and meet no target"),
                  sweep.unsettled_summary()):

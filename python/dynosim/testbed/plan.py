@@ -17,7 +17,7 @@ from ..errors import DynosimError
 from ..scenario import Scenario
 from . import nginx
 from .dynos import DynoPlan, plan_dynos
-from .router import KEY_HEADER, PENDING, SUPPORTED, RouterPlan, balance
+from .router import KEY_HEADER, SUPPORTED, RouterPlan, balance
 
 #: Bounds that keep a testbed run within what one machine can take.
 MAX_DYNOS = 64
@@ -55,8 +55,8 @@ class Plan:
         classes = self.drawn["classes"]
         out = []
         times = self.drawn["time"] or [0.0] * len(self.drawn["phases"])
-        # Each request's key (arrivals.keys), for a router that hashes it: once the engine
-        # draws them (a "key" column beside "class"), sent in its own header.
+        # Each request's key (arrivals.keys: the engine's "key" column), for a router that
+        # hashes it, in its own header.
         keys = self.drawn.get("key") or []
         for i, (at, c, phases) in enumerate(zip(times, self.drawn["class"], self.drawn["phases"])):
             outline = classes[c]
@@ -166,15 +166,6 @@ def _checked_each_second(value: Any) -> Optional[int]:
     return whole if whole >= 1 and abs(low - whole) < 1e-9 and abs(high - low - 1.0) < 1e-9 else None
 
 
-def haproxy_policies() -> tuple:
-    """The policies the testbed runs on HAProxy: :data:`.router.SUPPORTED`, and those of
-    :data:`.router.PENDING` the engine has."""
-    from ..keys import reference
-
-    known = {k["name"] for k in reference()["kinds"] if k["section"] == "router"}
-    return SUPPORTED + tuple(p for p in PENDING if p in known)
-
-
 def _nginx_policy(scenario: Scenario, policy: str, params: Dict[str, Any], warnings: List[str]) -> None:
     """Refuses, in one line naming the key, a policy nginx cannot run (:mod:`.nginx`), and
     warns where the simulation would not draw as nginx does."""
@@ -208,14 +199,16 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     if kind == "nginx":
         _nginx_policy(scenario, policy, params, warnings)
     else:
-        supported = haproxy_policies()
-        if policy not in supported:
+        if policy not in SUPPORTED:
             raise scenario._error("router.policy", f"{policy!r} has no HAProxy equivalent; the testbed runs "
-                                                   f"{', '.join(supported)}")
+                                                   f"{', '.join(SUPPORTED)}")
         if described["routers"] != 1:
             raise scenario._error("router.routers", "the testbed runs one HAProxy: set router.routers = 1 (or "
                                                     'router.kind = "nginx": one worker process per router)')
         balance(policy, params)  # refuses what HAProxy cannot do
+        if policy == "bounded_hash" and params.get("ring", "dynosim") != "haproxy":
+            warnings.append("HAProxy places the users on its own hash ring, not dynosim's: set router.ring = "
+                            "\"haproxy\" to simulate the placement HAProxy gives them")
         if policy == "power_of_d" and params.get("distinct", True):
             warnings.append("HAProxy's random(d) makes d independent draws, which may repeat a dyno; the "
                             "simulation draws d distinct dynos: set router.distinct = false to simulate what "
@@ -241,10 +234,9 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                            f"(use --duration, or a lower rate)")
     if not drawn["phases"]:
         raise DynosimError("the scenario draws no request within the run; use a longer --duration")
-    if policy == "bounded_hash" and not drawn.get("key"):
-        raise scenario._error("router.policy", "bounded_hash hashes each request's key, which the testbed sends in "
-                                               f"{KEY_HEADER}, but the engine draws no keys for the testbed yet "
-                                               "(draw_requests has no \"key\" column)")
+    if policy == "bounded_hash" and len(drawn.get("key") or []) != len(drawn["phases"]):
+        # The engine refuses bounded_hash without arrivals.keys: not a user's mistake.
+        raise DynosimError(f"internal: bounded_hash, but the engine drew no key for each request ({KEY_HEADER})")
     server_timeout, queue_timeout, worker_timeout, client_timeout = _timeouts(scenario, warnings)
     dynos = int(described["dynos"])
     if dynos > MAX_DYNOS:

@@ -23,9 +23,11 @@ processes as several routers, its log); :class:`RouterPlan` and :class:`Router` 
 HAProxy's ``balance first`` (``first``: ``maxconn`` = the dyno's slots on each server, the
 backend's queue) and consistent hashing on each request's key with bounded loads
 (``bounded_hash``: ``balance hdr(X-Dynosim-Key)``, ``hash-type consistent``,
-``hash-balance-factor`` = 100 × router.factor) are mapped too, for when the engine has those
-policies (the scenario loader refuses a policy the engine does not know before the testbed
-runs); :mod:`.plan` refuses ``bounded_hash`` while the engine draws no keys for the requests.
+``hash-balance-factor`` = 100 × router.factor, 125 when left out as the engine's default;
+none for ``"inf"``; servers of weight 1) run too. The load generator sends each request's key
+(the engine's drawn ``key`` column, ``arrivals.keys``) in ``X-Dynosim-Key``. HAProxy's ring
+is the engine's ``router.ring = "haproxy"`` (:mod:`.plan` warns under the engine's own ring,
+whose placement of the users differs).
 
 HAProxy logs one line per request to its standard output (a file): the request's id (the
 load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
@@ -59,9 +61,9 @@ def server_name(dyno: int) -> str:
     return f"dyno{dyno}"
 
 
-SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent")
-#: Mapped, but run only once the engine has them (issue 26): not in the refusal's list.
-PENDING = ("first", "bounded_hash")
+SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intelligent", "first", "bounded_hash")
+#: bounded_hash's router.factor when left out: the engine's (1.25, HAProxy's manual's low end).
+DEFAULT_FACTOR = 1.25
 #: The request header that carries a request's key, for ``bounded_hash``.
 KEY_HEADER = "X-Dynosim-Key"
 #: Policies whose servers have ``maxconn`` = the dyno's slots, with the backend's queue.
@@ -90,9 +92,10 @@ def balance(policy: str, params: Dict[str, Any]) -> str:
 
 def hash_balance_factor(params: Dict[str, Any]) -> str:
     """``hash-balance-factor`` for bounded_hash's router.factor: HAProxy takes it in percent
-    (at least 100); no line (plain consistent hashing) for a factor left out or infinite."""
-    factor = params.get("factor")
-    if factor is None or factor in ("off", "inf"):
+    (at least 100); the engine's default (1.25) for a factor left out; no line (plain
+    consistent hashing) for an infinite one."""
+    factor = params.get("factor", DEFAULT_FACTOR)
+    if factor in ("off", "inf"):
         return ""
     if isinstance(factor, (int, float)) and not math.isfinite(factor):
         return ""
@@ -140,7 +143,10 @@ class RouterPlan:
         if self.kind == "nginx":
             return nginx.config(self, port, dyno_ports)
         limit = f" maxconn {self.slots}" if self.policy in HOLDING else ""
-        servers = "\n".join(f"    server {server_name(d)} 127.0.0.1:{p} weight {WEIGHT}{limit}"
+        # bounded_hash: HAProxy's default weight, 1 (16 points a server), which the engine's
+        # router.ring = "haproxy" places as HAProxy does.
+        weight = 1 if self.policy == "bounded_hash" else WEIGHT
+        servers = "\n".join(f"    server {server_name(d)} 127.0.0.1:{p} weight {weight}{limit}"
                             + (" disabled" if d in self.disabled else "")
                             for d, p in enumerate(dyno_ports))
         stats = ""

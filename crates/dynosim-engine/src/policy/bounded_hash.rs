@@ -53,6 +53,28 @@ pub struct BoundedHash {
     ring: SharedRing,
 }
 
+/// Whose ring (`router.ring`): where the dynos' points and the keys' points fall, and which
+/// point a key starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RingKind {
+    /// dynosim's own: [`POINTS_PER_DYNO`] points a dyno by SplitMix64, a key starting at the
+    /// first point clockwise from its own.
+    #[default]
+    Dynosim,
+    /// HAProxy 2.x's (`lb_chash.c`, `hash-type consistent`, servers of weight 1 numbered from
+    /// 1 in the fleet's order, the key as its decimal text in a header, hashed with its
+    /// default for consistent hashing, sdbm then `full_hash`, "sdbm+avalanche"):
+    /// [`HAPROXY_POINTS`] points a server at `full_hash(id × 4096 + j)` on a 32-bit ring, a key
+    /// starting at the *nearest* point either way (the earlier one on a tie), then clockwise.
+    /// The testbed checks it against a real HAProxy's placement.
+    Haproxy,
+}
+
+/// HAProxy's points per server of weight 1 (`BE_WEIGHT_SCALE`).
+pub const HAPROXY_POINTS: usize = 16;
+/// HAProxy's `SRV_EWGHT_RANGE`: a server's points are numbered from id × this.
+const HAPROXY_EWGHT_RANGE: u32 = 256 * 16;
+
 pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
     let expected = "expected a number >= 1 with at most two decimals (HAProxy's \
                     hash-balance-factor in hundredths: 1.25 is 125), or \"inf\" for plain \
@@ -70,9 +92,19 @@ pub fn build(p: &Params) -> Result<Box<dyn RoutingPolicy>> {
         }
         Some(other) => return Err(p.error("factor", format!("{expected}, got {other}"))),
     };
+    let kind = match p.get::<String>("ring")?.as_deref() {
+        None | Some("dynosim") => RingKind::Dynosim,
+        Some("haproxy") => RingKind::Haproxy,
+        Some(other) => {
+            return Err(p.error(
+                "ring",
+                format!("expected \"dynosim\" or \"haproxy\", got {other:?}"),
+            ))
+        }
+    };
     Ok(Box::new(BoundedHash {
         percent,
-        ring: SharedRing::default(),
+        ring: SharedRing::new(kind),
     }))
 }
 
@@ -95,7 +127,7 @@ impl RoutingPolicy for BoundedHash {
             unreachable!("bounded_hash needs keys, which the scenario's validation asks for")
         };
         let ring = self.ring.get(view.dyno_slots());
-        let start = ring.first_point(key);
+        let start = ring.start(key, |d| view.place_of(d).is_some());
         let total = view.total_in_flight();
         let up = view.dynos();
         for i in 0..ring.owners.len() {
@@ -137,12 +169,14 @@ impl fmt::Debug for BoundedHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BoundedHash")
             .field("percent", &self.percent)
+            .field("ring", &self.ring.kind)
             .finish()
     }
 }
 
 /// The dynos' points on the ring, in the ring's order.
 struct Ring {
+    kind: RingKind,
     /// Dyno slots it was made for.
     dynos: usize,
     hashes: Vec<u64>,
@@ -150,13 +184,18 @@ struct Ring {
 }
 
 impl Ring {
-    fn new(dynos: usize) -> Ring {
-        let points = (MAX_RING_POINTS / dynos.max(1)).clamp(1, POINTS_PER_DYNO);
+    fn new(kind: RingKind, dynos: usize) -> Ring {
+        let most = match kind {
+            RingKind::Dynosim => POINTS_PER_DYNO,
+            RingKind::Haproxy => HAPROXY_POINTS,
+        };
+        let points = (MAX_RING_POINTS / dynos.max(1)).clamp(1, most);
         let mut ring: Vec<(u64, u32)> = (0..dynos)
-            .flat_map(|d| (0..points).map(move |p| (Self::point(d, p), d as u32)))
+            .flat_map(|d| (0..points).map(move |p| (Self::point(kind, d, p), d as u32)))
             .collect();
         ring.sort_unstable();
         Ring {
+            kind,
             dynos,
             hashes: ring.iter().map(|&(h, _)| h).collect(),
             owners: ring.iter().map(|&(_, d)| d).collect(),
@@ -164,44 +203,108 @@ impl Ring {
     }
 
     /// Point `p` of dyno `d`.
-    fn point(d: usize, p: usize) -> u64 {
-        splitmix64(splitmix64(d as u64 + 1) ^ p as u64)
+    fn point(kind: RingKind, d: usize, p: usize) -> u64 {
+        match kind {
+            RingKind::Dynosim => splitmix64(splitmix64(d as u64 + 1) ^ p as u64),
+            RingKind::Haproxy => u64::from(haproxy_full_hash(
+                (d as u32 + 1)
+                    .wrapping_mul(HAPROXY_EWGHT_RANGE)
+                    .wrapping_add(p as u32),
+            )),
+        }
     }
 
     /// Where a key's point falls.
-    fn key_point(key: u64) -> u64 {
-        splitmix64(splitmix64(key) ^ KEY_DOMAIN)
-    }
-
-    /// The index of the first point at or clockwise after the key's.
-    fn first_point(&self, key: u64) -> usize {
-        let h = Self::key_point(key);
-        let i = self.hashes.partition_point(|&x| x < h);
-        if i == self.hashes.len() {
-            0
-        } else {
-            i
+    fn key_point(kind: RingKind, key: u64) -> u64 {
+        match kind {
+            RingKind::Dynosim => splitmix64(splitmix64(key) ^ KEY_DOMAIN),
+            // sdbm, then the avalanche `hash-type consistent` applies with no function named.
+            RingKind::Haproxy => u64::from(haproxy_full_hash(sdbm(key.to_string().as_bytes()))),
         }
     }
+
+    /// The index of the point a key starts from, among the points of the dynos `up`: the
+    /// first at or clockwise after the key's (dynosim's), or the nearest either way
+    /// (HAProxy's, whose tree holds the points of the servers up alone).
+    fn start(&self, key: u64, up: impl Fn(usize) -> bool) -> usize {
+        let h = Self::key_point(self.kind, key);
+        let n = self.hashes.len();
+        let at = self.hashes.partition_point(|&x| x < h) % n;
+        if self.kind == RingKind::Dynosim {
+            return at;
+        }
+        // The first point up at or after the key's, and the last one up before it.
+        let next = (0..n)
+            .map(|i| (at + i) % n)
+            .find(|&i| up(self.owners[i] as usize));
+        let prev = (1..=n)
+            .map(|i| (at + n - i) % n)
+            .find(|&i| up(self.owners[i] as usize));
+        match (next, prev) {
+            (Some(next), Some(prev)) => {
+                // HAProxy's distances on its 32-bit ring: dp = hash − prev, dn = next − hash.
+                let h = h as u32;
+                let dp = h.wrapping_sub(self.hashes[prev] as u32);
+                let dn = (self.hashes[next] as u32).wrapping_sub(h);
+                if dp <= dn {
+                    prev
+                } else {
+                    next
+                }
+            }
+            _ => at,
+        }
+    }
+}
+
+/// HAProxy's `full_hash` (`include/haproxy/intops.h`, 2.x): Bob Jenkins' 32-bit integer
+/// hash, then a multiplication by a prime near 3/4 of the ring.
+pub fn haproxy_full_hash(mut a: u32) -> u32 {
+    a = a.wrapping_add(0x7ed5_5d16).wrapping_add(a << 12);
+    a = (a ^ 0xc761_c23c) ^ (a >> 19);
+    a = a.wrapping_add(0x1656_67b1).wrapping_add(a << 5);
+    a = a.wrapping_add(0xd3a2_646c) ^ (a << 9);
+    a = a.wrapping_add(0xfd70_46c5).wrapping_add(a << 3);
+    a = (a ^ 0xb55a_4f09) ^ (a >> 16);
+    a.wrapping_mul(3_221_225_473)
+}
+
+/// HAProxy's default hash of a header's value (`hash_sdbm`, `src/hash.c`).
+pub fn sdbm(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0u32, |h, &c| {
+        u32::from(c)
+            .wrapping_add(h << 6)
+            .wrapping_add(h << 16)
+            .wrapping_sub(h)
+    })
 }
 
 /// The ring, made once for the scenario's routers and replications (clones of one policy
 /// share it); a policy asked for a fleet of another size makes its own.
 #[derive(Clone, Default)]
 struct SharedRing {
+    kind: RingKind,
     shared: Arc<OnceLock<Ring>>,
     own: Option<Arc<Ring>>,
 }
 
 impl SharedRing {
+    fn new(kind: RingKind) -> SharedRing {
+        SharedRing {
+            kind,
+            ..SharedRing::default()
+        }
+    }
+
     fn get(&mut self, dynos: usize) -> &Ring {
-        let shared = self.shared.get_or_init(|| Ring::new(dynos));
+        let kind = self.kind;
+        let shared = self.shared.get_or_init(|| Ring::new(kind, dynos));
         if shared.dynos == dynos {
             return shared;
         }
         match &self.own {
             Some(own) if own.dynos == dynos => {}
-            _ => self.own = Some(Arc::new(Ring::new(dynos))),
+            _ => self.own = Some(Arc::new(Ring::new(kind, dynos))),
         }
         self.own.as_deref().expect("made above")
     }
@@ -221,6 +324,13 @@ mod tests {
         }
     }
 
+    fn haproxy(percent: Option<u64>) -> BoundedHash {
+        BoundedHash {
+            percent,
+            ring: SharedRing::new(RingKind::Haproxy),
+        }
+    }
+
     fn route(p: &mut BoundedHash, up: &UpSet, index: &LoadIndex, key: u64) -> usize {
         let view = RouterView::indexed(1, up, index).with_key(Some(key));
         match p.route(&view, &mut SimRng::seed_from_u64(0)) {
@@ -233,13 +343,111 @@ mod tests {
     /// distance from the key's point, over every point of every dyno.
     fn first_choice(key: u64, up: &UpSet) -> usize {
         let points = (MAX_RING_POINTS / up.slots()).clamp(1, POINTS_PER_DYNO);
-        let h = Ring::key_point(key);
+        let h = Ring::key_point(RingKind::Dynosim, key);
         (0..up.slots())
             .filter(|&d| up.contains(d))
-            .flat_map(|d| (0..points).map(move |p| (Ring::point(d, p).wrapping_sub(h), d)))
+            .flat_map(|d| {
+                (0..points).map(move |p| (Ring::point(RingKind::Dynosim, d, p).wrapping_sub(h), d))
+            })
             .min()
             .expect("a dyno up")
             .1
+    }
+
+    /// HAProxy 2.6's own functions, compiled from its source (`__full_hash` in
+    /// include/haproxy/intops.h, `hash_sdbm` in src/hash.c at tag v2.6.0) and run on these
+    /// inputs, gave these values.
+    #[test]
+    fn haproxys_hashes_are_haproxys() {
+        for (a, want) in [
+            (0u32, 2_874_071_335u32),
+            (1, 881_230_262),
+            (4096, 1_237_450_891),
+            (4097, 2_761_370_759),
+            (8207, 4_061_310_468),
+            (16391, 4_083_624_009),
+            (u32::MAX, 2_120_532_354),
+        ] {
+            assert_eq!(haproxy_full_hash(a), want, "full_hash({a})");
+        }
+        for (text, want) in [
+            ("", 0u32),
+            ("0", 48),
+            ("7", 55),
+            ("42", 3_411_198),
+            ("999", 474_644_985),
+            ("123456", 3_780_441_283),
+        ] {
+            assert_eq!(sdbm(text.as_bytes()), want, "sdbm({text:?})");
+        }
+    }
+
+    /// HAProxy's first choice written out: over every point of every server up, the one at
+    /// the least distance either way on the 32-bit ring from the key's hash (sdbm then
+    /// full_hash), the one before the key on a tie (`chash_get_server_hash`: dp <= dn takes
+    /// prev).
+    fn haproxy_first_choice(key: u64, up: &UpSet) -> usize {
+        let h = haproxy_full_hash(sdbm(key.to_string().as_bytes()));
+        (0..up.slots())
+            .filter(|&d| up.contains(d))
+            .flat_map(|d| {
+                (0..HAPROXY_POINTS).map(move |j| {
+                    let point = haproxy_full_hash((d as u32 + 1) * 4096 + j as u32);
+                    let before = h.wrapping_sub(point); // the point is before the key
+                    let after = point.wrapping_sub(h);
+                    // Ties: the point before wins, so it sorts first.
+                    (before.min(after), u8::from(after < before), d)
+                })
+            })
+            .min()
+            .expect("a dyno up")
+            .2
+    }
+
+    /// Under `ring = "haproxy"` plain consistent hashing sends every key to HAProxy's first
+    /// choice, with every server up and with some down (HAProxy's tree then has the others'
+    /// points alone); a bounded factor still never exceeds the bound (the walk clockwise from
+    /// the nearest point).
+    #[test]
+    fn the_haproxy_ring_picks_the_nearest_point_of_a_server_up() {
+        let n = 6;
+        let mut up = UpSet::all(n).unwrap();
+        let mut index = LoadIndex::new(n, None).unwrap();
+        let mut p = haproxy(None);
+        let mut seen = vec![0u32; n];
+        for key in 0..3000u64 {
+            let d = route(&mut p, &up, &index, key);
+            assert_eq!(d, haproxy_first_choice(key, &up), "key {key}");
+            seen[d] += 1;
+        }
+        assert!(seen.iter().all(|&c| c > 100), "{seen:?}");
+        up.remove(2);
+        up.remove(4);
+        for key in 0..3000u64 {
+            assert_eq!(
+                route(&mut p, &up, &index, key),
+                haproxy_first_choice(key, &up),
+                "key {key} with dynos 2 and 4 down"
+            );
+        }
+        let mut bounded = haproxy(Some(125));
+        let up = UpSet::all(n).unwrap();
+        let mut rng = SimRng::seed_from_u64(3);
+        for _ in 0..20_000 {
+            if index.total() > 0 && rng.random_range(0..2) == 0 {
+                let busy: Vec<usize> = (0..n).filter(|&d| index.in_flight(d) > 0).collect();
+                index.decrement(busy[rng.random_range(0..busy.len())]);
+                continue;
+            }
+            let key = rng.random_range(0..6u64);
+            let d = route(&mut bounded, &up, &index, key);
+            let bound = ((index.total() + 1) * 125)
+                .div_ceil(100)
+                .div_ceil(n as u64)
+                .max(1);
+            assert!(u64::from(index.in_flight(d)) < bound);
+            index.increment(d);
+        }
     }
 
     /// HAProxy's rule in its own terms: slots for every up dyno, and the bound

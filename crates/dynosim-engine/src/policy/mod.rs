@@ -349,5 +349,5 @@ pub const REGISTRY: Registry<Builder> = Registry(&[
         &["choice_count", "active_request_bias"],
         least_request::build,
     ),
-    ("bounded_hash", &["factor"], bounded_hash::build),
+    ("bounded_hash", &["factor", "ring"], bounded_hash::build),
 ]);

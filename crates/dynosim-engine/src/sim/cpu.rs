@@ -42,10 +42,13 @@ impl Simulation<'_> {
             Some(sl) => sl.dynos[dyno].add_colocated(&sl.rules, work, self.now),
             None => {
                 let (cpu, store) = (&mut self.rest.cpus[dyno], &mut self.cpu_store);
-                let left = cpu.remaining(store, COLOCATED_JOB).unwrap_or(0.0);
-                if left > 0.0 {
+                // The router's one job: what it has left, done or not (a job at 0 whose
+                // event has not run yet is still there), gains the new work.
+                let left = cpu.remaining(store, COLOCATED_JOB);
+                if left.is_some() {
                     cpu.remove(store, COLOCATED_JOB);
                 }
+                let left = left.unwrap_or(0.0).max(0.0);
                 cpu.add(store, COLOCATED_JOB, self.s.app.processes, left + work);
             }
         }
