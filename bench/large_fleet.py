@@ -31,6 +31,14 @@ and the RSS by duration (flat if the engine's state is per dyno and per request 
 its statistics fixed-size).
 
     python bench/large_fleet.py [--scenarios service,io-phase,phases] [--json out.json]
+
+Shards (issue #28): ``service`` and ``io-phase`` split into shards (`run.shards`, "auto" by
+default: shards of 10,000 dynos for fleets of 100,000 or more), ``phases`` does not (its
+database is shared). ``--shards 1`` runs the fleets whole, as before; ``--threads 2 --no-pin``
+runs the shards on two cores. The issue's fleet, one million dynos at ten million req/s:
+
+    python bench/large_fleet.py --scenarios service --dynos 1000000 --rate 1e7 --shards 1
+    python bench/large_fleet.py --scenarios service --dynos 1000000 --rate 1e7 --no-pin
 """
 
 from __future__ import annotations
@@ -60,8 +68,12 @@ def exp(mean: float) -> dict:
     return {"distribution": "exponential", "mean": mean}
 
 
-def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float) -> dict:
+def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float,
+             shards: str | None = None, threads: str | None = None) -> dict:
     run = {"duration": duration, "warmup": warmup, "replications": 1, "seed": 1}
+    for key, value in (("shards", shards), ("threads", threads)):
+        if value is not None:
+            run[key] = value if value == "auto" else int(value)
     arrivals = {"process": "poisson", "rate": rate}
     router = {"policy": "random"}
     if name == "service":
@@ -105,7 +117,7 @@ if text:
     rep = report["per_replication"][0]
     out = {"engine": report["engine"], "offered_load": report["offered_load"],
            "call_seconds": wall, "engine_wall_seconds": report["wall_seconds"],
-           "cpu_seconds": cpu,
+           "cpu_seconds": cpu, "shards": report.get("shards", 1),
            "simulated_requests": rep["simulated_requests"],
            "response_mean": rep["response"]["mean"], "queue_mean": rep["queue"]["mean"]}
 out["ru_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -134,6 +146,10 @@ def main(argv=None) -> int:
                     help="durations as multiples of the base (default 1,4,16)")
     ap.add_argument("--dynos", type=int, default=DYNOS)
     ap.add_argument("--rate", type=float, default=RATE)
+    ap.add_argument("--shards", help="run.shards of every run: \"auto\" or a number (default: "
+                    "the scenario's default, \"auto\"; 1: the fleet whole, as before issue #28)")
+    ap.add_argument("--threads", help="run.threads of every run: \"auto\" (one per core) or a "
+                    "number (default \"auto\"); more than 1 needs --no-pin to use them")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the runs to one CPU")
     ap.add_argument("--json", type=Path, help="write every figure to this file")
     args = ap.parse_args(argv)
@@ -159,14 +175,16 @@ def main(argv=None) -> int:
           + (" ".join(f"{x:.2f}" for x in machine["loadavg_at_start"])
              if machine["loadavg_at_start"] else "n/a"))
     print(f"fleet: {args.dynos:,} dynos at {args.rate:,.0f} req/s, random routing; one "
-          f"replication per run, warm-up {args.warmup:g} s, each run in a fresh subprocess")
+          f"replication per run, warm-up {args.warmup:g} s, each run in a fresh subprocess; "
+          f"run.shards = {args.shards or 'auto (default)'}, "
+          f"run.threads = {args.threads or 'auto (default)'}")
     print()
 
     baseline = child(None, pin)
     base_mib = baseline["ru_maxrss_kib"] / 1024
     print(f"baseline (python + import dynosim, no run): peak RSS {base_mib:.1f} MiB")
     print()
-    hdr = (f"{'scenario':<10} {'engine':<7} {'measured':>10} {'requests':>12} {'wall':>8} "
+    hdr = (f"{'scenario':<10} {'engine':<7} {'shards':>6} {'measured':>10} {'requests':>12} {'wall':>8} "
            f"{'sim s / wall s':>14} {'(/ CPU s)':>9} {'req/s (wall)':>13} {'mean resp':>10} "
            f"{'peak RSS':>10} "
            f"{'- baseline':>11}")
@@ -177,7 +195,8 @@ def main(argv=None) -> int:
         rows = []
         for m in multiples:
             duration = BASE[name] * args.scale * m
-            doc = scenario(name, duration, args.warmup, args.dynos, args.rate)
+            doc = scenario(name, duration, args.warmup, args.dynos, args.rate,
+                           args.shards, args.threads)
             out = child(doc, pin)
             wall = max(out["call_seconds"], out["engine_wall_seconds"])
             simulated = args.warmup + duration
@@ -188,7 +207,7 @@ def main(argv=None) -> int:
                        rss_mib=out["ru_maxrss_kib"] / 1024,
                        rss_over_baseline_mib=out["ru_maxrss_kib"] / 1024 - base_mib)
             rows.append(row)
-            print(f"{name:<10} {row['engine']:<7} {duration:>9g}s {row['simulated_requests']:>12,} "
+            print(f"{name:<10} {row['engine']:<7} {row['shards']:>6} {duration:>9g}s {row['simulated_requests']:>12,} "
                   f"{wall:>7.2f}s {row['realtime_ratio']:>14.2f} {row['realtime_ratio_cpu']:>9.2f} "
                   f"{row['req_per_s'] / 1e6:>11.2f} M {row['response_mean'] * 1e3:>7.1f} ms "
                   f"{row['rss_mib']:>6.1f} MiB {row['rss_over_baseline_mib']:>7.1f} MiB",
@@ -228,6 +247,7 @@ def main(argv=None) -> int:
     print(f"reproduce (from {REPO}): {command}")
     if args.json:
         out = {"command": command, "machine": machine, "dynos": args.dynos, "rate": args.rate,
+               "shards": args.shards, "threads": args.threads,
                "base_durations": {k: v * args.scale for k, v in BASE.items()},
                "warmup": args.warmup,
                "baseline_rss_mib": base_mib, "results": results}

@@ -31,6 +31,13 @@ import dynosim
         ('service.percentiles=[[5,"7 msec"],[10,"46ms"]]', ["service.percentiles[0][1]:", "expected a duration"]),
         ("router.dd=3", ["router.dd:", "unknown key"]),
         ("router.d=0", None),  # random ignores d (a key of power_of_d): not an error
+        # Shards and threads (issue 28).
+        ("run.shards=0", ["run.shards:", '"auto" or a whole number from 1 to 75', "got 0"]),
+        ('run.shards="many"', ["run.shards:", '"auto"', "many"]),
+        ("run.threads=0", ["run.threads:", '"auto" or a whole number from 1 to 1024', "got 0"]),
+        ("run.threads=2.5", ["run.threads:", '"auto"', "2.5"]),
+        ("run.shards=3", None),  # random routing, Poisson arrivals: split into 3
+        ("run.threads=1", None),
         # The testbed's real router (issue 26): checked by every command.
         ("router.kind=ngnix", ["router.kind:", 'unknown router "ngnix"', "haproxy, nginx"]),
         ("router.zone=true", ["router.zone:", "only nginx takes it"]),
@@ -73,6 +80,12 @@ def test_bad_override(cli, override, fragments):
         assert result.returncode == 0, result.stderr
         return
     assert_one_line_error(result, *fragments)
+
+
+def test_shards_of_a_fleet_whose_dynos_are_coupled_are_refused(cli):
+    result = cli("run", "--set", "run.shards=2", "--policy", "intelligent", "--duration", "10s",
+                 "--replications", "2")
+    assert_one_line_error(result, "run.shards:", "cannot be split", 'router.policy = \"random\"')
 
 
 def test_power_of_d_rejects_d_zero(cli):

@@ -267,3 +267,13 @@ def test_serve_opens_a_scenario_file_and_refuses_a_bad_one(tmp_path):
     result = subprocess.run([sys.executable, "-m", "dynosim", "serve", str(bad), "--port", "0"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 2 and "fleet.dynos" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_pages_runs_use_no_more_threads_than_the_machine_has():
+    from dynosim.serve import scenario_from_page
+    body = {"toml": RAPGENIUS, "set": {"run.threads": 512}}  # valid, above any test machine's cores
+    scenario, _ = scenario_from_page(body, None, [])
+    assert scenario.doc["run"]["threads"] == "auto"
+    body = {"toml": RAPGENIUS, "set": {"run.threads": 1}}
+    scenario, _ = scenario_from_page(body, None, [])
+    assert scenario.doc["run"]["threads"] == 1

@@ -30,6 +30,7 @@ import asyncio
 import itertools
 import json
 import math
+import os
 import secrets
 import threading
 import time
@@ -147,11 +148,14 @@ def scenario_from_page(body: Any, data: Optional[Path], names: Sequence[str]) ->
                           line=_key_line(text, path.rsplit(".", 1)[-1]))
     # The page's runs are held to the server's budgets, whatever the scenario asks.
     run = scenario.doc.get("run") or {}
-    budget: Dict[str, float] = {}
+    budget: Dict[str, Any] = {}
     if _amount(run.get("max_requests"), float) > MAX_REQUESTS:
         budget["run.max_requests"] = MAX_REQUESTS
     if _amount(run.get("max_memory"), _dynosim.parse_bytes) > MAX_MEMORY:
         budget["run.max_memory"] = MAX_MEMORY
+    threads = run.get("threads")
+    if isinstance(threads, int) and not isinstance(threads, bool) and threads > (os.cpu_count() or 1):
+        budget["run.threads"] = "auto"  # one per core: the machine's, not the page's choice
     if budget:
         scenario = scenario.with_overrides(budget)
     try:

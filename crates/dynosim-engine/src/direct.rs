@@ -111,6 +111,10 @@ impl<'s> Eligible<'s> {
             allow_overload: _,
             max_memory: _,
             engine: _,
+            // Each shard is a scenario of its own, run on this engine when it can be.
+            shard_count: _,
+            threads: _,
+            shards: _,
         } = s;
         let AppServer {
             server: _,
@@ -212,16 +216,21 @@ pub fn run_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<ReplicationResult> {
-    try_run_replication(scenario, replication, interrupted)?.ok_or_else(|| {
-        Error::config(
-            "run.engine",
-            format!(
-                "the direct engine cannot run replication {replication}: a timeout fired, and \
-                 policy {:?} routes on what it changes; use \"events\" or \"auto\"",
-                scenario.policy_name
-            ),
-        )
-    })
+    try_run_replication(scenario, replication, interrupted)?
+        .ok_or_else(|| timeout_fired(scenario, replication))
+}
+
+/// Why `run.engine = "direct"` could not run a replication that [`try_run_replication`] gave
+/// up on.
+pub(crate) fn timeout_fired(scenario: &Scenario, replication: u64) -> Error {
+    Error::config(
+        "run.engine",
+        format!(
+            "the direct engine cannot run replication {replication}: a timeout fired, and \
+             policy {:?} routes on what it changes; use \"events\" or \"auto\"",
+            scenario.policy_name
+        ),
+    )
 }
 
 /// [`run_replication`], or None when a timeout fires under a policy for which that changes
@@ -231,6 +240,22 @@ pub fn try_run_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<ReplicationResult>> {
+    Ok(
+        try_measure_replication(scenario, replication, interrupted)?.map(|(measures, end)| {
+            let mut result = measures.finish(scenario, end);
+            result.engine = Engine::Direct.name();
+            result
+        }),
+    )
+}
+
+/// [`try_run_replication`] up to the figures: what it measured and when its window closed
+/// (for a shard, see [`crate::shard`]).
+pub(crate) fn try_measure_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Option<(Measures, f64)>> {
     let eligible = Eligible::of(scenario).map_err(|why| {
         Error::config(
             "run.engine",
@@ -319,9 +344,7 @@ pub fn try_run_replication(
     if answers.needs_events {
         return Ok(None);
     }
-    let mut result = measures.finish(scenario, scenario.warmup + scenario.duration);
-    result.engine = Engine::Direct.name();
-    Ok(Some(result))
+    Ok(Some((measures, scenario.warmup + scenario.duration)))
 }
 
 /// Each request's answer under the scenario's timeouts (see [`Timeouts`]): its deadlines,

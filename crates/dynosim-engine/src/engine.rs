@@ -4,6 +4,7 @@
 use crate::alloc::StateBytes;
 use crate::direct;
 use crate::error::Result;
+use crate::measure::Measures;
 use crate::result::ReplicationResult;
 pub use crate::scenario::Engine;
 use crate::scenario::Scenario;
@@ -76,5 +77,47 @@ pub fn run_replication_on(
             }
         }
         Engine::Auto | Engine::Events => sim::run_replication(scenario, replication, interrupted),
+    }
+}
+
+/// What a replication measured, before its figures are worked out: its measures, when its
+/// window closed, and the engine that ran it. For the shards of a replication, whose measures
+/// are merged before the figures (see [`crate::shard`]).
+pub(crate) struct Measured {
+    pub measures: Measures,
+    pub end: f64,
+    pub engine: &'static str,
+}
+
+/// [`run_replication_on`] up to the figures (see [`Measured`]).
+pub(crate) fn measure_replication_on(
+    engine: Engine,
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Measured> {
+    let events = |(measures, end)| Measured {
+        measures,
+        end,
+        engine: Engine::Events.name(),
+    };
+    let direct = |(measures, end)| Measured {
+        measures,
+        end,
+        engine: Engine::Direct.name(),
+    };
+    match engine {
+        Engine::Direct => direct::try_measure_replication(scenario, replication, interrupted)?
+            .map(direct)
+            .ok_or_else(|| direct::timeout_fired(scenario, replication)),
+        Engine::Auto if direct::can_run(scenario) => {
+            match direct::try_measure_replication(scenario, replication, interrupted)? {
+                Some(m) => Ok(direct(m)),
+                None => sim::measure_replication(scenario, replication, interrupted).map(events),
+            }
+        }
+        Engine::Auto | Engine::Events => {
+            sim::measure_replication(scenario, replication, interrupted).map(events)
+        }
     }
 }

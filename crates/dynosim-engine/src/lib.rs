@@ -30,6 +30,7 @@ pub mod result;
 pub mod rng;
 pub mod scenario;
 pub mod schema;
+pub mod shard;
 pub mod sim;
 pub mod stats;
 pub mod theory;

@@ -19,21 +19,19 @@ impl Scenario {
         base_dir: &Path,
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<Scenario> {
-        let scenario = Scenario::validate_json(text, base_dir, interrupted)?;
-        scenario.check_engine()?;
-        scenario.check_memory()?;
-        Ok(scenario)
+        Scenario::build(&ScenarioSpec::parse(text)?, base_dir, interrupted)
     }
 
-    /// Validates a parsed scenario; see [`Scenario::from_json`].
+    /// Validates a parsed scenario and builds its shards; see [`Scenario::from_json`].
     pub fn build(
         spec: &ScenarioSpec,
         base_dir: &Path,
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<Scenario> {
-        let scenario = Scenario::validate(spec, base_dir, interrupted)?;
+        let mut scenario = Scenario::validate(spec, base_dir, interrupted)?;
         scenario.check_engine()?;
         scenario.check_memory()?;
+        scenario.shards = crate::shard::build(&scenario, spec, base_dir, interrupted)?;
         Ok(scenario)
     }
 

@@ -93,6 +93,13 @@ pub(crate) struct Level {
 }
 
 impl Level {
+    /// Adds another part of the fleet's level, both held to the same time.
+    fn add(&mut self, other: &Level) {
+        self.value += other.value;
+        self.area += other.area;
+        self.last = self.last.max(other.last);
+    }
+
     #[inline]
     fn set(&mut self, now: f64, value: f64, window: (f64, f64)) {
         let span = now.min(window.1) - self.last.max(window.0);
@@ -634,6 +641,80 @@ impl Measures {
         if time >= self.window_start {
             self.max_router_queue = self.max_router_queue.max(waiting);
         }
+    }
+
+    /// Adds the measures of the next shard of the same replication (see [`crate::shard`]),
+    /// whose dynos come after these: counts and sums add, histograms merge exactly (their
+    /// bucket counts add), maxima take the larger, the fleet's levels (integrals over the
+    /// window, each shard's held to its window's close) add, per-dyno figures follow these.
+    /// Shards are fixed fleets with no router queue shared between them: nothing of an
+    /// autoscaled fleet's is merged.
+    pub fn absorb(&mut self, other: Measures) {
+        debug_assert!(self.fleet.is_none() && other.fleet.is_none());
+        self.queue.add(&other.queue);
+        if let (Some(a), Some(b)) = (self.queued.as_mut(), other.queued.as_ref()) {
+            a.add(b);
+        }
+        self.response.add(&other.response);
+        self.error_response.add(&other.error_response);
+        self.service_sum += other.service_sum;
+        self.answers_in_window += other.answers_in_window;
+        self.completions_in_window += other.completions_in_window;
+        for (a, b) in self.errors.iter_mut().zip(other.errors) {
+            *a += b;
+        }
+        for (a, b) in self.errors_all.iter_mut().zip(other.errors_all) {
+            *a += b;
+        }
+        self.wasted_thread += other.wasted_thread;
+        self.wasted_cpu += other.wasted_cpu;
+        self.per_dyno.extend_from_slice(&other.per_dyno);
+        self.max_router_queue = self.max_router_queue.max(other.max_router_queue);
+        self.arrived += other.arrived;
+        self.arrived_in_window += other.arrived_in_window;
+        self.completed += other.completed;
+        self.failures += other.failures;
+        if let (Some(a), Some(b)) = (self.inside.as_mut(), other.inside.as_ref()) {
+            a.cpu_area += b.cpu_area;
+            a.busy_processes.add(&b.busy_processes);
+            a.memory.add(&b.memory);
+            a.over_quota.add(&b.over_quota);
+            a.peak_memory = a.peak_memory.max(b.peak_memory);
+            a.r15 += b.r15;
+            for (x, y) in a.resource_busy.iter_mut().zip(&b.resource_busy) {
+                x.add(y);
+            }
+            for (x, y) in a.pool_wait.iter_mut().zip(&b.pool_wait) {
+                x.add(y);
+            }
+            for (x, y) in a.resource_queue.iter_mut().zip(&b.resource_queue) {
+                x.add(y);
+            }
+            for (x, y) in a.class_response.iter_mut().zip(&b.class_response) {
+                x.add(y);
+            }
+            if let (Some(x), Some(y)) = (a.closed.as_mut(), b.closed.as_ref()) {
+                x.0 = x.0.max(y.0);
+                x.1 += y.1;
+                x.2 += y.2;
+                x.3.add(&y.3);
+            }
+        }
+        if let (Some((h, b)), Some((oh, ob))) = (self.idle_hits.as_mut(), other.idle_hits) {
+            *h += oh;
+            *b += ob;
+        }
+    }
+
+    /// Makes room for `dynos` dynos' figures in all, before shards are absorbed.
+    pub fn reserve_dynos(&mut self, dynos: usize) -> Result<()> {
+        let more = dynos.saturating_sub(self.per_dyno.len());
+        self.per_dyno.try_reserve_exact(more).map_err(|_| {
+            crate::error::Error::config(
+                "run.max_memory",
+                format!("no memory for the figures of {dynos} dynos"),
+            )
+        })
     }
 
     /// The figures; `end` is when the last event ran (a closed loop's window ends there).

@@ -1,10 +1,11 @@
 //! Replications and their summary: every numeric result becomes an estimate with a 95%
 //! confidence interval from the spread between independent replications (Student's t).
 
-use crate::engine::{run_replication_on, Engine};
-use crate::error::Result;
+use crate::engine::{run_replication_on, Engine, Measured};
+use crate::error::{Error, Result};
 use crate::result::ReplicationResult;
 use crate::scenario::Scenario;
+use crate::shard;
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -31,6 +32,8 @@ pub struct RunReport<R = ReplicationResult> {
     pub warmup: f64,
     pub replications: u32,
     pub seed: u64,
+    /// Shards the fleet ran in (1: whole; see [`crate::shard`]).
+    pub shards: u32,
     /// The same tree as one replication's figures, each number replaced by an [`Estimate`]
     /// (per-dyno lists by their element-wise mean).
     pub summary: Value,
@@ -127,24 +130,90 @@ fn keeps_per_dyno(scenario: &Scenario) -> bool {
     scenario.dynos <= PER_DYNO_LIMIT && !scenario.has_lifecycle()
 }
 
-/// Runs replications `first..end`, as many at once as `run.max_memory` has room for, and
-/// hands each result to `each` in replication order.
+/// Runs replications `first..end`, as many at once as `run.max_memory` has room for, on
+/// `run.threads` threads (a fleet in shards: its shards too, see [`replications_in_shards`]),
+/// and hands each result to `each` in replication order.
 fn replications(
     scenario: &Scenario,
     first: u64,
     end: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
-    mut each: impl FnMut(ReplicationResult),
+    mut each: impl FnMut(ReplicationResult) + Send,
 ) -> Result<()> {
-    let at_once = scenario.replications_at_once() as u64;
-    for start in (first..end).step_by(at_once as usize) {
-        let batch: Vec<ReplicationResult> = (start..end.min(start + at_once))
-            .into_par_iter()
-            .map(|r| run_replication_on(scenario.engine, scenario, r, interrupted))
-            .collect::<Result<_>>()?;
-        batch.into_iter().for_each(&mut each);
+    on_threads(scenario, || {
+        let at_once = scenario.replications_at_once() as u64;
+        for start in (first..end).step_by(at_once as usize) {
+            let last = end.min(start + at_once);
+            let batch: Vec<ReplicationResult> = if scenario.shards.is_empty() {
+                (start..last)
+                    .into_par_iter()
+                    .map(|r| run_replication_on(scenario.engine, scenario, r, interrupted))
+                    .collect::<Result<_>>()?
+            } else {
+                replications_in_shards(scenario, start..last, interrupted)?
+            };
+            batch.into_iter().for_each(&mut each);
+        }
+        Ok(())
+    })
+}
+
+/// Runs `work` on `run.threads` threads: a pool of its own, or the global one (a thread per
+/// core) by default.
+fn on_threads<T: Send>(scenario: &Scenario, work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    match scenario.threads {
+        None => work(),
+        Some(threads) => rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| {
+                Error::config(
+                    "run.threads",
+                    format!("could not start {threads} threads: {e}"),
+                )
+            })?
+            .install(work),
     }
-    Ok(())
+}
+
+/// Replications `replications` of a scenario split into shards: every (replication, shard)
+/// pair is a task, run a few per thread at a time and merged in order into its replication
+/// as it comes, so that the shards' measures waiting to be merged (each with histograms of
+/// its own, some 200 kB) stay few whatever the shards and replications.
+fn replications_in_shards(
+    scenario: &Scenario,
+    replications: std::ops::Range<u64>,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Vec<ReplicationResult>> {
+    let shards = scenario.shards.len() as u64;
+    let tasks: Vec<u64> = (replications.start * shards..replications.end * shards).collect();
+    let at_a_time = 4 * rayon::current_num_threads();
+    let mut results = Vec::with_capacity((replications.end - replications.start) as usize);
+    let mut merging: Option<shard::Merging> = None;
+    for chunk in tasks.chunks(at_a_time) {
+        let parts: Vec<Measured> = chunk
+            .par_iter()
+            .map(|&task| {
+                let part = &scenario.shards[(task % shards) as usize];
+                shard::measure(part, task / shards, interrupted)
+            })
+            .collect::<Result<_>>()?;
+        for (part, &task) in parts.into_iter().zip(chunk) {
+            let m = match merging.take() {
+                None => shard::Merging::new(scenario, part)?,
+                Some(mut m) => {
+                    m.add(part);
+                    m
+                }
+            };
+            if task % shards == shards - 1 {
+                results.push(m.finish(scenario));
+            } else {
+                merging = Some(m);
+            }
+        }
+    }
+    Ok(results)
 }
 
 /// The summary of a run from its replications' trees (in replication order; per-dyno lists
@@ -175,6 +244,7 @@ fn header<R>(scenario: &Scenario, summary: Value, per_replication: Vec<R>) -> Ru
         warmup: scenario.warmup,
         replications: scenario.replications,
         seed: scenario.seed,
+        shards: scenario.shards.len().max(1) as u32,
         summary,
         per_replication,
         wall_seconds: 0.0,

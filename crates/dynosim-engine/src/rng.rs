@@ -78,3 +78,12 @@ pub fn substream(seed: u64, replication: u64, purpose: Stream, index: u64) -> Si
     let key = splitmix64(splitmix64(splitmix64(seed) ^ replication) ^ purpose as u64);
     SimRng::seed_from_u64(splitmix64(key ^ splitmix64(index.wrapping_add(1))))
 }
+
+/// The seed of shard `shard` of a run seeded `seed` (see [`crate::shard`]): each shard's
+/// streams are then `stream(shard_seed(seed, shard), replication, purpose)`, independent of
+/// every other shard's and replication's.
+pub fn shard_seed(seed: u64, shard: u64) -> u64 {
+    // A constant apart from the streams' purposes, so that no shard's seed is a run's.
+    const SHARDS: u64 = 0x5348_4152_4453_0000;
+    splitmix64(splitmix64(seed) ^ splitmix64(SHARDS ^ shard))
+}

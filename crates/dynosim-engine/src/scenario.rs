@@ -59,6 +59,30 @@ pub struct ScenarioSpec {
     pub cases: Option<Value>,
 }
 
+impl ScenarioSpec {
+    /// `[service]` of a constant time, `seconds`.
+    pub(crate) fn constant_service(seconds: f64) -> ServiceSpec {
+        let mut params = Map::new();
+        params.insert("value".into(), Value::from(seconds));
+        ServiceSpec {
+            distribution: "constant".into(),
+            round_up: None,
+            clip: None,
+            params,
+        }
+    }
+
+    /// Parses a scenario given as JSON, naming the key path of what does not fit.
+    pub fn parse(text: &str) -> Result<ScenarioSpec> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            explain_serde_error(path, &e.inner().to_string())
+        })
+    }
+}
+
 /// `process` names the arrival process; the other keys are its parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct ArrivalsSpec {
@@ -245,6 +269,15 @@ pub struct RunSpec {
     /// ramp, a burst) instead of refusing it as unstable.
     #[serde(default)]
     pub allow_overload: bool,
+    /// Into how many shards a fleet that can be split is split (see [`crate::shard`]):
+    /// "auto" (the default: a function of the fleet's size, never of the machine) or a whole
+    /// number, 1 for none.
+    #[serde(default)]
+    pub shards: Option<Value>,
+    /// How many threads run the replications and shards at once: "auto" (the default: one per
+    /// core) or a whole number. It never changes the figures.
+    #[serde(default)]
+    pub threads: Option<Value>,
 }
 
 /// `router.timeout` when the scenario does not set it: Heroku's 30 s (H12).
@@ -326,6 +359,8 @@ impl Default for RunSpec {
             max_memory: default_max_memory(),
             engine: auto(),
             allow_overload: false,
+            shards: None,
+            threads: None,
         }
     }
 }
@@ -337,7 +372,7 @@ pub struct Scenario {
     pub workload: Workload,
     /// A request's time on its thread when nothing contends: `[service]`'s distribution, or
     /// for `[request]` the sum of its phases (see [`crate::request::RequestTime`]).
-    pub service: Box<dyn ServiceDistribution>,
+    pub service: std::sync::Arc<dyn ServiceDistribution>,
     /// The phases of a request, for a scenario with `[request]`; None for `[service]`, whose
     /// request holds its thread for its service time and uses no CPU or resource.
     pub request: Option<RequestModel>,
@@ -408,6 +443,21 @@ pub struct Scenario {
     pub max_memory: f64,
     /// The engine asked for (`run.engine`).
     pub engine: Engine,
+    /// `run.shards` as written (see [`crate::shard`]).
+    pub shard_count: ShardCount,
+    /// `run.threads`: threads that run replications and shards at once; None: one per core.
+    pub threads: Option<usize>,
+    /// The fleet's shards, each a scenario of its own share of the dynos and arrivals and a
+    /// seed of its own (built by [`Scenario::from_json`]); empty: the fleet runs whole.
+    pub shards: Vec<Scenario>,
+}
+
+/// `run.shards`: into how many parts a fleet that can be split is split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardCount {
+    /// A function of the fleet's size ([`crate::shard::auto_shards`]).
+    Auto,
+    Exactly(u32),
 }
 
 /// How a dyno's runnable threads share its cores (docs/dyno.md, "The scheduler").
@@ -525,22 +575,6 @@ pub enum Engine {
 }
 
 impl Scenario {
-    /// Parses and validates a scenario given as JSON, all but its memory (see
-    /// [`Scenario::from_json`], which callers use).
-    pub(crate) fn validate_json(
-        text: &str,
-        base_dir: &Path,
-        interrupted: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Scenario> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let spec: ScenarioSpec = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            explain_serde_error(path, &e.inner().to_string())
-        })?;
-        Scenario::validate(&spec, base_dir, interrupted)
-    }
-
     /// Validates a parsed scenario, all but its memory (see [`Scenario::build`]).
     pub(crate) fn validate(
         spec: &ScenarioSpec,
@@ -824,7 +858,7 @@ impl Scenario {
         let scenario = Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
             workload,
-            service,
+            service: service.into(),
             request,
             dyno_type,
             app,
@@ -862,6 +896,16 @@ impl Scenario {
             allow_overload: run.allow_overload,
             max_memory: run.max_memory.0,
             engine,
+            shard_count: match run.shards.as_ref() {
+                None => ShardCount::Auto,
+                Some(v) => auto_or_whole(v, "run.shards", dynos)?
+                    .map_or(ShardCount::Auto, ShardCount::Exactly),
+            },
+            threads: match &run.threads {
+                None => None,
+                Some(v) => auto_or_whole(v, "run.threads", 1024)?.map(|t| t as usize),
+            },
+            shards: Vec::new(),
         };
         scenario.check_time_scales()?;
         scenario.check_lifecycle()?;
@@ -1446,6 +1490,23 @@ fn check_real_router(r: &RouterSpec, routers: u32) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// "auto" (None) or a whole number from 1 to `max`.
+fn auto_or_whole(value: &Value, path: &str, max: u32) -> Result<Option<u32>> {
+    match value {
+        Value::String(s) if s == "auto" => Ok(None),
+        Value::Number(n)
+            if n.as_u64()
+                .is_some_and(|n| (1..=u64::from(max)).contains(&n)) =>
+        {
+            Ok(n.as_u64().map(|n| n as u32))
+        }
+        other => Err(Error::config(
+            path,
+            format!("expected \"auto\" or a whole number from 1 to {max}, got {other}"),
+        )),
+    }
 }
 
 fn unknown(path: &str, what: &str, name: &str, known: &[&str]) -> Error {

@@ -2442,6 +2442,31 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "run",
         kind: None,
+        name: "shards",
+        value: "\"auto\" or a whole number, 1 to fleet.dynos",
+        unit: "",
+        default: Default::Value(r#""auto""#),
+        example: "1",
+        meaning: "parts a fleet is split into, simulated apart and merged (docs/engines.md, \
+                  \"Shards\"): only a fleet whose dynos are independent (Poisson arrivals of a \
+                  constant rate, router.policy = \"random\", nothing shared); \"auto\": shards \
+                  of 10,000 dynos for fleets of 100,000 or more, otherwise 1 (whole). The \
+                  figures are the same in distribution, not the same numbers, as 1",
+    },
+    Key {
+        section: "run",
+        kind: None,
+        name: "threads",
+        value: "\"auto\" or a whole number, 1 to 1024",
+        unit: "threads",
+        default: Default::Value(r#""auto""#),
+        example: "2",
+        meaning: "how many replications and shards run at once (\"auto\": one per core); it \
+                  never changes the figures",
+    },
+    Key {
+        section: "run",
+        kind: None,
         name: "max_requests",
         value: "number >= 1",
         unit: "requests",

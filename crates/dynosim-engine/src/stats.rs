@@ -87,6 +87,18 @@ impl TimeStats {
         self.count - self.zeros
     }
 
+    /// Adds another set of values to these: the same as having recorded them here (the
+    /// histograms' counts add exactly).
+    pub fn add(&mut self, other: &TimeStats) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("an auto-resizing histogram takes any values");
+        self.count += other.count;
+        self.zeros += other.zeros;
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+    }
+
     /// Both sets of values together.
     pub fn merged(&self, other: &TimeStats) -> TimeStats {
         let mut histogram = self.histogram.clone();

@@ -880,7 +880,7 @@ fn a_nan_offered_load_is_not_stable() {
         }
     }
     let mut s = from_json(&base()).unwrap();
-    s.service = Box::new(NanMean);
+    s.service = std::sync::Arc::new(NanMean);
     assert!(matches!(s.check_stable(), Err(Error::Config { .. })));
     assert!(matches!(
         dynosim_engine::run(&s, &never_interrupted),

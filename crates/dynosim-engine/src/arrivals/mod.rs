@@ -73,6 +73,13 @@ pub trait ArrivalProcess: Send + Sync + Debug {
     /// `seed`: a process with draws of its own (bursts) seeds its streams from these; the
     /// others draw only from the arrival stream handed to [`Self::next_arrival`].
     fn fresh(&self, seed: u64, replication: u64) -> Box<dyn ArrivalProcess>;
+    /// Whether the process is a Poisson process of constant rate: split by independent
+    /// uniform choices it gives independent Poisson processes of proportional rates, which
+    /// makes a fleet under random routing splittable into shards ([`crate::shard`]). Nothing
+    /// else splits exactly (a schedule, bursts, batches, on-off, a trace).
+    fn is_homogeneous_poisson(&self) -> bool {
+        false
+    }
 }
 
 /// Builds a process from its parameters; paths in them are relative to the directory given.

@@ -34,4 +34,7 @@ impl ArrivalProcess for Poisson {
     fn fresh(&self, _seed: u64, _replication: u64) -> Box<dyn ArrivalProcess> {
         Box::new(self.clone())
     }
+    fn is_homogeneous_poisson(&self) -> bool {
+        true
+    }
 }

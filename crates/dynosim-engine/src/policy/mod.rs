@@ -281,6 +281,13 @@ pub trait RoutingPolicy: Send + Sync + Debug + BoxClone {
     fn needs_keys(&self) -> bool {
         false
     }
+    /// Whether each request goes to a dyno drawn uniformly at random, independently of every
+    /// other request and of the dynos' state: then the dynos of a fleet under Poisson arrivals
+    /// are independent, and a fleet can be split into shards simulated apart
+    /// ([`crate::shard`]). Round robin is not (its dynos see every n-th arrival).
+    fn picks_uniformly(&self) -> bool {
+        false
+    }
 }
 
 /// How a dyno reports itself idle (Join-Idle-Queue's reports): to which router, and how late

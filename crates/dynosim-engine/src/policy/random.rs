@@ -19,4 +19,7 @@ impl RoutingPolicy for Random {
     fn knowledge(&self) -> Knowledge {
         Knowledge::Nothing
     }
+    fn picks_uniformly(&self) -> bool {
+        true
+    }
 }

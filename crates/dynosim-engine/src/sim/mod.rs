@@ -443,6 +443,17 @@ pub(crate) fn run_replication(
     simulate(scenario, replication, None, interrupted).map(|(result, _)| result)
 }
 
+/// What replication `replication` measured, before its figures are worked out, and when its
+/// window closed: for a shard, whose measures are merged with the others' (see
+/// [`crate::shard`]).
+pub(crate) fn measure_replication(
+    scenario: &Scenario,
+    replication: u64,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<(Measures, f64)> {
+    simulate_measures(scenario, replication, None, interrupted).map(|(m, end, _)| (m, end))
+}
+
 /// Runs a replication and also snapshots it every `interval` seconds up to `until`.
 pub fn trace_replication(
     scenario: &Scenario,
@@ -491,6 +502,19 @@ fn simulate(
     trace: Option<TraceRecorder>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(ReplicationResult, Option<Trace>)> {
+    let (measures, end, trace) = simulate_measures(s, replication, trace, interrupted)?;
+    let mut result = measures.finish(s, end);
+    result.engine = crate::scenario::Engine::Events.name();
+    Ok((result, trace))
+}
+
+/// [`simulate`] up to the figures: the measures, when the window closed, the trace.
+fn simulate_measures(
+    s: &Scenario,
+    replication: u64,
+    trace: Option<TraceRecorder>,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<(Measures, f64, Option<Trace>)> {
     s.check_stable()?;
     let seed = s.seed;
     let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
@@ -781,9 +805,7 @@ fn simulate(
         interval: t.interval,
         frames: t.frames,
     });
-    let mut result = sim.measures.finish(s, end);
-    result.engine = crate::scenario::Engine::Events.name();
-    Ok((result, trace))
+    Ok((sim.measures, end, trace))
 }
 
 impl Simulation<'_> {
