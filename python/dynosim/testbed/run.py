@@ -404,6 +404,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
         "offered_load": d["offered_load"], "relaxation_time": d["relaxation_time"], "duration": d["duration"],
         "warmup": d["warmup"], "replications": 1, "seed": d["seed"],
+        "shards": 1,  # one real fleet
         "summary": measure.summary_of([rep]), "per_replication": [rep],
         "wall_seconds": wall,
         "testbed": extras(plan, load, router_log, work),
