@@ -258,6 +258,18 @@ def with_costs(doc: Dict[str, Any], costs: Dict[str, Any]) -> Dict[str, Any]:
     return doc
 
 
+def routing_case(router: Dict[str, Any], keys: Any, costs: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
+    """The routing scenario under `router` (with `keys` as arrivals.keys, if any), run for real
+    and simulated with the stack's `costs`: its result."""
+    doc = json.loads(json.dumps(ROUTING))
+    doc["router"] = dict(router)
+    if keys:
+        doc["arrivals"]["keys"] = dict(keys)
+    doc["run"].update(duration=args.duration, replications=args.replications)
+    with_costs(doc, costs)
+    return testbed(Scenario(doc), runs=args.runs)["results"][0]
+
+
 def fmt(metric: str, value: float) -> str:
     if metric.startswith(("queue", "response", "closed_loop.latency")):
         return f"{value * 1e3:.1f} ms"
@@ -283,34 +295,20 @@ def main() -> int:
     nginx_costs: Dict[str, Any] = {}
     if args.only in (None, "routing"):
         for label, router in [c for c in ROUTING_CASES if args.case in c[0]]:
-            doc = json.loads(json.dumps(ROUTING))
-            doc["router"] = dict(router)
-            doc["run"].update(duration=args.duration, replications=args.replications)
-            with_costs(doc, costs)
-            result = testbed(Scenario(doc), runs=args.runs)["results"][0]
+            result = routing_case(router, None, costs, args)
             rows.append(row(label, result, "queue.mean", 0.10))
             rows.append(row(label, result, "response.p99", 0.20))
             print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     if args.only in (None, "balancers"):
         for label, router, keys in [c for c in BALANCER_CASES if args.case in c[0]]:
-            doc = json.loads(json.dumps(ROUTING))
-            doc["router"] = dict(router)
-            if keys:
-                doc["arrivals"]["keys"] = dict(keys)
-            doc["run"].update(duration=args.duration, replications=args.replications)
-            with_costs(doc, costs)
-            result = testbed(Scenario(doc), runs=args.runs)["results"][0]
+            result = routing_case(router, keys, costs, args)
             rows.append(row(label, result, "queue.mean", 0.15, same_traffic=True))
             rows.append(row(label, result, "response.p99", 0.25, same_traffic=True))
             print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     if args.only in (None, "nginx"):
         nginx_costs = stack_costs(args.stack_costs, args.runs, "nginx")
         for label, router in [c for c in NGINX_CASES if args.case in c[0]]:
-            doc = json.loads(json.dumps(ROUTING))
-            doc["router"] = dict(router)
-            doc["run"].update(duration=args.duration, replications=args.replications)
-            with_costs(doc, nginx_costs)
-            result = testbed(Scenario(doc), runs=args.runs)["results"][0]
+            result = routing_case(router, None, nginx_costs, args)
             rows.append(row(label, result, "queue.mean", 0.15))
             rows.append(row(label, result, "response.p99", 0.25))
             print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
