@@ -2,7 +2,9 @@
 //! and the formulas users can call (section 8; Python: `dynosim.theory`).
 
 mod mva;
+mod retries;
 
+pub use retries::{mm1_retry_states, RetryStates};
 pub use mva::{
     mva_closed, ClosedNetwork, Station, StationKind, MVA_MAX_CUSTOMERS, MVA_MAX_STATIONS,
     MVA_MAX_WORK,

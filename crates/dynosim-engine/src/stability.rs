@@ -1,0 +1,241 @@
+//! The stability verdict of a run with faults: did the fleet come back after the trigger?
+//!
+//! A replication *recovered* when its goodput (successful answers per second, counted when
+//! they are given) is back to at least 95% of its level before the first fault for three
+//! intervals in a row, within `run.recovery_window` after the last fault ends. Its *recovery
+//! time* is from the last fault's end to the start of the first of those three intervals (0:
+//! it never left). Only a fall counts: a fleet working off a backlog may answer faster than
+//! before, and that is recovery, not a failure.
+//!
+//! The intervals (`run.recovery_interval`) start at the last fault's end. By default each is
+//! long enough to hold about 1,600 answers at the scenario's arrival rate (so that a healthy
+//! interval falls 5% short by chance about once in 40: two standard errors of a Poisson count)
+//! and at least 10 s; it is a whole number of seconds.
+
+use serde::Serialize;
+
+/// Goodput may fall this far below its level before the faults and count as back.
+pub const TOLERANCE: f64 = 0.05;
+/// Intervals in a row at that level that make a recovery.
+pub const RUN_OF: usize = 3;
+/// `run.recovery_window` by default: 10 minutes.
+pub const DEFAULT_WINDOW: f64 = 600.0;
+/// The shortest automatic interval, s.
+pub const MIN_AUTO_INTERVAL: f64 = 10.0;
+/// Answers an automatic interval should hold at the scenario's rate.
+pub const AUTO_ANSWERS: f64 = 1600.0;
+
+/// The rule, for one scenario.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule {
+    /// The first fault's start and the last one's end.
+    pub first: f64,
+    pub last: f64,
+    /// The measured window's start (the warm-up's end) and the run's end.
+    pub window_start: f64,
+    pub run_end: f64,
+    /// Interval length, s (a whole number of seconds).
+    pub interval: f64,
+    /// How long after the last fault a recovery may come.
+    pub window: f64,
+}
+
+/// The automatic interval at an arrival rate of `rate` per second.
+pub fn auto_interval(rate: f64) -> f64 {
+    let wanted = if rate > 0.0 && rate.is_finite() {
+        AUTO_ANSWERS / rate
+    } else {
+        MIN_AUTO_INTERVAL
+    };
+    wanted.max(MIN_AUTO_INTERVAL).ceil()
+}
+
+/// Successful answers counted in one-second bins whose edges fall on the last fault's end,
+/// from the run's start to its end: the stuff of a verdict. A few bytes a second of
+/// simulated time; nothing per request.
+#[derive(Debug, Clone)]
+pub struct Goodput {
+    /// Where bin 0 starts (at or before 0).
+    start: f64,
+    counts: Vec<u32>,
+}
+
+/// The bins' width, s.
+pub const BIN: f64 = 1.0;
+
+impl Goodput {
+    pub fn new(rule: &Rule) -> Goodput {
+        let start = rule.last - (rule.last / BIN).ceil() * BIN;
+        let bins = ((rule.run_end - start) / BIN).ceil() as usize + 1;
+        Goodput {
+            start,
+            counts: vec![0; bins],
+        }
+    }
+
+    /// A successful answer at `t`.
+    #[inline]
+    pub fn answered(&mut self, t: f64) {
+        let i = ((t - self.start) / BIN) as usize;
+        if let Some(c) = self.counts.get_mut(i) {
+            *c += 1;
+        }
+    }
+
+    /// Answers in [from, to), both on bin edges.
+    fn sum(&self, from: f64, to: f64) -> u64 {
+        let a = ((from - self.start) / BIN).round().max(0.0) as usize;
+        let b = (((to - self.start) / BIN).round().max(0.0) as usize).min(self.counts.len());
+        self.counts
+            .get(a..b)
+            .map_or(0, |c| c.iter().map(|&x| u64::from(x)).sum())
+    }
+
+    /// The verdict of `rule` on these answers.
+    pub fn verdict(&self, rule: &Rule) -> Verdict {
+        // The level before: the whole intervals between the warm-up's end and the first fault,
+        // counted back from the fault.
+        let i = rule.interval;
+        let edge = |t: f64| self.start + ((t - self.start) / BIN).ceil() * BIN;
+        let before_end = self.start + ((rule.first - self.start) / BIN).floor() * BIN;
+        let whole = ((before_end - edge(rule.window_start)) / i).floor().max(0.0);
+        let before_start = before_end - whole * i;
+        let baseline = if whole >= 1.0 {
+            self.sum(before_start, before_end) as f64 / (whole * i)
+        } else {
+            f64::NAN
+        };
+        let floor = baseline * (1.0 - TOLERANCE);
+        let good = |k: usize| {
+            let from = rule.last + k as f64 * i;
+            self.sum(from, from + i) as f64 / i >= floor
+        };
+        let end = (rule.last + rule.window).min(rule.run_end);
+        let intervals = ((end - rule.last) / i + 1e-9).floor().max(0.0) as usize;
+        let mut run = 0;
+        let mut recovery = None;
+        for k in 0..intervals {
+            if good(k) {
+                run += 1;
+                if run == RUN_OF {
+                    recovery = Some((k + 1 - RUN_OF) as f64 * i);
+                    break;
+                }
+            } else {
+                run = 0;
+            }
+        }
+        Verdict {
+            recovered: recovery.is_some(),
+            recovery_time: recovery,
+            baseline,
+        }
+    }
+}
+
+/// One replication's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Verdict {
+    pub recovered: bool,
+    /// From the last fault's end to the first of the good intervals; None: not recovered.
+    pub recovery_time: Option<f64>,
+    /// Goodput before the first fault, per second.
+    pub baseline: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule() -> Rule {
+        Rule {
+            first: 300.0,
+            last: 360.0,
+            window_start: 30.0,
+            run_end: 1200.0,
+            interval: 10.0,
+            window: 600.0,
+        }
+    }
+
+    /// `rate(t)` answers a second, spread evenly.
+    fn series(rule: &Rule, rate: impl Fn(f64) -> f64) -> Goodput {
+        let mut g = Goodput::new(rule);
+        let mut t = 0.0;
+        let dt = 0.01;
+        let mut owed = 0.0;
+        while t < rule.run_end {
+            owed += rate(t) * dt;
+            while owed >= 1.0 {
+                g.answered(t);
+                owed -= 1.0;
+            }
+            t += dt;
+        }
+        g
+    }
+
+    #[test]
+    fn never_down_recovers_at_once() {
+        let r = rule();
+        let v = series(&r, |_| 100.0).verdict(&r);
+        assert!(v.recovered);
+        assert_eq!(v.recovery_time, Some(0.0));
+        assert!((v.baseline - 100.0).abs() < 0.5, "{}", v.baseline);
+    }
+
+    #[test]
+    fn down_until_a_time_recovers_then() {
+        let r = rule();
+        // Down from the fault until 125 s after its end; back at 96%: within 5%.
+        let v = series(&r, |t| if (300.0..485.0).contains(&t) { 0.0 } else if t >= 485.0 { 96.0 } else { 100.0 })
+            .verdict(&r);
+        assert!(v.recovered);
+        // The interval [480, 490) is half down; [490, 500) is the first good one.
+        assert_eq!(v.recovery_time, Some(130.0));
+    }
+
+    #[test]
+    fn a_level_below_the_band_is_not_back() {
+        let r = rule();
+        let v = series(&r, |t| if t >= 300.0 { 94.0 } else { 100.0 }).verdict(&r);
+        assert!(!v.recovered);
+        assert_eq!(v.recovery_time, None);
+    }
+
+    #[test]
+    fn a_recovery_after_the_window_does_not_count() {
+        let r = rule();
+        let v = series(&r, |t| if (300.0..961.0).contains(&t) { 0.0 } else { 100.0 }).verdict(&r);
+        assert!(!v.recovered);
+        let longer = Rule {
+            window: 800.0,
+            ..r
+        };
+        assert!(series(&longer, |t| if (300.0..961.0).contains(&t) { 0.0 } else { 100.0 })
+            .verdict(&longer)
+            .recovered);
+    }
+
+    #[test]
+    fn two_good_intervals_are_not_three() {
+        let r = rule();
+        // Good in [360, 380), down again in [380, 390), then good for good at 400.
+        let v = series(&r, |t| {
+            if (300.0..360.0).contains(&t) || (380.0..400.0).contains(&t) {
+                0.0
+            } else {
+                100.0
+            }
+        })
+        .verdict(&r);
+        assert_eq!(v.recovery_time, Some(40.0));
+    }
+
+    #[test]
+    fn auto_intervals_hold_enough_answers() {
+        assert_eq!(auto_interval(1000.0), 10.0);
+        assert_eq!(auto_interval(10.0), 160.0);
+        assert_eq!(auto_interval(7.0), 229.0);
+    }
+}
