@@ -370,14 +370,37 @@ def _set_path(doc: Dict[str, Any], key: str, value: Any) -> None:
     parts = key.split(".")
     if any(not p for p in parts):
         raise ScenarioError(f"invalid key path {key!r}", file=OVERRIDE_SOURCE)
-    node = doc
+    # A number after an array of tables names one of its tables: faults.0.for is the first
+    # [[faults]] table's `for`.
+    node: Any = doc
     for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            node = node[_index(node, part, where, key)]
+            continue
         child = node.setdefault(part, {})
+        if isinstance(child, list) and child and all(isinstance(t, dict) for t in child):
+            node = child
+            continue
         if not isinstance(child, dict):
-            where = ".".join(parts[: i + 1])
             raise ScenarioError(f"{where} is a value, not a table; cannot set {key}", file=OVERRIDE_SOURCE, path=key)
         node = child
+    if isinstance(node, list):
+        raise ScenarioError(f"{'.'.join(parts[:-1])} is an array of tables; name one of them and its key "
+                            f"({'.'.join(parts[:-1])}.0.KEY)", file=OVERRIDE_SOURCE, path=key)
     node[parts[-1]] = value
+
+
+def _index(tables: List[Any], part: str, where: str, key: str) -> int:
+    """The table of an array of tables that a key path's number names."""
+    if not part.isdigit():
+        raise ScenarioError(f"{where.rsplit('.', 1)[0]} is an array of tables: expected a table's number "
+                            f"(0 to {len(tables) - 1}) after it, got {part!r}", file=OVERRIDE_SOURCE, path=key)
+    i = int(part)
+    if i >= len(tables):
+        raise ScenarioError(f"{where.rsplit('.', 1)[0]} has {len(tables)} table(s), numbered from 0: there is no "
+                            f"table {i}", file=OVERRIDE_SOURCE, path=key)
+    return i
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:

@@ -111,6 +111,11 @@ impl<'s> Eligible<'s> {
             allow_overload: _,
             max_memory: _,
             engine: _,
+            // A retry is a request sent again, whose answer depends on the first's.
+            client_retry,
+            faults,
+            // Read off the measures a run of faults keeps (never direct).
+            stability: _,
             // Each shard is a scenario of its own, run on this engine when it can be.
             shard_count: _,
             threads: _,
@@ -137,6 +142,12 @@ impl<'s> Eligible<'s> {
         };
         if request.is_some() {
             return Err("requests with phases share CPU and resources");
+        }
+        if client_retry.is_some() {
+            return Err("clients retry (arrivals.retry): a request may be sent again");
+        }
+        if !faults.is_empty() {
+            return Err("faults change the fleet during the run");
         }
         if keys.is_some() {
             return Err(

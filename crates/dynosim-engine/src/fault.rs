@@ -4,7 +4,8 @@
 //! - `kind = "slowdown"`: for `for` from `at`, work that begins takes `factor` times as long:
 //!   the app's (`target = "app"`, the default: its `[service]` hold, `io` and `cpu` phases)
 //!   or one resource's service (`target = "NAME"` of `[resources.NAME]`).
-//! - `kind = "outage"`: for `for` from `at`, resource `target` refuses every use that begins
+//! - `kind = "outage"`: for `for` from `at`, the app (`target = "app"`, the default) refuses
+//!   every request a thread takes, or resource `target` every use that begins
 //!   (`mode = "refuse"`, the default: the app's request fails at once with an error, 500), or
 //!   hangs it (`mode = "hang"`: the use waits for the outage's end, then takes its time).
 //! - `kind = "dynos_lost"`: at `at`, `count` dynos crash (the requests they hold fail) and
@@ -16,32 +17,21 @@
 //! after.
 
 use crate::error::{Error, Result};
+use crate::params::Params;
+use crate::registry::Registry;
 use crate::units::Duration;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-/// One `[[faults]]` table as written.
+/// One `[[faults]]` table as written: when, which kind, and the kind's settings.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     /// When it starts, from the run's start (warm-up included).
     pub at: Duration,
-    /// How long it lasts (`slowdown`, `outage`).
-    #[serde(default, rename = "for")]
-    pub lasts: Option<Duration>,
-    /// "slowdown", "outage" or "dynos_lost".
+    /// "slowdown", "outage" or "dynos_lost" ([`REGISTRY`]).
     pub kind: String,
-    /// `slowdown`: how many times longer work takes.
-    #[serde(default)]
-    pub factor: Option<f64>,
-    /// What it strikes: "app" (the default for `slowdown`) or a resource's name.
-    #[serde(default)]
-    pub target: Option<String>,
-    /// `outage`: "refuse" (the default) or "hang".
-    #[serde(default)]
-    pub mode: Option<String>,
-    /// `dynos_lost`: how many dynos crash.
-    #[serde(default)]
-    pub count: Option<i64>,
+    #[serde(flatten)]
+    pub params: Map<String, Value>,
 }
 
 /// What a fault strikes.
@@ -55,9 +45,18 @@ pub enum Target {
 /// A fault, built.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FaultKind {
-    Slowdown { target: Target, factor: f64 },
-    Outage { resource: usize, hang: bool },
-    DynosLost { count: u32 },
+    Slowdown {
+        target: Target,
+        factor: f64,
+    },
+    /// The app (its requests) or a resource (its uses) refuses, or hangs until the end.
+    Outage {
+        target: Target,
+        hang: bool,
+    },
+    DynosLost {
+        count: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,8 +67,120 @@ pub struct Fault {
     pub kind: FaultKind,
 }
 
+/// What a kind's builder is given: its settings, when it starts, the run's end and the
+/// scenario's resources by name.
+pub struct Context<'a> {
+    pub at: f64,
+    pub end: f64,
+    pub resources: &'a [&'a str],
+}
+
+/// A kind's builder: its end and what it does.
+pub type Builder = fn(&Params, &Context) -> Result<(f64, FaultKind)>;
+
+/// The kinds of fault: a new one is a builder and a line here.
+pub const REGISTRY: Registry<Builder> = Registry(&[
+    ("slowdown", &["for", "factor", "target"], slowdown),
+    ("outage", &["for", "target", "mode"], outage),
+    ("dynos_lost", &["count"], dynos_lost),
+]);
+
 /// The most a slowdown may multiply work by.
 pub const MAX_FACTOR: f64 = 1e6;
+
+/// `for`: how long the fault lasts, within the run.
+fn lasts(p: &Params, c: &Context, kind: &str) -> Result<f64> {
+    let d = p.get::<Duration>("for")?.ok_or_else(|| {
+        p.error(
+            "for",
+            format!("missing; a {kind:?} fault needs how long it lasts (for = \"1min\")"),
+        )
+    })?;
+    if !(d.0.is_finite() && d.0 > 0.0) {
+        return Err(p.error("for", format!("must be a positive duration, got {} s", d.0)));
+    }
+    if c.at + d.0 > c.end {
+        return Err(p.error(
+            "for",
+            format!(
+                "the fault would end at {} s, after the run's end ({} s): a fault outside the run",
+                c.at + d.0,
+                c.end
+            ),
+        ));
+    }
+    Ok(d.0)
+}
+
+/// `target`: "app" (the default) or a resource's name.
+fn target(p: &Params, c: &Context) -> Result<Target> {
+    match p.get::<String>("target")?.as_deref() {
+        None | Some("app") => Ok(Target::App),
+        Some(name) => c
+            .resources
+            .iter()
+            .position(|r| *r == name)
+            .map(Target::Resource)
+            .ok_or_else(|| {
+                p.error(
+                    "target",
+                    if c.resources.is_empty() {
+                        format!(
+                            "no resource {name:?}: the scenario has no [resources]; expected \"app\""
+                        )
+                    } else {
+                        format!(
+                            "no resource {name:?}; expected \"app\" or one of: {}",
+                            c.resources.join(", ")
+                        )
+                    },
+                )
+            }),
+    }
+}
+
+fn slowdown(p: &Params, c: &Context) -> Result<(f64, FaultKind)> {
+    let d = lasts(p, c, "slowdown")?;
+    let factor = p.require::<f64>("factor", "how many times longer work takes")?;
+    if !(factor.is_finite() && factor > 0.0 && factor <= MAX_FACTOR) {
+        return Err(p.error(
+            "factor",
+            format!("must be a number above 0 and at most {MAX_FACTOR}, got {factor}"),
+        ));
+    }
+    let target = target(p, c)?;
+    Ok((c.at + d, FaultKind::Slowdown { target, factor }))
+}
+
+fn outage(p: &Params, c: &Context) -> Result<(f64, FaultKind)> {
+    let d = lasts(p, c, "outage")?;
+    let target = target(p, c)?;
+    let hang = match p.get::<String>("mode")?.as_deref() {
+        None | Some("refuse") => false,
+        Some("hang") => true,
+        Some(other) => {
+            return Err(p.error(
+                "mode",
+                format!("unknown mode {other:?}; expected \"refuse\" or \"hang\""),
+            ))
+        }
+    };
+    Ok((c.at + d, FaultKind::Outage { target, hang }))
+}
+
+fn dynos_lost(p: &Params, c: &Context) -> Result<(f64, FaultKind)> {
+    let count = p.whole::<u32>("count", 0, 1, 10_000_000).and_then(|n| {
+        if p.has("count") {
+            Ok(n)
+        } else {
+            Err(p.error(
+                "count",
+                "missing; a \"dynos_lost\" fault needs how many dynos crash",
+            ))
+        }
+    })?;
+    Ok((c.at, FaultKind::DynosLost { count }))
+}
 
 impl Fault {
     /// Builds `faults[index]`; `resources` names the scenario's resources in index order,
@@ -81,12 +192,11 @@ impl Fault {
         window: (f64, f64),
     ) -> Result<Fault> {
         let path = format!("faults[{index}]");
-        let key = |k: &str| format!("{path}.{k}");
         let at = spec.at.0;
         let (start, end) = window;
         if !(at.is_finite() && at > start && at < end) {
             return Err(Error::config(
-                key("at"),
+                format!("{path}.at"),
                 format!(
                     "a fault must start inside the measured window, after the warm-up ({start} s) \
                      and before the run's end ({end} s), so that the run sees the fleet before \
@@ -94,146 +204,20 @@ impl Fault {
                 ),
             ));
         }
-        let foreign = |k: &str, given: bool, kind: &str| -> Result<()> {
-            if given {
-                return Err(Error::config(key(k), format!("not a setting of a {kind:?} fault")));
-            }
-            Ok(())
-        };
-        let lasts = |kind: &str| -> Result<f64> {
-            let Some(Duration(d)) = spec.lasts else {
-                return Err(Error::config(
-                    key("for"),
-                    format!("missing; a {kind:?} fault needs how long it lasts (for = \"1min\")"),
-                ));
-            };
-            if !(d.is_finite() && d > 0.0) {
-                return Err(Error::config(
-                    key("for"),
-                    format!("must be a positive duration, got {d} s"),
-                ));
-            }
-            if at + d > end {
-                return Err(Error::config(
-                    key("for"),
-                    format!(
-                        "the fault would end at {} s, after the run's end ({end} s): a fault \
-                         outside the run",
-                        at + d
-                    ),
-                ));
-            }
-            Ok(d)
-        };
-        let resource = |kind: &str| -> Result<usize> {
-            let Some(name) = spec.target.as_deref() else {
-                return Err(Error::config(
-                    key("target"),
-                    format!("missing; a {kind:?} fault needs the resource it strikes"),
-                ));
-            };
-            resources.iter().position(|r| *r == name).ok_or_else(|| {
-                Error::config(
-                    key("target"),
-                    if resources.is_empty() {
-                        format!("no resource {name:?}: the scenario has no [resources]")
-                    } else {
-                        format!(
-                            "no resource {name:?}; expected one of: {}",
-                            resources.join(", ")
-                        )
-                    },
-                )
-            })
-        };
-        match spec.kind.as_str() {
-            "slowdown" => {
-                foreign("mode", spec.mode.is_some(), "slowdown")?;
-                foreign("count", spec.count.is_some(), "slowdown")?;
-                let d = lasts("slowdown")?;
-                let factor = spec.factor.ok_or_else(|| {
-                    Error::config(
-                        key("factor"),
-                        "missing; a \"slowdown\" fault needs how many times longer work takes",
-                    )
-                })?;
-                if !(factor.is_finite() && factor > 0.0 && factor <= MAX_FACTOR) {
-                    return Err(Error::config(
-                        key("factor"),
-                        format!("must be a number above 0 and at most {MAX_FACTOR}, got {factor}"),
-                    ));
-                }
-                let target = match spec.target.as_deref() {
-                    None | Some("app") => Target::App,
-                    Some(_) => Target::Resource(resource("slowdown")?),
-                };
-                Ok(Fault {
-                    at,
-                    until: at + d,
-                    kind: FaultKind::Slowdown { target, factor },
-                })
-            }
-            "outage" => {
-                foreign("factor", spec.factor.is_some(), "outage")?;
-                foreign("count", spec.count.is_some(), "outage")?;
-                let d = lasts("outage")?;
-                let r = resource("outage")?;
-                let hang = match spec.mode.as_deref() {
-                    None | Some("refuse") => false,
-                    Some("hang") => true,
-                    Some(other) => {
-                        return Err(Error::config(
-                            key("mode"),
-                            format!("unknown mode {other:?}; expected \"refuse\" or \"hang\""),
-                        ))
-                    }
-                };
-                Ok(Fault {
-                    at,
-                    until: at + d,
-                    kind: FaultKind::Outage { resource: r, hang },
-                })
-            }
-            "dynos_lost" => {
-                foreign("factor", spec.factor.is_some(), "dynos_lost")?;
-                foreign("mode", spec.mode.is_some(), "dynos_lost")?;
-                foreign("target", spec.target.is_some(), "dynos_lost")?;
-                if spec.lasts.is_some() {
-                    return Err(Error::config(
-                        key("for"),
-                        "a \"dynos_lost\" fault lasts as long as the dynos take to boot again \
-                         (fleet.boot_time); it takes no duration",
-                    ));
-                }
-                let count = match spec.count {
-                    None => {
-                        return Err(Error::config(
-                            key("count"),
-                            "missing; a \"dynos_lost\" fault needs how many dynos crash",
-                        ))
-                    }
-                    Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => n as u32,
-                    Some(n) => {
-                        return Err(Error::config(
-                            key("count"),
-                            format!("must be a whole number of dynos, at least 1; got {n}"),
-                        ))
-                    }
-                };
-                Ok(Fault {
-                    at,
-                    until: at,
-                    kind: FaultKind::DynosLost { count },
-                })
-            }
-            other => Err(Error::config(
-                key("kind"),
+        let (keys, build) = REGISTRY.lookup(&spec.kind).ok_or_else(|| {
+            Error::config(
+                format!("{path}.kind"),
                 format!(
-                    "unknown fault kind {other:?}; expected \"slowdown\", \"outage\" or \
-                     \"dynos_lost\""
+                    "unknown fault kind {:?}; expected one of: {}",
+                    spec.kind,
+                    REGISTRY.names().join(", ")
                 ),
-            )),
-        }
+            )
+        })?;
+        let p = Params::new(&path, &spec.kind, &spec.params);
+        p.allow(keys)?;
+        let (until, kind) = build(&p, &Context { at, end, resources })?;
+        Ok(Fault { at, until, kind })
     }
 }
 
@@ -283,12 +267,14 @@ impl Faults {
             .product()
     }
 
-    /// Resource `r`'s outage at `now`, if one is on: Some(None) it refuses, Some(Some(end)) it
-    /// hangs a use until `end`.
+    /// `target`'s outage at `now`, if one is on: Some(None) it refuses, Some(Some(end)) it
+    /// hangs until `end`.
     #[inline]
-    pub fn outage(&self, r: usize, now: f64) -> Option<Option<f64>> {
+    pub fn outage(&self, target: Target, now: f64) -> Option<Option<f64>> {
         self.list.iter().find_map(|f| match f.kind {
-            FaultKind::Outage { resource, hang } if resource == r && now >= f.at && now < f.until => {
+            FaultKind::Outage { target: t, hang }
+                if t == target && now >= f.at && now < f.until =>
+            {
                 Some(hang.then_some(f.until))
             }
             _ => None,
@@ -303,10 +289,10 @@ impl Faults {
             .any(|f| matches!(f.kind, FaultKind::Slowdown { target: t, .. } if t == target))
     }
 
-    pub fn has_outage(&self, r: usize) -> bool {
+    pub fn has_outage(&self, target: Target) -> bool {
         self.list
             .iter()
-            .any(|f| matches!(f.kind, FaultKind::Outage { resource, .. } if resource == r))
+            .any(|f| matches!(f.kind, FaultKind::Outage { target: t, .. } if t == target))
     }
 }
 
@@ -335,14 +321,24 @@ mod tests {
                 factor: 3.0
             }
         );
-        let f = build(serde_json::json!({"at": 100, "for": 60, "kind": "outage", "target": "cache",
-            "mode": "hang"}))
+        let f = build(
+            serde_json::json!({"at": 100, "for": 60, "kind": "outage", "target": "cache",
+            "mode": "hang"}),
+        )
         .unwrap();
         assert_eq!(
             f.kind,
             FaultKind::Outage {
-                resource: 1,
+                target: Target::Resource(1),
                 hang: true
+            }
+        );
+        let f = build(serde_json::json!({"at": 100, "for": 60, "kind": "outage"})).unwrap();
+        assert_eq!(
+            f.kind,
+            FaultKind::Outage {
+                target: Target::App,
+                hang: false
             }
         );
         let f = build(serde_json::json!({"at": 100, "kind": "dynos_lost", "count": 2})).unwrap();
@@ -351,26 +347,44 @@ mod tests {
 
     #[test]
     fn mistakes_name_their_key() {
-        assert!(error(serde_json::json!({"at": 10, "for": 60, "kind": "slowdown", "factor": 3}))
-            .starts_with("faults[0].at:"));
-        assert!(error(serde_json::json!({"at": 600, "for": 60, "kind": "slowdown", "factor": 3}))
-            .starts_with("faults[0].for:"));
-        assert!(error(serde_json::json!({"at": 100, "for": 60, "kind": "slowdown"}))
-            .starts_with("faults[0].factor:"));
         assert!(
-            error(serde_json::json!({"at": 100, "for": 60, "kind": "outage", "target": "redis"}))
-                .starts_with("faults[0].target:")
+            error(serde_json::json!({"at": 10, "for": 60, "kind": "slowdown", "factor": 3}))
+                .starts_with("faults[0].at:")
         );
-        assert!(error(serde_json::json!({"at": 100, "kind": "outage", "target": "db"}))
-            .starts_with("faults[0].for:"));
+        assert!(
+            error(serde_json::json!({"at": 600, "for": 60, "kind": "slowdown", "factor": 3}))
+                .starts_with("faults[0].for:")
+        );
+        assert!(
+            error(serde_json::json!({"at": 100, "for": 60, "kind": "slowdown"}))
+                .starts_with("faults[0].factor:")
+        );
+        assert!(error(
+            serde_json::json!({"at": 100, "for": 60, "kind": "outage", "target": "redis"})
+        )
+        .starts_with("faults[0].target:"));
+        assert!(
+            error(serde_json::json!({"at": 100, "kind": "outage", "target": "db"}))
+                .starts_with("faults[0].for:")
+        );
+        assert!(error(serde_json::json!({"at": 100, "kind": "dynos_lost"}))
+            .starts_with("faults[0].count:"));
         assert!(
             error(serde_json::json!({"at": 100, "for": 5, "kind": "dynos_lost", "count": 1}))
                 .starts_with("faults[0].for:")
         );
-        assert!(error(serde_json::json!({"at": 100, "kind": "dynos_lost", "count": 0}))
-            .starts_with("faults[0].count:"));
-        assert!(error(serde_json::json!({"at": 100, "for": 1, "kind": "meteor"}))
-            .starts_with("faults[0].kind:"));
+        assert!(
+            error(serde_json::json!({"at": 100, "kind": "dynos_lost", "count": 0}))
+                .starts_with("faults[0].count:")
+        );
+        assert!(
+            error(serde_json::json!({"at": 100, "for": 1, "kind": "meteor"}))
+                .starts_with("faults[0].kind:")
+        );
+        assert!(
+            error(serde_json::json!({"at": 100, "for": 1, "kind": "outage", "factor": 2}))
+                .starts_with("faults[0].factor:")
+        );
     }
 
     #[test]
@@ -388,8 +402,9 @@ mod tests {
         assert_eq!(f.slowdown(Target::App, 155.0), 6.0);
         assert_eq!(f.slowdown(Target::App, 160.0), 2.0);
         assert_eq!(f.slowdown(Target::Resource(0), 120.0), 5.0);
-        assert_eq!(f.outage(0, 305.0), Some(None));
-        assert_eq!(f.outage(0, 310.0), None);
+        assert_eq!(f.outage(Target::Resource(0), 305.0), Some(None));
+        assert_eq!(f.outage(Target::Resource(0), 310.0), None);
+        assert_eq!(f.outage(Target::App, 305.0), None);
         assert_eq!(f.span(), Some((100.0, 310.0)));
     }
 }

@@ -5,10 +5,13 @@ use crate::app::{AppServer, AppSpec, DynoType};
 use crate::autoscale::Autoscaler;
 use crate::dist::{self, ServiceDistribution, Shaped};
 use crate::error::{Error, Result};
+use crate::fault::{FaultSpec, Faults};
 use crate::params::{check_duration, explain_serde_error, whole, Params};
 use crate::policy::{self, Knowledge, RoutingPolicy};
 use crate::request::{PhaseKind, RequestModel, RequestSpec};
 use crate::resource::{PoolScope, Resource, ResourceSpec};
+use crate::retry::{ClientRetry, RetrySpec};
+use crate::stability;
 use crate::theory;
 use crate::timeout::Timeout;
 use crate::units::{Bytes, Duration, MIN_DURATION};
@@ -51,6 +54,9 @@ pub struct ScenarioSpec {
     pub autoscale: Option<Map<String, Value>>,
     #[serde(default)]
     pub run: RunSpec,
+    /// Triggers (`[[faults]]`): slowdowns, outages, dynos lost (see [`crate::fault`]).
+    #[serde(default)]
+    pub faults: Option<Vec<FaultSpec>>,
     /// Sections the Python front end reads (prices, labelled variants); the engine ignores
     /// them, so that a scenario file is valid input for both.
     #[serde(default, skip_serializing)]
@@ -98,6 +104,10 @@ pub struct ArrivalsSpec {
     /// requests; None: requests carry none.
     #[serde(default)]
     pub keys: Option<KeysSpec>,
+    /// The clients' retries (`[arrivals.retry]`, see [`crate::retry`]); None: a client never
+    /// sends a request again.
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -278,6 +288,14 @@ pub struct RunSpec {
     /// core) or a whole number. It never changes the figures.
     #[serde(default)]
     pub threads: Option<Value>,
+    /// With `[[faults]]`: how long after the last fault ends a recovery may come (see
+    /// [`crate::stability`]); 10 minutes when left out.
+    #[serde(default)]
+    pub recovery_window: Option<Duration>,
+    /// With `[[faults]]`: the intervals goodput is judged over; "auto" (the default) or a
+    /// duration of whole seconds.
+    #[serde(default)]
+    pub recovery_interval: Option<Value>,
 }
 
 /// `router.timeout` when the scenario does not set it: Heroku's 30 s (H12).
@@ -361,6 +379,8 @@ impl Default for RunSpec {
             allow_overload: false,
             shards: None,
             threads: None,
+            recovery_window: None,
+            recovery_interval: None,
         }
     }
 }
@@ -447,6 +467,12 @@ pub struct Scenario {
     pub shard_count: ShardCount,
     /// `run.threads`: threads that run replications and shards at once; None: one per core.
     pub threads: Option<usize>,
+    /// `[arrivals.retry]`: the clients' retries; None: none.
+    pub client_retry: Option<ClientRetry>,
+    /// `[[faults]]`, in time order.
+    pub faults: Faults,
+    /// With faults: how the run judges whether the fleet recovered.
+    pub stability: Option<stability::Rule>,
     /// The fleet's shards, each a scenario of its own share of the dynos and arrivals and a
     /// seed of its own (built by [`Scenario::from_json`]); empty: the fleet runs whole.
     pub shards: Vec<Scenario>,
@@ -855,6 +881,25 @@ impl Scenario {
             ),
         };
         check_work(rate, simulated, replications, run.max_requests)?;
+        let client_retry = a
+            .retry
+            .as_ref()
+            .map(ClientRetry::build)
+            .transpose()?
+            .flatten();
+        let names: Vec<&str> = resource_names.iter().map(String::as_str).collect();
+        // A closed loop of a set number of requests is measured whole: from 0 to its last
+        // answer, whenever that comes.
+        let window = if whole_run {
+            (0.0, f64::INFINITY)
+        } else {
+            (run.warmup.0, horizon)
+        };
+        let faults = match spec.faults.as_deref() {
+            None | Some([]) => Faults::default(),
+            Some(specs) => Faults::build(specs, &names, window)?,
+        };
+        let stability = Self::stability_of(run, &faults, rate, window)?;
         let scenario = Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
             workload,
@@ -905,12 +950,74 @@ impl Scenario {
                 None => None,
                 Some(v) => auto_or_whole(v, "run.threads", 1024)?.map(|t| t as usize),
             },
+            client_retry,
+            faults,
+            stability,
             shards: Vec::new(),
         };
         scenario.check_time_scales()?;
         scenario.check_lifecycle()?;
         scenario.check_slices()?;
         Ok(scenario)
+    }
+
+    /// The stability verdict's rule for a run with faults (None without): `run.recovery_window`
+    /// and `run.recovery_interval` checked against the run and the faults; `rate` is the
+    /// arrival rate that sizes an automatic interval.
+    fn stability_of(
+        run: &RunSpec,
+        faults: &Faults,
+        rate: f64,
+        (start, end): (f64, f64),
+    ) -> Result<Option<stability::Rule>> {
+        let Some((first, last)) = faults.span() else {
+            for (given, key) in [
+                (run.recovery_window.is_some(), "run.recovery_window"),
+                (run.recovery_interval.is_some(), "run.recovery_interval"),
+            ] {
+                if given {
+                    return Err(Error::config(
+                        key,
+                        "judges the recovery after [[faults]]; the scenario has none",
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        let window = match run.recovery_window {
+            None => stability::DEFAULT_WINDOW,
+            Some(d) => check_duration(d.0, "run.recovery_window")?,
+        };
+        let interval = match &run.recovery_interval {
+            None => stability::auto_interval(rate),
+            Some(Value::String(s)) if s == "auto" => stability::auto_interval(rate),
+            Some(v) => {
+                let d: Duration = serde_json::from_value(v.clone()).map_err(|_| {
+                    Error::config(
+                        "run.recovery_interval",
+                        format!("expected \"auto\" or a duration of whole seconds, got {v}"),
+                    )
+                })?;
+                if !(d.0 >= 1.0 && d.0.is_finite() && d.0.fract() == 0.0) {
+                    return Err(Error::config(
+                        "run.recovery_interval",
+                        format!(
+                            "must be a whole number of seconds, at least 1 s; got {} s",
+                            d.0
+                        ),
+                    ));
+                }
+                d.0
+            }
+        };
+        Ok(Some(stability::Rule {
+            first,
+            last,
+            window_start: start,
+            run_end: end,
+            interval,
+            window,
+        }))
     }
 
     /// `fleet.boot_timeout`, `fleet.stop_delay` and `fleet.shutdown_grace`, or their defaults.

@@ -144,6 +144,30 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "arrivals.retry",
+        meaning: "The clients' retries: a request that failed (its client's own timeout, an \
+                  error the router or the app answered) is sent again after a backoff, up to \
+                  `attempts` tries in all, while the clients' retry budget allows. A retry is \
+                  the same request (its class, its drawn work, its key) through the router \
+                  again; the try that failed is not cancelled, and what a dyno does for it \
+                  after the client gave up is wasted. arrivals.rate and the figures count \
+                  user requests; `retries` counts the tries. See docs/feedback.md.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
+        name: "arrivals.retry.budget",
+        meaning: "A retry budget that every client's retries draw on together, usually written \
+                  inline: `budget = { kind = \"grpc\", max_tokens = 10, token_ratio = 0.1 }` \
+                  (gRPC's retryThrottling) or `{ kind = \"finagle\", percent = 20, min_per_s = \
+                  10, ttl = \"10s\" }` (Finagle's RetryBudget). A retry it refuses is not sent \
+                  (retries.denied) and the request fails.",
+        kind_key: Some("kind"),
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "service",
         meaning: "How long the app works on a request (its service time), once a slot takes it: \
                   one time a request, using no CPU or resource. A scenario has `[service]` or \
@@ -262,6 +286,19 @@ pub const SECTIONS: &[Section] = &[
         kind_key: Some("rule"),
         reader: Reader::Engine,
         array: false,
+    },
+    Section {
+        name: "faults",
+        meaning: "A trigger (`[[faults]]`, one table each): for `for` from `at` the app's or a \
+                  resource's work slows (`slowdown`), or the app or a resource refuses or hangs \
+                  (`outage`); or at `at` dynos crash and boot again (`dynos_lost`). Times from \
+                  the run's start, warm-up included, inside the measured window. A run with \
+                  faults reports the stability verdict (`stability.*`: did goodput come back \
+                  after the last fault?). Runs on the event-driven engine. See \
+                  docs/feedback.md.",
+        kind_key: Some("kind"),
+        reader: Reader::Engine,
+        array: true,
     },
     Section {
         name: "run",
@@ -478,6 +515,40 @@ pub const KINDS: &[Kind] = &[
         name: "schedule",
         meaning: "a size per time of day, the same every day from the run's start at \
                   midnight; reads no metric",
+    },
+    Kind {
+        section: "arrivals.retry.budget",
+        name: "grpc",
+        meaning: "gRPC's retryThrottling (gRFC A6): a token count from `max_tokens`, 1 taken by \
+                  each failed try, `token_ratio` given back by each success; retries go only \
+                  while the count is above half of max_tokens",
+    },
+    Kind {
+        section: "arrivals.retry.budget",
+        name: "finagle",
+        meaning: "Finagle's RetryBudget: each request deposits, each retry withdraws 100 / \
+                  `percent` requests' worth; deposits expire after `ttl`; `min_per_s` retries \
+                  a second are always allowed",
+    },
+    Kind {
+        section: "faults",
+        name: "slowdown",
+        meaning: "work that begins in the window takes `factor` times as long: the app's \
+                  (`[service]`, `io`, `cpu`) or one resource's service",
+    },
+    Kind {
+        section: "faults",
+        name: "outage",
+        meaning: "the app (or a resource) refuses every request (use) that begins in the \
+                  window: an error at once, 500 (`mode = \"refuse\"`); or holds it until the \
+                  window ends (`mode = \"hang\"`)",
+    },
+    Kind {
+        section: "faults",
+        name: "dynos_lost",
+        meaning: "`count` dynos up at `at` crash (the requests they hold fail, errors.crashed) \
+                  and boot again, each after its fleet.boot_time, as the platform restarts a \
+                  crashed dyno",
     },
 ];
 
@@ -706,6 +777,150 @@ pub const KEYS: &[Key] = &[
         meaning: "the burst fires again this long after each firing (a cron schedule); once \
                   when left out. A repeating burst adds clients × requests / every to the \
                   long-run rate",
+    },
+    // --- [arrivals.retry]
+    Key {
+        section: "arrivals.retry",
+        kind: None,
+        name: "attempts",
+        value: "whole number, 1 to 100",
+        unit: "tries",
+        default: Default::Value("3"),
+        example: "4",
+        meaning: "tries in all, the first included (1: no retries); 3, the AWS SDKs' standard \
+                  mode and the Google SRE book's ceiling",
+    },
+    Key {
+        section: "arrivals.retry",
+        kind: None,
+        name: "on",
+        value: "list of \"timeout\", \"5xx\", \"refused\"",
+        unit: "",
+        default: Default::Value(r#"["timeout", "5xx"]"#),
+        example: r#"["timeout", "refused"]"#,
+        meaning: "which failed tries are retried: \"timeout\" the client's own arrivals.timeout; \
+                  \"5xx\" any error the router or the app answered (refusals too); \"refused\" \
+                  an error answered before any dyno worked on the request (a full router, no \
+                  dyno up, every dyno refusing, a shed), which is always safe to retry",
+    },
+    Key {
+        section: "arrivals.retry",
+        kind: None,
+        name: "backoff",
+        value: "\"exponential\" or \"constant\"",
+        unit: "",
+        default: Default::Value(r#""exponential""#),
+        example: r#""exponential""#,
+        meaning: "the delay before retry k: base × multiplier^(k−1), at most cap \
+                  (exponential), or base every time (constant); then spread by jitter",
+    },
+    Key {
+        section: "arrivals.retry",
+        kind: None,
+        name: "base",
+        value: "duration",
+        unit: "s",
+        default: Default::Value(r#""100ms""#),
+        example: r#""200ms""#,
+        meaning: "the first retry's delay before jitter (0: retry at once)",
+    },
+    Key {
+        section: "arrivals.retry",
+        kind: None,
+        name: "cap",
+        value: "duration",
+        unit: "s",
+        default: Default::Value(r#""20s""#),
+        example: r#""10s""#,
+        meaning: "no delay exceeds it (the AWS SDKs' 20 s; base when base is longer)",
+    },
+    Key {
+        section: "arrivals.retry",
+        kind: None,
+        name: "multiplier",
+        value: "number, 1 to 100",
+        unit: "",
+        default: Default::Value("2"),
+        example: "3",
+        meaning: "each retry's nominal delay over the one before (exponential backoff only)",
+    },
+    Key {
+        section: "arrivals.retry",
+        kind: None,
+        name: "jitter",
+        value: "\"full\", \"equal\", \"decorrelated\" or \"none\"",
+        unit: "",
+        default: Default::Value(r#""full""#),
+        example: r#""equal""#,
+        meaning: "how each delay d is drawn (Marc Brooker, \"Exponential Backoff And Jitter\", \
+                  AWS Architecture Blog): full U(0, d); equal d/2 + U(0, d/2); decorrelated \
+                  min(cap, U(base, 3 × the last delay)); none d itself. From a random stream \
+                  of its own",
+    },
+    // --- [arrivals.retry.budget]
+    Key {
+        section: "arrivals.retry.budget",
+        kind: None,
+        name: "kind",
+        value: "name",
+        unit: "",
+        default: Default::Required,
+        example: r#""grpc""#,
+        meaning: "the budget's rule: grpc or finagle",
+    },
+    Key {
+        section: "arrivals.retry.budget",
+        kind: Some("grpc"),
+        name: "max_tokens",
+        value: "number, 1 to 1000",
+        unit: "tokens",
+        default: Default::Value("10"),
+        example: "100",
+        meaning: "the token count's start and ceiling; retries stop at half of it (gRPC's \
+                  maxTokens; 10 in the gRFC's example)",
+    },
+    Key {
+        section: "arrivals.retry.budget",
+        kind: Some("grpc"),
+        name: "token_ratio",
+        value: "number above 0, at most 1",
+        unit: "tokens",
+        default: Default::Value("0.1"),
+        example: "0.2",
+        meaning: "tokens each successful try gives back (a failed one takes 1): in a storm at \
+                  most about 1 + token_ratio tries a request (gRPC's tokenRatio)",
+    },
+    Key {
+        section: "arrivals.retry.budget",
+        kind: Some("finagle"),
+        name: "percent",
+        value: "number, 0 to 100",
+        unit: "%",
+        default: Default::Value("20"),
+        example: "10",
+        meaning: "retries allowed per 100 requests sent over the last ttl (Finagle's \
+                  percentCanRetry, as a percentage)",
+    },
+    Key {
+        section: "arrivals.retry.budget",
+        kind: Some("finagle"),
+        name: "min_per_s",
+        value: "number >= 0",
+        unit: "retries/s",
+        default: Default::Value("10"),
+        example: "5",
+        meaning: "retries a second always allowed, whatever the requests (Finagle's \
+                  minRetriesPerSec)",
+    },
+    Key {
+        section: "arrivals.retry.budget",
+        kind: Some("finagle"),
+        name: "ttl",
+        value: "duration, 1 s to 60 s",
+        unit: "s",
+        default: Default::Value(r#""10s""#),
+        example: r#""20s""#,
+        meaning: "how long a deposit counts (Finagle's ttl, in ten slices of ttl/10)",
     },
     // --- [arrivals.keys]
     Key {
@@ -2373,6 +2588,103 @@ pub const KEYS: &[Key] = &[
                   \"24h\", increasing; sizes whole numbers within [min, max]. Before the first \
                   time, the day's last size holds",
     },
+    // --- [[faults]]
+    Key {
+        section: "faults",
+        kind: None,
+        name: "at",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""50s""#,
+        meaning: "when it starts, from the run's start (warm-up included): after run.warmup \
+                  and before the run's end",
+    },
+    Key {
+        section: "faults",
+        kind: None,
+        name: "kind",
+        value: "name",
+        unit: "",
+        default: Default::Required,
+        example: r#""slowdown""#,
+        meaning: "what happens: slowdown, outage or dynos_lost",
+    },
+    Key {
+        section: "faults",
+        kind: Some("slowdown"),
+        name: "for",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""5s""#,
+        meaning: "how long it lasts; it must end before the run does",
+    },
+    Key {
+        section: "faults",
+        kind: Some("slowdown"),
+        name: "factor",
+        value: "number above 0, at most 10^6",
+        unit: "×",
+        default: Default::Required,
+        example: "3",
+        meaning: "how many times longer work that begins in the window takes (a slow \
+                  database: 3; slowdowns that overlap multiply)",
+    },
+    Key {
+        section: "faults",
+        kind: Some("slowdown"),
+        name: "target",
+        value: "\"app\" or a resource's name",
+        unit: "",
+        default: Default::Value(r#""app""#),
+        example: r#""app""#,
+        meaning: "whose work slows: the app's (its [service] hold, io and cpu phases) or \
+                  resource NAME's service",
+    },
+    Key {
+        section: "faults",
+        kind: Some("outage"),
+        name: "for",
+        value: "duration",
+        unit: "s",
+        default: Default::Required,
+        example: r#""5s""#,
+        meaning: "how long it lasts; it must end before the run does",
+    },
+    Key {
+        section: "faults",
+        kind: Some("outage"),
+        name: "target",
+        value: "\"app\" or a resource's name",
+        unit: "",
+        default: Default::Value(r#""app""#),
+        example: r#""app""#,
+        meaning: "what is out: the app (every request a thread takes in the window) or \
+                  resource NAME (every use that begins in it)",
+    },
+    Key {
+        section: "faults",
+        kind: Some("outage"),
+        name: "mode",
+        value: "\"refuse\" or \"hang\"",
+        unit: "",
+        default: Default::Value(r#""refuse""#),
+        example: r#""hang""#,
+        meaning: "refuse: the request fails at once with an error (errors.outage), its thread \
+                  free again; hang: it waits for the outage's end, holding its thread (and a \
+                  pool connection), then goes on",
+    },
+    Key {
+        section: "faults",
+        kind: Some("dynos_lost"),
+        name: "count",
+        value: "whole number >= 1",
+        unit: "dynos",
+        default: Default::Required,
+        example: "1",
+        meaning: "dynos that crash, the first ones up (all of them if fewer are up)",
+    },
     // --- [run]
     Key {
         section: "run",
@@ -2463,6 +2775,33 @@ pub const KEYS: &[Key] = &[
         example: "2",
         meaning: "how many replications and shards run at once (\"auto\": one per core); it \
                   never changes the figures",
+    },
+    Key {
+        section: "run",
+        kind: None,
+        name: "recovery_window",
+        value: "duration",
+        unit: "s",
+        default: Default::Described(
+            "\"10min\" (with [[faults]]; the run's end after the last fault, if that is sooner)",
+        ),
+        example: r#""10min""#,
+        meaning: "with [[faults]]: how long after the last fault ends goodput may take to come \
+                  back to 95% of its level before the first, three intervals in a row, for the \
+                  replication to count as recovered (stability.recovered)",
+    },
+    Key {
+        section: "run",
+        kind: None,
+        name: "recovery_interval",
+        value: "\"auto\" or a duration of whole seconds",
+        unit: "s",
+        default: Default::Described(
+            "\"auto\": long enough for about 1,600 answers at the arrival rate, at least 10 s",
+        ),
+        example: r#""15s""#,
+        meaning: "with [[faults]]: the intervals the stability verdict judges goodput over, \
+                  from the last fault's end",
     },
     Key {
         section: "run",
@@ -2867,6 +3206,12 @@ mod tests {
         check_registry("service", &crate::dist::REGISTRY, &[]);
         check_registry("router", &crate::policy::REGISTRY, &[]);
         check_registry("autoscale", &crate::autoscale::REGISTRY, &[]);
+        check_registry(
+            "arrivals.retry.budget",
+            &crate::retry::budget::REGISTRY,
+            &[],
+        );
+        check_registry("faults", &crate::fault::REGISTRY, &[]);
         assert!(KEYS.iter().all(|k| k.kind.is_none()
             || KINDS
                 .iter()

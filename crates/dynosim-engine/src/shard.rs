@@ -102,6 +102,9 @@ impl Scenario {
             allow_overload: _,
             max_memory: _,
             engine: _,
+            client_retry,
+            faults,
+            stability: _,
             shard_count: _,
             threads: _,
             shards: _,
@@ -115,6 +118,12 @@ impl Scenario {
                 )
             }
             Workload::Open(_) => {}
+        }
+        if client_retry.is_some() {
+            return Some("the clients' retries (and their budget) span the fleet");
+        }
+        if !faults.is_empty() {
+            return Some("faults strike the fleet as a whole");
         }
         if !policy.picks_uniformly() {
             return Some("only router.policy = \"random\" sends each request to any dyno alike");

@@ -31,13 +31,22 @@ pub struct Rule {
     /// The first fault's start and the last one's end.
     pub first: f64,
     pub last: f64,
-    /// The measured window's start (the warm-up's end) and the run's end.
+    /// The measured window's start (the warm-up's end) and the run's end (infinite for a
+    /// closed loop of a set number of requests, which ends with its last answer).
     pub window_start: f64,
     pub run_end: f64,
     /// Interval length, s (a whole number of seconds).
     pub interval: f64,
-    /// How long after the last fault a recovery may come.
+    /// How long after the last fault a recovery may come (`run.recovery_window`).
     pub window: f64,
+}
+
+impl Rule {
+    /// The part of the window a run that ended at `end` covers: a run that ends sooner is
+    /// judged on what it has (a recovery after its end is not seen).
+    pub fn judged_window(&self, end: f64) -> f64 {
+        self.window.min(end - self.last).max(0.0)
+    }
 }
 
 /// The automatic interval at an arrival rate of `rate` per second.
@@ -66,7 +75,9 @@ pub const BIN: f64 = 1.0;
 impl Goodput {
     pub fn new(rule: &Rule) -> Goodput {
         let start = rule.last - (rule.last / BIN).ceil() * BIN;
-        let bins = ((rule.run_end - start) / BIN).ceil() as usize + 1;
+        // Up to the window's close at most: answers after it are judged by nothing.
+        let until = (rule.last + rule.window).min(rule.run_end);
+        let bins = ((until - start) / BIN).ceil() as usize + 1;
         Goodput {
             start,
             counts: vec![0; bins],
@@ -82,6 +93,14 @@ impl Goodput {
         }
     }
 
+    /// Adds the counts of another replication's part (a shard's: never, today; kept for
+    /// merging measures alike).
+    pub fn add(&mut self, other: &Goodput) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+    }
+
     /// Answers in [from, to), both on bin edges.
     fn sum(&self, from: f64, to: f64) -> u64 {
         let a = ((from - self.start) / BIN).round().max(0.0) as usize;
@@ -91,17 +110,14 @@ impl Goodput {
             .map_or(0, |c| c.iter().map(|&x| u64::from(x)).sum())
     }
 
-    /// The verdict of `rule` on these answers.
-    pub fn verdict(&self, rule: &Rule) -> Verdict {
-        // The level before: the whole intervals between the warm-up's end and the first fault,
-        // counted back from the fault.
+    /// The verdict of `rule` on these answers, for a run that ended at `end`.
+    pub fn verdict(&self, rule: &Rule, end: f64) -> Verdict {
+        // The level before: every whole second between the warm-up's end and the first fault.
         let i = rule.interval;
-        let edge = |t: f64| self.start + ((t - self.start) / BIN).ceil() * BIN;
+        let before_start = self.start + ((rule.window_start - self.start) / BIN).ceil() * BIN;
         let before_end = self.start + ((rule.first - self.start) / BIN).floor() * BIN;
-        let whole = ((before_end - edge(rule.window_start)) / i).floor().max(0.0);
-        let before_start = before_end - whole * i;
-        let baseline = if whole >= 1.0 {
-            self.sum(before_start, before_end) as f64 / (whole * i)
+        let baseline = if before_end > before_start {
+            self.sum(before_start, before_end) as f64 / (before_end - before_start)
         } else {
             f64::NAN
         };
@@ -110,7 +126,7 @@ impl Goodput {
             let from = rule.last + k as f64 * i;
             self.sum(from, from + i) as f64 / i >= floor
         };
-        let end = (rule.last + rule.window).min(rule.run_end);
+        let end = rule.last + rule.judged_window(end);
         let intervals = ((end - rule.last) / i + 1e-9).floor().max(0.0) as usize;
         let mut run = 0;
         let mut recovery = None;
@@ -178,7 +194,7 @@ mod tests {
     #[test]
     fn never_down_recovers_at_once() {
         let r = rule();
-        let v = series(&r, |_| 100.0).verdict(&r);
+        let v = series(&r, |_| 100.0).verdict(&r, r.run_end);
         assert!(v.recovered);
         assert_eq!(v.recovery_time, Some(0.0));
         assert!((v.baseline - 100.0).abs() < 0.5, "{}", v.baseline);
@@ -188,8 +204,16 @@ mod tests {
     fn down_until_a_time_recovers_then() {
         let r = rule();
         // Down from the fault until 125 s after its end; back at 96%: within 5%.
-        let v = series(&r, |t| if (300.0..485.0).contains(&t) { 0.0 } else if t >= 485.0 { 96.0 } else { 100.0 })
-            .verdict(&r);
+        let v = series(&r, |t| {
+            if (300.0..485.0).contains(&t) {
+                0.0
+            } else if t >= 485.0 {
+                96.0
+            } else {
+                100.0
+            }
+        })
+        .verdict(&r, r.run_end);
         assert!(v.recovered);
         // The interval [480, 490) is half down; [490, 500) is the first good one.
         assert_eq!(v.recovery_time, Some(130.0));
@@ -198,7 +222,7 @@ mod tests {
     #[test]
     fn a_level_below_the_band_is_not_back() {
         let r = rule();
-        let v = series(&r, |t| if t >= 300.0 { 94.0 } else { 100.0 }).verdict(&r);
+        let v = series(&r, |t| if t >= 300.0 { 94.0 } else { 100.0 }).verdict(&r, r.run_end);
         assert!(!v.recovered);
         assert_eq!(v.recovery_time, None);
     }
@@ -206,15 +230,25 @@ mod tests {
     #[test]
     fn a_recovery_after_the_window_does_not_count() {
         let r = rule();
-        let v = series(&r, |t| if (300.0..961.0).contains(&t) { 0.0 } else { 100.0 }).verdict(&r);
+        let v = series(&r, |t| {
+            if (300.0..961.0).contains(&t) {
+                0.0
+            } else {
+                100.0
+            }
+        })
+        .verdict(&r, r.run_end);
         assert!(!v.recovered);
-        let longer = Rule {
-            window: 800.0,
-            ..r
-        };
-        assert!(series(&longer, |t| if (300.0..961.0).contains(&t) { 0.0 } else { 100.0 })
-            .verdict(&longer)
-            .recovered);
+        let longer = Rule { window: 800.0, ..r };
+        assert!(
+            series(&longer, |t| if (300.0..961.0).contains(&t) {
+                0.0
+            } else {
+                100.0
+            })
+            .verdict(&longer, longer.run_end)
+            .recovered
+        );
     }
 
     #[test]
@@ -228,7 +262,7 @@ mod tests {
                 100.0
             }
         })
-        .verdict(&r);
+        .verdict(&r, r.run_end);
         assert_eq!(v.recovery_time, Some(40.0));
     }
 

@@ -4,11 +4,11 @@
 mod mva;
 mod retries;
 
-pub use retries::{mm1_retry_states, RetryStates};
 pub use mva::{
     mva_closed, ClosedNetwork, Station, StationKind, MVA_MAX_CUSTOMERS, MVA_MAX_STATIONS,
     MVA_MAX_WORK,
 };
+pub use retries::{mm1_retry_states, RetryStates};
 
 /// Erlang C: probability that an arrival waits in an M/M/c queue with offered load `a` = λE[S]
 /// (in Erlangs) and `c` servers. Computed with the Erlang B recursion, stable for large c.

@@ -17,30 +17,19 @@
 //! upstream tier) behind one library share it.
 
 use crate::error::{Error, Result};
+use crate::params::Params;
+use crate::registry::Registry;
 use crate::units::Duration;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// `arrivals.retry.budget` as written: `kind` and its settings.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct BudgetSpec {
-    /// "grpc" or "finagle".
+    /// "grpc" or "finagle" ([`REGISTRY`]).
     pub kind: String,
-    /// grpc: the token count's ceiling and start, from 1 to 1000.
-    #[serde(default)]
-    pub max_tokens: Option<f64>,
-    /// grpc: tokens a success gives back, above 0 and at most 1.
-    #[serde(default)]
-    pub token_ratio: Option<f64>,
-    /// finagle: retries allowed per 100 requests, from 0 to 100.
-    #[serde(default)]
-    pub percent: Option<f64>,
-    /// finagle: retries a second always allowed, whatever the requests.
-    #[serde(default)]
-    pub min_per_s: Option<f64>,
-    /// finagle: how long a deposit counts, 1 s to 60 s.
-    #[serde(default)]
-    pub ttl: Option<Duration>,
+    #[serde(flatten)]
+    pub params: Map<String, Value>,
 }
 
 /// gRPC's example `retryThrottling` (gRFC A6).
@@ -56,107 +45,105 @@ const SCALE: i64 = 1000;
 /// util's `WindowedAdder`: the window in ten slices.
 const SLICES: usize = 10;
 
+/// A budget kind's builder.
+pub type Builder = fn(&Params) -> Result<RetryBudget>;
+
+/// The kinds of budget: a new one is a builder and a line here.
+pub const REGISTRY: Registry<Builder> = Registry(&[
+    ("grpc", &["max_tokens", "token_ratio"], grpc),
+    ("finagle", &["percent", "min_per_s", "ttl"], finagle),
+]);
+
+fn grpc(p: &Params) -> Result<RetryBudget> {
+    let max_tokens = p.get::<f64>("max_tokens")?.unwrap_or(GRPC_MAX_TOKENS);
+    if !(max_tokens.is_finite() && (1.0..=1000.0).contains(&max_tokens)) {
+        return Err(p.error(
+            "max_tokens",
+            format!("must be from 1 to 1000 (gRPC's bounds), got {max_tokens}"),
+        ));
+    }
+    let token_ratio = p.get::<f64>("token_ratio")?.unwrap_or(GRPC_TOKEN_RATIO);
+    if !(token_ratio.is_finite() && token_ratio > 0.0 && token_ratio <= 1.0) {
+        return Err(p.error(
+            "token_ratio",
+            format!(
+                "must be above 0 and at most 1 (tokens a success gives back; a failure takes 1), \
+                 got {token_ratio}"
+            ),
+        ));
+    }
+    Ok(RetryBudget::Grpc {
+        max_tokens,
+        token_ratio,
+    })
+}
+
+fn finagle(p: &Params) -> Result<RetryBudget> {
+    let percent = p.get::<f64>("percent")?.unwrap_or(FINAGLE_PERCENT);
+    if !(percent.is_finite() && (0.0..=100.0).contains(&percent)) {
+        return Err(p.error(
+            "percent",
+            format!("must be from 0 to 100 (retries per 100 requests), got {percent}"),
+        ));
+    }
+    let min_per_s = p.get::<f64>("min_per_s")?.unwrap_or(FINAGLE_MIN_PER_S);
+    if !(min_per_s.is_finite() && min_per_s >= 0.0) {
+        return Err(p.error(
+            "min_per_s",
+            format!("must be 0 or more retries a second, got {min_per_s}"),
+        ));
+    }
+    let ttl = p.get::<Duration>("ttl")?.map_or(FINAGLE_TTL, |d| d.0);
+    if !(1.0..=60.0).contains(&ttl) {
+        return Err(p.error(
+            "ttl",
+            format!("must be from 1 s to 60 s (Finagle's bounds), got {ttl} s"),
+        ));
+    }
+    if percent == 0.0 && min_per_s == 0.0 {
+        return Err(p.error(
+            "percent",
+            "percent = 0 and min_per_s = 0 allow no retry at all; give arrivals.retry.attempts \
+             = 1 instead",
+        ));
+    }
+    Ok(RetryBudget::Finagle {
+        percent,
+        min_per_s,
+        ttl,
+    })
+}
+
 /// A budget's kind and settings, built; [`RetryBudget::state`] makes a replication's own.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RetryBudget {
-    Grpc { max_tokens: f64, token_ratio: f64 },
-    Finagle { percent: f64, min_per_s: f64, ttl: f64 },
+    Grpc {
+        max_tokens: f64,
+        token_ratio: f64,
+    },
+    Finagle {
+        percent: f64,
+        min_per_s: f64,
+        ttl: f64,
+    },
 }
 
 impl RetryBudget {
     /// Builds the table at `path` (`arrivals.retry.budget`).
     pub fn build(spec: &BudgetSpec, path: &str) -> Result<RetryBudget> {
-        let key = |k: &str| format!("{path}.{k}");
-        let foreign = |keys: &[(&str, bool)], kind: &str| -> Result<()> {
-            for (k, given) in keys {
-                if *given {
-                    return Err(Error::config(
-                        key(k),
-                        format!("not a setting of a {kind:?} budget"),
-                    ));
-                }
-            }
-            Ok(())
-        };
-        match spec.kind.as_str() {
-            "grpc" => {
-                foreign(
-                    &[
-                        ("percent", spec.percent.is_some()),
-                        ("min_per_s", spec.min_per_s.is_some()),
-                        ("ttl", spec.ttl.is_some()),
-                    ],
-                    "grpc",
-                )?;
-                let max_tokens = spec.max_tokens.unwrap_or(GRPC_MAX_TOKENS);
-                if !(max_tokens.is_finite() && (1.0..=1000.0).contains(&max_tokens)) {
-                    return Err(Error::config(
-                        key("max_tokens"),
-                        format!("must be from 1 to 1000 (gRPC's bounds), got {max_tokens}"),
-                    ));
-                }
-                let token_ratio = spec.token_ratio.unwrap_or(GRPC_TOKEN_RATIO);
-                if !(token_ratio.is_finite() && token_ratio > 0.0 && token_ratio <= 1.0) {
-                    return Err(Error::config(
-                        key("token_ratio"),
-                        format!(
-                            "must be above 0 and at most 1 (tokens a success gives back; a \
-                             failure takes 1), got {token_ratio}"
-                        ),
-                    ));
-                }
-                Ok(RetryBudget::Grpc {
-                    max_tokens,
-                    token_ratio,
-                })
-            }
-            "finagle" => {
-                foreign(
-                    &[
-                        ("max_tokens", spec.max_tokens.is_some()),
-                        ("token_ratio", spec.token_ratio.is_some()),
-                    ],
-                    "finagle",
-                )?;
-                let percent = spec.percent.unwrap_or(FINAGLE_PERCENT);
-                if !(percent.is_finite() && (0.0..=100.0).contains(&percent)) {
-                    return Err(Error::config(
-                        key("percent"),
-                        format!("must be from 0 to 100 (retries per 100 requests), got {percent}"),
-                    ));
-                }
-                let min_per_s = spec.min_per_s.unwrap_or(FINAGLE_MIN_PER_S);
-                if !(min_per_s.is_finite() && min_per_s >= 0.0) {
-                    return Err(Error::config(
-                        key("min_per_s"),
-                        format!("must be 0 or more retries a second, got {min_per_s}"),
-                    ));
-                }
-                let ttl = spec.ttl.map_or(FINAGLE_TTL, |d| d.0);
-                if !(1.0..=60.0).contains(&ttl) {
-                    return Err(Error::config(
-                        key("ttl"),
-                        format!("must be from 1 s to 60 s (Finagle's bounds), got {ttl} s"),
-                    ));
-                }
-                if percent == 0.0 && min_per_s == 0.0 {
-                    return Err(Error::config(
-                        path,
-                        "percent = 0 and min_per_s = 0 allow no retry at all; give \
-                         arrivals.retry.attempts = 1 instead",
-                    ));
-                }
-                Ok(RetryBudget::Finagle {
-                    percent,
-                    min_per_s,
-                    ttl,
-                })
-            }
-            other => Err(Error::config(
-                key("kind"),
-                format!("unknown budget kind {other:?}; expected \"grpc\" or \"finagle\""),
-            )),
-        }
+        let (keys, build) = REGISTRY.lookup(&spec.kind).ok_or_else(|| {
+            Error::config(
+                format!("{path}.kind"),
+                format!(
+                    "unknown budget kind {:?}; expected one of: {}",
+                    spec.kind,
+                    REGISTRY.names().join(", ")
+                ),
+            )
+        })?;
+        let p = Params::new(path, &spec.kind, &spec.params);
+        p.allow(keys)?;
+        build(&p)
     }
 
     /// A fresh state, for one replication.
@@ -289,7 +276,11 @@ impl LeakyBucket {
     fn count(&self, now: f64) -> i64 {
         let i = self.index(now);
         let live = |k: usize| self.slice_of[k] > i - SLICES as i64 && self.slice_of[k] <= i;
-        (0..SLICES).filter(|&k| live(k)).map(|k| self.sums[k]).sum::<i64>() + self.reserve
+        (0..SLICES)
+            .filter(|&k| live(k))
+            .map(|k| self.sums[k])
+            .sum::<i64>()
+            + self.reserve
     }
 
     fn try_withdraw(&mut self, now: f64) -> bool {

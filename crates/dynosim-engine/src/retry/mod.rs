@@ -121,10 +121,11 @@ impl RetryOn {
     fn parse(value: Option<&serde_json::Value>) -> Result<RetryOn> {
         const PATH: &str = "arrivals.retry.on";
         let Some(value) = value else {
+            // ["timeout", "5xx"]: every failure ("5xx" takes in the refusals).
             return Ok(RetryOn {
                 timeout: true,
                 errors: true,
-                refused: true,
+                refused: false,
             });
         };
         let names: Vec<&serde_json::Value> = match value {
@@ -377,17 +378,22 @@ mod tests {
         assert!(error(serde_json::json!({"on": ["timeout", "4xx"]}))
             .starts_with("arrivals.retry.on[1]:"));
         assert!(error(serde_json::json!({"on": []})).starts_with("arrivals.retry.on:"));
-        assert!(error(serde_json::json!({"backoff": "linear"}))
-            .starts_with("arrivals.retry.backoff:"));
-        assert!(error(serde_json::json!({"base": 2.0, "cap": 1.0}))
-            .starts_with("arrivals.retry.cap:"));
-        assert!(error(serde_json::json!({"multiplier": 0.5}))
-            .starts_with("arrivals.retry.multiplier:"));
+        assert!(
+            error(serde_json::json!({"backoff": "linear"})).starts_with("arrivals.retry.backoff:")
+        );
+        assert!(
+            error(serde_json::json!({"base": 2.0, "cap": 1.0})).starts_with("arrivals.retry.cap:")
+        );
+        assert!(
+            error(serde_json::json!({"multiplier": 0.5})).starts_with("arrivals.retry.multiplier:")
+        );
     }
 
     #[test]
     fn on_takes_a_name_or_a_list() {
-        let r = build(serde_json::json!({"on": "refused"})).unwrap().unwrap();
+        let r = build(serde_json::json!({"on": "refused"}))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             r.on,
             RetryOn {
@@ -472,10 +478,7 @@ mod tests {
         assert!(ks(&mut xs, |x| ((x - 0.1) / 1.4).clamp(0.0, 1.0)) < ks_critical(n));
         // Decorrelated, capped: min(0.3, U(0.1, 1.5)) has an atom of 1.2/1.4 at the cap.
         let dc = Backoff { cap: 0.3, ..d };
-        let at_cap = (0..n)
-            .filter(|_| dc.delay(4, 0.5, &mut rng) == 0.3)
-            .count() as f64
-            / n as f64;
+        let at_cap = (0..n).filter(|_| dc.delay(4, 0.5, &mut rng) == 0.3).count() as f64 / n as f64;
         let p = 1.2 / 1.4;
         assert!((at_cap - p).abs() < 4.0 * (p * (1.0 - p) / n as f64).sqrt());
         // The wrong law is refused, so the test can fail: U(0, 0.4) is not U(0, 0.5).

@@ -62,7 +62,11 @@ pub fn mm1_retry_states(lambda: f64, mu: f64, tau: f64, attempts: u32) -> Option
     let mut a = lambda;
     let mut normal = None;
     for i in 1..=STEPS {
-        let b = if i == STEPS { mu } else { lambda + h * i as f64 };
+        let b = if i == STEPS {
+            mu
+        } else {
+            lambda + h * i as f64
+        };
         if g(b) <= 0.0 {
             let (mut lo, mut hi) = (a, b);
             for _ in 0..200 {
