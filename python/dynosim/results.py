@@ -20,6 +20,10 @@ __all__ = ["Estimate", "PolicyResult", "Results", "METRICS", "OPTIONAL_METRICS",
 ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue_timeout", "app_timeout", "shed", "r15",
                            "no_dyno", "shutdown"]
 
+#: Error kinds a scenario reports only when it can have them: an outage (``[[faults]]``), a dyno lost
+#: (``dynos_lost``), a request too old when a thread took it (``app.wait_timeout``).
+FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout"]
+
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
     ["requests", "queued_fraction"]
@@ -52,6 +56,15 @@ OPTIONAL_METRICS: List[str] = (
     + ["routing.idle_hits", "routing.idle_hit_count", "routing.busy_hits"]
     # The run's bill (from Python's price table, docs/output.md).
     + ["cost.dyno_hours", "cost.dollars"]
+    # Clients that retry (`[arrivals.retry]`): the tries, the amplification, what a budget denied.
+    + ["retries.attempts", "retries.attempts_per_request", "retries.count", "retries.client", "retries.router",
+       "retries.app", "retries.denied", "retries.exhausted"]
+    # Errors of the feedback features (`[[faults]]`, `app.wait_timeout`): reported only by scenarios
+    # that can have them.
+    + [f"{table}.{kind}" for table in ("errors", "error_counts") for kind in FEEDBACK_ERROR_KINDS]
+    # A run with faults: did goodput come back after the last one (docs/feedback.md)?
+    + ["stability.recovered", "stability.recovery_time", "stability.recovered_runs", "stability.baseline_goodput",
+       "stability.window", "stability.interval"]
 )
 
 _NAMED = re.compile(r"^(resources\.[^.]+\.(utilisation|uses|(pool_wait|queue)\.(" + "|".join(_STATS) + r"))"
@@ -74,7 +87,8 @@ def is_time_metric(metric: str) -> bool:
     """Whether a metric is a time, in seconds (the others are counts, rates and fractions)."""
     parts = metric.split(".")
     return (parts[0] in ("queue", "queue_of_queued", "response", "response_ok") or metric == "service_mean"
-            or metric in ("closed_loop.elapsed", "dyno.memory.r14_seconds")
+            or metric in ("closed_loop.elapsed", "dyno.memory.r14_seconds", "stability.recovery_time",
+                          "stability.window", "stability.interval")
             or metric.startswith("closed_loop.latency.")
             or (parts[0] == "resources" and len(parts) == 4 and parts[2] in ("pool_wait", "queue"))
             or (parts[0] == "classes" and len(parts) == 4 and parts[2] == "response"))
@@ -84,7 +98,8 @@ def is_fraction_metric(metric: str) -> bool:
     """Whether a metric is a fraction from 0 to 1 (shown as a percentage)."""
     return (metric == "queued_fraction" or metric.startswith("utilisation.") or metric.startswith("errors.")
             or metric in ("dyno.cpu_utilisation", "dyno.thread_occupancy", "dyno.process_occupancy",
-                          "dyno.memory.over_quota", "failed.fraction", "routing.idle_hits", "routing.busy_hits")
+                          "dyno.memory.over_quota", "failed.fraction", "routing.idle_hits", "routing.busy_hits",
+                          "stability.recovered")
             or (metric.startswith("resources.") and metric.endswith(".utilisation")))
 
 

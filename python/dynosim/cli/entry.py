@@ -19,13 +19,14 @@ from typing import Optional, Sequence
 from .. import _dynosim
 from ..errors import DynosimError, NotSteadyWarning, OverloadedError, UnstableError
 from ..output import silence_stdout, stdout_document
-from . import (animate, capacity, common, compare, demo, init, keys, logs, ramp, run, scenarios, serve, sweep, testbed,
-               tune)
+from . import (animate, capacity, common, compare, demo, init, keys, logs, ramp, run, scenarios, serve, stability, sweep,
+               testbed, tune)
 from .common import (EXIT_BROKEN_PIPE, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_UNSTABLE, Parser, fail,
                      sigterm_stops)
 
 #: The verbs, in the order of ``dynosim --help``.
-VERBS = [run, compare, scenarios, init, demo, capacity, sweep, tune, ramp, animate, serve, testbed, logs, keys]
+VERBS = [run, compare, scenarios, init, demo, capacity, sweep, stability, tune, ramp, animate, serve, testbed, logs,
+         keys]
 
 
 def build_parser() -> argparse.ArgumentParser:
