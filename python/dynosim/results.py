@@ -139,7 +139,12 @@ class Estimate:
         return (self.ci_high - self.ci_low) / 2
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Estimate":
+    def from_dict(cls, d: Optional[Dict[str, Any]]) -> "Estimate":
+        """An estimate from the report's dict; a null (a figure no replication had, such as
+        the recovery time of runs that never recovered) is NaN throughout."""
+        if d is None:
+            return cls(math.nan, math.nan, math.nan, math.nan)
+
         def num(x: Any) -> float:
             return math.nan if x is None else float(x)
 

@@ -31,6 +31,12 @@ def run_columns(rows: List[Tuple[str, PolicyResult]], labelled: bool) -> List[Co
             columns.insert(-3, Column("cpu", _metric_or_nan("dyno.cpu_utilisation"), kind="percent", wide=True))
         if any(r.report["routers"] > 1 for _, r in rows):
             columns.insert(2, Column("routers", lambda row: row[1].report["routers"], drop=2))
+    if any("retries" in r.summary for _, r in rows):
+        columns.insert(-3, Column("tries per\nrequest", _metric_or_nan("retries.attempts_per_request"), ci=True))
+    if any("stability" in r.summary for _, r in rows):
+        columns.insert(-3, Column("recovered", _metric_or_nan("stability.recovered"), kind="percent", ci=True))
+        columns.insert(-3, Column("recovery\ntime", _metric_or_nan("stability.recovery_time"), kind="time",
+                                  ci=True))
     if labelled:
         # A case's label usually says what its policy is: the policy column gives way early.
         columns[0] = dataclasses.replace(columns[0], drop=2)

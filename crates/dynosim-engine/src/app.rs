@@ -75,6 +75,10 @@ pub struct AppSpec {
     /// How long a killed worker takes to be replaced.
     #[serde(default)]
     pub worker_boot_time: Option<Duration>,
+    /// Rack::Timeout's `wait_timeout`: a request older than this (since its router's arrival,
+    /// X-Request-Start) when a thread takes it is dropped unserved, answered 503.
+    #[serde(default)]
+    pub wait_timeout: Option<Duration>,
     /// The listen backlog: connections a dyno queues for its processes at most; more are
     /// refused (the router retries another dyno).
     #[serde(default)]
@@ -193,6 +197,9 @@ pub struct AppServer {
     pub timeout: Option<Arc<Timeout>>,
     /// How long a killed worker takes to be replaced.
     pub worker_boot_time: f64,
+    /// `app.wait_timeout`: a request older than this when a thread takes it is dropped
+    /// unserved (None: never).
+    pub wait_timeout: Option<f64>,
     /// `app.backlog`: requests a dyno's accept queue holds at most (None: no limit).
     pub backlog: Option<u32>,
     /// The thread's own time per request after the response has gone (writing and closing
@@ -384,6 +391,7 @@ impl AppSpec {
             boot_time,
             timeout,
             worker_boot_time,
+            wait_timeout: _,
             backlog,
             overhead: _,
             swap_slowdown,
@@ -430,6 +438,7 @@ impl AppServer {
             accept: Accept::Shared,
             timeout: None,
             worker_boot_time: DEFAULT_WORKER_BOOT_TIME,
+            wait_timeout: None,
             backlog: None,
             overhead: None,
             memory: Memory {
@@ -445,6 +454,13 @@ impl AppServer {
                 arena_contention: 0.0,
             },
         }
+    }
+
+    /// `app.wait_timeout`, if set.
+    pub fn wait_timeout_of(spec: &AppSpec) -> Result<Option<f64>> {
+        spec.wait_timeout
+            .map(|d| check_duration(d.0, "app.wait_timeout"))
+            .transpose()
     }
 
     /// The overhead `app.overhead` sets, if any.
@@ -585,6 +601,7 @@ impl AppServer {
             accept,
             timeout,
             worker_boot_time,
+            wait_timeout: Self::wait_timeout_of(spec)?,
             backlog,
             overhead,
             memory: Memory {

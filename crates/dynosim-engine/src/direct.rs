@@ -133,6 +133,7 @@ impl<'s> Eligible<'s> {
             accept,
             timeout: worker_timeout,
             worker_boot_time: _,
+            wait_timeout,
             backlog,
             overhead,
             memory,
@@ -148,6 +149,9 @@ impl<'s> Eligible<'s> {
         }
         if !faults.is_empty() {
             return Err("faults change the fleet during the run");
+        }
+        if wait_timeout.is_some() {
+            return Err("the app drops requests too old when a thread takes them (app.wait_timeout)");
         }
         if keys.is_some() {
             return Err(

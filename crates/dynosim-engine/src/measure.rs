@@ -6,9 +6,10 @@ use crate::alloc::filled;
 use crate::error::Result;
 use crate::result::{
     AutoscaleFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable, Failed,
-    FleetFigures, MemoryFigures, QueueDepth, ReplicationResult, ResourceFigures, RoutingFigures,
-    SizeFigures, Utilisation, Wasted,
+    FleetFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult, ResourceFigures,
+    RetryFigures, RoutingFigures, SizeFigures, StabilityFigures, Utilisation, Wasted,
 };
+use crate::stability::{Goodput, Rule};
 use crate::scenario::Scenario;
 use crate::stats::TimeStats;
 use crate::workload::Workload;
@@ -54,6 +55,21 @@ pub(crate) struct Measures {
     /// Under `jiq`: requests of the window sent from an idle list, and those of them that
     /// found their dyno busy.
     idle_hits: Option<(u64, u64)>,
+    /// The error kinds this scenario can have beyond the usual ones.
+    optional: Optional,
+    /// With `[arrivals.retry]`: the tries of the window's requests.
+    retries: Option<Box<RetryCounts>>,
+    /// With `[[faults]]`: successful answers over time, and the rule that judges them.
+    stability: Option<Box<(Goodput, Rule)>>,
+}
+
+/// The tries of the requests of the window (counted by their first send).
+#[derive(Debug, Default, Clone)]
+struct RetryCounts {
+    attempts: u64,
+    retries: u64,
+    denied: u64,
+    exhausted: u64,
 }
 
 /// What is measured of a fleet that changes size: its size and bill, the autoscaler's
@@ -190,6 +206,24 @@ impl Measures {
             slots: f64::from(scenario.slots),
             idle_hits: (scenario.policy.knowledge() == crate::policy::Knowledge::IdleReports)
                 .then_some((0, 0)),
+            optional: Optional {
+                outage: scenario.faults.list.iter().any(|f| {
+                    matches!(f.kind, crate::fault::FaultKind::Outage { .. })
+                }),
+                crashed: scenario
+                    .faults
+                    .list
+                    .iter()
+                    .any(|f| matches!(f.kind, crate::fault::FaultKind::DynosLost { .. })),
+                wait_timeout: scenario.app.wait_timeout.is_some(),
+            },
+            retries: scenario
+                .client_retry
+                .as_ref()
+                .map(|_| Box::<RetryCounts>::default()),
+            stability: scenario
+                .stability
+                .map(|rule| Box::new((Goodput::new(&rule), rule))),
             fleet: scenario.has_lifecycle().then(|| {
                 let initial = f64::from(scenario.dynos);
                 let level = Level {
@@ -545,7 +579,45 @@ impl Measures {
 
     /// Errors so far by kind, warm-up included.
     pub fn errors_so_far(&self) -> ErrorTable<u64> {
-        ErrorTable::counts(&self.errors_all)
+        ErrorTable::counts(&self.errors_all, self.optional)
+    }
+
+    /// A try of a request first sent at `origin` was sent at `now` (the first, or a retry).
+    #[inline]
+    pub fn tried(&mut self, origin: f64, _now: f64) {
+        if origin >= self.window_start {
+            if let Some(r) = self.retries.as_mut() {
+                r.attempts += 1;
+            }
+        }
+    }
+
+    /// A request first sent at `origin` will be tried again (a retry is due).
+    #[inline]
+    pub fn retried(&mut self, origin: f64) {
+        if origin >= self.window_start {
+            if let Some(r) = self.retries.as_mut() {
+                r.retries += 1;
+            }
+        }
+    }
+
+    /// A budget refused the retry of a request first sent at `origin`.
+    pub fn retry_denied(&mut self, origin: f64) {
+        if origin >= self.window_start {
+            if let Some(r) = self.retries.as_mut() {
+                r.denied += 1;
+            }
+        }
+    }
+
+    /// A request first sent at `origin` failed on its last try with an outcome retried.
+    pub fn retries_exhausted(&mut self, origin: f64) {
+        if origin >= self.window_start {
+            if let Some(r) = self.retries.as_mut() {
+                r.exhausted += 1;
+            }
+        }
     }
 
     /// A request that arrived at `arrival` started `service` seconds of work on a slot of
@@ -578,6 +650,9 @@ impl Measures {
     /// A request that arrived at `arrival` completed at `end`.
     #[inline]
     pub fn completed(&mut self, arrival: f64, end: f64) {
+        if let Some(s) = self.stability.as_mut() {
+            s.0.answered(end);
+        }
         self.completed += 1;
         if arrival >= self.window_start {
             self.response.record(end - arrival);
@@ -810,7 +885,7 @@ impl Measures {
             None => (self.queue.positive_count(), self.queue.positive_summary()),
             Some(q) => (q.count(), q.summary()),
         };
-        let counts = ErrorTable::counts(&self.errors);
+        let counts = ErrorTable::counts(&self.errors, self.optional);
         let response = if counts.total == 0 {
             self.response.summary()
         } else {
@@ -850,6 +925,26 @@ impl Measures {
                 idle_hits: ratio(hits as f64, requests as f64),
                 idle_hit_count: hits,
                 busy_hits: ratio(busy as f64, hits as f64),
+            }),
+            retries: self.retries.as_deref().map(|r| RetryFigures {
+                attempts: r.attempts,
+                attempts_per_request: ratio(r.attempts as f64, requests as f64),
+                count: r.retries,
+                client: r.retries,
+                router: 0,
+                app: 0,
+                denied: r.denied,
+                exhausted: r.exhausted,
+            }),
+            stability: self.stability.as_deref().map(|(goodput, rule)| {
+                let v = goodput.verdict(rule, end);
+                StabilityFigures {
+                    recovered: if v.recovered { 1.0 } else { 0.0 },
+                    recovery_time: v.recovery_time,
+                    baseline_goodput: v.baseline,
+                    window: rule.judged_window(end),
+                    interval: rule.interval,
+                }
             }),
             engine: "",
         }

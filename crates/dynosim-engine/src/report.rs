@@ -224,7 +224,28 @@ fn summary_of(trees: &[Value], per_dyno_sum: Option<&[f64]>) -> Value {
         let n = trees.len() as f64;
         summary["utilisation"]["per_dyno"] = sums.iter().map(|s| s / n).collect();
     }
+    if summary.get("stability").is_some() {
+        stability_summary(trees, &mut summary);
+    }
     summary
+}
+
+/// The stability verdict over replications: `recovered` is the fraction that recovered (the
+/// mean of their 1s and 0s, with its interval), `recovery_time` the mean over those that did
+/// (null when none did), and `recovered_runs` their count.
+fn stability_summary(trees: &[Value], summary: &mut Value) {
+    let times: Vec<f64> = trees
+        .iter()
+        .filter_map(|t| t["stability"]["recovery_time"].as_f64())
+        .collect();
+    let s = &mut summary["stability"];
+    s["recovery_time"] = if times.is_empty() {
+        Value::Null
+    } else {
+        serde_json::to_value(Estimate::from_samples(&times)).expect("estimate serializes")
+    };
+    s["recovered_runs"] = serde_json::to_value(Estimate::from_samples(&[times.len() as f64]))
+        .expect("estimate serializes");
 }
 
 /// The report's header (what ran), with `summary` and the replications' results.

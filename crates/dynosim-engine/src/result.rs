@@ -65,6 +65,12 @@ pub struct ReplicationResult {
     /// What the routers' idle lists did (the `jiq` policy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingFigures>,
+    /// What the clients' retries did (scenarios with `[arrivals.retry]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<RetryFigures>,
+    /// Whether goodput came back after the faults (scenarios with `[[faults]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stability: Option<StabilityFigures>,
     /// The engine that ran it ("direct" or "events"; see [`crate::engine`]).
     #[serde(skip)]
     pub engine: &'static str,
@@ -104,6 +110,43 @@ pub struct AutoscaleFigures {
     /// Scale events in the other direction than the last, within that one's cooldown
     /// (flapping).
     pub reversals: u64,
+}
+
+/// The clients' retries, over the requests arriving in the window (their first tries').
+#[derive(Debug, Clone, Serialize)]
+pub struct RetryFigures {
+    /// Tries sent, the first ones included.
+    pub attempts: u64,
+    /// Tries per request: the load's amplification (1 without a retry).
+    pub attempts_per_request: f64,
+    /// Retries sent: attempts − requests, by who sent them (the clients, the routers, the
+    /// app: today the clients alone retry).
+    pub count: u64,
+    pub client: u64,
+    pub router: u64,
+    pub app: u64,
+    /// Retries a budget refused: the request failed with tries left.
+    pub denied: u64,
+    /// Requests that failed on their last try (an outcome the clients retry, no try left).
+    pub exhausted: u64,
+}
+
+/// The stability verdict of one replication (see [`crate::stability`]); the report's summary
+/// gives `recovered` as the fraction of replications and `recovery_time` as the mean of those
+/// that recovered.
+#[derive(Debug, Clone, Serialize)]
+pub struct StabilityFigures {
+    /// 1 if goodput came back (to 95% of its level before the first fault, three intervals
+    /// in a row, within the recovery window), 0 if not.
+    pub recovered: f64,
+    /// From the last fault's end to the first of those intervals, s; null if not recovered.
+    pub recovery_time: Option<f64>,
+    /// Goodput before the first fault, successful answers per second.
+    pub baseline_goodput: f64,
+    /// The window judged after the last fault (the run's end may cut it short), and the
+    /// intervals' length, s.
+    pub window: f64,
+    pub interval: f64,
 }
 
 /// Join-Idle-Queue's idle lists, over the requests arriving in the window.
@@ -170,10 +213,27 @@ pub enum ErrorKind {
     NoDyno,
     /// Still on its dyno when the dyno's shutdown grace ended: SIGKILL (a scale-down).
     Shutdown,
+    /// Refused by an outage of the app or of a resource it used (`[[faults]]`): the app
+    /// answered 500.
+    Outage,
+    /// On a dyno that crashed (`[[faults]]` `dynos_lost`).
+    Crashed,
+    /// Older than `app.wait_timeout` when a thread took it: dropped unserved (Rack::Timeout's
+    /// RequestExpiryError, 503).
+    WaitTimeout,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 13;
+}
+
+/// Which of the error kinds a scenario reports only when it can have them (see
+/// [`ErrorTable`]) it can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Optional {
+    pub outage: bool,
+    pub crashed: bool,
+    pub wait_timeout: bool,
 }
 
 /// A figure per error kind, and their total.
@@ -190,11 +250,20 @@ pub struct ErrorTable<T> {
     pub r15: T,
     pub no_dyno: T,
     pub shutdown: T,
+    /// The kinds of the feedback features: written only by a scenario that can have them
+    /// (faults with an outage, faults losing dynos, `app.wait_timeout`), so that the others'
+    /// tables are as they always were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crashed: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_timeout: Option<T>,
 }
 
 impl ErrorTable<u64> {
-    /// The counts, from an array indexed by [`ErrorKind`].
-    pub fn counts(by_kind: &[u64; ErrorKind::COUNT]) -> ErrorTable<u64> {
+    /// The counts, from an array indexed by [`ErrorKind`]; the optional kinds that `shown`.
+    pub fn counts(by_kind: &[u64; ErrorKind::COUNT], shown: Optional) -> ErrorTable<u64> {
         let k = |kind: ErrorKind| by_kind[kind as usize];
         ErrorTable {
             total: by_kind.iter().sum(),
@@ -208,6 +277,9 @@ impl ErrorTable<u64> {
             r15: k(ErrorKind::R15),
             no_dyno: k(ErrorKind::NoDyno),
             shutdown: k(ErrorKind::Shutdown),
+            outage: shown.outage.then(|| k(ErrorKind::Outage)),
+            crashed: shown.crashed.then(|| k(ErrorKind::Crashed)),
+            wait_timeout: shown.wait_timeout.then(|| k(ErrorKind::WaitTimeout)),
         }
     }
 
@@ -232,6 +304,9 @@ impl ErrorTable<u64> {
             r15: f(self.r15),
             no_dyno: f(self.no_dyno),
             shutdown: f(self.shutdown),
+            outage: self.outage.map(f),
+            crashed: self.crashed.map(f),
+            wait_timeout: self.wait_timeout.map(f),
         }
     }
 }

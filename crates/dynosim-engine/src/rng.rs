@@ -55,6 +55,11 @@ pub enum Stream {
     Keys = 21,
     /// The CPU a router on the dyno's machine spends per request (`router.colocated_cpu`).
     Colocated = 22,
+    /// The clients' backoff delays before their retries (`arrivals.retry`).
+    RetryDelays = 23,
+    /// The retried tries' own timeouts (the client's and the router queue's), drawn when each
+    /// is sent, apart from the first tries' (`Stream::ClientTimeout`, `Stream::QueueTimeout`).
+    RetryTimeouts = 24,
 }
 
 /// SplitMix64's finaliser: a fixed bijection of 64-bit words that scrambles every bit, for

@@ -677,6 +677,7 @@ impl Scenario {
         let app = match (&spec.app, f.slots) {
             (Some(app), Some(slots)) if app.only_overhead() => AppServer {
                 overhead: AppServer::overhead_of(app, base_dir)?,
+                wait_timeout: AppServer::wait_timeout_of(app)?,
                 ..AppServer::slots(whole(slots, "fleet.slots", 1, 100_000)?, &dyno_type)
             },
             (Some(_), Some(_)) => {

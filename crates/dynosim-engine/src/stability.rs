@@ -26,7 +26,7 @@ pub const MIN_AUTO_INTERVAL: f64 = 10.0;
 pub const AUTO_ANSWERS: f64 = 1600.0;
 
 /// The rule, for one scenario.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Rule {
     /// The first fault's start and the last one's end.
     pub first: f64,

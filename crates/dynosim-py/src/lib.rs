@@ -133,6 +133,8 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
                     "per": match per { PoolScope::Process => "process", PoolScope::Dyno => "dyno", PoolScope::App => "app" },
                 })),
             })).collect::<Vec<_>>(),
+            // With [[faults]]: the stability verdict's rule (first, last, window, interval).
+            "stability": s.stability,
             "closed_clients": match &s.workload {
                 Workload::Closed(c) => Some(c.count),
                 Workload::Open(_) => None,

@@ -101,7 +101,10 @@ impl Failure {
             | ErrorKind::QueueTimeout
             | ErrorKind::AppTimeout
             | ErrorKind::R15
-            | ErrorKind::Shutdown => Failure::Error,
+            | ErrorKind::Shutdown
+            | ErrorKind::Outage
+            | ErrorKind::Crashed
+            | ErrorKind::WaitTimeout => Failure::Error,
         }
     }
 }

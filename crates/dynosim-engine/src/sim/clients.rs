@@ -5,10 +5,29 @@
 //! draws its next arrival itself.
 
 use super::events::{Event, ARRIVAL};
+use super::retries::Verdict;
 use super::{Simulation, NONE};
+use crate::result::ErrorKind;
 use crate::scenario::Workload;
 
 impl Simulation<'_> {
+    /// Try `req` is answered with `error` (its entry still holds what it was): its client
+    /// sends it again after a backoff ([`super::retries`]), or has the error for good: its
+    /// request's figures, and a closed-loop client's next send (no sooner than `at_least`).
+    pub(super) fn client_error(&mut self, req: u32, error: ErrorKind, at_least: f64) {
+        let e = &self.slab.entries[req as usize];
+        let (arrival, client) = (e.arrival, e.client);
+        // The try's answer, as its router logs it.
+        self.answered(arrival);
+        match self.try_failed(req, error) {
+            Verdict::Retried => {}
+            Verdict::Failed { origin } => {
+                self.measures.errored(error, origin, self.now);
+                self.respond_after(client, at_least);
+            }
+        }
+    }
+
     /// A closed-loop client got its response (or error): it thinks, then sends again.
     pub(super) fn respond(&mut self, client: u32) {
         self.respond_after(client, 0.0);

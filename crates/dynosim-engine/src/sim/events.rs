@@ -2,13 +2,14 @@
 //! component that waits for a time has one id, and so at most one pending event.
 //!
 //! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources, then the requests'
-//! deadlines (one id for all: see `super::timers`), then each dyno slot's lifecycle (its boot,
-//! SIGTERM or SIGKILL) (these four may move or cancel their pending event: ids below
-//! [`EventIds::movable`]), then the autoscaler's evaluations, the deploys, the late-load
-//! board's refresh or changes (`router.view`), the idle dynos' reports (`jiq`: one id for
-//! all, see `super::idle`), the open workload's arrival, the closed-loop clients' sends, and
-//! the requests' timed phases (a request has at most one timed
-//! phase at a time; by slab index, the last range, open-ended).
+//! deadlines (one id for all: see `super::timers`), the clients' retries (one id for all: see
+//! `super::retries`), then each dyno slot's lifecycle (its boot, SIGTERM or SIGKILL) (these
+//! five may move or cancel their pending event: ids below [`EventIds::movable`]), then the
+//! autoscaler's evaluations, the deploys, the late-load board's refresh or changes
+//! (`router.view`), the idle dynos' reports (`jiq`: one id for all, see `super::idle`), the
+//! faults that act at an instant, the open workload's arrival, the closed-loop clients'
+//! sends, and the requests' timed phases (a request has at most one timed phase at a time; by
+//! slab index, the last range, open-ended).
 
 use crate::kernel::EventQueue;
 
@@ -38,6 +39,11 @@ pub(super) enum Event {
     Timers,
     /// The first of the idle dynos' reports on their way reaches its router (`jiq`).
     Report,
+    /// The first of the clients' retries waiting for their backoff is due (see
+    /// `super::retries`).
+    Retries,
+    /// The next fault that acts at an instant (`dynos_lost`, see `super::faults`).
+    Fault,
 }
 
 /// Event priorities (lower first at equal times).
@@ -54,6 +60,9 @@ pub(super) const VIEW: u8 = 2;
 /// A routed request reaching its dyno after `router.connect`: after the completions (a thread
 /// freed at t is free for it) and before the arrivals of t (it was routed before them).
 pub(super) const CONNECTED: u8 = 3;
+/// A client's retry: with the routed requests, before the arrivals of the moment (an open
+/// workload's arrival must be the only event of [`ARRIVAL`]).
+pub(super) const RETRY: u8 = 3;
 pub(super) const ARRIVAL: u8 = 4;
 
 /// Where each kind of event's ids begin.
@@ -61,11 +70,13 @@ pub(super) const ARRIVAL: u8 = 4;
 pub(super) struct EventIds {
     shared: u32,
     timers: u32,
+    retries: u32,
     life: u32,
     autoscale: u32,
     deploy: u32,
     view: u32,
     report: u32,
+    fault: u32,
     arrival: u32,
     send: u32,
     done: u32,
@@ -75,22 +86,26 @@ impl EventIds {
     pub fn new(dynos: u32, resources: u32, clients: u32) -> EventIds {
         let shared = dynos;
         let timers = shared + resources;
-        let life = timers + 1;
+        let retries = timers + 1;
+        let life = retries + 1;
         let autoscale = life + dynos;
         let deploy = autoscale + 1;
         let view = deploy + 1;
         let report = view + 1;
-        let arrival = report + 1;
+        let fault = report + 1;
+        let arrival = fault + 1;
         let send = arrival + 1;
         let done = send + clients;
         EventIds {
             shared,
             timers,
+            retries,
             life,
             autoscale,
             deploy,
             view,
             report,
+            fault,
             arrival,
             send,
             done,
@@ -98,7 +113,7 @@ impl EventIds {
     }
 
     /// Ids below this may move or be cancelled: the CPUs', the shared resources', the
-    /// deadlines' and the dynos' lifecycles'.
+    /// deadlines', the retries' and the dynos' lifecycles'.
     pub fn movable(&self) -> u32 {
         self.autoscale
     }
@@ -114,6 +129,8 @@ impl EventIds {
             Event::Deploy => self.deploy,
             Event::View => self.view,
             Event::Report => self.report,
+            Event::Retries => self.retries,
+            Event::Fault => self.fault,
             Event::Arrival => self.arrival,
             Event::Send { client } => self.send + client,
             Event::Done { req } => self
@@ -137,6 +154,8 @@ impl EventIds {
             }
         } else if id == self.timers {
             Event::Timers
+        } else if id == self.retries {
+            Event::Retries
         } else if id < self.autoscale {
             Event::Life {
                 dyno: id - self.life,
@@ -149,6 +168,8 @@ impl EventIds {
             Event::View
         } else if id == self.report {
             Event::Report
+        } else if id == self.fault {
+            Event::Fault
         } else if id == self.arrival {
             Event::Arrival
         } else {
@@ -250,6 +271,13 @@ impl Events {
             .reschedule(time, TIMEOUT, self.ids.id(Event::Timers), 0);
     }
 
+    /// Schedules the retries' event at `time`, moving the pending one.
+    #[inline]
+    pub fn reschedule_retries(&mut self, time: f64) {
+        self.queue
+            .reschedule(time, RETRY, self.ids.id(Event::Retries), 0);
+    }
+
     /// Schedules dyno slot `dyno`'s next lifecycle step at `time`, moving a pending one.
     #[inline]
     pub fn reschedule_life(&mut self, time: f64, dyno: u32) {
@@ -319,6 +347,8 @@ mod tests {
             Event::Deploy,
             Event::View,
             Event::Report,
+            Event::Retries,
+            Event::Fault,
             Event::Arrival,
             Event::Send { client: 0 },
             Event::Send { client: 3 },
@@ -333,7 +363,11 @@ mod tests {
             seen.push(id);
             let movable = matches!(
                 e,
-                Event::Cpu { .. } | Event::Shared { .. } | Event::Timers | Event::Life { .. }
+                Event::Cpu { .. }
+                    | Event::Shared { .. }
+                    | Event::Timers
+                    | Event::Retries
+                    | Event::Life { .. }
             );
             assert_eq!(id < ids.movable(), movable);
         }

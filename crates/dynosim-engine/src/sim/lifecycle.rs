@@ -128,13 +128,23 @@ impl Simulation<'_> {
             }
         }
         let e = &mut self.slab.entries[req as usize];
-        let (arrival, router, client, state) = (e.arrival, e.router, e.client, e.state);
+        let (router, state) = (e.router, e.state);
         let (answered, router_done) = (e.answered, e.router_done);
         e.answered = true;
         e.router_done = true;
         // What the entry becomes: freed now, or kept until an event of its own comes.
         let pending = match state {
             State::Timed | State::Connecting => Some(State::Dead),
+            // Held by an outage: its event comes at the outage's end; an app-wide pool's
+            // connection it had goes to the next.
+            State::Hung(r) => {
+                if r != NONE && e.pool != NONE {
+                    if self.resources[r as usize].scope == Some(PoolScope::App) {
+                        released.push((r, e.pool));
+                    }
+                }
+                Some(State::Dead)
+            }
             State::ResourceService(r) => Some(State::Orphan(r)),
             State::Cpu => {
                 self.cpu_advance(dyno);
@@ -169,19 +179,18 @@ impl Simulation<'_> {
             self.count_done(router as usize, dyno);
             self.in_flight[router as usize] -= 1;
         }
-        match pending {
-            Some(kept) => self.slab.entries[req as usize].state = kept,
-            None => self.slab.release(req),
-        }
         if on_thread {
             if let Some(scaling) = self.scaling.as_deref_mut() {
                 scaling.threads(now, -1.0);
             }
         }
+        // The client's answer, while the entry still holds what the try was.
         if !answered {
-            self.measures.errored(error, arrival, now);
-            self.answered(arrival);
-            self.respond(client);
+            self.client_error(req, error, 0.0);
+        }
+        match pending {
+            Some(kept) => self.slab.entries[req as usize].state = kept,
+            None => self.slab.release(req),
         }
     }
 
@@ -191,13 +200,19 @@ impl Simulation<'_> {
     /// database does not know), and then gives its connection back.
     pub(super) fn restart(&mut self, dyno: usize) {
         self.measures.restarted(self.now);
+        self.crash(dyno, ErrorKind::R15);
+    }
+
+    /// The dyno crashes: every request on it fails with `error`, and it boots again after
+    /// `fleet.boot_time` (an R15, a dyno lost to a fault); one that was stopping anyway exits.
+    pub(super) fn crash(&mut self, dyno: usize, error: ErrorKind) {
         let stopping = matches!(self.fleet.life[dyno], Life::Draining | Life::Terminating);
         if self.fleet.life[dyno] == Life::Up {
             for other in self.routers.take_down(dyno) {
                 self.idle_check(other);
             }
         }
-        self.kill_all(dyno, ErrorKind::R15);
+        self.kill_all(dyno, error);
         if stopping {
             self.exit(dyno);
         } else {

@@ -46,12 +46,14 @@ mod clients;
 mod cpu;
 mod dyno;
 mod events;
+mod faults;
 mod fleet;
 mod idle;
 mod lifecycle;
 mod memory;
 mod phases;
 mod resource;
+mod retries;
 mod router;
 mod routing;
 mod scaling;
@@ -115,6 +117,9 @@ enum State {
     /// Killed while resource `r` served it: the resource works on to the end (it is not
     /// told), then frees its server and connection, and the entry is freed.
     Orphan(u32),
+    /// Held on its thread by an outage until it ends: of the app before its first phase (NONE),
+    /// or of resource `r` with its connection in hand (`[[faults]]`, see [`faults`]).
+    Hung(u32),
     /// Not a request: a free entry of the slab.
     Free,
 }
@@ -367,6 +372,14 @@ struct Simulation<'s> {
     done: Vec<u32>,
     /// The arriving request's service time when the workload carries it (a replayed trace).
     carried: Option<f64>,
+    /// The clients' retries (`[arrivals.retry]`); None: clients never retry.
+    retries: Option<Box<retries::Retries>>,
+    /// The faults that act at an instant (`dynos_lost`); None: none.
+    instants: Option<faults::Instants>,
+    /// Whether a slowdown strikes the app's work, and whether the app looks at each request a
+    /// thread takes (an app outage, `app.wait_timeout`).
+    slows_app: bool,
+    gates: bool,
 }
 
 /// What a replication's state costs on this engine (see [`crate::memory`]).
@@ -406,7 +419,9 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
             0.0
         }
         // `router.colocated_cpu`: half of its draw kept for the response.
-        + if scenario.colocated_cpu.is_some() { 8.0 } else { 0.0 };
+        + if scenario.colocated_cpu.is_some() { 8.0 } else { 0.0 }
+        // `[arrivals.retry]`: each entry's try.
+        + if scenario.client_retry.is_some() { retries::Retries::BYTES_PER_REQUEST } else { 0.0 };
     // A late view's board: counts for the fleet, ranked as a router's would be.
     let board = if scenario.reads_board() {
         crate::view::Board::BYTES_PER_DYNO + ranking
@@ -654,6 +669,13 @@ fn simulate_measures(
         }),
         done: Vec::new(),
         carried: None,
+        retries: s
+            .client_retry
+            .as_ref()
+            .map(|r| Box::new(retries::Retries::new(r, seed, replication))),
+        instants: faults::Instants::new(s),
+        slows_app: s.faults.slows(crate::fault::Target::App),
+        gates: s.app.wait_timeout.is_some() || s.faults.has_outage(crate::fault::Target::App),
     };
     if sim.measures.detailed() {
         let over = f64::from(sim.over_quota);
@@ -689,6 +711,7 @@ fn simulate_measures(
         sim.events.schedule(at, BOOT, Event::Deploy);
     }
     sim.schedule_first_cycles();
+    sim.schedule_first_fault();
     sim.schedule_first_view();
     // Under `jiq`, the initial fleet reports idle at the start, dyno by dyno.
     for dyno in 0..s.dynos as usize {
@@ -761,6 +784,14 @@ fn simulate_measures(
             Event::Report => {
                 sim.now = time;
                 sim.reports_due();
+            }
+            Event::Retries => {
+                sim.now = time;
+                sim.retries_due();
+            }
+            Event::Fault => {
+                sim.now = time;
+                sim.fault_due();
             }
             Event::Timers => {
                 let before = sim.now;

@@ -11,6 +11,7 @@ use super::sharing::{Sharing, SharingStore};
 use super::{Simulation, State, NONE};
 use crate::request::PhaseKind;
 use crate::resource::{Discipline, PoolScope};
+use crate::result::ErrorKind;
 
 impl Simulation<'_> {
     /// Starts the request's current phase.
@@ -23,13 +24,19 @@ impl Simulation<'_> {
         match phase.kind {
             PhaseKind::Io => {
                 self.slab.entries[req as usize].state = State::Timed;
+                let time = time * self.app_slowdown();
                 self.events.schedule_done(self.now + time, req, dyno as u32);
             }
             // The server's own CPU, merged into the app's first CPU phase (`arrive`).
             PhaseKind::Cpu if time == 0.0 && phase.server => self.phase_done(req),
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
+                let time = time * self.app_slowdown();
                 self.cpu_add(dyno, req, process, time);
+            }
+            // A resource out that refuses: the query fails at once, and the app answers 500.
+            PhaseKind::Use(r) if self.resource_outage(r) == Some(None) => {
+                self.finish_with(req, Some(ErrorKind::Outage))
             }
             PhaseKind::Use(r) => {
                 let res = &mut self.resources[r as usize];
@@ -54,13 +61,29 @@ impl Simulation<'_> {
         }
     }
 
-    /// The request has its connection (if any): a server of resource `r` takes it, or it queues.
+    /// The request has its connection (if any): a server of resource `r` takes it, or it
+    /// queues; or an outage of the resource that hangs holds it until its end.
     fn serve(&mut self, r: u32, req: u32) {
         let now = self.now;
         let entry = &mut self.slab.entries[req as usize];
         entry.pool_wait = now - entry.waited_since;
         entry.waited_since = now;
-        let time = self.slab.times[req as usize * self.slab.stride + entry.phase as usize];
+        if let Some(Some(until)) = self.resource_outage(r) {
+            let entry = &mut self.slab.entries[req as usize];
+            entry.state = State::Hung(r);
+            let dyno = entry.dyno;
+            self.events.schedule_done(until, req, dyno);
+            return;
+        }
+        self.serve_after_hang(r, req);
+    }
+
+    /// [`Self::serve`], its pool wait counted (and any hang over).
+    pub(super) fn serve_after_hang(&mut self, r: u32, req: u32) {
+        let now = self.now;
+        let slowdown = self.resource_slowdown(r);
+        let entry = &mut self.slab.entries[req as usize];
+        let time = self.slab.times[req as usize * self.slab.stride + entry.phase as usize] * slowdown;
         let res = &mut self.resources[r as usize];
         match res.discipline {
             Discipline::Fcfs => {
@@ -138,11 +161,14 @@ impl Simulation<'_> {
                 let res = &mut self.resources[r as usize];
                 res.busy -= 1;
                 if let Some(next) = res.queue.pop_front() {
+                    let slowdown = self.resource_slowdown(r);
+                    let res = &mut self.resources[r as usize];
                     res.busy += 1;
                     let entry = &mut self.slab.entries[next as usize];
                     entry.state = State::ResourceService(r);
                     let time =
-                        self.slab.times[next as usize * self.slab.stride + entry.phase as usize];
+                        self.slab.times[next as usize * self.slab.stride + entry.phase as usize]
+                            * slowdown;
                     let (arrival, pool_wait, queued, dyno) = (
                         entry.arrival,
                         entry.pool_wait,
@@ -164,6 +190,7 @@ impl Simulation<'_> {
             State::AtRouter => self.routed(req),
             State::Retrying => self.retry(req),
             State::Overhead => self.free_thread(req),
+            State::Hung(r) => self.unhang(req, r),
             State::Dead => self.slab.release(req),
             other => unreachable!("a timed event for a request in state {other:?}"),
         }

@@ -83,6 +83,24 @@ impl Simulation<'_> {
             None
         };
         let client_patience = self.draw_timeout(Kind::Client);
+        if let Some(keys) = &self.s.keys {
+            self.slab.keys[req as usize] = keys.draw(&mut self.keys_rng);
+        }
+        self.first_try(req);
+        self.send(req, client, service, patience, client_patience);
+    }
+
+    /// A try of a request (its first, or a retry: [`super::retries`]) is sent now: a router
+    /// takes it, with the patience drawn for it.
+    pub(super) fn send(
+        &mut self,
+        req: u32,
+        client: u32,
+        service: f64,
+        patience: Option<f64>,
+        client_patience: Option<f64>,
+    ) {
+        let t = self.now;
         let router = self.routers.pick();
         let entry = &mut self.slab.entries[req as usize];
         entry.arrival = t;
@@ -99,9 +117,6 @@ impl Simulation<'_> {
         entry.dyno = NONE;
         entry.refusals = 0;
         entry.refused_by = NONE;
-        if let Some(keys) = &self.s.keys {
-            self.slab.keys[req as usize] = keys.draw(&mut self.keys_rng);
-        }
         if let Some(cap) = self.s.max_in_flight {
             if self.in_flight[router] >= cap {
                 return self.refuse(req);
@@ -241,17 +256,15 @@ impl Simulation<'_> {
     /// router is full, sheds, or finds no dyno.
     fn answer_at_once(&mut self, req: u32, error: ErrorKind) {
         let e = &self.slab.entries[req as usize];
-        let (arrival, client, router) = (e.arrival, e.client, e.router as usize);
+        let router = e.router as usize;
         let (answered, counted) = (e.answered, !e.router_done);
         if counted {
             self.in_flight[router] -= 1;
         }
-        self.slab.release(req);
         if !answered {
-            self.measures.errored(error, arrival, self.now);
-            self.answered(arrival);
-            self.respond_after(client, NO_DYNO_BACKOFF);
+            self.client_error(req, error, NO_DYNO_BACKOFF);
         }
+        self.slab.release(req);
     }
 
     /// The router's policy decides where `req` goes.

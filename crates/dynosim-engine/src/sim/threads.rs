@@ -6,9 +6,11 @@
 //! again (after `app.overhead`), takes the next request waiting. The dyno's own state (its
 //! accept queue, processes, CPU) is in [`super::dyno`].
 
+use super::faults::Gate;
 use super::timers::Kind;
-use super::{Simulation, State};
+use super::{Simulation, State, NONE};
 use crate::app::Accept;
+use crate::result::ErrorKind;
 use rand::Rng;
 
 impl Simulation<'_> {
@@ -73,6 +75,11 @@ impl Simulation<'_> {
     #[inline]
     pub(super) fn start(&mut self, dyno: usize, process: u32, req: u32) {
         let now = self.now;
+        let gate = if self.gates {
+            self.gate(req)
+        } else {
+            Gate::Open
+        };
         if let Some(t) = self.draw_timeout(Kind::App) {
             self.set_deadline(Kind::App, now + t, req);
         }
@@ -93,10 +100,23 @@ impl Simulation<'_> {
         }
         if !self.phases {
             // A `[service]` hold: its time on the thread is known now.
-            entry.state = State::Timed;
-            let (arrival, service) = (entry.arrival, entry.service);
+            let (arrival, drawn) = (entry.arrival, entry.service);
+            let service = match gate {
+                Gate::Open if self.slows_app => drawn * self.s.faults.slowdown(crate::fault::Target::App, now),
+                Gate::Open => drawn,
+                Gate::Hang(until) => {
+                    (until - now) + drawn * self.s.faults.slowdown(crate::fault::Target::App, until)
+                }
+                Gate::Refuse(_) => 0.0,
+            };
             self.measures.started(dyno, arrival, now, service);
-            self.events.schedule_done(now + service, req, dyno as u32);
+            if let Gate::Refuse(_) = gate {
+                // Answered below, once the thread is counted.
+                entry.state = State::Thread;
+            } else {
+                entry.state = State::Timed;
+                self.events.schedule_done(now + service, req, dyno as u32);
+            }
         } else {
             entry.state = State::Thread;
             self.measures.took_thread(entry.arrival, now);
@@ -127,14 +147,29 @@ impl Simulation<'_> {
         }
         if self.phases {
             self.contention(dyno, process);
-            self.begin_phase(req);
+        }
+        match gate {
+            Gate::Refuse(error) => self.finish_with(req, Some(error)),
+            Gate::Open if self.phases => self.begin_phase(req),
+            Gate::Hang(until) if self.phases => {
+                self.slab.entries[req as usize].state = State::Hung(NONE);
+                self.events.schedule_done(until, req, dyno as u32);
+            }
+            Gate::Open | Gate::Hang(_) => {}
         }
     }
 
     /// The response: the router may send what it held, and a closed-loop client thinks. The
     /// thread is free for the next request in the accept queue now, or after the app's
     /// overhead.
+    #[inline]
     pub(super) fn finish(&mut self, req: u32) {
+        self.finish_with(req, None);
+    }
+
+    /// The app's answer: its response, or (`error`) an error it answers instead (an outage,
+    /// `app.wait_timeout`); what follows is a response's.
+    pub(super) fn finish_with(&mut self, req: u32, error: Option<ErrorKind>) {
         let now = self.now;
         let entry = &mut self.slab.entries[req as usize];
         let (dyno, router, arrival, client, class, answered, router_done, dispatched) = (
@@ -149,12 +184,20 @@ impl Simulation<'_> {
         );
         entry.answered = true;
         entry.router_done = true;
-        if !answered {
-            self.measures.completed(arrival, now);
-            self.answered(arrival);
-            if self.measures.detailed() {
-                self.measures.class_completed(class as usize, arrival, now);
+        match error {
+            _ if answered => {}
+            None => {
+                // The user request's figures run from its first try.
+                let origin = self.origin(req);
+                self.measures.completed(origin, now);
+                self.answered(arrival);
+                if self.measures.detailed() {
+                    self.measures.class_completed(class as usize, origin, now);
+                }
+                self.try_succeeded();
             }
+            // Its client: a retry, or the error (and its next send) now.
+            Some(error) => self.client_error(req, error, 0.0),
         }
         if !router_done {
             self.count_done(router, dyno);
@@ -183,7 +226,7 @@ impl Simulation<'_> {
             }
         }
         self.drain_router(router);
-        if !answered {
+        if !answered && error.is_none() {
             self.respond(client);
         }
     }

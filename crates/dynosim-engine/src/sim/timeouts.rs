@@ -194,7 +194,6 @@ impl Simulation<'_> {
 
     /// A request held in its router's queue leaves it with `error`.
     fn drop_held(&mut self, req: u32, error: ErrorKind) {
-        let now = self.now;
         let router = self.slab.entries[req as usize].router as usize;
         let queue = &mut self.routers.queues[router];
         let at = queue
@@ -207,11 +206,8 @@ impl Simulation<'_> {
         let e = &mut self.slab.entries[req as usize];
         e.answered = true;
         e.router_done = true;
-        let (arrival, client) = (e.arrival, e.client);
-        self.measures.errored(error, arrival, now);
-        self.answered(arrival);
+        self.client_error(req, error, 0.0);
         self.slab.release(req);
-        self.respond(client);
     }
 
     /// The client of a request that a dyno holds (or will) is answered with an error; the
@@ -221,7 +217,7 @@ impl Simulation<'_> {
         let e = &mut self.slab.entries[req as usize];
         e.answered = true;
         e.abandoned_at = now;
-        let (arrival, client, state, dyno) = (e.arrival, e.client, e.state, e.dyno as usize);
+        let (state, dyno) = (e.state, e.dyno as usize);
         if self.phases {
             let cpu_now = if state == State::Cpu {
                 self.cpu_advance(dyno);
@@ -241,7 +237,7 @@ impl Simulation<'_> {
                     | State::Routing
                     | State::AtRouter
                     | State::Retrying
-            );
+            ) && state != State::Hung(NONE);
             let from = e.phase as usize + usize::from(begun);
             let later: f64 = (from..phases.len())
                 .filter(|&i| phases[i].kind == PhaseKind::Cpu)
@@ -249,9 +245,7 @@ impl Simulation<'_> {
                 .sum();
             self.slab.entries[req as usize].cpu_left = cpu_now + later;
         }
-        self.measures.errored(error, arrival, now);
-        self.answered(arrival);
-        self.respond(client);
+        self.client_error(req, error, 0.0);
     }
 }
 
@@ -274,6 +268,7 @@ fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
         Kind::App => matches!(
             e.state,
             State::Timed
+                | State::Hung(_)
                 | State::Cpu
                 | State::Thread
                 | State::PoolWait(_)
