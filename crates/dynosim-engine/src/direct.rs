@@ -151,7 +151,9 @@ impl<'s> Eligible<'s> {
             return Err("faults change the fleet during the run");
         }
         if wait_timeout.is_some() {
-            return Err("the app drops requests too old when a thread takes them (app.wait_timeout)");
+            return Err(
+                "the app drops requests too old when a thread takes them (app.wait_timeout)",
+            );
         }
         if keys.is_some() {
             return Err(

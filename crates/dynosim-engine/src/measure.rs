@@ -9,8 +9,8 @@ use crate::result::{
     FleetFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult, ResourceFigures,
     RetryFigures, RoutingFigures, SizeFigures, StabilityFigures, Utilisation, Wasted,
 };
-use crate::stability::{Goodput, Rule};
 use crate::scenario::Scenario;
+use crate::stability::{Goodput, Rule};
 use crate::stats::TimeStats;
 use crate::workload::Workload;
 
@@ -207,9 +207,11 @@ impl Measures {
             idle_hits: (scenario.policy.knowledge() == crate::policy::Knowledge::IdleReports)
                 .then_some((0, 0)),
             optional: Optional {
-                outage: scenario.faults.list.iter().any(|f| {
-                    matches!(f.kind, crate::fault::FaultKind::Outage { .. })
-                }),
+                outage: scenario
+                    .faults
+                    .list
+                    .iter()
+                    .any(|f| matches!(f.kind, crate::fault::FaultKind::Outage { .. })),
                 crashed: scenario
                     .faults
                     .list
@@ -937,6 +939,9 @@ impl Measures {
                 exhausted: r.exhausted,
             }),
             stability: self.stability.as_deref().map(|(goodput, rule)| {
+                // A timed run is judged to its window's close (answers after it, the queues
+                // draining, are no part of it); a closed loop of a set number, to its end.
+                let end = end.min(rule.run_end);
                 let v = goodput.verdict(rule, end);
                 StabilityFigures {
                     recovered: if v.recovered { 1.0 } else { 0.0 },

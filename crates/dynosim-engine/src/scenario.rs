@@ -990,8 +990,8 @@ impl Scenario {
             Some(d) => check_duration(d.0, "run.recovery_window")?,
         };
         let interval = match &run.recovery_interval {
-            None => stability::auto_interval(rate),
-            Some(Value::String(s)) if s == "auto" => stability::auto_interval(rate),
+            None => stability::auto_interval(rate, window),
+            Some(Value::String(s)) if s == "auto" => stability::auto_interval(rate, window),
             Some(v) => {
                 let d: Duration = serde_json::from_value(v.clone()).map_err(|_| {
                     Error::config(

@@ -1559,6 +1559,20 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "wait_timeout",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Off,
+        example: r#""20s""#,
+        meaning: "Rack::Timeout's wait_timeout: a request older than this when a thread takes it \
+                  (its age from its router's arrival, X-Request-Start) is dropped unserved, \
+                  answered 503 (errors.wait_timeout), its thread free at once: no work for a \
+                  client that has likely gone. Below the clients' timeout it removes the \
+                  retry storm's overloaded state (docs/feedback.md). May go with fleet.slots",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "overhead",
         value: "time distribution",
         unit: "s",

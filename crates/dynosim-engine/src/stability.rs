@@ -1,21 +1,31 @@
 //! The stability verdict of a run with faults: did the fleet come back after the trigger?
 //!
 //! A replication *recovered* when its goodput (successful answers per second, counted when
-//! they are given) is back to at least 95% of its level before the first fault for three
-//! intervals in a row, within `run.recovery_window` after the last fault ends. Its *recovery
-//! time* is from the last fault's end to the start of the first of those three intervals (0:
-//! it never left). Only a fall counts: a fleet working off a backlog may answer faster than
-//! before, and that is recovery, not a failure.
+//! they are given) is back within 5% of its level before the first fault (over the measured
+//! time before it) for three intervals in a row, within `run.recovery_window` after the last
+//! fault ends (or before the run ends, if that is sooner). Its *recovery time* is from the last
+//! fault's end to the start of the first of those three intervals (0: it never left). Only a
+//! fall counts: a fleet working off a backlog may answer faster than before, and that is
+//! recovery, not a failure.
+//!
+//! "Within 5%" allows for chance: an interval is back when its count of answers is at least
+//! 95% of what the level before would give it, less two standard errors of that count (a
+//! Poisson count's, its square root), so that a healthy interval falls short about once in 40
+//! however few answers it holds. With 1,600 answers an interval the allowance is 5% more; with
+//! 10,000, 2%.
 //!
 //! The intervals (`run.recovery_interval`) start at the last fault's end. By default each is
-//! long enough to hold about 1,600 answers at the scenario's arrival rate (so that a healthy
-//! interval falls 5% short by chance about once in 40: two standard errors of a Poisson count)
-//! and at least 10 s; it is a whole number of seconds.
+//! long enough to hold about 1,600 answers at the scenario's arrival rate, at least 10 s and
+//! at most a tenth of the window (three of them must fit in it, with room to spare); it is a
+//! whole number of seconds.
 
 use serde::Serialize;
 
-/// Goodput may fall this far below its level before the faults and count as back.
+/// Goodput may fall this far below its level before the faults and count as back (besides
+/// chance: [`SIGMAS`]).
 pub const TOLERANCE: f64 = 0.05;
+/// Standard errors of an interval's count allowed for chance.
+pub const SIGMAS: f64 = 2.0;
 /// Intervals in a row at that level that make a recovery.
 pub const RUN_OF: usize = 3;
 /// `run.recovery_window` by default: 10 minutes.
@@ -49,14 +59,19 @@ impl Rule {
     }
 }
 
-/// The automatic interval at an arrival rate of `rate` per second.
-pub fn auto_interval(rate: f64) -> f64 {
+/// The automatic interval at an arrival rate of `rate` per second, for a recovery window of
+/// `window` seconds.
+pub fn auto_interval(rate: f64, window: f64) -> f64 {
     let wanted = if rate > 0.0 && rate.is_finite() {
         AUTO_ANSWERS / rate
     } else {
         MIN_AUTO_INTERVAL
     };
-    wanted.max(MIN_AUTO_INTERVAL).ceil()
+    wanted
+        .min(window / 10.0)
+        .max(MIN_AUTO_INTERVAL)
+        .ceil()
+        .max(1.0)
 }
 
 /// Successful answers counted in one-second bins whose edges fall on the last fault's end,
@@ -121,10 +136,13 @@ impl Goodput {
         } else {
             f64::NAN
         };
-        let floor = baseline * (1.0 - TOLERANCE);
+        // An interval's count is back when it is within 5% of what the level before gives
+        // it, less chance's two standard errors.
+        let expected = baseline * i;
+        let floor = expected * (1.0 - TOLERANCE) - SIGMAS * expected.sqrt();
         let good = |k: usize| {
             let from = rule.last + k as f64 * i;
-            self.sum(from, from + i) as f64 / i >= floor
+            self.sum(from, from + i) as f64 >= floor
         };
         let end = rule.last + rule.judged_window(end);
         let intervals = ((end - rule.last) / i + 1e-9).floor().max(0.0) as usize;
@@ -221,10 +239,14 @@ mod tests {
 
     #[test]
     fn a_level_below_the_band_is_not_back() {
+        // 1,000 answers an interval: the band is 5% and two standard errors (6.3%) below.
         let r = rule();
-        let v = series(&r, |t| if t >= 300.0 { 94.0 } else { 100.0 }).verdict(&r, r.run_end);
+        let below = |t: f64| if t >= 300.0 { 88.0 } else { 100.0 };
+        let v = series(&r, below).verdict(&r, r.run_end);
         assert!(!v.recovered);
         assert_eq!(v.recovery_time, None);
+        let within = |t: f64| if t >= 300.0 { 90.0 } else { 100.0 };
+        assert!(series(&r, within).verdict(&r, r.run_end).recovered);
     }
 
     #[test]
@@ -267,9 +289,11 @@ mod tests {
     }
 
     #[test]
-    fn auto_intervals_hold_enough_answers() {
-        assert_eq!(auto_interval(1000.0), 10.0);
-        assert_eq!(auto_interval(10.0), 160.0);
-        assert_eq!(auto_interval(7.0), 229.0);
+    fn auto_intervals_hold_enough_answers_and_fit_the_window() {
+        assert_eq!(auto_interval(1000.0, 600.0), 10.0);
+        assert_eq!(auto_interval(10.0, 6000.0), 160.0);
+        assert_eq!(auto_interval(7.0, 6000.0), 229.0);
+        assert_eq!(auto_interval(3.0, 600.0), 60.0);
+        assert_eq!(auto_interval(3.0, 50.0), 10.0);
     }
 }

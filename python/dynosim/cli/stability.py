@@ -84,7 +84,7 @@ def map_columns(grid: Dict[str, Any]) -> List[Column]:
     cols = [Column(grid["load_key"], lambda row: row["load"], kind="text"),
             Column("load", lambda row: row["offered_load"], kind="percent")]
     for name in trigger_columns(grid):
-        cols.append(Column(f"{grid['trigger_key']}={name}", lambda row, n=name: row[n], kind="text"))
+        cols.append(Column(name, lambda row, n=name: row[n], kind="text"))
     return cols
 
 
@@ -101,7 +101,7 @@ def _notes(grid_map: StabilityMap) -> List[str]:
 def print_map(grid_map: StabilityMap, grid: Dict[str, Any]) -> None:
     console = stdout_console()
     console.print(f"[bold]{grid_map.scenario.name}[/bold]: {RECOVERED} by {grid['load_key']} (rows) and "
-                  f"{grid['trigger_key']} (columns)", highlight=False)
+                  f"{grid['trigger_key']} (columns, its values)", highlight=False)
     table, _ = results_table(console, map_columns(grid), map_rows(grid))
     console.print(table)
     for note in _notes(grid_map):

@@ -88,7 +88,9 @@ impl Simulation<'_> {
         if self.s.faults.is_empty() {
             1.0
         } else {
-            self.s.faults.slowdown(Target::Resource(r as usize), self.now)
+            self.s
+                .faults
+                .slowdown(Target::Resource(r as usize), self.now)
         }
     }
 

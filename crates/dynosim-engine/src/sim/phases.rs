@@ -83,7 +83,8 @@ impl Simulation<'_> {
         let now = self.now;
         let slowdown = self.resource_slowdown(r);
         let entry = &mut self.slab.entries[req as usize];
-        let time = self.slab.times[req as usize * self.slab.stride + entry.phase as usize] * slowdown;
+        let time =
+            self.slab.times[req as usize * self.slab.stride + entry.phase as usize] * slowdown;
         let res = &mut self.resources[r as usize];
         match res.discipline {
             Discipline::Fcfs => {
@@ -166,9 +167,9 @@ impl Simulation<'_> {
                     res.busy += 1;
                     let entry = &mut self.slab.entries[next as usize];
                     entry.state = State::ResourceService(r);
-                    let time =
-                        self.slab.times[next as usize * self.slab.stride + entry.phase as usize]
-                            * slowdown;
+                    let time = self.slab.times
+                        [next as usize * self.slab.stride + entry.phase as usize]
+                        * slowdown;
                     let (arrival, pool_wait, queued, dyno) = (
                         entry.arrival,
                         entry.pool_wait,

@@ -147,11 +147,7 @@ impl Simulation<'_> {
     /// A try was answered successfully: the budget learns it.
     #[inline]
     pub(super) fn try_succeeded(&mut self) {
-        if let Some(b) = self
-            .retries
-            .as_deref_mut()
-            .and_then(|r| r.budget.as_mut())
-        {
+        if let Some(b) = self.retries.as_deref_mut().and_then(|r| r.budget.as_mut()) {
             b.succeeded();
         }
     }
@@ -204,7 +200,11 @@ impl Simulation<'_> {
             class: e.class,
             service: e.service,
             key: self.slab.keys.get(req as usize).copied().unwrap_or(NONE),
-            colocated_half: self.colocated_half.get(req as usize).copied().unwrap_or(0.0),
+            colocated_half: self
+                .colocated_half
+                .get(req as usize)
+                .copied()
+                .unwrap_or(0.0),
             times,
         };
         let slot = match r.free.pop() {

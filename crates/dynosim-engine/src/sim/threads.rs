@@ -102,7 +102,9 @@ impl Simulation<'_> {
             // A `[service]` hold: its time on the thread is known now.
             let (arrival, drawn) = (entry.arrival, entry.service);
             let service = match gate {
-                Gate::Open if self.slows_app => drawn * self.s.faults.slowdown(crate::fault::Target::App, now),
+                Gate::Open if self.slows_app => {
+                    drawn * self.s.faults.slowdown(crate::fault::Target::App, now)
+                }
                 Gate::Open => drawn,
                 Gate::Hang(until) => {
                     (until - now) + drawn * self.s.faults.slowdown(crate::fault::Target::App, until)
