@@ -27,6 +27,7 @@ VERBS: Dict[Tuple[str, ...], List[str]] = {
     ("compare",): SCENARIO + ["--json", "--html"],
     ("capacity",): SCENARIO + ["--json", "--html", "--dask"],
     ("sweep",): SCENARIO + ["--json", "--html", "--dask"],
+    ("stability",): SCENARIO + ["--json", "--html", "--dask", "--plot"],
     ("tune",): SCENARIO + ["--json", "--html", "--dask"],
     ("ramp",): SCENARIO + ["--json", "--html", "--dask"],
     ("demo",): SCENARIO + ["--json"],

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .errors import ScenarioError
 from .output import finite
 from .scenario import Scenario
-from .sweep import VARY_SOURCE, Sweep, value_text
+from .sweep import VARY_SOURCE, Sweep, _key_unit, value_text
 
 #: The map's two figures.
 RECOVERED = "stability.recovered"
@@ -142,7 +142,8 @@ def plot_map(grid: Dict[str, Any], path: str, fmt: str, title: str) -> None:
     cmap = LinearSegmentedColormap.from_list("recovery", ["#c0392b", "#f1c40f", "#27ae60"])
     cmap.set_bad("#bbbbbb")
     with rc_context({"svg.hashsalt": "dynosim", "font.size": 9}):
-        fig = Figure(figsize=(1.6 + 1.1 * len(triggers), 1.4 + 0.55 * len(loads)), dpi=120, layout="constrained")
+        fig = Figure(figsize=(max(5.0, 1.6 + 1.1 * len(triggers)), 1.4 + 0.55 * len(loads)), dpi=120,
+                     layout="constrained")
         ax = fig.add_subplot()
         image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, origin="lower", aspect="auto")
         for i, row in enumerate(cells):
@@ -150,12 +151,17 @@ def plot_map(grid: Dict[str, Any], path: str, fmt: str, title: str) -> None:
                 ax.text(j, i, cell_text(c).replace(" · ", "\n"), ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(triggers)), [value_text(t) for t in triggers])
         ax.set_yticks(range(len(loads)), [value_text(v) for v in loads])
-        ax.set_xlabel(grid["trigger_key"])
-        ax.set_ylabel(grid["load_key"])
+        ax.set_xlabel(_label(grid["trigger_key"], triggers))
+        ax.set_ylabel(_label(grid["load_key"], loads))
         ax.set_title(title, fontsize=10)
         fig.colorbar(image, ax=ax, label="fraction of replications recovered")
         metadata = {"Date": None} if fmt == "svg" else None
         fig.savefig(path, format=fmt, metadata=metadata)
+
+
+def _label(key: str, values: Sequence[Any]) -> str:
+    unit = _key_unit(key, values)
+    return f"{key} ({unit})" if unit else key
 
 
 def map_rows(grid: Dict[str, Any]) -> List[Dict[str, Any]]:

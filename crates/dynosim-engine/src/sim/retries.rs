@@ -36,8 +36,9 @@ const FIRST: Try = Try {
     last_delay: 0.0,
 };
 
-/// A retry waiting for its backoff: what the new try copies of the one that failed.
-#[derive(Debug, Clone)]
+/// A retry waiting for its backoff: what the new try copies of the one that failed (its
+/// drawn phase times are in [`Retries::times`], at its slot).
+#[derive(Debug, Clone, Copy)]
 struct Pending {
     tried: Try,
     client: u32,
@@ -46,8 +47,6 @@ struct Pending {
     /// The key (NONE: requests carry none), and half the colocated CPU.
     key: u32,
     colocated_half: f64,
-    /// The drawn phase times (the slab's stride of them).
-    times: Vec<f64>,
 }
 
 /// The retries' state in one replication.
@@ -64,6 +63,8 @@ pub(super) struct Retries {
     /// Retries waiting: (due time's bits, sequence, slot), the first first.
     due: BinaryHeap<Reverse<(u64, u64, u32)>>,
     slots: Vec<Pending>,
+    /// Each slot's phase times, the slab's stride of them (no allocation per retry).
+    times: Vec<f64>,
     free: Vec<u32>,
     seq: u64,
     /// When the retries' event is scheduled, if it is.
@@ -80,6 +81,7 @@ impl Retries {
             tries: Vec::new(),
             due: BinaryHeap::new(),
             slots: Vec::new(),
+            times: Vec::new(),
             free: Vec::new(),
             seq: 0,
             scheduled: None,
@@ -189,7 +191,6 @@ impl Simulation<'_> {
             .backoff
             .delay(tried.number, tried.last_delay, &mut r.delays);
         let e = &self.slab.entries[req as usize];
-        let times = self.slab.times[req as usize * stride..][..stride].to_vec();
         let pending = Pending {
             tried: Try {
                 origin: tried.origin,
@@ -205,7 +206,6 @@ impl Simulation<'_> {
                 .get(req as usize)
                 .copied()
                 .unwrap_or(0.0),
-            times,
         };
         let slot = match r.free.pop() {
             Some(s) => {
@@ -214,9 +214,13 @@ impl Simulation<'_> {
             }
             None => {
                 r.slots.push(pending);
+                r.times.resize(r.slots.len() * stride, 0.0);
                 (r.slots.len() - 1) as u32
             }
         };
+        let at = slot as usize * stride;
+        r.times[at..at + stride]
+            .copy_from_slice(&self.slab.times[req as usize * stride..][..stride]);
         let at = now + delay;
         r.seq += 1;
         r.due.push(Reverse((at.to_bits(), r.seq, slot)));
@@ -246,28 +250,19 @@ impl Simulation<'_> {
             }
             r.due.pop();
             r.free.push(slot);
-            let pending = std::mem::replace(
-                &mut r.slots[slot as usize],
-                Pending {
-                    tried: FIRST,
-                    client: NONE,
-                    class: 0,
-                    service: 0.0,
-                    key: NONE,
-                    colocated_half: 0.0,
-                    times: Vec::new(),
-                },
-            );
-            self.send_again(pending);
+            let pending = r.slots[slot as usize];
+            self.send_again(pending, slot);
         }
     }
 
     /// A retry's try: a new entry with what the failed one had, sent through a router.
-    fn send_again(&mut self, p: Pending) {
+    fn send_again(&mut self, p: Pending, slot: u32) {
         let now = self.now;
         let req = self.slab.insert();
         let stride = self.slab.stride;
-        self.slab.times[req as usize * stride..][..stride].copy_from_slice(&p.times);
+        let r = self.retries.as_deref().expect("retries");
+        self.slab.times[req as usize * stride..][..stride]
+            .copy_from_slice(&r.times[slot as usize * stride..][..stride]);
         if self.slab.keyed {
             self.slab.keys[req as usize] = p.key;
         }
