@@ -110,6 +110,13 @@ def test_tune_and_ramp_through_the_cluster_are_the_local_ones_bit_for_bit(cluste
     _same_json(run_cli(*ramp_args, cwd=tmp_path), run_cli(*ramp_args, "--dask", cluster.address, cwd=tmp_path))
 
 
+def test_the_stability_map_through_the_cluster_is_the_local_one_bit_for_bit(cluster, tmp_path):
+    """`dynosim stability ... --dask` (issue 35): the cells as tasks, the same map."""
+    args = ["stability", "retry-storm", "--vary", "arrivals.rate=3,8", "--vary", "faults.0.for=30s,2min",
+            "--replications", "2", "--json"]
+    _same_json(run_cli(*args, cwd=tmp_path), run_cli(*args, "--dask", cluster.address, cwd=tmp_path))
+
+
 def test_python_api_takes_a_client(cluster):
     scenario = dynosim.Scenario.load("rapgenius").with_overrides(
         {"run.duration": "10s", "run.replications": 2, "router.policy": ["random", "intelligent"]})

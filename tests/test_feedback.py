@@ -179,3 +179,41 @@ def test_stability_needs_faults_and_two_axes(cli, mm1):
     assert_one_line_error(result, "no [[faults]]")
     result = cli("stability", str(mm1), "--vary", "arrivals.rate=300,350")
     assert_one_line_error(result, "two axes")
+
+
+def test_a_closed_loop_retries_too(cli, tmp_path):
+    """ab -n 2000 -c 20 against a dyno whose app is out for 5 s: clients retry (refused tries
+    come back after their backoff), the run ends when every request is answered, and every
+    request counts once."""
+    path = tmp_path / "ab.toml"
+    path.write_text("""
+name = "ab-retries"
+[arrivals]
+process = "closed"
+clients = 20
+requests = 2000
+[arrivals.retry]
+attempts = 4
+on = ["5xx"]
+base = "1s"
+jitter = "none"
+[service]
+distribution = "exponential"
+mean = "20ms"
+[fleet]
+dynos = 1
+slots = 4
+[[faults]]
+at = "1s"
+for = "5s"
+kind = "outage"
+[run]
+replications = 2
+""")
+    result = cli("run", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)["results"][0]["summary"]
+    assert summary["requests"]["mean"] == 2000
+    assert summary["closed_loop"]["completed"]["mean"] == 2000
+    assert summary["retries"]["attempts"]["mean"] > 2000
+    assert summary["retries"]["count"]["mean"] == summary["retries"]["attempts"]["mean"] - 2000
