@@ -30,6 +30,7 @@ mod heroku;
 mod hirefire;
 mod hpa;
 mod judoscale;
+mod pacing;
 mod schedule;
 mod target_tracking;
 mod window;
