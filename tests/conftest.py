@@ -24,8 +24,8 @@ BUILTIN = ROOT / "python" / "dynosim" / "scenarios"
 # it uses, once: ``@pytest.mark.needs("haproxy", "gunicorn")`` on the test (or in a module's
 # ``pytestmark``), or ``require(...)`` at the top of a module that cannot even be imported
 # without it. When one is missing the test is skipped with one line naming it and
-# ``make testbed-deps`` (which installs every one); under CI (``CI`` set) it fails instead,
-# since CI installs everything and must run every such test.
+# ``make testbed-deps`` (which installs every one); under CI (``CI`` set, and not to 0 or
+# false) it fails instead, since CI installs everything and must run every such test.
 
 #: The testbed's components, as ``dynosim testbed --check`` finds them
 #: (dynosim.testbed.tools).
@@ -76,11 +76,11 @@ def require(*names: str) -> None:
     absent = missing_components(names)
     if not absent:
         return
-    what = ", ".join(absent)
+    what, it = ", ".join(absent), "them" if len(absent) > 1 else "it"
     if under_ci():
-        pytest.fail(f"CI runs every real-stack test, but {what} is not installed "
-                    "(make testbed-deps installs it)", pytrace=False)
-    pytest.skip(f"needs {what}, not installed: make testbed-deps installs it", allow_module_level=True)
+        pytest.fail(f"CI runs every real-stack test, but {what} {'are' if len(absent) > 1 else 'is'} not "
+                    f"installed (make testbed-deps installs {it})", pytrace=False)
+    pytest.skip(f"needs {what}, not installed: make testbed-deps installs {it}", allow_module_level=True)
 
 
 def component(name: str) -> str:

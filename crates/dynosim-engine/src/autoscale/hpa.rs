@@ -13,12 +13,6 @@
 //!    counted at 0 (the utilisation truncated again), which damps a scale-up while dynos
 //!    boot; a direction reversed by that, or a ratio then within tolerance, holds.
 //!    `queue.p95` is one value for the whole fleet (an object metric with a `Value` target).
-//!
-//! Step 1 follows replica_calculator.go as it is since the per-direction tolerances
-//! (KEP-4951, Kubernetes 1.33; `Tolerances.isWithin`, `GetResourceReplicas`), and
-//! metrics/utilization.go's `GetResourceUtilizationRatio` (`int32(metricsTotal * 100 /
-//! requestsTotal)`), read on the master branch with the `HPAConfigurableTolerance` gate; its
-//! boundary cases are the table of tests below, as replica_calculator_test.go's are.
 //! 2. stabilization: the recommendation is kept between the lowest of those made over the
 //!    last `up_stabilization` and the highest over the last `down_stabilization` (the first
 //!    evaluation records the fleet's size as a recommendation, as the controller does).
@@ -30,6 +24,15 @@
 //! A fleet outside `[min, max]` is brought to the nearest bound at once, as the controller
 //! does. With no dyno up, or no metric reported, the HPA holds (the controller reports an
 //! error and does not scale).
+//!
+//! Step 1 follows replica_calculator.go as it reads since the per-direction tolerances
+//! (KEP-4951, alpha in Kubernetes 1.33 behind `HPAConfigurableTolerance`): the version with
+//! `type Tolerances struct { scaleDown, scaleUp float64 }` and `isWithin`, whose `groupPods`
+//! returns ready, unready, missing and ignored pods and whose missing pods count at
+//! `max(100, targetUtilization)` percent on a scale-down; and metrics/utilization.go's
+//! `GetResourceUtilizationRatio` (`int32((metricsTotal * 100) / requestsTotal)`). Its boundary
+//! cases are the table of tests below, each a situation and Kubernetes' answer, as
+//! replica_calculator_test.go's are.
 
 use super::{choice, fraction, wait, window_and_delay, AutoscaleRule, Bounds, Decision, Fleet};
 use super::{Metric, Observed, Reading, Statistic};
