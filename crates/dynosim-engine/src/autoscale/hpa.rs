@@ -290,7 +290,7 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
                 format!(
                     "must be a whole percent ({percent}% is not: the HPA's averageUtilization \
                      is a whole number), such as {}",
-                    percent.round() / 100.0
+                    percent.round().max(1.0) / 100.0
                 ),
             ));
         }
