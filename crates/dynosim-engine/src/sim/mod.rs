@@ -57,6 +57,7 @@ mod routing;
 mod scaling;
 mod sharing;
 mod slices;
+mod streams;
 mod threads;
 mod timeouts;
 mod timers;
@@ -67,15 +68,16 @@ use crate::measure::Measures;
 use crate::policy::{Knowledge, Ties};
 use crate::request::PhaseKind;
 use crate::result::{Frame, ReplicationResult, Trace};
-use crate::rng::{stream, SimRng, Stream};
+use crate::rng::SimRng;
 use crate::scenario::{Scenario, Workload};
 use dyno::{Dyno, DynoRest, Fifo, Processes};
 use events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use fleet::Fleet;
 use resource::ResourceState;
-use router::Routers;
+use router::{RouterStreams, Routers};
 use scaling::Scaling;
 use sharing::{Sharing, SharingStore};
+use streams::Streams;
 use timers::Deadlines;
 
 /// Fleets of at least this many dynos read ahead for the next event (see
@@ -517,7 +519,8 @@ fn simulate_measures(
 ) -> Result<(Measures, f64, Option<Trace>)> {
     s.check_stable()?;
     let seed = s.seed;
-    let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
+    let streams = Streams::new(seed, replication);
+    let mut arrival_rng = streams.arrivals;
     // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
     // past the initial fleet start with no dyno in them.
     let slots = s.dyno_slots();
@@ -577,14 +580,14 @@ fn simulate_measures(
         } else {
             None
         },
-        request_cpu_rng: stream(seed, replication, Stream::RequestCpu),
+        request_cpu_rng: streams.request_cpu,
         jitter: (cpu && s.cpu.jitter > 0.0).then(|| {
             // A mean-1 lognormal of coefficient of variation c: sigma² = ln(1 + c²).
             let var = (1.0 + s.cpu.jitter * s.cpu.jitter).ln();
             rand_distr::LogNormal::new(-var / 2.0, var.sqrt()).expect("a finite sigma")
         }),
-        jitter_rng: stream(seed, replication, Stream::Jitter),
-        colocated_rng: stream(seed, replication, Stream::Colocated),
+        jitter_rng: streams.jitter,
+        colocated_rng: streams.colocated,
         colocated_half: Vec::new(),
         procs: Processes::new(&s.app, slots)?,
         fleet: Fleet::new(slots, s.dynos)?,
@@ -592,7 +595,16 @@ fn simulate_measures(
             .autoscale
             .as_ref()
             .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
-        routers: Routers::new(s, slots, replication)?,
+        routers: Routers::new(
+            s,
+            slots,
+            RouterStreams {
+                routing: streams.routing,
+                view: streams.view,
+                aperture: streams.aperture,
+                idle_reports: streams.idle_reports,
+            },
+        )?,
         learns_responses: s.policy.knowledge() == Knowledge::Responses,
         waiting_total: 0,
         resources: s
@@ -600,15 +612,15 @@ fn simulate_measures(
             .iter()
             .map(|r| ResourceState::new(r, slots, s.app.processes))
             .collect(),
-        service_rng: stream(seed, replication, Stream::Service),
-        think_rng: stream(seed, replication, Stream::Think),
-        accept_rng: stream(seed, replication, Stream::Accept),
+        service_rng: streams.service,
+        think_rng: streams.think,
+        accept_rng: streams.accept,
         open_processes: Vec::new(),
-        connect_rng: stream(seed, replication, Stream::Connect),
-        overhead_rng: stream(seed, replication, Stream::Overhead),
-        boot_rng: stream(seed, replication, Stream::Boot),
-        keys_rng: stream(seed, replication, Stream::Keys),
-        cycling_rng: stream(seed, replication, Stream::Cycling),
+        connect_rng: streams.connect,
+        overhead_rng: streams.overhead,
+        boot_rng: streams.boot,
+        keys_rng: streams.keys,
+        cycling_rng: streams.cycling,
         deadlines: {
             let [router, queue, client, app] = [
                 s.router_timeout.as_ref(),
@@ -623,16 +635,15 @@ fn simulate_measures(
         },
         timers_at: None,
         timeout_rngs: [
-            Stream::RouterTimeout,
-            Stream::QueueTimeout,
-            Stream::ClientTimeout,
-            Stream::AppTimeout,
-        ]
-        .map(|purpose| stream(seed, replication, purpose)),
+            streams.router_timeout,
+            streams.queue_timeout,
+            streams.client_timeout,
+            streams.app_timeout,
+        ],
         in_flight: vec![0; s.routers as usize],
         router_free_at: vec![0.0; s.routers as usize],
         at_router: vec![0; s.routers as usize],
-        router_cost_rng: stream(seed, replication, Stream::RouterCost),
+        router_cost_rng: streams.router_cost,
         measures: Measures::new(s)?,
         queued: 0,
         trace,

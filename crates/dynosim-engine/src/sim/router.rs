@@ -11,7 +11,7 @@ use super::idle::IdleReports;
 use crate::error::Result;
 use crate::load_index::LoadIndex;
 use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
-use crate::rng::{stream, SimRng, Stream};
+use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use crate::up_set::UpSet;
 use crate::view::Board;
@@ -21,6 +21,18 @@ use std::collections::VecDeque;
 /// Picks of the dyno to avoid after which a router stops asking its policy (see
 /// [`Routers::route_avoiding`]).
 const AVOID_RETRIES: usize = 64;
+
+/// The streams the routers draw from (see [`super::streams`]).
+pub(super) struct RouterStreams {
+    /// Which router takes a request, and the policies' draws.
+    pub routing: SimRng,
+    /// A late board's refreshes (`router.view`).
+    pub view: SimRng,
+    /// Each router's subset (`router.aperture`).
+    pub aperture: SimRng,
+    /// The routers idle dynos report to (`jiq`).
+    pub idle_reports: SimRng,
+}
 
 pub(super) struct Routers {
     pub loads: Vec<LoadIndex>,
@@ -39,12 +51,12 @@ pub(super) struct Routers {
 }
 
 impl Routers {
-    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up, for replication
-    /// `replication` (the routing stream and, with an aperture or idle reports, theirs).
-    pub fn new(s: &Scenario, capacity: u32, replication: u64) -> Result<Routers> {
+    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up, drawing from
+    /// `streams`.
+    pub fn new(s: &Scenario, capacity: u32, streams: RouterStreams) -> Result<Routers> {
         let n = capacity as usize;
         let routers = s.routers as usize;
-        let rng = stream(s.seed, replication, Stream::Routing);
+        let rng = streams.routing;
         let ranking = match s.policy.knowledge() {
             Knowledge::Ranking(ties) => Some(ties),
             Knowledge::FreeSlots => Some(Ties::Oldest),
@@ -54,8 +66,7 @@ impl Routers {
             | Knowledge::IdleReports => None,
         };
         let board = if s.reads_board() {
-            let view_rng = stream(s.seed, replication, Stream::View);
-            let board = Board::new(s.view, n, s.dynos as usize, ranking, view_rng)?;
+            let board = Board::new(s.view, n, s.dynos as usize, ranking, streams.view)?;
             Some(Box::new(board))
         } else {
             None
@@ -81,14 +92,14 @@ impl Routers {
             }
         }
         if let Some(k) = s.aperture {
-            let mut rng = stream(s.seed, replication, Stream::Aperture);
+            let mut rng = streams.aperture;
             let aperture = Aperture::new(k as usize, &routers.up, &mut routers.loads, &mut rng)?;
             routers.aperture = Some(aperture);
         }
         let mut template = s.policy.box_clone();
         if let Some(list) = template.idle_list() {
-            let rng = stream(s.seed, replication, Stream::IdleReports);
-            routers.idle = Some(Box::new(IdleReports::new(list.reporting(), n, rng)?));
+            let idle = IdleReports::new(list.reporting(), n, streams.idle_reports)?;
+            routers.idle = Some(Box::new(idle));
         }
         Ok(routers)
     }
