@@ -167,7 +167,7 @@ impl Simulation<'_> {
         };
         if !router_done {
             self.count_done(router as usize, dyno);
-            self.in_flight[router as usize] -= 1;
+            self.routers.in_flight[router as usize] -= 1;
         }
         match pending {
             Some(kept) => self.slab.entries[req as usize].state = kept,

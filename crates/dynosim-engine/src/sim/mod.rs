@@ -316,8 +316,6 @@ struct Simulation<'s> {
     /// The autoscaler, when the scenario has one.
     scaling: Option<Box<Scaling>>,
     routers: Routers,
-    /// Whether the routers' policies learn from their responses ([`Knowledge::Responses`]).
-    learns_responses: bool,
     waiting_total: usize,
     resources: Vec<ResourceState>,
     service_rng: SimRng,
@@ -325,7 +323,6 @@ struct Simulation<'s> {
     /// Greedy accept: which process wins a connection; and the candidates, reused.
     accept_rng: SimRng,
     open_processes: Vec<u32>,
-    connect_rng: SimRng,
     overhead_rng: SimRng,
     /// Boot times (`fleet.boot_time`).
     boot_rng: SimRng,
@@ -340,14 +337,6 @@ struct Simulation<'s> {
     timers_at: Option<f64>,
     /// Each timeout's draws (by [`timers::Kind`]).
     timeout_rngs: [SimRng; 4],
-    /// Requests each router holds: waiting at it, or sent and not yet answered by their dyno
-    /// or given up on (`router.max_in_flight` caps it).
-    in_flight: Vec<u64>,
-    /// `router.cost`: when each router is done with the requests it has (a FIFO server: a
-    /// request's turn is known when it comes), how many it has, and its work's draws.
-    router_free_at: Vec<f64>,
-    at_router: Vec<u64>,
-    router_cost_rng: SimRng,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
@@ -603,9 +592,10 @@ fn simulate_measures(
                 view: streams.view,
                 aperture: streams.aperture,
                 idle_reports: streams.idle_reports,
+                cost: streams.router_cost,
+                connect: streams.connect,
             },
         )?,
-        learns_responses: s.policy.knowledge() == Knowledge::Responses,
         waiting_total: 0,
         resources: s
             .resources
@@ -616,7 +606,6 @@ fn simulate_measures(
         think_rng: streams.think,
         accept_rng: streams.accept,
         open_processes: Vec::new(),
-        connect_rng: streams.connect,
         overhead_rng: streams.overhead,
         boot_rng: streams.boot,
         keys_rng: streams.keys,
@@ -640,10 +629,6 @@ fn simulate_measures(
             streams.client_timeout,
             streams.app_timeout,
         ],
-        in_flight: vec![0; s.routers as usize],
-        router_free_at: vec![0.0; s.routers as usize],
-        at_router: vec![0; s.routers as usize],
-        router_cost_rng: streams.router_cost,
         measures: Measures::new(s)?,
         queued: 0,
         trace,
@@ -915,7 +900,7 @@ impl Simulation<'_> {
                 } else {
                     Vec::new()
                 },
-                router_waiting: self.routers.held() + self.at_router.iter().sum::<u64>(),
+                router_waiting: self.routers.held() + self.routers.in_hand.iter().sum::<u64>(),
                 dyno_waiting,
                 busy,
                 arrived: self.measures.arrivals(),

@@ -1,5 +1,6 @@
-//! The routers: each with its policy, its view of its own requests in flight per dyno, and a
-//! FIFO queue for the requests its policy holds; the late-load board they all read instead
+//! The routers: each with its policy, its view of its own requests in flight per dyno, a
+//! FIFO queue for the requests its policy holds, its count of the requests it holds
+//! (`router.max_in_flight`) and, under `router.cost`, its turns as a FIFO server; the late-load board they all read instead
 //! under `router.view` ([`Board`], kept by [`super::board`]); and the dynos up ([`UpSet`]),
 //! which every policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
 //! go down ([`Routers::bring_up`], [`Routers::take_down`]). With `router.aperture` each router
@@ -32,6 +33,10 @@ pub(super) struct RouterStreams {
     pub aperture: SimRng,
     /// The routers idle dynos report to (`jiq`).
     pub idle_reports: SimRng,
+    /// Their work per request (`router.cost`).
+    pub cost: SimRng,
+    /// The time from a routing decision to the request reaching its dyno (`router.connect`).
+    pub connect: SimRng,
 }
 
 pub(super) struct Routers {
@@ -48,6 +53,19 @@ pub(super) struct Routers {
     idle: Option<Box<IdleReports>>,
     /// The board every router reads under a late view (None: each reads its own `loads`).
     pub board: Option<Box<Board>>,
+    /// Whether the policies learn from their responses ([`Knowledge::Responses`]).
+    pub learns_responses: bool,
+    /// Requests each router holds: waiting at it, or sent and not yet answered by their dyno
+    /// or given up on (`router.max_in_flight` caps it).
+    pub in_flight: Vec<u64>,
+    /// `router.cost`: when each router is done with the requests it has (a FIFO server: a
+    /// request's turn is known when it comes), how many it has in hand (waiting for it or
+    /// worked on), and its work's draws.
+    pub free_at: Vec<f64>,
+    pub in_hand: Vec<u64>,
+    pub cost_rng: SimRng,
+    /// `router.connect`'s draws.
+    pub connect_rng: SimRng,
 }
 
 impl Routers {
@@ -85,6 +103,12 @@ impl Routers {
             aperture: None,
             idle: None,
             board,
+            learns_responses: s.policy.knowledge() == Knowledge::Responses,
+            in_flight: vec![0; routers],
+            free_at: vec![0.0; routers],
+            in_hand: vec![0; routers],
+            cost_rng: streams.cost,
+            connect_rng: streams.connect,
         };
         for d in s.dynos as usize..n {
             for loads in &mut routers.loads {

@@ -5,8 +5,9 @@
 //! `router.cost` the router works on each request first, a FIFO server. A dyno whose backlog is
 //! full refuses the request, and the router retries another (H13 when it runs out of tries).
 //!
-//! The routers' own state (policies, their view of each dyno's load, their queues) is in
-//! [`super::router`]; what the dyno does with a request that reaches it, in [`super::threads`];
+//! The routers' own state (policies, their view of each dyno's load, their queues, the
+//! requests each holds, the `router.cost` server's turns and the draws of cost and connect) is
+//! in [`super::router`]; what the dyno does with a request that reaches it, in [`super::threads`];
 //! the routers' timeouts (H12, the queue's), in [`super::timeouts`]. Which dynos are up, and so
 //! can be routed to, [`super::lifecycle`] decides.
 
@@ -103,11 +104,11 @@ impl Simulation<'_> {
             self.slab.keys[req as usize] = keys.draw(&mut self.keys_rng);
         }
         if let Some(cap) = self.s.max_in_flight {
-            if self.in_flight[router] >= cap {
+            if self.routers.in_flight[router] >= cap {
                 return self.refuse(req);
             }
         }
-        self.in_flight[router] += 1;
+        self.routers.in_flight[router] += 1;
         if let Some(p) = client_patience {
             self.set_deadline(Kind::Client, t + p, req);
         }
@@ -167,7 +168,7 @@ impl Simulation<'_> {
         if e.answered || e.router_done {
             if !e.router_done {
                 e.router_done = true;
-                self.in_flight[router] -= 1;
+                self.routers.in_flight[router] -= 1;
             }
             self.slab.release(req);
             return;
@@ -189,7 +190,7 @@ impl Simulation<'_> {
     /// than that is answered at once instead (shed).
     fn queue_at_router(&mut self, req: u32, router: usize) {
         let now = self.now;
-        let free = self.router_free_at[router].max(now);
+        let free = self.routers.free_at[router].max(now);
         if self
             .s
             .shed_latency
@@ -198,15 +199,15 @@ impl Simulation<'_> {
             return self.answer_at_once(req, ErrorKind::Shed);
         }
         let cost = self.s.router_cost.as_ref().expect("routers of a cost");
-        let done = free + cost.sample(&mut self.router_cost_rng);
-        self.router_free_at[router] = done;
+        let done = free + cost.sample(&mut self.routers.cost_rng);
+        self.routers.free_at[router] = done;
         let e = &mut self.slab.entries[req as usize];
         e.state = State::AtRouter;
         e.waited = free > now;
-        self.at_router[router] += 1;
+        self.routers.in_hand[router] += 1;
         self.waiting_total += 1;
         self.measures
-            .router_queue(now, self.at_router[router] as usize - 1);
+            .router_queue(now, self.routers.in_hand[router] as usize - 1);
         self.events.schedule(done, CONNECTED, Event::Done { req });
     }
 
@@ -214,12 +215,12 @@ impl Simulation<'_> {
     pub(super) fn routed(&mut self, req: u32) {
         let e = &mut self.slab.entries[req as usize];
         let router = e.router as usize;
-        self.at_router[router] -= 1;
+        self.routers.in_hand[router] -= 1;
         self.waiting_total -= 1;
         if e.answered {
             // Its client gave up while it waited: the router drops it.
             e.router_done = true;
-            self.in_flight[router] -= 1;
+            self.routers.in_flight[router] -= 1;
             self.slab.release(req);
             return;
         }
@@ -244,7 +245,7 @@ impl Simulation<'_> {
         let (arrival, client, router) = (e.arrival, e.client, e.router as usize);
         let (answered, counted) = (e.answered, !e.router_done);
         if counted {
-            self.in_flight[router] -= 1;
+            self.routers.in_flight[router] -= 1;
         }
         self.slab.release(req);
         if !answered {
@@ -313,7 +314,7 @@ impl Simulation<'_> {
         self.count_sent(router, dyno);
         if let Some(connect) = &self.s.connect {
             self.slab.entries[req as usize].state = State::Connecting;
-            let at = self.now + connect.sample(&mut self.connect_rng);
+            let at = self.now + connect.sample(&mut self.routers.connect_rng);
             self.events.schedule(at, CONNECTED, Event::Done { req });
             return;
         }

@@ -158,8 +158,8 @@ impl Simulation<'_> {
         }
         if !router_done {
             self.count_done(router, dyno);
-            self.in_flight[router] -= 1;
-            if self.learns_responses {
+            self.routers.in_flight[router] -= 1;
+            if self.routers.learns_responses {
                 self.routers.responded(router, dyno, now - dispatched, now);
             }
             // A router on the dyno's machine relays the response (one that gave up on the

@@ -184,7 +184,7 @@ impl Simulation<'_> {
             if dyno != NONE {
                 self.count_done(router, dyno as usize);
             }
-            self.in_flight[router] -= 1;
+            self.routers.in_flight[router] -= 1;
         }
         if !self.slab.entries[req as usize].answered {
             self.abandon(req, error);
@@ -203,7 +203,7 @@ impl Simulation<'_> {
             .expect("a request held at its router is in its queue");
         queue.remove(at);
         self.waiting_total -= 1;
-        self.in_flight[router] -= 1;
+        self.routers.in_flight[router] -= 1;
         let e = &mut self.slab.entries[req as usize];
         e.answered = true;
         e.router_done = true;
