@@ -42,6 +42,7 @@
 
 mod aperture;
 mod board;
+mod build;
 mod clients;
 mod cpu;
 mod dyno;
@@ -62,22 +63,20 @@ mod threads;
 mod timeouts;
 mod timers;
 
-use crate::alloc::{filled, prefetch, prefetch_all, StateBytes};
+use crate::alloc::{prefetch, prefetch_all, StateBytes};
 use crate::error::{Error, Result};
 use crate::measure::Measures;
 use crate::policy::{Knowledge, Ties};
-use crate::request::PhaseKind;
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::SimRng;
-use crate::scenario::{Scenario, Workload};
+use crate::scenario::Scenario;
 use dyno::{Dyno, DynoRest, Fifo, Processes};
-use events::{Event, EventIds, Events, ARRIVAL, BOOT};
+use events::{Event, Events, ARRIVAL};
 use fleet::Fleet;
 use resource::ResourceState;
-use router::{RouterStreams, Routers};
+use router::Routers;
 use scaling::Scaling;
 use sharing::{Sharing, SharingStore};
-use streams::Streams;
 use timers::Deadlines;
 
 /// Fleets of at least this many dynos read ahead for the next event (see
@@ -358,6 +357,9 @@ struct Simulation<'s> {
     done: Vec<u32>,
     /// The arriving request's service time when the workload carries it (a replayed trace).
     carried: Option<f64>,
+    /// The open workload's arrival process (None: a closed loop), and its draws.
+    arrivals: Option<Box<dyn crate::arrivals::ArrivalProcess>>,
+    arrival_rng: SimRng,
 }
 
 /// What a replication's state costs on this engine (see [`crate::memory`]).
@@ -506,302 +508,137 @@ fn simulate_measures(
     trace: Option<TraceRecorder>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Measures, f64, Option<Trace>)> {
-    s.check_stable()?;
-    let seed = s.seed;
-    let streams = Streams::new(seed, replication);
-    let mut arrival_rng = streams.arrivals;
-    // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
-    // past the initial fleet start with no dyno in them.
-    let slots = s.dyno_slots();
-    let n = slots as usize;
-    let phases = s.request.is_some();
-    let cpu = phases;
-    let memory = s.app.memory.is_modelled();
-    let sliced = cpu && s.cpu.sharing == crate::scenario::CpuSharing::Slices;
-    let colocated = s.colocated_cpu.is_some();
-    let cpu_store = dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu && !sliced, colocated)?;
-    let mut dynos = filled(n, Dyno::IDLE)?;
-    let mut rest = DynoRest::new(&s.app, slots, &cpu_store)?;
-    for d in s.dynos as usize..n {
-        dynos[d].up = false;
-        rest.memory[d] = 0.0;
+    Simulation::build(s, replication, trace)?.run(interrupted)
+}
+
+impl Simulation<'_> {
+    /// Runs the events until none is left, or until `interrupted` says to stop; returns what
+    /// was measured, when the window closed, and the trace.
+    fn run(
+        mut self,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<(Measures, f64, Option<Trace>)> {
+        let window_end = self.measures.window_end();
+        let mut steps = 0u64;
+        while let Some((time, event)) = self.events.pop() {
+            if self.look_ahead {
+                if let Some((next, req)) = self.events.peek() {
+                    self.touch(next, req);
+                }
+            }
+            if self.trace.is_some() {
+                self.snapshot_until(time);
+            }
+            match event {
+                Event::Arrival if time < window_end => {
+                    self.now = time;
+                    self.open_arrival(time);
+                    self.check_overload()?;
+                }
+                Event::Send { client } if time < window_end && self.to_send != Some(0) => {
+                    self.now = time;
+                    if let Some(left) = self.to_send.as_mut() {
+                        *left -= 1;
+                    }
+                    self.arrive(client);
+                }
+                // Past the window (or the closed loop's last request): not sent.
+                Event::Arrival | Event::Send { .. } => continue,
+                Event::Done { req } => {
+                    self.now = time;
+                    self.timed_done(req);
+                }
+                Event::Cpu { dyno } => {
+                    self.now = time;
+                    self.cpu_done(dyno as usize);
+                }
+                Event::Shared { resource } => {
+                    self.now = time;
+                    self.shared_done(resource as usize);
+                }
+                Event::Life { dyno } => {
+                    self.now = time;
+                    self.life_event(dyno as usize);
+                }
+                Event::Autoscale => {
+                    self.now = time;
+                    self.autoscale();
+                }
+                Event::Deploy => {
+                    self.now = time;
+                    self.deploy();
+                }
+                Event::View => self.view_due(time),
+                Event::Report => {
+                    self.now = time;
+                    self.reports_due();
+                }
+                Event::Timers => {
+                    let before = self.now;
+                    self.now = time;
+                    if !self.timers_due() {
+                        // A deadline that found its request already answered (its timer still
+                        // set) is no part of the run's work: the run's end stays at the last
+                        // event that did something. It made a 1 s `ab -n` run of
+                        // `unicorn-2011` last 30 s, the router's timeout (issue #23).
+                        self.now = before;
+                    }
+                }
+            }
+            steps += 1;
+            if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
+                return Err(Error::Interrupted);
+            }
+        }
+        Ok(self.close(window_end))
     }
-    let clients = match &s.workload {
-        Workload::Open(_) => 0,
-        Workload::Closed(clients) => clients.count,
-    };
-    let mut sim = Simulation {
-        s,
-        now: 0.0,
-        events: Events::new(
-            s.total_slots().min(1 << 20) as usize + 2,
-            EventIds::new(slots, s.resources.len() as u32, clients),
-            slots < LOOK_AHEAD_DYNOS,
-            // Large fleets: an event for each phase's end and the arrival, about.
-            (slots >= LOOK_AHEAD_DYNOS).then(|| {
-                let phases = s.request.as_ref().map_or(1, |r| {
-                    r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
-                });
-                s.arrival_rate() * (1 + phases) as f64
-            }),
-        ),
-        slab: Slab {
-            stride: s.request.as_ref().map_or(0, |r| {
-                r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0)
-            }),
-            keyed: s.keys.is_some(),
-            ..Slab::default()
-        },
-        dynos,
-        rest,
-        cpu_store,
-        slices: if sliced {
-            let rules = slices::Rules::new(
-                s.dyno_type.cores,
-                s.cpu.quantum,
-                s.app.lock,
-                s.app.model == crate::app::Model::Async,
-                s.app.switch_interval,
-                s.app.timeslice,
-            );
-            let dynos = filled(n, slices::Slicer::new(s.app.processes, s.dyno_type.cores))?;
-            Some(Box::new(cpu::Slices { rules, dynos }))
-        } else {
-            None
-        },
-        request_cpu_rng: streams.request_cpu,
-        jitter: (cpu && s.cpu.jitter > 0.0).then(|| {
-            // A mean-1 lognormal of coefficient of variation c: sigma² = ln(1 + c²).
-            let var = (1.0 + s.cpu.jitter * s.cpu.jitter).ln();
-            rand_distr::LogNormal::new(-var / 2.0, var.sqrt()).expect("a finite sigma")
-        }),
-        jitter_rng: streams.jitter,
-        colocated_rng: streams.colocated,
-        colocated_half: Vec::new(),
-        procs: Processes::new(&s.app, slots)?,
-        fleet: Fleet::new(slots, s.dynos)?,
-        scaling: s
-            .autoscale
-            .as_ref()
-            .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
-        routers: Routers::new(
-            s,
-            slots,
-            RouterStreams {
-                routing: streams.routing,
-                view: streams.view,
-                aperture: streams.aperture,
-                idle_reports: streams.idle_reports,
-                cost: streams.router_cost,
-                connect: streams.connect,
-            },
-        )?,
-        waiting_total: 0,
-        resources: s
-            .resources
-            .iter()
-            .map(|r| ResourceState::new(r, slots, s.app.processes))
-            .collect(),
-        service_rng: streams.service,
-        think_rng: streams.think,
-        accept_rng: streams.accept,
-        open_processes: Vec::new(),
-        overhead_rng: streams.overhead,
-        boot_rng: streams.boot,
-        keys_rng: streams.keys,
-        cycling_rng: streams.cycling,
-        deadlines: {
-            let [router, queue, client, app] = [
-                s.router_timeout.as_ref(),
-                s.queue_timeout.as_ref(),
-                s.client_timeout.as_ref(),
-                s.app.timeout.as_deref(),
-            ]
-            .map(|t| t.map(|t| Deadlines::new(t.constant().is_some())));
-            // Replacements come a fixed time after their kills: in order.
-            let boots = s.app.timeout.is_some().then(|| Deadlines::new(true));
-            [router, queue, client, app, boots]
-        },
-        timers_at: None,
-        timeout_rngs: [
-            streams.router_timeout,
-            streams.queue_timeout,
-            streams.client_timeout,
-            streams.app_timeout,
-        ],
-        measures: Measures::new(s)?,
-        queued: 0,
-        trace,
-        phases,
-        memory,
-        busy_processes: 0,
-        fleet_memory: f64::from(s.dynos) * dyno::idle_memory(&s.app),
-        over_quota: if dyno::idle_memory(&s.app) > s.app.memory.quota {
-            s.dynos
-        } else {
-            0
-        },
-        to_send: None,
-        look_ahead: slots >= LOOK_AHEAD_DYNOS,
-        cpu_phases: s.request.as_ref().is_some_and(|r| {
-            r.classes
-                .iter()
-                .any(|c| c.phases.iter().any(|p| p.kind == PhaseKind::Cpu))
-        }),
-        done: Vec::new(),
-        carried: None,
-    };
-    if sim.measures.detailed() {
-        let over = f64::from(sim.over_quota);
-        sim.measures.fleet_levels(0.0, 0.0, sim.fleet_memory, over);
-        if memory {
-            sim.measures.dyno_memory(0.0, dyno::idle_memory(&s.app));
+
+    /// The open workload's next arrival, at `time`.
+    #[inline]
+    fn open_arrival(&mut self, time: f64) {
+        let process = self.arrivals.as_mut().expect("an open workload");
+        let mut carried = [0.0];
+        self.carried = process.carried_services(&mut carried).then_some(carried[0]);
+        self.arrive(NONE);
+        let process = self.arrivals.as_mut().expect("an open workload");
+        if let Some(t) = process.next_arrival(time, &mut self.arrival_rng) {
+            self.events.schedule(t, ARRIVAL, Event::Arrival);
+        }
+        if self.look_ahead {
+            self.touch_next_arrival();
         }
     }
 
-    let mut arrivals = match &s.workload {
-        Workload::Open(process) => {
-            let mut process = process.fresh(seed, replication);
-            if let Some(t) = process.next_arrival(0.0, &mut arrival_rng) {
-                sim.events.schedule(t, ARRIVAL, Event::Arrival);
+    /// The run is over: the trace's last frames, and the levels held to the window's end.
+    fn close(mut self, window_end: f64) -> (Measures, f64, Option<Trace>) {
+        if self.trace.is_some() {
+            self.snapshot_until(f64::INFINITY);
+        }
+        // A timed run's window closes at its end, whenever its last event ran (the levels hold
+        // their values to it); a closed loop measured whole ends with its last work.
+        let end = if window_end.is_finite() {
+            self.now.max(window_end)
+        } else {
+            self.now
+        };
+        if self.measures.detailed() {
+            let (now, busy, memory, over) = (
+                end,
+                f64::from(self.busy_processes),
+                self.fleet_memory,
+                f64::from(self.over_quota),
+            );
+            self.measures.fleet_levels(now, busy, memory, over);
+            for (r, state) in self.resources.iter().enumerate() {
+                self.measures.resource_busy(r, now, state.busy_servers());
             }
-            Some(process)
         }
-        Workload::Closed(clients) => {
-            sim.to_send = clients.requests;
-            for client in 0..clients.count {
-                sim.events.schedule(0.0, ARRIVAL, Event::Send { client });
-            }
-            None
-        }
-    };
-    if let Some(scaling) = &sim.scaling {
-        let first = scaling.interval();
-        if first < sim.measures.window_end() {
-            sim.events.schedule(first, BOOT, Event::Autoscale);
-        }
+        let trace = self.trace.take().map(|t| Trace {
+            interval: t.interval,
+            frames: t.frames,
+        });
+        (self.measures, end, trace)
     }
-    if let Some(&(at, _)) = s.lifecycle.deploys.first() {
-        sim.events.schedule(at, BOOT, Event::Deploy);
-    }
-    sim.schedule_first_cycles();
-    sim.schedule_first_view();
-    // Under `jiq`, the initial fleet reports idle at the start, dyno by dyno.
-    for dyno in 0..s.dynos as usize {
-        sim.idle_check(dyno);
-    }
-    let window_end = sim.measures.window_end();
-    let mut steps = 0u64;
-    while let Some((time, event)) = sim.events.pop() {
-        if sim.look_ahead {
-            if let Some((next, req)) = sim.events.peek() {
-                sim.touch(next, req);
-            }
-        }
-        if sim.trace.is_some() {
-            sim.snapshot_until(time);
-        }
-        match event {
-            Event::Arrival => {
-                if time >= window_end {
-                    continue;
-                }
-                sim.now = time;
-                let process = arrivals.as_mut().expect("an open workload");
-                let mut carried = [0.0];
-                sim.carried = process.carried_services(&mut carried).then_some(carried[0]);
-                sim.arrive(NONE);
-                if let Some(t) = process.next_arrival(time, &mut arrival_rng) {
-                    sim.events.schedule(t, ARRIVAL, Event::Arrival);
-                }
-                if sim.look_ahead {
-                    sim.touch_next_arrival();
-                }
-                sim.check_overload()?;
-            }
-            Event::Send { client } => {
-                if time >= window_end || sim.to_send == Some(0) {
-                    continue;
-                }
-                sim.now = time;
-                if let Some(left) = sim.to_send.as_mut() {
-                    *left -= 1;
-                }
-                sim.arrive(client);
-            }
-            Event::Done { req } => {
-                sim.now = time;
-                sim.timed_done(req);
-            }
-            Event::Cpu { dyno } => {
-                sim.now = time;
-                sim.cpu_done(dyno as usize);
-            }
-            Event::Shared { resource } => {
-                sim.now = time;
-                sim.shared_done(resource as usize);
-            }
-            Event::Life { dyno } => {
-                sim.now = time;
-                sim.life_event(dyno as usize);
-            }
-            Event::Autoscale => {
-                sim.now = time;
-                sim.autoscale();
-            }
-            Event::Deploy => {
-                sim.now = time;
-                sim.deploy();
-            }
-            Event::View => sim.view_due(time),
-            Event::Report => {
-                sim.now = time;
-                sim.reports_due();
-            }
-            Event::Timers => {
-                let before = sim.now;
-                sim.now = time;
-                if !sim.timers_due() {
-                    // A deadline that found its request already answered (its timer still
-                    // set) is no part of the run's work: the run's end stays at the last
-                    // event that did something. It made a 1 s `ab -n` run of
-                    // `unicorn-2011` last 30 s, the router's timeout (issue #23).
-                    sim.now = before;
-                }
-            }
-        }
-        steps += 1;
-        if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
-            return Err(Error::Interrupted);
-        }
-    }
-    if sim.trace.is_some() {
-        sim.snapshot_until(f64::INFINITY);
-    }
-    // A timed run's window closes at its end, whenever its last event ran (the levels hold
-    // their values to it); a closed loop measured whole ends with its last work.
-    let end = if window_end.is_finite() {
-        sim.now.max(window_end)
-    } else {
-        sim.now
-    };
-    if sim.measures.detailed() {
-        let (now, busy, memory, over) = (
-            end,
-            f64::from(sim.busy_processes),
-            sim.fleet_memory,
-            f64::from(sim.over_quota),
-        );
-        sim.measures.fleet_levels(now, busy, memory, over);
-        for (r, state) in sim.resources.iter().enumerate() {
-            sim.measures.resource_busy(r, now, state.busy_servers());
-        }
-    }
-    let trace = sim.trace.take().map(|t| Trace {
-        interval: t.interval,
-        frames: t.frames,
-    });
-    Ok((sim.measures, end, trace))
 }
 
 impl Simulation<'_> {

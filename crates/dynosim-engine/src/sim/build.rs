@@ -1,0 +1,217 @@
+//! The builder: a replication's state, every concern's made by its own constructor, and the
+//! first events (the workload's first arrival or sends, the autoscaler's first evaluation,
+//! the first deploy, the dynos' first daily restarts, the late board's first refresh, the
+//! initial fleet's idle reports). What happens next is the run's loop (in `mod.rs`).
+
+use super::dyno::{self, Dyno, DynoRest, Processes};
+use super::events::{Event, EventIds, Events, ARRIVAL, BOOT};
+use super::fleet::Fleet;
+use super::resource::ResourceState;
+use super::router::{RouterStreams, Routers};
+use super::scaling::Scaling;
+use super::streams::Streams;
+use super::timers::Deadlines;
+use super::{cpu, slices, Simulation, Slab, TraceRecorder, LOOK_AHEAD_DYNOS};
+use crate::alloc::filled;
+use crate::error::Result;
+use crate::measure::Measures;
+use crate::request::PhaseKind;
+use crate::scenario::{Scenario, Workload};
+
+impl<'s> Simulation<'s> {
+    /// Replication `replication` of `s`, ready to run (see the module's comment); `trace`:
+    /// a recorder of snapshots, if one is wanted.
+    pub(super) fn build(
+        s: &'s Scenario,
+        replication: u64,
+        trace: Option<TraceRecorder>,
+    ) -> Result<Simulation<'s>> {
+        s.check_stable()?;
+        let seed = s.seed;
+        let streams = Streams::new(seed, replication);
+        // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
+        // past the initial fleet start with no dyno in them.
+        let slots = s.dyno_slots();
+        let n = slots as usize;
+        let phases = s.request.is_some();
+        let cpu = phases;
+        let memory = s.app.memory.is_modelled();
+        let sliced = cpu && s.cpu.sharing == crate::scenario::CpuSharing::Slices;
+        let colocated = s.colocated_cpu.is_some();
+        let cpu_store =
+            dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu && !sliced, colocated)?;
+        let mut dynos = filled(n, Dyno::IDLE)?;
+        let mut rest = DynoRest::new(&s.app, slots, &cpu_store)?;
+        for d in s.dynos as usize..n {
+            dynos[d].up = false;
+            rest.memory[d] = 0.0;
+        }
+        let clients = match &s.workload {
+            Workload::Open(_) => 0,
+            Workload::Closed(clients) => clients.count,
+        };
+        let mut sim = Simulation {
+            s,
+            now: 0.0,
+            events: Events::new(
+                s.total_slots().min(1 << 20) as usize + 2,
+                EventIds::new(slots, s.resources.len() as u32, clients),
+                slots < LOOK_AHEAD_DYNOS,
+                // Large fleets: an event for each phase's end and the arrival, about.
+                (slots >= LOOK_AHEAD_DYNOS).then(|| {
+                    let phases = s.request.as_ref().map_or(1, |r| {
+                        r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
+                    });
+                    s.arrival_rate() * (1 + phases) as f64
+                }),
+            ),
+            slab: Slab {
+                stride: s.request.as_ref().map_or(0, |r| {
+                    r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0)
+                }),
+                keyed: s.keys.is_some(),
+                ..Slab::default()
+            },
+            dynos,
+            rest,
+            cpu_store,
+            slices: if sliced {
+                let rules = slices::Rules::new(
+                    s.dyno_type.cores,
+                    s.cpu.quantum,
+                    s.app.lock,
+                    s.app.model == crate::app::Model::Async,
+                    s.app.switch_interval,
+                    s.app.timeslice,
+                );
+                let dynos = filled(n, slices::Slicer::new(s.app.processes, s.dyno_type.cores))?;
+                Some(Box::new(cpu::Slices { rules, dynos }))
+            } else {
+                None
+            },
+            request_cpu_rng: streams.request_cpu,
+            jitter: (cpu && s.cpu.jitter > 0.0).then(|| {
+                // A mean-1 lognormal of coefficient of variation c: sigma² = ln(1 + c²).
+                let var = (1.0 + s.cpu.jitter * s.cpu.jitter).ln();
+                rand_distr::LogNormal::new(-var / 2.0, var.sqrt()).expect("a finite sigma")
+            }),
+            jitter_rng: streams.jitter,
+            colocated_rng: streams.colocated,
+            colocated_half: Vec::new(),
+            procs: Processes::new(&s.app, slots)?,
+            fleet: Fleet::new(slots, s.dynos)?,
+            scaling: s
+                .autoscale
+                .as_ref()
+                .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
+            routers: Routers::new(
+                s,
+                slots,
+                RouterStreams {
+                    routing: streams.routing,
+                    view: streams.view,
+                    aperture: streams.aperture,
+                    idle_reports: streams.idle_reports,
+                    cost: streams.router_cost,
+                    connect: streams.connect,
+                },
+            )?,
+            waiting_total: 0,
+            resources: s
+                .resources
+                .iter()
+                .map(|r| ResourceState::new(r, slots, s.app.processes))
+                .collect(),
+            service_rng: streams.service,
+            think_rng: streams.think,
+            accept_rng: streams.accept,
+            open_processes: Vec::new(),
+            overhead_rng: streams.overhead,
+            boot_rng: streams.boot,
+            keys_rng: streams.keys,
+            cycling_rng: streams.cycling,
+            deadlines: {
+                let [router, queue, client, app] = [
+                    s.router_timeout.as_ref(),
+                    s.queue_timeout.as_ref(),
+                    s.client_timeout.as_ref(),
+                    s.app.timeout.as_deref(),
+                ]
+                .map(|t| t.map(|t| Deadlines::new(t.constant().is_some())));
+                // Replacements come a fixed time after their kills: in order.
+                let boots = s.app.timeout.is_some().then(|| Deadlines::new(true));
+                [router, queue, client, app, boots]
+            },
+            timers_at: None,
+            timeout_rngs: [
+                streams.router_timeout,
+                streams.queue_timeout,
+                streams.client_timeout,
+                streams.app_timeout,
+            ],
+            measures: Measures::new(s)?,
+            queued: 0,
+            trace,
+            phases,
+            memory,
+            busy_processes: 0,
+            fleet_memory: f64::from(s.dynos) * dyno::idle_memory(&s.app),
+            over_quota: if dyno::idle_memory(&s.app) > s.app.memory.quota {
+                s.dynos
+            } else {
+                0
+            },
+            to_send: None,
+            look_ahead: slots >= LOOK_AHEAD_DYNOS,
+            cpu_phases: s.request.as_ref().is_some_and(|r| {
+                r.classes
+                    .iter()
+                    .any(|c| c.phases.iter().any(|p| p.kind == PhaseKind::Cpu))
+            }),
+            done: Vec::new(),
+            carried: None,
+            arrivals: None,
+            arrival_rng: streams.arrivals,
+        };
+        if sim.measures.detailed() {
+            let over = f64::from(sim.over_quota);
+            sim.measures.fleet_levels(0.0, 0.0, sim.fleet_memory, over);
+            if memory {
+                sim.measures.dyno_memory(0.0, dyno::idle_memory(&s.app));
+            }
+        }
+
+        sim.arrivals = match &s.workload {
+            Workload::Open(process) => {
+                let mut process = process.fresh(seed, replication);
+                if let Some(t) = process.next_arrival(0.0, &mut sim.arrival_rng) {
+                    sim.events.schedule(t, ARRIVAL, Event::Arrival);
+                }
+                Some(process)
+            }
+            Workload::Closed(clients) => {
+                sim.to_send = clients.requests;
+                for client in 0..clients.count {
+                    sim.events.schedule(0.0, ARRIVAL, Event::Send { client });
+                }
+                None
+            }
+        };
+        if let Some(scaling) = &sim.scaling {
+            let first = scaling.interval();
+            if first < sim.measures.window_end() {
+                sim.events.schedule(first, BOOT, Event::Autoscale);
+            }
+        }
+        if let Some(&(at, _)) = s.lifecycle.deploys.first() {
+            sim.events.schedule(at, BOOT, Event::Deploy);
+        }
+        sim.schedule_first_cycles();
+        sim.schedule_first_view();
+        // Under `jiq`, the initial fleet reports idle at the start, dyno by dyno.
+        for dyno in 0..s.dynos as usize {
+            sim.idle_check(dyno);
+        }
+        Ok(sim)
+    }
+}
