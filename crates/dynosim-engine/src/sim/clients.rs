@@ -5,7 +5,8 @@
 //! draws its next arrival itself.
 
 use super::events::{Event, ARRIVAL};
-use super::{Simulation, NONE};
+use super::slab::NONE;
+use super::Simulation;
 use crate::scenario::Workload;
 
 impl Simulation<'_> {

@@ -4,8 +4,9 @@
 
 use super::events::Event;
 use super::phases::schedule_next;
+use super::slab::State;
 use super::slices::{Rules, Slicer};
-use super::{Simulation, State};
+use super::Simulation;
 
 /// The request id of the router's job on a dyno's CPU under processor sharing
 /// (`router.colocated_cpu`): no request's, its group the one after the app's processes.

@@ -3,6 +3,7 @@
 //! ([`Sharing`] of its cores), its memory and whether it is up.
 
 use super::sharing::{Sharing, SharingStore};
+use super::slab::Fifo;
 use crate::app::{Accept, AppServer, Memory};
 use std::collections::VecDeque;
 
@@ -21,7 +22,7 @@ pub(super) struct Dyno {
     pub busy_processes: u32,
     /// Requests waiting for a thread, in order: the accept queue all processes share, or with
     /// greedy accept the backlog of those no process had room for. Linked through the
-    /// requests' slab entries (see `super::Slab::push_back`).
+    /// requests' slab entries (see `super::slab::Slab::push_back`).
     pub accept: Fifo,
     /// Its processes run (not booting, restarting or stopped).
     pub up: bool,
@@ -37,22 +38,6 @@ impl Dyno {
         accept: Fifo::EMPTY,
         up: true,
         closed: false,
-    };
-}
-
-/// A FIFO of requests linked through their slab entries: no buffer of its own to reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Fifo {
-    pub head: u32,
-    pub tail: u32,
-    pub len: u32,
-}
-
-impl Fifo {
-    pub const EMPTY: Fifo = Fifo {
-        head: u32::MAX,
-        tail: u32::MAX,
-        len: 0,
     };
 }
 

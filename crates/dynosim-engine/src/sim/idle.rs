@@ -25,7 +25,8 @@
 
 use super::aperture::Aperture;
 use super::events::{Event, CONNECTED};
-use super::{Simulation, NONE};
+use super::slab::NONE;
+use super::Simulation;
 use crate::alloc::filled;
 use crate::error::Result;
 use crate::policy::{IdleReporting, RoutingPolicy};

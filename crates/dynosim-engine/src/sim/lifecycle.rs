@@ -11,12 +11,13 @@
 //! [`Simulation::kill`]: what a request gives back when what runs it dies. Whatever else
 //! takes a dyno or a worker down, or brings one up, belongs here too.
 
-use super::dyno::{self, Dyno, Fifo};
+use super::dyno::{self, Dyno};
 use super::events::Event;
 use super::events::BOOT;
 use super::fleet::Life;
+use super::slab::{Fifo, State, NONE};
 use super::timers::{Deadline, Kind};
-use super::{Simulation, State, NONE};
+use super::Simulation;
 use crate::resource::PoolScope;
 use crate::result::ErrorKind;
 use crate::scenario::CYCLING_JITTER;

@@ -8,7 +8,8 @@
 
 use super::events::{Event, Events};
 use super::sharing::{Sharing, SharingStore};
-use super::{Simulation, State, NONE};
+use super::slab::{State, NONE};
+use super::Simulation;
 use crate::request::PhaseKind;
 use crate::resource::{Discipline, PoolScope};
 

@@ -12,8 +12,9 @@
 //! can be routed to, [`super::lifecycle`] decides.
 
 use super::events::{Event, CONNECTED};
+use super::slab::{State, NONE};
 use super::timers::Kind;
-use super::{Simulation, State, NONE};
+use super::Simulation;
 use crate::policy::Route;
 use crate::request::PhaseKind;
 use crate::result::ErrorKind;

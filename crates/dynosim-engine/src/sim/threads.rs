@@ -6,8 +6,9 @@
 //! again (after `app.overhead`), takes the next request waiting. The dyno's own state (its
 //! accept queue, processes, CPU) is in [`super::dyno`].
 
+use super::slab::State;
 use super::timers::Kind;
-use super::{Simulation, State};
+use super::Simulation;
 use crate::app::Accept;
 use rand::Rng;
 

@@ -8,8 +8,9 @@
 //! [`super::lifecycle`]), and the worker's replacement comes as a deadline of its own.
 
 use super::events::Event;
+use super::slab::{Request, State, NONE};
 use super::timers::{Deadline, Deadlines, Kind, KINDS};
-use super::{Request, Simulation, State, NONE};
+use super::Simulation;
 use crate::request::PhaseKind;
 use crate::result::ErrorKind;
 
