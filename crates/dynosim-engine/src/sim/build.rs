@@ -7,11 +7,12 @@ use super::dyno::{self, Dyno, DynoRest, Processes};
 use super::events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use super::fleet::Fleet;
 use super::resource::ResourceState;
-use super::router::{RouterStreams, Routers};
+use super::router::Routers;
 use super::scaling::Scaling;
 use super::slab::Slab;
 use super::streams::Streams;
 use super::timers::Deadlines;
+use super::traffic::Traffic;
 use super::{cpu, slices, Simulation, TraceRecorder, LOOK_AHEAD_DYNOS};
 use crate::alloc::filled;
 use crate::error::Result;
@@ -90,13 +91,6 @@ impl<'s> Simulation<'s> {
             } else {
                 None
             },
-            request_cpu_rng: streams.request_cpu,
-            jitter: (cpu && s.cpu.jitter > 0.0).then(|| {
-                // A mean-1 lognormal of coefficient of variation c: sigma² = ln(1 + c²).
-                let var = (1.0 + s.cpu.jitter * s.cpu.jitter).ln();
-                rand_distr::LogNormal::new(-var / 2.0, var.sqrt()).expect("a finite sigma")
-            }),
-            jitter_rng: streams.jitter,
             colocated_rng: streams.colocated,
             colocated_half: Vec::new(),
             procs: Processes::new(&s.app, slots)?,
@@ -105,31 +99,19 @@ impl<'s> Simulation<'s> {
                 .autoscale
                 .as_ref()
                 .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
-            routers: Routers::new(
-                s,
-                slots,
-                RouterStreams {
-                    routing: streams.routing,
-                    view: streams.view,
-                    aperture: streams.aperture,
-                    idle_reports: streams.idle_reports,
-                    cost: streams.router_cost,
-                    connect: streams.connect,
-                },
-            )?,
+            traffic: Traffic::new(s, replication, streams.traffic),
+            routers: Routers::new(s, slots, streams.routers)?,
             waiting_total: 0,
             resources: s
                 .resources
                 .iter()
                 .map(|r| ResourceState::new(r, slots, s.app.processes))
                 .collect(),
-            service_rng: streams.service,
             think_rng: streams.think,
             accept_rng: streams.accept,
             open_processes: Vec::new(),
             overhead_rng: streams.overhead,
             boot_rng: streams.boot,
-            keys_rng: streams.keys,
             cycling_rng: streams.cycling,
             deadlines: {
                 let [router, queue, client, app] = [
@@ -170,9 +152,6 @@ impl<'s> Simulation<'s> {
                     .any(|c| c.phases.iter().any(|p| p.kind == PhaseKind::Cpu))
             }),
             done: Vec::new(),
-            carried: None,
-            arrivals: None,
-            arrival_rng: streams.arrivals,
         };
         if sim.measures.detailed() {
             let over = f64::from(sim.over_quota);
@@ -182,22 +161,15 @@ impl<'s> Simulation<'s> {
             }
         }
 
-        sim.arrivals = match &s.workload {
-            Workload::Open(process) => {
-                let mut process = process.fresh(seed, replication);
-                if let Some(t) = process.next_arrival(0.0, &mut sim.arrival_rng) {
-                    sim.events.schedule(t, ARRIVAL, Event::Arrival);
-                }
-                Some(process)
+        if let Some(t) = sim.traffic.next_arrival(0.0) {
+            sim.events.schedule(t, ARRIVAL, Event::Arrival);
+        }
+        if let Workload::Closed(clients) = &s.workload {
+            sim.to_send = clients.requests;
+            for client in 0..clients.count {
+                sim.events.schedule(0.0, ARRIVAL, Event::Send { client });
             }
-            Workload::Closed(clients) => {
-                sim.to_send = clients.requests;
-                for client in 0..clients.count {
-                    sim.events.schedule(0.0, ARRIVAL, Event::Send { client });
-                }
-                None
-            }
-        };
+        }
         if let Some(scaling) = &sim.scaling {
             let first = scaling.interval();
             if first < sim.measures.window_end() {

@@ -63,6 +63,7 @@ mod streams;
 mod threads;
 mod timeouts;
 mod timers;
+mod traffic;
 
 use crate::alloc::{prefetch, prefetch_all, StateBytes};
 use crate::error::{Error, Result};
@@ -80,6 +81,7 @@ use scaling::Scaling;
 use sharing::{Sharing, SharingStore};
 use slab::{Request, Slab, NONE};
 use timers::Deadlines;
+use traffic::Traffic;
 
 /// Fleets of at least this many dynos read ahead for the next event (see
 /// `Simulation::touch`): about 1 MB of dyno and CPU state, beyond the faster caches.
@@ -113,11 +115,6 @@ struct Simulation<'s> {
     /// Every dyno's CPU in time slices (`fleet.cpu_sharing = "slices"`; None: processor
     /// sharing, in `rest.cpus` and `cpu_store`).
     slices: Option<Box<cpu::Slices>>,
-    /// `app.request_cpu`'s draws.
-    request_cpu_rng: SimRng,
-    /// `fleet.cpu_jitter`: each CPU phase's factor (None: none), and its draws.
-    jitter: Option<rand_distr::LogNormal<f64>>,
-    jitter_rng: SimRng,
     /// `router.colocated_cpu`'s draws, one a request at its arrival; and half of each request's
     /// draw, by its slab index, for its response (the other half went with its dispatch).
     colocated_rng: SimRng,
@@ -126,12 +123,13 @@ struct Simulation<'s> {
     procs: Processes,
     /// Which slot holds a dyno, and where each dyno is in its life.
     fleet: Fleet,
+    /// The open workload's arrivals, and what each request is drawn to be.
+    traffic: Traffic,
     /// The autoscaler, when the scenario has one.
     scaling: Option<Box<Scaling>>,
     routers: Routers,
     waiting_total: usize,
     resources: Vec<ResourceState>,
-    service_rng: SimRng,
     think_rng: SimRng,
     /// Greedy accept: which process wins a connection; and the candidates, reused.
     accept_rng: SimRng,
@@ -139,8 +137,6 @@ struct Simulation<'s> {
     overhead_rng: SimRng,
     /// Boot times (`fleet.boot_time`).
     boot_rng: SimRng,
-    /// The requests' keys (`arrivals.keys`).
-    keys_rng: SimRng,
     /// When each dyno's daily restart comes (`fleet.cycling`).
     cycling_rng: SimRng,
     /// The requests' deadlines by kind ([`timers::Kind`]), for the timeouts the scenario sets; and
@@ -169,11 +165,6 @@ struct Simulation<'s> {
     /// Closed loop: requests still to send (None: until the window ends).
     to_send: Option<u64>,
     done: Vec<u32>,
-    /// The arriving request's service time when the workload carries it (a replayed trace).
-    carried: Option<f64>,
-    /// The open workload's arrival process (None: a closed loop), and its draws.
-    arrivals: Option<Box<dyn crate::arrivals::ArrivalProcess>>,
-    arrival_rng: SimRng,
 }
 
 /// What a replication's state costs on this engine (see [`crate::memory`]).
@@ -410,12 +401,9 @@ impl Simulation<'_> {
     /// The open workload's next arrival, at `time`.
     #[inline]
     fn open_arrival(&mut self, time: f64) {
-        let process = self.arrivals.as_mut().expect("an open workload");
-        let mut carried = [0.0];
-        self.carried = process.carried_services(&mut carried).then_some(carried[0]);
+        self.traffic.carry();
         self.arrive(NONE);
-        let process = self.arrivals.as_mut().expect("an open workload");
-        if let Some(t) = process.next_arrival(time, &mut self.arrival_rng) {
+        if let Some(t) = self.traffic.next_arrival(time) {
             self.events.schedule(t, ARRIVAL, Event::Arrival);
         }
         if self.look_ahead {

@@ -16,9 +16,7 @@ use super::slab::{State, NONE};
 use super::timers::Kind;
 use super::Simulation;
 use crate::policy::Route;
-use crate::request::PhaseKind;
 use crate::result::ErrorKind;
-use rand_distr::Distribution;
 
 /// A closed-loop client whose request found no dyno up, or a full router, waits this long (or
 /// its think time, if longer) before sending again, so that time moves on while every dyno
@@ -31,41 +29,7 @@ impl Simulation<'_> {
     pub(super) fn arrive(&mut self, client: u32) {
         let t = self.now;
         let req = self.slab.insert();
-        let service = match &self.s.request {
-            // A replayed trace's own time, or one drawn.
-            None => match self.carried.take() {
-                Some(service) => service,
-                None => self.s.service.sample(&mut self.service_rng),
-            },
-            Some(model) => {
-                let at = req as usize * self.slab.stride;
-                let times = &mut self.slab.times[at..];
-                // The service is what the app's phases asked for, as drawn (and as the
-                // testbed sends them, `crate::drawn`): not the server's own CPU, nor the
-                // machine's jitter.
-                let (class, sum) = model.draw(&mut self.service_rng, times);
-                self.slab.entries[req as usize].class = class as u32;
-                let phases = &model.classes[class].phases;
-                if phases[0].server {
-                    let x = phases[0].time.sample(&mut self.request_cpu_rng);
-                    // The server's CPU and the app's first CPU phase are one stretch of
-                    // work on the thread, not two turns for the cores.
-                    if phases.get(1).is_some_and(|p| p.kind == PhaseKind::Cpu) {
-                        times[1] += x;
-                    } else {
-                        times[0] = x;
-                    }
-                }
-                if let Some(jitter) = &self.jitter {
-                    for (k, phase) in phases.iter().enumerate() {
-                        if phase.kind == PhaseKind::Cpu {
-                            times[k] *= jitter.sample(&mut self.jitter_rng);
-                        }
-                    }
-                }
-                sum
-            }
-        };
+        let service = self.traffic.draw(self.s, &mut self.slab, req);
         if let Some(colocated) = &self.s.colocated_cpu {
             // Drawn at arrival, as the phases are: the same work under every policy.
             let half = colocated.sample(&mut self.colocated_rng) / 2.0;
@@ -101,9 +65,6 @@ impl Simulation<'_> {
         entry.dyno = NONE;
         entry.refusals = 0;
         entry.refused_by = NONE;
-        if let Some(keys) = &self.s.keys {
-            self.slab.keys[req as usize] = keys.draw(&mut self.keys_rng);
-        }
         if let Some(cap) = self.s.max_in_flight {
             if self.routers.in_flight[router] >= cap {
                 return self.refuse(req);

@@ -1,31 +1,35 @@
 //! A replication's random streams, one per purpose ([`crate::rng`]), all made here: the
-//! builder takes this apart and hands each concern the streams it draws from, which it then
-//! owns. A purpose's draws depend only on the seed, the replication and the purpose, so the
-//! order the streams are made in, and the order concerns draw in, change nothing.
+//! builder hands each concern the streams it draws from (a concern with several declares
+//! them in a struct of its own, beside its state), and the concern owns them from then on. A
+//! purpose's draws depend only on the seed, the replication and the purpose, so the order the
+//! streams are made in, and the order concerns draw in, change nothing.
+//!
+//! `[[arrivals.burst]]`'s substreams are the arrival process's own ([`crate::arrivals`]).
 
+use super::router::RouterStreams;
+use super::traffic::TrafficStreams;
 use crate::rng::{stream, SimRng, Stream};
 
 pub(super) struct Streams {
-    pub arrivals: SimRng,
-    pub service: SimRng,
-    pub routing: SimRng,
+    pub traffic: TrafficStreams,
+    pub routers: RouterStreams,
+    /// Closed-loop clients' think times.
     pub think: SimRng,
+    /// Which process accepts a connection (greedy accept).
     pub accept: SimRng,
-    pub connect: SimRng,
+    /// The app's per-request overhead (`app.overhead`).
     pub overhead: SimRng,
+    /// The timeouts: `router.timeout`, `router.queue_timeout`, `arrivals.timeout`,
+    /// `app.timeout`.
     pub router_timeout: SimRng,
     pub queue_timeout: SimRng,
     pub client_timeout: SimRng,
     pub app_timeout: SimRng,
-    pub router_cost: SimRng,
+    /// Boot times (`fleet.boot_time`).
     pub boot: SimRng,
+    /// Daily restarts (`fleet.cycling`).
     pub cycling: SimRng,
-    pub request_cpu: SimRng,
-    pub jitter: SimRng,
-    pub view: SimRng,
-    pub aperture: SimRng,
-    pub idle_reports: SimRng,
-    pub keys: SimRng,
+    /// A router's CPU on the dyno's machine (`router.colocated_cpu`).
     pub colocated: SimRng,
 }
 
@@ -33,26 +37,30 @@ impl Streams {
     pub fn new(seed: u64, replication: u64) -> Streams {
         let make = |purpose| stream(seed, replication, purpose);
         Streams {
-            arrivals: make(Stream::Arrivals),
-            service: make(Stream::Service),
-            routing: make(Stream::Routing),
+            traffic: TrafficStreams {
+                arrivals: make(Stream::Arrivals),
+                service: make(Stream::Service),
+                request_cpu: make(Stream::RequestCpu),
+                jitter: make(Stream::Jitter),
+                keys: make(Stream::Keys),
+            },
+            routers: RouterStreams {
+                routing: make(Stream::Routing),
+                view: make(Stream::View),
+                aperture: make(Stream::Aperture),
+                idle_reports: make(Stream::IdleReports),
+                cost: make(Stream::RouterCost),
+                connect: make(Stream::Connect),
+            },
             think: make(Stream::Think),
             accept: make(Stream::Accept),
-            connect: make(Stream::Connect),
             overhead: make(Stream::Overhead),
             router_timeout: make(Stream::RouterTimeout),
             queue_timeout: make(Stream::QueueTimeout),
             client_timeout: make(Stream::ClientTimeout),
             app_timeout: make(Stream::AppTimeout),
-            router_cost: make(Stream::RouterCost),
             boot: make(Stream::Boot),
             cycling: make(Stream::Cycling),
-            request_cpu: make(Stream::RequestCpu),
-            jitter: make(Stream::Jitter),
-            view: make(Stream::View),
-            aperture: make(Stream::Aperture),
-            idle_reports: make(Stream::IdleReports),
-            keys: make(Stream::Keys),
             colocated: make(Stream::Colocated),
         }
     }
