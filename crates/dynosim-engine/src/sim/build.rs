@@ -3,6 +3,8 @@
 //! the first deploy, the dynos' first daily restarts, the late board's first refresh, the
 //! initial fleet's idle reports). What happens next is the run's loop (in `mod.rs`).
 
+use super::clients::Clients;
+use super::colocated::Colocated;
 use super::dyno::{self, Dyno, DynoRest, Processes};
 use super::events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use super::fleet::Fleet;
@@ -91,8 +93,6 @@ impl<'s> Simulation<'s> {
             } else {
                 None
             },
-            colocated_rng: streams.colocated,
-            colocated_half: Vec::new(),
             procs: Processes::new(&s.app, slots)?,
             fleet: Fleet::new(slots, s.dynos)?,
             scaling: s
@@ -100,6 +100,8 @@ impl<'s> Simulation<'s> {
                 .as_ref()
                 .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
             traffic: Traffic::new(s, replication, streams.traffic),
+            clients: Clients::new(s, streams.think),
+            colocated: colocated.then(|| Colocated::new(streams.colocated)),
             routers: Routers::new(s, slots, streams.routers)?,
             waiting_total: 0,
             resources: s
@@ -107,7 +109,6 @@ impl<'s> Simulation<'s> {
                 .iter()
                 .map(|r| ResourceState::new(r, slots, s.app.processes))
                 .collect(),
-            think_rng: streams.think,
             accept_rng: streams.accept,
             open_processes: Vec::new(),
             overhead_rng: streams.overhead,
@@ -144,7 +145,6 @@ impl<'s> Simulation<'s> {
             } else {
                 0
             },
-            to_send: None,
             look_ahead: slots >= LOOK_AHEAD_DYNOS,
             cpu_phases: s.request.as_ref().is_some_and(|r| {
                 r.classes
@@ -165,7 +165,6 @@ impl<'s> Simulation<'s> {
             sim.events.schedule(t, ARRIVAL, Event::Arrival);
         }
         if let Workload::Closed(clients) = &s.workload {
-            sim.to_send = clients.requests;
             for client in 0..clients.count {
                 sim.events.schedule(0.0, ARRIVAL, Event::Send { client });
             }

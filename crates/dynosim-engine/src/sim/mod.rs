@@ -44,6 +44,7 @@ mod aperture;
 mod board;
 mod build;
 mod clients;
+mod colocated;
 mod cpu;
 mod dyno;
 mod events;
@@ -72,6 +73,8 @@ use crate::policy::{Knowledge, Ties};
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::rng::SimRng;
 use crate::scenario::Scenario;
+use clients::Clients;
+use colocated::Colocated;
 use dyno::{Dyno, DynoRest, Processes};
 use events::{Event, Events, ARRIVAL};
 use fleet::Fleet;
@@ -115,22 +118,21 @@ struct Simulation<'s> {
     /// Every dyno's CPU in time slices (`fleet.cpu_sharing = "slices"`; None: processor
     /// sharing, in `rest.cpus` and `cpu_store`).
     slices: Option<Box<cpu::Slices>>,
-    /// `router.colocated_cpu`'s draws, one a request at its arrival; and half of each request's
-    /// draw, by its slab index, for its response (the other half went with its dispatch).
-    colocated_rng: SimRng,
-    colocated_half: Vec<f64>,
     /// Every dyno's processes' requests and arenas.
     procs: Processes,
     /// Which slot holds a dyno, and where each dyno is in its life.
     fleet: Fleet,
     /// The open workload's arrivals, and what each request is drawn to be.
     traffic: Traffic,
+    /// The closed loop's clients.
+    clients: Clients,
+    /// A router on the dyno's machine (`router.colocated_cpu`): its draws.
+    colocated: Option<Colocated>,
     /// The autoscaler, when the scenario has one.
     scaling: Option<Box<Scaling>>,
     routers: Routers,
     waiting_total: usize,
     resources: Vec<ResourceState>,
-    think_rng: SimRng,
     /// Greedy accept: which process wins a connection; and the candidates, reused.
     accept_rng: SimRng,
     open_processes: Vec<u32>,
@@ -162,8 +164,6 @@ struct Simulation<'s> {
     look_ahead: bool,
     /// Whether requests have CPU phases (for [`Simulation::touch_dyno`]).
     cpu_phases: bool,
-    /// Closed loop: requests still to send (None: until the window ends).
-    to_send: Option<u64>,
     done: Vec<u32>,
 }
 
@@ -340,9 +340,9 @@ impl Simulation<'_> {
                     self.open_arrival(time);
                     self.check_overload()?;
                 }
-                Event::Send { client } if time < window_end && self.to_send != Some(0) => {
+                Event::Send { client } if time < window_end && self.clients.to_send != Some(0) => {
                     self.now = time;
-                    if let Some(left) = self.to_send.as_mut() {
+                    if let Some(left) = self.clients.to_send.as_mut() {
                         *left -= 1;
                     }
                     self.arrive(client);
@@ -454,6 +454,22 @@ impl Simulation<'_> {
         }
         if let Some(trace) = self.trace.as_mut() {
             trace.responses.record(seconds);
+        }
+    }
+
+    /// A closed-loop client got its response (or error): it thinks, then sends again.
+    pub(super) fn respond(&mut self, client: u32) {
+        self.respond_after(client, 0.0);
+    }
+
+    /// [`Self::respond`], waiting at least `at_least` before sending again.
+    pub(super) fn respond_after(&mut self, client: u32, at_least: f64) {
+        if client == NONE {
+            return;
+        }
+        if let Some(think) = self.clients.think(self.s, at_least) {
+            self.events
+                .schedule(self.now + think, ARRIVAL, Event::Send { client });
         }
     }
 

@@ -30,14 +30,8 @@ impl Simulation<'_> {
         let t = self.now;
         let req = self.slab.insert();
         let service = self.traffic.draw(self.s, &mut self.slab, req);
-        if let Some(colocated) = &self.s.colocated_cpu {
-            // Drawn at arrival, as the phases are: the same work under every policy.
-            let half = colocated.sample(&mut self.colocated_rng) / 2.0;
-            let i = req as usize;
-            if self.colocated_half.len() <= i {
-                self.colocated_half.resize(i + 1, 0.0);
-            }
-            self.colocated_half[i] = half;
+        if let Some(colocated) = &mut self.colocated {
+            colocated.draw(self.s, req);
         }
         self.measures.arrived(t, service);
         // The patience of the router's queue and of the client, drawn for every request (the
@@ -257,8 +251,8 @@ impl Simulation<'_> {
             if let Some(t) = self.draw_timeout(Kind::Router) {
                 self.set_deadline(Kind::Router, self.now + t, req);
             }
-            if self.s.colocated_cpu.is_some() {
-                let half = self.colocated_half[req as usize];
+            if let Some(colocated) = &self.colocated {
+                let half = colocated.half(req);
                 self.cpu_add_colocated(dyno, half);
             }
         }

@@ -186,7 +186,7 @@ impl Simulation<'_> {
         if window_end.is_finite() {
             next < window_end
         } else {
-            self.to_send != Some(0) || self.slab.entries.len() > self.slab.free.len()
+            self.clients.to_send != Some(0) || self.slab.entries.len() > self.slab.free.len()
         }
     }
 }

@@ -165,8 +165,8 @@ impl Simulation<'_> {
             }
             // A router on the dyno's machine relays the response (one that gave up on the
             // request, H12, has closed its connection to the dyno: nothing to relay).
-            if self.s.colocated_cpu.is_some() {
-                let half = self.colocated_half[req as usize];
+            if let Some(colocated) = &self.colocated {
+                let half = colocated.half(req);
                 self.cpu_add_colocated(dyno, half);
             }
         }
