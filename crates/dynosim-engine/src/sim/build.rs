@@ -5,6 +5,7 @@
 
 use super::clients::Clients;
 use super::colocated::Colocated;
+use super::cpu::Cpu;
 use super::dyno::{self, Dyno, DynoRest, Processes};
 use super::events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use super::fleet::Fleet;
@@ -15,7 +16,7 @@ use super::slab::Slab;
 use super::streams::Streams;
 use super::timers::Deadlines;
 use super::traffic::Traffic;
-use super::{cpu, slices, Simulation, TraceRecorder, LOOK_AHEAD_DYNOS};
+use super::{Simulation, TraceRecorder, LOOK_AHEAD_DYNOS};
 use crate::alloc::filled;
 use crate::error::Result;
 use crate::measure::Measures;
@@ -38,14 +39,9 @@ impl<'s> Simulation<'s> {
         let slots = s.dyno_slots();
         let n = slots as usize;
         let phases = s.request.is_some();
-        let cpu = phases;
         let memory = s.app.memory.is_modelled();
-        let sliced = cpu && s.cpu.sharing == crate::scenario::CpuSharing::Slices;
-        let colocated = s.colocated_cpu.is_some();
-        let cpu_store =
-            dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu && !sliced, colocated)?;
         let mut dynos = filled(n, Dyno::IDLE)?;
-        let mut rest = DynoRest::new(&s.app, slots, &cpu_store)?;
+        let mut rest = DynoRest::new(&s.app, slots)?;
         for d in s.dynos as usize..n {
             dynos[d].up = false;
             rest.memory[d] = 0.0;
@@ -78,21 +74,7 @@ impl<'s> Simulation<'s> {
             },
             dynos,
             rest,
-            cpu_store,
-            slices: if sliced {
-                let rules = slices::Rules::new(
-                    s.dyno_type.cores,
-                    s.cpu.quantum,
-                    s.app.lock,
-                    s.app.model == crate::app::Model::Async,
-                    s.app.switch_interval,
-                    s.app.timeslice,
-                );
-                let dynos = filled(n, slices::Slicer::new(s.app.processes, s.dyno_type.cores))?;
-                Some(Box::new(cpu::Slices { rules, dynos }))
-            } else {
-                None
-            },
+            cpu: Cpu::new(s, slots)?,
             procs: Processes::new(&s.app, slots)?,
             fleet: Fleet::new(slots, s.dynos)?,
             scaling: s
@@ -101,7 +83,10 @@ impl<'s> Simulation<'s> {
                 .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
             traffic: Traffic::new(s, replication, streams.traffic),
             clients: Clients::new(s, streams.think),
-            colocated: colocated.then(|| Colocated::new(streams.colocated)),
+            colocated: s
+                .colocated_cpu
+                .is_some()
+                .then(|| Colocated::new(streams.colocated)),
             routers: Routers::new(s, slots, streams.routers)?,
             waiting_total: 0,
             resources: s

@@ -1,8 +1,7 @@
 //! A dyno's state: its accept queue (the listen backlog its processes share), its processes'
-//! busy threads and arenas ([`Processes`], for every dyno in one array), its CPU
-//! ([`Sharing`] of its cores), its memory and whether it is up.
+//! busy threads and arenas ([`Processes`], for every dyno in one array), its memory and
+//! whether it is up. Its CPU is [`super::cpu`]'s.
 
-use super::sharing::{Sharing, SharingStore};
 use super::slab::Fifo;
 use crate::app::{Accept, AppServer, Memory};
 use std::collections::VecDeque;
@@ -41,11 +40,10 @@ impl Dyno {
     };
 }
 
-/// The rest of the dynos' state, fleet-wide arrays by dyno: their CPUs ([`Sharing`] of their
-/// cores), their memory, and with greedy accept each process's own queue.
+/// The rest of the dynos' state, fleet-wide arrays by dyno: their memory, and with greedy
+/// accept each process's own queue.
 #[derive(Debug)]
 pub(super) struct DynoRest {
-    pub cpus: Vec<Sharing>,
     /// Bytes each dyno holds now.
     pub memory: Vec<f64>,
     /// Greedy accept: each process's own queue of accepted requests waiting for its threads,
@@ -55,22 +53,10 @@ pub(super) struct DynoRest {
 }
 
 impl DynoRest {
-    /// Dynos whose CPUs are the sharings of `store` in order (see [`SharingStore::sharing`]).
-    pub fn new(
-        app: &AppServer,
-        dynos: u32,
-        store: &SharingStore,
-    ) -> crate::error::Result<DynoRest> {
+    pub fn new(app: &AppServer, dynos: u32) -> crate::error::Result<DynoRest> {
         let n = dynos as usize;
-        let slowdown = app.memory.slowdown(idle_memory(app));
-        let mut cpus = crate::alloc::filled(n, store.sharing(0))?;
-        for (d, c) in cpus.iter_mut().enumerate() {
-            *c = store.sharing(d as u32);
-            c.set_slowdown(slowdown);
-        }
         let processes = app.processes as usize;
         Ok(DynoRest {
-            cpus,
             memory: crate::alloc::filled(n, idle_memory(app))?,
             queues: match app.accept {
                 Accept::Shared => Vec::new(),
@@ -183,29 +169,6 @@ impl Processes {
                 ..Process::default()
             };
         }
-    }
-}
-
-/// The store of every dyno's CPU jobs: a group per process (with `cpu`), each holding at most
-/// the process's requests; and with `colocated` one group more, the router's on the dyno's
-/// machine (`router.colocated_cpu`: one job).
-pub(super) fn cpu_store(
-    app: &AppServer,
-    dynos: u32,
-    cores: u32,
-    cpu: bool,
-    colocated: bool,
-) -> crate::error::Result<SharingStore> {
-    if cpu {
-        SharingStore::new(
-            dynos,
-            app.processes + u32::from(colocated),
-            Some(app.per_process),
-            cores,
-            app.lock.is_some(),
-        )
-    } else {
-        SharingStore::new(dynos, 1, Some(0), cores, false)
     }
 }
 

@@ -139,7 +139,7 @@ impl Simulation<'_> {
             State::ResourceService(r) => Some(State::Orphan(r)),
             State::Cpu => {
                 self.cpu_advance(dyno);
-                self.cpu_remove(dyno, req);
+                self.cpu.remove(dyno, req, self.now);
                 None
             }
             State::PoolWait(r) => {
@@ -300,7 +300,7 @@ impl Simulation<'_> {
         }
         self.fleet_levels();
         let slowdown = self.s.app.memory.slowdown(bytes);
-        let _ = self.cpu_set_slowdown(dyno, slowdown);
+        let _ = self.cpu.set_slowdown(dyno, slowdown, self.now);
     }
 
     /// `dyno` starts booting: its boot time is drawn; it is up at the boot's end, or crashes

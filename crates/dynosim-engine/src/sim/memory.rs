@@ -18,7 +18,7 @@ impl Simulation<'_> {
         let proc = self.procs.of(dyno, process);
         let factor = m.contention(proc.busy, 1 + proc.arenas);
         self.cpu_advance(dyno);
-        if self.cpu_set_group_factor(dyno, process, factor) {
+        if self.cpu.set_group_factor(dyno, process, factor, self.now) {
             self.reschedule_cpu(dyno);
         }
     }
@@ -57,7 +57,7 @@ impl Simulation<'_> {
         if self.phases {
             let slowdown = m.slowdown(bytes);
             self.cpu_advance(dyno);
-            if self.cpu_set_slowdown(dyno, slowdown) {
+            if self.cpu.set_slowdown(dyno, slowdown, self.now) {
                 self.reschedule_cpu(dyno);
             }
         }

@@ -75,13 +75,14 @@ use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use clients::Clients;
 use colocated::Colocated;
+use cpu::Cpu;
 use dyno::{Dyno, DynoRest, Processes};
 use events::{Event, Events, ARRIVAL};
 use fleet::Fleet;
 use resource::ResourceState;
 use router::Routers;
 use scaling::Scaling;
-use sharing::{Sharing, SharingStore};
+use sharing::Sharing;
 use slab::{Request, Slab, NONE};
 use timers::Deadlines;
 use traffic::Traffic;
@@ -113,11 +114,8 @@ struct Simulation<'s> {
     dynos: Vec<Dyno>,
     /// The dynos' CPUs, memory and greedy queues.
     rest: DynoRest,
-    /// The groups and jobs of every dyno's CPU (processor sharing).
-    cpu_store: SharingStore,
-    /// Every dyno's CPU in time slices (`fleet.cpu_sharing = "slices"`; None: processor
-    /// sharing, in `rest.cpus` and `cpu_store`).
-    slices: Option<Box<cpu::Slices>>,
+    /// Every dyno's CPU.
+    cpu: Cpu,
     /// Every dyno's processes' requests and arenas.
     procs: Processes,
     /// Which slot holds a dyno, and where each dyno is in its life.
@@ -481,8 +479,7 @@ impl Simulation<'_> {
     fn touch(&self, event: Event, soonest: u32) {
         match event {
             Event::Cpu { dyno } => {
-                prefetch_all(&self.rest.cpus[dyno as usize]);
-                self.cpu_store.prefetch(dyno);
+                self.cpu.prefetch(dyno as usize);
                 // The request it expects to finish (known when it was scheduled).
                 self.slab.prefetch(soonest);
             }
@@ -507,8 +504,7 @@ impl Simulation<'_> {
         self.routers.loads[0].prefetch(dyno);
         self.measures.prefetch_dyno(dyno);
         if self.cpu_phases {
-            prefetch_all(&self.rest.cpus[dyno]);
-            self.cpu_store.prefetch(dyno as u32);
+            self.cpu.prefetch(dyno);
         }
     }
 

@@ -226,7 +226,7 @@ impl Simulation<'_> {
         if self.phases {
             let cpu_now = if state == State::Cpu {
                 self.cpu_advance(dyno);
-                self.cpu_remaining(dyno, req).unwrap_or(0.0)
+                self.cpu.remaining(dyno, req, self.now).unwrap_or(0.0)
             } else {
                 0.0
             };
