@@ -6,9 +6,10 @@
 use super::clients::Clients;
 use super::colocated::Colocated;
 use super::cpu::Cpu;
-use super::dyno::{self, Dyno, DynoRest, Processes};
+use super::dyno::{Dyno, DynoRest, Processes};
 use super::events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use super::fleet::Fleet;
+use super::memory::{self, Memory};
 use super::resource::ResourceState;
 use super::router::Routers;
 use super::scaling::Scaling;
@@ -39,12 +40,10 @@ impl<'s> Simulation<'s> {
         let slots = s.dyno_slots();
         let n = slots as usize;
         let phases = s.request.is_some();
-        let memory = s.app.memory.is_modelled();
         let mut dynos = filled(n, Dyno::IDLE)?;
-        let mut rest = DynoRest::new(&s.app, slots)?;
+        let rest = DynoRest::new(&s.app, slots)?;
         for d in s.dynos as usize..n {
             dynos[d].up = false;
-            rest.memory[d] = 0.0;
         }
         let clients = match &s.workload {
             Workload::Open(_) => 0,
@@ -75,6 +74,7 @@ impl<'s> Simulation<'s> {
             dynos,
             rest,
             cpu: Cpu::new(s, slots)?,
+            memory: Memory::new(s, slots)?,
             procs: Processes::new(&s.app, slots)?,
             fleet: Fleet::new(slots, s.dynos)?,
             scaling: s
@@ -122,14 +122,7 @@ impl<'s> Simulation<'s> {
             queued: 0,
             trace,
             phases,
-            memory,
             busy_processes: 0,
-            fleet_memory: f64::from(s.dynos) * dyno::idle_memory(&s.app),
-            over_quota: if dyno::idle_memory(&s.app) > s.app.memory.quota {
-                s.dynos
-            } else {
-                0
-            },
             look_ahead: slots >= LOOK_AHEAD_DYNOS,
             cpu_phases: s.request.as_ref().is_some_and(|r| {
                 r.classes
@@ -139,10 +132,10 @@ impl<'s> Simulation<'s> {
             done: Vec::new(),
         };
         if sim.measures.detailed() {
-            let over = f64::from(sim.over_quota);
-            sim.measures.fleet_levels(0.0, 0.0, sim.fleet_memory, over);
-            if memory {
-                sim.measures.dyno_memory(0.0, dyno::idle_memory(&s.app));
+            let over = f64::from(sim.memory.over_quota);
+            sim.measures.fleet_levels(0.0, 0.0, sim.memory.fleet, over);
+            if sim.memory.modelled {
+                sim.measures.dyno_memory(0.0, memory::idle(&s.app));
             }
         }
 

@@ -3,8 +3,8 @@
 //! ([`super::sharing`], `"ps"`). The rest of the simulation goes through [`Cpu`], which hides
 //! which; what a CPU phase starts and ends is [`super::phases`]'.
 
-use super::dyno::idle_memory;
 use super::events::{Event, Events};
+use super::memory;
 use super::sharing::{schedule_next, Sharing, SharingStore};
 use super::slices::{Rules, Slicer};
 use crate::alloc::{filled, prefetch_all};
@@ -42,7 +42,7 @@ impl Cpu {
         let cpu = s.request.is_some();
         let sliced = cpu && s.cpu.sharing == CpuSharing::Slices;
         let store = store(s, slots, cpu && !sliced, s.colocated_cpu.is_some())?;
-        let slowdown = s.app.memory.slowdown(idle_memory(&s.app));
+        let slowdown = s.app.memory.slowdown(memory::idle(&s.app));
         let mut sharings = filled(n, store.sharing(0))?;
         for (d, c) in sharings.iter_mut().enumerate() {
             *c = store.sharing(d as u32);

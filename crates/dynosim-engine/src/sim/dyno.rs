@@ -3,7 +3,7 @@
 //! whether it is up. Its CPU is [`super::cpu`]'s.
 
 use super::slab::Fifo;
-use crate::app::{Accept, AppServer, Memory};
+use crate::app::{Accept, AppServer};
 use std::collections::VecDeque;
 
 /// What most events read of a dyno, in half a cache line (aligned so as not to straddle
@@ -44,8 +44,6 @@ impl Dyno {
 /// accept each process's own queue.
 #[derive(Debug)]
 pub(super) struct DynoRest {
-    /// Bytes each dyno holds now.
-    pub memory: Vec<f64>,
     /// Greedy accept: each process's own queue of accepted requests waiting for its threads,
     /// dyno d's at `d * processes ..` (empty for shared accept).
     pub queues: Vec<VecDeque<u32>>,
@@ -57,7 +55,6 @@ impl DynoRest {
         let n = dynos as usize;
         let processes = app.processes as usize;
         Ok(DynoRest {
-            memory: crate::alloc::filled(n, idle_memory(app))?,
             queues: match app.accept {
                 Accept::Shared => Vec::new(),
                 Accept::Greedy { .. } => crate::alloc::filled(n * processes, VecDeque::new())?,
@@ -170,11 +167,4 @@ impl Processes {
             };
         }
     }
-}
-
-/// A dyno's memory with no request: the dyno's base, each process and each of its threads.
-pub(super) fn idle_memory(app: &AppServer) -> f64 {
-    let m: &Memory = &app.memory;
-    let processes = f64::from(app.processes);
-    m.dyno + processes * (m.process + f64::from(app.os_threads) * m.thread)
 }

@@ -11,10 +11,11 @@
 //! [`Simulation::kill`]: what a request gives back when what runs it dies. Whatever else
 //! takes a dyno or a worker down, or brings one up, belongs here too.
 
-use super::dyno::{self, Dyno};
+use super::dyno::Dyno;
 use super::events::Event;
 use super::events::BOOT;
 use super::fleet::Life;
+use super::memory;
 use super::slab::{Fifo, State, NONE};
 use super::timers::{Deadline, Kind};
 use super::Simulation;
@@ -57,7 +58,7 @@ impl Simulation<'_> {
         proc.kills += 1;
         let kills = proc.kills;
         let freed = m.request + f64::from(std::mem::take(&mut proc.arenas)) * m.arena;
-        if self.memory {
+        if self.memory.modelled {
             self.memory_changed(dyno, -freed);
         } else if self.measures.detailed() {
             self.fleet_levels();
@@ -284,20 +285,12 @@ impl Simulation<'_> {
         };
         self.procs.reset(dyno);
         self.busy_processes -= busy_before;
-        self.set_memory(dyno, dyno::idle_memory(&self.s.app));
+        self.set_memory(dyno, memory::idle(&self.s.app));
     }
 
     /// `dyno` holds `bytes` from now on (the fleet's totals and its CPU's slowdown follow).
     fn set_memory(&mut self, dyno: usize, bytes: f64) {
-        let before = self.rest.memory[dyno];
-        let quota = self.s.app.memory.quota;
-        self.rest.memory[dyno] = bytes;
-        self.fleet_memory += bytes - before;
-        match (before > quota, bytes > quota) {
-            (true, false) => self.over_quota -= 1,
-            (false, true) => self.over_quota += 1,
-            _ => {}
-        }
+        self.memory.set(dyno, bytes);
         self.fleet_levels();
         let slowdown = self.s.app.memory.slowdown(bytes);
         let _ = self.cpu.set_slowdown(dyno, slowdown, self.now);
@@ -523,7 +516,7 @@ impl Simulation<'_> {
         self.fleet.set(dyno, Life::Booting);
         self.measures.dyno_started(self.now);
         // A fresh dyno: idle memory from its start (its slot held none).
-        self.set_memory(dyno, dyno::idle_memory(&self.s.app));
+        self.set_memory(dyno, memory::idle(&self.s.app));
         self.boot_begin(dyno);
     }
 

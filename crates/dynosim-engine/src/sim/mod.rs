@@ -79,6 +79,7 @@ use cpu::Cpu;
 use dyno::{Dyno, DynoRest, Processes};
 use events::{Event, Events, ARRIVAL};
 use fleet::Fleet;
+use memory::Memory;
 use resource::ResourceState;
 use router::Routers;
 use scaling::Scaling;
@@ -116,6 +117,8 @@ struct Simulation<'s> {
     rest: DynoRest,
     /// Every dyno's CPU.
     cpu: Cpu,
+    /// Every dyno's memory.
+    memory: Memory,
     /// Every dyno's processes' requests and arenas.
     procs: Processes,
     /// Which slot holds a dyno, and where each dyno is in its life.
@@ -151,12 +154,8 @@ struct Simulation<'s> {
     trace: Option<TraceRecorder>,
     /// Whether requests have phases (`[request]`) rather than one `[service]` hold.
     phases: bool,
-    /// Whether dynos keep memory and may restart.
-    memory: bool,
     /// Fleet totals for the observer.
     busy_processes: u32,
-    fleet_memory: f64,
-    over_quota: u32,
     /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
     /// state outgrows the caches; a small one's is in them already (the reads cost 1–2%).
     look_ahead: bool,
@@ -425,8 +424,8 @@ impl Simulation<'_> {
             let (now, busy, memory, over) = (
                 end,
                 f64::from(self.busy_processes),
-                self.fleet_memory,
-                f64::from(self.over_quota),
+                self.memory.fleet,
+                f64::from(self.memory.over_quota),
             );
             self.measures.fleet_levels(now, busy, memory, over);
             for (r, state) in self.resources.iter().enumerate() {

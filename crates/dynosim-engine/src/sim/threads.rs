@@ -116,7 +116,7 @@ impl Simulation<'_> {
                 grow += m.arena;
             }
         }
-        if self.memory {
+        if self.memory.modelled {
             grow += m.request;
             self.memory_changed(dyno, grow);
             if !self.dynos[dyno].up {
@@ -220,7 +220,7 @@ impl Simulation<'_> {
         if self.phases {
             self.contention(dyno, process);
         }
-        if self.memory {
+        if self.memory.modelled {
             let grow = -self.s.app.memory.request;
             self.memory_changed(dyno, grow);
         } else if emptied && self.measures.detailed() {
@@ -268,5 +268,49 @@ impl Simulation<'_> {
         self.slab.entries[req as usize].state = State::Accept;
         let mut released = Vec::new();
         self.kill(req, dyno, crate::result::ErrorKind::H13, &mut released);
+    }
+
+    /// A process's busy threads or arenas changed: its CPU work's contention for malloc
+    /// arenas (see [`crate::app::Memory::contention`]).
+    pub(super) fn contention(&mut self, dyno: usize, process: u32) {
+        let m = &self.s.app.memory;
+        if m.arena_contention == 0.0 {
+            return;
+        }
+        let proc = self.procs.of(dyno, process);
+        let factor = m.contention(proc.busy, 1 + proc.arenas);
+        self.cpu_advance(dyno);
+        if self.cpu.set_group_factor(dyno, process, factor, self.now) {
+            self.reschedule_cpu(dyno);
+        }
+    }
+
+    /// Tells the observer the fleet's busy processes, memory and dynos over quota.
+    pub(super) fn fleet_levels(&mut self) {
+        self.measures.fleet_levels(
+            self.now,
+            f64::from(self.busy_processes),
+            self.memory.fleet,
+            f64::from(self.memory.over_quota),
+        );
+    }
+
+    /// A dyno's memory changed by `delta` bytes: R14 slows its CPU, R15 restarts it.
+    pub(super) fn memory_changed(&mut self, dyno: usize, delta: f64) {
+        let bytes = self.memory.change(dyno, delta);
+        self.measures.dyno_memory(self.now, bytes);
+        self.fleet_levels();
+        let m = &self.s.app.memory;
+        if bytes >= m.restart_at {
+            self.restart(dyno);
+            return;
+        }
+        if self.phases {
+            let slowdown = m.slowdown(bytes);
+            self.cpu_advance(dyno);
+            if self.cpu.set_slowdown(dyno, slowdown, self.now) {
+                self.reschedule_cpu(dyno);
+            }
+        }
     }
 }
