@@ -6,7 +6,7 @@
 use super::clients::Clients;
 use super::colocated::Colocated;
 use super::cpu::Cpu;
-use super::dyno::{Dyno, DynoRest, Processes};
+use super::dyno::{Dyno, Processes};
 use super::events::{Event, EventIds, Events, ARRIVAL, BOOT};
 use super::fleet::Fleet;
 use super::memory::{self, Memory};
@@ -41,7 +41,6 @@ impl<'s> Simulation<'s> {
         let n = slots as usize;
         let phases = s.request.is_some();
         let mut dynos = filled(n, Dyno::IDLE)?;
-        let rest = DynoRest::new(&s.app, slots)?;
         for d in s.dynos as usize..n {
             dynos[d].up = false;
         }
@@ -72,10 +71,9 @@ impl<'s> Simulation<'s> {
                 ..Slab::default()
             },
             dynos,
-            rest,
             cpu: Cpu::new(s, slots)?,
             memory: Memory::new(s, slots)?,
-            procs: Processes::new(&s.app, slots)?,
+            procs: Processes::new(&s.app, slots, streams.accept, streams.overhead)?,
             fleet: Fleet::new(slots, s.dynos)?,
             scaling: s
                 .autoscale
@@ -94,9 +92,6 @@ impl<'s> Simulation<'s> {
                 .iter()
                 .map(|r| ResourceState::new(r, slots, s.app.processes))
                 .collect(),
-            accept_rng: streams.accept,
-            open_processes: Vec::new(),
-            overhead_rng: streams.overhead,
             boot_rng: streams.boot,
             cycling_rng: streams.cycling,
             deadlines: {
@@ -122,7 +117,6 @@ impl<'s> Simulation<'s> {
             queued: 0,
             trace,
             phases,
-            busy_processes: 0,
             look_ahead: slots >= LOOK_AHEAD_DYNOS,
             cpu_phases: s.request.as_ref().is_some_and(|r| {
                 r.classes

@@ -47,7 +47,7 @@ impl Simulation<'_> {
         }
         self.dynos[dyno].busy -= 1;
         self.dynos[dyno].busy_processes -= 1;
-        self.busy_processes -= 1;
+        self.procs.busy -= 1;
         let m = &self.s.app.memory;
         let proc = self.procs.of_mut(dyno, process);
         debug_assert!(
@@ -220,7 +220,7 @@ impl Simulation<'_> {
         d.waiting = 0;
         let mut victims: Vec<u32> =
             std::iter::from_fn(|| self.slab.pop_front(&mut accept)).collect();
-        for queue in self.rest.queues_of(dyno) {
+        for queue in self.procs.queues_of(dyno) {
             victims.extend(queue.drain(..));
         }
         self.waiting_total -= victims.len();
@@ -284,7 +284,7 @@ impl Simulation<'_> {
             ..Dyno::IDLE
         };
         self.procs.reset(dyno);
-        self.busy_processes -= busy_before;
+        self.procs.busy -= busy_before;
         self.set_memory(dyno, memory::idle(&self.s.app));
     }
 

@@ -76,7 +76,7 @@ use crate::scenario::Scenario;
 use clients::Clients;
 use colocated::Colocated;
 use cpu::Cpu;
-use dyno::{Dyno, DynoRest, Processes};
+use dyno::{Dyno, Processes};
 use events::{Event, Events, ARRIVAL};
 use fleet::Fleet;
 use memory::Memory;
@@ -113,13 +113,11 @@ struct Simulation<'s> {
     events: Events,
     slab: Slab,
     dynos: Vec<Dyno>,
-    /// The dynos' CPUs, memory and greedy queues.
-    rest: DynoRest,
     /// Every dyno's CPU.
     cpu: Cpu,
     /// Every dyno's memory.
     memory: Memory,
-    /// Every dyno's processes' requests and arenas.
+    /// Every dyno's app server processes.
     procs: Processes,
     /// Which slot holds a dyno, and where each dyno is in its life.
     fleet: Fleet,
@@ -134,10 +132,6 @@ struct Simulation<'s> {
     routers: Routers,
     waiting_total: usize,
     resources: Vec<ResourceState>,
-    /// Greedy accept: which process wins a connection; and the candidates, reused.
-    accept_rng: SimRng,
-    open_processes: Vec<u32>,
-    overhead_rng: SimRng,
     /// Boot times (`fleet.boot_time`).
     boot_rng: SimRng,
     /// When each dyno's daily restart comes (`fleet.cycling`).
@@ -154,8 +148,6 @@ struct Simulation<'s> {
     trace: Option<TraceRecorder>,
     /// Whether requests have phases (`[request]`) rather than one `[service]` hold.
     phases: bool,
-    /// Fleet totals for the observer.
-    busy_processes: u32,
     /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
     /// state outgrows the caches; a small one's is in them already (the reads cost 1–2%).
     look_ahead: bool,
@@ -423,7 +415,7 @@ impl Simulation<'_> {
         if self.measures.detailed() {
             let (now, busy, memory, over) = (
                 end,
-                f64::from(self.busy_processes),
+                f64::from(self.procs.busy),
                 self.memory.fleet,
                 f64::from(self.memory.over_quota),
             );

@@ -10,7 +10,6 @@ use super::slab::State;
 use super::timers::Kind;
 use super::Simulation;
 use crate::app::Accept;
-use rand::Rng;
 
 impl Simulation<'_> {
     /// The request reaches its dyno: a thread takes it, or it waits for one; a dyno that got
@@ -34,11 +33,8 @@ impl Simulation<'_> {
     /// on a free thread or queues it for its own threads; with no process having room it
     /// waits in the dyno's backlog.
     fn accept_greedily(&mut self, dyno: usize, req: u32, limit: u32) {
-        self.procs.open(dyno, limit, &mut self.open_processes);
-        let process = match self.open_processes.len() {
-            0 => return self.wait_on_dyno(dyno, req, None),
-            1 => self.open_processes[0],
-            n => self.open_processes[self.accept_rng.random_range(0..n)],
+        let Some(process) = self.procs.accepting(dyno, limit) else {
+            return self.wait_on_dyno(dyno, req, None);
         };
         let p = self.procs.of_mut(dyno, process);
         p.held += 1;
@@ -62,7 +58,7 @@ impl Simulation<'_> {
         entry.waited = true;
         match process {
             None => self.slab.push_back(&mut self.dynos[dyno].accept, req),
-            Some(p) => self.rest.queue(dyno, p).push_back(req),
+            Some(p) => self.procs.queue(dyno, p).push_back(req),
         }
         let d = &mut self.dynos[dyno];
         d.waiting += 1;
@@ -104,7 +100,7 @@ impl Simulation<'_> {
         }
         if first {
             d.busy_processes += 1;
-            self.busy_processes += 1;
+            self.procs.busy += 1;
         }
         let m = &self.s.app.memory;
         let mut grow = 0.0;
@@ -174,7 +170,7 @@ impl Simulation<'_> {
         match &self.s.app.overhead {
             None => self.free_thread(req),
             Some(overhead) => {
-                let time = overhead.sample(&mut self.overhead_rng);
+                let time = overhead.sample(&mut self.procs.overhead_rng);
                 if !self.phases {
                     self.measures.overhead(dyno, now, time);
                 }
@@ -205,7 +201,7 @@ impl Simulation<'_> {
         }
         if emptied {
             d.busy_processes -= 1;
-            self.busy_processes -= 1;
+            self.procs.busy -= 1;
         }
         if self.phases {
             self.measures.held(dyno, start, now);
@@ -227,21 +223,20 @@ impl Simulation<'_> {
             self.fleet_levels();
         }
         if self.dynos[dyno].up {
-            let next = if !self.rest.greedy() {
+            let next = if !self.procs.greedy() {
                 self.slab.pop_front(&mut self.dynos[dyno].accept)
             } else {
                 // Greedy: the process's own queue first (it holds one fewer); else a
                 // backlogged request fills the room this one leaves (it holds as many).
-                let held = &mut self.procs.of_mut(dyno, process).held;
-                match self.rest.queue(dyno, process).pop_front() {
+                match self.procs.queue(dyno, process).pop_front() {
                     Some(own) => {
-                        *held -= 1;
+                        self.procs.of_mut(dyno, process).held -= 1;
                         Some(own)
                     }
                     None => {
                         let backlog = self.slab.pop_front(&mut self.dynos[dyno].accept);
                         if backlog.is_none() {
-                            *held -= 1;
+                            self.procs.of_mut(dyno, process).held -= 1;
                         }
                         backlog
                     }
@@ -289,7 +284,7 @@ impl Simulation<'_> {
     pub(super) fn fleet_levels(&mut self) {
         self.measures.fleet_levels(
             self.now,
-            f64::from(self.busy_processes),
+            f64::from(self.procs.busy),
             self.memory.fleet,
             f64::from(self.memory.over_quota),
         );
