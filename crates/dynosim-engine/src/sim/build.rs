@@ -94,25 +94,15 @@ impl<'s> Simulation<'s> {
                 .collect(),
             boot_rng: streams.boot,
             cycling_rng: streams.cycling,
-            deadlines: {
-                let [router, queue, client, app] = [
-                    s.router_timeout.as_ref(),
-                    s.queue_timeout.as_ref(),
-                    s.client_timeout.as_ref(),
-                    s.app.timeout.as_deref(),
-                ]
-                .map(|t| t.map(|t| Deadlines::new(t.constant().is_some())));
-                // Replacements come a fixed time after their kills: in order.
-                let boots = s.app.timeout.is_some().then(|| Deadlines::new(true));
-                [router, queue, client, app, boots]
-            },
-            timers_at: None,
-            timeout_rngs: [
-                streams.router_timeout,
-                streams.queue_timeout,
-                streams.client_timeout,
-                streams.app_timeout,
-            ],
+            deadlines: Deadlines::new(
+                s,
+                [
+                    streams.router_timeout,
+                    streams.queue_timeout,
+                    streams.client_timeout,
+                    streams.app_timeout,
+                ],
+            ),
             measures: Measures::new(s)?,
             queued: 0,
             trace,

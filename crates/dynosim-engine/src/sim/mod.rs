@@ -136,13 +136,8 @@ struct Simulation<'s> {
     boot_rng: SimRng,
     /// When each dyno's daily restart comes (`fleet.cycling`).
     cycling_rng: SimRng,
-    /// The requests' deadlines by kind ([`timers::Kind`]), for the timeouts the scenario sets; and
-    /// the killed workers' replacements.
-    deadlines: [Option<Deadlines>; 5],
-    /// When the deadlines' event is scheduled, if it is.
-    timers_at: Option<f64>,
-    /// Each timeout's draws (by [`timers::Kind`]).
-    timeout_rngs: [SimRng; 4],
+    /// The requests' deadlines (timeouts) and the killed workers' replacements.
+    deadlines: Deadlines,
     measures: Measures,
     queued: u64,
     trace: Option<TraceRecorder>,
