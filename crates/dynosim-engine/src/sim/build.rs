@@ -16,8 +16,9 @@ use super::scaling::Scaling;
 use super::slab::Slab;
 use super::streams::Streams;
 use super::timers::Deadlines;
+use super::trace::TraceRecorder;
 use super::traffic::Traffic;
-use super::{Simulation, TraceRecorder, LOOK_AHEAD_DYNOS};
+use super::{Simulation, LOOK_AHEAD_DYNOS};
 use crate::alloc::filled;
 use crate::error::Result;
 use crate::measure::Measures;
@@ -74,7 +75,7 @@ impl<'s> Simulation<'s> {
             cpu: Cpu::new(s, slots)?,
             memory: Memory::new(s, slots)?,
             procs: Processes::new(&s.app, slots, streams.accept, streams.overhead)?,
-            fleet: Fleet::new(slots, s.dynos)?,
+            fleet: Fleet::new(slots, s.dynos, streams.boot, streams.cycling)?,
             scaling: s
                 .autoscale
                 .as_ref()
@@ -92,8 +93,6 @@ impl<'s> Simulation<'s> {
                 .iter()
                 .map(|r| ResourceState::new(r, slots, s.app.processes))
                 .collect(),
-            boot_rng: streams.boot,
-            cycling_rng: streams.cycling,
             deadlines: Deadlines::new(
                 s,
                 [

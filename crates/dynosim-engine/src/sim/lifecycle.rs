@@ -299,7 +299,7 @@ impl Simulation<'_> {
     /// `dyno` starts booting: its boot time is drawn; it is up at the boot's end, or crashes
     /// (R10) at `fleet.boot_timeout` if the boot would take longer.
     fn boot_begin(&mut self, dyno: usize) {
-        let boot = self.s.boot_time.sample(&mut self.boot_rng);
+        let boot = self.s.boot_time.sample(&mut self.fleet.boot_rng);
         let timeout = self.s.lifecycle.boot_timeout;
         // A dyno restarted for memory in a fixed fleet boots as it always did: the boot
         // timeout is the lifecycle's (an autoscaled fleet's).
@@ -363,7 +363,7 @@ impl Simulation<'_> {
         }
         self.measures.dyno_up(dyno, self.now);
         if let Some(period) = self.s.lifecycle.cycling {
-            let jitter = self.cycling_rng.random::<f64>() * CYCLING_JITTER;
+            let jitter = self.fleet.cycling_rng.random::<f64>() * CYCLING_JITTER;
             // Restarts come while the run's window lasts (not while its last requests end).
             let at = self.now + period + jitter;
             if at < self.measures.window_end() {
@@ -385,9 +385,9 @@ impl Simulation<'_> {
         // A cycle is a + J, J uniform on [0, j]: length-biased, J has density (a + u) / norm.
         let (a, j) = (self.s.boot_time.mean() + period, CYCLING_JITTER);
         for &dyno in &self.fleet.formation {
-            let y: f64 = self.cycling_rng.random();
+            let y: f64 = self.fleet.cycling_rng.random();
             let u = -a + (a * a + 2.0 * y * (a * j + j * j / 2.0)).sqrt();
-            let at = self.cycling_rng.random::<f64>() * (a + u);
+            let at = self.fleet.cycling_rng.random::<f64>() * (a + u);
             if at < self.measures.window_end() {
                 self.events.reschedule_life(at, dyno);
             }

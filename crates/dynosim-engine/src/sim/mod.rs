@@ -64,6 +64,7 @@ mod streams;
 mod threads;
 mod timeouts;
 mod timers;
+mod trace;
 mod traffic;
 
 use crate::alloc::{prefetch, prefetch_all, StateBytes};
@@ -71,7 +72,6 @@ use crate::error::{Error, Result};
 use crate::measure::Measures;
 use crate::policy::{Knowledge, Ties};
 use crate::result::{Frame, ReplicationResult, Trace};
-use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use clients::Clients;
 use colocated::Colocated;
@@ -86,6 +86,7 @@ use scaling::Scaling;
 use sharing::Sharing;
 use slab::{Request, Slab, NONE};
 use timers::Deadlines;
+use trace::TraceRecorder;
 use traffic::Traffic;
 
 /// Fleets of at least this many dynos read ahead for the next event (see
@@ -94,18 +95,6 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
-
-#[derive(Debug)]
-struct TraceRecorder {
-    interval: f64,
-    until: f64,
-    /// Whether each frame lists every dyno's depth, or only the fleet's totals.
-    per_dyno: bool,
-    next: f64,
-    frames: Vec<Frame>,
-    /// The response times of the answers since the last frame.
-    responses: crate::stats::TimeStats,
-}
 
 struct Simulation<'s> {
     s: &'s Scenario,
@@ -132,10 +121,6 @@ struct Simulation<'s> {
     routers: Routers,
     waiting_total: usize,
     resources: Vec<ResourceState>,
-    /// Boot times (`fleet.boot_time`).
-    boot_rng: SimRng,
-    /// When each dyno's daily restart comes (`fleet.cycling`).
-    cycling_rng: SimRng,
     /// The requests' deadlines (timeouts) and the killed workers' replacements.
     deadlines: Deadlines,
     measures: Measures,
@@ -245,35 +230,7 @@ pub fn trace_replication(
     per_dyno: bool,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(ReplicationResult, Trace)> {
-    if !(interval > 0.0 && until >= 0.0 && interval.is_finite() && until.is_finite()) {
-        return Err(Error::config(
-            "trace",
-            "interval must be positive and until >= 0",
-        ));
-    }
-    let frames = (until / interval).floor() + 1.0;
-    let per_frame = if per_dyno {
-        f64::from(scenario.dyno_slots())
-    } else {
-        1.0
-    };
-    if frames * per_frame > 5e7 {
-        return Err(Error::config(
-            "trace",
-            format!(
-                "{frames} frames x {} dynos is too large a trace; use a longer interval",
-                scenario.dynos
-            ),
-        ));
-    }
-    let recorder = TraceRecorder {
-        interval,
-        until,
-        per_dyno,
-        next: 0.0,
-        frames: Vec::with_capacity(frames as usize),
-        responses: crate::stats::TimeStats::default(),
-    };
+    let recorder = TraceRecorder::new(scenario, interval, until, per_dyno)?;
     simulate(scenario, replication, Some(recorder), interrupted)
         .map(|(result, trace)| (result, trace.expect("a recorder was given")))
 }
@@ -419,10 +376,7 @@ impl Simulation<'_> {
                 self.measures.resource_busy(r, now, state.busy_servers());
             }
         }
-        let trace = self.trace.take().map(|t| Trace {
-            interval: t.interval,
-            frames: t.frames,
-        });
+        let trace = self.trace.take().map(TraceRecorder::into_trace);
         (self.measures, end, trace)
     }
 }
@@ -437,7 +391,7 @@ impl Simulation<'_> {
             scaling.response_time(self.now, seconds);
         }
         if let Some(trace) = self.trace.as_mut() {
-            trace.responses.record(seconds);
+            trace.responded(seconds);
         }
     }
 
@@ -522,16 +476,15 @@ impl Simulation<'_> {
         let Some(trace) = self.trace.as_mut() else {
             return;
         };
-        while trace.next <= trace.until && trace.next < time {
+        while let Some(at) = trace.due(time) {
             let (mut busy, mut dyno_waiting) = (0u64, 0u64);
             for d in &self.dynos {
                 busy += u64::from(d.busy);
                 dyno_waiting += u64::from(d.waiting);
             }
-            let responses = std::mem::take(&mut trace.responses);
-            let response_p95 = (responses.count() > 0).then(|| responses.summary().p95);
-            trace.frames.push(Frame {
-                time: trace.next,
+            let response_p95 = trace.take_p95();
+            trace.push(Frame {
+                time: at,
                 depth: if trace.per_dyno {
                     self.dynos.iter().map(|d| d.busy + d.waiting).collect()
                 } else {
@@ -551,7 +504,6 @@ impl Simulation<'_> {
                 autoscale_metric: self.scaling.as_ref().and_then(|s| s.last_seen()),
                 response_p95,
             });
-            trace.next = (trace.frames.len() as f64) * trace.interval;
         }
     }
 }
