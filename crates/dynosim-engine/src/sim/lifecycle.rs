@@ -627,4 +627,45 @@ impl Simulation<'_> {
             scaling.serving(self.now, serving);
         }
     }
+
+    /// The autoscaler's evaluation at `now`: the dynos report, the rule is shown the fleet and
+    /// asks for a size, the lifecycle gets there; the next evaluation is scheduled while the
+    /// run's window lasts.
+    pub(super) fn autoscale(&mut self) {
+        let now = self.now;
+        let cores = f64::from(self.s.dyno_type.cores);
+        let threads = f64::from(self.s.slots);
+        let fleet = crate::autoscale::Fleet {
+            size: self.fleet.size(),
+            up: self.fleet.up,
+        };
+        let Some(scaling) = self.scaling.as_deref_mut() else {
+            return;
+        };
+        if let Some((desired, reversal)) = scaling.evaluate(now, cores, threads, fleet) {
+            self.measures.scaled(now, reversal);
+            self.scale_to(desired);
+        }
+        let next = now
+            + self
+                .scaling
+                .as_ref()
+                .map_or(f64::INFINITY, |s| s.interval());
+        if self.goes_on(next) {
+            self.events.schedule(next, BOOT, Event::Autoscale);
+        }
+    }
+
+    /// Whether the run has work left at `next` for the autoscaler to act on: a timed run
+    /// while its window lasts; a closed loop measured whole (its window has no end) while it
+    /// has requests to send or on their way. Without that end the evaluations went on for
+    /// ever once the last request was answered: the run never ended.
+    fn goes_on(&self, next: f64) -> bool {
+        let window_end = self.measures.window_end();
+        if window_end.is_finite() {
+            next < window_end
+        } else {
+            self.clients.to_send != Some(0) || self.slab.entries.len() > self.slab.free.len()
+        }
+    }
 }
