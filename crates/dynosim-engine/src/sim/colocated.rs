@@ -14,11 +14,12 @@ pub(super) struct Colocated {
 }
 
 impl Colocated {
-    pub fn new(rng: SimRng) -> Colocated {
-        Colocated {
+    /// The draws of `s`'s colocated router (None: its routers run elsewhere).
+    pub fn of(s: &Scenario, rng: SimRng) -> Option<Colocated> {
+        s.colocated_cpu.is_some().then(|| Colocated {
             rng,
             half: Vec::new(),
-        }
+        })
     }
 
     /// Request `req` arrives: its router's work for it is drawn.

@@ -41,6 +41,14 @@ impl Dyno {
         up: true,
         closed: false,
     };
+    /// `slots` dyno slots, the first `up` of them holding an idle dyno, the others none.
+    pub fn slots(slots: u32, up: u32) -> crate::error::Result<Vec<Dyno>> {
+        let mut dynos = crate::alloc::filled(slots as usize, Dyno::IDLE)?;
+        for d in dynos.iter_mut().skip(up as usize) {
+            d.up = false;
+        }
+        Ok(dynos)
+    }
 }
 
 /// One process of a dyno.

@@ -11,6 +11,7 @@
 //! phase at a time; by slab index, the last range, open-ended).
 
 use crate::kernel::EventQueue;
+use crate::scenario::{Scenario, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Event {
@@ -211,6 +212,27 @@ impl Events {
             arrival: None,
             in_place,
         }
+    }
+
+    /// The queue for a run of `s` on `slots` dyno slots; `look_ahead`: whether the run reads
+    /// ahead for the next event (large fleets), which then keeps far events in buckets.
+    pub fn for_run(s: &Scenario, slots: u32, look_ahead: bool) -> Events {
+        let clients = match &s.workload {
+            Workload::Open(_) => 0,
+            Workload::Closed(clients) => clients.count,
+        };
+        Events::new(
+            s.total_slots().min(1 << 20) as usize + 2,
+            EventIds::new(slots, s.resources.len() as u32, clients),
+            !look_ahead,
+            // Large fleets: an event for each phase's end and the arrival, about.
+            look_ahead.then(|| {
+                let phases = s.request.as_ref().map_or(1, |r| {
+                    r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
+                });
+                s.arrival_rate() * (1 + phases) as f64
+            }),
+        )
     }
 
     #[inline]

@@ -97,35 +97,17 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
 struct Simulation<'s> {
+    // The run's own: the scenario, the clock, the events, the requests in flight, the
+    // observer, and what the run's loop keeps for itself.
     s: &'s Scenario,
     now: f64,
     events: Events,
     slab: Slab,
-    dynos: Vec<Dyno>,
-    /// Every dyno's CPU.
-    cpu: Cpu,
-    /// Every dyno's memory.
-    memory: Memory,
-    /// Every dyno's app server processes.
-    procs: Processes,
-    /// Which slot holds a dyno, and where each dyno is in its life.
-    fleet: Fleet,
-    /// The open workload's arrivals, and what each request is drawn to be.
-    traffic: Traffic,
-    /// The closed loop's clients.
-    clients: Clients,
-    /// A router on the dyno's machine (`router.colocated_cpu`): its draws.
-    colocated: Option<Colocated>,
-    /// The autoscaler, when the scenario has one.
-    scaling: Option<Box<Scaling>>,
-    routers: Routers,
-    waiting_total: usize,
-    resources: Vec<ResourceState>,
-    /// The requests' deadlines (timeouts) and the killed workers' replacements.
-    deadlines: Deadlines,
     measures: Measures,
+    /// Requests waiting anywhere (routers' queues and turns, dynos' queues), against
+    /// `run.max_waiting`; and those that ever waited, for the trace.
+    waiting_total: usize,
     queued: u64,
-    trace: Option<TraceRecorder>,
     /// Whether requests have phases (`[request]`) rather than one `[service]` hold.
     phases: bool,
     /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
@@ -133,7 +115,36 @@ struct Simulation<'s> {
     look_ahead: bool,
     /// Whether requests have CPU phases (for [`Simulation::touch_dyno`]).
     cpu_phases: bool,
+    /// The requests a CPU's or a resource's event finished (reused).
     done: Vec<u32>,
+
+    // The concerns, each its own state (see the module's comment).
+    /// The open workload's arrivals, and what each request is drawn to be.
+    traffic: Traffic,
+    /// The closed loop's clients.
+    clients: Clients,
+    /// The routers: policies, queues, counts, `router.cost`'s turns.
+    routers: Routers,
+    /// A router on the dyno's machine (`router.colocated_cpu`): its draws.
+    colocated: Option<Colocated>,
+    /// What most events read of each dyno slot (its accept queue, its counts).
+    dynos: Vec<Dyno>,
+    /// Every dyno's app server processes.
+    procs: Processes,
+    /// Every dyno's CPU.
+    cpu: Cpu,
+    /// Every dyno's memory.
+    memory: Memory,
+    /// The shared resources (`[resources]`).
+    resources: Vec<ResourceState>,
+    /// The requests' deadlines (timeouts) and the killed workers' replacements.
+    deadlines: Deadlines,
+    /// Which slot holds a dyno, and where each dyno is in its life.
+    fleet: Fleet,
+    /// The autoscaler, when the scenario has one.
+    scaling: Option<Box<Scaling>>,
+    /// The trace's frames, when one is recorded.
+    trace: Option<TraceRecorder>,
 }
 
 /// What a replication's state costs on this engine (see [`crate::memory`]).

@@ -7,6 +7,7 @@
 //! thing that tells it anything.
 
 use crate::autoscale::{Autoscaler, Fleet, Metric};
+use crate::scenario::Scenario;
 
 /// The integral over time of a quantity that changes by steps, taken report by report.
 #[derive(Debug, Clone, Copy, Default)]
@@ -51,7 +52,13 @@ pub(super) struct Scaling {
 }
 
 impl Scaling {
-    pub fn new(autoscaler: Autoscaler, serving: u32) -> Scaling {
+    /// The scenario's autoscaler, fed from the start (None: it has none).
+    pub fn of(s: &Scenario) -> Option<Box<Scaling>> {
+        let autoscaler = s.autoscale.as_ref()?;
+        Some(Box::new(Scaling::new(autoscaler.clone(), s.dynos)))
+    }
+
+    fn new(autoscaler: Autoscaler, serving: u32) -> Scaling {
         Scaling {
             metric: autoscaler.reading().map(|r| r.metric),
             autoscaler,

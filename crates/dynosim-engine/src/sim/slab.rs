@@ -3,6 +3,7 @@
 //! are the types every part of the engine shares: they name no other part.
 
 use crate::alloc::prefetch_all;
+use crate::scenario::Scenario;
 
 pub(super) const NONE: u32 = u32::MAX;
 
@@ -100,6 +101,17 @@ pub(super) struct Slab {
 }
 
 impl Slab {
+    /// No request yet, with room for `s`'s phase times and keys.
+    pub fn new(s: &Scenario) -> Slab {
+        Slab {
+            stride: s.request.as_ref().map_or(0, |r| {
+                r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0)
+            }),
+            keyed: s.keys.is_some(),
+            ..Slab::default()
+        }
+    }
+
     #[inline]
     pub fn insert(&mut self) -> u32 {
         if let Some(i) = self.free.pop() {

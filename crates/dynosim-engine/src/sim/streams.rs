@@ -7,6 +7,7 @@
 //! `[[arrivals.burst]]`'s substreams are the arrival process's own ([`crate::arrivals`]).
 
 use super::router::RouterStreams;
+use super::timers::TimeoutStreams;
 use super::traffic::TrafficStreams;
 use crate::rng::{stream, SimRng, Stream};
 
@@ -19,12 +20,8 @@ pub(super) struct Streams {
     pub accept: SimRng,
     /// The app's per-request overhead (`app.overhead`).
     pub overhead: SimRng,
-    /// The timeouts: `router.timeout`, `router.queue_timeout`, `arrivals.timeout`,
-    /// `app.timeout`.
-    pub router_timeout: SimRng,
-    pub queue_timeout: SimRng,
-    pub client_timeout: SimRng,
-    pub app_timeout: SimRng,
+    /// `router.timeout`, `router.queue_timeout`, `arrivals.timeout`, `app.timeout`.
+    pub timeouts: TimeoutStreams,
     /// Boot times (`fleet.boot_time`).
     pub boot: SimRng,
     /// Daily restarts (`fleet.cycling`).
@@ -55,10 +52,12 @@ impl Streams {
             think: make(Stream::Think),
             accept: make(Stream::Accept),
             overhead: make(Stream::Overhead),
-            router_timeout: make(Stream::RouterTimeout),
-            queue_timeout: make(Stream::QueueTimeout),
-            client_timeout: make(Stream::ClientTimeout),
-            app_timeout: make(Stream::AppTimeout),
+            timeouts: TimeoutStreams {
+                router: make(Stream::RouterTimeout),
+                queue: make(Stream::QueueTimeout),
+                client: make(Stream::ClientTimeout),
+                app: make(Stream::AppTimeout),
+            },
             boot: make(Stream::Boot),
             cycling: make(Stream::Cycling),
             colocated: make(Stream::Colocated),

@@ -180,8 +180,16 @@ pub(super) struct Deadlines {
     rngs: [SimRng; 4],
 }
 
+/// The streams the timeouts are drawn from (see [`super::streams`]).
+pub(super) struct TimeoutStreams {
+    pub router: SimRng,
+    pub queue: SimRng,
+    pub client: SimRng,
+    pub app: SimRng,
+}
+
 impl Deadlines {
-    pub fn new(s: &Scenario, rngs: [SimRng; 4]) -> Deadlines {
+    pub fn new(s: &Scenario, streams: TimeoutStreams) -> Deadlines {
         let [router, queue, client, app] = [
             s.router_timeout.as_ref(),
             s.queue_timeout.as_ref(),
@@ -194,7 +202,7 @@ impl Deadlines {
         Deadlines {
             queues: [router, queue, client, app, boots],
             at: None,
-            rngs,
+            rngs: [streams.router, streams.queue, streams.client, streams.app],
         }
     }
 
