@@ -6,8 +6,9 @@
 use super::clients::Clients;
 use super::colocated::Colocated;
 use super::cpu::Cpu;
+use super::deadlines::Deadlines;
 use super::dyno::{Dyno, Processes};
-use super::events::{Event, Events, ARRIVAL, BOOT};
+use super::events::{Event, Events, ARRIVAL, AUTOSCALE, DEPLOY};
 use super::fleet::Fleet;
 use super::memory::{self, Memory};
 use super::resource::ResourceState;
@@ -15,7 +16,6 @@ use super::router::Routers;
 use super::scaling::Scaling;
 use super::slab::Slab;
 use super::streams::Streams;
-use super::timers::Deadlines;
 use super::trace::TraceRecorder;
 use super::traffic::Traffic;
 use super::{Simulation, LOOK_AHEAD_DYNOS};
@@ -95,11 +95,11 @@ impl<'s> Simulation<'s> {
         if let Some(scaling) = &self.scaling {
             let first = scaling.interval();
             if first < self.measures.window_end() {
-                self.events.schedule(first, BOOT, Event::Autoscale);
+                self.events.schedule(first, AUTOSCALE, Event::Autoscale);
             }
         }
         if let Some(&(at, _)) = s.lifecycle.deploys.first() {
-            self.events.schedule(at, BOOT, Event::Deploy);
+            self.events.schedule(at, DEPLOY, Event::Deploy);
         }
         self.schedule_first_cycles();
         self.schedule_first_view();

@@ -11,13 +11,13 @@
 //! [`Simulation::kill`]: what a request gives back when what runs it dies. Whatever else
 //! takes a dyno or a worker down, or brings one up, belongs here too.
 
+use super::deadlines::{Deadline, Kind};
 use super::dyno::Dyno;
 use super::events::Event;
-use super::events::BOOT;
+use super::events::{AUTOSCALE, DEPLOY};
 use super::fleet::Life;
 use super::memory;
 use super::slab::{Fifo, State, NONE};
-use super::timers::{Deadline, Kind};
 use super::Simulation;
 use crate::resource::PoolScope;
 use crate::result::ErrorKind;
@@ -434,7 +434,7 @@ impl Simulation<'_> {
         };
         self.fleet.next_deploy += 1;
         if let Some(&(at, _)) = deploys.get(self.fleet.next_deploy) {
-            self.events.schedule(at, BOOT, Event::Deploy);
+            self.events.schedule(at, DEPLOY, Event::Deploy);
         }
         self.measures.deployed(self.now);
         // A preboot still booting is abandoned: this deploy's set replaces it.
@@ -652,7 +652,7 @@ impl Simulation<'_> {
                 .as_ref()
                 .map_or(f64::INFINITY, |s| s.interval());
         if self.goes_on(next) {
-            self.events.schedule(next, BOOT, Event::Autoscale);
+            self.events.schedule(next, AUTOSCALE, Event::Autoscale);
         }
     }
 

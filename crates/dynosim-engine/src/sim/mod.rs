@@ -41,21 +41,22 @@
 //! `timers.rs`, and the events in `events.rs`.
 
 mod aperture;
-mod board;
 mod build;
 mod clients;
 mod colocated;
 mod cpu;
+mod deadlines;
+mod dispatch;
 mod dyno;
 mod events;
 mod fleet;
 mod idle;
+mod knowledge;
 mod lifecycle;
 mod memory;
 mod phases;
 mod resource;
 mod router;
-mod routing;
 mod scaling;
 mod sharing;
 mod slab;
@@ -63,7 +64,6 @@ mod slices;
 mod streams;
 mod threads;
 mod timeouts;
-mod timers;
 mod trace;
 mod traffic;
 
@@ -76,6 +76,7 @@ use crate::scenario::Scenario;
 use clients::Clients;
 use colocated::Colocated;
 use cpu::Cpu;
+use deadlines::Deadlines;
 use dyno::{Dyno, Processes};
 use events::{Event, Events, ARRIVAL};
 use fleet::Fleet;
@@ -85,7 +86,6 @@ use router::Routers;
 use scaling::Scaling;
 use sharing::Sharing;
 use slab::{Request, Slab, NONE};
-use timers::Deadlines;
 use trace::TraceRecorder;
 use traffic::Traffic;
 

@@ -6,8 +6,8 @@
 //!
 //! `[[arrivals.burst]]`'s substreams are the arrival process's own ([`crate::arrivals`]).
 
+use super::deadlines::TimeoutStreams;
 use super::router::RouterStreams;
-use super::timers::TimeoutStreams;
 use super::traffic::TrafficStreams;
 use crate::rng::{stream, SimRng, Stream};
 

@@ -1,4 +1,4 @@
-//! A request at its dyno: it reaches it (from [`super::routing`]), waits for a thread (in the
+//! A request at its dyno: it reaches it (from [`super::dispatch`]), waits for a thread (in the
 //! accept queue the processes share, or with greedy accept in a process's own queue; a full
 //! `app.backlog` refuses it, back to its router), a thread takes it (its app timeout starts,
 //! the dyno's memory grows), then holds it for its `[service]` time or through its phases
@@ -6,8 +6,8 @@
 //! again (after `app.overhead`), takes the next request waiting. The dyno's own state (its
 //! accept queue, processes, CPU) is in [`super::dyno`].
 
+use super::deadlines::Kind;
 use super::slab::State;
-use super::timers::Kind;
 use super::Simulation;
 use crate::app::Accept;
 

@@ -1,15 +1,15 @@
 //! The requests' timeouts: `router.timeout` (H12), `router.queue_timeout`, the client's
 //! `arrivals.timeout` and `app.timeout`, each drawn from its own stream and set as a deadline
-//! ([`super::timers`] keeps them; all share one event in the kernel's queue); and what a
+//! ([`super::deadlines`] keeps them; all share one event in the kernel's queue); and what a
 //! deadline does when it comes and still concerns its request. A request held at its router is
 //! dropped from its queue; one sent to a dyno is answered with an error and let go by its
 //! router, while the dyno, which is not told, works on (what it does from then on is counted
 //! as wasted). An app timeout kills the worker instead ([`Simulation::kill_worker`], in
 //! [`super::lifecycle`]), and the worker's replacement comes as a deadline of its own.
 
+use super::deadlines::{live, Deadline, Kind, KINDS};
 use super::events::Event;
 use super::slab::{State, NONE};
-use super::timers::{live, Deadline, Kind, KINDS};
 use super::Simulation;
 use crate::request::PhaseKind;
 use crate::result::ErrorKind;

@@ -1,5 +1,7 @@
-//! Late load information on this engine (`router.view`): the routers' counts change when a
-//! router sends a request or stops counting one, and the board they read under a late view
+//! What the routers learn of the dynos, besides which are up ([`super::lifecycle`]).
+//!
+//! Their loads (`router.view`): the routers' counts change when a router sends a request or
+//! stops counting one, and the board they read under a late view
 //! ([`crate::view::Board`]) is told of each change; the board's own event refreshes it, or
 //! shows the changes that are now old enough, and then the routers may send what they hold.
 //!

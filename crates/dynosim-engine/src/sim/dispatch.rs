@@ -1,4 +1,4 @@
-//! A request's way through the routers: it arrives (its class, phase times and patience are
+//! A request's way from its arrival to a dyno, through the routers: it arrives (its class, phase times and patience are
 //! drawn), a router takes it, and sends it to a dyno (now, or after `router.connect`), holds
 //! it in its queue while its policy finds no dyno for it, or answers it at once: a full router
 //! (`router.max_in_flight`, H11), a shed (`router.shed_latency`), no dyno up. With
@@ -11,9 +11,9 @@
 //! the routers' timeouts (H12, the queue's), in [`super::timeouts`]. Which dynos are up, and so
 //! can be routed to, [`super::lifecycle`] decides.
 
+use super::deadlines::Kind;
 use super::events::{Event, CONNECTED};
 use super::slab::{State, NONE};
-use super::timers::Kind;
 use super::Simulation;
 use crate::policy::Route;
 use crate::result::ErrorKind;
