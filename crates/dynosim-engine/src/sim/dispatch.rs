@@ -1,9 +1,10 @@
-//! A request's way from its arrival to a dyno, through the routers: it arrives (its class, phase times and patience are
-//! drawn), a router takes it, and sends it to a dyno (now, or after `router.connect`), holds
-//! it in its queue while its policy finds no dyno for it, or answers it at once: a full router
-//! (`router.max_in_flight`, H11), a shed (`router.shed_latency`), no dyno up. With
-//! `router.cost` the router works on each request first, a FIFO server. A dyno whose backlog is
-//! full refuses the request, and the router retries another (H13 when it runs out of tries).
+//! A request's way from its arrival to a dyno, through the routers: it arrives (its class,
+//! phase times and patience are drawn), a router takes it, and sends it to a dyno (now, or
+//! after `router.connect`), holds it in its queue while its policy finds no dyno for it, or
+//! answers it at once: a full router (`router.max_in_flight`, H11), a shed
+//! (`router.shed_latency`), no dyno up. With `router.cost` the router works on each request
+//! first, a FIFO server. A dyno whose backlog is full refuses the request, and the router
+//! retries another (H13 when it runs out of tries).
 //!
 //! The routers' own state (policies, their view of each dyno's load, their queues, the
 //! requests each holds, the `router.cost` server's turns and the draws of cost and connect) is

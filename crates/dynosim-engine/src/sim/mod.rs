@@ -5,40 +5,91 @@
 //! workload (an arrival process, or closed-loop clients) → router(s) (a policy, each router's
 //! view of its in-flight requests, a FIFO queue for policies that hold) → dyno (accept queue,
 //! processes and threads, [`dyno`]) → the request's phases: `cpu` on the dyno's cores
-//! ([`sharing`]), `io`, `use` of a resource (its pool and servers, [`resource`]) → the
-//! response (a closed-loop client thinks and sends again). The observer ([`Measures`]) is told
-//! what happened; the components keep no statistics of their own.
+//! ([`cpu`]), `io`, `use` of a resource (its pool and servers, [`resource`]) → the response (a
+//! closed-loop client thinks and sends again). The observer ([`Measures`]) is told what
+//! happened; the components keep no statistics of their own.
 //!
-//! Events at the same time run in this order (the kernel's priorities): completions (a timed
-//! phase, a CPU or resource slice, a thread's overhead), then dyno boots, then routed requests
-//! reaching their dynos (`router.connect`), then arrivals and clients' sends; among equals, in
-//! the order they were scheduled. A thread freed at t is free for a request
+//! Events at the same time run in this order (the kernel's priorities, in `events.rs`):
+//! 1. completions: a timed phase's end (a `[service]` hold, `io`, an FCFS resource's service),
+//!    a thread's overhead, a CPU's or a processor-sharing resource's completion;
+//! 2. the requests' deadlines (a response at its deadline is in time);
+//! 3. a dyno slot's lifecycle (a boot's end or R10, SIGTERM, SIGKILL, a daily restart), the
+//!    autoscaler's evaluations, deploys, and the late-load board's refresh (`router.view`);
+//! 4. the routers' own delays: a request reaching its dyno (`router.connect`), a refused one's
+//!    retry (`router.retry_delay`), the router done with a request (`router.cost`), an idle
+//!    dyno's report reaching its router (`jiq`);
+//! 5. arrivals and closed-loop clients' sends.
+//!
+//! Among equals, in the order they were scheduled. A thread freed at t is free for a request
 //! arriving at t.
 //!
 //! A scenario of plain slots and `[service]` runs as requests holding a thread for their drawn
 //! service time, with the same draws and the same order of events as the direct engine
 //! ([`crate::direct`]), so that both report the same figures.
 //!
-//! One `Simulation` holds a replication's state; what it does is split by concern, one file
-//! each, so that a change has one place to go:
-//! - `routing.rs`: arrivals, the routers (their queues, `router.cost`, retries) and the
-//!   dispatch of a request to a dyno;
-//! - `board.rs`: the routers' counts, and the late-load board they read under `router.view`;
-//! - `threads.rs`: a request at its dyno: the accept queue, a thread taking it, the response
-//!   and the thread freed;
-//! - `phases.rs`: a request's phases on its thread: `io`, `cpu`, `use` of a resource, and the
-//!   events that end them;
-//! - `memory.rs`: a dyno's memory (R14, R15) and malloc arenas;
-//! - `timeouts.rs`: the requests' timeouts, their deadlines and what each does when it comes;
-//! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
-//!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, `app.timeout`'s worker kills; the
-//!   stages themselves are in `fleet.rs`;
-//! - `scaling.rs`: the autoscaler: what it is fed, and its evaluations;
-//! - `clients.rs`: closed-loop clients, who think and send again.
+//! # The files
 //!
-//! This file keeps the state, its construction, and the run's loop of events; the
-//! components' own state is in `dyno.rs`, `router.rs`, `resource.rs`, `sharing.rs`,
-//! `timers.rs`, and the events in `events.rs`.
+//! One `Simulation` holds a replication's state: the run's own (scenario, clock, events,
+//! requests in flight, observer), and one field per concern, each a struct of its own that
+//! holds that concern's state. Three kinds of file:
+//!
+//! The run's own:
+//! - `mod.rs` (this file): `Simulation`, the entry points, the run's loop, and what every step
+//!   shares (a request answered, a client's answer, reading ahead, the trace's frames);
+//! - `build.rs`: the builder, one line a concern, and the first events;
+//! - `events.rs`: the events, their ids in the kernel's queue, their priorities;
+//! - `slab.rs`: the requests in flight (their entries and states): the types every file shares;
+//! - `streams.rs`: the random streams, one per purpose, all made there.
+//!
+//! Each concern's state, with its constructor and the methods on that state alone (these
+//! files name no `Simulation`):
+//! - `traffic.rs`: the open workload's arrivals and what each request is drawn to be;
+//! - `clients.rs`: closed-loop clients (requests left to send, think times);
+//! - `router.rs`: the routers (policies, their view of the loads, queues, in-flight counts,
+//!   `router.cost`'s turns), with `aperture.rs` (each router's subset) and `idle.rs` (`jiq`'s
+//!   reports);
+//! - `colocated.rs`: a router on the dyno's machine (`router.colocated_cpu`): its draws;
+//! - `dyno.rs`: what most events read of a dyno, and its app server's processes;
+//! - `cpu.rs`: every dyno's CPU, shared by time slices (`slices.rs`) or processor sharing
+//!   (`sharing.rs`, which the resources use too);
+//! - `memory.rs`: every dyno's memory, the fleet's and the dynos over quota;
+//! - `resource.rs`: a shared resource (pools, servers);
+//! - `deadlines.rs`: the requests' deadlines and the timeouts' draws;
+//! - `fleet.rs`: which slot holds a dyno, where each is in its life, the formation;
+//! - `scaling.rs`: the autoscaler and what it is fed;
+//! - `trace.rs`: a trace's frames.
+//!
+//! The steps: `impl Simulation` blocks, what happens, which read and change several concerns
+//! (no concern's file names them):
+//! - `dispatch.rs`: a request from its arrival to a dyno: routers, their queues, `router.cost`,
+//!   `router.connect`, retries;
+//! - `knowledge.rs`: what the routers learn of the dynos: their counts, the late board
+//!   (`router.view`), idle reports (`jiq`);
+//! - `threads.rs`: a request at its dyno: the accept queue, a thread taking it, the response,
+//!   the thread freed, and what that does to memory (R14, R15) and arenas;
+//! - `phases.rs`: a request's phases on its thread (`io`, `cpu`, `use`) and the events that end
+//!   them;
+//! - `timeouts.rs`: what each deadline does when it comes;
+//! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
+//!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, daily restarts, deploys, the
+//!   autoscaler's evaluations, `app.timeout`'s worker kills.
+//!
+//! # Adding a concern
+//!
+//! (client retries, faults, breakers...): a room of its own, not fields in `Simulation`.
+//! 1. One new file, `NAME.rs`: its state struct, its constructor (from the scenario, and its
+//!    random streams if it draws), and the methods that work on its own state. It names no
+//!    `Simulation`: `Simulation` names it, and `tools/check_imports.py` refuses the cycle. The
+//!    request types it needs are `slab.rs`'s.
+//! 2. `mod NAME;` below, and one field in `Simulation`.
+//! 3. One line in the builder (`build.rs`): `name: Name::new(s, ...)`. A new stream is a
+//!    [`crate::rng::Stream`] purpose and a field of `Streams` (`streams.rs`), handed over in
+//!    that line.
+//! 4. Where it acts, a call from the steps (`dispatch.rs`, `threads.rs`...), such as
+//!    `self.breakers.allows(dyno, self.now)`. An event of its own is a variant in `events.rs`
+//!    (an id range, and a priority constant of its own: its place in the order above), an arm
+//!    in the run's loop, and the step it runs: an `impl Simulation` method in the steps' file
+//!    where it belongs, or in a new steps file (which nothing names back).
 
 mod aperture;
 mod build;

@@ -1,12 +1,12 @@
 //! The routers: each with its policy, its view of its own requests in flight per dyno, a
 //! FIFO queue for the requests its policy holds, its count of the requests it holds
-//! (`router.max_in_flight`) and, under `router.cost`, its turns as a FIFO server; the late-load board they all read instead
-//! under `router.view` ([`Board`], kept by [`super::knowledge`]); and the dynos up ([`UpSet`]),
-//! which every policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
-//! go down ([`Routers::bring_up`], [`Routers::take_down`]). With `router.aperture` each router
-//! sends only to its own subset of them ([`super::aperture`]); under `jiq` the idle dynos report
-//! to the routers ([`super::idle`]).
-
+//! (`router.max_in_flight`) and, under `router.cost`, its turns as a FIFO server; the
+//! late-load board they all read instead under `router.view` ([`Board`], kept by
+//! [`super::knowledge`]); and the dynos up ([`UpSet`]), which every policy picks among. The
+//! lifecycle ([`super::lifecycle`]) tells them which dynos come up and go down
+//! ([`Routers::bring_up`], [`Routers::take_down`]). With `router.aperture` each router sends
+//! only to its own subset of them ([`super::aperture`]); under `jiq` the idle dynos report to
+//! the routers ([`super::idle`]).
 use super::aperture::Aperture;
 use super::idle::IdleReports;
 use crate::error::Result;

@@ -182,7 +182,7 @@ impl Slab {
         Some(i)
     }
 
-    /// Asks for request `i`'s entry and phase times (see [`prefetch`]).
+    /// Asks for request `i`'s entry and phase times (see [`crate::alloc::prefetch`]).
     #[inline]
     pub fn prefetch(&self, i: u32) {
         if let Some(entry) = self.entries.get(i as usize) {

@@ -63,8 +63,8 @@ impl Simulation<'_> {
     /// The deadlines due now: each kind's in turn (the router's first), then the event moves
     /// to the next deadline that is still live. Returns whether any deadline was still live:
     /// a timer set for a deadline whose request has ended since does nothing, and is no part
-    /// of the run's work (see `simulate`). Out of line: inlined, it cost the event loop of a
-    /// run without timeouts 8 instructions a request (callgrind, issue #23).
+    /// of the run's work (see `Simulation::run`). Out of line: inlined, it cost the event loop
+    /// of a run without timeouts 8 instructions a request (callgrind, issue #23).
     #[inline(never)]
     pub(super) fn timers_due(&mut self) -> bool {
         let now = self.now;
