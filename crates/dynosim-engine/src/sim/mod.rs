@@ -147,6 +147,8 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
+/// A replication's state: the run's own, and one field per concern, each the struct that holds
+/// that concern's state (see the module's comment).
 struct Simulation<'s> {
     // The run's own: the scenario, the clock, the events, the requests in flight, the
     // observer, and what the run's loop keeps for itself.
