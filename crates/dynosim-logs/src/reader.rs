@@ -1,7 +1,9 @@
-//! Reading logs into requests: what the summary, and later fitting and replaying, share. A
-//! [`Reader`] parses each line, skips other sources' lines, counts and keeps the first
-//! malformed lines, drops duplicates and (with a host) other hosts' requests, and hands every
-//! remaining request to a visitor, in file order (not time order: see docs/logs.md).
+//! Reading logs into requests: what the summary, fitting and replaying share. A [`Reader`]
+//! parses each line, skips other sources' lines, counts and keeps the first malformed lines,
+//! drops duplicates and (with a host) other hosts' requests, and hands every remaining request
+//! to a visitor, in file order (not time order: see docs/logs.md). A [`Pass`] is a reader and
+//! the [`Visitor`] that gathers what a command needs; [`read_logs`] is one pass over files, and
+//! [`ReadSummary`] what every command reports of the reading.
 
 use std::io::Read;
 
@@ -20,6 +22,18 @@ pub const MALFORMED_EXAMPLES: usize = 5;
 pub const MAX_HOSTS: usize = 1000;
 /// Lines between two looks at the stop flag (Ctrl-C).
 const STOP_EVERY: u64 = 1 << 16;
+/// The name of the pool of routes, dynos or hosts beyond the bounds.
+pub const OTHER: &str = "(other)";
+
+/// How to read logs, whatever is made of them: `--format`, `--log-format`, `--host`.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    pub format: FormatChoice,
+    /// nginx's `log_format` (default: combined + `$request_time $upstream_response_time`).
+    pub log_format: Option<String>,
+    /// Only requests to this host (the Host header), when given.
+    pub host: Option<String>,
+}
 
 /// A line that could not be read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,8 +53,96 @@ pub struct FileSummary {
     pub malformed: u64,
 }
 
+/// What every command reports of the reading, first in its `--json`: the files, their lines,
+/// and what became of the lines.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReadSummary {
+    pub files: Vec<FileSummary>,
+    pub lines: u64,
+    /// Requests read (after duplicates and `--host`).
+    pub requests: u64,
+    pub malformed: u64,
+    pub malformed_lines: Vec<Malformed>,
+    /// Lines of the same request again (same request id, or the same line with a timestamp
+    /// finer than a second), skipped.
+    pub duplicates: u64,
+    /// Lines of other sources (`app[web.1]`, HAProxy's own messages) and blank lines, skipped.
+    pub other_lines: u64,
+    /// Requests to other hosts than `--host`, skipped.
+    pub other_hosts: u64,
+    /// Requests by host (the Host header), of every host, `--host` or not: the busiest first,
+    /// hosts past [`MAX_HOSTS`] pooled as `(other)`. Not serialised here: the summary reports it.
+    #[serde(skip)]
+    pub hosts: Vec<(String, u64)>,
+}
+
 /// What a visitor does with a request: go on, or stop the reading with an error.
 pub type Visit<'v> = dyn FnMut(&Request<'_>) -> Result<(), LogError> + 'v;
+
+/// What a [`Pass`] hands each request read to: the summary's totals, the fitter, the trace.
+pub trait Visitor {
+    fn visit(&mut self, request: &Request<'_>) -> Result<(), LogError>;
+}
+
+/// One pass over logs: a reader, and the visitor of the requests it reads.
+pub struct Pass<V> {
+    reader: Reader,
+    visitor: V,
+}
+
+impl<V: Visitor> Pass<V> {
+    pub fn new(options: &ReadOptions, visitor: V) -> Result<Pass<V>, LogError> {
+        let reader = Reader::new(
+            options.format,
+            options.log_format.as_deref(),
+            options.host.clone(),
+        )?;
+        Ok(Pass { reader, visitor })
+    }
+
+    /// Reads a whole log (see [`Reader::read`]).
+    pub fn read(
+        &mut self,
+        name: &str,
+        reader: impl Read,
+        gzip: bool,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), LogError> {
+        let visitor = &mut self.visitor;
+        self.reader
+            .read(name, reader, gzip, stop, &mut |r| visitor.visit(r))
+    }
+
+    /// Reads the logs at `paths` (`-`: standard input) one after another.
+    pub fn read_paths(
+        &mut self,
+        paths: &[String],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), LogError> {
+        let visitor = &mut self.visitor;
+        self.reader
+            .read_paths(paths, stop, &mut |r| visitor.visit(r))
+    }
+
+    /// What was read, and the visitor; the error saying why for logs in which no request was
+    /// read (see [`Reader::no_requests`]).
+    pub fn finish(self) -> Result<(ReadSummary, V), LogError> {
+        Ok((self.reader.finish()?, self.visitor))
+    }
+}
+
+/// Reads the logs at `paths` (`-`: standard input) in one pass, handing each request to
+/// `visitor`: what was read, and the visitor (see [`Pass::finish`]).
+pub fn read_logs<V: Visitor>(
+    options: &ReadOptions,
+    paths: &[String],
+    stop: &dyn Fn() -> bool,
+    visitor: V,
+) -> Result<(ReadSummary, V), LogError> {
+    let mut pass = Pass::new(options, visitor)?;
+    pass.read_paths(paths, stop)?;
+    pass.finish()
+}
 
 pub struct Reader {
     parser: Parser,
@@ -141,6 +243,30 @@ impl Reader {
             format!("{names}: no router line among {lines} lines (other sources' lines only)")
         };
         LogError::NoRequests { message }
+    }
+
+    /// What was read; the error saying why for logs in which no request was read.
+    pub fn finish(self) -> Result<ReadSummary, LogError> {
+        let requests: u64 = self.files.iter().map(|f| f.requests).sum();
+        if requests == 0 {
+            return Err(self.no_requests());
+        }
+        let mut hosts: Vec<(String, u64)> = self.hosts.into_iter().collect();
+        if self.host_overflow > 0 {
+            hosts.push((OTHER.into(), self.host_overflow));
+        }
+        hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(ReadSummary {
+            lines: self.files.iter().map(|f| f.lines).sum(),
+            requests,
+            malformed: self.files.iter().map(|f| f.malformed).sum(),
+            malformed_lines: self.malformed_lines,
+            duplicates: self.duplicates,
+            other_lines: self.other_lines,
+            other_hosts: self.other_hosts,
+            files: self.files,
+            hosts,
+        })
     }
 
     /// Reads the logs at `paths` (`-`: standard input) one after another.

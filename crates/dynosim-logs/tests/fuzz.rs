@@ -108,11 +108,11 @@ proptest! {
         if let Ok(summary) = s.finish() {
             // every line is exactly one of these
             prop_assert_eq!(
-                summary.requests + summary.malformed + summary.duplicates + summary.other_lines + summary.other_hosts,
-                summary.lines
+                summary.read.requests + summary.read.malformed + summary.read.duplicates + summary.read.other_lines + summary.read.other_hosts,
+                summary.read.lines
             );
-            prop_assert!(summary.lines >= lines.len() as u64);
-            prop_assert_eq!(summary.series.iter().map(|p| p.requests).sum::<u64>(), summary.requests);
+            prop_assert!(summary.read.lines >= lines.len() as u64);
+            prop_assert_eq!(summary.series.iter().map(|p| p.requests).sum::<u64>(), summary.read.requests);
             prop_assert!(serde_json::to_string(&summary).is_ok());
         }
     }
@@ -134,7 +134,7 @@ fn the_summary_does_not_depend_on_line_order() {
     let mut reversed = lines.clone();
     reversed.reverse();
     let backward = read(&reversed);
-    assert_eq!(forward.requests, backward.requests);
+    assert_eq!(forward.read.requests, backward.read.requests);
     assert_eq!(forward.service, backward.service);
     assert_eq!(forward.status, backward.status);
     assert_eq!(forward.routes, backward.routes);

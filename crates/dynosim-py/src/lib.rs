@@ -672,9 +672,11 @@ fn logs_summary(
 ) -> PyResult<String> {
     let format = log_format_choice(format)?;
     let options = dynosim_logs::Options {
-        format,
-        log_format,
-        host,
+        read: dynosim_logs::ReadOptions {
+            format,
+            log_format,
+            host,
+        },
         interval,
         top_routes,
     };
@@ -735,9 +737,11 @@ fn logs_trace(
     correct_queueing: bool,
 ) -> PyResult<String> {
     let options = dynosim_logs::TraceOptions {
-        format: log_format_choice(format)?,
-        log_format,
-        host,
+        read: dynosim_logs::ReadOptions {
+            format: log_format_choice(format)?,
+            log_format,
+            host,
+        },
         window: log_window(window_start, window_end),
         speed,
         correct_queueing,
@@ -771,9 +775,11 @@ fn logs_fit(
     routes: usize,
 ) -> PyResult<String> {
     let options = dynosim_logs::FitOptions {
-        format: log_format_choice(format)?,
-        log_format,
-        host,
+        read: dynosim_logs::ReadOptions {
+            format: log_format_choice(format)?,
+            log_format,
+            host,
+        },
         window: log_window(window_start, window_end),
         correct_queueing,
         routes,
