@@ -1,8 +1,8 @@
 //! Reading logs into requests: what the summary, fitting and replaying share. A [`Reader`]
 //! parses each line, skips other sources' lines, counts and keeps the first malformed lines,
 //! drops duplicates and (with a host) other hosts' requests, and hands every remaining request
-//! to a visitor, in file order (not time order: see docs/logs.md). A [`Pass`] is a reader and
-//! the [`Visitor`] that gathers what a command needs; [`read_logs`] is one pass over files, and
+//! to a [`Visitor`], in file order (not time order: see docs/logs.md). The summary, fitting and
+//! the replay's trace are visitors; [`read_logs`] is one pass over files into one, and
 //! [`ReadSummary`] what every command reports of the reading.
 
 use std::io::Read;
@@ -33,6 +33,12 @@ pub struct ReadOptions {
     pub log_format: Option<String>,
     /// Only requests to this host (the Host header), when given.
     pub host: Option<String>,
+}
+
+impl ReadOptions {
+    pub fn reader(&self) -> Result<Reader, LogError> {
+        Reader::new(self.format, self.log_format.as_deref(), self.host.clone())
+    }
 }
 
 /// A line that could not be read.
@@ -76,72 +82,29 @@ pub struct ReadSummary {
     pub hosts: Vec<(String, u64)>,
 }
 
-/// What a visitor does with a request: go on, or stop the reading with an error.
-pub type Visit<'v> = dyn FnMut(&Request<'_>) -> Result<(), LogError> + 'v;
-
-/// What a [`Pass`] hands each request read to: the summary's totals, the fitter, the trace.
+/// What gathers the requests read: go on after each, or stop the reading with an error.
 pub trait Visitor {
     fn visit(&mut self, request: &Request<'_>) -> Result<(), LogError>;
 }
 
-/// One pass over logs: a reader, and the visitor of the requests it reads.
-pub struct Pass<V> {
-    reader: Reader,
-    visitor: V,
-}
-
-impl<V: Visitor> Pass<V> {
-    pub fn new(options: &ReadOptions, visitor: V) -> Result<Pass<V>, LogError> {
-        let reader = Reader::new(
-            options.format,
-            options.log_format.as_deref(),
-            options.host.clone(),
-        )?;
-        Ok(Pass { reader, visitor })
-    }
-
-    /// Reads a whole log (see [`Reader::read`]).
-    pub fn read(
-        &mut self,
-        name: &str,
-        reader: impl Read,
-        gzip: bool,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        let visitor = &mut self.visitor;
-        self.reader
-            .read(name, reader, gzip, stop, &mut |r| visitor.visit(r))
-    }
-
-    /// Reads the logs at `paths` (`-`: standard input) one after another.
-    pub fn read_paths(
-        &mut self,
-        paths: &[String],
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        let visitor = &mut self.visitor;
-        self.reader
-            .read_paths(paths, stop, &mut |r| visitor.visit(r))
-    }
-
-    /// What was read, and the visitor; the error saying why for logs in which no request was
-    /// read (see [`Reader::no_requests`]).
-    pub fn finish(self) -> Result<(ReadSummary, V), LogError> {
-        Ok((self.reader.finish()?, self.visitor))
+impl<F: FnMut(&Request<'_>) -> Result<(), LogError>> Visitor for F {
+    fn visit(&mut self, request: &Request<'_>) -> Result<(), LogError> {
+        self(request)
     }
 }
 
 /// Reads the logs at `paths` (`-`: standard input) in one pass, handing each request to
-/// `visitor`: what was read, and the visitor (see [`Pass::finish`]).
+/// `visitor`: what was read, and the visitor; the error saying why for logs in which no request
+/// was read.
 pub fn read_logs<V: Visitor>(
     options: &ReadOptions,
     paths: &[String],
     stop: &dyn Fn() -> bool,
-    visitor: V,
+    mut visitor: V,
 ) -> Result<(ReadSummary, V), LogError> {
-    let mut pass = Pass::new(options, visitor)?;
-    pass.read_paths(paths, stop)?;
-    pass.finish()
+    let mut reader = options.reader()?;
+    reader.read_paths(paths, stop, &mut visitor)?;
+    Ok((reader.finish()?, visitor))
 }
 
 pub struct Reader {
@@ -274,7 +237,7 @@ impl Reader {
         &mut self,
         paths: &[String],
         stop: &dyn Fn() -> bool,
-        visit: &mut Visit<'_>,
+        visit: &mut dyn Visitor,
     ) -> Result<(), LogError> {
         for path in paths {
             let source = input::open(path)?;
@@ -291,7 +254,7 @@ impl Reader {
         reader: impl Read,
         gzip: bool,
         stop: &dyn Fn() -> bool,
-        visit: &mut Visit<'_>,
+        visit: &mut dyn Visitor,
     ) -> Result<(), LogError> {
         let index = self.files.len();
         self.files.push(FileSummary {
@@ -355,7 +318,7 @@ impl Reader {
         file: usize,
         number: u64,
         line: &[u8],
-        visit: &mut Visit<'_>,
+        visit: &mut dyn Visitor,
     ) -> Result<(), LogError> {
         let (request, identity) = match self.parser.parse(line) {
             Ok(Line::Request(r, identity)) => (r, identity),
@@ -401,6 +364,6 @@ impl Reader {
             }
         }
         self.files[file].requests += 1;
-        visit(&request)
+        visit.visit(&request)
     }
 }

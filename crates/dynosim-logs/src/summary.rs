@@ -7,17 +7,15 @@
 //! duplicates are caught within [`crate::dedup::WINDOW`] requests, and the series within
 //! [`crate::series::MAX_BINS`] intervals.
 
-use std::io::Read;
-
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::error::LogError;
 use crate::hash::FastMap;
+use crate::reader::{read_logs, Visitor};
 pub use crate::reader::{
     FileSummary, Malformed, ReadOptions, ReadSummary, MALFORMED_EXAMPLES, MAX_HOSTS, OTHER,
 };
-use crate::reader::{Pass, Visitor};
 use crate::record::{Detail, Format, Request};
 use crate::series::{Interval, Series, MAX_BINS_GIVEN};
 use crate::time::iso8601;
@@ -252,14 +250,10 @@ impl Serialize for FastSortedCounts {
     }
 }
 
-/// Reads logs and accumulates their summary.
+/// What the summary adds up, request by request: the visitor of a pass over logs (see
+/// [`summarise`]), and the summary from it and what was read.
 pub struct Summariser {
-    pass: Pass<Totals>,
     top_routes: usize,
-}
-
-/// What the summary adds up, request by request.
-struct Totals {
     by_format: [u64; 3],
     first: f64,
     last: f64,
@@ -276,8 +270,7 @@ struct Totals {
 }
 
 impl Summariser {
-    pub fn new(options: Options) -> Result<Summariser, LogError> {
-        let pass = Pass::new(&options.read, Totals::new(options.interval))?;
+    pub fn new(options: &Options) -> Result<Summariser, LogError> {
         if let Some(w) = options.interval {
             if !(w.is_finite() && w > 0.0) {
                 return Err(LogError::Option {
@@ -287,34 +280,26 @@ impl Summariser {
             }
         }
         Ok(Summariser {
-            pass,
             top_routes: options.top_routes,
+            by_format: [0; 3],
+            first: f64::INFINITY,
+            last: f64::NEG_INFINITY,
+            service: Times::default(),
+            connect: Times::default(),
+            status: vec![0; 1000],
+            errors: FastMap::default(),
+            routes: FastMap::default(),
+            route_overflow: RouteStats::default(),
+            dynos: FastMap::default(),
+            dyno_overflow: DynoStats::default(),
+            series: Series::new(options.interval),
+            route_key: String::new(),
         })
     }
 
-    /// Reads a whole log; `stop` is polled now and then (Ctrl-C).
-    pub fn read(
-        &mut self,
-        name: &str,
-        reader: impl Read,
-        gzip: bool,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        self.pass.read(name, reader, gzip, stop)
-    }
-
-    /// Reads the logs at `paths` (`-`: standard input) one after another.
-    pub fn read_paths(
-        &mut self,
-        paths: &[String],
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        self.pass.read_paths(paths, stop)
-    }
-
-    /// The summary; an error when there is no request to summarise, saying why.
-    pub fn finish(self) -> Result<Summary, LogError> {
-        let (read, totals) = self.pass.finish()?;
+    /// The summary of the requests visited, and of `read` (the reading of them).
+    pub fn finish(self, read: ReadSummary) -> Summary {
+        let totals = self;
         let requests = read.requests;
         // Timestamps hold microseconds at most; f64 seconds since the epoch hold 0.2 µs.
         let span = ((totals.last - totals.first) * 1e6).round() / 1e6;
@@ -347,7 +332,7 @@ impl Summariser {
         routes.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
         let routes_distinct = routes.len() + usize::from(totals.route_overflow.count > 0);
         let mut other = totals.route_overflow;
-        let top = self.top_routes;
+        let top = totals.top_routes;
         for (_, r) in routes.iter().skip(top) {
             other.merge(r);
         }
@@ -397,7 +382,7 @@ impl Summariser {
         errors.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
         let hosts = read.hosts.clone();
 
-        Ok(Summary {
+        Summary {
             read,
             formats: FastSortedCounts(
                 Format::ALL
@@ -441,32 +426,11 @@ impl Summariser {
             series,
             in_service_mean,
             in_service_peak,
-        })
-    }
-}
-
-impl Totals {
-    /// `interval`: the series' (checked by [`Summariser::new`]).
-    fn new(interval: Option<f64>) -> Self {
-        Totals {
-            by_format: [0; 3],
-            first: f64::INFINITY,
-            last: f64::NEG_INFINITY,
-            service: Times::default(),
-            connect: Times::default(),
-            status: vec![0; 1000],
-            errors: FastMap::default(),
-            routes: FastMap::default(),
-            route_overflow: RouteStats::default(),
-            dynos: FastMap::default(),
-            dyno_overflow: DynoStats::default(),
-            series: Series::new(interval),
-            route_key: String::new(),
         }
     }
 }
 
-impl Visitor for Totals {
+impl Visitor for Summariser {
     fn visit(&mut self, r: &Request<'_>) -> Result<(), LogError> {
         let acc = self;
         acc.by_format[r.format() as usize] += 1;
@@ -575,9 +539,8 @@ pub fn summarise(
     options: Options,
     stop: &dyn Fn() -> bool,
 ) -> Result<Summary, LogError> {
-    let mut s = Summariser::new(options)?;
-    s.read_paths(paths, stop)?;
-    s.finish()
+    let (read, summariser) = read_logs(&options.read, paths, stop, Summariser::new(&options)?)?;
+    Ok(summariser.finish(read))
 }
 
 #[cfg(test)]

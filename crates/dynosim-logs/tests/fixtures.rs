@@ -470,10 +470,14 @@ fn the_reader_hands_over_each_request_once_in_file_order() {
     let mut reader = dynosim_logs::Reader::new(FormatChoice::Auto, None, None).unwrap();
     let mut seen: Vec<dynosim_logs::OwnedRequest> = Vec::new();
     reader
-        .read_paths(&[fixture("heroku.log")], &|| false, &mut |r| {
-            seen.push(r.to_owned());
-            Ok(())
-        })
+        .read_paths(
+            &[fixture("heroku.log")],
+            &|| false,
+            &mut |r: &dynosim_logs::Request<'_>| {
+                seen.push(r.to_owned());
+                Ok(())
+            },
+        )
         .unwrap();
     assert_eq!(
         (

@@ -2,6 +2,7 @@
 //! with bytes flipped, in any order, through the parser and the whole summary.
 
 use dynosim_logs::summary::{Options, Summariser};
+use dynosim_logs::ReadOptions;
 use dynosim_logs::{FormatChoice, Line, LogError, Parser};
 use proptest::prelude::*;
 
@@ -98,14 +99,16 @@ proptest! {
             text.extend_from_slice(l);
             text.push(b'\n');
         }
-        let mut s = Summariser::new(Options { interval, ..Options::default() }).unwrap();
-        match s.read("fuzz", &text[..], false, &|| false) {
+        let mut s = Summariser::new(&Options { interval, ..Options::default() }).unwrap();
+        let mut reader = ReadOptions::default().reader().unwrap();
+        match reader.read("fuzz", &text[..], false, &|| false, &mut s) {
             Ok(()) => {}
             // garbled times far apart, for a given interval
             Err(LogError::Option { option, .. }) if option == "--interval" && interval.is_some() => return Ok(()),
             Err(e) => panic!("{e}"),
         }
-        if let Ok(summary) = s.finish() {
+        if let Ok(read) = reader.finish() {
+            let summary = s.finish(read);
             // every line is exactly one of these
             prop_assert_eq!(
                 summary.read.requests + summary.read.malformed + summary.read.duplicates + summary.read.other_lines + summary.read.other_hosts,
@@ -126,9 +129,12 @@ fn the_summary_does_not_depend_on_line_order() {
             .iter()
             .flat_map(|l| l.iter().copied().chain([b'\n']))
             .collect();
-        let mut s = Summariser::new(Options::default()).unwrap();
-        s.read("x", &text[..], false, &|| false).unwrap();
-        s.finish().unwrap()
+        let mut s = Summariser::new(&Options::default()).unwrap();
+        let mut reader = ReadOptions::default().reader().unwrap();
+        reader
+            .read("x", &text[..], false, &|| false, &mut s)
+            .unwrap();
+        s.finish(reader.finish().unwrap())
     };
     let forward = read(&lines);
     let mut reversed = lines.clone();
