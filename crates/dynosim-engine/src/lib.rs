@@ -33,6 +33,7 @@ pub mod schema;
 pub mod shard;
 pub mod sim;
 pub mod stats;
+pub mod text_file;
 pub mod theory;
 pub mod timeout;
 pub mod units;
