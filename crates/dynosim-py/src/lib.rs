@@ -4,7 +4,7 @@
 //! message)`, which `dynosim.errors` maps once into the package's exception hierarchy.
 
 use dynosim_engine::app::Model;
-use dynosim_engine::resource::{Discipline, PoolScope};
+use dynosim_engine::resource_spec::{Discipline, PoolScope};
 use dynosim_engine::scenario::CpuSharing;
 use dynosim_engine::workload::Workload;
 use dynosim_engine::{drawn, theory, Error, Scenario};

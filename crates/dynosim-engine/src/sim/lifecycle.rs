@@ -17,7 +17,7 @@ use super::events::BOOT;
 use super::fleet::Life;
 use super::timers::{Deadline, Kind};
 use super::{Simulation, State, NONE};
-use crate::resource::PoolScope;
+use crate::resource_spec::PoolScope;
 use crate::result::ErrorKind;
 use crate::scenario::CYCLING_JITTER;
 use rand::Rng;

@@ -3,7 +3,7 @@
 //! `app.restart_at` times the quota (R15) the dyno restarts ([`super::lifecycle`]). Threads
 //! sharing too few arenas slow a process's CPU work too (`app.arena_contention`). The fleet's
 //! totals (busy processes, memory, dynos over quota) are reported to the observer from here.
-//! (What a run's state costs the machine that simulates it is [`crate::memory`], not this.)
+//! (What a run's state costs the machine that simulates it is [`crate::state_size`], not this.)
 
 use super::Simulation;
 

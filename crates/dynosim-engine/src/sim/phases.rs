@@ -10,7 +10,7 @@ use super::events::{Event, Events};
 use super::sharing::{Sharing, SharingStore};
 use super::{Simulation, State, NONE};
 use crate::request::PhaseKind;
-use crate::resource::{Discipline, PoolScope};
+use crate::resource_spec::{Discipline, PoolScope};
 
 impl Simulation<'_> {
     /// Starts the request's current phase.
