@@ -3,10 +3,6 @@
 //! summaries come back as JSON text. Engine errors become `EngineError(kind, path,
 //! message)`, which `dynosim.errors` maps once into the package's exception hierarchy.
 
-use dynosim_engine::app::Model;
-use dynosim_engine::resource_spec::{Discipline, PoolScope};
-use dynosim_engine::scenario::CpuSharing;
-use dynosim_engine::workload::Workload;
 use dynosim_engine::{drawn, theory, Error, Scenario};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
@@ -58,91 +54,12 @@ fn with_scenario<T: Send>(
     .map_err(to_py)
 }
 
-/// Validates a scenario and describes it without running it (JSON text).
+/// Validates a scenario and describes it without running it (JSON text: see
+/// `dynosim_engine::description`).
 #[pyfunction]
 fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
     with_scenario(py, scenario_json, base_dir, |s, _| {
-        Ok(serde_json::json!({
-            "name": s.name,
-            "policy": s.policy_name,
-            "dynos": s.dynos,
-            "slots": s.slots,
-            "routers": s.routers,
-            "arrival_rate": s.arrival_rate(),
-            "service_mean": s.service.mean(),
-            "service_second_moment": s.service.second_moment(),
-            "offered_load": s.offered_load(),
-            // The part of the system whose load offered_load is (threads, cores...).
-            "bottleneck": s.bottleneck().0,
-            // Whether a run would go ahead: a closed loop always does, whatever its load.
-            "stable": s.check_stable().is_ok(),
-            "closed_loop": s.workload.is_closed(),
-            "busy_slots_needed": s.busy_slots_needed(),
-            "relaxation_time": s.relaxation_time(),
-            "duration": s.duration,
-            "warmup": s.warmup,
-            "replications": s.replications,
-            "seed": s.seed,
-            "dyno_type": s.dyno_type.name,
-            "cores": s.dyno_type.cores,
-            "memory_quota": s.dyno_type.quota,
-            "app": {
-                "server": s.app.server,
-                "model": match s.app.model {
-                    Model::Sync => "sync",
-                    Model::Threaded => "threaded",
-                    Model::Async => "async",
-                },
-                "processes": s.app.processes,
-                "per_process": s.app.per_process,
-                "os_threads": s.app.os_threads,
-                // "gil", "gvl" or "none".
-                "lock": s.app.lock.name(),
-                "switch_interval": s.app.switch_interval,
-                "timeslice": s.app.timeslice,
-                // The server's own CPU per request, mean seconds (0: not modelled).
-                "request_cpu": s.request.as_ref().filter(|r| r.has_server_cpu())
-                    .map_or(0.0, |r| r.classes[0].phases[0].time.mean()),
-                // The fleet's mean boot time, kept here under its old name too.
-                "boot_time": s.boot_time.mean(),
-                // Mean seconds, 0 when not modelled.
-                "overhead": s.app.overhead.as_ref().map_or(0.0, |o| o.mean()),
-            },
-            "connect": s.connect.as_ref().map_or(0.0, |c| c.mean()),
-            // router.view: how late the loads the routers read are; `read` is false for a
-            // policy that reads no load (random, round_robin), which the view leaves alone.
-            "view": {
-                "update": s.view.update.name(),
-                "interval": s.view.interval,
-                "read": s.reads_board(),
-            },
-            // A router on the dyno's machine: its mean CPU per request on the dyno's cores
-            // (0: it runs elsewhere).
-            "colocated_cpu": s.colocated_cpu.as_ref().map_or(0.0, |c| c.mean()),
-            "cpu": {
-                "sharing": match s.cpu.sharing { CpuSharing::Slices => "slices", CpuSharing::Ps => "ps" },
-                "quantum": s.cpu.quantum,
-                "jitter": s.cpu.jitter,
-            },
-            "resources": s.resources.iter().map(|r| serde_json::json!({
-                "name": r.name,
-                "servers": r.servers,
-                "discipline": match r.discipline { Discipline::Fcfs => "fcfs", Discipline::Ps => "ps" },
-                "pool": r.pool.map(|(size, per)| serde_json::json!({
-                    "size": size,
-                    "per": match per { PoolScope::Process => "process", PoolScope::Dyno => "dyno", PoolScope::App => "app" },
-                })),
-            })).collect::<Vec<_>>(),
-            "closed_clients": match &s.workload {
-                Workload::Closed(c) => Some(c.count),
-                Workload::Open(_) => None,
-            },
-            "closed_requests": match &s.workload {
-                Workload::Closed(c) => c.requests,
-                Workload::Open(_) => None,
-            },
-        })
-        .to_string())
+        Ok(s.description().to_string())
     })
 }
 
