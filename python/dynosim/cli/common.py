@@ -18,7 +18,7 @@ from .. import _dynosim, html_report
 from ..capacity import Target, parse_target
 from ..display import status
 from ..errors import DynosimError, LogError, ScenarioError
-from ..logs_input import FORMATS
+from ..logs.reading import FORMATS
 from ..scenario import Scenario
 
 EXIT_INPUT = 2
