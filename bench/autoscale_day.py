@@ -44,20 +44,16 @@ def scenario(hours: float) -> dict:
     }
 
 
-def child(doc: dict | None, pin) -> dict:
-    """One run in a fresh subprocess (:func:`machine.run_scenario`): its figures, and the
-    child's peak RSS (alone for a baseline)."""
-    out = run_scenario(doc, pin)
-    if "report" not in out:
-        return out
-    report = out["report"]
-    rep = report["per_replication"][0]
-    return {"engine": report["engine"], "call_seconds": out["call_seconds"], "cpu_seconds": out["cpu_seconds"],
-            "simulated_requests": rep["simulated_requests"],
+def figures(report: dict, rep: dict) -> dict:
+    """What this benchmark keeps of a run's report and of its replication's figures."""
+    return {"engine": report["engine"], "simulated_requests": rep["simulated_requests"],
             "response_p95": rep["response"]["p95"], "errors": rep["errors"]["total"],
             "fleet_mean": rep["fleet"]["size"]["mean"], "fleet_max": rep["fleet"]["size"]["max"],
-            "dyno_seconds": rep["fleet"]["dyno_seconds"], "actions": rep["autoscale"]["actions"],
-            "ru_maxrss_kib": out["ru_maxrss_kib"]}
+            "dyno_seconds": rep["fleet"]["dyno_seconds"], "actions": rep["autoscale"]["actions"]}
+
+
+def child(doc: dict | None, pin) -> dict:
+    return run_scenario(doc, pin, figures)
 
 
 def main(argv=None) -> int:

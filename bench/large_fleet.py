@@ -100,20 +100,16 @@ def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float,
     raise ValueError(name)
 
 
-def child(doc: dict | None, pin) -> dict:
-    """One run in a fresh subprocess (:func:`machine.run_scenario`): its figures, and the
-    child's peak RSS (alone for a baseline)."""
-    out = run_scenario(doc, pin)
-    if "report" not in out:
-        return out
-    report = out["report"]
-    rep = report["per_replication"][0]
+def figures(report: dict, rep: dict) -> dict:
+    """What this benchmark keeps of a run's report and of its replication's figures."""
     return {"engine": report["engine"], "offered_load": report["offered_load"],
-            "call_seconds": out["call_seconds"], "engine_wall_seconds": report["wall_seconds"],
-            "cpu_seconds": out["cpu_seconds"], "shards": report.get("shards", 1),
+            "engine_wall_seconds": report["wall_seconds"], "shards": report.get("shards", 1),
             "simulated_requests": rep["simulated_requests"],
-            "response_mean": rep["response"]["mean"], "queue_mean": rep["queue"]["mean"],
-            "ru_maxrss_kib": out["ru_maxrss_kib"]}
+            "response_mean": rep["response"]["mean"], "queue_mean": rep["queue"]["mean"]}
+
+
+def child(doc: dict | None, pin) -> dict:
+    return run_scenario(doc, pin, figures)
 
 
 def main(argv=None) -> int:

@@ -115,11 +115,12 @@ print(json.dumps(out))
 """
 
 
-def run_scenario(doc: dict | None, pin: int | None) -> dict:
+def run_scenario(doc: dict | None, pin: int | None, keep=None) -> dict:
     """Runs scenario `doc` (a dict) once in a fresh Python subprocess, pinned to CPU `pin`
-    unless None: ``{"report": its report, "call_seconds": the wall time of _dynosim.run,
-    "cpu_seconds": its process CPU time, "ru_maxrss_kib": the child's peak RSS after the
-    run}``. With None nothing runs (a baseline: Python with dynosim imported), and there is
+    unless None: ``keep(report, its first replication's figures)`` (a dict of what the
+    benchmark keeps of them) with ``call_seconds`` (the wall time of _dynosim.run),
+    ``cpu_seconds`` (its process CPU time) and ``ru_maxrss_kib`` (the child's peak RSS after
+    the run). With None nothing runs (a baseline: Python with dynosim imported), and there is
     only ``ru_maxrss_kib``."""
     import json
     import subprocess
@@ -129,4 +130,8 @@ def run_scenario(doc: dict | None, pin: int | None) -> dict:
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = out.pop("report", None)
+    if report is None or keep is None:
+        return out
+    return {**keep(report, report["per_replication"][0]), **out}
