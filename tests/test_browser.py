@@ -209,6 +209,57 @@ def test_every_commands_report_opens_cleanly(browser, reports, command):
 
 
 
+@pytest.fixture(scope="module")
+def day_report(tmp_path_factory):
+    """The built-in day (a tenth of its traffic, one replication): its time axes span 24 h."""
+    out = tmp_path_factory.mktemp("day") / "day.html"
+    light = ["run.replications=1", 'arrivals.rate={mean = "2.5/s", amplitude = "2/s", period = "24h", peak = "15h"}']
+    result = run_cli("run", "autoscale-day", *[a for o in light for a in ("--set", o)], "--html", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_a_day_long_runs_time_axes_read_as_a_clock(browser, day_report, report):
+    """uPlot draws the ticks time_axis.py chooses, labelled as it labels them (issue #34); a
+    minute-long run's time axis keeps seconds."""
+    from dynosim import time_axis
+
+    v = Visit(browser, day_report.resolve().as_uri())
+    try:
+        assert v.errors == []
+        data = v.page.evaluate("JSON.parse(document.getElementById('dynosim-data').textContent)")
+        lines = [p for p in data["plots"] if p["kind"] == "line"]
+        drawn = v.page.evaluate("window.dynosimPlots.xLabels()")
+        assert len(drawn) == len(lines)
+        timed = [i for i, p in enumerate(lines) if p["x"].get("clock")]
+        assert len(timed) == 3
+        for i in timed:
+            xs = [x for x in lines[i]["x"]["values"] if x is not None]
+            expected = [time_axis.label(t) for t in time_axis.ticks(min(xs), max(xs))]
+            assert expected == ["00:00", "06:00", "12:00", "18:00", "24:00"]
+            assert drawn[i] == expected
+        # The heat maps' time labels and the legend under the cursor say the same.
+        axis = v.page.locator(".heat .scale span").all_inner_texts()
+        assert axis[:1] == ["t = 00:00"] and axis[2] == "t = 24:00"
+        chart = v.page.locator(".uplot").nth(timed[0])
+        chart.scroll_into_view_if_needed()
+        over = chart.locator(".u-over").bounding_box()
+        v.page.mouse.move(over["x"] + over["width"] * 0.5, over["y"] + over["height"] / 2)
+        shown = chart.locator(".u-legend .u-series").nth(0).locator(".u-value").inner_text()
+        assert re.fullmatch(r"1[12]:\d\d(:\d\d)?", shown), shown
+    finally:
+        v.close()
+    short = Visit(browser, report.resolve().as_uri())
+    try:
+        data = short.page.evaluate("JSON.parse(document.getElementById('dynosim-data').textContent)")
+        lines = [p for p in data["plots"] if p["kind"] == "line"]
+        drawn = short.page.evaluate("window.dynosimPlots.xLabels()")
+        waiting = next(i for i, p in enumerate(lines) if p["title"] == "Requests waiting")
+        assert lines[waiting]["x"]["label"] == "time (s)"
+        assert drawn[waiting] and all(re.fullmatch(r"[\d,]+(\.\d+)?", t) for t in drawn[waiting] if t)
+    finally:
+        short.close()
+
 
 # --- the playground ------------------------------------------------------------------------------
 
