@@ -53,7 +53,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from machine import machine_info, one_cpu, run_child
+from machine import machine_info, one_cpu, run_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 DYNOS = 100_000
@@ -103,37 +103,16 @@ def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float,
     raise ValueError(name)
 
 
-# What the child process runs: the scenario as JSON on stdin, one JSON line out.
-CHILD = r"""
-import json, resource, sys, time
-pin = sys.argv[1]
-if pin != "-":
-    import os
-    os.sched_setaffinity(0, {int(pin)})
-from dynosim import _dynosim
-text = sys.stdin.read()
-out = {}
-if text:
-    c0, t0 = time.process_time(), time.perf_counter()
-    report = json.loads(_dynosim.run(text, "."))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rep = report["per_replication"][0]
-    out = {"engine": report["engine"], "offered_load": report["offered_load"],
-           "call_seconds": wall, "engine_wall_seconds": report["wall_seconds"],
-           "cpu_seconds": cpu, "shards": report.get("shards", 1),
-           "simulated_requests": rep["simulated_requests"],
-           "response_mean": rep["response"]["mean"], "queue_mean": rep["queue"]["mean"]}
-out["ru_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps(out))
-"""
+def figures(report: dict, rep: dict) -> dict:
+    """What this benchmark keeps of a run's report and of its replication's figures."""
+    return {"engine": report["engine"], "offered_load": report["offered_load"],
+            "engine_wall_seconds": report["wall_seconds"], "shards": report.get("shards", 1),
+            "simulated_requests": rep["simulated_requests"],
+            "response_mean": rep["response"]["mean"], "queue_mean": rep["queue"]["mean"]}
 
 
 def child(doc: dict | None, pin) -> dict:
-    return run_child(CHILD, doc, pin)
-
-
-
-
+    return run_scenario(doc, pin, figures)
 
 
 def main(argv=None) -> int:

@@ -29,7 +29,7 @@ from dynosim.testbed.router import Router, RouterPlan
 
 def plan(initial: int = 1, high: int = 3, boot: float = 5.0, grace: float = 10.0) -> fl.FleetPlan:
     return fl.FleetPlan(initial=initial, table={}, bounds=(1, high), interval=10.0, metric=None,
-                        boot_time=boot, boot_timeout=60.0, shutdown_grace=grace)
+                        boot_time=boot, boot_timeout=60.0, stop_delay=1.0, shutdown_grace=grace)
 
 
 class Fakes:
@@ -379,8 +379,16 @@ def test_a_scenario_with_autoscale_becomes_a_fleet_plan():
     engine, p = fl.split(Scenario(fleet_scenario()))
     assert p is not None
     assert (p.initial, p.bounds, p.interval, p.metric) == (1, (1, 3), 5.0, None)
-    assert (p.boot_time, p.shutdown_grace, p.boot_timeout) == (3.0, 5.0, 60.0)
+    # The lifecycle as the engine resolved it: the keys given, and the engine's defaults.
+    assert (p.boot_time, p.shutdown_grace, p.boot_timeout, p.stop_delay) == (3.0, 5.0, 60.0, 1.0)
     assert p.servers == 6
+    doc = fleet_scenario()
+    doc["fleet"] = dict(doc["fleet"], boot_time={"distribution": "uniform", "min": "2s", "max": "4s"},
+                        boot_timeout="1.5min", stop_delay="2500ms")
+    _, resolved = fl.split(Scenario(doc))
+    assert resolved is not None
+    assert (resolved.boot_time, resolved.boot_timeout, resolved.stop_delay) == (3.0, 90.0, 2.5)
+    assert resolved.warnings == ["fleet.boot_time is a distribution: every real dyno boots in its mean, 3 s"]
     assert engine.describe()["dynos"] == 1
     plain, none = fl.split(Scenario({k: v for k, v in fleet_scenario().items() if k != "autoscale"}))
     assert none is None

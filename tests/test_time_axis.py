@@ -13,7 +13,8 @@ import pytest
 
 from conftest import SMALL_MMC, run_cli
 
-from dynosim import logs_fit, time_axis, timeseries
+from dynosim import time_axis, timeseries
+from dynosim.logs.fit import _figure
 from dynosim.scenario import Scenario
 
 #: The built-in day with a tenth of its traffic (the same daily sine and hourly bursts): the
@@ -103,7 +104,7 @@ def test_a_short_runs_timeseries_keeps_seconds(tmp_path):
 
 
 def _fit_report(hours: float):
-    """What logs_fit's figure reads of a fit's report: a Q-Q plot and the arrivals by segment."""
+    """What dynosim.logs.fit's figure reads of a fit's report: a Q-Q plot and the arrivals by segment."""
     span = hours * 3600
     edges = [span * k / 6 for k in range(7)]
     return {"service": {"qq": [[0.5, 0.1, 0.11], [0.9, 0.3, 0.28]], "ks_distance": 0.02},
@@ -115,7 +116,7 @@ def _fit_report(hours: float):
 def test_a_day_long_logs_arrivals_read_as_a_clock():
     import matplotlib.pyplot as plt
 
-    fig = logs_fit._figure(_fit_report(24))
+    fig = _figure(_fit_report(24))
     try:
         labels, xlabel = _tick_labels(fig)
         assert labels == DAY_TICKS
@@ -127,7 +128,7 @@ def test_a_day_long_logs_arrivals_read_as_a_clock():
 def test_an_hour_long_logs_arrivals_keep_minutes():
     import matplotlib.pyplot as plt
 
-    fig = logs_fit._figure(_fit_report(1))
+    fig = _figure(_fit_report(1))
     try:
         labels, xlabel = _tick_labels(fig)
         assert xlabel == "minutes from the first whole interval"

@@ -27,7 +27,7 @@ from .results import Estimate
 from .scenario import Scenario
 from .toml_text import toml_text
 
-#: The page's scripts and styles, inlined into every report.
+#: The pages (templates) and their scripts and styles, inlined into every report and animation.
 WEB = Path(__file__).resolve().parent / "web"
 
 #: A series' values span this many times from its smallest positive value to its largest:
@@ -189,8 +189,7 @@ def render(doc: Dict[str, Any]) -> str:
     """The whole page, every script and style inlined."""
     body, plots = sections_html(doc["sections"])
     data = {"plots": plots}
-    template = (WEB / "report.html").read_text(encoding="utf-8")
-    fills = {
+    return fill_page("report.html", {
         "TITLE": html.escape(doc["title"]),
         "COMMAND": html.escape(doc["command"]),
         "GENERATED": html.escape(doc["generated"]),
@@ -201,10 +200,16 @@ def render(doc: Dict[str, Any]) -> str:
         "REPORT_CSS": (WEB / "report.css").read_text(encoding="utf-8"),
         "UPLOT_JS": (WEB / "uPlot.iife.min.js").read_text(encoding="utf-8"),
         "REPORT_JS": (WEB / "report.js").read_text(encoding="utf-8"),
-    }
+    })
+
+
+def fill_page(name: str, fills: Dict[str, str]) -> str:
+    """The page ``web/NAME`` with each ``@@KEY@@`` in it replaced by ``fills[KEY]``; every key
+    given must be in the page (the report's, the animation's)."""
+    template = (WEB / name).read_text(encoding="utf-8")
     missing = set(fills) - set(re.findall(r"@@([A-Z_]+)@@", template))
     if missing:
-        raise AssertionError(f"report.html lacks {sorted(missing)}")
+        raise AssertionError(f"{name} lacks {sorted(missing)}")
     # One pass: what fills a placeholder is never read for placeholders itself.
     return re.sub(r"@@([A-Z_]+)@@", lambda m: fills[m.group(1)], template)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import DynosimError
 from ..output import live_stdout
-from .common import positive_int, warning
+from .common import port, positive_int, warning
 
 #: The loopback addresses the server listens on without a warning.
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -27,22 +27,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("scenario", nargs="?", metavar="SCENARIO",
                    help="a built-in scenario's name or a scenario file to open with (default: rapgenius)")
-    p.add_argument("--port", type=_port, default=8050, help="the port (default 8050; 0: any free port)")
+    p.add_argument("--port", type=port, default=8050, help="the port (default 8050; 0: any free port)")
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default 127.0.0.1; any other is reachable from other machines)")
     p.add_argument("--data", type=Path, metavar="DIR",
                    help="scenarios from the page may read files (samples, traces) under DIR, and only there")
     p.set_defaults(handler=main)
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
-    return value
 
 
 def main(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ use super::fleet::Life;
 use super::memory;
 use super::slab::{Fifo, State, NONE};
 use super::Simulation;
-use crate::resource::PoolScope;
+use crate::resource_spec::PoolScope;
 use crate::result::ErrorKind;
 use crate::scenario::CYCLING_JITTER;
 use rand::Rng;

@@ -5,7 +5,7 @@
 //! change does is [`super::threads`]'. This keeps the bytes: each dyno's, the fleet's, and how
 //! many dynos are over their quota (with the busy processes, the fleet's levels the observer
 //! is told of). (What a run's state costs the machine that simulates it is
-//! [`crate::memory`], not this.)
+//! [`crate::state_size`], not this.)
 
 use crate::alloc::filled;
 use crate::app::AppServer;

@@ -200,7 +200,7 @@ struct Simulation<'s> {
     trace: Option<TraceRecorder>,
 }
 
-/// What a replication's state costs on this engine (see [`crate::memory`]).
+/// What a replication's state costs on this engine (see [`crate::state_size`]).
 pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     let u32_bytes = size_of::<u32>() as f64;
     // Per router and dyno: the in-flight count, and for a ranking its bucket links (random

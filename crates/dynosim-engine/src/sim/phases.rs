@@ -12,7 +12,7 @@ use super::sharing::schedule_next;
 use super::slab::{State, NONE};
 use super::Simulation;
 use crate::request::PhaseKind;
-use crate::resource::{Discipline, PoolScope};
+use crate::resource_spec::{Discipline, PoolScope};
 
 impl Simulation<'_> {
     /// Starts the request's current phase.

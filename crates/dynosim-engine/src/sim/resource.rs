@@ -2,7 +2,7 @@
 //! served, or processor sharing through [`Sharing`]).
 
 use super::sharing::{Sharing, SharingStore};
-use crate::resource::{Discipline, PoolScope, Resource};
+use crate::resource_spec::{Discipline, PoolScope, Resource};
 use crate::scenario::Scenario;
 use std::collections::VecDeque;
 

@@ -10,7 +10,7 @@
 use super::aperture::Aperture;
 use super::idle::IdleReports;
 use crate::error::Result;
-use crate::load_index::LoadIndex;
+use crate::in_flight::LoadIndex;
 use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
 use crate::rng::SimRng;
 use crate::scenario::Scenario;

@@ -17,13 +17,13 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _dynosim, time_axis
-from .display import plural
-from .toml_text import value as _toml_value
-from .errors import LogError
-from .logs_input import PathLike, call, log_names, parse_window
-from .output import write_files
-from .scenario import Scenario
+from .. import _dynosim, time_axis
+from ..display import plural
+from ..errors import LogError
+from ..output import write_files
+from ..scenario import Scenario
+from ..toml_text import value as _toml_value
+from .reading import PathLike, call, log_names, parse_window
 
 __all__ = ["Fit", "fit", "PERCENTILES", "DISPERSION_SCALES", "ks_distance", "quantile_table", "dispersion"]
 
