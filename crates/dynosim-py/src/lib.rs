@@ -443,6 +443,12 @@ fn parse_duration(text: &str) -> Option<f64> {
     dynosim_engine::units::parse_duration(text)
 }
 
+/// A rate in requests per second from `"9000/min"`, `"150/s"`... (the scenario's units), or None.
+#[pyfunction]
+fn parse_rate(text: &str) -> Option<f64> {
+    dynosim_engine::units::parse_rate(text)
+}
+
 /// A size in bytes from `"512MB"`, `"2GB"`... (the scenario's units), or None.
 #[pyfunction]
 fn parse_bytes(text: &str) -> Option<f64> {
@@ -1047,6 +1053,7 @@ fn _dynosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(forget_token, m)?)?;
     m.add_function(wrap_pyfunction!(keys, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(erlang_c, m)?)?;
     m.add_function(wrap_pyfunction!(mmc_mean_wait, m)?)?;
