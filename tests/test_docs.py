@@ -102,32 +102,32 @@ SHORTENED = {
         ("--duration 30s --replications 2", "100 fleets of 5 × 5 min"),
     # The real testbed: real time (each figure's page gives the full run's wall time).
     "dynosim testbed my.toml --duration 60s --policy random,intelligent":
-        ("--duration 5s --set run.warmup=1s", "a minute and a warm-up of 30 s, real time"),
+        ("--duration 3s --set run.warmup=0s", "a minute and a warm-up of 30 s, real time"),
     "dynosim testbed my.toml --json --out results/":
-        ("--duration 5s --set run.warmup=1s", "5 min and a warm-up of 30 s, real time"),
-    "dynosim testbed gunicorn-db --out results/": ("--set arrivals.requests=18", "300 requests at 2/s, real time"),
+        ("--duration 3s --set run.warmup=0s", "5 min and a warm-up of 30 s, real time"),
+    "dynosim testbed gunicorn-db --out results/": ("--set arrivals.requests=9", "300 requests at 2/s, real time"),
     "dynosim testbed my-scenario.toml --calibrate":
-        ("--duration 5s --set run.warmup=1s", "5 min and a warm-up of 30 s, real time"),
+        ("--duration 3s --set run.warmup=0s", "5 min and a warm-up of 30 s, real time"),
     "dynosim testbed replay tests/fixtures/logs/shop.log.gz --speed 2.5 --alloc 1MiB --keep 0.02 --rounds 3 "
     '--config "default: workers=2 threads=5" --config "arena1: workers=2 threads=5 env=MALLOC_ARENA_MAX=1" '
     '--config "arena2: workers=2 threads=5 env=MALLOC_ARENA_MAX=2" -o results/':
-        ("--window ..10s --rounds 1", "18 min, real time"),
+        ("--window ..5s --rounds 1", "18 min, real time"),
     "dynosim testbed replay tests/fixtures/logs/shop.log.gz --window ..150s --speed 2.5 --alloc 1MiB --keep 0.02 "
     '--rounds 2 --config "default16: workers=2 threads=16" --config "arena1: workers=2 threads=16 '
     'env=MALLOC_ARENA_MAX=1" --config "arena2: workers=2 threads=16 env=MALLOC_ARENA_MAX=2" -o results/':
-        ("--window ..10s --rounds 1", "6 min, real time"),
+        ("--window ..5s --rounds 1", "6 min, real time"),
     "dynosim testbed tests/fixtures/testbed/fleet-step.toml --out results/":
-        ("--duration 30s --set fleet.boot_time=5s", "10 min, real time; boots of 20 s"),
+        ("--duration 15s --set fleet.boot_time=3s", "10 min, real time; boots of 20 s"),
     "dynosim testbed tests/fixtures/testbed/fleet-step.toml --json --out results/":
-        ("--duration 30s --set fleet.boot_time=5s", "10 min, real time; boots of 20 s"),
+        ("--duration 15s --set fleet.boot_time=3s", "10 min, real time; boots of 20 s"),
     "dynosim testbed bench/puma-gvl.toml --set app.threads=3 --set arrivals.clients=6":
-        ("--duration 5s", "35 s, real time"),
+        ("--duration 3s --set run.warmup=1s", "35 s, real time"),
     "dynosim testbed bench/puma-gvl.toml --set app.threads=3 --set arrivals.clients=6 --set "
     "'request.phases=[{cpu={distribution=\"exponential\",mean=\"10ms\"}},{io={distribution=\"exponential\","
-    "mean=\"10ms\"}}]'": ("--duration 5s", "35 s, real time"),
+    "mean=\"10ms\"}}]'": ("--duration 3s --set run.warmup=1s", "35 s, real time"),
     "dynosim testbed bench/puma-gvl.toml --set 'arrivals={process=\"poisson\",rate=\"70/s\"}' --set app.threads=3 "
     "--set 'request.phases=[{cpu={distribution=\"exponential\",mean=\"10ms\"}},{io={distribution=\"exponential\","
-    "mean=\"10ms\"}}]'": ("--duration 5s", "35 s, real time"),
+    "mean=\"10ms\"}}]'": ("--duration 3s --set run.warmup=1s", "35 s, real time"),
 }
 
 #: What a command needs beyond the package, by its first words.
