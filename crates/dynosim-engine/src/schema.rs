@@ -272,10 +272,11 @@ pub const SECTIONS: &[Section] = &[
     },
     Section {
         name: "cost",
-        meaning:
-            "Dyno prices, for the monthly cost of a fleet (`dynosim capacity`, `dynosim demo`). Checked \
-             on load by every command, as every section is: `run` refuses a price that `capacity` \
-             would.",
+        meaning: "Dyno prices, for what a fleet costs. Every run's report prices its dyno-seconds \
+             (`cost.dyno_hours` and `cost.dollars`, the `$` column of `run` and `compare`; a \
+             dyno-second costs the monthly price over a 730-hour month, as Heroku bills by the \
+             second), `tune` ranks settings by dollars a day, and `capacity` and `demo` give \
+             dollars a month. Checked on load by every command, as every section is.",
         kind_key: None,
         reader: Reader::FrontEnd,
         array: false,

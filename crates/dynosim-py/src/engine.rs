@@ -243,6 +243,12 @@ fn parse_duration(text: &str) -> Option<f64> {
     dynosim_engine::units::parse_duration(text)
 }
 
+/// A rate in requests per second from `"9000/min"`, `"150/s"`... (the scenario's units), or None.
+#[pyfunction]
+fn parse_rate(text: &str) -> Option<f64> {
+    dynosim_engine::units::parse_rate(text)
+}
+
 /// A size in bytes from `"512MB"`, `"2GB"`... (the scenario's units), or None.
 #[pyfunction]
 fn parse_bytes(text: &str) -> Option<f64> {
@@ -261,6 +267,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry, m)?)?;
     m.add_function(wrap_pyfunction!(keys, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     Ok(())
 }
