@@ -84,10 +84,22 @@ impl Scenario {
     /// than `run.max_memory` has room for (at least one: [`Scenario::from_json`] refused a
     /// scenario one replication of which does not fit).
     pub fn replications_at_once(&self) -> usize {
+        self.replications_at_once_on(rayon::current_num_threads())
+    }
+
+    /// [`Scenario::replications_at_once`] on `threads` threads.
+    fn replications_at_once_on(&self, threads: usize) -> usize {
         let fit = (self.max_memory / self.replication_bytes().max(1.0)).floor();
         let fit = if fit >= 1.0 { fit.min(1e6) as usize } else { 1 };
-        fit.min(rayon::current_num_threads())
-            .min(self.replications as usize)
-            .max(1)
+        fit.min(threads).min(self.replications as usize).max(1)
+    }
+
+    /// Bytes of engine state a whole run may hold at once, worked out before it starts: one
+    /// replication's ([`Scenario::replication_bytes`]) times as many replications as run at
+    /// once on `run.threads` (a thread per core when it is not set). At most `run.max_memory`
+    /// unless one replication alone is over it (and then the run is refused).
+    pub fn run_bytes(&self) -> f64 {
+        let threads = self.threads.unwrap_or_else(rayon::current_num_threads);
+        self.replication_bytes() * self.replications_at_once_on(threads) as f64
     }
 }

@@ -82,6 +82,10 @@ fn describe(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<Str
             "duration": s.duration,
             "warmup": s.warmup,
             "replications": s.replications,
+            // Engine state, bytes: one replication's, and a whole run's at once (replications
+            // in parallel), both worked out before anything is allocated.
+            "replication_bytes": s.replication_bytes(),
+            "run_bytes": s.run_bytes(),
             "seed": s.seed,
             "dyno_type": s.dyno_type.name,
             "cores": s.dyno_type.cores,
