@@ -474,19 +474,31 @@ def test_the_status_says_the_limits_and_the_load(client):
 
 def test_a_run_is_held_to_the_servers_memory_and_refused_when_it_alone_is_over():
     from dynosim.serve import held, run_memory, scenario_from_page
-    # 1e5 dynos, 4 replications: the engine runs as many at once as the limit has room for.
+    # 1e5 dynos, 4 replications on 2 threads: the engine runs as many at once as the threads
+    # and the memory limit allow.
     body = {"toml": RAPGENIUS,
-            "set": {**QUICK, "fleet.dynos": 100000, "arrivals.rate": "50000/s", "run.replications": 4}}
-    scenario, policies = scenario_from_page(body, None, [], max_memory=1e9)
-    # The largest of its policies' (each runs after the other).
-    one = max(scenario.for_policy(p).describe()["replication_bytes"] for p in scenario.policies)
-    assert 100e6 < 2 * one < 300e6  # (what the limits below are chosen for)
-    # Two threads would run two at once; 1.5 replications' memory has room for one.
-    body["set"]["run.threads"] = 2
-    scenario, policies = scenario_from_page(body, None, [], max_memory=1.5 * one)
-    assert run_memory(scenario, policies, 1.5 * one) == one
-    scenario, policies = scenario_from_page(body, None, [], max_memory=1e9)
-    assert run_memory(scenario, policies, 1e9) == 2 * one
+            "set": {**QUICK, "fleet.dynos": 100000, "arrivals.rate": "50000/s", "run.replications": 4,
+                    "run.threads": 2}}
+
+    def described(limit):
+        scenario, policies = scenario_from_page(body, None, [], max_memory=limit)
+        return [scenario.for_policy(p).describe() for p in scenario.policies], run_memory(scenario, policies, limit)
+
+    wide, _ = described(1e9)
+    one = max(d["replication_bytes"] for d in wide)
+    assert all(d["run_bytes"] == 2 * d["replication_bytes"] for d in wide)  # two threads
+    # 1.5 replications' memory has room for one at a time, though two threads would run two.
+    narrow, need = described(1.5 * one)
+    assert all(d["run_bytes"] == d["replication_bytes"] for d in narrow)
+    # A request counts its largest: a policy's replications at once, or a policy's trace (the
+    # report's series over time: one replication on the event-driven engine, here larger).
+    assert need == max(max(d["run_bytes"], d["trace_bytes"]) for d in narrow) > 1.5 * one
+    # So this one is refused before it asks for a place: it would never fit.
+    runs, _ = admission(max_runs=1, max_memory=1.5 * one, max_queue=1)
+    with pytest.raises(serve.Refused) as refused:
+        runs.check(need)
+    assert refused.value.status == 400 and "--max-memory" in str(refused.value)
+    runs.check(1.5 * one)
     # Alone over the limit: refused before it runs, naming the keys and the server's limit.
     body["set"]["fleet.dynos"] = 3_000_000
     with pytest.raises(serve.Refused) as refused:
@@ -507,11 +519,12 @@ def test_a_file_named_by_a_case_is_refused_too():
     assert "reads no file" in str(refused.value)
 
 
-#: A run of about 178 MB of engine state (two replications of 1e5 dynos at once) that takes
-#: many seconds: under --max-memory 300MB only one runs at a time, whatever --max-runs says.
+#: A run of 1e5 dynos that takes many seconds, counted (by the engine's bounds, its report's
+#: trace the largest) as about 0.67 GB, the seed scenario as 0.64 GB: under --max-memory 1GB
+#: only one runs at a time, whatever --max-runs says (nothing near that is allocated).
 HEAVY = {"fleet.dynos": 100000, "arrivals.rate": "50000/s", "run.duration": "7min", "run.warmup": "0s",
          "run.replications": 2}
-LIMITS = ["--max-runs", "2", "--max-memory", "300MB", "--max-queue", "2"]
+LIMITS = ["--max-runs", "2", "--max-memory", "1GB", "--max-queue", "2"]
 
 
 def status_of(where, client=None):
@@ -583,8 +596,9 @@ def test_a_flood_is_held_to_the_servers_limits_and_it_answers_after():
         # (which let one of these runs at a time, under --max-runs 2), nor the runs over
         # --max-runs, nor the queue over --max-queue (and a place for each run's newer request).
         final = status_of(where)
-        assert samples and all(s["memory"] <= 300e6 and s["runs"] <= 2 and s["queued"] <= 2 + 2 for s in samples)
-        assert 0 < final["peak_memory"] <= 300e6 and final["peak_runs"] == 1 and final["peak_queued"] <= 2 + 2
+        assert (final["max_runs"], final["max_memory"], final["max_queue"]) == (2, 1e9, 2)
+        assert samples and all(s["memory"] <= 1e9 and s["runs"] <= 2 and s["queued"] <= 2 + 2 for s in samples)
+        assert 0 < final["peak_memory"] <= 1e9 and final["peak_runs"] == 1 and final["peak_queued"] <= 2 + 2
         assert final["busy"] == sum(1 for s, _, _ in answers.values() if s == 503)
         # Afterwards, a small run answers normally.
         status, body, _ = post_with_headers(where, {}, "afterwards")

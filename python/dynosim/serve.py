@@ -217,14 +217,17 @@ def each_run(scenario: Scenario, max_memory: float = MAX_MEMORY) -> List[Tuple[s
 
 
 def run_memory(scenario: Scenario, policies: Sequence[str], max_memory: float = MAX_MEMORY) -> float:
-    """The engine state a request's run may hold at once, bytes, worked out before it starts:
-    the largest of its runs' (each case and policy runs after the one before), as the engine
-    computes it (``run_bytes``). Refused (400) for a case the engine refuses."""
+    """The engine state a request's run may hold at once, bytes, worked out before it starts
+    as the engine computes it: for each case and policy (each runs after the one before), its
+    replications at once (``run_bytes``), then the trace of its series over time
+    (``trace_bytes``: one replication of the whole fleet on the event-driven engine); the
+    largest of them. Refused (400) for a case the engine refuses."""
     need = 0.0
     try:
         for _, case in each_run(scenario, max_memory):
             for policy in policies or case.policies:
-                need = max(need, float(case.for_policy(policy).describe()["run_bytes"]))
+                described = case.for_policy(policy).describe()
+                need = max(need, float(described["run_bytes"]), float(described["trace_bytes"]))
     except DynosimError as e:
         raise Refused(400, _server_limit(str(e), scenario, max_memory), key=getattr(e, "path", None)) from None
     return need
@@ -380,6 +383,13 @@ class Runs:
         """Why a request's run was cancelled (see :class:`Ended`)."""
         return self._ended.get(token, "stopping" if self.stopping else "newer")
 
+    def check(self, need: float) -> None:
+        """Refuses (400) a run whose `need` alone is over the limit: it would never run."""
+        if need > self.max_memory:  # a run's replications fit its run.max_memory, capped: its trace may not
+            raise Refused(400, f"this run needs about {need / 1e6:,.0f} MB of engine state, more than the "
+                               f"{self.max_memory / 1e6:,.0f} MB this server runs at once (dynosim serve "
+                               "--max-memory): fewer dynos or a smaller run.max_waiting", key="fleet.dynos")
+
     async def admit(self, token: int, need: float) -> None:
         """Returns when the request may run, its `need` (bytes) accounted for; raises Refused
         (503) when the queue is full or the server stops, Ended when it was ended meanwhile."""
@@ -387,10 +397,7 @@ class Runs:
             raise Ended(self._ended[token])
         if self.stopping:
             raise Ended("stopping")
-        if need > self.max_memory:  # the budgets make it rare: a run's state fits its capped run.max_memory
-            raise Refused(400, f"this run needs about {need / 1e6:,.0f} MB of engine state, more than the "
-                               f"{self.max_memory / 1e6:,.0f} MB this server runs at once (dynosim serve "
-                               "--max-memory): fewer dynos, replications or run.threads")
+        self.check(need)
         self._waiting[token] = (need, asyncio.get_running_loop().create_future())
         self._pump()
         if token in self._running:
@@ -647,6 +654,7 @@ def make_app(data: Optional[Path] = None, initial: Optional[str] = None, *, max_
             body = await body_of(request)
             scenario, policies = await run_in_threadpool(scenario_from_page, body, data, names, runs.max_memory)
             need = await run_in_threadpool(run_memory, scenario, policies, runs.max_memory)
+            runs.check(need)  # before it replaces the client's older run
         client = client_of(request)
         token = runs.start(client)
         seconds = None

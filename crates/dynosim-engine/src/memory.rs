@@ -22,7 +22,11 @@ struct Part {
 
 impl Scenario {
     fn memory_parts(&self) -> [Part; 3] {
-        let cost = Engine::chosen(self).state_bytes(self);
+        self.memory_parts_on(Engine::chosen(self))
+    }
+
+    fn memory_parts_on(&self, engine: Engine) -> [Part; 3] {
+        let cost = engine.state_bytes(self);
         let (dynos, slots, routers) = (
             f64::from(self.dynos),
             f64::from(self.slots),
@@ -50,6 +54,16 @@ impl Scenario {
     /// Bytes of engine state one replication may need at most.
     pub fn replication_bytes(&self) -> f64 {
         self.memory_parts().iter().map(|p| p.bytes).sum()
+    }
+
+    /// Bytes of engine state a trace of one replication (`trace_replication`: the series over
+    /// time of a report) may need at most, its frames apart: the whole fleet on the
+    /// event-driven engine, which traces run on whatever engine runs the scenario.
+    pub fn trace_bytes(&self) -> f64 {
+        self.memory_parts_on(Engine::Events)
+            .iter()
+            .map(|p| p.bytes)
+            .sum()
     }
 
     /// Refuses a scenario one replication of which needs more than `run.max_memory`, naming

@@ -1072,6 +1072,19 @@ fn a_runs_memory_is_its_replications_at_once_on_its_threads() {
 }
 
 #[test]
+fn a_traces_memory_is_the_event_driven_engines_whatever_runs_the_scenario() {
+    // Random routing on single-slot dynos runs on the direct engine; its trace (a report's
+    // series over time) runs on the event-driven one, whose state is larger.
+    let mut doc = with(&[("fleet.dynos", json!(100_000))]);
+    let auto = from_json(&doc).unwrap();
+    doc["run"]["engine"] = json!("events");
+    let events = from_json(&doc).unwrap();
+    assert!(auto.trace_bytes() > auto.replication_bytes());
+    assert_eq!(auto.trace_bytes(), events.replication_bytes());
+    assert_eq!(events.trace_bytes(), events.replication_bytes());
+}
+
+#[test]
 fn per_dyno_utilisation_is_kept_only_in_the_summary_of_small_fleets() {
     let run = |dynos: u32| {
         let mut doc = with(&[("fleet.dynos", json!(dynos))]);
