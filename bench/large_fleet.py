@@ -13,7 +13,10 @@ Three scenarios, Poisson arrivals at 1,000,000 req/s routed at random to 100,000
 - ``phases``: a request of three phases on standard-1x-like dynos (1 core) running 2 processes
   x 5 threads under an interpreter lock: cpu (exponential, 40 ms), a query on the app's
   database (exponential, 10 ms; 15,000 servers FCFS), cpu (exponential, 20 ms); load 0.6 of
-  the cores and 0.667 of the database. Event-driven engine.
+  the cores and 0.667 of the database. Event-driven engine. The cores are shared by
+  processor sharing (``fleet.cpu_sharing = "ps"``, as bench/dyno_vs_simpy.py's model), the
+  model this figure has always measured; ``--cpu-sharing slices`` measures the default time
+  slices instead (a 3 ms quantum: many more events a request).
 
 (`run.engine = "events"` in the scenario is parsed but not honoured by ``_dynosim.run`` at
 the commit this was written at: ``report::run`` calls ``run_replication``, which is always
@@ -69,7 +72,7 @@ def exp(mean: float) -> dict:
 
 
 def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float,
-             shards: str | None = None, threads: str | None = None) -> dict:
+             shards: str | None = None, threads: str | None = None, cpu_sharing: str = "ps") -> dict:
     run = {"duration": duration, "warmup": warmup, "replications": 1, "seed": 1}
     for key, value in (("shards", shards), ("threads", threads)):
         if value is not None:
@@ -93,7 +96,7 @@ def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float,
                                        {"use": "db", "time": exp(0.010)},
                                        {"cpu": exp(0.020)}]},
                 "resources": {"db": {"servers": servers, "discipline": "fcfs"}},
-                "fleet": {"dynos": dynos, "cores": 1}, "router": router,
+                "fleet": {"dynos": dynos, "cores": 1, "cpu_sharing": cpu_sharing}, "router": router,
                 "app": {"server": "generic", "model": "threaded", "processes": 2,
                         "threads": 5, "lock": True},
                 "run": dict(run, engine="events")}
@@ -150,6 +153,9 @@ def main(argv=None) -> int:
                     "the scenario's default, \"auto\"; 1: the fleet whole, as before issue #28)")
     ap.add_argument("--threads", help="run.threads of every run: \"auto\" (one per core) or a "
                     "number (default \"auto\"); more than 1 needs --no-pin to use them")
+    ap.add_argument("--cpu-sharing", choices=["ps", "slices"], default="ps",
+                    help="fleet.cpu_sharing of `phases` (default ps, processor sharing; slices: "
+                         "the engine's default, time slices)")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the runs to one CPU")
     ap.add_argument("--json", type=Path, help="write every figure to this file")
     args = ap.parse_args(argv)
@@ -177,7 +183,7 @@ def main(argv=None) -> int:
     print(f"fleet: {args.dynos:,} dynos at {args.rate:,.0f} req/s, random routing; one "
           f"replication per run, warm-up {args.warmup:g} s, each run in a fresh subprocess; "
           f"run.shards = {args.shards or 'auto (default)'}, "
-          f"run.threads = {args.threads or 'auto (default)'}")
+          f"run.threads = {args.threads or 'auto (default)'}; phases' fleet.cpu_sharing = {args.cpu_sharing}")
     print()
 
     baseline = child(None, pin)
@@ -196,7 +202,7 @@ def main(argv=None) -> int:
         for m in multiples:
             duration = BASE[name] * args.scale * m
             doc = scenario(name, duration, args.warmup, args.dynos, args.rate,
-                           args.shards, args.threads)
+                           args.shards, args.threads, args.cpu_sharing)
             out = child(doc, pin)
             wall = max(out["call_seconds"], out["engine_wall_seconds"])
             simulated = args.warmup + duration
@@ -247,7 +253,7 @@ def main(argv=None) -> int:
     print(f"reproduce (from {REPO}): {command}")
     if args.json:
         out = {"command": command, "machine": machine, "dynos": args.dynos, "rate": args.rate,
-               "shards": args.shards, "threads": args.threads,
+               "cpu_sharing": args.cpu_sharing, "shards": args.shards, "threads": args.threads,
                "base_durations": {k: v * args.scale for k, v in BASE.items()},
                "warmup": args.warmup,
                "baseline_rss_mib": base_mib, "results": results}

@@ -16,7 +16,9 @@ import urllib.request
 
 import pytest
 
-pytest.importorskip("starlette", reason="the 'ui' extra is not installed (pip install 'dynosim[ui]')")
+from conftest import require
+
+require("starlette", "uvicorn")  # the 'ui' extra (pip install 'dynosim[ui]'); make install has it
 import warnings  # noqa: E402
 
 with warnings.catch_warnings():

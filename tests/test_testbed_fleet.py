@@ -19,7 +19,7 @@ import pytest
 
 from conftest import assert_one_line_error, child_process, run_cli
 from fuzzing import toml_document
-from test_testbed import _descendants, needs_components, stop_and_look
+from test_testbed import _descendants, stop_and_look
 from dynosim import Scenario
 from dynosim.errors import ScenarioError
 from dynosim.testbed import fleet as fl
@@ -228,8 +228,8 @@ def test_runtime_api_sends_one_command_and_reports_a_refusal(tmp_path):
         fl.RuntimeApi(tmp_path / "absent.sock").command("show info")
 
 
+@pytest.mark.needs("haproxy")
 def test_a_real_haproxy_takes_the_fleets_commands():
-    needs_components()
     with Supervisor() as sup:
         ports = free_ports(5)
         sock = sup.workdir / "haproxy.sock"
@@ -417,12 +417,12 @@ def test_the_cli_refuses_a_bad_fleet_in_one_line(tmp_path):
 # --- a real autoscaled fleet -------------------------------------------------------------------------
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_a_real_fleet_follows_its_schedule_and_loses_no_request_when_it_shrinks():
     """About 45 s: 1 dyno, 3 from 10 s, 1 from 25 s (schedule, evaluated every 5 s), 20
     requests/s on two sync workers a dyno, 3 s of boot on top of gunicorn's own start and a
     5 s grace. HAProxy stops sending to a drained dyno before its SIGTERM, and gunicorn
     finishes what it has: every request is answered 200."""
-    needs_components()
     from dynosim.testbed.plan import make_plan
 
     before = _descendants(os.getpid())
@@ -491,7 +491,6 @@ def short_step() -> Scenario:
 def step_comparison() -> Dict[str, Any]:
     """The issue's comparison in 100 s for CI (docs/testbed.md has the 10-minute table): one
     real run of `short_step`, compared with the engine's (replication 0 drew its requests)."""
-    needs_components()
     from dynosim.testbed.plan import make_plan
 
     engine, p = fl.split(short_step())
@@ -502,6 +501,7 @@ def step_comparison() -> Dict[str, Any]:
     return {"measured": measured, "comparison": fl.compare(measured, simulated, p.interval)}
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_the_real_fleet_scales_up_with_the_simulated_one_and_p95s_agree(step_comparison):
     """The step up's size changes (to the largest fleet) within one evaluation interval of the
     simulation's, and each minute's p95 within 25% of replication 0's."""
@@ -521,11 +521,11 @@ def test_the_real_fleet_scales_up_with_the_simulated_one_and_p95s_agree(step_com
 # not fail (an xfail) is no check, so there is none here.
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_nothing_outlives_a_fleet_stopped_while_dynos_boot(tmp_path, how):
     """Stopped 1 s after the schedule asked for 3 dynos, with 30 s of boot: two gunicorns
     booting, not yet in HAProxy, besides the first."""
-    needs_components()
     doc = fleet_scenario(schedule=[["0s", 1], ["2s", 3]], interval="2s")
     doc["fleet"] = {"dynos": 1, "slots": 2, "boot_time": "30s"}
     toml = tmp_path / "fleet.toml"
