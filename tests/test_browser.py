@@ -418,3 +418,69 @@ def test_an_opened_file_and_the_downloads_give_the_toml_and_the_report(browser, 
         assert "dynosim-data" in report and "default-src 'none'" in report and "80 standard-1x dynos" in report
     finally:
         p.close()
+
+
+def test_a_page_waiting_for_the_server_shows_its_place_in_line(browser):
+    """A server with room for one run (issue 34): while another client's long run holds it, the
+    page's run waits and says so, its place in line; it runs once that one is gone."""
+    pytest.importorskip("starlette", reason="the 'ui' extra is not installed (pip install 'dynosim[ui]')")
+    import json
+    import signal
+    import subprocess
+    import threading
+    import time
+    import urllib.error
+    import urllib.request
+
+    from conftest import end_process
+
+    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "serve", "rapgenius", "--port", "0", "--max-runs", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    toml = (ROOT / "python" / "dynosim" / "scenarios" / "rapgenius.toml").read_text()
+
+    def post(settings, client):
+        request = urllib.request.Request(base + "/api/run", method="POST",
+                                         data=json.dumps({"toml": toml, "set": settings}).encode(),
+                                         headers={"Content-Type": "application/json", "X-Dynosim-Client": client})
+        try:
+            with urllib.request.urlopen(request, timeout=300) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def status():
+        with urllib.request.urlopen(base + "/api/status", timeout=30) as r:
+            return json.loads(r.read())
+
+    try:
+        line = proc.stdout.readline()
+        assert "http://127.0.0.1:" in line, proc.stderr.read()
+        base = "http://" + line.split("http://", 1)[1].split("/", 1)[0]
+        answers = []
+        long = {"fleet.dynos": 100000, "arrivals.rate": "50000/s", "run.duration": "7min", "run.warmup": "0s",
+                "run.replications": 2}
+        holder = threading.Thread(target=lambda: answers.append(post(long, "someone-else")))
+        holder.start()
+        end = time.monotonic() + 60
+        while status()["runs"] < 1:
+            assert time.monotonic() < end, "the long run did not start"
+            time.sleep(0.05)
+        p = Page(browser, base)
+        try:
+            p.wait("document.getElementById('state').innerText.includes('1st in line')")
+            assert p.runs() == 0
+            # The other client asks again, for a short run: its long one is cancelled, the page's
+            # run goes next, then that one.
+            assert post({"run.duration": "60s", "run.replications": 2}, "someone-else") == 200
+            p.wait_runs(1)
+            assert p.cell(0, "dynos") == "75" and p.errors == []
+        finally:
+            p.close()
+        holder.join(timeout=120)
+        assert answers == [409]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        finally:
+            end_process(proc)

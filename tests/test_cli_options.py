@@ -39,7 +39,7 @@ VERBS: Dict[Tuple[str, ...], List[str]] = {
     ("logs", "replay"): LOGS + ["--json"],
     ("testbed", "replay"): LOGS + ["--json"],
     # The playground: a server, its page the output.
-    ("serve",): ["SCENARIO", "--port", "--host", "--data"],
+    ("serve",): ["SCENARIO", "--port", "--host", "--data", "--max-runs", "--max-memory", "--max-queue"],
     # Listings and a file: a text for people, nothing to compute.
     ("scenarios",): [],
     ("init",): [],

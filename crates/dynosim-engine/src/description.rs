@@ -33,6 +33,12 @@ impl Scenario {
             "duration": s.duration,
             "warmup": s.warmup,
             "replications": s.replications,
+            // Engine state, bytes: one replication's, a whole run's at once (replications in
+            // parallel), and a trace's (one replication on the event-driven engine), all
+            // worked out before anything is allocated.
+            "replication_bytes": s.replication_bytes(),
+            "run_bytes": s.run_bytes(),
+            "trace_bytes": s.trace_bytes(),
             "seed": s.seed,
             "dyno_type": s.dyno_type.name,
             "cores": s.dyno_type.cores,

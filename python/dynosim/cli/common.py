@@ -136,6 +136,27 @@ def positive_int(text: str) -> int:
     return value
 
 
+def natural_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def byte_size(text: str) -> float:
+    """A size as a scenario writes one (``run.max_memory``): ``4GB``, ``512MB``, ``1.5GiB``, bytes."""
+    try:
+        value = _dynosim.parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e}") from None
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 4GB or 512MB, got {text!r}")
+    return float(value)
+
+
 def seed(text: str) -> int:
     value = _parsed(text, int, "a whole number")
     if not 0 <= value < 2**64:
