@@ -22,12 +22,27 @@ install: $(VENV)/.installed ## create .venv with the build and test tools
 build-dev: install ## build the engine (release) and install the package editable into .venv
 	$(VENV)/bin/maturin develop --release -q
 
+# A wheel for machines without Rust: the stable ABI (abi3, Python 3.9 and later, from
+# crates/dynosim-py's pyo3 abi3-py39) and manylinux2014 (glibc 2.17, the oldest the Rust
+# compiler supports), linked with zig as maturin's docs recommend outside a manylinux image.
+WHEEL_DIR ?= dist
+
+.PHONY: wheel
+wheel: install ## build an abi3 manylinux2014 wheel into dist/, installable without Rust (pip install dist/dynosim-*.whl)
+	$(PIP) install -q "ziglang>=0.13,<0.18"
+	rm -f $(WHEEL_DIR)/dynosim-*.whl
+	PATH="$(abspath $(VENV))/bin:$$PATH" maturin build --release --compatibility manylinux2014 --zig --out $(WHEEL_DIR)
+
+.PHONY: test-wheel
+test-wheel: wheel ## install the wheel into a fresh venv with no cargo on PATH and run dynosim from it
+	bash tools/test-wheel.sh $(WHEEL_DIR)
+
 .PHONY: build-pgo
 build-pgo: install ## build-dev with profile-guided optimisation (about 10% faster; tools/build-pgo.sh)
 	bash tools/build-pgo.sh $(PY)
 
 .PHONY: testbed-deps
-testbed-deps: install ## install the testbed's HAProxy, nginx, PostgreSQL, Ruby, Puma, Unicorn (apt, as root), gunicorn, gevent, psycopg
+testbed-deps: install ## install what the real-stack tests use: the testbed's HAProxy, nginx, PostgreSQL, Ruby, Puma, Unicorn, and Chromium (apt, as root), gunicorn, gevent, psycopg
 	bash tools/install-testbed.sh $(PY)
 
 .PHONY: test-rust

@@ -26,7 +26,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from machine import machine_info, one_cpu, run_child
+from machine import machine_info, one_cpu, run_scenario
 
 HOURS = (6.0, 12.0, 24.0)
 
@@ -44,33 +44,16 @@ def scenario(hours: float) -> dict:
     }
 
 
-# What the child process runs: the scenario as JSON on stdin, one JSON line out.
-CHILD = r"""
-import json, resource, sys, time
-pin = sys.argv[1]
-if pin != "-":
-    import os
-    os.sched_setaffinity(0, {int(pin)})
-from dynosim import _dynosim
-text = sys.stdin.read()
-out = {}
-if text:
-    c0, t0 = time.process_time(), time.perf_counter()
-    report = json.loads(_dynosim.run(text, "."))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rep = report["per_replication"][0]
-    out = {"engine": report["engine"], "call_seconds": wall, "cpu_seconds": cpu,
-           "simulated_requests": rep["simulated_requests"],
-           "response_p95": rep["response"]["p95"], "errors": rep["errors"]["total"],
-           "fleet_mean": rep["fleet"]["size"]["mean"], "fleet_max": rep["fleet"]["size"]["max"],
-           "dyno_seconds": rep["fleet"]["dyno_seconds"], "actions": rep["autoscale"]["actions"]}
-out["ru_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps(out))
-"""
+def figures(report: dict, rep: dict) -> dict:
+    """What this benchmark keeps of a run's report and of its replication's figures."""
+    return {"engine": report["engine"], "simulated_requests": rep["simulated_requests"],
+            "response_p95": rep["response"]["p95"], "errors": rep["errors"]["total"],
+            "fleet_mean": rep["fleet"]["size"]["mean"], "fleet_max": rep["fleet"]["size"]["max"],
+            "dyno_seconds": rep["fleet"]["dyno_seconds"], "actions": rep["autoscale"]["actions"]}
 
 
 def child(doc: dict | None, pin) -> dict:
-    return run_child(CHILD, doc, pin)
+    return run_scenario(doc, pin, figures)
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,10 @@ Three scenarios, Poisson arrivals at 1,000,000 req/s routed at random to 100,000
 - ``phases``: a request of three phases on standard-1x-like dynos (1 core) running 2 processes
   x 5 threads under an interpreter lock: cpu (exponential, 40 ms), a query on the app's
   database (exponential, 10 ms; 15,000 servers FCFS), cpu (exponential, 20 ms); load 0.6 of
-  the cores and 0.667 of the database. Event-driven engine.
+  the cores and 0.667 of the database. Event-driven engine. The cores are shared by
+  processor sharing (``fleet.cpu_sharing = "ps"``, as bench/dyno_vs_simpy.py's model), the
+  model this figure has always measured; ``--cpu-sharing slices`` measures the default time
+  slices instead (a 3 ms quantum: many more events a request).
 
 (`run.engine = "events"` in the scenario is parsed but not honoured by ``_dynosim.run`` at
 the commit this was written at: ``report::run`` calls ``run_replication``, which is always
@@ -50,7 +53,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from machine import machine_info, one_cpu, run_child
+from machine import machine_info, one_cpu, run_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 DYNOS = 100_000
@@ -69,7 +72,7 @@ def exp(mean: float) -> dict:
 
 
 def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float,
-             shards: str | None = None, threads: str | None = None) -> dict:
+             shards: str | None = None, threads: str | None = None, cpu_sharing: str = "ps") -> dict:
     run = {"duration": duration, "warmup": warmup, "replications": 1, "seed": 1}
     for key, value in (("shards", shards), ("threads", threads)):
         if value is not None:
@@ -93,44 +96,23 @@ def scenario(name: str, duration: float, warmup: float, dynos: int, rate: float,
                                        {"use": "db", "time": exp(0.010)},
                                        {"cpu": exp(0.020)}]},
                 "resources": {"db": {"servers": servers, "discipline": "fcfs"}},
-                "fleet": {"dynos": dynos, "cores": 1}, "router": router,
+                "fleet": {"dynos": dynos, "cores": 1, "cpu_sharing": cpu_sharing}, "router": router,
                 "app": {"server": "generic", "model": "threaded", "processes": 2,
                         "threads": 5, "lock": True},
                 "run": dict(run, engine="events")}
     raise ValueError(name)
 
 
-# What the child process runs: the scenario as JSON on stdin, one JSON line out.
-CHILD = r"""
-import json, resource, sys, time
-pin = sys.argv[1]
-if pin != "-":
-    import os
-    os.sched_setaffinity(0, {int(pin)})
-from dynosim import _dynosim
-text = sys.stdin.read()
-out = {}
-if text:
-    c0, t0 = time.process_time(), time.perf_counter()
-    report = json.loads(_dynosim.run(text, "."))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rep = report["per_replication"][0]
-    out = {"engine": report["engine"], "offered_load": report["offered_load"],
-           "call_seconds": wall, "engine_wall_seconds": report["wall_seconds"],
-           "cpu_seconds": cpu, "shards": report.get("shards", 1),
-           "simulated_requests": rep["simulated_requests"],
-           "response_mean": rep["response"]["mean"], "queue_mean": rep["queue"]["mean"]}
-out["ru_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps(out))
-"""
+def figures(report: dict, rep: dict) -> dict:
+    """What this benchmark keeps of a run's report and of its replication's figures."""
+    return {"engine": report["engine"], "offered_load": report["offered_load"],
+            "engine_wall_seconds": report["wall_seconds"], "shards": report.get("shards", 1),
+            "simulated_requests": rep["simulated_requests"],
+            "response_mean": rep["response"]["mean"], "queue_mean": rep["queue"]["mean"]}
 
 
 def child(doc: dict | None, pin) -> dict:
-    return run_child(CHILD, doc, pin)
-
-
-
-
+    return run_scenario(doc, pin, figures)
 
 
 def main(argv=None) -> int:
@@ -150,6 +132,9 @@ def main(argv=None) -> int:
                     "the scenario's default, \"auto\"; 1: the fleet whole, as before issue #28)")
     ap.add_argument("--threads", help="run.threads of every run: \"auto\" (one per core) or a "
                     "number (default \"auto\"); more than 1 needs --no-pin to use them")
+    ap.add_argument("--cpu-sharing", choices=["ps", "slices"], default="ps",
+                    help="fleet.cpu_sharing of `phases` (default ps, processor sharing; slices: "
+                         "the engine's default, time slices)")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the runs to one CPU")
     ap.add_argument("--json", type=Path, help="write every figure to this file")
     args = ap.parse_args(argv)
@@ -177,7 +162,7 @@ def main(argv=None) -> int:
     print(f"fleet: {args.dynos:,} dynos at {args.rate:,.0f} req/s, random routing; one "
           f"replication per run, warm-up {args.warmup:g} s, each run in a fresh subprocess; "
           f"run.shards = {args.shards or 'auto (default)'}, "
-          f"run.threads = {args.threads or 'auto (default)'}")
+          f"run.threads = {args.threads or 'auto (default)'}; phases' fleet.cpu_sharing = {args.cpu_sharing}")
     print()
 
     baseline = child(None, pin)
@@ -196,7 +181,7 @@ def main(argv=None) -> int:
         for m in multiples:
             duration = BASE[name] * args.scale * m
             doc = scenario(name, duration, args.warmup, args.dynos, args.rate,
-                           args.shards, args.threads)
+                           args.shards, args.threads, args.cpu_sharing)
             out = child(doc, pin)
             wall = max(out["call_seconds"], out["engine_wall_seconds"])
             simulated = args.warmup + duration
@@ -247,7 +232,7 @@ def main(argv=None) -> int:
     print(f"reproduce (from {REPO}): {command}")
     if args.json:
         out = {"command": command, "machine": machine, "dynos": args.dynos, "rate": args.rate,
-               "shards": args.shards, "threads": args.threads,
+               "cpu_sharing": args.cpu_sharing, "shards": args.shards, "threads": args.threads,
                "base_durations": {k: v * args.scale for k, v in BASE.items()},
                "warmup": args.warmup,
                "baseline_rss_mib": base_mib, "results": results}

@@ -94,16 +94,44 @@ def machine_info(pinned: int | None, **versions) -> dict:
     }
 
 
-def run_child(script: str, doc: dict | None, pin: int | None) -> dict:
-    """Runs `script` in a fresh Python subprocess with `doc` as JSON on its stdin (nothing for
-    None: a baseline run) and the CPU to pin to (or "-") as its argument; its last line of
-    output, JSON, is returned."""
+#: What :func:`run_scenario`'s child process runs: the scenario as JSON on stdin (none: a
+#: baseline), the CPU to pin to (or "-") as its argument; one JSON line out.
+SCENARIO_CHILD = r"""
+import json, resource, sys, time
+pin = sys.argv[1]
+if pin != "-":
+    import os
+    os.sched_setaffinity(0, {int(pin)})
+from dynosim import _dynosim
+text = sys.stdin.read()
+out = {}
+if text:
+    c0, t0 = time.process_time(), time.perf_counter()
+    report = json.loads(_dynosim.run(text, "."))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    out = {"report": report, "call_seconds": wall, "cpu_seconds": cpu}
+out["ru_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps(out))
+"""
+
+
+def run_scenario(doc: dict | None, pin: int | None, keep=None) -> dict:
+    """Runs scenario `doc` (a dict) once in a fresh Python subprocess, pinned to CPU `pin`
+    unless None: ``keep(report, its first replication's figures)`` (a dict of what the
+    benchmark keeps of them) with ``call_seconds`` (the wall time of _dynosim.run),
+    ``cpu_seconds`` (its process CPU time) and ``ru_maxrss_kib`` (the child's peak RSS after
+    the run). With None nothing runs (a baseline: Python with dynosim imported), and there is
+    only ``ru_maxrss_kib``."""
     import json
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-c", script, "-" if pin is None else str(pin)],
+    proc = subprocess.run([sys.executable, "-c", SCENARIO_CHILD, "-" if pin is None else str(pin)],
                           input="" if doc is None else json.dumps(doc),
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = out.pop("report", None)
+    if report is None or keep is None:
+        return out
+    return {**keep(report, report["per_replication"][0]), **out}

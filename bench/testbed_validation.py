@@ -93,7 +93,8 @@ NGINX_CASES: List[Tuple[str, Dict[str, Any]]] = [
 #: within 25%). The hashed requests come from 1,000 users by Zipf's law (the most popular
 #: sends 13% of them), simulated on HAProxy's own ring (`router.ring = "haproxy"`): with the
 #: engine's ring the popular users land on other dynos, and the mean queue came out 16-21%
-#: above the simulation's (session 16), the placement and not the policy.
+#: above the simulation's (the validation run of 2026-11-27, before f0009b9), the placement
+#: and not the policy.
 BALANCER_CASES: List[Tuple[str, Dict[str, Any], Any]] = [
     ("HAProxy first", {"policy": "first"}, None),
     ("HAProxy bounded_hash, factor 1.25, 1000 Zipf users",

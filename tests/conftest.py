@@ -1,17 +1,117 @@
 import contextlib
 import ctypes
 import ctypes.util
+import functools
+import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILTIN = ROOT / "python" / "dynosim" / "scenarios"
+
+
+# --- real-stack components -------------------------------------------------------------------
+#
+# A test that runs something real beyond dynosim and its Python dependencies (the testbed's
+# HAProxy, nginx, PostgreSQL, gunicorn or Ruby servers, a Dask cluster, a browser) names what
+# it uses, once: ``@pytest.mark.needs("haproxy", "gunicorn")`` on the test (or in a module's
+# ``pytestmark``), or ``require(...)`` at the top of a module that cannot even be imported
+# without it. When one is missing the test is skipped with one line naming it and
+# ``make testbed-deps`` (which installs every one); under CI (``CI`` set, and not to 0 or
+# false) it fails instead, since CI installs everything and must run every such test.
+
+#: The testbed's components, as ``dynosim testbed --check`` finds them
+#: (dynosim.testbed.tools).
+TESTBED_COMPONENTS = ("haproxy", "nginx", "postgres", "gunicorn", "gevent", "psycopg", "ruby", "puma",
+                      "unicorn", "ruby-pg", "ruby-rack")
+
+
+def _module(name: str) -> Optional[str]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return (spec.origin or name) if spec is not None else None
+
+
+@functools.lru_cache(maxsize=None)
+def _testbed_tools() -> Dict[str, Optional[str]]:
+    from dynosim.testbed.tools import tools
+
+    return {t.name: t.path for t in tools()}
+
+
+#: Every component a test may name, and how to find it: its path, or None when missing.
+COMPONENTS: Dict[str, Callable[[], Optional[str]]] = {
+    **{name: functools.partial(lambda n: _testbed_tools()[n], name) for name in TESTBED_COMPONENTS},
+    "chromium": lambda: shutil.which("chromium") or shutil.which("chromium-browser"),
+    "playwright": lambda: _module("playwright"),
+    "distributed": lambda: _module("distributed"),
+    "starlette": lambda: _module("starlette"),
+    "uvicorn": lambda: _module("uvicorn"),
+}
+
+
+def under_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+def missing_components(names: Sequence[str]) -> List[str]:
+    unknown = [n for n in names if n not in COMPONENTS]
+    if unknown:
+        raise ValueError(f"unknown real-stack components {unknown}; known: {', '.join(COMPONENTS)}")
+    return [n for n in dict.fromkeys(names) if COMPONENTS[n]() is None]
+
+
+def require(*names: str) -> None:
+    """Skips the test (or, at a module's top, the module) unless every component in `names`
+    is installed; under CI fails instead."""
+    absent = missing_components(names)
+    if not absent:
+        return
+    what, it = ", ".join(absent), "them" if len(absent) > 1 else "it"
+    if under_ci():
+        pytest.fail(f"CI runs every real-stack test, but {what} {'are' if len(absent) > 1 else 'is'} not "
+                    f"installed (make testbed-deps installs {it})", pytrace=False)
+    pytest.skip(f"needs {what}, not installed: make testbed-deps installs {it}", allow_module_level=True)
+
+
+def component(name: str) -> str:
+    """The path of an installed component (after `require`)."""
+    require(name)
+    path = COMPONENTS[name]()
+    assert path is not None
+    return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs(*components): a real-stack test's components (conftest.COMPONENTS): skipped "
+        "unless all are installed, failed under CI")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for mark in item.iter_markers("needs"):
+            unknown = [n for n in mark.args if n not in COMPONENTS]
+            if unknown or not mark.args:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.needs{mark.args}: expected components "
+                                        f"among {', '.join(COMPONENTS)}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before any fixture of the test runs (a fixture may start the real stack)."""
+    names = [n for mark in item.iter_markers("needs") for n in mark.args]
+    if names:
+        require(*names)
 
 
 # --- child processes -------------------------------------------------------------------------

@@ -2,15 +2,13 @@
 Chromium), and bad options fail before anything runs, leaving no file behind."""
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_process
+from conftest import assert_one_line_error, component, run_process
 from PIL import Image, ImageChops
 
 
@@ -27,14 +25,7 @@ SERVICE_RGB = (0x4C, 0x78, 0xA8)  # animate.COLOR_SERVICE
 
 
 def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None and os.path.exists("/usr/bin/chromium"):
-        path = "/usr/bin/chromium"
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed; CI must run the browser test (.ci/run installs it)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return path
+    return component("chromium")
 
 
 def dump_dom(page: Path, budget_ms: int, profile: Path) -> str:
@@ -100,8 +91,8 @@ def test_gif_has_frames_and_the_bars_move(cli, tmp_path):
     assert diff is not None and diff[3] > gif.size[1] // 2, diff
 
 
+@pytest.mark.needs("chromium")
 def test_html_page_plays_in_a_headless_browser(cli, tmp_path):
-    chromium()  # skip (or fail on CI) before generating anything
     result = cli("animate", "--out", "queues.html", "--seconds", "20", "--fps", "10", "--speed", "2",
                  cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -133,9 +124,9 @@ def test_html_page_plays_in_a_headless_browser(cli, tmp_path):
     assert early["depth-sum"] != late["depth-sum"], (early, late)
 
 
+@pytest.mark.needs("chromium")
 def test_html_screenshot_is_not_blank(cli, tmp_path):
     """The canvases really have bars painted on them (not only numbers in data attributes)."""
-    chromium()
     assert cli("animate", "--out", "q.html", "--seconds", "20", "--fps", "10", "--speed", "2",
                cwd=tmp_path).returncode == 0
     shot = tmp_path / "shot.png"

@@ -6,7 +6,6 @@ Playwright is missing; CI installs both, and there a missing one fails."""
 
 import os
 import re
-import shutil
 import sys
 
 if sys.version_info >= (3, 11):
@@ -16,7 +15,7 @@ else:  # pragma: no cover
 
 import pytest
 
-from conftest import ROOT, SMALL_MMC, run_cli
+from conftest import ROOT, SMALL_MMC, component, run_cli
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
@@ -25,21 +24,16 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 SCREENSHOTS = os.environ.get("DYNOSIM_SCREENSHOTS") == "1"
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what}; CI must run the browser tests (.ci/run installs Chromium, make install Playwright)")
-    pytest.skip(what)
+#: Every test here drives Debian's Chromium through Playwright (tests/conftest.py: skipped
+#: without them, failed under CI).
+pytestmark = pytest.mark.needs("chromium", "playwright")
 
 
 @pytest.fixture(scope="module")
 def browser():
-    path = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-    if path is None:
-        _missing("chromium is not installed (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed (pip install playwright; never 'playwright install')")
+    from playwright.sync_api import sync_playwright
+
+    path = component("chromium")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         try:
@@ -209,6 +203,57 @@ def test_every_commands_report_opens_cleanly(browser, reports, command):
 
 
 
+@pytest.fixture(scope="module")
+def day_report(tmp_path_factory):
+    """The built-in day (a tenth of its traffic, one replication): its time axes span 24 h."""
+    out = tmp_path_factory.mktemp("day") / "day.html"
+    light = ["run.replications=1", 'arrivals.rate={mean = "2.5/s", amplitude = "2/s", period = "24h", peak = "15h"}']
+    result = run_cli("run", "autoscale-day", *[a for o in light for a in ("--set", o)], "--html", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_a_day_long_runs_time_axes_read_as_a_clock(browser, day_report, report):
+    """uPlot draws the ticks time_axis.py chooses, labelled as it labels them (issue #34); a
+    minute-long run's time axis keeps seconds."""
+    from dynosim import time_axis
+
+    v = Visit(browser, day_report.resolve().as_uri())
+    try:
+        assert v.errors == []
+        data = v.page.evaluate("JSON.parse(document.getElementById('dynosim-data').textContent)")
+        lines = [p for p in data["plots"] if p["kind"] == "line"]
+        drawn = v.page.evaluate("window.dynosimPlots.xLabels()")
+        assert len(drawn) == len(lines)
+        timed = [i for i, p in enumerate(lines) if p["x"].get("clock")]
+        assert len(timed) == 3
+        for i in timed:
+            xs = [x for x in lines[i]["x"]["values"] if x is not None]
+            expected = [time_axis.label(t) for t in time_axis.ticks(min(xs), max(xs))]
+            assert expected == ["00:00", "06:00", "12:00", "18:00", "24:00"]
+            assert drawn[i] == expected
+        # The heat maps' time labels and the legend under the cursor say the same.
+        axis = v.page.locator(".heat .scale span").all_inner_texts()
+        assert axis[:1] == ["t = 00:00"] and axis[2] == "t = 24:00"
+        chart = v.page.locator(".uplot").nth(timed[0])
+        chart.scroll_into_view_if_needed()
+        over = chart.locator(".u-over").bounding_box()
+        v.page.mouse.move(over["x"] + over["width"] * 0.5, over["y"] + over["height"] / 2)
+        shown = chart.locator(".u-legend .u-series").nth(0).locator(".u-value").inner_text()
+        assert re.fullmatch(r"1[12]:\d\d(:\d\d)?", shown), shown
+    finally:
+        v.close()
+    short = Visit(browser, report.resolve().as_uri())
+    try:
+        data = short.page.evaluate("JSON.parse(document.getElementById('dynosim-data').textContent)")
+        lines = [p for p in data["plots"] if p["kind"] == "line"]
+        drawn = short.page.evaluate("window.dynosimPlots.xLabels()")
+        waiting = next(i for i, p in enumerate(lines) if p["title"] == "Requests waiting")
+        assert lines[waiting]["x"]["label"] == "time (s)"
+        assert drawn[waiting] and all(re.fullmatch(r"[\d,]+(\.\d+)?", t) for t in drawn[waiting] if t)
+    finally:
+        short.close()
+
 
 # --- the playground ------------------------------------------------------------------------------
 
@@ -216,7 +261,6 @@ def test_every_commands_report_opens_cleanly(browser, reports, command):
 @pytest.fixture(scope="module")
 def playground():
     """`dynosim serve` on a free loopback port; stopped (Ctrl-C) after the module."""
-    pytest.importorskip("starlette", reason="the 'ui' extra is not installed (pip install 'dynosim[ui]')")
     import signal
     import subprocess
     import sys
@@ -283,6 +327,7 @@ class Page:
         self.context.close()
 
 
+@pytest.mark.needs("starlette", "uvicorn")
 def test_the_playground_loads_and_follows_its_controls(browser, playground):
     p = Page(browser, playground)
     try:
@@ -307,6 +352,7 @@ def test_the_playground_loads_and_follows_its_controls(browser, playground):
         p.close()
 
 
+@pytest.mark.needs("starlette", "uvicorn")
 def test_a_bad_toml_shows_the_clis_message_on_its_line(browser, playground):
     p = Page(browser, playground)
     try:
@@ -327,6 +373,7 @@ def test_a_bad_toml_shows_the_clis_message_on_its_line(browser, playground):
         p.close()
 
 
+@pytest.mark.needs("starlette", "uvicorn")
 def test_the_url_holds_the_state(browser, playground):
     p = Page(browser, playground)
     try:
@@ -350,6 +397,7 @@ def test_the_url_holds_the_state(browser, playground):
         again.close()
 
 
+@pytest.mark.needs("starlette", "uvicorn")
 def test_an_opened_file_and_the_downloads_give_the_toml_and_the_report(browser, playground, tmp_path):
     p = Page(browser, playground)
     try:
@@ -370,3 +418,69 @@ def test_an_opened_file_and_the_downloads_give_the_toml_and_the_report(browser, 
         assert "dynosim-data" in report and "default-src 'none'" in report and "80 standard-1x dynos" in report
     finally:
         p.close()
+
+
+def test_a_page_waiting_for_the_server_shows_its_place_in_line(browser):
+    """A server with room for one run (issue 34): while another client's long run holds it, the
+    page's run waits and says so, its place in line; it runs once that one is gone."""
+    pytest.importorskip("starlette", reason="the 'ui' extra is not installed (pip install 'dynosim[ui]')")
+    import json
+    import signal
+    import subprocess
+    import threading
+    import time
+    import urllib.error
+    import urllib.request
+
+    from conftest import end_process
+
+    proc = subprocess.Popen([sys.executable, "-m", "dynosim", "serve", "rapgenius", "--port", "0", "--max-runs", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    toml = (ROOT / "python" / "dynosim" / "scenarios" / "rapgenius.toml").read_text()
+
+    def post(settings, client):
+        request = urllib.request.Request(base + "/api/run", method="POST",
+                                         data=json.dumps({"toml": toml, "set": settings}).encode(),
+                                         headers={"Content-Type": "application/json", "X-Dynosim-Client": client})
+        try:
+            with urllib.request.urlopen(request, timeout=300) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def status():
+        with urllib.request.urlopen(base + "/api/status", timeout=30) as r:
+            return json.loads(r.read())
+
+    try:
+        line = proc.stdout.readline()
+        assert "http://127.0.0.1:" in line, proc.stderr.read()
+        base = "http://" + line.split("http://", 1)[1].split("/", 1)[0]
+        answers = []
+        long = {"fleet.dynos": 100000, "arrivals.rate": "50000/s", "run.duration": "7min", "run.warmup": "0s",
+                "run.replications": 2}
+        holder = threading.Thread(target=lambda: answers.append(post(long, "someone-else")))
+        holder.start()
+        end = time.monotonic() + 60
+        while status()["runs"] < 1:
+            assert time.monotonic() < end, "the long run did not start"
+            time.sleep(0.05)
+        p = Page(browser, base)
+        try:
+            p.wait("document.getElementById('state').innerText.includes('1st in line')")
+            assert p.runs() == 0
+            # The other client asks again, for a short run: its long one is cancelled, the page's
+            # run goes next, then that one.
+            assert post({"run.duration": "60s", "run.replications": 2}, "someone-else") == 200
+            p.wait_runs(1)
+            assert p.cell(0, "dynos") == "75" and p.errors == []
+        finally:
+            p.close()
+        holder.join(timeout=120)
+        assert answers == [409]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        finally:
+            end_process(proc)

@@ -40,7 +40,7 @@ VERBS: Dict[Tuple[str, ...], List[str]] = {
     ("logs", "replay"): LOGS + ["--json"],
     ("testbed", "replay"): LOGS + ["--json"],
     # The playground: a server, its page the output.
-    ("serve",): ["SCENARIO", "--port", "--host", "--data"],
+    ("serve",): ["SCENARIO", "--port", "--host", "--data", "--max-runs", "--max-memory", "--max-queue"],
     # Listings and a file: a text for people, nothing to compute.
     ("scenarios",): [],
     ("init",): [],
@@ -94,3 +94,49 @@ def test_each_verb_offers_the_shared_options(words, required, capsys, monkeypatc
     assert "--help" in names, text  # the parse found the options at all
     missing = [name for name in required if name not in names]
     assert not missing, f"dynosim {' '.join(words)} --help lacks {missing}:\n{text}"
+
+
+#: A bad argument for each of the argument types in cli.common that a verb's own option uses,
+#: and the words of its one-line error.
+BAD_ARGUMENTS = [
+    (["serve", "--port", "70000"], "--port: expected a port from 0 to 65535, got 70000"),
+    (["serve", "--port", "http"], "--port: expected a port number, got 'http'"),
+    (["animate", "--out", "x.gif", "--fps", "0"], "--fps: must be a positive number, got '0'"),
+    (["animate", "--out", "x.gif", "--seconds", "soon"], "--seconds: expected a number, got 'soon'"),
+    (["testbed", "replay", "x.log", "--keep", "1.5"], "--keep: expected a share from 0 to 1, got '1.5'"),
+    (["testbed", "replay", "x.log", "--alloc", "lots"], "--alloc: expected a size such as 256KiB or 1MiB"),
+    (["testbed", "replay", "x.log", "--sample-every", "0s"], "--sample-every: expected a duration such as 250ms"),
+    (["run", "--seed", "-1"], "--seed: must be from 0 to 2^64-1, got -1"),
+]
+
+
+@pytest.mark.parametrize("words, message", BAD_ARGUMENTS, ids=[" ".join(w) for w, _ in BAD_ARGUMENTS])
+def test_a_bad_argument_is_one_line_from_the_shared_checks(words, message, capsys):
+    assert cli.main(words) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dynosim: error: argument "), captured.err
+    assert message in lines[0], lines[0]
+
+
+def test_no_verb_checks_its_own_numbers():
+    """The argument types that parse a number, a size or a duration are cli.common's; a verb
+    module keeps only checks of its own (names of policies, metrics, lists)."""
+    import inspect
+
+    from dynosim.cli import common, entry
+
+    shared = {name for name, f in vars(common).items() if inspect.isfunction(f)}
+    checked = 0
+    for module in {m for m in vars(entry).values() if inspect.ismodule(m) and m.__name__.startswith("dynosim.cli.")}:
+        if module is common:
+            continue
+        checked += 1
+        for name, f in vars(module).items():
+            if inspect.isfunction(f) and f.__module__ == module.__name__ and name not in shared:
+                body = inspect.getsource(f)
+                parses = re.search(r"\b(int|float)\(text\)", body) or "parse_duration(text)" in body
+                assert not (parses and "ArgumentTypeError" in body), \
+                    f"{module.__name__}.{name} checks a number itself: use (or add) a type in cli.common"
+    assert checked >= 10, checked  # the verbs' modules were found and read

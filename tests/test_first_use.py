@@ -190,7 +190,7 @@ def test_init_mentions_every_key_of_every_section(tmp_path):
     import re
 
     from dynosim import Scenario
-    from dynosim.init import starter
+    from dynosim.starter import starter
     from dynosim.keys import reference
 
     text = starter("my-app")

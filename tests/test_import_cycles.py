@@ -225,6 +225,61 @@ def test_by_default_both_parts_are_checked(tmp_path):
     assert lines[-1].startswith("import cycles: 1 in python (") and "in rust dynosim-engine (" in lines[-1]
 
 
+#: The engine's sim/ folder as it was (issue #38): mod.rs held Simulation and named the CPU's
+#: state in cpu.rs, whose Simulation methods named mod.rs back; the folder was one node, so the
+#: ring went unseen. Each file of sim/ is a node of its own.
+SIM = {
+    "lib.rs": "pub mod error;\npub mod sim;\n",
+    "error.rs": "pub struct Error;\n",
+    "sim/mod.rs": ("mod cpu;\nmod phases;\nuse crate::error::Error;\nuse cpu::Slices;\n"
+                   "pub struct Simulation { slices: Slices }\n"),
+    "sim/cpu.rs": "use super::Simulation;\npub struct Slices;\nimpl Simulation { fn cpu_add(&mut self) {} }\n",
+    "sim/phases.rs": "use super::{cpu::Slices, Simulation};\n",
+}
+
+
+@pytest.mark.parametrize("files, cycle, size", [
+    ({}, "sim -> sim::cpu -> sim", "4 modules, 5 imports"),
+    # The child named with self:: rather than bare.
+    ({"sim/mod.rs": "mod cpu;\nmod phases;\npub struct Simulation { slices: self::cpu::Slices }\n"},
+     "sim -> sim::cpu -> sim", "4 modules, 4 imports"),
+    # Through a sibling: mod.rs names phases, which names cpu, which names mod.rs.
+    ({"sim/mod.rs": "mod cpu;\nmod phases;\npub struct Simulation { x: phases::X }\n",
+      "sim/cpu.rs": "use super::Simulation;\npub struct Slices;\n",
+      "sim/phases.rs": "use super::cpu::Slices;\npub struct X;\n"},
+     "sim -> sim::phases -> sim::cpu -> sim", "4 modules, 3 imports"),
+])
+def test_each_file_of_the_engine_s_sim_folder_is_a_node(tmp_path, files, cycle, size):
+    result = check(crate(tmp_path, {**SIM, **files}), "--rust")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [f"rust dynosim-engine: {cycle}",
+                                          f"import cycles: 1 in rust dynosim-engine ({size})"]
+
+
+def test_a_concern_s_state_apart_from_simulation_breaks_the_ring(tmp_path):
+    # cpu.rs keeps the state alone; the Simulation methods that use it are phases.rs'.
+    files = {**SIM, "sim/cpu.rs": "pub struct Slices;\nimpl Slices { pub fn add(&mut self) {} }\n",
+             "sim/phases.rs": "use super::cpu::Slices;\nuse super::Simulation;\n"
+                              "impl Simulation { fn cpu_add(&mut self) {} }\n"}
+    result = check(crate(tmp_path, files), "--rust")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Edges sim->error, sim->sim::cpu, sim::phases->sim::cpu, sim::phases->sim.
+    assert result.stdout == "OK, no import cycle: rust dynosim-engine (4 modules, 4 imports)\n"
+
+
+def test_a_registry_folder_stays_one_node(tmp_path):
+    # policy/ is not listed: its mod.rs naming its implementations, which name its trait, is
+    # its pattern, not a ring. The same files under sim/ are one.
+    registry = {"lib.rs": "pub mod policy;\npub mod sim;\n",
+                "policy/mod.rs": "mod random;\npub trait Route {}\npub use random::Random;\n",
+                "policy/random.rs": "use super::Route;\npub struct Random;\n",
+                "sim/mod.rs": "mod random;\npub trait Route {}\npub use random::Random;\n",
+                "sim/random.rs": "use super::Route;\npub struct Random;\n"}
+    result = check(crate(tmp_path, registry), "--rust")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.splitlines()[:-1] == ["rust dynosim-engine: sim -> sim::random -> sim"]
+
+
 # --- this repository -------------------------------------------------------------------------
 
 

@@ -513,7 +513,7 @@ def test_correct_queueing_recovers_the_work_of_single_threaded_dynos():
     the table of the work."""
     from collections import Counter
 
-    from dynosim import logs_fit
+    from dynosim.logs.fit import quantile_table
 
     requests = _shop().requests()
     waits = [w for _, _, _, w, _ in requests]
@@ -524,7 +524,7 @@ def test_correct_queueing_recovers_the_work_of_single_threaded_dynos():
     assert q["overlap_seconds"] == pytest.approx(sum(waits) / 1000, abs=1e-6)
     corrected = logs.fit(fixture("shop.log.gz"), correct_queueing=True)
     hist = sorted((ms / 1000, n) for ms, n in work.items())
-    assert corrected.scenario["service"]["percentiles"] == logs_fit.quantile_table(hist)
+    assert corrected.scenario["service"]["percentiles"] == quantile_table(hist)
     assert corrected.report["service"]["mean"] == pytest.approx(sum(k * n for k, n in work.items()) / 1000 / len(requests))
     assert corrected.report["logged_service"]["mean"] == pytest.approx(plain.report["service"]["mean"])
 

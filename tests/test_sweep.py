@@ -61,6 +61,42 @@ def test_default_range_is_12_log_spaced_whole_numbers():
 @pytest.mark.parametrize(
     "spec, expected",
     [
+        # Points spaced, and rounded to whole numbers, in A's unit; given in the base unit.
+        ("50ms..400ms:8", [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]),
+        ("1min..20min:6", [60, 120, 180, 360, 660, 1200]),       # B/A >= 10: log, whole minutes
+        ("500ms..2s:4", [0.5, 1, 1.5, 2]),                       # B in A's unit: 2000 ms
+        ("1s..1500ms:3", [1, 1.25, 1.5]),                        # 1.5 s is no whole number of s
+        ("0.05..400ms:8", [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]),  # a bare bound: seconds
+        ("1.5 s .. 3 s:4", [1.5, 2, 2.5, 3]),
+        ("50/s..6000/min:3", [50, 75, 100]),                     # rates, per second
+        ("6000/min..12000/min:3", [100, 150, 200]),
+        ("256MB..1GB:4", [256_000_000, 504_000_000, 752_000_000, 1_000_000_000]),
+        ("1GiB..2GiB:2", [1024 ** 3, 2 * 1024 ** 3]),
+    ],
+)
+def test_range_with_units(spec, expected):
+    values = parse_spec("run.duration", spec)
+    assert values == pytest.approx(expected, rel=1e-12, abs=0)
+    # No float noise: each value is what its decimal text says.
+    assert all(float(repr(v)) == v and len(repr(v)) <= 14 for v in values)
+
+
+def test_a_range_with_units_is_what_the_same_list_gives():
+    """A range's values, applied as the sweep applies them, give the scenario the same
+    durations as the list of the same values written with units."""
+    from dynosim import Scenario
+
+    scenario = Scenario.load("rapgenius")
+    ranged = [scenario.with_overrides({"run.warmup": v}).describe()["warmup"]
+              for v in parse_spec("run.warmup", "500ms..2s:4")]
+    listed = [scenario.with_overrides({"run.warmup": v}).describe()["warmup"]
+              for v in parse_spec("run.warmup", '"500ms","1s","1500ms","2s"')]
+    assert ranged == listed == [0.5, 1.0, 1.5, 2.0]
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
         ("random,intelligent", ["random", "intelligent"]),
         ("1, 2.5 ,true", [1, 2.5, True]),
         ("10s,1min", ["10s", "1min"]),                 # not TOML: plain strings, like --set
@@ -87,7 +123,11 @@ def test_list(spec, expected):
         ("fleet.dynos=5..5", "expected A < B"),
         ("fleet.dynos=1..x", "not a number"),
         ("fleet.dynos=a..b", "invalid range"),
-        ("run.duration=1min..5min", "invalid range"),
+        ("run.duration=1min..5MB", "'min' is the unit of a duration and 'MB' of a size"),
+        ("run.duration=1min..5parsecs", "unknown unit 'parsecs'"),
+        ("run.duration=5min..1min", "expected A < B"),
+        ("run.duration=1min..30", "expected A < B"),               # a bare bound is in seconds
+        ("run.duration=1min..5min:log:lin", "given twice"),
         ("fleet.dynos=1..100:1", "at least 2 points"),
         ("fleet.dynos=1..100:0", "at least 2 points"),
         ("fleet.dynos=0..100:log", "log spacing needs A > 0"),
@@ -109,6 +149,34 @@ def test_a_key_given_twice():
         parse_vary_args(["fleet.dynos=1,2", "fleet.dynos=3"])
     assert parse_vary_args(["fleet.dynos=1..4:4", "router.policy=random"]) == {
         "fleet.dynos": [1, 2, 3, 4], "router.policy": ["random"]}
+
+
+def test_the_plot_names_the_base_unit_of_any_key_with_one():
+    assert sweep_module._key_unit("autoscale.upscale_above", [0.05, 0.1]) == "s"
+    assert sweep_module._key_unit("fleet.memory", [512_000_000]) == "bytes"
+    assert sweep_module._key_unit("arrivals.rate", [100, 200]) == "req/s"
+    assert sweep_module._key_unit("fleet.dynos", [1, 2]) is None
+    assert sweep_module._key_unit("autoscale.upscale_above", ["50ms"]) is None  # a list's strings
+
+
+def test_a_range_of_durations_runs_each_duration(cli, tmp_path):
+    """`--vary router.timeout=1s..30s:2`: the points are 1 and 30 seconds, and the runs got
+    them (at a 1 s timeout the router answers H12 to every request slower than that)."""
+    result = cli("sweep", "rapgenius", "--vary", "router.timeout=1s..30s:2", "--set", "router.policy=random",
+                 "--duration", "1min", "--replications", "2", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["vary"] == {"router.timeout": [1, 30]}
+    rows = {row["router.timeout"]: row for row in doc["rows"]}
+    # Every request whose service alone outlasts the timeout is an H12: at 1 s at least
+    # P(S > 1 s) of them, less 5 binomial standard errors of the window's requests.
+    from dynosim import Scenario, _dynosim
+
+    one = Scenario.load("rapgenius").with_overrides({"router.policy": "random"})
+    slow = 1 - one._call(_dynosim.service_cdf, [1.0])[0]
+    n = rows[1]["requests"] * 2
+    assert rows[1]["errors.h12"] >= slow - 5 * math.sqrt(slow * (1 - slow) / n), (rows[1]["errors.h12"], slow)
+    assert rows[30]["errors.h12"] < slow / 10
 
 
 # --- end to end ------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The real testbed (docs/testbed.md): its parts on their own, then short real runs of HAProxy,
 gunicorn and PostgreSQL on loopback, then that nothing outlives a run however it stops.
 
-The real runs need the components; ``make testbed-deps`` installs them and CI runs it first.
-Outside CI a missing component skips those tests; in CI (``CI`` set) it fails them, so the
+The real runs name the components they use (``@pytest.mark.needs``, tests/conftest.py);
+``make testbed-deps`` installs them and CI runs it first. Outside CI a missing component skips
+those tests; in CI (``CI`` set) it fails them, so the
 suite cannot pass there without having run them.
 """
 
@@ -31,17 +32,8 @@ from dynosim.testbed.plan import make_plan
 from dynosim.testbed.router import RouterPlan, read_log
 from dynosim.testbed.tools import RUBY_TOOLS, tools
 
-#: Every component missing (``--check``), and those the gunicorn runs here need (the Ruby
-#: servers' tests are tests/test_testbed_ruby.py, nginx's tests/test_testbed_nginx.py).
+#: Every component missing (``--check``).
 MISSING_ALL = [t.name for t in tools() if not t.present]
-MISSING = [name for name in MISSING_ALL if name not in RUBY_TOOLS + ("nginx",)]
-
-
-def needs_components() -> None:
-    if MISSING:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the testbed; missing {MISSING} (make testbed-deps installs them)")
-        pytest.skip(f"testbed components missing: {MISSING} (make testbed-deps)")
 
 
 def io_scenario(**extra: object) -> Dict[str, object]:
@@ -263,8 +255,8 @@ def test_check_lists_every_component():
 # --- real runs ---------------------------------------------------------------------------------
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path):
-    needs_components()
     plan = make_plan(Scenario(io_scenario()))
     out = tmp_path / "out"
     toml = tmp_path / "io.toml"
@@ -306,8 +298,8 @@ def test_a_short_real_run_sends_the_drawn_requests_and_reports_like_run(tmp_path
     assert json.loads((out / "testbed.json").read_text())["results"][0]["policy"] == "random"
 
 
+@pytest.mark.needs("haproxy", "gunicorn", "postgres", "psycopg")
 def test_a_real_run_with_a_database_pool_and_threads():
-    needs_components()
     doc = {
         "name": "testbed-db",
         "arrivals": {"process": "poisson", "rate": "15/s"},
@@ -334,8 +326,8 @@ def test_a_real_run_with_a_database_pool_and_threads():
     assert result["testbed"]["resources"]["db"]["mode"] == "sleep"
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_calibrate_measures_the_stacks_costs_and_simulates_with_them(tmp_path):
-    needs_components()
     doc = io_scenario(app={"server": "gunicorn", "worker_class": "sync", "processes": 2},
                       request={"phases": [{"cpu": "3ms"}, {"io": "10ms"}]},
                       fleet={"dynos": 1}, run={"duration": "3s", "warmup": "0s", "replications": 2, "seed": 5})
@@ -418,9 +410,9 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.needs("haproxy", "gunicorn", "postgres", "psycopg")
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_nothing_outlives_a_stopped_run(tmp_path, how):
-    needs_components()
     doc = io_scenario(run={"duration": "60s", "warmup": "0s", "replications": 1, "seed": 1},
                       request={"phases": [{"use": "db", "time": "10ms"}]},
                       resources={"db": {"servers": 100, "pool": {"size": 1}}})
@@ -551,10 +543,10 @@ def run_one_policy(tmp_path: Path, name: str, doc: Dict[str, object]) -> tuple:
     return r, r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0]
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_a_real_router_timeout_answers_504s_counted_as_h12(tmp_path):
     """Every request takes 600 ms at a dyno whose router gives up after 300 ms: every one is an
     H12 in the simulation and a 504 from the real HAProxy."""
-    needs_components()
     doc = io_scenario()
     doc["service"] = {"distribution": "constant", "value": "600ms"}
     doc["arrivals"] = {"process": "poisson", "rate": "2/s"}
@@ -574,11 +566,11 @@ def test_a_real_router_timeout_answers_504s_counted_as_h12(tmp_path):
     assert real["utilisation"]["mean"] > 0
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_a_real_full_backlog_is_retried_then_answered_h13(tmp_path):
     """One single-worker dyno with a backlog of 1, 1 s requests at 4/s, no retries: HAProxy
     finds the backlog full by its 20 ms connect timeout and answers 503 sC, an H13, as the
     simulation's dyno refuses; the refused requests never reach the app."""
-    needs_components()
     doc = io_scenario(arrivals={"process": "poisson", "rate": "4/s"}, fleet={"dynos": 1},
                       service={"distribution": "constant", "value": "1s"}, app={"backlog": 1},
                       router={"policy": "random", "retries": 0, "retry_delay": "20ms"},
@@ -591,11 +583,11 @@ def test_a_real_full_backlog_is_retried_then_answered_h13(tmp_path):
     assert real["requests"] - real["error_counts"]["h13"] <= sim["requests"] - sim["error_counts"]["h13"] + 1
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_real_worker_and_client_timeouts_are_counted(tmp_path):
     """gunicorn's --timeout kills a worker on a 2.5 s request (a 500 or 502, app_timeout: the
     app began it and never finished); the load generator's own timeout gives up on a 600 ms
     request at 300 ms (client_timeout) while the app works on to its end."""
-    needs_components()
     killed = io_scenario(arrivals={"process": "poisson", "rate": "1/s"}, fleet={"dynos": 1},
                          request={"phases": [{"io": "2500ms"}]},
                          app={"server": "gunicorn", "processes": 3,

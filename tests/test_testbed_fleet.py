@@ -19,7 +19,7 @@ import pytest
 
 from conftest import assert_one_line_error, child_process, run_cli
 from fuzzing import toml_document
-from test_testbed import _descendants, needs_components, stop_and_look
+from test_testbed import _descendants, stop_and_look
 from dynosim import Scenario
 from dynosim.errors import ScenarioError
 from dynosim.testbed import fleet as fl
@@ -29,7 +29,7 @@ from dynosim.testbed.router import Router, RouterPlan
 
 def plan(initial: int = 1, high: int = 3, boot: float = 5.0, grace: float = 10.0) -> fl.FleetPlan:
     return fl.FleetPlan(initial=initial, table={}, bounds=(1, high), interval=10.0, metric=None,
-                        boot_time=boot, boot_timeout=60.0, shutdown_grace=grace)
+                        boot_time=boot, boot_timeout=60.0, stop_delay=1.0, shutdown_grace=grace)
 
 
 class Fakes:
@@ -228,8 +228,8 @@ def test_runtime_api_sends_one_command_and_reports_a_refusal(tmp_path):
         fl.RuntimeApi(tmp_path / "absent.sock").command("show info")
 
 
+@pytest.mark.needs("haproxy")
 def test_a_real_haproxy_takes_the_fleets_commands():
-    needs_components()
     with Supervisor() as sup:
         ports = free_ports(5)
         sock = sup.workdir / "haproxy.sock"
@@ -379,8 +379,16 @@ def test_a_scenario_with_autoscale_becomes_a_fleet_plan():
     engine, p = fl.split(Scenario(fleet_scenario()))
     assert p is not None
     assert (p.initial, p.bounds, p.interval, p.metric) == (1, (1, 3), 5.0, None)
-    assert (p.boot_time, p.shutdown_grace, p.boot_timeout) == (3.0, 5.0, 60.0)
+    # The lifecycle as the engine resolved it: the keys given, and the engine's defaults.
+    assert (p.boot_time, p.shutdown_grace, p.boot_timeout, p.stop_delay) == (3.0, 5.0, 60.0, 1.0)
     assert p.servers == 6
+    doc = fleet_scenario()
+    doc["fleet"] = dict(doc["fleet"], boot_time={"distribution": "uniform", "min": "2s", "max": "4s"},
+                        boot_timeout="1.5min", stop_delay="2500ms")
+    _, resolved = fl.split(Scenario(doc))
+    assert resolved is not None
+    assert (resolved.boot_time, resolved.boot_timeout, resolved.stop_delay) == (3.0, 90.0, 2.5)
+    assert resolved.warnings == ["fleet.boot_time is a distribution: every real dyno boots in its mean, 3 s"]
     assert engine.describe()["dynos"] == 1
     plain, none = fl.split(Scenario({k: v for k, v in fleet_scenario().items() if k != "autoscale"}))
     assert none is None
@@ -417,12 +425,12 @@ def test_the_cli_refuses_a_bad_fleet_in_one_line(tmp_path):
 # --- a real autoscaled fleet -------------------------------------------------------------------------
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_a_real_fleet_follows_its_schedule_and_loses_no_request_when_it_shrinks():
     """About 45 s: 1 dyno, 3 from 10 s, 1 from 25 s (schedule, evaluated every 5 s), 20
     requests/s on two sync workers a dyno, 3 s of boot on top of gunicorn's own start and a
     5 s grace. HAProxy stops sending to a drained dyno before its SIGTERM, and gunicorn
     finishes what it has: every request is answered 200."""
-    needs_components()
     from dynosim.testbed.plan import make_plan
 
     before = _descendants(os.getpid())
@@ -491,7 +499,6 @@ def short_step() -> Scenario:
 def step_comparison() -> Dict[str, Any]:
     """The issue's comparison in 100 s for CI (docs/testbed.md has the 10-minute table): one
     real run of `short_step`, compared with the engine's (replication 0 drew its requests)."""
-    needs_components()
     from dynosim.testbed.plan import make_plan
 
     engine, p = fl.split(short_step())
@@ -502,6 +509,7 @@ def step_comparison() -> Dict[str, Any]:
     return {"measured": measured, "comparison": fl.compare(measured, simulated, p.interval)}
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_the_real_fleet_scales_up_with_the_simulated_one_and_p95s_agree(step_comparison):
     """The step up's size changes (to the largest fleet) within one evaluation interval of the
     simulation's, and each minute's p95 within 25% of replication 0's."""
@@ -521,11 +529,11 @@ def test_the_real_fleet_scales_up_with_the_simulated_one_and_p95s_agree(step_com
 # not fail (an xfail) is no check, so there is none here.
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_nothing_outlives_a_fleet_stopped_while_dynos_boot(tmp_path, how):
     """Stopped 1 s after the schedule asked for 3 dynos, with 30 s of boot: two gunicorns
     booting, not yet in HAProxy, besides the first."""
-    needs_components()
     doc = fleet_scenario(schedule=[["0s", 1], ["2s", 3]], interval="2s")
     doc["fleet"] = {"dynos": 1, "slots": 2, "boot_time": "30s"}
     toml = tmp_path / "fleet.toml"

@@ -11,7 +11,6 @@ CI (``CI`` set) they fail, as the other testbed tests do.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 
 from conftest import assert_one_line_error, run_cli, run_process
 from fuzzing import toml_document
-from test_testbed import MISSING, _testbed_processes, stop_and_look
+from test_testbed import _testbed_processes, stop_and_look
 from dynosim import Scenario
 from dynosim.errors import DynosimError, ScenarioError
 from dynosim.testbed import nginx
@@ -30,14 +29,6 @@ from dynosim.testbed.router import RouterPlan
 from dynosim.testbed.tools import haproxy, nginx as nginx_tool
 
 NGINX = nginx_tool()
-
-
-def needs_nginx() -> None:
-    missing = MISSING + ([] if NGINX.present else ["nginx"])
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the testbed; missing {missing} (make testbed-deps installs them)")
-        pytest.skip(f"testbed components missing: {missing} (make testbed-deps)")
 
 
 def scenario(router: Dict[str, object], **extra: object) -> Dict[str, object]:
@@ -252,8 +243,8 @@ def check_answered(result: dict) -> List[dict]:
     return rows
 
 
+@pytest.mark.needs("nginx", "gunicorn")
 def test_a_real_nginx_runs_each_policy(tmp_path):
-    needs_nginx()
     results = real(scenario({"policy": ["random", "round_robin", "least_connections", "power_of_d"]}))
     assert [r["policy"] for r in results] == ["random", "round_robin", "least_connections", "power_of_d"]
     order = {}
@@ -268,6 +259,7 @@ def test_a_real_nginx_runs_each_policy(tmp_path):
     assert not _testbed_processes(), _testbed_processes()
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_a_real_haproxy_runs_first_and_bounded_hash():
     """HAProxy's ``balance first`` fills the lowest-numbered dyno: at 10 requests/s of about
     11 ms the first dyno is busy about 11% of the time, so it takes about 89% of the requests
@@ -275,7 +267,6 @@ def test_a_real_haproxy_runs_first_and_bounded_hash():
     the key header (``factor = "inf"``: no bound) sends every request of a user to one dyno,
     the keys HAProxy hashed are the ones the engine drew for those requests, and each user's
     dyno is the one HAProxy's ring gives it (``router.ring = "haproxy"``)."""
-    needs_nginx()
     doc = scenario({"kind": "haproxy", "policy": "first"}, arrivals={"process": "poisson", "rate": "10/s"})
     (first,) = real(doc)
     rows = first["_records"]
@@ -335,11 +326,11 @@ def haproxy_server(key: int, servers: int) -> int:
     return best[2]
 
 
+@pytest.mark.needs("nginx", "gunicorn")
 def test_real_nginx_workers_are_routers_with_private_or_shared_views():
     """Two workers without a zone: each request lands on either at random (the kernel's
     reuseport hash), and each cycles through the dynos on its own; with a zone they share one
     round robin."""
-    needs_nginx()
     (private,) = real(scenario({"policy": "round_robin", "routers": 2}, run={
         "duration": "6s", "warmup": "0s", "replications": 2, "seed": 12}))
     rows = check_answered(private)
@@ -368,9 +359,9 @@ def test_real_nginx_workers_are_routers_with_private_or_shared_views():
     assert shared["simulated"]["routers"] == 1
 
 
+@pytest.mark.needs("nginx", "gunicorn")
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_nothing_of_nginx_outlives_a_stopped_run(tmp_path, how):
-    needs_nginx()
     doc = scenario({"policy": "least_connections", "routers": 2},
                    run={"duration": "60s", "warmup": "0s", "replications": 1, "seed": 1})
     toml = tmp_path / "long.toml"

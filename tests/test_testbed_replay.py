@@ -25,18 +25,9 @@ from dynosim.testbed import app
 from dynosim.testbed.dynos import DynoPlan
 from dynosim.testbed import measure
 from dynosim.testbed.replay import combine, environments, load_configs, parse_config, read_trace, replay
-from dynosim.testbed.tools import tools
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 SHOP = FIXTURES / "shop.log.gz"
-MISSING = [t.name for t in tools() if not t.present and t.name in ("haproxy", "gunicorn")]
-
-
-def needs_components() -> None:
-    if MISSING:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the testbed; missing {MISSING} (make testbed-deps installs them)")
-        pytest.skip(f"testbed components missing: {MISSING} (make testbed-deps)")
 
 
 # --- configurations ----------------------------------------------------------------------------
@@ -216,13 +207,13 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
 # --- a real replay ------------------------------------------------------------------------------
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_a_replay_sends_the_window_under_each_configuration_and_measures_memory(tmp_path):
     """shop.log.gz's requests arriving 10 to 13 s in, under one gthread worker and under three
     sync workers with MALLOC_ARENA_MAX=2, from an environment that exports MALLOC_ARENA_MAX=7:
     every request sent and answered under each, the variable reaching the workers as the
     configuration says (and unset in the one that does not set it), and three workers using
     more memory than one."""
-    needs_components()
     expected = shop_arrivals_in(10.0, 13.0)
     assert 20 < expected < 60
     out = tmp_path / "out"

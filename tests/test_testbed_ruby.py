@@ -10,7 +10,6 @@ CI a missing one skips them, in CI (``CI`` set) it fails them.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Dict, List, Set
@@ -25,23 +24,14 @@ from dynosim.testbed.database import Database
 from dynosim.testbed.dynos import RACK_APP, Dynos, plan_dynos, read_work
 from dynosim.testbed.plan import make_plan
 from dynosim.testbed.procs import Supervisor, free_ports
-from dynosim.testbed.tools import Tool, tools
+from dynosim.testbed.tools import Tool
 from test_testbed import _alive, _descendants, stop_and_look
 
 from conftest import run_cli
 from fuzzing import toml_document
 
-FOUND = {t.name: t.present for t in tools()}
 #: The Rack app's response headers, as the load generator captures them.
 HEADERS = testbed_run.CAPTURE
-
-
-def needs(*names: str) -> None:
-    absent = [n for n in names if not FOUND.get(n)]
-    if absent:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the Ruby testbed; missing {absent} (make testbed-deps installs them)")
-        pytest.skip(f"testbed components missing: {absent} (make testbed-deps)")
 
 
 def scenario(server: str, processes: int, threads: int = 1, **extra: object) -> Dict[str, object]:
@@ -122,6 +112,11 @@ def test_a_missing_ruby_server_is_refused_in_one_line(monkeypatch):
     plan = make_plan(Scenario(scenario("puma", 1, 3)))
     assert set(testbed_run.needed_tools([plan])) >= {"ruby", "puma", "ruby-rack"}
     assert "gunicorn" not in testbed_run.needed_tools([plan])
+    # With a database the testbed itself talks to PostgreSQL through psycopg, as the dynos
+    # through the pg gem (issue #34: a Puma run with a pool failed on `import psycopg`).
+    pooled = make_plan(Scenario(scenario("puma", 1, 3, resources={"db": {"servers": 10, "pool": {"size": 1}}},
+                                         request={"phases": [{"use": "db", "time": "5ms"}]})))
+    assert set(testbed_run.needed_tools([pooled])) >= {"postgres", "psycopg", "ruby-pg"}
     gone = Tool("puma", None, None, "apt-get install ruby puma unicorn ruby-pg ruby-rack")
     monkeypatch.setattr(testbed_run, "missing", lambda needed: [gone] if "puma" in needed else [])
     with pytest.raises(DynosimError) as e:
@@ -167,8 +162,8 @@ def _ruby_plan(server: str, processes: int, threads: int = 1, **extra: object):
     return plan
 
 
+@pytest.mark.needs("ruby", "puma", "ruby-rack", "ruby-pg", "postgres", "psycopg")
 def test_a_real_puma_dyno_answers_with_the_protocol_through_a_database_pool(tmp_path):
-    needs("ruby", "puma", "ruby-rack", "ruby-pg", "postgres")
     extra = {"resources": {"db": {"servers": 100, "pool": {"size": 1}}},
              "request": {"phases": [{"cpu": "1ms"}, {"use": "db", "time": "20ms"}]}}
     plan = _ruby_plan("puma", 2, 3, **extra)
@@ -198,8 +193,8 @@ def test_a_real_puma_dyno_answers_with_the_protocol_through_a_database_pool(tmp_
         assert not [p for p in tree if _alive(p)]
 
 
+@pytest.mark.needs("ruby", "unicorn", "ruby-rack")
 def test_a_real_unicorn_dyno_answers_with_the_protocol(tmp_path):
-    needs("ruby", "unicorn", "ruby-rack")
     plan = _ruby_plan("unicorn", 3)
     with Supervisor() as sup:
         port, = free_ports(1)
@@ -215,13 +210,13 @@ def test_a_real_unicorn_dyno_answers_with_the_protocol(tmp_path):
         assert not [p for p in tree if _alive(p)]
 
 
+@pytest.mark.needs("ruby", "puma", "ruby-rack")
 def test_the_cpu_phase_uses_its_time_of_thread_cpu(tmp_path):
     # One process of one thread, one request at a time: the app's own count of the thread's CPU
     # (X-Dynosim-Cpu) is the phase's time plus the loop's last round and the few calls around
     # it: measured at 7-55 us over 5-50 ms phases, 60 each on Puma and Unicorn (CPU time, not
     # wall time, so a busy machine does not change it): 1 ms above is a generous bound, and
     # nothing below is allowed.
-    needs("ruby", "puma", "ruby-rack")
     plan = _ruby_plan("puma", 1)
     asked = [0.005, 0.02, 0.05] * 4
     with Supervisor() as sup:
@@ -233,8 +228,8 @@ def test_the_cpu_phase_uses_its_time_of_thread_cpu(tmp_path):
     assert (cpu >= took).all() and (cpu - took < 0.001).all(), list(zip(took, cpu))
 
 
+@pytest.mark.needs("ruby", "puma", "unicorn", "ruby-rack")
 def test_nothing_of_a_ruby_dyno_outlives_an_exception(tmp_path):
-    needs("ruby", "puma", "unicorn", "ruby-rack")
     trees: List[Set[int]] = []
     with pytest.raises(RuntimeError, match="on purpose"):
         with Supervisor() as sup:
@@ -247,8 +242,8 @@ def test_nothing_of_a_ruby_dyno_outlives_an_exception(tmp_path):
     assert not [p for t in trees for p in t if _alive(p)]
 
 
+@pytest.mark.needs("ruby", "unicorn", "ruby-rack", "haproxy")
 def test_nothing_outlives_a_real_unicorn_run_stopped_by_sigterm(tmp_path):
-    needs("ruby", "unicorn", "ruby-rack", "haproxy")
     doc = scenario("unicorn", 2, run={"duration": "60s", "warmup": "0s", "replications": 1, "seed": 1})
     toml = tmp_path / "long.toml"
     toml.write_text(toml_document(doc))
@@ -256,10 +251,10 @@ def test_nothing_outlives_a_real_unicorn_run_stopped_by_sigterm(tmp_path):
                   expect=("unicorn",))
 
 
+@pytest.mark.needs("ruby", "puma", "ruby-rack", "haproxy")
 def test_a_short_real_puma_run_reports_like_the_simulation(tmp_path):
     # Open loop at 20/s of 2 ms CPU + 10 ms sleep on 3 threads: far from saturation, so every
     # drawn request is answered 200 and the app's time is at least the drawn one.
-    needs("ruby", "puma", "ruby-rack", "haproxy")
     doc = scenario("puma", 1, 3)
     toml = tmp_path / "puma.toml"
     toml.write_text(toml_document(doc))
@@ -273,11 +268,11 @@ def test_a_short_real_puma_run_reports_like_the_simulation(tmp_path):
     assert not [w for w in r["testbed"]["warnings"] if "runs as gunicorn" in w]
 
 
-@pytest.mark.parametrize("server", ["puma", "unicorn"])
+@pytest.mark.needs("ruby", "ruby-rack")
+@pytest.mark.parametrize("server", [pytest.param(s, marks=pytest.mark.needs(s)) for s in ("puma", "unicorn")])
 def test_a_stopped_ruby_dyno_finishes_the_requests_it_has(server):
     # SIGTERM is a graceful stop, as gunicorn's: a request in the app when the dyno is stopped
     # is answered 200 (Puma within its 1 s force_shutdown_after; Unicorn's TERM trapped as QUIT).
-    needs("ruby", server, "ruby-rack")
     import threading
 
     with Supervisor() as sup:
@@ -294,11 +289,11 @@ def test_a_stopped_ruby_dyno_finishes_the_requests_it_has(server):
     assert list(out["status"]) == [200, 200], out["error"]
 
 
+@pytest.mark.needs("ruby", "puma", "ruby-rack", "haproxy")
 def test_calibrate_measures_pumas_own_costs(tmp_path):
     # The calibration's two runs on the scenario's own Puma: its CPU per request beyond the
     # app's phases (read from X-Dynosim-Proc-Cpu, which app.ru answers as app.py does), and
     # two clients per thread in the busy run, as for gthread.
-    needs("ruby", "puma", "ruby-rack", "haproxy")
     doc = scenario("puma", 1, 3, run={"duration": "2s", "warmup": "0s", "replications": 2, "seed": 5})
     toml = tmp_path / "calibrate.toml"
     toml.write_text(toml_document(doc))

@@ -11,8 +11,8 @@ issue's own case (8 sync workers on 2 cores, constant phases) is within the boun
 machine with the stack's CPU on the dyno's cores calibrated (`router.colocated_cpu`; the
 bench's grid, 33 of 33), but its throughput sits 3–9% under the simulation, too near the 10%
 bound for a machine that may be busy; and Puma's own hand-over between requests widens a
-constant request's p95 (docs/testbed.md says by how much). Without the components a test is
-skipped; in CI (``CI`` set) it fails.
+constant request's p95 (docs/testbed.md says by how much). Without the components it names
+(``@pytest.mark.needs``) a test is skipped; in CI (``CI`` set) it fails.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import pytest
 
 from dynosim import Scenario
 from dynosim.testbed import run as testbed_run
-from test_testbed import needs_components
-from test_testbed_ruby import needs
 
 
 
@@ -71,12 +69,11 @@ def exp(mean: str) -> Dict[str, str]:
     return {"distribution": "exponential", "mean": mean}
 
 
+@pytest.mark.needs("haproxy", "gunicorn")
 def test_four_sync_workers_on_one_core():
-    needs_components()
     check(closed({"server": "gunicorn", "worker_class": "sync", "processes": 4}, 8, exp("10ms"), exp("40ms")))
 
 
+@pytest.mark.needs("haproxy", "ruby", "puma", "ruby-rack")
 def test_puma_threads_under_the_gvl_on_one_core():
-    needs_components()
-    needs("ruby", "puma")
     check(closed({"server": "puma", "processes": 1, "threads": 3}, 6, exp("10ms"), exp("10ms")))

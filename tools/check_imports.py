@@ -25,6 +25,17 @@ or ``x/mod.rs``; every file under ``x/`` belongs to x; lib.rs, the root, is left
 A -> B when code of A (comments and string literals left out) names ``crate::B``, ``use
 crate::{B, ...}``, or reaches B with ``super::`` (``super::`` in ``x/y.rs`` is x itself: no
 edge).
+
+A folder listed in ``RUST_FILE_NODES`` is not one node: each of its files is a node of its own,
+as a top-level module is (``x/mod.rs`` is ``x``, ``x/y.rs`` is ``x::y``), so that its files
+may not reach each other in a ring either. Paths then resolve to the longest module they name:
+``super::y::T`` in ``x/z.rs`` is an edge to ``x::y``, ``super::T`` one to ``x``, and in a file
+that declares ``mod y;`` a bare ``y::T`` is an edge to its child ``x::y``. The engine's ``sim/``
+is listed: one type, ``Simulation``, spread over files by concern, whose concerns' own state
+must stand apart from it (``x/mod.rs`` naming a child's state while the child names ``x``'s
+``Simulation`` is a cycle). Folders such as ``policy/`` are not: a trait in ``mod.rs``,
+implementations in files that name it, and ``mod.rs`` naming them back in its registry is the
+pattern they follow on purpose.
 """
 
 from __future__ import annotations
@@ -42,6 +53,8 @@ Graph = Dict[str, Set[str]]
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON_PACKAGE = Path("python") / "dynosim"
 RUST_CRATES = Path("crates")
+#: Crate (its folder's name) -> its folders whose every file is a node (see the module's notes).
+RUST_FILE_NODES: Dict[str, Tuple[str, ...]] = {"dynosim-engine": ("sim",)}
 
 
 # --- cycles ----------------------------------------------------------------------------------
@@ -281,11 +294,16 @@ def _group_items(code: str, start: int) -> Tuple[List[str], int]:
     return [item.strip() for item in items if item.strip()], len(code)
 
 
-def rust_paths(code: str, module: List[str]) -> Set[str]:
-    """The top-level modules that paths in `code` (stripped, of a file whose module path is
-    `module`) reach through crate::, super:: or self::; inline ``mod name { }`` blocks move
-    super:: and self:: as they do in Rust."""
-    found: Set[str] = set()
+def rust_paths(code: str, module: List[str], children: Iterable[str] = ()) -> Set[Tuple[str, ...]]:
+    """The paths in `code` (stripped, of a file whose module path is `module`) that start at
+    crate::, super:: or self:: (or, for the names in `children`, the file's own child
+    modules, bare), each resolved from the crate's root as far as its leading names go (a
+    ``{...}`` group gives one path an item); inline ``mod name { }`` blocks move super:: and
+    self:: as they do in Rust."""
+    if children:
+        bare = "|".join(re.escape(c) for c in sorted(children))
+        code = re.sub(rf"(?<![\w:.$])(?:{bare})(?=\s*::)", lambda m: "self::" + m.group(0), code)
+    found: Set[Tuple[str, ...]] = set()
     stack: List[Tuple[List[str], int]] = []  # (module path inside an inline mod, brace depth)
     current, depth, pos = list(module), 0, 0
     while True:
@@ -312,13 +330,15 @@ def rust_paths(code: str, module: List[str]) -> Set[str]:
                     break
                 if sep.group("group"):
                     items, pos = _group_items(code, sep.start("group"))
-                    if base:
-                        found.add(base[0])
-                    else:
-                        for item in items:
-                            head = re.match(_IDENT, item)
-                            if head and head.group(0) not in ("self", "super", "crate"):
-                                found.add(head.group(0))
+                    for item in items:
+                        head = re.match(rf"{_IDENT}(?:\s*::\s*{_IDENT})*", item)
+                        names = [n.strip() for n in head.group(0).split("::")] if head else []
+                        names = [n for n in names if n != "self"]
+                        if names and names[0] in ("super", "crate"):
+                            continue
+                        if base + names:
+                            found.add(tuple(base + names))
+                    base = []
                     break
                 seg = sep.group("seg")
                 pos = sep.end()
@@ -326,13 +346,26 @@ def rust_paths(code: str, module: List[str]) -> Set[str]:
                     base = base[:-1]
                 elif seg != "self":
                     base = base + [seg]
-                    break
             if base:
-                found.add(base[0])
+                found.add(tuple(base))
 
 
-def rust_modules(src: Path) -> Dict[str, List[Tuple[Path, List[str]]]]:
-    """Top-level module -> its files, each with its module path (``x/y.rs`` is x::y)."""
+def _node_of(path: Tuple[str, ...], nodes: Set[str]) -> Optional[str]:
+    """The longest module of `nodes` that `path` names, if any."""
+    for k in range(len(path), 0, -1):
+        name = "::".join(path[:k])
+        if name in nodes:
+            return name
+    return None
+
+
+_MOD_DECLARATION = re.compile(rf"\bmod\s+({_IDENT})\s*;")
+
+
+def rust_modules(src: Path, split: Iterable[str] = ()) -> Dict[str, List[Tuple[Path, List[str]]]]:
+    """Node -> its files, each with its module path (``x/y.rs`` is x::y): a top-level module,
+    or in a folder of `split` each file (see the module's notes)."""
+    split = set(split)
     modules: Dict[str, List[Tuple[Path, List[str]]]] = {}
     for path in sorted(src.iterdir()):
         if path.is_file() and path.suffix == ".rs" and path.stem not in ("lib", "main"):
@@ -342,17 +375,23 @@ def rust_modules(src: Path) -> Dict[str, List[Tuple[Path, List[str]]]]:
                 parts = [path.name] + list(file.relative_to(path).with_suffix("").parts)
                 if parts[-1] == "mod":
                     parts.pop()
-                modules.setdefault(path.name, []).append((file, parts))
+                node = "::".join(parts) if path.name in split else path.name
+                modules.setdefault(node, []).append((file, parts))
     return modules
 
 
-def rust_graph(src: Path) -> Graph:
-    modules = rust_modules(src)
+def rust_graph(src: Path, split: Iterable[str] = ()) -> Graph:
+    modules = rust_modules(src, split)
+    nodes = set(modules)
     graph: Graph = {name: set() for name in modules}
     for name, files in modules.items():
         for path, module in files:
             code = strip_rust(path.read_text(encoding="utf-8"))
-            graph[name] |= {dep for dep in rust_paths(code, module) if dep in modules and dep != name}
+            children = set(_MOD_DECLARATION.findall(code))
+            for found in rust_paths(code, module, children):
+                dep = _node_of(found, nodes)
+                if dep is not None and dep != name:
+                    graph[name].add(dep)
     return graph
 
 
@@ -365,7 +404,7 @@ def rust_crates(root: Path) -> List[Path]:
 
 
 def check_rust(crate: Path) -> Tuple[Graph, List[List[str]]]:
-    graph = rust_graph(crate / "src")
+    graph = rust_graph(crate / "src", RUST_FILE_NODES.get(crate.name, ()))
     return graph, find_cycles(graph)
 
 

@@ -7,7 +7,8 @@ empty system at t = 0, with the same arrivals and service times (same seed, same
 
 Output by suffix: ``.gif`` (matplotlib, Agg, frames quantized to one shared palette by Pillow)
 or ``.html`` (one self-contained file: the frames as JSON in an inline script, one canvas per
-panel drawn by plain JavaScript, no external URL). The HTML page exposes its state on
+panel drawn by plain JavaScript, no external URL; the page is ``web/animate.html``, its
+``@@TITLE@@`` and ``@@DATA@@`` filled in). The HTML page exposes its state on
 ``<body>`` for tests: ``data-frame`` (the frame drawn), ``data-frames`` (how many) and
 ``data-depth-sum`` (the sum of the bar heights drawn, over all panels).
 
@@ -25,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from . import _dynosim
 from .errors import DynosimError
+from .html_report import fill_page
 from .output import write_files
 from .scenario import Scenario
 
@@ -296,7 +298,7 @@ def render_html(movie: Movie, fps: float) -> str:
     # Inside <script>, "</" could end the element early; "<\/" means the same in JSON.
     data = data.replace("</", "<\\/")
     title = _escape(f"{movie.scenario}: per-dyno queues")
-    return HTML_TEMPLATE.replace("__TITLE__", title).replace("__DATA__", data)
+    return fill_page("animate.html", {"TITLE": title, "DATA": data})
 
 
 def write_html(movie: Movie, path: Path, *, fps: float) -> None:
@@ -306,182 +308,3 @@ def write_html(movie: Movie, path: Path, *, fps: float) -> None:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-HTML_TEMPLATE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>__TITLE__</title>
-<style>
-  body { margin: 0; padding: 16px 20px; font: 14px/1.4 system-ui, -apple-system, "Segoe UI",
-         Roboto, "DejaVu Sans", Helvetica, Arial, sans-serif; color: #222; background: #fff; }
-  header { display: flex; justify-content: space-between; align-items: baseline; gap: 16px;
-           flex-wrap: wrap; }
-  h1 { font-size: 18px; margin: 0; }
-  .sub { color: #666; font-size: 13px; margin: 2px 0 0; }
-  #clock { font: bold 22px/1 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace;
-           white-space: pre; }
-  .controls { display: flex; align-items: center; gap: 12px; margin: 10px 0 6px; }
-  .controls button { font: inherit; min-width: 5.5em; padding: 3px 10px; cursor: pointer; }
-  .controls input[type=range] { flex: 1; max-width: 640px; }
-  .legend { color: #666; font-size: 12px; display: flex; gap: 14px; }
-  .legend span::before { content: ""; display: inline-block; width: 10px; height: 10px;
-                         margin-right: 5px; vertical-align: -1px; background: var(--c); }
-  .panels { display: flex; flex-wrap: wrap; gap: 12px 24px; }
-  .panel { flex: 1 1 420px; min-width: 280px; }
-  .panel h2 { font-size: 16px; margin: 6px 0 2px; }
-  .panel canvas { display: block; width: 100%; height: clamp(200px, 48vh, 400px); }
-  .panels.many .panel canvas { height: clamp(160px, 28vh, 320px); }
-  .counts { margin: 2px 0 0; font-variant-numeric: tabular-nums; }
-</style>
-</head>
-<body data-frame="0" data-frames="0" data-depth-sum="0">
-<header>
-  <div><h1 id="title"></h1><p class="sub" id="subtitle"></p></div>
-  <div id="clock"></div>
-</header>
-<div class="controls">
-  <button id="play" type="button">Pause</button>
-  <input id="slider" type="range" min="0" max="0" step="1" value="0" aria-label="frame">
-  <div class="legend"><span id="lg-service">in service</span><span id="lg-waiting">waiting</span></div>
-</div>
-<div class="panels" id="panels"></div>
-<noscript><p>This animation needs JavaScript.</p></noscript>
-<script type="application/json" id="data">__DATA__</script>
-<script>
-(function () {
-  "use strict";
-  var D = JSON.parse(document.getElementById("data").textContent);
-  var N = D.times.length;
-  var body = document.body;
-  var frame = 0, playing = true, timer = null;
-  var clock = document.getElementById("clock");
-  var button = document.getElementById("play");
-  var slider = document.getElementById("slider");
-  document.getElementById("title").textContent = D.title;
-  document.getElementById("subtitle").textContent = D.subtitle;
-  document.getElementById("lg-service").style.setProperty("--c", D.colors.service);
-  document.getElementById("lg-waiting").style.setProperty("--c", D.colors.waiting);
-  slider.max = String(N - 1);
-  body.dataset.frames = String(N);
-  if (D.panels.length > 2) document.getElementById("panels").classList.add("many");
-
-  var views = D.panels.map(function (p) {
-    var div = document.createElement("div");
-    div.className = "panel";
-    var h = document.createElement("h2");
-    h.textContent = p.policy;
-    var canvas = document.createElement("canvas");
-    var counts = document.createElement("p");
-    counts.className = "counts";
-    div.appendChild(h); div.appendChild(canvas); div.appendChild(counts);
-    document.getElementById("panels").appendChild(div);
-    return { data: p, canvas: canvas, counts: counts };
-  });
-
-  function fmt(n) { return n.toString().replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
-
-  function countsText(p, k) {
-    var a = p.arrived[k], q = p.queued[k];
-    var s = "queued: " + fmt(q) + " of " + fmt(a) + " requests";
-    if (a > 0) s += " (" + (100 * q / a).toFixed(1) + "%)";
-    if (p.router[k] > 0) s += "; router queue: " + fmt(p.router[k]);
-    return s;
-  }
-
-  function niceStep(max) {
-    var raw = max / 5, mag = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1))));
-    var steps = [1, 2, 5, 10];
-    for (var i = 0; i < steps.length; i++) if (steps[i] * mag >= raw) return Math.max(1, steps[i] * mag);
-    return 10 * mag;
-  }
-
-  function drawPanel(v, k) {
-    var c = v.canvas, ratio = window.devicePixelRatio || 1;
-    var w = c.clientWidth || 420, h = c.clientHeight || 260;
-    if (c.width !== Math.round(w * ratio) || c.height !== Math.round(h * ratio)) {
-      c.width = Math.round(w * ratio); c.height = Math.round(h * ratio);
-    }
-    var g = c.getContext("2d");
-    g.setTransform(ratio, 0, 0, ratio, 0, 0);
-    g.clearRect(0, 0, w, h);
-    var left = 54, right = 8, top = 8, bottom = 24;
-    var pw = w - left - right, ph = h - top - bottom;
-    var y = function (value) { return top + ph - ph * value / D.ymax; };
-    g.font = "11px system-ui, sans-serif";
-    g.fillStyle = "#666"; g.strokeStyle = "#e6e6e6"; g.lineWidth = 1;
-    g.textAlign = "right"; g.textBaseline = "middle";
-    var step = niceStep(D.ymax);
-    for (var t = 0; t <= D.ymax; t += step) {
-      var yy = Math.round(y(t)) + 0.5;
-      g.beginPath(); g.moveTo(left, yy); g.lineTo(left + pw, yy); g.stroke();
-      g.fillText(String(t), left - 6, yy);
-    }
-    var depth = v.data.depth[k], n = depth.length, bw = pw / n;
-    var gap = bw >= 4 ? 1 : 0, sum = 0;
-    for (var i = 0; i < n; i++) {
-      var d = depth[i];
-      sum += d;
-      if (d <= 0) continue;
-      var x = left + i * bw, low = Math.min(d, D.slots);
-      g.fillStyle = D.colors.service;
-      g.fillRect(x + gap / 2, y(low), Math.max(bw - gap, 1), y(0) - y(low));
-      if (d > D.slots) {
-        g.fillStyle = D.colors.waiting;
-        g.fillRect(x + gap / 2, y(d), Math.max(bw - gap, 1), y(low) - y(d));
-      }
-    }
-    g.strokeStyle = "#999";
-    g.beginPath(); g.moveTo(left, top + ph + 0.5); g.lineTo(left + pw, top + ph + 0.5); g.stroke();
-    g.fillStyle = "#666"; g.textBaseline = "top";
-    g.textAlign = "left"; g.fillText("1", left, top + ph + 6);
-    g.textAlign = "right"; g.fillText(String(n), left + pw, top + ph + 6);
-    g.textAlign = "center"; g.fillText(D.axes.x, left + pw / 2, top + ph + 6);
-    g.save();
-    g.translate(12, top + ph / 2); g.rotate(-Math.PI / 2);
-    g.textBaseline = "middle"; g.fillText(D.axes.y, 0, 0);
-    g.restore();
-    body.dataset.axes = D.axes.x + "|" + D.axes.y;
-    v.counts.textContent = countsText(v.data, k);
-    return sum;
-  }
-
-  function draw(k) {
-    frame = k;
-    var sum = 0;
-    for (var i = 0; i < views.length; i++) sum += drawPanel(views[i], k);
-    clock.textContent = "t = " + D.times[k].toFixed(D.decimals) + " s";
-    slider.value = String(k);
-    body.dataset.frame = String(k);
-    body.dataset.depthSum = String(sum);
-  }
-
-  function schedule() {
-    clearTimeout(timer);
-    if (!playing) return;
-    var delay = 1000 / D.fps;
-    if (frame === N - 1) delay = Math.max(delay, 1000 * D.hold);
-    timer = setTimeout(function () { draw((frame + 1) % N); schedule(); }, delay);
-  }
-
-  function setPlaying(on) {
-    playing = on;
-    button.textContent = on ? "Pause" : "Play";
-    schedule();
-  }
-
-  button.addEventListener("click", function () { setPlaying(!playing); });
-  slider.addEventListener("input", function () { draw(Number(slider.value)); schedule(); });
-  document.addEventListener("keydown", function (e) {
-    if (e.key === " " && e.target === document.body) { e.preventDefault(); setPlaying(!playing); }
-  });
-  window.addEventListener("resize", function () { draw(frame); });
-  draw(0);
-  setPlaying(true);
-})();
-</script>
-</body>
-</html>
-"""

@@ -20,14 +20,14 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import _dynosim
+from . import _dynosim, time_axis
 from .display import Column, _cell, _header_and_format, _is_number
 from .output import finite, write_files
 from .results import Estimate
 from .scenario import Scenario
 from .toml_text import toml_text
 
-#: The page's scripts and styles, inlined into every report.
+#: The pages (templates) and their scripts and styles, inlined into every report and animation.
 WEB = Path(__file__).resolve().parent / "web"
 
 #: A series' values span this many times from its smallest positive value to its largest:
@@ -105,12 +105,15 @@ def notes_section(title: str, items: Sequence[str], *, warning: bool = False) ->
 def line_plot(title: str, x_label: str, xs: Sequence[float], y_label: str, series: Sequence[Dict[str, Any]], *,
               caption: str = "", x_ticks: Optional[Sequence[str]] = None, x_log: Optional[bool] = None,
               y_log: Optional[bool] = None, height: int = 300, span_gaps: bool = False,
-              x_time: bool = False) -> Dict[str, Any]:
+              x_time: bool = False, x_elapsed: bool = False) -> Dict[str, Any]:
     """A plot of lines sharing `xs`; each of `series` is ``{"label", "y", "lo"?, "hi"?,
     "dash"?, "points"?}`` (``lo`` and ``hi``: a 95% band; ``dash``: a dashed line, a target;
     ``points``: points alone, no line). The y axis is logarithmic when its positive values span
     :data:`LOG_SPAN` or more and at most a quarter are 0 or below (a log axis leaves those
-    out), unless told; the x axis only when told."""
+    out), unless told; the x axis only when told. `x_time`: `xs` are dates (seconds since
+    1970, shown in UTC); `x_elapsed`: `xs` are seconds from a run's start, and `x_label` says
+    what they are without a unit: the axis is in seconds, or in hours and minutes when it spans
+    more than two hours (``x.clock``, :mod:`dynosim.time_axis`)."""
     clean = [{"label": s["label"], **{k: True for k in ("dash", "points") if s.get(k)},
               **{k: [_number(v) for v in s[k]] for k in ("y", "lo", "hi") if s.get(k) is not None}}
              for s in series]
@@ -123,16 +126,23 @@ def line_plot(title: str, x_label: str, xs: Sequence[float], y_label: str, serie
             for k in ("y", "lo", "hi"):
                 if k in s:
                     s[k] = [v if v is not None and v > 0 else None for v in s[k]]
+    x: Dict[str, Any] = {"label": x_label, "values": [_number(x) for x in xs], "log": bool(x_log), "time": x_time,
+                         "ticks": list(x_ticks) if x_ticks is not None else None}
+    if x_elapsed:
+        values = [v for v in x["values"] if v is not None]
+        span = max(values) - min(values) if values else 0.0
+        x["label"] = time_axis.axis_label(x_label, span)
+        x["clock"] = time_axis.spec(values)
     return {"kind": "line", "title": title, "caption": caption, "height": height, "span_gaps": span_gaps,
-            "x": {"label": x_label, "values": [_number(x) for x in xs], "log": bool(x_log), "time": x_time,
-                  "ticks": list(x_ticks) if x_ticks is not None else None},
+            "x": x,
             "y": {"label": y_label, "log": bool(y_log)}, "series": clean}
 
 
 def heat_map(title: str, times: Sequence[float], rows: Sequence[Sequence[int]], *, row_label: str = "dyno",
              value_label: str = "waiting", caption: str = "") -> Dict[str, Any]:
     """Values over time, one row each (per-dyno queues): at most :data:`MAX_HEAT_ROWS` rows,
-    each then the largest of a group of consecutive ones."""
+    each then the largest of a group of consecutive ones. `times` are seconds from a run's
+    start, shown as a clock past two hours (``clock``, as :func:`line_plot`'s ``x_elapsed``)."""
     n = len(rows)
     group = max(1, math.ceil(n / MAX_HEAT_ROWS))
     merged, names = [], []
@@ -142,7 +152,8 @@ def heat_map(title: str, times: Sequence[float], rows: Sequence[Sequence[int]], 
         end = min(n, start + group)
         names.append(f"{row_label} {start}" if group == 1 else f"{row_label}s {start}–{end - 1} (largest)")
     return {"kind": "heatmap", "title": title, "caption": caption, "times": [_number(t) for t in times],
-            "rows": merged, "row_names": names, "row_label": row_label, "value_label": value_label}
+            "rows": merged, "row_names": names, "row_label": row_label, "value_label": value_label,
+            "clock": time_axis.spec([t for t in times if t is not None])}
 
 
 def percentile_plot(title: str, results: Sequence[Any], metric: str, *, caption: str = "") -> Dict[str, Any]:
@@ -178,8 +189,7 @@ def render(doc: Dict[str, Any]) -> str:
     """The whole page, every script and style inlined."""
     body, plots = sections_html(doc["sections"])
     data = {"plots": plots}
-    template = (WEB / "report.html").read_text(encoding="utf-8")
-    fills = {
+    return fill_page("report.html", {
         "TITLE": html.escape(doc["title"]),
         "COMMAND": html.escape(doc["command"]),
         "GENERATED": html.escape(doc["generated"]),
@@ -190,10 +200,16 @@ def render(doc: Dict[str, Any]) -> str:
         "REPORT_CSS": (WEB / "report.css").read_text(encoding="utf-8"),
         "UPLOT_JS": (WEB / "uPlot.iife.min.js").read_text(encoding="utf-8"),
         "REPORT_JS": (WEB / "report.js").read_text(encoding="utf-8"),
-    }
+    })
+
+
+def fill_page(name: str, fills: Dict[str, str]) -> str:
+    """The page ``web/NAME`` with each ``@@KEY@@`` in it replaced by ``fills[KEY]``; every key
+    given must be in the page (the report's, the animation's)."""
+    template = (WEB / name).read_text(encoding="utf-8")
     missing = set(fills) - set(re.findall(r"@@([A-Z_]+)@@", template))
     if missing:
-        raise AssertionError(f"report.html lacks {sorted(missing)}")
+        raise AssertionError(f"{name} lacks {sorted(missing)}")
     # One pass: what fills a placeholder is never read for placeholders itself.
     return re.sub(r"@@([A-Z_]+)@@", lambda m: fills[m.group(1)], template)
 

@@ -190,19 +190,19 @@ def over_time(scenario: Scenario, cases: List[Tuple[str, Results]], policies: Op
     out: List[Dict[str, Any]] = [{"kind": "heading", "title": "Replication 0 over time"}]
     waiting = [{"label": name, "y": [f["router_waiting"] + f["dyno_waiting"] for f in frames]}
                for name, frames, _ in traces]
-    out.append(html_report.line_plot("Requests waiting", "time (s)", times, "waiting", waiting, y_log=False,
-                                     caption="At the routers and at the dynos, at each interval's end; the "
+    out.append(html_report.line_plot("Requests waiting", "time", times, "waiting", waiting, y_log=False,
+                                     x_elapsed=True, caption="At the routers and at the dynos, at each interval's end; the "
                                              "warm-up included."))
     if any("fleet" in r.summary for _, results in cases for r in results):
         out.append(html_report.line_plot(
-            "Fleet size", "time (s)", times, "dynos",
+            "Fleet size", "time", times, "dynos",
             [{"label": name, "y": [f["dynos_up"] for f in frames]} for name, frames, _ in traces], y_log=False,
-            caption="Dynos up (serving) at each interval's end."))
+            x_elapsed=True, caption="Dynos up (serving) at each interval's end."))
         out.append(html_report.line_plot(
-            "Response time p95", "time (s)", times, "p95 (ms)",
+            "Response time p95", "time", times, "p95 (ms)",
             [{"label": name, "y": [None if f["response_p95"] is None else f["response_p95"] * 1e3 for f in frames]}
              for name, frames, _ in traces],
-            caption="Of the responses in each interval."))
+            x_elapsed=True, caption="Of the responses in each interval."))
     for name, frames, per_dyno in traces:
         if per_dyno:
             rows = [list(col) for col in zip(*[f["depth"] for f in frames])]

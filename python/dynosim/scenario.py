@@ -287,7 +287,9 @@ class Scenario:
         """Validates the scenario (first policy) and returns what the engine made of it:
         arrival rate, service mean and second moment, offered load and its ``bottleneck``
         (threads, cores, interpreter lock, resource, pool), whether a run would go ahead
-        (``stable``; a ``closed_loop`` always does)..."""
+        (``stable``; a ``closed_loop`` always does), the fleet's lifecycle as it resolved it
+        (``fleet``: ``boot_time``'s mean, ``boot_timeout``, ``stop_delay``, ``shutdown_grace``, in
+        seconds)... (``dynosim_engine::description``)."""
         single = self.for_policy(self.policies[0])
         return json.loads(single._call(_dynosim.describe))
 

@@ -7,9 +7,13 @@ product of them, each applied to the scenario as an override. A point runs every
 policy it has (``router.policy`` may be a list); the outputs have one row per point and policy.
 
 A SPEC is a list ``a,b,c`` (each item read like a ``--set`` value: TOML, else a plain
-string) or a numeric range ``A..B[:N][:log|:lin]``: N points (default 12) from A to B, spaced
+string) or a range ``A..B[:N][:log|:lin]``: N points (default 12) from A to B, spaced
 logarithmically by default when A > 0 and B/A >= 10, linearly otherwise; when A and B are
 both written as whole numbers the values are rounded to whole numbers and duplicates dropped.
+A and B may carry a unit the scenario's keys accept, the same kind for both: a duration
+(``50ms..400ms``), a rate (``100/s..6000/min``) or a size (``256MB..1GB``). The points are
+spaced, and rounded to whole numbers, in A's unit, and given in the kind's base unit (seconds,
+requests per second, bytes), which every such key accepts as a bare number.
 
 Points whose offered load is at or above capacity are not errors here: their rows have status
 ``unstable`` and no metrics. Points run in parallel threads (the engine releases the GIL and
@@ -30,8 +34,9 @@ import re
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import _dynosim
 from .distributed import executor_for
 from .errors import DynosimError, ScenarioError
 from .output import Writer, finite, json_text, write_files
@@ -76,6 +81,8 @@ _METRIC_UNITS = {
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _INTEGER = re.compile(r"[-+]?\d+")
 _RANGE = re.compile(rf"\s*(?P<a>{_NUMBER})\s*\.\.\s*(?P<rest>.*)", re.DOTALL)
+#: A bound of a range: a number, and a unit or nothing ("50ms", "6000/min", "1.5 GB", "75").
+_QUANTITY = re.compile(rf"(?P<number>{_NUMBER})\s*(?P<unit>\S.*)?", re.DOTALL)
 
 
 def _spec_error(key: str, message: str) -> ScenarioError:
@@ -99,20 +106,35 @@ def parse_spec(key: str, spec: str) -> List[Any]:
     spec = spec.strip()
     if not spec:
         raise _spec_error(key, "no values; expected a list a,b,c or a range A..B[:N][:log|:lin]")
-    m = _RANGE.fullmatch(spec)
-    if m and "," not in spec:
-        return _parse_range(key, spec, m.group("a"), m.group("rest"))
-    if ".." in spec and "," not in spec and spec[0] not in "\"'[./~":
-        raise _spec_error(key, f"invalid range {spec!r}; expected A..B[:N][:log|:lin] with numbers A < B")
+    if "," not in spec and ".." in spec and (spec[0] not in "\"'[./~" or _RANGE.fullmatch(spec)):
+        a_text, _, rest = spec.partition("..")
+        return _parse_range(key, spec, a_text.strip(), rest)
     return _parse_list(key, spec)
 
 
 def _parse_range(key: str, spec: str, a_text: str, rest: str) -> List[Any]:
     b_text, *options = [part.strip() for part in rest.split(":")]
-    if not re.fullmatch(_NUMBER, b_text):
-        raise _spec_error(key, f"invalid range {spec!r}: the upper bound {b_text!r} is not a number; "
-                               "expected A..B[:N][:log|:lin]")
-    a, b = float(a_text), float(b_text)
+    a_quantity, b_quantity = _QUANTITY.fullmatch(a_text), _QUANTITY.fullmatch(b_text)
+    if not a_quantity:
+        raise _spec_error(key, f"invalid range {spec!r}: the lower bound {a_text!r} is not a number "
+                               f"(with a unit or not); expected A..B[:N][:log|:lin]")
+    if not b_quantity:
+        raise _spec_error(key, f"invalid range {spec!r}: the upper bound {b_text!r} is not a number "
+                               f"(with a unit or not); expected A..B[:N][:log|:lin]")
+    a_unit, b_unit = a_quantity.group("unit") or "", b_quantity.group("unit") or ""
+    a, b = float(a_quantity.group("number")), float(b_quantity.group("number"))
+    # Whole numbers in A's unit give whole values; with units, the values are in A's unit
+    # until the end, where they become the kind's base unit.
+    whole = bool(_INTEGER.fullmatch(a_quantity.group("number")))
+    scale: Optional[float] = None
+    if a_unit or b_unit:
+        _kind, a_scale, b_scale = _unit_kind(key, spec, a_unit, b_unit)
+        scale = a_scale
+        b_written = b_quantity.group("number")
+        b = float(f"{b * b_scale / a_scale:.12g}")
+        whole = whole and (b.is_integer() if b_unit != a_unit else bool(_INTEGER.fullmatch(b_written)))
+    else:
+        whole = whole and bool(_INTEGER.fullmatch(b_quantity.group("number")))
     if not (math.isfinite(a) and math.isfinite(b)) or not a < b:
         raise _spec_error(key, f"invalid range {spec!r}: expected A < B")
     count: Optional[int] = None
@@ -138,10 +160,46 @@ def _parse_range(key: str, spec: str, a_text: str, rest: str) -> List[Any]:
         spacing = "log" if a > 0 and b / a >= 10 else "lin"
     if spacing == "log" and a <= 0:
         raise _spec_error(key, f"invalid range {spec!r}: log spacing needs A > 0")
-    values = range_values(a, b, count, spacing)
-    if _INTEGER.fullmatch(a_text.strip()) and _INTEGER.fullmatch(b_text):
-        return list(dict.fromkeys(int(round(v)) for v in values))
+    values: List[Any] = range_values(a, b, count, spacing)
+    if whole:
+        values = list(dict.fromkeys(int(round(v)) for v in values))
+    if scale is not None:
+        return [_in_base_unit(v, scale) for v in values]
     return values
+
+
+#: The kinds of quantity a range may be written in, each with the function that reads one as
+#: the scenario does (None when the text is not of that kind) and its base unit.
+_UNIT_KINDS: Tuple[Tuple[str, str, Callable[[str], Optional[float]]], ...] = (
+    ("a duration", "s", _dynosim.parse_duration),
+    ("a rate", "req/s", _dynosim.parse_rate),
+    ("a size", "bytes", _dynosim.parse_bytes),
+)
+
+
+def _unit_kind(key: str, spec: str, a_unit: str, b_unit: str) -> Tuple[str, float, float]:
+    """The kind of quantity both bounds are, and the base units in one of A's and of B's
+    units (a bound without a unit is in the base unit, as a bare number is in a scenario)."""
+    for kind, _base, parse in _UNIT_KINDS:
+        scales = [parse(f"1{unit}") if unit else 1.0 for unit in (a_unit, b_unit)]
+        if all(s is not None and s > 0 for s in scales):
+            return kind, float(scales[0]), float(scales[1])  # type: ignore[arg-type]
+    expected = "expected durations (50ms..400ms), rates (100/s..400/s) or sizes (256MB..1GB) on both sides"
+    kinds = {}
+    for unit in (a_unit, b_unit):
+        if unit:
+            kinds[unit] = next((kind for kind, _base, parse in _UNIT_KINDS if parse(f"1{unit}") is not None), None)
+            if kinds[unit] is None:
+                raise _spec_error(key, f"invalid range {spec!r}: unknown unit {unit!r}; {expected}")
+    raise _spec_error(key, f"invalid range {spec!r}: {a_unit!r} is the unit of {kinds[a_unit]} and {b_unit!r} "
+                           f"of {kinds[b_unit]}; {expected}")
+
+
+def _in_base_unit(value: float, scale: float) -> Any:
+    """A value in a unit of `scale` base units, in the base unit: 0.067 s rather than
+    0.067000000000000004, and a whole number of base units as an int."""
+    base = float(f"{value * scale:.12g}")
+    return int(base) if base.is_integer() else base
 
 
 def range_values(a: float, b: float, count: int, spacing: str) -> List[float]:
@@ -493,7 +551,23 @@ def _key_unit(key: str, values: Sequence[Any]) -> Optional[str]:
         return None
     if key in _SECONDS_KEYS:
         return "s"
-    return _KEY_UNITS.get(key)
+    return _KEY_UNITS.get(key) or _schema_units().get(key)
+
+
+_SCHEMA_UNITS: Dict[str, str] = {}
+
+
+def _schema_units() -> Dict[str, str]:
+    """The base unit of every key the schema gives one of the range kinds' units (seconds,
+    req/s, bytes), by key path: a bare number of such a key is in that unit."""
+    if not _SCHEMA_UNITS:
+        from .keys import reference
+
+        bases = {base for _kind, base, _parse in _UNIT_KINDS}
+        for k in reference()["keys"]:
+            if k["unit"] in bases:
+                _SCHEMA_UNITS.setdefault(k["path"], k["unit"])
+    return _SCHEMA_UNITS
 
 
 def plot_lines(sweep: Sweep) -> Tuple[str, bool, List[str], Dict[Tuple[Any, ...], Dict[str, List[float]]],

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-from . import _dynosim
+from . import _dynosim, time_axis
 from .errors import DynosimError
 from .output import csv_text, write_files
 from .results import ERROR_KINDS
@@ -95,9 +95,19 @@ def _or_empty(value: Any) -> Any:
 
 
 def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
+    """:func:`figure`, written to `path` as a PNG."""
+    fig = figure(rows, title)  # first: it chooses matplotlib's backend
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+def figure(rows: Sequence[Dict[str, Any]], title: str) -> Any:
     """Panels sharing the time axis: rates, waiting requests, busy threads; when the fleet
     changes size, also the dynos up (booting dotted) and the response p95 per interval; a
-    line per (case, policy)."""
+    line per (case, policy). The time axis is in seconds, or hours and minutes for a run
+    longer than two hours (:mod:`dynosim.time_axis`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -136,13 +146,15 @@ def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
     rates.set_ylabel("per second")
     waiting.set_ylabel("requests waiting\n(routers + dynos)")
     busy.set_ylabel("threads busy")
-    busy.set_xlabel("simulated time (s), warm-up included")
+    # From the run's start (the warm-up's) to its last interval's end.
+    end = max((float(r["time"]) for r in rows), default=0.0)
+    time_axis.apply_to_matplotlib(busy, 0.0, end)
+    busy.set_xlabel(time_axis.axis_label("simulated time", end) + ", warm-up included")
     rates.legend(fontsize="small")
     waiting.legend(fontsize="small")
     rates.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
-    plt.close(fig)
+    return fig
 
 
 def plot_path(path: Path) -> Path:

@@ -5,7 +5,7 @@
 use crate::dist::{self, ServiceDistribution};
 use crate::error::{Error, Result};
 use crate::params::{check_duration, whole};
-use crate::timeout::Timeout;
+use crate::timeout_spec::Timeout;
 use crate::units::{Bytes, Duration};
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -28,7 +28,7 @@ use crate::result::ReplicationResult;
 use crate::rng::{stream, SimRng, Stream};
 use crate::scenario::Scenario;
 use crate::scenario::{Engine, Workload};
-use crate::timeout::Timeout;
+use crate::timeout_spec::Timeout;
 use crate::up_set::UpSet;
 use rand::Rng;
 use std::collections::VecDeque;
@@ -446,7 +446,7 @@ impl<'s> Answers<'s> {
     }
 }
 
-/// What a replication's state costs on this engine (see [`crate::memory`]), from the sizes of
+/// What a replication's state costs on this engine (see [`crate::state_size`]), from the sizes of
 /// the structures below.
 pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     let f64_bytes = size_of::<f64>() as f64;

@@ -30,7 +30,7 @@ impl Engine {
     }
 
     /// What a replication's state costs on the engine that `Auto` picks (see
-    /// [`crate::memory`]).
+    /// [`crate::state_size`]).
     pub fn state_bytes(self, scenario: &Scenario) -> StateBytes {
         match self {
             Engine::Direct => direct::state_bytes(scenario),

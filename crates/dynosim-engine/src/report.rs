@@ -88,15 +88,7 @@ pub const PER_DYNO_LIMIT: u32 = 10_000;
 pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<RunReport> {
     scenario.check_stable()?;
     let started = std::time::Instant::now();
-    let keep_per_dyno = keeps_per_dyno(scenario);
-    let mut per_dyno_sum = vec![
-        0.0;
-        if keep_per_dyno {
-            scenario.dynos as usize
-        } else {
-            0
-        }
-    ];
+    let mut per_dyno_sum = PerDynoSum::new(scenario);
     let mut per_replication = Vec::with_capacity(scenario.replications as usize);
     replications(
         scenario,
@@ -104,11 +96,7 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
         u64::from(scenario.replications),
         interrupted,
         |mut result| {
-            // Summed in replication order, as the mean of the whole list would be.
-            let per_dyno = std::mem::take(&mut result.utilisation.per_dyno);
-            for (sum, u) in per_dyno_sum.iter_mut().zip(per_dyno) {
-                *sum += u;
-            }
+            per_dyno_sum.add(&std::mem::take(&mut result.utilisation.per_dyno));
             per_replication.push(result);
         },
     )?;
@@ -116,11 +104,35 @@ pub fn run(scenario: &Scenario, interrupted: &(dyn Fn() -> bool + Sync)) -> Resu
         .iter()
         .map(|r| serde_json::to_value(r).expect("results serialize"))
         .collect();
-    let summary = summary_of(&trees, keep_per_dyno.then_some(per_dyno_sum.as_slice()));
+    let summary = summary_of(&trees, per_dyno_sum.sums());
     let mut report = header(scenario, summary, per_replication);
     report.engine = engine_name(scenario, report.per_replication.iter().map(|r| r.engine));
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Each dyno's utilisation summed over replications, when the report lists them (see
+/// [`keeps_per_dyno`]).
+struct PerDynoSum(Option<Vec<f64>>);
+
+impl PerDynoSum {
+    fn new(scenario: &Scenario) -> PerDynoSum {
+        PerDynoSum(keeps_per_dyno(scenario).then(|| vec![0.0; scenario.dynos as usize]))
+    }
+
+    /// Adds a replication's list: called in replication order, as the mean of the whole list
+    /// would sum them.
+    fn add(&mut self, per_dyno: &[f64]) {
+        if let Some(sums) = &mut self.0 {
+            for (sum, u) in sums.iter_mut().zip(per_dyno) {
+                *sum += u;
+            }
+        }
+    }
+
+    fn sums(&self) -> Option<&[f64]> {
+        self.0.as_deref()
+    }
 }
 
 /// Whether a report lists `utilisation.per_dyno` (see [`PER_DYNO_LIMIT`]).
@@ -340,24 +352,11 @@ pub fn assemble(scenario: &Scenario, gathered: Gathered<'_>) -> Result<RunReport
             ),
         ));
     }
-    let keep_per_dyno = keeps_per_dyno(scenario);
-    let mut per_dyno_sum = vec![
-        0.0;
-        if keep_per_dyno {
-            scenario.dynos as usize
-        } else {
-            0
-        }
-    ];
+    let mut per_dyno_sum = PerDynoSum::new(scenario);
     for per_dyno in gathered.per_dyno {
-        for (sum, u) in per_dyno_sum.iter_mut().zip(per_dyno) {
-            *sum += u;
-        }
+        per_dyno_sum.add(per_dyno);
     }
-    let summary = summary_of(
-        gathered.trees,
-        keep_per_dyno.then_some(per_dyno_sum.as_slice()),
-    );
+    let summary = summary_of(gathered.trees, per_dyno_sum.sums());
     let mut report = header(scenario, summary, gathered.trees.to_vec());
     let named = |e: &String| match e.as_str() {
         "direct" => "direct",

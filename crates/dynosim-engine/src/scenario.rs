@@ -9,11 +9,11 @@ use crate::fault::{FaultSpec, Faults};
 use crate::params::{check_duration, explain_serde_error, whole, Params};
 use crate::policy::{self, Knowledge, RoutingPolicy};
 use crate::request::{PhaseKind, RequestModel, RequestSpec};
-use crate::resource::{PoolScope, Resource, ResourceSpec};
+use crate::resource_spec::{PoolScope, Resource, ResourceSpec};
 use crate::retry::{ClientRetry, RetrySpec};
 use crate::stability;
 use crate::theory;
-use crate::timeout::Timeout;
+use crate::timeout_spec::Timeout;
 use crate::units::{Bytes, Duration, MIN_DURATION};
 use crate::users::{KeysSpec, UserKeys};
 use crate::view::{View, ViewSpec};
@@ -97,7 +97,7 @@ pub struct ArrivalsSpec {
     #[serde(default)]
     pub burst: Option<Vec<BurstSpec>>,
     /// The client's timeout (hey's `-t`, ab's `-s`), from when it sends: a duration, a
-    /// distribution (clients' patience varies) or "off" (see [`crate::timeout`]).
+    /// distribution (clients' patience varies) or "off" (see [`crate::timeout_spec`]).
     #[serde(default)]
     pub timeout: Option<Value>,
     /// The key each request carries (`[arrivals.keys]`: its user), for the policies that hash
@@ -269,7 +269,7 @@ pub struct RunSpec {
     /// runs, so that no typo in a duration or a rate starts a run that would not end.
     #[serde(default = "default_max_requests")]
     pub max_requests: f64,
-    /// Memory one replication's engine state may take (see [`crate::memory`]).
+    /// Memory one replication's engine state may take (see [`crate::state_size`]).
     #[serde(default = "default_max_memory")]
     pub max_memory: Bytes,
     /// Which engine runs it: auto, direct or events.
@@ -800,7 +800,7 @@ impl Scenario {
         )?;
         let client_timeout =
             Timeout::build_or(a.timeout.as_ref(), "arrivals.timeout", base_dir, None)?;
-        let max_in_flight = crate::timeout::build_cap(r.max_in_flight.as_ref(), dynos)?;
+        let max_in_flight = crate::timeout_spec::build_cap(r.max_in_flight.as_ref(), dynos)?;
         let router_cost = match &r.cost {
             None => None,
             Some(v) => crate::dist::from_value_or_zero(v, "router.cost", base_dir)?,

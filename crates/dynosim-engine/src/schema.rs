@@ -309,10 +309,11 @@ pub const SECTIONS: &[Section] = &[
     },
     Section {
         name: "cost",
-        meaning:
-            "Dyno prices, for the monthly cost of a fleet (`dynosim capacity`, `dynosim demo`). Checked \
-             on load by every command, as every section is: `run` refuses a price that `capacity` \
-             would.",
+        meaning: "Dyno prices, for what a fleet costs. Every run's report prices its dyno-seconds \
+             (`cost.dyno_hours` and `cost.dollars`, the `$` column of `run` and `compare`; a \
+             dyno-second costs the monthly price over a 730-hour month, as Heroku bills by the \
+             second), `tune` ranks settings by dollars a day, and `capacity` and `demo` give \
+             dollars a month. Checked on load by every command, as every section is.",
         kind_key: None,
         reader: Reader::FrontEnd,
         array: false,
@@ -2397,12 +2398,13 @@ pub const KEYS: &[Key] = &[
         section: "autoscale",
         kind: Some("hpa"),
         name: "target",
-        value: "number > 0, at most 1; a duration for queue.p95",
+        value: "a whole percent as a fraction, above 0, at most 1; a duration for queue.p95",
         unit: "",
         default: Default::Required,
         example: "0.6",
-        meaning: "the metric's target: a fraction for cpu and utilisation (0.6 for 60%), a \
-                  queue time (\"100ms\") for queue.p95",
+        meaning: "the metric's target: a fraction for cpu and utilisation (0.6 for 60%; the \
+                  utilisation is compared in whole percent, truncated, as the controller \
+                  does), a queue time (\"100ms\") for queue.p95",
     },
     Key {
         section: "autoscale",
@@ -2412,7 +2414,29 @@ pub const KEYS: &[Key] = &[
         unit: "",
         default: Default::Value("0.1"),
         example: "0.05",
-        meaning: "no change while metric / target is within this of 1",
+        meaning: "sets up_tolerance and down_tolerance both",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "up_tolerance",
+        value: "number >= 0",
+        unit: "",
+        default: Default::Described("tolerance's (0.1)"),
+        example: "0.2",
+        meaning: "no scale-up while metric / target is at most 1 + this \
+                  (behavior.scaleUp.tolerance)",
+    },
+    Key {
+        section: "autoscale",
+        kind: Some("hpa"),
+        name: "down_tolerance",
+        value: "number >= 0, below 1",
+        unit: "",
+        default: Default::Described("tolerance's (0.1)"),
+        example: "0.05",
+        meaning: "no scale-down while metric / target is at least 1 - this \
+                  (behavior.scaleDown.tolerance)",
     },
     Key {
         section: "autoscale",

@@ -23,7 +23,7 @@
 
 use crate::alloc::filled;
 use crate::error::{Error, Result};
-use crate::load_index::{LoadIndex, Ties};
+use crate::in_flight::{LoadIndex, Ties};
 use crate::params::check_duration;
 use crate::rng::SimRng;
 use crate::units::Duration;

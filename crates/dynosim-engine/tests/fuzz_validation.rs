@@ -1050,8 +1050,38 @@ fn a_small_memory_limit_runs_replications_one_at_a_time() {
     doc["run"]["max_memory"] = json!(1.5 * one);
     let s = from_json(&doc).unwrap();
     assert_eq!(s.replications_at_once(), 1);
+    assert_eq!(s.run_bytes(), one);
     doc["run"]["max_memory"] = json!(0.5 * one);
     assert_refused(&doc, "run.max_waiting", &["the limit is"]);
+}
+
+#[test]
+fn a_runs_memory_is_its_replications_at_once_on_its_threads() {
+    // What a server admitting runs counts (dynosim serve): room for three replications, on
+    // two threads two at a time, on four three at a time, and never above run.max_memory.
+    let mut doc = with(&[("fleet.dynos", json!(100_000))]);
+    doc["run"]["replications"] = json!(4);
+    let one = from_json(&doc).unwrap().replication_bytes();
+    doc["run"]["max_memory"] = json!(3.5 * one);
+    for (threads, at_once) in [(1, 1.0), (2, 2.0), (4, 3.0)] {
+        doc["run"]["threads"] = json!(threads);
+        let s = from_json(&doc).unwrap();
+        assert_eq!(s.run_bytes(), at_once * one, "{threads} threads");
+        assert!(s.run_bytes() <= s.max_memory);
+    }
+}
+
+#[test]
+fn a_traces_memory_is_the_event_driven_engines_whatever_runs_the_scenario() {
+    // Random routing on single-slot dynos runs on the direct engine; its trace (a report's
+    // series over time) runs on the event-driven one, whose state is larger.
+    let mut doc = with(&[("fleet.dynos", json!(100_000))]);
+    let auto = from_json(&doc).unwrap();
+    doc["run"]["engine"] = json!("events");
+    let events = from_json(&doc).unwrap();
+    assert!(auto.trace_bytes() > auto.replication_bytes());
+    assert_eq!(auto.trace_bytes(), events.replication_bytes());
+    assert_eq!(events.trace_bytes(), events.replication_bytes());
 }
 
 #[test]

@@ -8,38 +8,23 @@
 use serde::Serialize;
 
 use crate::error::LogError;
-use crate::hash::FastMap;
+use crate::hash::Ids;
 use crate::overlap::{OverlapSummary, Overlaps};
-use crate::parse::FormatChoice;
-use crate::reader::{FileSummary, Malformed, Reader};
+use crate::reader::{read_logs, ReadOptions, ReadSummary, Visitor, OTHER};
+use crate::record::Request;
 use crate::series::Series;
-use crate::summary::{TimeSummary, Times, MAX_DYNOS, MAX_ROUTES, OTHER};
+use crate::summary::{TimeSummary, Times, MAX_DYNOS, MAX_ROUTES};
 use crate::time::iso8601;
-use crate::window::{arrival, Window};
+use crate::window::{arrival, bound_text, Window};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct FitOptions {
-    pub format: FormatChoice,
-    pub log_format: Option<String>,
-    pub host: Option<String>,
+    pub read: ReadOptions,
     pub window: Window,
     /// Take each request's overlap off its service time.
     pub correct_queueing: bool,
     /// Routes reported with their own histogram, the busiest first.
     pub routes: usize,
-}
-
-impl Default for FitOptions {
-    fn default() -> Self {
-        FitOptions {
-            format: FormatChoice::Auto,
-            log_format: None,
-            host: None,
-            window: Window::default(),
-            correct_queueing: false,
-            routes: 0,
-        }
-    }
 }
 
 /// Service times as fitted: the summary, and each distinct time (whole milliseconds, as logs
@@ -72,14 +57,8 @@ pub struct RouteFit {
 /// What `dynosim logs fit` fits from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FitData {
-    pub files: Vec<FileSummary>,
-    pub lines: u64,
-    pub requests: u64,
-    pub malformed: u64,
-    pub malformed_lines: Vec<Malformed>,
-    pub duplicates: u64,
-    pub other_lines: u64,
-    pub other_hosts: u64,
+    #[serde(flatten)]
+    pub read: ReadSummary,
     /// Requests arriving in the window (all of them without one).
     pub fitted: u64,
     pub outside_window: u64,
@@ -148,10 +127,11 @@ impl Services {
     }
 }
 
-/// Reads logs and gathers what fitting needs.
+/// Gathers what fitting needs from the requests read.
 pub struct Fitter {
-    reader: Reader,
-    options: FitOptions,
+    /// Routes reported with their own histogram (see [`FitOptions::routes`]).
+    report_routes: usize,
+    correct_queueing: bool,
     /// The window in seconds since the epoch.
     from: f64,
     to: f64,
@@ -164,24 +144,20 @@ pub struct Fitter {
     first_end: f64,
     last_end: f64,
     arrivals: Series,
-    route_ids: FastMap<String, u32>,
-    route_names: Vec<String>,
+    routes: Ids,
     route_key: String,
-    dynos: FastMap<String, u32>,
+    dynos: Ids,
     overlaps: Overlaps<Payload>,
     services: Services,
 }
 
 impl Fitter {
     /// A fitter of requests arriving in `[from, to)` (seconds since the epoch): the options'
-    /// window resolved (see [`fit`], which finds the first arrival when it needs it).
-    pub fn new(options: FitOptions, from: f64, to: f64) -> Result<Fitter, LogError> {
-        Ok(Fitter {
-            reader: Reader::new(
-                options.format,
-                options.log_format.as_deref(),
-                options.host.clone(),
-            )?,
+    /// window resolved (see [`fit_data`], which finds the first arrival when it needs it).
+    pub fn new(options: &FitOptions, from: f64, to: f64) -> Fitter {
+        Fitter {
+            report_routes: options.routes,
+            correct_queueing: options.correct_queueing,
             from,
             to,
             fitted: 0,
@@ -192,10 +168,9 @@ impl Fitter {
             first_end: f64::INFINITY,
             last_end: f64::NEG_INFINITY,
             arrivals: Series::new(None),
-            route_ids: FastMap::default(),
-            route_names: Vec::new(),
+            routes: Ids::new(MAX_ROUTES),
             route_key: String::new(),
-            dynos: FastMap::default(),
+            dynos: Ids::new(MAX_DYNOS),
             overlaps: Overlaps::new(),
             services: Services {
                 correct: options.correct_queueing,
@@ -204,100 +179,19 @@ impl Fitter {
                 routes: Vec::new(),
                 overflow: Times::default(),
             },
-            options,
-        })
-    }
-
-    pub fn read_paths(
-        &mut self,
-        paths: &[String],
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        let Fitter {
-            reader,
-            from,
-            to,
-            fitted,
-            outside,
-            without_service,
-            first,
-            last,
-            first_end,
-            last_end,
-            arrivals,
-            route_ids,
-            route_names,
-            route_key,
-            dynos,
-            overlaps,
-            services,
-            ..
-        } = self;
-        reader.read_paths(paths, stop, &mut |r| {
-            *first_end = first_end.min(r.time);
-            *last_end = last_end.max(r.time);
-            let a = arrival(r);
-            if !(a >= *from && a < *to) {
-                *outside += 1;
-                return Ok(());
-            }
-            *fitted += 1;
-            *first = first.min(a);
-            *last = last.max(a);
-            // Counts only: a width of its own choosing, never an error.
-            let _ = arrivals.add(a, None);
-            let Some(service) = r.service else {
-                *without_service += 1;
-                return Ok(());
-            };
-            route_key.clear();
-            route_key.push_str(r.method);
-            route_key.push(' ');
-            route_key.push_str(r.route);
-            let route = match route_ids.get(route_key.as_str()) {
-                Some(&id) => id,
-                None if route_names.len() < MAX_ROUTES => {
-                    let id = route_names.len() as u32;
-                    route_ids.insert(route_key.clone(), id);
-                    route_names.push(route_key.clone());
-                    services.routes.push(Times::default());
-                    id
-                }
-                None => NO_ROUTE,
-            };
-            let payload = Payload { route };
-            let mut take = |p, s, o| services.take(p, s, o);
-            let dyno = if r.dyno.is_empty() {
-                None
-            } else if let Some(&d) = dynos.get(r.dyno) {
-                Some(d)
-            } else if dynos.len() < MAX_DYNOS {
-                let d = dynos.len() as u32;
-                dynos.insert(r.dyno.to_string(), d);
-                Some(d)
-            } else {
-                None
-            };
-            match dyno {
-                Some(d) => overlaps.push(d, r.time, service, payload, &mut take),
-                None => overlaps.unchecked(service, payload, &mut take),
-            }
-            Ok(())
-        })
-    }
-
-    pub fn finish(mut self) -> Result<FitData, LogError> {
-        let requests: u64 = self.reader.files.iter().map(|f| f.requests).sum();
-        if requests == 0 {
-            return Err(self.reader.no_requests());
         }
+    }
+
+    /// What to fit, from what was read and gathered.
+    pub fn finish(mut self, read: ReadSummary) -> Result<FitData, LogError> {
+        let requests = read.requests;
         if self.fitted == 0 {
             return Err(LogError::Option {
                 option: "--window".into(),
                 message: format!(
                     "none of the {requests} requests read arrived in it ({} to {})",
-                    bound(self.from),
-                    bound(self.to)
+                    bound_text(self.from),
+                    bound_text(self.to)
                 ),
             });
         }
@@ -316,14 +210,15 @@ impl Fitter {
             _ => (start, Vec::new()),
         };
         let mut routes = Vec::new();
-        let routes_distinct = self.route_names.len() + usize::from(services.overflow.count > 0);
-        if self.options.routes > 0 {
-            let mut order: Vec<usize> = (0..self.route_names.len()).collect();
+        let route_names = self.routes.names();
+        let routes_distinct = route_names.len() + usize::from(services.overflow.count > 0);
+        if self.report_routes > 0 {
+            let mut order: Vec<usize> = (0..route_names.len()).collect();
             order.sort_by(|&a, &b| {
                 services.routes[b]
                     .count
                     .cmp(&services.routes[a].count)
-                    .then_with(|| self.route_names[a].cmp(&self.route_names[b]))
+                    .then_with(|| route_names[a].cmp(&route_names[b]))
             });
             let mut other = services.overflow.clone();
             for (rank, &i) in order.iter().enumerate() {
@@ -331,9 +226,9 @@ impl Fitter {
                 if times.count == 0 {
                     continue;
                 }
-                if rank < self.options.routes {
+                if rank < self.report_routes {
                     routes.push(RouteFit {
-                        route: self.route_names[i].clone(),
+                        route: route_names[i].clone(),
                         count: times.count,
                         service: Distribution::of(times).expect("a time recorded"),
                     });
@@ -351,14 +246,7 @@ impl Fitter {
         }
         let span = ((self.last - self.first) * 1e6).round() / 1e6;
         Ok(FitData {
-            lines: self.reader.lines(),
-            requests,
-            malformed: self.reader.malformed(),
-            malformed_lines: self.reader.malformed_lines,
-            duplicates: self.reader.duplicates,
-            other_lines: self.reader.other_lines,
-            other_hosts: self.reader.other_hosts,
-            files: self.reader.files,
+            read,
             fitted: self.fitted,
             outside_window: self.outside,
             without_service: self.without_service,
@@ -373,7 +261,7 @@ impl Fitter {
             counts,
             dynos: self.dynos.len(),
             service: Distribution::of(&services.fitted),
-            service_logged: if self.options.correct_queueing {
+            service_logged: if self.correct_queueing {
                 services.logged.summary()
             } else {
                 None
@@ -381,16 +269,55 @@ impl Fitter {
             routes,
             routes_distinct,
             queueing: self.overlaps.summary.clone(),
-            corrected: self.options.correct_queueing,
+            corrected: self.correct_queueing,
         })
     }
 }
 
-fn bound(t: f64) -> String {
-    if t.is_finite() {
-        iso8601(t)
-    } else {
-        "open".into()
+impl Visitor for Fitter {
+    fn visit(&mut self, r: &Request<'_>) -> Result<(), LogError> {
+        self.first_end = self.first_end.min(r.time);
+        self.last_end = self.last_end.max(r.time);
+        let a = arrival(r);
+        if !(a >= self.from && a < self.to) {
+            self.outside += 1;
+            return Ok(());
+        }
+        self.fitted += 1;
+        self.first = self.first.min(a);
+        self.last = self.last.max(a);
+        // Counts only: a width of its own choosing, never an error.
+        let _ = self.arrivals.add(a, None);
+        let Some(service) = r.service else {
+            self.without_service += 1;
+            return Ok(());
+        };
+        self.route_key.clear();
+        self.route_key.push_str(r.method);
+        self.route_key.push(' ');
+        self.route_key.push_str(r.route);
+        let route = match self.routes.id(&self.route_key) {
+            Some(id) => {
+                if id as usize == self.services.routes.len() {
+                    self.services.routes.push(Times::default());
+                }
+                id
+            }
+            None => NO_ROUTE,
+        };
+        let payload = Payload { route };
+        let services = &mut self.services;
+        let mut take = |p, s, o| services.take(p, s, o);
+        let dyno = if r.dyno.is_empty() {
+            None
+        } else {
+            self.dynos.id(r.dyno)
+        };
+        match dyno {
+            Some(d) => self.overlaps.push(d, r.time, service, payload, &mut take),
+            None => self.overlaps.unchecked(service, payload, &mut take),
+        }
+        Ok(())
     }
 }
 
@@ -400,20 +327,17 @@ fn first_arrival(
     options: &FitOptions,
     stop: &dyn Fn() -> bool,
 ) -> Result<f64, LogError> {
-    let mut reader = Reader::new(
-        options.format,
-        options.log_format.as_deref(),
-        options.host.clone(),
-    )?;
-    let mut first = f64::INFINITY;
-    reader.read_paths(paths, stop, &mut |r| {
-        first = first.min(arrival(r));
+    let (_, FirstArrival(first)) =
+        read_logs(&options.read, paths, stop, FirstArrival(f64::INFINITY))?;
+    Ok(first)
+}
+
+struct FirstArrival(f64);
+
+impl Visitor for FirstArrival {
+    fn visit(&mut self, r: &Request<'_>) -> Result<(), LogError> {
+        self.0 = self.0.min(arrival(r));
         Ok(())
-    })?;
-    if first.is_finite() {
-        Ok(first)
-    } else {
-        Err(reader.no_requests())
     }
 }
 
@@ -440,9 +364,8 @@ pub fn fit_data(
     } else {
         options.window.resolve(0.0)
     };
-    let mut f = Fitter::new(options, from, to)?;
-    f.read_paths(paths, stop)?;
-    f.finish()
+    let (read, fitter) = read_logs(&options.read, paths, stop, Fitter::new(&options, from, to))?;
+    fitter.finish(read)
 }
 
 #[cfg(test)]

@@ -60,6 +60,53 @@ impl Hasher for FastHasher {
 
 pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
+/// Names (dynos, routes, error codes) numbered from 0 in the order first seen, up to a bound:
+/// a newcomer past it gets no number.
+#[derive(Debug, Clone)]
+pub struct Ids {
+    ids: FastMap<String, u32>,
+    names: Vec<String>,
+    max: usize,
+}
+
+impl Ids {
+    pub fn new(max: usize) -> Ids {
+        Ids {
+            ids: FastMap::default(),
+            names: Vec::new(),
+            max,
+        }
+    }
+
+    /// `name`'s number (a new one for a newcomer), or None for a newcomer past the bound.
+    #[inline]
+    pub fn id(&mut self, name: &str) -> Option<u32> {
+        if let Some(&id) = self.ids.get(name) {
+            return Some(id);
+        }
+        if self.names.len() >= self.max {
+            return None;
+        }
+        let id = self.names.len() as u32;
+        self.ids.insert(name.to_string(), id);
+        self.names.push(name.to_string());
+        Some(id)
+    }
+
+    /// The names numbered, in their numbers' order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
 /// A 64-bit digest of some byte strings.
 pub fn digest(parts: &[&[u8]]) -> u64 {
     let mut h = FastHasher::default();
@@ -87,5 +134,22 @@ impl Hasher for Identity {
     #[inline]
     fn finish(&self) -> u64 {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_number_names_in_the_order_first_seen_up_to_the_bound() {
+        let mut ids = Ids::new(2);
+        assert_eq!(ids.id("web.2"), Some(0));
+        assert_eq!(ids.id("web.1"), Some(1));
+        assert_eq!(ids.id("web.2"), Some(0), "the same name, the same number");
+        assert_eq!(ids.id("web.3"), None, "past the bound");
+        assert_eq!(ids.id("web.1"), Some(1), "those numbered keep theirs");
+        assert_eq!(ids.names(), ["web.2", "web.1"]);
+        assert_eq!(ids.len(), 2);
     }
 }

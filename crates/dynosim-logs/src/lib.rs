@@ -37,7 +37,7 @@ pub mod window;
 pub use error::LogError;
 pub use fit::{fit_data, FitData, FitOptions};
 pub use parse::{FormatChoice, Line, Parser};
-pub use reader::Reader;
+pub use reader::{read_logs, ReadOptions, ReadSummary, Reader, Visitor};
 pub use record::{Detail, Format, OwnedRequest, Request};
 pub use summary::{summarise, Options, Summariser, Summary};
 pub use trace::{build_trace, TraceOptions, TraceReport};

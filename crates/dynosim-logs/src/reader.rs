@@ -1,7 +1,9 @@
-//! Reading logs into requests: what the summary, and later fitting and replaying, share. A
-//! [`Reader`] parses each line, skips other sources' lines, counts and keeps the first
-//! malformed lines, drops duplicates and (with a host) other hosts' requests, and hands every
-//! remaining request to a visitor, in file order (not time order: see docs/logs.md).
+//! Reading logs into requests: what the summary, fitting and replaying share. A [`Reader`]
+//! parses each line, skips other sources' lines, counts and keeps the first malformed lines,
+//! drops duplicates and (with a host) other hosts' requests, and hands every remaining request
+//! to a [`Visitor`], in file order (not time order: see docs/logs.md). The summary, fitting and
+//! the replay's trace are visitors; [`read_logs`] is one pass over files into one, and
+//! [`ReadSummary`] what every command reports of the reading.
 
 use std::io::Read;
 
@@ -20,6 +22,24 @@ pub const MALFORMED_EXAMPLES: usize = 5;
 pub const MAX_HOSTS: usize = 1000;
 /// Lines between two looks at the stop flag (Ctrl-C).
 const STOP_EVERY: u64 = 1 << 16;
+/// The name of the pool of routes, dynos or hosts beyond the bounds.
+pub const OTHER: &str = "(other)";
+
+/// How to read logs, whatever is made of them: `--format`, `--log-format`, `--host`.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    pub format: FormatChoice,
+    /// nginx's `log_format` (default: combined + `$request_time $upstream_response_time`).
+    pub log_format: Option<String>,
+    /// Only requests to this host (the Host header), when given.
+    pub host: Option<String>,
+}
+
+impl ReadOptions {
+    pub fn reader(&self) -> Result<Reader, LogError> {
+        Reader::new(self.format, self.log_format.as_deref(), self.host.clone())
+    }
+}
 
 /// A line that could not be read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,8 +59,53 @@ pub struct FileSummary {
     pub malformed: u64,
 }
 
-/// What a visitor does with a request: go on, or stop the reading with an error.
-pub type Visit<'v> = dyn FnMut(&Request<'_>) -> Result<(), LogError> + 'v;
+/// What every command reports of the reading, first in its `--json`: the files, their lines,
+/// and what became of the lines.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReadSummary {
+    pub files: Vec<FileSummary>,
+    pub lines: u64,
+    /// Requests read (after duplicates and `--host`).
+    pub requests: u64,
+    pub malformed: u64,
+    pub malformed_lines: Vec<Malformed>,
+    /// Lines of the same request again (same request id, or the same line with a timestamp
+    /// finer than a second), skipped.
+    pub duplicates: u64,
+    /// Lines of other sources (`app[web.1]`, HAProxy's own messages) and blank lines, skipped.
+    pub other_lines: u64,
+    /// Requests to other hosts than `--host`, skipped.
+    pub other_hosts: u64,
+    /// Requests by host (the Host header), of every host, `--host` or not: the busiest first,
+    /// hosts past [`MAX_HOSTS`] pooled as `(other)`. Not serialised here: the summary reports it.
+    #[serde(skip)]
+    pub hosts: Vec<(String, u64)>,
+}
+
+/// What gathers the requests read: go on after each, or stop the reading with an error.
+pub trait Visitor {
+    fn visit(&mut self, request: &Request<'_>) -> Result<(), LogError>;
+}
+
+impl<F: FnMut(&Request<'_>) -> Result<(), LogError>> Visitor for F {
+    fn visit(&mut self, request: &Request<'_>) -> Result<(), LogError> {
+        self(request)
+    }
+}
+
+/// Reads the logs at `paths` (`-`: standard input) in one pass, handing each request to
+/// `visitor`: what was read, and the visitor; the error saying why for logs in which no request
+/// was read.
+pub fn read_logs<V: Visitor>(
+    options: &ReadOptions,
+    paths: &[String],
+    stop: &dyn Fn() -> bool,
+    mut visitor: V,
+) -> Result<(ReadSummary, V), LogError> {
+    let mut reader = options.reader()?;
+    reader.read_paths(paths, stop, &mut visitor)?;
+    Ok((reader.finish()?, visitor))
+}
 
 pub struct Reader {
     parser: Parser,
@@ -143,12 +208,36 @@ impl Reader {
         LogError::NoRequests { message }
     }
 
+    /// What was read; the error saying why for logs in which no request was read.
+    pub fn finish(self) -> Result<ReadSummary, LogError> {
+        let requests: u64 = self.files.iter().map(|f| f.requests).sum();
+        if requests == 0 {
+            return Err(self.no_requests());
+        }
+        let mut hosts: Vec<(String, u64)> = self.hosts.into_iter().collect();
+        if self.host_overflow > 0 {
+            hosts.push((OTHER.into(), self.host_overflow));
+        }
+        hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(ReadSummary {
+            lines: self.files.iter().map(|f| f.lines).sum(),
+            requests,
+            malformed: self.files.iter().map(|f| f.malformed).sum(),
+            malformed_lines: self.malformed_lines,
+            duplicates: self.duplicates,
+            other_lines: self.other_lines,
+            other_hosts: self.other_hosts,
+            files: self.files,
+            hosts,
+        })
+    }
+
     /// Reads the logs at `paths` (`-`: standard input) one after another.
     pub fn read_paths(
         &mut self,
         paths: &[String],
         stop: &dyn Fn() -> bool,
-        visit: &mut Visit<'_>,
+        visit: &mut dyn Visitor,
     ) -> Result<(), LogError> {
         for path in paths {
             let source = input::open(path)?;
@@ -165,7 +254,7 @@ impl Reader {
         reader: impl Read,
         gzip: bool,
         stop: &dyn Fn() -> bool,
-        visit: &mut Visit<'_>,
+        visit: &mut dyn Visitor,
     ) -> Result<(), LogError> {
         let index = self.files.len();
         self.files.push(FileSummary {
@@ -229,7 +318,7 @@ impl Reader {
         file: usize,
         number: u64,
         line: &[u8],
-        visit: &mut Visit<'_>,
+        visit: &mut dyn Visitor,
     ) -> Result<(), LogError> {
         let (request, identity) = match self.parser.parse(line) {
             Ok(Line::Request(r, identity)) => (r, identity),
@@ -275,6 +364,6 @@ impl Reader {
             }
         }
         self.files[file].requests += 1;
-        visit(&request)
+        visit.visit(&request)
     }
 }

@@ -7,16 +7,15 @@
 //! duplicates are caught within [`crate::dedup::WINDOW`] requests, and the series within
 //! [`crate::series::MAX_BINS`] intervals.
 
-use std::io::Read;
-
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::error::LogError;
 use crate::hash::FastMap;
-use crate::parse::FormatChoice;
-pub use crate::reader::{FileSummary, Malformed, MALFORMED_EXAMPLES, MAX_HOSTS};
-use crate::reader::{Reader, Visit};
+use crate::reader::{read_logs, Visitor};
+pub use crate::reader::{
+    FileSummary, Malformed, ReadOptions, ReadSummary, MALFORMED_EXAMPLES, MAX_HOSTS, OTHER,
+};
 use crate::record::{Detail, Format, Request};
 use crate::series::{Interval, Series, MAX_BINS_GIVEN};
 use crate::time::iso8601;
@@ -25,16 +24,10 @@ use crate::time::iso8601;
 pub const MAX_ROUTES: usize = 1000;
 pub const MAX_DYNOS: usize = 10_000;
 pub const MAX_ERROR_CODES: usize = 1000;
-/// The name of the pool of routes, dynos or hosts beyond the bounds.
-pub const OTHER: &str = "(other)";
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub format: FormatChoice,
-    /// nginx's `log_format` (default: combined + `$request_time $upstream_response_time`).
-    pub log_format: Option<String>,
-    /// Only requests to this host (the Host header), when given.
-    pub host: Option<String>,
+    pub read: ReadOptions,
     /// The series' interval in seconds (default: chosen from the span).
     pub interval: Option<f64>,
     /// Routes reported one by one, the busiest first; the rest as one `(other)` row.
@@ -44,9 +37,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            format: FormatChoice::Auto,
-            log_format: None,
-            host: None,
+            read: ReadOptions::default(),
             interval: None,
             top_routes: 20,
         }
@@ -215,18 +206,8 @@ pub struct SeriesPoint {
 /// The finished summary: what `dynosim logs summary --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
-    pub files: Vec<FileSummary>,
-    pub lines: u64,
-    pub requests: u64,
-    pub malformed: u64,
-    pub malformed_lines: Vec<Malformed>,
-    /// Lines of the same request again (same request id, or the same line with a timestamp
-    /// finer than a second), skipped.
-    pub duplicates: u64,
-    /// Lines of other sources (`app[web.1]`, HAProxy's own messages) and blank lines, skipped.
-    pub other_lines: u64,
-    /// Requests to other hosts than `--host`, skipped.
-    pub other_hosts: u64,
+    #[serde(flatten)]
+    pub read: ReadSummary,
     /// Requests by router format.
     pub formats: FastSortedCounts,
     pub first: Option<String>,
@@ -269,15 +250,10 @@ impl Serialize for FastSortedCounts {
     }
 }
 
-/// Reads logs and accumulates their summary.
+/// What the summary adds up, request by request: the visitor of a pass over logs (see
+/// [`summarise`]), and the summary from it and what was read.
 pub struct Summariser {
-    reader: Reader,
-    options: Options,
-    totals: Totals,
-}
-
-/// What the summary adds up, request by request.
-struct Totals {
+    top_routes: usize,
     by_format: [u64; 3],
     first: f64,
     last: f64,
@@ -294,12 +270,7 @@ struct Totals {
 }
 
 impl Summariser {
-    pub fn new(options: Options) -> Result<Summariser, LogError> {
-        let reader = Reader::new(
-            options.format,
-            options.log_format.as_deref(),
-            options.host.clone(),
-        )?;
+    pub fn new(options: &Options) -> Result<Summariser, LogError> {
         if let Some(w) = options.interval {
             if !(w.is_finite() && w > 0.0) {
                 return Err(LogError::Option {
@@ -309,61 +280,30 @@ impl Summariser {
             }
         }
         Ok(Summariser {
-            reader,
-            totals: Totals {
-                by_format: [0; 3],
-                first: f64::INFINITY,
-                last: f64::NEG_INFINITY,
-                service: Times::default(),
-                connect: Times::default(),
-                status: vec![0; 1000],
-                errors: FastMap::default(),
-                routes: FastMap::default(),
-                route_overflow: RouteStats::default(),
-                dynos: FastMap::default(),
-                dyno_overflow: DynoStats::default(),
-                series: Series::new(options.interval),
-                route_key: String::new(),
-            },
-            options,
+            top_routes: options.top_routes,
+            by_format: [0; 3],
+            first: f64::INFINITY,
+            last: f64::NEG_INFINITY,
+            service: Times::default(),
+            connect: Times::default(),
+            status: vec![0; 1000],
+            errors: FastMap::default(),
+            routes: FastMap::default(),
+            route_overflow: RouteStats::default(),
+            dynos: FastMap::default(),
+            dyno_overflow: DynoStats::default(),
+            series: Series::new(options.interval),
+            route_key: String::new(),
         })
     }
 
-    /// Reads a whole log; `stop` is polled now and then (Ctrl-C).
-    pub fn read(
-        &mut self,
-        name: &str,
-        reader: impl Read,
-        gzip: bool,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        let totals = &mut self.totals;
-        self.reader
-            .read(name, reader, gzip, stop, &mut |r| totals.record(r))
-    }
-
-    /// Reads the logs at `paths` (`-`: standard input) one after another.
-    pub fn read_paths(
-        &mut self,
-        paths: &[String],
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        let totals = &mut self.totals;
-        let visit: &mut Visit<'_> = &mut |r| totals.record(r);
-        self.reader.read_paths(paths, stop, visit)
-    }
-
-    /// The summary; an error when there is no request to summarise, saying why.
-    pub fn finish(self) -> Result<Summary, LogError> {
-        let requests: u64 = self.totals.by_format.iter().sum();
-        let malformed = self.reader.malformed();
-        let lines = self.reader.lines();
-        if requests == 0 {
-            return Err(self.reader.no_requests());
-        }
+    /// The summary of the requests visited, and of `read` (the reading of them).
+    pub fn finish(self, read: ReadSummary) -> Summary {
+        let totals = self;
+        let requests = read.requests;
         // Timestamps hold microseconds at most; f64 seconds since the epoch hold 0.2 µs.
-        let span = ((self.totals.last - self.totals.first) * 1e6).round() / 1e6;
-        let (width, intervals) = self.totals.series.finish();
+        let span = ((totals.last - totals.first) * 1e6).round() / 1e6;
+        let (width, intervals) = totals.series.finish();
         let series: Vec<SeriesPoint> = intervals
             .iter()
             .map(
@@ -388,11 +328,11 @@ impl Summariser {
             )
         };
 
-        let mut routes: Vec<(String, RouteStats)> = self.totals.routes.into_iter().collect();
+        let mut routes: Vec<(String, RouteStats)> = totals.routes.into_iter().collect();
         routes.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
-        let routes_distinct = routes.len() + usize::from(self.totals.route_overflow.count > 0);
-        let mut other = self.totals.route_overflow;
-        let top = self.options.top_routes;
+        let routes_distinct = routes.len() + usize::from(totals.route_overflow.count > 0);
+        let mut other = totals.route_overflow;
+        let top = totals.top_routes;
         for (_, r) in routes.iter().skip(top) {
             other.merge(r);
         }
@@ -422,9 +362,9 @@ impl Summariser {
             });
         }
 
-        let mut dynos: Vec<(String, DynoStats)> = self.totals.dynos.into_iter().collect();
-        if self.totals.dyno_overflow.requests > 0 {
-            dynos.push((OTHER.into(), self.totals.dyno_overflow));
+        let mut dynos: Vec<(String, DynoStats)> = totals.dynos.into_iter().collect();
+        if totals.dyno_overflow.requests > 0 {
+            dynos.push((OTHER.into(), totals.dyno_overflow));
         }
         dynos.sort_by(|a, b| natural_cmp(&a.0, &b.0));
         let dyno_count = dynos.len();
@@ -438,40 +378,29 @@ impl Summariser {
             })
             .collect();
 
-        let mut errors: Vec<(String, (u64, Option<String>))> =
-            self.totals.errors.into_iter().collect();
+        let mut errors: Vec<(String, (u64, Option<String>))> = totals.errors.into_iter().collect();
         errors.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
-        let mut hosts: Vec<(String, u64)> = self.reader.hosts.into_iter().collect();
-        if self.reader.host_overflow > 0 {
-            hosts.push((OTHER.into(), self.reader.host_overflow));
-        }
-        hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let hosts = read.hosts.clone();
 
-        Ok(Summary {
-            lines,
-            requests,
-            malformed,
-            malformed_lines: self.reader.malformed_lines,
-            duplicates: self.reader.duplicates,
-            other_lines: self.reader.other_lines,
-            other_hosts: self.reader.other_hosts,
+        Summary {
+            read,
             formats: FastSortedCounts(
                 Format::ALL
                     .iter()
-                    .filter(|f| self.totals.by_format[**f as usize] > 0)
-                    .map(|f| (f.name().to_string(), self.totals.by_format[*f as usize]))
+                    .filter(|f| totals.by_format[**f as usize] > 0)
+                    .map(|f| (f.name().to_string(), totals.by_format[*f as usize]))
                     .collect(),
             ),
-            first: Some(iso8601(self.totals.first)),
-            last: Some(iso8601(self.totals.last)),
-            first_epoch: Some(self.totals.first),
-            last_epoch: Some(self.totals.last),
+            first: Some(iso8601(totals.first)),
+            last: Some(iso8601(totals.last)),
+            first_epoch: Some(totals.first),
+            last_epoch: Some(totals.last),
             span_seconds: Some(span),
             rate_per_s: (span > 0.0).then(|| requests as f64 / span),
-            service: self.totals.service.summary(),
-            connect: self.totals.connect.summary(),
+            service: totals.service.summary(),
+            connect: totals.connect.summary(),
             status: FastSortedCounts(
-                self.totals
+                totals
                     .status
                     .iter()
                     .enumerate()
@@ -497,13 +426,12 @@ impl Summariser {
             series,
             in_service_mean,
             in_service_peak,
-            files: self.reader.files,
-        })
+        }
     }
 }
 
-impl Totals {
-    fn record(&mut self, r: &Request<'_>) -> Result<(), LogError> {
+impl Visitor for Summariser {
+    fn visit(&mut self, r: &Request<'_>) -> Result<(), LogError> {
         let acc = self;
         acc.by_format[r.format() as usize] += 1;
         acc.first = acc.first.min(r.time);
@@ -611,9 +539,8 @@ pub fn summarise(
     options: Options,
     stop: &dyn Fn() -> bool,
 ) -> Result<Summary, LogError> {
-    let mut s = Summariser::new(options)?;
-    s.read_paths(paths, stop)?;
-    s.finish()
+    let (read, summariser) = read_logs(&options.read, paths, stop, Summariser::new(&options)?)?;
+    Ok(summariser.finish(read))
 }
 
 #[cfg(test)]

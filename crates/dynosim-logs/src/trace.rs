@@ -12,19 +12,17 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::error::LogError;
-use crate::hash::FastMap;
+use crate::hash::Ids;
 use crate::overlap::{OverlapSummary, Overlaps};
-use crate::parse::FormatChoice;
-use crate::reader::{FileSummary, Malformed, Reader};
-use crate::summary::{FastSortedCounts, TimeSummary, Times, MAX_DYNOS, MAX_ERROR_CODES, OTHER};
+use crate::reader::{read_logs, ReadOptions, ReadSummary, Visitor, OTHER};
+use crate::record::Request;
+use crate::summary::{FastSortedCounts, TimeSummary, Times, MAX_DYNOS, MAX_ERROR_CODES};
 use crate::time::iso8601;
-use crate::window::{arrival, Window};
+use crate::window::{arrival, bound_text, Window};
 
 #[derive(Debug, Clone)]
 pub struct TraceOptions {
-    pub format: FormatChoice,
-    pub log_format: Option<String>,
-    pub host: Option<String>,
+    pub read: ReadOptions,
     /// Only requests arriving in it.
     pub window: Window,
     /// Gaps between arrivals divided by this (2: twice the rate).
@@ -37,9 +35,7 @@ pub struct TraceOptions {
 impl Default for TraceOptions {
     fn default() -> Self {
         TraceOptions {
-            format: FormatChoice::Auto,
-            log_format: None,
-            host: None,
+            read: ReadOptions::default(),
             window: Window::default(),
             speed: 1.0,
             correct_queueing: false,
@@ -83,15 +79,8 @@ pub struct Recorded {
 /// What was read and what is replayed: `dynosim logs replay --json`'s `log` part.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceReport {
-    pub files: Vec<FileSummary>,
-    pub lines: u64,
-    /// Requests read (after duplicates and `--host`).
-    pub requests: u64,
-    pub malformed: u64,
-    pub malformed_lines: Vec<Malformed>,
-    pub duplicates: u64,
-    pub other_lines: u64,
-    pub other_hosts: u64,
+    #[serde(flatten)]
+    pub read: ReadSummary,
     /// Requests in the trace.
     pub replayed: u64,
     /// Requests without a service time (an H10 or H13 the router answered itself): not
@@ -117,19 +106,20 @@ pub struct TraceReport {
     pub corrected: bool,
 }
 
-/// Reads logs into a trace.
+/// Gathers the requests read into a trace.
 pub struct TraceBuilder {
-    reader: Reader,
-    options: TraceOptions,
+    window: Window,
+    speed: f64,
+    correct_queueing: bool,
     records: Vec<Record>,
     without_service: u64,
-    dynos: FastMap<String, u32>,
-    errors: FastMap<String, u16>,
-    error_names: Vec<String>,
+    dynos: Ids,
+    /// Error codes; past the bound, one more index for `(other)`.
+    errors: Ids,
 }
 
 impl TraceBuilder {
-    pub fn new(options: TraceOptions) -> Result<TraceBuilder, LogError> {
+    pub fn new(options: &TraceOptions) -> Result<TraceBuilder, LogError> {
         if !(options.speed.is_finite() && options.speed > 0.0) {
             return Err(LogError::Option {
                 option: "--speed".into(),
@@ -137,91 +127,25 @@ impl TraceBuilder {
             });
         }
         Ok(TraceBuilder {
-            reader: Reader::new(
-                options.format,
-                options.log_format.as_deref(),
-                options.host.clone(),
-            )?,
-            options,
+            window: options.window,
+            speed: options.speed,
+            correct_queueing: options.correct_queueing,
             records: Vec::new(),
             without_service: 0,
-            dynos: FastMap::default(),
-            errors: FastMap::default(),
-            error_names: Vec::new(),
-        })
-    }
-
-    /// Reads the logs at `paths` (`-`: standard input).
-    pub fn read_paths(
-        &mut self,
-        paths: &[String],
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(), LogError> {
-        let TraceBuilder {
-            reader,
-            records,
-            without_service,
-            dynos,
-            errors,
-            error_names,
-            ..
-        } = self;
-        reader.read_paths(paths, stop, &mut |r| {
-            let Some(service) = r.service else {
-                *without_service += 1;
-                return Ok(());
-            };
-            let dyno = if r.dyno.is_empty() {
-                NO_DYNO
-            } else if let Some(&d) = dynos.get(r.dyno) {
-                d
-            } else if dynos.len() < MAX_DYNOS {
-                let d = dynos.len() as u32;
-                dynos.insert(r.dyno.to_string(), d);
-                d
-            } else {
-                NO_DYNO
-            };
-            let error = match r.error {
-                None => 0,
-                Some(code) => match errors.get(code) {
-                    Some(&e) => e,
-                    None if error_names.len() < MAX_ERROR_CODES => {
-                        error_names.push(code.to_string());
-                        let e = error_names.len() as u16;
-                        errors.insert(code.to_string(), e);
-                        e
-                    }
-                    None => {
-                        if error_names.last().map(String::as_str) != Some(OTHER) {
-                            error_names.push(OTHER.to_string());
-                        }
-                        error_names.len() as u16
-                    }
-                },
-            };
-            records.push(Record {
-                arrival: arrival(r),
-                end: r.time,
-                service,
-                overlap: 0.0,
-                connect: r.connect.unwrap_or(0.0),
-                status: r.status.unwrap_or(0),
-                error,
-                dyno,
-            });
-            Ok(())
+            dynos: Ids::new(MAX_DYNOS),
+            errors: Ids::new(MAX_ERROR_CODES),
         })
     }
 
     /// Sorts the requests, keeps the window's, corrects their service times if asked, writes
     /// the trace (`arrival,service` in seconds from the origin, over the speed) to `out`, and
     /// reports.
-    pub fn finish(mut self, out: &mut dyn Write) -> Result<TraceReport, LogError> {
-        let requests: u64 = self.reader.files.iter().map(|f| f.requests).sum();
-        if requests == 0 {
-            return Err(self.reader.no_requests());
-        }
+    pub fn finish(
+        mut self,
+        read: ReadSummary,
+        out: &mut dyn Write,
+    ) -> Result<TraceReport, LogError> {
+        let requests = read.requests;
         if self.records.is_empty() {
             return Err(LogError::NoRequests {
                 message: format!(
@@ -256,7 +180,7 @@ impl TraceBuilder {
         for (r, o) in self.records.iter_mut().zip(overlap) {
             r.overlap = o;
         }
-        let (from, to) = self.options.window.resolve(first);
+        let (from, to) = self.window.resolve(first);
         let before = self.records.len();
         self.records.retain(|r| r.arrival >= from && r.arrival < to);
         let outside_window = (before - self.records.len()) as u64;
@@ -265,8 +189,8 @@ impl TraceBuilder {
                 option: "--window".into(),
                 message: format!(
                     "no request arrived in it ({} to {}); the log's arrivals start at {}",
-                    bound(from),
-                    bound(to),
+                    bound_text(from),
+                    bound_text(to),
                     iso8601(first)
                 ),
             });
@@ -275,12 +199,13 @@ impl TraceBuilder {
         self.records.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
 
         let origin = if from.is_finite() { from } else { first };
-        let speed = self.options.speed;
+        let speed = self.speed;
         let mut service = Times::default();
         let mut connect = Times::default();
         let mut response = Times::default();
         let mut status = vec![0u64; 1000];
-        let mut errors = vec![0u64; self.error_names.len() + 1];
+        // Each code's count at its index plus 1, and `(other)`'s last.
+        let mut errors = vec![0u64; self.errors.len() + 2];
         let mut dynos = vec![false; self.dynos.len()];
         let mut queueing = OverlapSummary::default();
         let mut text = Vec::with_capacity(64 * 1024);
@@ -293,7 +218,7 @@ impl TraceBuilder {
             // The log's times hold microseconds at most: offsets rounded to them, so that a
             // trace of round times replays exactly.
             let offset = ((r.arrival - origin) * 1e6).round().max(0.0) / 1e6;
-            let replayed = if self.options.correct_queueing {
+            let replayed = if self.correct_queueing {
                 r.service - r.overlap
             } else {
                 r.service
@@ -328,22 +253,18 @@ impl TraceBuilder {
         let last = self.records.last().expect("not empty").arrival;
         let span = ((last - origin) * 1e6).round() / 1e6;
         let mut error_counts: Vec<(String, u64)> = self
-            .error_names
+            .errors
+            .names()
             .iter()
+            .map(String::as_str)
+            .chain([OTHER])
             .zip(&errors[1..])
             .filter(|(_, n)| **n > 0)
-            .map(|(c, n)| (c.clone(), *n))
+            .map(|(c, n)| (c.to_string(), *n))
             .collect();
         error_counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(TraceReport {
-            lines: self.reader.lines(),
-            requests,
-            malformed: self.reader.malformed(),
-            malformed_lines: self.reader.malformed_lines,
-            duplicates: self.reader.duplicates,
-            other_lines: self.reader.other_lines,
-            other_hosts: self.reader.other_hosts,
-            files: self.reader.files,
+            read,
             replayed: self.records.len() as u64,
             without_service: self.without_service,
             outside_window,
@@ -370,16 +291,40 @@ impl TraceBuilder {
                 dynos: dynos.iter().filter(|d| **d).count(),
             },
             queueing,
-            corrected: self.options.correct_queueing,
+            corrected: self.correct_queueing,
         })
     }
 }
 
-fn bound(t: f64) -> String {
-    if t.is_finite() {
-        iso8601(t)
-    } else {
-        "open".into()
+impl Visitor for TraceBuilder {
+    fn visit(&mut self, r: &Request<'_>) -> Result<(), LogError> {
+        let Some(service) = r.service else {
+            self.without_service += 1;
+            return Ok(());
+        };
+        let dyno = if r.dyno.is_empty() {
+            NO_DYNO
+        } else {
+            self.dynos.id(r.dyno).unwrap_or(NO_DYNO)
+        };
+        let error = match r.error {
+            None => 0,
+            Some(code) => match self.errors.id(code) {
+                Some(e) => e as u16 + 1,
+                None => MAX_ERROR_CODES as u16 + 1,
+            },
+        };
+        self.records.push(Record {
+            arrival: arrival(r),
+            end: r.time,
+            service,
+            overlap: 0.0,
+            connect: r.connect.unwrap_or(0.0),
+            status: r.status.unwrap_or(0),
+            error,
+            dyno,
+        });
+        Ok(())
     }
 }
 
@@ -390,9 +335,9 @@ pub fn build_trace(
     out: &mut dyn Write,
     stop: &dyn Fn() -> bool,
 ) -> Result<TraceReport, LogError> {
-    let mut b = TraceBuilder::new(options)?;
-    b.read_paths(paths, stop)?;
-    b.finish(out)
+    let builder = TraceBuilder::new(&options)?;
+    let (read, builder) = read_logs(&options.read, paths, stop, builder)?;
+    builder.finish(read, out)
 }
 
 #[cfg(test)]
@@ -435,7 +380,7 @@ mod tests {
             text, "arrival,service\n0,1\n0.1,0.25\n0.5,1\n1,30\n",
             "{r:?}"
         );
-        assert_eq!((r.replayed, r.without_service, r.requests), (4, 1, 5));
+        assert_eq!((r.replayed, r.without_service, r.read.requests), (4, 1, 5));
         assert_eq!(r.recorded.errors.0, vec![("H12".to_string(), 1)]);
         assert_eq!(r.recorded.dynos, 2);
         assert_eq!(r.span_seconds, 1.0);

@@ -37,6 +37,15 @@ impl Window {
     }
 }
 
+/// A resolved end for a message: its time (ISO 8601), or "open".
+pub fn bound_text(t: f64) -> String {
+    if t.is_finite() {
+        crate::time::iso8601(t)
+    } else {
+        "open".into()
+    }
+}
+
 /// When a request reached the router: its line's time (its end) less its connect and service
 /// times (each 0 when the line has none).
 #[inline]

@@ -2,7 +2,7 @@
 //! (see the fixtures' README for what each line is).
 
 use dynosim_logs::summary::{summarise, Options, Summary};
-use dynosim_logs::{FormatChoice, LogError};
+use dynosim_logs::{FormatChoice, LogError, ReadOptions};
 
 fn fixture(name: &str) -> String {
     format!(
@@ -34,20 +34,20 @@ fn heroku_log_worked_example() {
     let s = summary("heroku.log");
     assert_eq!(
         (
-            s.lines,
-            s.requests,
-            s.malformed,
-            s.duplicates,
-            s.other_lines
+            s.read.lines,
+            s.read.requests,
+            s.read.malformed,
+            s.read.duplicates,
+            s.read.other_lines
         ),
         (13, 9, 1, 1, 2)
     );
-    assert_eq!(s.malformed_lines.len(), 1);
-    assert_eq!(s.malformed_lines[0].line, 12);
+    assert_eq!(s.read.malformed_lines.len(), 1);
+    assert_eq!(s.read.malformed_lines[0].line, 12);
     assert!(
-        s.malformed_lines[0].reason.contains("no status="),
+        s.read.malformed_lines[0].reason.contains("no status="),
         "{}",
-        s.malformed_lines[0].reason
+        s.read.malformed_lines[0].reason
     );
     assert_eq!(s.first.as_deref(), Some("2014-01-09T06:16:50.100000+00:00"));
     assert_eq!(s.last.as_deref(), Some("2014-01-09T06:16:57.700000+00:00"));
@@ -147,8 +147,12 @@ fn gzip_reads_as_the_plain_file() {
     let plain = summary("heroku.log");
     let gz = summary("heroku.log.gz");
     assert_eq!(
-        (gz.requests, gz.malformed, gz.duplicates),
-        (plain.requests, plain.malformed, plain.duplicates)
+        (gz.read.requests, gz.read.malformed, gz.read.duplicates),
+        (
+            plain.read.requests,
+            plain.read.malformed,
+            plain.read.duplicates
+        )
     );
     assert_eq!(gz.service, plain.service);
     assert_eq!(gz.series, plain.series);
@@ -171,7 +175,7 @@ fn truncated_gzip_is_an_error_naming_the_file_and_lines_read() {
 #[test]
 fn crlf_line_ends() {
     let s = summary("heroku-crlf.log");
-    assert_eq!((s.requests, s.malformed), (4, 0));
+    assert_eq!((s.read.requests, s.read.malformed), (4, 0));
     assert_eq!(s.service.unwrap().max, 0.12);
     assert_eq!(counts(&s.status), [("200", 3), ("201", 1)]);
 }
@@ -180,7 +184,7 @@ fn crlf_line_ends() {
 fn legacy_2012_lines() {
     let s = summary("heroku-2012-legacy.log");
     assert_eq!(
-        (s.requests, s.malformed, s.duplicates),
+        (s.read.requests, s.read.malformed, s.read.duplicates),
         (5, 0, 0),
         "identical whole-second lines are two requests"
     );
@@ -210,7 +214,10 @@ fn legacy_2012_lines() {
 #[test]
 fn drain_framing_2013() {
     let s = summary("heroku-2013-drain.log");
-    assert_eq!((s.requests, s.other_lines, s.malformed), (3, 1, 0));
+    assert_eq!(
+        (s.read.requests, s.read.other_lines, s.read.malformed),
+        (3, 1, 0)
+    );
     assert_eq!(counts(&s.errors), [("H13", 1)]);
     assert_eq!(s.first.as_deref(), Some("2013-04-23T01:07:19.030189+00:00"));
 }
@@ -218,27 +225,36 @@ fn drain_framing_2013() {
 #[test]
 fn router2_and_2020_lines() {
     let s = summary("heroku-2025-router2.log");
-    assert_eq!((s.requests, s.other_lines, s.malformed), (7, 2, 0));
+    assert_eq!(
+        (s.read.requests, s.read.other_lines, s.read.malformed),
+        (7, 2, 0)
+    );
     assert_eq!(s.service.as_ref().unwrap().max, 38.264);
     assert!(s
         .routes
         .iter()
         .any(|r| r.route == "GET /api/Schlachter 1951/books"));
     let s = summary("heroku-2020.log");
-    assert_eq!((s.requests, s.other_lines, s.dynos), (3, 1, 1));
+    assert_eq!((s.read.requests, s.read.other_lines, s.dynos), (3, 1, 1));
     assert_eq!(s.hosts.0.len(), 3);
 }
 
 #[test]
 fn host_filter() {
     let options = Options {
-        host: Some("www.123-bibel.de".into()),
+        read: ReadOptions {
+            host: Some("www.123-bibel.de".into()),
+            ..ReadOptions::default()
+        },
         ..Options::default()
     };
     let s = summary_with(&["heroku-2025-router2.log", "heroku-2020.log"], options).unwrap();
-    assert_eq!((s.requests, s.other_hosts), (7, 3));
+    assert_eq!((s.read.requests, s.read.other_hosts), (7, 3));
     let options = Options {
-        host: Some("nope.example.com".into()),
+        read: ReadOptions {
+            host: Some("nope.example.com".into()),
+            ..ReadOptions::default()
+        },
         ..Options::default()
     };
     let err = summary_with(&["heroku-2020.log"], options)
@@ -254,7 +270,10 @@ fn host_filter() {
 #[test]
 fn haproxy_log() {
     let s = summary("haproxy.log");
-    assert_eq!((s.requests, s.other_lines, s.malformed), (11, 1, 0));
+    assert_eq!(
+        (s.read.requests, s.read.other_lines, s.read.malformed),
+        (11, 1, 0)
+    );
     // service (Ta - Tq - Tw - Tc): 0, 0, 1, 1, 1, 1, 5, 5, 69 ms; none where Tc is -1
     let service = s.service.unwrap();
     assert_eq!(
@@ -274,7 +293,7 @@ fn haproxy_log() {
 fn nginx_combined_with_timings() {
     let s = summary("nginx.log");
     assert_eq!(
-        (s.requests, s.duplicates, s.malformed),
+        (s.read.requests, s.read.duplicates, s.read.malformed),
         (7, 0, 0),
         "identical whole-second lines are two requests"
     );
@@ -295,12 +314,15 @@ fn nginx_combined_with_timings() {
 fn nginx_with_a_users_log_format() {
     let format = std::fs::read_to_string(fixture("nginx-upstream.format")).unwrap();
     let options = Options {
-        format: FormatChoice::Only(dynosim_logs::Format::Nginx),
-        log_format: Some(format),
+        read: ReadOptions {
+            format: FormatChoice::Only(dynosim_logs::Format::Nginx),
+            log_format: Some(format),
+            ..ReadOptions::default()
+        },
         ..Options::default()
     };
     let s = summary_with(&["nginx-upstream.log"], options).unwrap();
-    assert_eq!((s.requests, s.duplicates), (2, 1));
+    assert_eq!((s.read.requests, s.read.duplicates), (2, 1));
     // urt - uct of the upstream that answered: 0.020 - 0.002, 0.060 - 0.001
     let service = s.service.unwrap();
     assert_eq!((service.p50, service.max), (0.018, 0.059));
@@ -324,13 +346,13 @@ fn several_formats_in_one_run() {
         Options::default(),
     )
     .unwrap();
-    assert_eq!(s.requests, 9 + 11 + 7);
+    assert_eq!(s.read.requests, 9 + 11 + 7);
     assert_eq!(
         counts(&s.formats),
         [("heroku", 9), ("haproxy", 11), ("nginx", 7)]
     );
     assert_eq!(
-        s.files.iter().map(|f| f.requests).collect::<Vec<_>>(),
+        s.read.files.iter().map(|f| f.requests).collect::<Vec<_>>(),
         [9, 11, 7]
     );
 }
@@ -369,13 +391,16 @@ fn unreadable_inputs_name_the_file() {
 #[test]
 fn a_forced_format_counts_other_formats_malformed() {
     let options = Options {
-        format: FormatChoice::Only(dynosim_logs::Format::Heroku),
+        read: ReadOptions {
+            format: FormatChoice::Only(dynosim_logs::Format::Heroku),
+            ..ReadOptions::default()
+        },
         ..Options::default()
     };
     let s = summary_with(&["heroku.log", "nginx.log"], options).unwrap();
-    assert_eq!((s.requests, s.malformed), (9, 1 + 7));
-    assert_eq!(s.malformed_lines.len(), 5, "the first five are kept");
-    assert_eq!(s.malformed_lines[1].reason, "not a Heroku log line");
+    assert_eq!((s.read.requests, s.read.malformed), (9, 1 + 7));
+    assert_eq!(s.read.malformed_lines.len(), 5, "the first five are kept");
+    assert_eq!(s.read.malformed_lines[1].reason, "not a Heroku log line");
 }
 
 #[test]
@@ -430,7 +455,7 @@ fn a_given_interval() {
         ..Options::default()
     };
     let err = summary_with(&["heroku.log"], options)
-        .map(|s| s.requests)
+        .map(|s| s.read.requests)
         .unwrap_err()
         .to_string();
     assert!(
@@ -445,10 +470,14 @@ fn the_reader_hands_over_each_request_once_in_file_order() {
     let mut reader = dynosim_logs::Reader::new(FormatChoice::Auto, None, None).unwrap();
     let mut seen: Vec<dynosim_logs::OwnedRequest> = Vec::new();
     reader
-        .read_paths(&[fixture("heroku.log")], &|| false, &mut |r| {
-            seen.push(r.to_owned());
-            Ok(())
-        })
+        .read_paths(
+            &[fixture("heroku.log")],
+            &|| false,
+            &mut |r: &dynosim_logs::Request<'_>| {
+                seen.push(r.to_owned());
+                Ok(())
+            },
+        )
         .unwrap();
     assert_eq!(
         (
@@ -485,4 +514,72 @@ fn the_reader_hands_over_each_request_once_in_file_order() {
     );
     assert_eq!(seen[2].path, "/users", "the path as logged");
     assert_eq!(seen[1].path, "/users/7?tab=posts");
+}
+
+#[test]
+fn summary_fit_and_trace_report_the_reading_alike_and_first() {
+    // One "what was read" for the three commands: the same figures, as the first keys of each
+    // one's JSON, in the same order.
+    let paths = vec![fixture("heroku.log")];
+    let summary = summarise(&paths, Options::default(), &|| false).unwrap();
+    let fit =
+        dynosim_logs::fit_data(&paths, dynosim_logs::FitOptions::default(), &|| false).unwrap();
+    let mut out = Vec::new();
+    let trace = dynosim_logs::build_trace(
+        &paths,
+        dynosim_logs::TraceOptions::default(),
+        &mut out,
+        &|| false,
+    )
+    .unwrap();
+    assert_eq!(summary.read, fit.read);
+    assert_eq!(summary.read, trace.read);
+    assert_eq!(
+        (
+            summary.read.requests,
+            summary.read.malformed,
+            summary.read.duplicates
+        ),
+        (9, 1, 1)
+    );
+    // The top-level keys of a JSON object, in the order written.
+    let first_keys = |text: String| -> Vec<String> {
+        let (mut keys, mut depth, mut string, mut escaped) = (Vec::new(), 0, None, false);
+        for (i, c) in text.char_indices() {
+            match (string, c) {
+                (Some(_), _) if escaped => escaped = false,
+                (Some(_), '\\') => escaped = true,
+                (Some(start), '"') => {
+                    if depth == 1 && text[i + 1..].starts_with(':') {
+                        keys.push(text[start..i].to_string());
+                    }
+                    string = None;
+                }
+                (Some(_), _) => {}
+                (None, '"') => string = Some(i + 1),
+                (None, '{' | '[') => depth += 1,
+                (None, '}' | ']') => depth -= 1,
+                (None, _) => {}
+            }
+        }
+        keys.truncate(8);
+        keys
+    };
+    let expected = [
+        "files",
+        "lines",
+        "requests",
+        "malformed",
+        "malformed_lines",
+        "duplicates",
+        "other_lines",
+        "other_hosts",
+    ];
+    for doc in [
+        serde_json::to_string(&summary).unwrap(),
+        serde_json::to_string(&fit).unwrap(),
+        serde_json::to_string(&trace).unwrap(),
+    ] {
+        assert_eq!(first_keys(doc), expected);
+    }
 }

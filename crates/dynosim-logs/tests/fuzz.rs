@@ -2,6 +2,7 @@
 //! with bytes flipped, in any order, through the parser and the whole summary.
 
 use dynosim_logs::summary::{Options, Summariser};
+use dynosim_logs::ReadOptions;
 use dynosim_logs::{FormatChoice, Line, LogError, Parser};
 use proptest::prelude::*;
 
@@ -98,21 +99,23 @@ proptest! {
             text.extend_from_slice(l);
             text.push(b'\n');
         }
-        let mut s = Summariser::new(Options { interval, ..Options::default() }).unwrap();
-        match s.read("fuzz", &text[..], false, &|| false) {
+        let mut s = Summariser::new(&Options { interval, ..Options::default() }).unwrap();
+        let mut reader = ReadOptions::default().reader().unwrap();
+        match reader.read("fuzz", &text[..], false, &|| false, &mut s) {
             Ok(()) => {}
             // garbled times far apart, for a given interval
             Err(LogError::Option { option, .. }) if option == "--interval" && interval.is_some() => return Ok(()),
             Err(e) => panic!("{e}"),
         }
-        if let Ok(summary) = s.finish() {
+        if let Ok(read) = reader.finish() {
+            let summary = s.finish(read);
             // every line is exactly one of these
             prop_assert_eq!(
-                summary.requests + summary.malformed + summary.duplicates + summary.other_lines + summary.other_hosts,
-                summary.lines
+                summary.read.requests + summary.read.malformed + summary.read.duplicates + summary.read.other_lines + summary.read.other_hosts,
+                summary.read.lines
             );
-            prop_assert!(summary.lines >= lines.len() as u64);
-            prop_assert_eq!(summary.series.iter().map(|p| p.requests).sum::<u64>(), summary.requests);
+            prop_assert!(summary.read.lines >= lines.len() as u64);
+            prop_assert_eq!(summary.series.iter().map(|p| p.requests).sum::<u64>(), summary.read.requests);
             prop_assert!(serde_json::to_string(&summary).is_ok());
         }
     }
@@ -126,15 +129,18 @@ fn the_summary_does_not_depend_on_line_order() {
             .iter()
             .flat_map(|l| l.iter().copied().chain([b'\n']))
             .collect();
-        let mut s = Summariser::new(Options::default()).unwrap();
-        s.read("x", &text[..], false, &|| false).unwrap();
-        s.finish().unwrap()
+        let mut s = Summariser::new(&Options::default()).unwrap();
+        let mut reader = ReadOptions::default().reader().unwrap();
+        reader
+            .read("x", &text[..], false, &|| false, &mut s)
+            .unwrap();
+        s.finish(reader.finish().unwrap())
     };
     let forward = read(&lines);
     let mut reversed = lines.clone();
     reversed.reverse();
     let backward = read(&reversed);
-    assert_eq!(forward.requests, backward.requests);
+    assert_eq!(forward.read.requests, backward.read.requests);
     assert_eq!(forward.service, backward.service);
     assert_eq!(forward.status, backward.status);
     assert_eq!(forward.routes, backward.routes);

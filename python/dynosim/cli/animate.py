@@ -12,7 +12,7 @@ from typing import List
 from ..animate import (DEFAULT_POLICIES, MAX_FPS, MAX_FRAMES, MAX_PANELS, SUFFIXES, Movie, simulate, write_gif,
                        write_html)
 from ..errors import DynosimError
-from .common import add_scenario_arguments, policy_list, scenario_from_args
+from .common import add_scenario_arguments, policy_list, positive_number, scenario_from_args
 
 DESCRIPTION = (
     "Animate per-dyno queue depth, one bar per dyno as in the Rap Genius article: random and "
@@ -32,24 +32,14 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="output file: FILE.gif (an animated GIF) or FILE.html (a self-contained page)")
     p.add_argument("--policy", type=_policies, default=list(DEFAULT_POLICIES), metavar="P1,P2",
                    help=f"routing policies, one panel each, up to {MAX_PANELS} (default: random,intelligent)")
-    p.add_argument("--seconds", type=_positive_float, default=60.0, metavar="S",
+    p.add_argument("--seconds", type=positive_number, default=60.0, metavar="S",
                    help="simulated seconds to show, from an empty system (default: 60)")
-    p.add_argument("--fps", type=_positive_float, default=10.0,
+    p.add_argument("--fps", type=positive_number, default=10.0,
                    help=f"frames per second of the output, at most {MAX_FPS:g} (default: 10)")
-    p.add_argument("--speed", type=_positive_float, default=4.0,
+    p.add_argument("--speed", type=positive_number, default=4.0,
                    help="simulated seconds per real second (default: 4: a minute in 15 s); "
                         "a frame every speed/fps simulated seconds")
     p.set_defaults(handler=main)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def _policies(text: str) -> List[str]:

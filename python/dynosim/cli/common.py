@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
+import re
 import shlex
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator, List, NoReturn, Optional
+from typing import Any, Callable, Iterator, List, NoReturn, Optional, TypeVar
 
 from .. import _dynosim, html_report
 from ..capacity import Target, parse_target
 from ..display import status
 from ..errors import DynosimError, LogError, ScenarioError
-from ..logs_input import FORMATS
+from ..logs.reading import FORMATS
 from ..scenario import Scenario
 
 EXIT_INPUT = 2
@@ -113,27 +115,99 @@ def sigterm_stops() -> Iterator[List[bool]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-# --- argument types --------------------------------------------------------------------------
+# --- argument types: every command's checks of its arguments are here ----------------------
+
+
+T = TypeVar("T", int, float)
+
+
+def _parsed(text: str, convert: Callable[[str], T], expected: str) -> T:
+    """``convert(text)``, or the argument error "expected EXPECTED, got TEXT"."""
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = _parsed(text, int, "a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
-def seed(text: str) -> int:
+def natural_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def byte_size(text: str) -> float:
+    """A size as a scenario writes one (``run.max_memory``): ``4GB``, ``512MB``, ``1.5GiB``, bytes."""
+    try:
+        value = _dynosim.parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e}") from None
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 4GB or 512MB, got {text!r}")
+    return float(value)
+
+
+def seed(text: str) -> int:
+    value = _parsed(text, int, "a whole number")
     if not 0 <= value < 2**64:
         raise argparse.ArgumentTypeError(f"must be from 0 to 2^64-1, got {value}")
     return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 for any free one (``serve --port``)."""
+    value = _parsed(text, int, "a port number")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
+    return value
+
+
+def share(text: str) -> float:
+    """A share from 0 to 1 (``testbed replay --keep``)."""
+    value = _parsed(text, float, "a share from 0 to 1")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """A finite number above 0 (``--speed``, ``animate --seconds``, ``--fps``)."""
+    value = _parsed(text, float, "a number")
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def positive_duration(text: str) -> float:
+    """A duration above 0 with its unit, in seconds (``testbed replay --sample-every``)."""
+    seconds = _dynosim.parse_duration(text)
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 250ms, got {text!r}")
+    return float(seconds)
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KkMmGg]i?[Bb]?|[Bb])?\s*$")
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+
+
+def size(text: str) -> int:
+    """Bytes, or with a unit: ``256KiB``, ``1MiB`` (K, KB and KiB are all 1024; ``testbed
+    replay --alloc``)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a size such as 256KiB or 1MiB, got {text!r}")
+    unit = (match.group(2) or "").lower()[:1]
+    return int(match.group(1)) * _UNITS[unit]
 
 
 def target(text: str) -> Target:
@@ -224,14 +298,3 @@ def log_format_arg(text: Optional[str]) -> Optional[str]:
         return path.read_text(encoding="utf-8")
     except OSError as e:
         raise LogError(f"cannot read {path}: {e.strerror or e}", file="--log-format") from None
-
-
-def positive_number(text: str) -> float:
-    """A finite number above 0 (``--speed``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value

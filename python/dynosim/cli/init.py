@@ -1,4 +1,4 @@
-"""`dynosim init [FILE]`: write a commented starter scenario (:func:`dynosim.init.starter`)
+"""`dynosim init [FILE]`: write a commented starter scenario (:func:`dynosim.starter.starter`)
 to edit; an existing file is left alone unless ``--force``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import DynosimError
-from ..init import DEFAULT_FILE, starter
+from ..starter import DEFAULT_FILE, starter
 from ..output import write_files
 
 

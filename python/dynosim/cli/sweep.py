@@ -29,9 +29,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     help = "Run a scenario over ranges of keys; write CSV, JSON and a plot."
     p = commands.add_parser(
         "sweep", help=help, description=help,
-        epilog=("SPEC is a list a,b,c (each read like a --set value) or a numeric range "
+        epilog=("SPEC is a list a,b,c (each read like a --set value) or a range "
                 f"A..B[:N][:log|:lin] (N points, default {DEFAULT_POINTS}; log spacing when "
-                "A > 0 and B/A >= 10, else linear; whole-number bounds give whole numbers). "
+                "A > 0 and B/A >= 10, else linear; whole-number bounds give whole numbers; "
+                "A and B may be durations, rates or sizes, 50ms..400ms, given in seconds, req/s or bytes). "
                 "Example: dynosim sweep --vary fleet.dynos=50..10000 "
                 "--vary router.policy=random,intelligent"),
     )

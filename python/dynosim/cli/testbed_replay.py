@@ -7,47 +7,14 @@ multipliers, as the heroku-cedar14-memory-use seed's table). The replay itself i
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..display import Column, activity, results_table, stdout_console
 from ..output import print_json, write_files
-from .common import Parser, add_log_arguments, log_format_arg, positive_int, positive_number
-
-_SIZE = re.compile(r"^\s*(\d+)\s*([KkMmGg]i?[Bb]?|[Bb])?\s*$")
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
-
-
-def size(text: str) -> int:
-    """``--alloc``: bytes, or with a unit: ``256KiB``, ``1MiB`` (K, KB and KiB are all 1024)."""
-    match = _SIZE.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"expected a size such as 256KiB or 1MiB, got {text!r}")
-    unit = (match.group(2) or "").lower()[:1]
-    return int(match.group(1)) * _UNITS[unit]
-
-
-def share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1, got {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1, got {text!r}")
-    return value
-
-
-def interval(text: str) -> float:
-    from .. import _dynosim
-
-    seconds = _dynosim.parse_duration(text)
-    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 250ms, got {text!r}")
-    return float(seconds)
-
+from .common import (Parser, add_log_arguments, log_format_arg, positive_duration, positive_int, positive_number,
+                     share, size)
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     help = ("Replay a router log against the real testbed under several app-server configurations, and compare "
@@ -89,7 +56,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=positive_int, default=1, metavar="N",
                    help="run every configuration N times, round after round (default 1): the multipliers then "
                         "pool the rounds, with the range of each round's own")
-    p.add_argument("--sample-every", type=interval, default=0.25, metavar="TIME",
+    p.add_argument("--sample-every", type=positive_duration, default=0.25, metavar="TIME",
                    help="how often the dynos' memory is read from /proc (default 250ms)")
     p.add_argument("--json", action="store_true",
                    help='print {"log", "settings", "baseline", "results": [one per configuration], "warnings"}')

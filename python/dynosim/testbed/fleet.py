@@ -45,9 +45,6 @@ from .procs import Supervisor, TestbedError, free_ports
 from .router import BACKEND, parse_log_line, server_name
 from .watchdog import group_members, processes
 
-#: Seconds from marking a dyno down to its SIGTERM by default (``fleet.stop_delay``; Heroku's
-#: log shows about 1.3 s, §1.2).
-STOP_DELAY = 1.0
 #: The controller's polling period.
 TICK = 0.05
 #: The metrics the real fleet measures while it runs.
@@ -57,9 +54,6 @@ STATES = ("off", "booting", "up", "draining")
 
 #: The note of the events that stop the dynos left when the run ends.
 END_OF_RUN = "end of run"
-#: The scenario keys of the fleet's lifecycle, and their defaults (s).
-BOOT_TIMEOUT = 60.0
-SHUTDOWN_GRACE = 30.0
 
 
 def autoscaler(table: Any, section: str = "autoscale") -> _dynosim.Autoscaler:
@@ -73,7 +67,9 @@ def autoscaler(table: Any, section: str = "autoscale") -> _dynosim.Autoscaler:
 
 @dataclass
 class FleetPlan:
-    """What the real fleet does: its first size, the rule's table, and the lifecycle's times."""
+    """What the real fleet does: its first size, the rule's table, and the lifecycle's times
+    (seconds: ``fleet.boot_time``'s mean, ``fleet.boot_timeout``, ``fleet.stop_delay``,
+    ``fleet.shutdown_grace``, as the engine resolved them)."""
 
     initial: int
     table: Dict[str, Any]
@@ -81,9 +77,9 @@ class FleetPlan:
     interval: float
     metric: Optional[str]
     boot_time: float
-    boot_timeout: float = BOOT_TIMEOUT
-    stop_delay: float = STOP_DELAY
-    shutdown_grace: float = SHUTDOWN_GRACE
+    boot_timeout: float
+    stop_delay: float
+    shutdown_grace: float
     warnings: List[str] = field(default_factory=list)
 
     @property
@@ -92,23 +88,11 @@ class FleetPlan:
         return 2 * self.bounds[1]
 
 
-def _duration(scenario: Scenario, path: str, value: Any, default: float) -> float:
-    if value is None:
-        return default
-    seconds = None
-    if isinstance(value, str):
-        seconds = _dynosim.parse_duration(value)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        raise scenario._error(path, f"expected a duration such as \"30s\", got {value!r}")
-    return seconds
-
-
 def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
     """The scenario the engine simulates, and the real fleet's plan (None without
     ``[autoscale]``); the engine checks the scenario first (every key, in one line)."""
     described = scenario.describe()
+    lifecycle = described["fleet"]
     table = scenario.doc.get("autoscale")
     if table is None:
         return scenario, None
@@ -124,7 +108,7 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
     warnings: List[str] = []
     if isinstance(fleet.get("boot_time"), dict):
         warnings.append("fleet.boot_time is a distribution: every real dyno boots in its mean, "
-                        f"{described['app']['boot_time']:g} s")
+                        f"{lifecycle['boot_time']:g} s")
     if rule.metric is not None and rule.metric not in MEASURED:
         raise scenario._error("autoscale.rule", f"rule {rule.rule!r} reads {rule.metric.replace('_', ' ')}, which the "
                                                 f"testbed's fleet does not measure yet (it measures "
@@ -133,10 +117,8 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
     low, high = rule.bounds
     plan = FleetPlan(
         initial=initial, table=table, bounds=(low, high), interval=rule.interval, metric=rule.metric,
-        boot_time=float(described["app"]["boot_time"]),
-        boot_timeout=_duration(scenario, "fleet.boot_timeout", fleet.get("boot_timeout"), BOOT_TIMEOUT),
-        stop_delay=_duration(scenario, "fleet.stop_delay", fleet.get("stop_delay"), STOP_DELAY),
-        shutdown_grace=_duration(scenario, "fleet.shutdown_grace", fleet.get("shutdown_grace"), SHUTDOWN_GRACE),
+        boot_time=float(lifecycle["boot_time"]), boot_timeout=float(lifecycle["boot_timeout"]),
+        stop_delay=float(lifecycle["stop_delay"]), shutdown_grace=float(lifecycle["shutdown_grace"]),
         warnings=warnings)
     return scenario, plan
 

@@ -45,7 +45,7 @@ else:  # pragma: no cover
 
 from .. import _dynosim
 from ..errors import DynosimError, LogError
-from ..logs_input import PathLike, call, log_names, parse_window
+from ..logs.reading import PathLike, call, log_names, parse_window
 from . import measure
 from .dynos import DynoPlan, Dynos
 from .plan import MAX_DYNOS, MAX_PROCESSES, MAX_REQUESTS, MAX_SECONDS

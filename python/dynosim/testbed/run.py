@@ -56,8 +56,9 @@ def needed_tools(plans: List[Plan]) -> List[str]:
     if servers - {"gunicorn"}:
         needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
     if any(p.resources for p in plans):
-        needed.append("postgres")
-        needed += ["psycopg"] if any(p.resources and p.dynos.server == "gunicorn" for p in plans) else []
+        # The testbed itself talks to PostgreSQL through psycopg (to know it is up, to set up
+        # its burn function), whichever server the dynos run.
+        needed += ["postgres", "psycopg"]
         needed += ["ruby-pg"] if any(p.resources and p.dynos.server != "gunicorn" for p in plans) else []
     if any(p.dynos.worker_class == "gevent" for p in plans):
         needed.append("gevent")

@@ -23,6 +23,11 @@ INSTALL_NGINX = "apt-get install nginx"
 INSTALL_RUBY = "apt-get install ruby puma unicorn ruby-pg ruby-rack"
 INSTALL_PYTHON = f"{sys.executable} -m pip install 'dynosim[testbed]'  (gunicorn, gevent, psycopg)"
 
+#: Where Debian keeps daemons, off a user's PATH (HAProxy, nginx), and PostgreSQL's binaries,
+#: one directory per major version; looked in after PATH.
+SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin")
+POSTGRES_BINDIRS = "/usr/lib/postgresql/*/bin"
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -45,17 +50,20 @@ def _version(argv: List[str], pattern: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
+def _sbin(name: str) -> Optional[str]:
+    return shutil.which(name) or next(
+        (p for p in (os.path.join(d, name) for d in SBIN_DIRS) if os.access(p, os.X_OK)), None)
+
+
 def haproxy() -> Tool:
-    path = shutil.which("haproxy") or next(
-        (p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.access(p, os.X_OK)), None)
+    path = _sbin("haproxy")
     version = _version([path, "-v"], r"version (\S+)") if path else None
     return Tool("haproxy", path, version, INSTALL_DEBIAN)
 
 
 def nginx() -> Tool:
     """nginx, for ``router.kind = "nginx"`` (Debian keeps it in /usr/sbin, off a user's PATH)."""
-    path = shutil.which("nginx") or next(
-        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
+    path = _sbin("nginx")
     version = _version([path, "-v"], r"nginx/(\S+)") if path else None
     return Tool("nginx", path, version, INSTALL_NGINX)
 
@@ -63,7 +71,7 @@ def nginx() -> Tool:
 def postgres_bindir() -> Optional[str]:
     """The directory holding postgres and initdb: Debian keeps them in
     /usr/lib/postgresql/VERSION/bin (newest first), elsewhere they are on PATH."""
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+    candidates = sorted(glob.glob(POSTGRES_BINDIRS),
                         key=lambda p: [int(x) for x in re.findall(r"\d+", p)], reverse=True)
     for d in candidates:
         if all(os.access(os.path.join(d, exe), os.X_OK) for exe in ("postgres", "initdb")):

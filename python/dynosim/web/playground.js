@@ -10,7 +10,7 @@
   var state = { scenario: "rapgenius", toml: null, set: {}, policies: [] };
   var last = null;            // the last answer
   var inFlight = null;        // its AbortController
-  var timer = null, ticking = null, editTimer = null;
+  var timer = null, ticking = null, polling = null, editTimer = null;
 
   // --- the URL holds the state -------------------------------------------------------------
 
@@ -149,23 +149,40 @@
     return JSON.stringify({ toml: currentToml(), set: state.set, policies: state.policies });
   }
 
+  function ordinal(n) {
+    var tens = n % 100, ones = n % 10;
+    var suffix = tens >= 11 && tens <= 13 ? "th" : ones === 1 ? "st" : ones === 2 ? "nd" : ones === 3 ? "rd" : "th";
+    return n + suffix;
+  }
+
   function run() {
     if (inFlight) inFlight.abort();
     var controller = new AbortController();
     inFlight = controller;
     var started = performance.now();
     clearInterval(ticking);
+    clearInterval(polling);
+    var place = null;  // the request's place in the server's queue while it waits
     var tick = function () {
-      $("state").textContent = "running… " + ((performance.now() - started) / 1000).toFixed(1) + " s";
+      var seconds = ((performance.now() - started) / 1000).toFixed(1) + " s";
+      $("state").textContent = place ? "waiting for the server: " + ordinal(place) + " in line… " + seconds
+                                     : "running… " + seconds;
     };
     tick();
     ticking = setInterval(tick, 100);
+    polling = setInterval(function () {
+      fetch("/api/status", { headers: { "X-Dynosim-Client": client } })
+        .then(function (r) { return r.json(); })
+        .then(function (s) { if (controller === inFlight) place = s.position; })
+        .catch(function () {});
+    }, 500);
     fetch("/api/run", { method: "POST", body: body(), signal: controller.signal,
                         headers: { "Content-Type": "application/json", "X-Dynosim-Client": client } })
       .then(function (r) { return r.json().then(function (j) { return { status: r.status, body: j }; }); })
       .then(function (answer) {
         if (controller !== inFlight) return;
         clearInterval(ticking);
+        clearInterval(polling);
         inFlight = null;
         if (answer.status === 409) return;  // a newer run took its place
         if (answer.status !== 200) {
@@ -188,6 +205,7 @@
       .catch(function (e) {
         if (e.name === "AbortError") return;
         clearInterval(ticking);
+        clearInterval(polling);
         $("state").textContent = "";
         showError("the server did not answer: " + e.message);
       });

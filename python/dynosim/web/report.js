@@ -32,6 +32,34 @@
     return v.toExponential(2);
   }
 
+  // An axis of seconds from a run's start that spans more than two hours reads as a clock
+  // (python/dynosim/time_axis.py, whose steps the spec carries as `clock`): ticks at the
+  // smallest step that cuts the visible span into at most `most` intervals, labelled HH:MM
+  // (":SS" when not a whole minute), "dN " past the first day, dN 24:00 for a day's end.
+  function clockStep(span, clock) {
+    for (var i = 0; i < clock.steps.length; i++) {
+      if (span <= clock.steps[i] * clock.most) return clock.steps[i];
+    }
+    var last = clock.steps[clock.steps.length - 1];
+    return last * Math.ceil(span / (last * clock.most));
+  }
+  function clockTicks(lo, hi, clock) {
+    var s = clockStep(hi - lo, clock), out = [];
+    for (var k = Math.ceil(lo / s - 1e-9); k <= Math.floor(hi / s + 1e-9); k++) out.push(k * s);
+    return out;
+  }
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+  function clockLabel(seconds) {
+    var total = Math.round(seconds), sign = total < 0 ? "-" : "";
+    total = Math.abs(total);
+    var day = Math.floor(total / 86400), rest = total - day * 86400;
+    if (rest === 0 && day > 0) { day -= 1; rest = 86400; }
+    var h = Math.floor(rest / 3600), m = Math.floor((rest % 3600) / 60), sec = rest % 60;
+    return sign + (day ? "d" + (day + 1) + " " : "") + two(h) + ":" + two(m) + (sec ? ":" + two(sec) : "");
+  }
+  // A time from a run's start as its axis shows it.
+  function elapsed(v, clock) { return clock ? clockLabel(v) : num(v) + " s"; }
+
   function width(el) {
     return Math.max(280, Math.floor(el.getBoundingClientRect().width || 600));
   }
@@ -45,6 +73,7 @@
       value: function (u, v) {
         if (v === null || v === undefined) return "–";
         if (spec.x.time) return utc(v);
+        if (spec.x.clock) return clockLabel(v);
         return spec.x.ticks ? (spec.x.ticks[v] !== undefined ? spec.x.ticks[v] : "") : num(v);
       }
     }];
@@ -84,10 +113,13 @@
       },
       axes: [
         { label: spec.x.label, stroke: axisStroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid },
-          values: spec.x.time ? undefined : spec.x.ticks ? function (u, vals) {
+          values: spec.x.time ? undefined : spec.x.clock ? function (u, vals) {
+            return vals.map(clockLabel);
+          } : spec.x.ticks ? function (u, vals) {
             return vals.map(function (v) { return Number.isInteger(v) && spec.x.ticks[v] !== undefined ? spec.x.ticks[v] : ""; });
           } : undefined,
-          splits: spec.x.ticks ? function () { return xs.slice(); } : undefined },
+          splits: spec.x.clock ? function (u, axis, min, max) { return clockTicks(min, max, spec.x.clock); }
+            : spec.x.ticks ? function () { return xs.slice(); } : undefined },
         { label: spec.y.label, stroke: axisStroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid },
           size: 60, values: function (u, vals) { return vals.map(num); } }
       ],
@@ -138,7 +170,7 @@
       var t = Math.floor((e.clientX - box.left) / box.width * cols);
       var d = Math.floor((e.clientY - box.top) / box.height * n);
       if (t < 0 || t >= cols || d < 0 || d >= n) return;
-      tip.textContent = spec.row_names[d] + ", t = " + num(spec.times[t]) + " s: " + spec.value_label + " " + rows[d][t];
+      tip.textContent = spec.row_names[d] + ", t = " + elapsed(spec.times[t], spec.clock) + ": " + spec.value_label + " " + rows[d][t];
     });
     var legend = document.createElement("div");
     legend.className = "scale";
@@ -158,7 +190,7 @@
     axis.style.justifyContent = "space-between";
     [0, Math.floor((cols - 1) / 2), cols - 1].forEach(function (k) {
       var s = document.createElement("span");
-      s.textContent = "t = " + num(spec.times[k]) + " s";
+      s.textContent = "t = " + elapsed(spec.times[k], spec.clock);
       axis.appendChild(s);
     });
     el.appendChild(canvas);
@@ -204,7 +236,12 @@
   // The playground draws each answer's plots with the same code.
   window.dynosimPlots = {
     draw: function (specs) { doc = { plots: specs }; drawAll(); },
-    num: num
+    num: num,
+    // The x axis's labels as drawn, one list per line plot (heat maps have no uPlot axis).
+    xLabels: function () {
+      var lines = plots.filter(function (u) { return u; });
+      return lines.map(function (u) { return (u.axes[0]._values || []).slice(); });
+    }
   };
   drawAll();
   document.documentElement.dataset.ready = "true";

@@ -19,16 +19,14 @@ use crate::dist::{Empirical, ServiceDistribution};
 use crate::error::Result;
 use crate::params::Params;
 use crate::rng::SimRng;
+use crate::text_file::{self, LineError};
 use crate::units::parse_duration;
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::BufRead;
 use std::path::Path;
 use std::sync::Arc;
 
 /// The most requests a trace may hold (10⁸: 2.4 GB with service times).
 pub const MAX_REQUESTS: usize = 100_000_000;
-/// The longest line (4 KiB): a request needs a few dozen characters.
-const MAX_LINE_BYTES: usize = 4096;
 
 /// The requests of a trace, in arrival order.
 #[derive(Debug)]
@@ -52,22 +50,10 @@ pub struct Replay {
 pub fn build(p: &Params, base_dir: &Path) -> Result<Box<dyn ArrivalProcess>> {
     let file: String = p.require("file", "a path to a file of requests (arrival[,service])")?;
     let path = base_dir.join(&file);
-    let at = |message: String| p.error("file", format!("{}: {message}", path.display()));
-    let cannot_read =
-        |e: std::io::Error| p.error("file", format!("cannot read {}: {e}", path.display()));
-    let meta = std::fs::metadata(&path).map_err(cannot_read)?;
-    if !meta.is_file() {
-        return Err(at(
-            "not a regular file; expected a text file of requests, one a line".into(),
-        ));
-    }
-    let reader = BufReader::new(File::open(&path).map_err(cannot_read)?);
-    let trace = read_trace(reader).map_err(|(line, msg)| match line {
-        0 => at(msg),
-        line => p.error("file", format!("{}:{line}: {msg}", path.display())),
-    })?;
-    Replay::new(trace)
-        .map_err(at)
+    let reader = text_file::open(p, "file", &path, "requests", None)?;
+    read_trace(reader)
+        .and_then(|trace| Replay::new(trace).map_err(|message| (0, message)))
+        .map_err(|e| text_file::error(p, "file", &path, e))
         .map(|r| Box::new(r) as Box<dyn ArrivalProcess>)
 }
 
@@ -113,80 +99,54 @@ impl Replay {
 
 /// Reads a trace a line at a time; an error comes with its line number (0 for the file as a
 /// whole).
-pub fn read_trace(reader: impl BufRead) -> std::result::Result<Trace, (usize, String)> {
-    let mut reader = reader;
+pub fn read_trace(reader: impl BufRead) -> std::result::Result<Trace, LineError> {
     let mut arrivals = Vec::new();
     let mut services = Vec::new();
     let mut columns = 0;
-    let mut raw = Vec::new();
-    for number in 1.. {
-        raw.clear();
-        let read = (&mut reader)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut raw)
-            .map_err(|e| (0, format!("cannot read: {e}")))?;
-        if read == 0 {
-            break;
-        }
-        if raw.len() > MAX_LINE_BYTES && raw.last() != Some(&b'\n') {
-            return Err((number, format!("longer than {MAX_LINE_BYTES} bytes")));
-        }
-        let line = std::str::from_utf8(&raw)
-            .map_err(|_| (number, "not UTF-8 text".to_string()))?
-            .trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
+    text_file::for_each_line(reader, None, |number, line| {
         let mut fields = line
             .split(|c: char| c == ',' || c.is_ascii_whitespace())
             .filter(|f| !f.is_empty());
         let (first, second) = (fields.next(), fields.next());
         if fields.next().is_some() {
-            return Err((
-                number,
-                format!("expected arrival or arrival,service, got {line:?}"),
-            ));
+            return Err(format!("expected arrival or arrival,service, got {line:?}"));
         }
         let n = 1 + usize::from(second.is_some());
         let (arrival, service) = match (first.and_then(seconds), second.map(seconds)) {
             (Some(a), None) => (a, None),
             (Some(a), Some(Some(s))) => (a, Some(s)),
-            _ if columns == 0 && number == 1 => continue, // a header
+            _ if columns == 0 && number == 1 => return Ok(()), // a header
             _ => {
-                return Err((
-                    number,
-                    format!("expected times in seconds (arrival[,service]), got {line:?}"),
+                return Err(format!(
+                    "expected times in seconds (arrival[,service]), got {line:?}"
                 ))
             }
         };
         if columns == 0 {
             columns = n;
         } else if n != columns {
-            return Err((
-                number,
-                format!(
-                    "{n} column{} where the lines before have {columns}",
-                    if n == 1 { "" } else { "s" }
-                ),
+            return Err(format!(
+                "{n} column{} where the lines before have {columns}",
+                if n == 1 { "" } else { "s" }
             ));
         }
         if !(arrival.is_finite() && arrival >= 0.0) {
-            return Err((number, format!("arrival times must be >= 0, got {arrival}")));
+            return Err(format!("arrival times must be >= 0, got {arrival}"));
         }
         arrivals.push(arrival);
         if let Some(s) = service {
             if !(s.is_finite() && s >= 0.0) {
-                return Err((number, format!("service times must be >= 0, got {s}")));
+                return Err(format!("service times must be >= 0, got {s}"));
             }
             services.push(s);
         }
         if arrivals.len() > MAX_REQUESTS {
-            return Err((
-                number,
-                format!("more than {MAX_REQUESTS} requests; a trace may hold that many"),
+            return Err(format!(
+                "more than {MAX_REQUESTS} requests; a trace may hold that many"
             ));
         }
-    }
+        Ok(())
+    })?;
     Ok(Trace {
         arrivals,
         services: (columns == 2).then_some(services),

@@ -13,6 +13,7 @@
 //! data into "the minimum number of web dynos required": this rule compares the hour's p95
 //! with the target instead.
 
+use super::pacing::{Direction, Pacing, Step, Streak, Waits, Why};
 use super::{wait, window_and_delay, AutoscaleRule, Bounds, Decision, Fleet, Metric, Observed};
 use super::{Reading, Statistic};
 use crate::error::Result;
@@ -33,15 +34,33 @@ pub struct Heroku {
     interval: f64,
     window: f64,
     delay: f64,
-    /// Least time between two events, up or down.
-    cooldown: f64,
     downscale_ratio: f64,
     downscale_delay: f64,
     bounds: Bounds,
-    last_event: Option<f64>,
-    /// Since when the p95 has been below `downscale_ratio` × target (restarted by each step
-    /// down).
-    below_since: Option<f64>,
+    /// Events at least the cooldown apart, whichever their directions.
+    pacing: Pacing,
+    /// The p95 below `downscale_ratio` × target (restarted by each step down).
+    below: Streak,
+}
+
+const UP: Why = Why {
+    taken: "p95 at or above target",
+    at_bound: "p95 at or above target, at max",
+    waiting: "events at least a cooldown apart",
+};
+
+const DOWN: Why = Why {
+    taken: "p95 below the downscale ratio for the delay",
+    at_bound: "p95 below the downscale ratio, at min",
+    waiting: "p95 below the downscale ratio, waiting",
+};
+
+fn pacing(cooldown: f64) -> Pacing {
+    Pacing::new(Waits {
+        up: cooldown,
+        down: cooldown,
+        across: cooldown,
+    })
 }
 
 pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
@@ -51,12 +70,11 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
         interval: super::interval(p, 60.0)?,
         window,
         delay,
-        cooldown: wait(p, "cooldown", 60.0)?,
         downscale_ratio: super::fraction(p, "downscale_ratio")?.unwrap_or(0.9),
         downscale_delay: wait(p, "downscale_delay", 300.0)?,
         bounds,
-        last_event: None,
-        below_since: None,
+        pacing: pacing(wait(p, "cooldown", 60.0)?),
+        below: Streak::default(),
     }))
 }
 
@@ -66,10 +84,11 @@ impl AutoscaleRule for Heroku {
     }
     /// Events at least `cooldown` apart; a scale-down waits `downscale_delay` below.
     fn cooldown(&self, up: bool) -> f64 {
+        let cooldown = self.pacing.waits().across;
         if up {
-            self.cooldown
+            cooldown
         } else {
-            self.cooldown.max(self.downscale_delay)
+            cooldown.max(self.downscale_delay)
         }
     }
 
@@ -85,37 +104,32 @@ impl AutoscaleRule for Heroku {
     fn evaluate(&mut self, now: f64, fleet: Fleet, observed: Observed) -> Decision {
         // No request in the past hour: none was slow.
         let p95 = observed.value.unwrap_or(0.0);
-        let above = p95 >= self.target;
-        if above || p95 >= self.downscale_ratio * self.target {
-            self.below_since = None;
-        } else if self.below_since.is_none() {
-            self.below_since = Some(now);
+        if p95 >= self.target {
+            self.below.end();
+            let step = Step {
+                direction: Direction::Up,
+                dynos: 1,
+                ready: true,
+                why: UP,
+            };
+            return self.pacing.take(now, fleet, self.bounds, step);
         }
-        if self
-            .last_event
-            .is_some_and(|last| now - last < self.cooldown)
-        {
-            return Decision::hold(fleet, "events at least a cooldown apart");
+        if p95 >= self.downscale_ratio * self.target {
+            self.below.end();
+            return Decision::hold(fleet, "p95 within the band");
         }
-        if above {
-            if fleet.size >= self.bounds.max {
-                return Decision::hold(fleet, "p95 at or above target, at max");
-            }
-            self.last_event = Some(now);
-            return Decision::new(fleet.size + 1, "p95 at or above target");
+        let below_for = self.below.extend(now);
+        let step = Step {
+            direction: Direction::Down,
+            dynos: 1,
+            ready: below_for >= self.downscale_delay,
+            why: DOWN,
+        };
+        let decision = self.pacing.take(now, fleet, self.bounds, step);
+        if decision.desired != fleet.size {
+            self.below.restart(now);
         }
-        match self.below_since {
-            Some(since) if now - since >= self.downscale_delay && fleet.size > self.bounds.min => {
-                self.last_event = Some(now);
-                self.below_since = Some(now);
-                Decision::new(
-                    fleet.size - 1,
-                    "p95 below the downscale ratio for the delay",
-                )
-            }
-            Some(_) => Decision::hold(fleet, "p95 below the downscale ratio, waiting"),
-            None => Decision::hold(fleet, "p95 within the band"),
-        }
+        decision
     }
 }
 
@@ -129,12 +143,11 @@ mod tests {
             interval,
             window: 3600.0,
             delay: 0.0,
-            cooldown: 60.0,
             downscale_ratio: 0.9,
             downscale_delay: 300.0,
             bounds: Bounds { min: 1, max: 10 },
-            last_event: None,
-            below_since: None,
+            pacing: pacing(60.0),
+            below: Streak::default(),
         }
     }
 

@@ -15,6 +15,7 @@
 //! breach up and 2 down, timeouts of 1 minute), and counts consecutive breaches: a checkup
 //! that breaches the other way or neither resets the count.
 
+use super::pacing::{Direction, Pacing, Step, Streak, Waits, Why};
 use super::Statistic;
 use super::{choice, wait, AutoscaleRule, Bounds, Decision, Fleet, Metric, Observed, Reading};
 use crate::error::Result;
@@ -46,16 +47,35 @@ pub struct HireFire {
     down_step: u32,
     up_sensitivity: u32,
     down_sensitivity: u32,
-    up_timeout: f64,
-    down_timeout: f64,
     interval: f64,
     window: f64,
     delay: f64,
     bounds: Bounds,
-    up_breaches: u32,
-    down_breaches: u32,
-    last_up: Option<f64>,
-    last_down: Option<f64>,
+    /// Scalings of one direction at least its timeout apart.
+    pacing: Pacing,
+    /// Consecutive checkups above the maximum, and below the minimum (used up by a scaling).
+    above: Streak,
+    below: Streak,
+}
+
+const UP: Why = Why {
+    taken: "above the maximum",
+    at_bound: "above the maximum, at max",
+    waiting: "above the maximum, upscale timeout",
+};
+
+const DOWN: Why = Why {
+    taken: "below the minimum",
+    at_bound: "below the minimum, at min",
+    waiting: "below the minimum, downscale timeout",
+};
+
+fn pacing(up_timeout: f64, down_timeout: f64) -> Pacing {
+    Pacing::new(Waits {
+        up: up_timeout,
+        down: down_timeout,
+        across: 0.0,
+    })
 }
 
 pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
@@ -98,17 +118,17 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
         down_step: p.whole("downscale_step", 1, 1, max_dynos)?,
         up_sensitivity: p.whole("upscale_sensitivity", 1, 1, 1000)?,
         down_sensitivity: p.whole("downscale_sensitivity", 2, 1, 1000)?,
-        up_timeout: wait(p, "upscale_timeout", 60.0)?,
-        down_timeout: wait(p, "downscale_timeout", 60.0)?,
         interval,
         // The times since the last checkup.
         window: p.positive_duration("window")?.unwrap_or(interval),
         delay: wait(p, "delay", 0.0)?,
         bounds,
-        up_breaches: 0,
-        down_breaches: 0,
-        last_up: None,
-        last_down: None,
+        pacing: pacing(
+            wait(p, "upscale_timeout", 60.0)?,
+            wait(p, "downscale_timeout", 60.0)?,
+        ),
+        above: Streak::default(),
+        below: Streak::default(),
     }))
 }
 
@@ -118,10 +138,11 @@ impl AutoscaleRule for HireFire {
     }
     /// The upscale timeout after an upscale; the downscale timeout after a downscale.
     fn cooldown(&self, up: bool) -> f64 {
+        let waits = self.pacing.waits();
         if up {
-            self.up_timeout
+            waits.up
         } else {
-            self.down_timeout
+            waits.down
         }
     }
 
@@ -137,48 +158,38 @@ impl AutoscaleRule for HireFire {
     fn evaluate(&mut self, now: f64, fleet: Fleet, observed: Observed) -> Decision {
         // No request since the last checkup: none waited or was slow.
         let value = observed.value.unwrap_or(0.0);
-        if value > self.upscale_above {
-            self.up_breaches += 1;
-            self.down_breaches = 0;
+        let step = |direction, dynos, why| Step {
+            direction,
+            dynos,
+            ready: true,
+            why,
+        };
+        let (streak, sensitivity, step) = if value > self.upscale_above {
+            self.below.end();
+            let up = step(Direction::Up, self.up_step, UP);
+            (&mut self.above, self.up_sensitivity, up)
         } else if value < self.downscale_below {
-            self.down_breaches += 1;
-            self.up_breaches = 0;
+            self.above.end();
+            let down = step(Direction::Down, self.down_step, DOWN);
+            (&mut self.below, self.down_sensitivity, down)
         } else {
-            self.up_breaches = 0;
-            self.down_breaches = 0;
+            self.above.end();
+            self.below.end();
             return Decision::hold(fleet, "within the thresholds");
+        };
+        streak.extend(now);
+        if streak.count() < sensitivity {
+            let why = match step.direction {
+                Direction::Up => "above the maximum, sensitivity",
+                Direction::Down => "below the minimum, sensitivity",
+            };
+            return Decision::hold(fleet, why);
         }
-        if self.up_breaches > 0 {
-            if self.up_breaches < self.up_sensitivity {
-                return Decision::hold(fleet, "above the maximum, sensitivity");
-            }
-            if fleet.size >= self.bounds.max {
-                return Decision::hold(fleet, "above the maximum, at max");
-            }
-            if self.last_up.is_some_and(|t| now - t < self.up_timeout) {
-                return Decision::hold(fleet, "above the maximum, upscale timeout");
-            }
-            self.up_breaches = 0;
-            self.last_up = Some(now);
-            let desired = fleet.size.saturating_add(self.up_step).min(self.bounds.max);
-            return Decision::new(desired, "above the maximum");
+        let decision = self.pacing.take(now, fleet, self.bounds, step);
+        if decision.desired != fleet.size {
+            streak.end();
         }
-        if self.down_breaches < self.down_sensitivity {
-            return Decision::hold(fleet, "below the minimum, sensitivity");
-        }
-        if fleet.size <= self.bounds.min {
-            return Decision::hold(fleet, "below the minimum, at min");
-        }
-        if self.last_down.is_some_and(|t| now - t < self.down_timeout) {
-            return Decision::hold(fleet, "below the minimum, downscale timeout");
-        }
-        self.down_breaches = 0;
-        self.last_down = Some(now);
-        let desired = fleet
-            .size
-            .saturating_sub(self.down_step)
-            .max(self.bounds.min);
-        Decision::new(desired, "below the minimum")
+        decision
     }
 }
 
@@ -196,16 +207,13 @@ mod tests {
             down_step: 1,
             up_sensitivity: 1,
             down_sensitivity: 2,
-            up_timeout: 60.0,
-            down_timeout: 60.0,
             interval: 60.0,
             window: 60.0,
             delay: 0.0,
             bounds: Bounds { min: 1, max: 20 },
-            up_breaches: 0,
-            down_breaches: 0,
-            last_up: None,
-            last_down: None,
+            pacing: pacing(60.0, 60.0),
+            above: Streak::default(),
+            below: Streak::default(),
         }
     }
 
@@ -252,7 +260,7 @@ mod tests {
         // Checkups every 15 s: up at 15 s, then not before 75 s.
         assert_eq!(run(&mut r, 1, &[0.5; 6]), [6, 6, 6, 6, 11, 11]);
         let mut r = rule();
-        r.up_timeout = 0.0;
+        r.pacing = pacing(0.0, 60.0);
         r.interval = 15.0;
         assert_eq!(
             run(&mut r, 1, &[0.5; 4]),
@@ -266,7 +274,7 @@ mod tests {
         let mut r = rule();
         r.down_step = 3;
         r.down_sensitivity = 1;
-        r.down_timeout = 0.0;
+        r.pacing = pacing(60.0, 0.0);
         assert_eq!(run(&mut r, 5, &[0.0; 3]), [2, 1, 1]);
     }
 }

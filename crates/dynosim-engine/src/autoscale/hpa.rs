@@ -4,11 +4,14 @@
 //! "Configurable scaling behavior").
 //!
 //! Every `interval` (the controller's sync period, 15 s):
-//! 1. a recommendation from the metric: ratio = metric / target; within `tolerance` of 1 the
-//!    current size, else ⌈ratio × ready dynos⌉. For `cpu` and `utilisation` (a mean per dyno)
-//!    booting dynos are set aside as unready pods are, and when the ratio is above 1 the
-//!    recommendation is worked out again with them counted at 0, which damps a scale-up while
-//!    dynos boot; a direction reversed by that, or a ratio then within tolerance, holds.
+//! 1. a recommendation from the metric: ratio = metric / target; from 1 − `down_tolerance`
+//!    to 1 + `up_tolerance`, both ends included, the current size, else ⌈ratio × ready
+//!    dynos⌉. For `cpu` and `utilisation` (a mean per dyno, as a resource's
+//!    `averageUtilization`) the controller works in whole percent: the utilisation is
+//!    truncated to one, and the target is one. Booting dynos are set aside as unready pods
+//!    are, and when the ratio is above 1 the recommendation is worked out again with them
+//!    counted at 0 (the utilisation truncated again), which damps a scale-up while dynos
+//!    boot; a direction reversed by that, or a ratio then within tolerance, holds.
 //!    `queue.p95` is one value for the whole fleet (an object metric with a `Value` target).
 //! 2. stabilization: the recommendation is kept between the lowest of those made over the
 //!    last `up_stabilization` and the highest over the last `down_stabilization` (the first
@@ -21,6 +24,15 @@
 //! A fleet outside `[min, max]` is brought to the nearest bound at once, as the controller
 //! does. With no dyno up, or no metric reported, the HPA holds (the controller reports an
 //! error and does not scale).
+//!
+//! Step 1 follows replica_calculator.go as it reads since the per-direction tolerances
+//! (KEP-4951, alpha in Kubernetes 1.33 behind `HPAConfigurableTolerance`): the version with
+//! `type Tolerances struct { scaleDown, scaleUp float64 }` and `isWithin`, whose `groupPods`
+//! returns ready, unready, missing and ignored pods and whose missing pods count at
+//! `max(100, targetUtilization)` percent on a scale-down; and metrics/utilization.go's
+//! `GetResourceUtilizationRatio` (`int32((metricsTotal * 100) / requestsTotal)`). Its boundary
+//! cases are the table of tests below, each a situation and Kubernetes' answer, as
+//! replica_calculator_test.go's are.
 
 use super::{choice, fraction, wait, window_and_delay, AutoscaleRule, Bounds, Decision, Fleet};
 use super::{Metric, Observed, Reading, Statistic};
@@ -34,6 +46,8 @@ pub const KEYS: &[&str] = &[
     "metric",
     "target",
     "tolerance",
+    "up_tolerance",
+    "down_tolerance",
     "window",
     "delay",
     "up_stabilization",
@@ -121,11 +135,35 @@ pub fn default_rules() -> (Rules, Rules) {
     )
 }
 
+/// How far from 1 the ratio of metric to target may be, each way, before the HPA acts
+/// (`behavior.scaleUp.tolerance`, `behavior.scaleDown.tolerance`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerances {
+    pub up: f64,
+    pub down: f64,
+}
+
+impl Tolerances {
+    /// The controller's `isWithin`: both ends count as within (a ratio of exactly 1.1
+    /// against a tolerance of 0.1 holds), in the controller's own floating-point operations.
+    fn within(&self, ratio: f64) -> bool {
+        (1.0 - self.down) <= ratio && ratio <= (1.0 + self.up)
+    }
+}
+
+/// A utilisation (a fraction) in whole percent, truncated, as `GetResourceUtilizationRatio`
+/// computes it from whole milli-units. The 1e-9 keeps a fraction written in decimal, whose
+/// binary value falls just short (0.29 × 100 = 28.999999999999996), at its percent.
+fn whole_percent(fraction: f64) -> f64 {
+    (fraction * 100.0 + 1e-9).floor()
+}
+
 #[derive(Debug, Clone)]
 pub struct Hpa {
     metric: HpaMetric,
+    /// A fraction for cpu and utilisation (a whole percent of one), seconds for queue.p95.
     target: f64,
-    tolerance: f64,
+    tolerances: Tolerances,
     interval: f64,
     window: f64,
     delay: f64,
@@ -200,6 +238,26 @@ fn select(p: &Params, key: &str) -> Result<Select> {
     })
 }
 
+/// `tolerance` sets both directions (0.1 unless given, the controller's default); `up_tolerance`
+/// and `down_tolerance` set one each, over it.
+fn tolerances(p: &Params) -> Result<Tolerances> {
+    let tolerance = |key: &str, default: f64, below_one: bool| -> Result<f64> {
+        let value = p.get::<f64>(key)?.unwrap_or(default);
+        if below_one && !(0.0..1.0).contains(&value) {
+            return Err(p.error(key, format!("must be at least 0 and below 1, got {value}")));
+        }
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(p.error(key, format!("must be a number >= 0, got {value}")));
+        }
+        Ok(value)
+    };
+    let both = tolerance("tolerance", 0.1, true)?;
+    Ok(Tolerances {
+        up: tolerance("up_tolerance", both, false)?,
+        down: tolerance("down_tolerance", both, true)?,
+    })
+}
+
 fn stabilization(p: &Params, key: &str, default: f64) -> Result<f64> {
     let window = wait(p, key, default)?;
     if window > MAX_STABILIZATION {
@@ -224,19 +282,26 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
             p.required("target", "a utilisation such as 0.6 (target)", target)?
         }
     };
-    let tolerance = p.get::<f64>("tolerance")?.unwrap_or(0.1);
-    if !(0.0..1.0).contains(&tolerance) {
-        return Err(p.error(
-            "tolerance",
-            format!("must be at least 0 and below 1, got {tolerance}"),
-        ));
+    if metric != HpaMetric::QueueP95 {
+        let percent = target * 100.0;
+        if (percent - percent.round()).abs() > 1e-9 {
+            return Err(p.error(
+                "target",
+                format!(
+                    "must be a whole percent ({percent}% is not: the HPA's averageUtilization \
+                     is a whole number), such as {}",
+                    percent.round().max(1.0) / 100.0
+                ),
+            ));
+        }
     }
+    let tolerances = tolerances(p)?;
     let (up, down) = default_rules();
     let (window, delay) = window_and_delay(p, 15.0, 15.0)?;
     Ok(Box::new(Hpa::new(
         metric,
         target,
-        tolerance,
+        tolerances,
         super::interval(p, 15.0)?,
         (window, delay),
         Rules {
@@ -258,7 +323,7 @@ impl Hpa {
     fn new(
         metric: HpaMetric,
         target: f64,
-        tolerance: f64,
+        tolerances: Tolerances,
         interval: f64,
         (window, delay): (f64, f64),
         up: Rules,
@@ -268,7 +333,7 @@ impl Hpa {
         Hpa {
             metric,
             target,
-            tolerance,
+            tolerances,
             interval,
             window,
             delay,
@@ -290,19 +355,28 @@ impl Hpa {
         if ready == 0 {
             return None;
         }
-        let ratio = value / self.target;
-        let within = |r: f64| (1.0 - r).abs() <= self.tolerance;
-        let unready = fleet.size - ready;
-        if self.metric == HpaMetric::QueueP95 || unready == 0 || ratio <= 1.0 {
-            if within(ratio) {
+        if self.metric == HpaMetric::QueueP95 {
+            // GetObjectMetricReplicas: the ratio, and the ready pods.
+            let ratio = value / self.target;
+            if self.tolerances.within(ratio) {
                 return Some(fleet.size);
             }
             return Some(ceil(ratio * f64::from(ready)));
         }
-        // Scaling up with dynos booting: they count as using nothing.
+        // GetResourceReplicas, every dyno requesting the same: whole percents.
+        let target = (self.target * 100.0).round();
+        let ratio = whole_percent(value) / target;
+        let unready = fleet.size - ready;
+        if unready == 0 || ratio <= 1.0 {
+            if self.tolerances.within(ratio) {
+                return Some(fleet.size);
+            }
+            return Some(ceil(ratio * f64::from(ready)));
+        }
+        // Scaling up with dynos booting: they count as using nothing of their request.
         let considered = f64::from(fleet.size);
-        let ratio2 = value * f64::from(ready) / (self.target * considered);
-        if within(ratio2) || ratio2 < 1.0 {
+        let ratio2 = whole_percent(value * f64::from(ready) / considered) / target;
+        if self.tolerances.within(ratio2) || ratio2 < 1.0 {
             return Some(fleet.size);
         }
         Some(ceil(ratio2 * considered).max(fleet.size))
@@ -505,7 +579,17 @@ mod tests {
 
     fn hpa(metric: HpaMetric, target: f64) -> Hpa {
         let (up, down) = default_rules();
-        Hpa::new(metric, target, 0.1, 15.0, (15.0, 15.0), up, down, BIG)
+        let tolerances = Tolerances { up: 0.1, down: 0.1 };
+        Hpa::new(
+            metric,
+            target,
+            tolerances,
+            15.0,
+            (15.0, 15.0),
+            up,
+            down,
+            BIG,
+        )
     }
 
     fn seen(value: f64) -> Observed {
@@ -553,6 +637,179 @@ mod tests {
                 "{value}"
             );
         }
+    }
+
+    /// One situation of the controller's recommendation and what Kubernetes answers
+    /// (replica_calculator.go's `GetResourceReplicas` with the per-direction tolerances).
+    struct Case {
+        situation: &'static str,
+        target: f64,
+        /// (up, down)
+        tolerances: (f64, f64),
+        /// (dynos, of which up)
+        fleet: (u32, u32),
+        /// The mean utilisation of the dynos up, a fraction.
+        value: f64,
+        kubernetes: u32,
+    }
+
+    #[test]
+    fn the_boundary_cases_as_kubernetes_computes_them() {
+        let cases = [
+            Case {
+                situation: "33% against 30%: a ratio of exactly 1 + tolerance is within",
+                target: 0.3,
+                tolerances: (0.1, 0.1),
+                fleet: (10, 10),
+                value: 0.33,
+                kubernetes: 10,
+            },
+            Case {
+                situation: "27% against 30%: exactly 1 - tolerance is within",
+                target: 0.3,
+                tolerances: (0.1, 0.1),
+                fleet: (10, 10),
+                value: 0.27,
+                kubernetes: 10,
+            },
+            Case {
+                situation: "34% against 30%: just past it, ceil(11.33)",
+                target: 0.3,
+                tolerances: (0.1, 0.1),
+                fleet: (10, 10),
+                value: 0.34,
+                kubernetes: 12,
+            },
+            Case {
+                situation: "26% against 30%: just below it, ceil(8.67)",
+                target: 0.3,
+                tolerances: (0.1, 0.1),
+                fleet: (10, 10),
+                value: 0.26,
+                kubernetes: 9,
+            },
+            Case {
+                situation: "60.99% against 30% on 3: 60% truncated, ratio 2, not ceil(6.1)",
+                target: 0.3,
+                tolerances: (0.1, 0.1),
+                fleet: (3, 3),
+                value: 0.6099,
+                kubernetes: 6,
+            },
+            Case {
+                situation: "33.9% against 30%: 33% truncated, within",
+                target: 0.3,
+                tolerances: (0.1, 0.1),
+                fleet: (10, 10),
+                value: 0.339,
+                kubernetes: 10,
+            },
+            Case {
+                situation: "up tolerance 0.2: 36% against 30% is exactly 1.2, within",
+                target: 0.3,
+                tolerances: (0.2, 0.1),
+                fleet: (10, 10),
+                value: 0.36,
+                kubernetes: 10,
+            },
+            Case {
+                situation: "up tolerance 0.5: 40% against 30% (1.33) is within",
+                target: 0.3,
+                tolerances: (0.5, 0.0),
+                fleet: (10, 10),
+                value: 0.4,
+                kubernetes: 10,
+            },
+            Case {
+                situation: "down tolerance 0: 27% against 30% on 20 scales down to 18",
+                target: 0.3,
+                tolerances: (0.5, 0.0),
+                fleet: (20, 20),
+                value: 0.27,
+                kubernetes: 18,
+            },
+            Case {
+                situation: "down tolerance 0.3: 21% against 30% (0.7) is within",
+                target: 0.3,
+                tolerances: (0.1, 0.3),
+                fleet: (10, 10),
+                value: 0.21,
+                kubernetes: 10,
+            },
+            Case {
+                situation: "2 of 4 up at 90% against 50%: 45% with the booting at 0, reversed",
+                target: 0.5,
+                tolerances: (0.1, 0.1),
+                fleet: (4, 2),
+                value: 0.9,
+                kubernetes: 4,
+            },
+            Case {
+                situation: "2 of 3 up at 50.9% against 30%: 33.93% truncated to 33, within",
+                target: 0.3,
+                tolerances: (0.1, 0.1),
+                fleet: (3, 2),
+                value: 0.509,
+                kubernetes: 3,
+            },
+            Case {
+                situation: "4 of 5 up at 75.5% against 50%: 60.4% truncated to 60, ceil(6)",
+                target: 0.5,
+                tolerances: (0.1, 0.1),
+                fleet: (5, 4),
+                value: 0.755,
+                kubernetes: 6,
+            },
+            Case {
+                situation: "4 of 5 up at 30% against 50%: scaling down leaves the booting out",
+                target: 0.5,
+                tolerances: (0.1, 0.1),
+                fleet: (5, 4),
+                value: 0.3,
+                kubernetes: 3,
+            },
+        ];
+        for case in cases {
+            let mut h = hpa(HpaMetric::Cpu, case.target);
+            h.tolerances = Tolerances {
+                up: case.tolerances.0,
+                down: case.tolerances.1,
+            };
+            let (size, up) = case.fleet;
+            for metric in [HpaMetric::Cpu, HpaMetric::Utilisation] {
+                h.metric = metric;
+                assert_eq!(
+                    h.recommend(Fleet { size, up }, Some(case.value)),
+                    Some(case.kubernetes),
+                    "{}",
+                    case.situation
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn tolerance_sets_both_directions_and_each_direction_its_own() {
+        let read = |table: Value| {
+            tolerances(&Params::new("autoscale", "hpa", table.as_object().unwrap())).unwrap()
+        };
+        let t = |up, down| Tolerances { up, down };
+        assert_eq!(read(json!({})), t(0.1, 0.1), "Kubernetes' default");
+        assert_eq!(read(json!({ "tolerance": 0.05 })), t(0.05, 0.05));
+        assert_eq!(read(json!({ "up_tolerance": 0.5 })), t(0.5, 0.1));
+        assert_eq!(
+            read(json!({ "tolerance": 0.2, "down_tolerance": 0.0 })),
+            t(0.2, 0.0)
+        );
+    }
+
+    #[test]
+    fn a_queue_time_is_compared_with_the_per_direction_tolerances() {
+        let mut h = hpa(HpaMetric::QueueP95, 0.1);
+        h.tolerances = Tolerances { up: 0.5, down: 0.0 };
+        assert_eq!(h.recommend(Fleet::steady(10), Some(0.14)), Some(10));
+        assert_eq!(h.recommend(Fleet::steady(10), Some(0.16)), Some(16));
+        assert_eq!(h.recommend(Fleet::steady(10), Some(0.09)), Some(9));
     }
 
     #[test]

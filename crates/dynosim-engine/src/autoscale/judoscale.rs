@@ -14,6 +14,7 @@
 //! 50 ms), the upscale frequency's current default (3 minutes, the older fixed rule), and
 //! whether a metric inside the range restarts the downscale delay (it does here).
 
+use super::pacing::{Direction, Pacing, Step, Streak, Waits, Why};
 use super::{wait, window_and_delay, AutoscaleRule, Bounds, Decision, Fleet, Metric, Observed};
 use super::{Reading, Statistic};
 use crate::error::Result;
@@ -38,14 +39,34 @@ pub struct Judoscale {
     delay: f64,
     /// Dynos added per upscale.
     step: u32,
-    /// Least time between two upscales (the upscale frequency).
-    cooldown: f64,
     /// Time below the range before the first downscale, and between two.
     downscale_delay: f64,
     bounds: Bounds,
-    last_up: Option<f64>,
-    last_down: Option<f64>,
-    below_since: Option<f64>,
+    /// Upscales at least the cooldown (the upscale frequency) apart, downscales
+    /// `downscale_delay` apart.
+    pacing: Pacing,
+    /// The p95 below the range.
+    below: Streak,
+}
+
+const UP: Why = Why {
+    taken: "above the range",
+    at_bound: "above the range, at max",
+    waiting: "above the range, upscale cooldown",
+};
+
+const DOWN: Why = Why {
+    taken: "below the range for the downscale delay",
+    at_bound: "below the range, at min",
+    waiting: "below the range, downscale delay",
+};
+
+fn pacing(cooldown: f64, downscale_delay: f64) -> Pacing {
+    Pacing::new(Waits {
+        up: cooldown,
+        down: downscale_delay,
+        across: 0.0,
+    })
 }
 
 pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
@@ -53,6 +74,7 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
     // other at that ratio.
     let (upscale_above, downscale_below) = super::threshold_range(p, (0.1, 0.05))?;
     let (window, delay) = window_and_delay(p, 10.0, 10.0)?;
+    let downscale_delay = wait(p, "downscale_delay", 600.0)?;
     Ok(Box::new(Judoscale {
         upscale_above,
         downscale_below,
@@ -60,12 +82,10 @@ pub fn build(p: &Params, bounds: Bounds) -> Result<Box<dyn AutoscaleRule>> {
         window,
         delay,
         step: p.whole("step", 1, 1, i64::from(super::MAX_DYNOS))?,
-        cooldown: wait(p, "cooldown", 180.0)?,
-        downscale_delay: wait(p, "downscale_delay", 600.0)?,
+        downscale_delay,
         bounds,
-        last_up: None,
-        last_down: None,
-        below_since: None,
+        pacing: pacing(wait(p, "cooldown", 180.0)?, downscale_delay),
+        below: Streak::default(),
     }))
 }
 
@@ -76,7 +96,7 @@ impl AutoscaleRule for Judoscale {
     /// The upscale frequency after an upscale; the downscale delay after a downscale.
     fn cooldown(&self, up: bool) -> f64 {
         if up {
-            self.cooldown
+            self.pacing.waits().up
         } else {
             self.downscale_delay
         }
@@ -95,34 +115,27 @@ impl AutoscaleRule for Judoscale {
         // No request started in the window: none queued.
         let p95 = observed.value.unwrap_or(0.0);
         if p95 > self.upscale_above {
-            self.below_since = None;
-            if fleet.size >= self.bounds.max {
-                return Decision::hold(fleet, "above the range, at max");
-            }
-            if self.last_up.is_some_and(|t| now - t < self.cooldown) {
-                return Decision::hold(fleet, "above the range, upscale cooldown");
-            }
-            self.last_up = Some(now);
-            let desired = fleet.size.saturating_add(self.step).min(self.bounds.max);
-            return Decision::new(desired, "above the range");
+            self.below.end();
+            let step = Step {
+                direction: Direction::Up,
+                dynos: self.step,
+                ready: true,
+                why: UP,
+            };
+            return self.pacing.take(now, fleet, self.bounds, step);
         }
         if p95 >= self.downscale_below {
-            self.below_since = None;
+            self.below.end();
             return Decision::hold(fleet, "within the range");
         }
-        let since = *self.below_since.get_or_insert(now);
-        if fleet.size <= self.bounds.min {
-            return Decision::hold(fleet, "below the range, at min");
-        }
-        let waited = now - since >= self.downscale_delay;
-        let spaced = self
-            .last_down
-            .map_or(true, |t| now - t >= self.downscale_delay);
-        if waited && spaced {
-            self.last_down = Some(now);
-            return Decision::new(fleet.size - 1, "below the range for the downscale delay");
-        }
-        Decision::hold(fleet, "below the range, downscale delay")
+        let below_for = self.below.extend(now);
+        let step = Step {
+            direction: Direction::Down,
+            dynos: 1,
+            ready: below_for >= self.downscale_delay,
+            why: DOWN,
+        };
+        self.pacing.take(now, fleet, self.bounds, step)
     }
 }
 
@@ -138,12 +151,10 @@ mod tests {
             window: 10.0,
             delay: 10.0,
             step: 1,
-            cooldown: 180.0,
             downscale_delay: 600.0,
             bounds: Bounds { min, max },
-            last_up: None,
-            last_down: None,
-            below_since: None,
+            pacing: pacing(180.0, 600.0),
+            below: Streak::default(),
         }
     }
 
@@ -181,7 +192,7 @@ mod tests {
         // The docs' example: range 2-10, jumps of 2, at 7 dynos: 9, then 10.
         let mut r = rule(2, 10);
         r.step = 2;
-        r.cooldown = 0.0;
+        r.pacing = pacing(0.0, 600.0);
         assert_eq!(run(&mut r, 7, &[0.2, 0.2, 0.2]), [9, 10, 10]);
     }
 
@@ -220,7 +231,7 @@ mod tests {
         let mut r = rule(2, 4);
         assert_eq!(run(&mut r, 4, &[0.5; 3]), [4, 4, 4]);
         // At max the cooldown did not start: the first upscale after coming down is at once.
-        assert_eq!(r.last_up, None);
+        assert_eq!(r.pacing.last(Direction::Up), None);
         let mut r = rule(2, 4);
         assert_eq!(run(&mut r, 2, &[0.0; 100]), [2; 100]);
     }

@@ -30,6 +30,7 @@ mod heroku;
 mod hirefire;
 mod hpa;
 mod judoscale;
+mod pacing;
 mod schedule;
 mod target_tracking;
 mod window;
@@ -638,7 +639,8 @@ mod tests {
             "window" | "delay" | "cooldown" | "downscale_delay" | "upscale_timeout"
             | "downscale_timeout" | "scale_in_cooldown" | "up_stabilization"
             | "down_stabilization" => json!("30s"),
-            "downscale_ratio" | "scale_in_ratio" | "tolerance" => json!(0.2),
+            "downscale_ratio" | "scale_in_ratio" | "tolerance" | "up_tolerance"
+            | "down_tolerance" => json!(0.2),
             "metric" => json!("queue.p95"),
             "aggregation" => json!("percentile"),
             "percentile" => json!(95),
@@ -749,6 +751,19 @@ mod tests {
             (
                 json!({ "rule": "hpa", "max": 3, "target": 0.5, "tolerance": 1.5 }),
                 "autoscale.tolerance: must be at least 0 and below 1, got 1.5",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5, "up_tolerance": -0.1 }),
+                "autoscale.up_tolerance: must be a number >= 0, got -0.1",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.5, "down_tolerance": 1.0 }),
+                "autoscale.down_tolerance: must be at least 0 and below 1, got 1",
+            ),
+            (
+                json!({ "rule": "hpa", "max": 3, "target": 0.605 }),
+                "autoscale.target: must be a whole percent (60.5% is not: the HPA's \
+                 averageUtilization is a whole number), such as 0.61",
             ),
             (
                 json!({ "rule": "hpa", "max": 3, "target": 0.5,

@@ -313,7 +313,7 @@ impl SharedRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load_index::LoadIndex;
+    use crate::in_flight::LoadIndex;
     use crate::up_set::UpSet;
     use rand::{Rng, SeedableRng};
 

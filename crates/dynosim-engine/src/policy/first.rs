@@ -45,7 +45,7 @@ impl RoutingPolicy for First {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load_index::LoadIndex;
+    use crate::in_flight::LoadIndex;
     use crate::up_set::UpSet;
     use rand::{Rng, SeedableRng};
 

@@ -174,7 +174,7 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load_index::LoadIndex;
+    use crate::in_flight::LoadIndex;
     use crate::up_set::UpSet;
     use rand::SeedableRng;
 

@@ -8,8 +8,8 @@
 
 use crate::error::Result;
 use crate::fifo_dynos::DirectDynos;
-use crate::load_index::LoadIndex;
-pub use crate::load_index::Ties;
+use crate::in_flight::LoadIndex;
+pub use crate::in_flight::Ties;
 use crate::params::Params;
 use crate::registry::Registry;
 use crate::rng::SimRng;

@@ -15,7 +15,7 @@
 //! (see [`LoadIndex::park`]), as the dynos down are.
 
 use crate::error::Result;
-use crate::load_index::LoadIndex;
+use crate::in_flight::LoadIndex;
 use crate::rng::SimRng;
 use crate::up_set::UpSet;
 use rand::seq::SliceRandom;

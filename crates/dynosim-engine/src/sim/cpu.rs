@@ -1,47 +1,94 @@
-//! A dyno's CPU, whichever way its cores are shared: time slices and interpreter locks
+//! Every dyno's CPU, whichever way its cores are shared: time slices and interpreter locks
 //! ([`super::slices`], `fleet.cpu_sharing = "slices"`, the default) or processor sharing
-//! ([`super::sharing`], `"ps"`). The rest of the simulation goes through these.
+//! ([`super::sharing`], `"ps"`). The rest of the simulation goes through [`Cpu`], which hides
+//! which; what a CPU phase starts and ends is [`super::phases`]'.
 
-use super::events::Event;
-use super::phases::schedule_next;
+use super::events::{Event, Events};
+use super::memory;
+use super::sharing::{schedule_next, Sharing, SharingStore};
 use super::slices::{Rules, Slicer};
-use super::{Simulation, State};
+use crate::alloc::{filled, prefetch_all};
+use crate::error::Result;
+use crate::scenario::{CpuSharing, Scenario};
 
 /// The request id of the router's job on a dyno's CPU under processor sharing
 /// (`router.colocated_cpu`): no request's, its group the one after the app's processes.
-const COLOCATED_JOB: u32 = u32::MAX - 1;
+pub(super) const COLOCATED_JOB: u32 = u32::MAX - 1;
 
 /// Every dyno's [`Slicer`], and the rules they share.
 #[derive(Debug)]
-pub(super) struct Slices {
-    pub rules: Rules,
-    pub dynos: Vec<Slicer>,
+struct Slices {
+    rules: Rules,
+    dynos: Vec<Slicer>,
 }
 
-impl Simulation<'_> {
-    /// A CPU phase of `work` starts for `req` on a thread of `process`.
-    pub(super) fn cpu_add(&mut self, dyno: usize, req: u32, process: u32, work: f64) {
-        self.cpu_advance(dyno);
-        match self.slices.as_deref_mut() {
-            Some(sl) => sl.dynos[dyno].add(&sl.rules, req, process, work, self.now),
-            None => self.rest.cpus[dyno].add(&mut self.cpu_store, req, process, work),
+#[derive(Debug)]
+pub(super) struct Cpu {
+    /// Processor sharing: each dyno's CPU (a [`Sharing`] of its cores; a dyno's header only,
+    /// with no phases), and the groups and jobs of all.
+    sharings: Vec<Sharing>,
+    store: SharingStore,
+    /// Time slices (None: processor sharing).
+    slices: Option<Box<Slices>>,
+    /// The app's processes: the router's group on a dyno under processor sharing is the one
+    /// after them.
+    processes: u32,
+}
+
+impl Cpu {
+    /// The CPUs of `slots` dyno slots, each slowed as an idle dyno's memory slows it.
+    pub fn new(s: &Scenario, slots: u32) -> Result<Cpu> {
+        let n = slots as usize;
+        let cpu = s.request.is_some();
+        let sliced = cpu && s.cpu.sharing == CpuSharing::Slices;
+        let store = store(s, slots, cpu && !sliced, s.colocated_cpu.is_some())?;
+        let slowdown = s.app.memory.slowdown(memory::idle(&s.app));
+        let mut sharings = filled(n, store.sharing(0))?;
+        for (d, c) in sharings.iter_mut().enumerate() {
+            *c = store.sharing(d as u32);
+            c.set_slowdown(slowdown);
         }
-        self.reschedule_cpu(dyno);
+        let slices = if sliced {
+            let rules = Rules::new(
+                s.dyno_type.cores,
+                s.cpu.quantum,
+                s.app.lock,
+                s.app.model == crate::app::Model::Async,
+                s.app.switch_interval,
+                s.app.timeslice,
+            );
+            let dynos = filled(n, Slicer::new(s.app.processes, s.dyno_type.cores))?;
+            Some(Box::new(Slices { rules, dynos }))
+        } else {
+            None
+        };
+        Ok(Cpu {
+            sharings,
+            store,
+            slices,
+            processes: s.app.processes,
+        })
     }
 
-    /// The router on the dyno's machine (`router.colocated_cpu`) works `work` seconds on the
-    /// dyno's cores: one thread of no app process, under no lock, doing what it is given in
-    /// turn. With time slices it shares the cores as any thread; with processor sharing it is
-    /// one more process (a group of its own, after the app's) whose one job's work grows.
-    pub(super) fn cpu_add_colocated(&mut self, dyno: usize, work: f64) {
-        if work <= 0.0 {
-            return;
-        }
-        self.cpu_advance(dyno);
+    /// A CPU phase of `work` starts for `req` on a thread of `process` (after
+    /// [`Self::advance`]).
+    #[inline]
+    pub fn add(&mut self, dyno: usize, req: u32, process: u32, work: f64, now: f64) {
         match self.slices.as_deref_mut() {
-            Some(sl) => sl.dynos[dyno].add_colocated(&sl.rules, work, self.now),
+            Some(sl) => sl.dynos[dyno].add(&sl.rules, req, process, work, now),
+            None => self.sharings[dyno].add(&mut self.store, req, process, work),
+        }
+    }
+
+    /// The router on the dyno's machine is given `work` more (after [`Self::advance`]): one
+    /// thread of no app process, under no lock, doing what it is given in turn. With time
+    /// slices it shares the cores as any thread; with processor sharing it is one more process
+    /// (a group of its own, after the app's) whose one job's work grows.
+    pub fn add_colocated(&mut self, dyno: usize, work: f64, now: f64) {
+        match self.slices.as_deref_mut() {
+            Some(sl) => sl.dynos[dyno].add_colocated(&sl.rules, work, now),
             None => {
-                let (cpu, store) = (&mut self.rest.cpus[dyno], &mut self.cpu_store);
+                let (cpu, store) = (&mut self.sharings[dyno], &mut self.store);
                 // The router's one job: what it has left, done or not (a job at 0 whose
                 // event has not run yet is still there), gains the new work.
                 let left = cpu.remaining(store, COLOCATED_JOB);
@@ -49,46 +96,34 @@ impl Simulation<'_> {
                     cpu.remove(store, COLOCATED_JOB);
                 }
                 let left = left.unwrap_or(0.0).max(0.0);
-                cpu.add(store, COLOCATED_JOB, self.s.app.processes, left + work);
+                cpu.add(store, COLOCATED_JOB, self.processes, left + work);
             }
         }
-        self.reschedule_cpu(dyno);
     }
 
-    /// The dyno goes down (a restart, its exit): the router's thread drops the work it has
-    /// left for it (the requests it was for failed or were answered, their connections
-    /// closed), so that no work outlives the dyno it was for.
-    pub(super) fn cpu_drop_colocated(&mut self, dyno: usize) {
-        if self.s.colocated_cpu.is_none() {
-            return;
-        }
-        self.cpu_advance(dyno);
+    /// The router's work left on the dyno is dropped (after [`Self::advance`]).
+    pub fn remove_colocated(&mut self, dyno: usize, now: f64) {
         match self.slices.as_deref_mut() {
-            Some(sl) => sl.dynos[dyno].remove_colocated(&sl.rules, self.now),
+            Some(sl) => sl.dynos[dyno].remove_colocated(&sl.rules, now),
             None => {
-                self.rest.cpus[dyno].remove(&mut self.cpu_store, COLOCATED_JOB);
+                self.sharings[dyno].remove(&mut self.store, COLOCATED_JOB);
             }
         }
-        self.reschedule_cpu(dyno);
     }
 
-    /// Brings the dyno's CPU to now, counting its busy cores since the last change.
-    pub(super) fn cpu_advance(&mut self, dyno: usize) {
-        let now = self.now;
-        let (busy, from) = match self.slices.as_deref_mut() {
+    /// Brings the dyno's CPU to `now`; returns the cores busy since the last change, and
+    /// since when.
+    #[inline]
+    pub fn advance(&mut self, dyno: usize, now: f64) -> (f64, f64) {
+        match self.slices.as_deref_mut() {
             Some(sl) => sl.dynos[dyno].advance(now),
-            None => self.rest.cpus[dyno].advance(&mut self.cpu_store, now),
-        };
-        if busy > 0.0 {
-            self.measures.cpu(from, now, busy);
-            if let Some(scaling) = self.scaling.as_deref_mut() {
-                scaling.cpu(from, now, busy);
-            }
+            None => self.sharings[dyno].advance(&mut self.store, now),
         }
     }
 
-    /// Keeps the dyno's one CPU event at its next change.
-    pub(super) fn reschedule_cpu(&mut self, dyno: usize) {
+    /// Keeps the dyno's one CPU event in `events` at its next change.
+    #[inline]
+    pub fn reschedule(&mut self, dyno: usize, now: f64, events: &mut Events) {
         let event = Event::Cpu { dyno: dyno as u32 };
         match self.slices.as_deref_mut() {
             Some(sl) => {
@@ -97,79 +132,94 @@ impl Simulation<'_> {
                     Some(t) if !s.needs_event(t) => {}
                     Some(t) => {
                         s.set_scheduled(Some(t));
-                        self.events.reschedule(t, event, s.soonest());
+                        events.reschedule(t, event, s.soonest());
                     }
                     None => {
                         s.set_scheduled(None);
-                        self.events.cancel(event);
+                        events.cancel(event);
                     }
                 }
             }
             None => schedule_next(
-                &mut self.events,
-                &mut self.rest.cpus[dyno],
-                &mut self.cpu_store,
-                self.now,
+                events,
+                &mut self.sharings[dyno],
+                &mut self.store,
+                now,
                 event,
             ),
         }
     }
 
-    /// The dyno's CPU event: the phases that ended go on.
-    pub(super) fn cpu_done(&mut self, dyno: usize) {
-        let mut done = std::mem::take(&mut self.done);
-        self.cpu_advance(dyno);
+    /// The dyno's CPU event came (after [`Self::advance`]): the jobs done by `now` into
+    /// `done` (the router's, [`COLOCATED_JOB`], among them).
+    #[inline]
+    pub fn take_done(&mut self, dyno: usize, now: f64, done: &mut Vec<u32>) {
         match self.slices.as_deref_mut() {
             Some(sl) => {
                 sl.dynos[dyno].set_scheduled(None);
-                sl.dynos[dyno].take_done(&sl.rules, self.now, &mut done);
+                sl.dynos[dyno].take_done(&sl.rules, now, done);
             }
             None => {
-                self.rest.cpus[dyno].set_scheduled(None);
-                self.rest.cpus[dyno].take_done(&mut self.cpu_store, self.now, &mut done);
+                self.sharings[dyno].set_scheduled(None);
+                self.sharings[dyno].take_done(&mut self.store, now, done);
             }
         }
-        self.reschedule_cpu(dyno);
-        for &req in &done {
-            // The router's work ends no request. A request finished before it may have
-            // restarted the dyno (R15), which failed the rest of these.
-            if req != COLOCATED_JOB && self.slab.entries[req as usize].state == State::Cpu {
-                self.phase_done(req);
-            }
-        }
-        done.clear();
-        self.done = done;
     }
 
-    /// The CPU work `req` has left (after [`Self::cpu_advance`]).
-    pub(super) fn cpu_remaining(&mut self, dyno: usize, req: u32) -> Option<f64> {
+    /// The CPU work `req` has left (after [`Self::advance`]).
+    pub fn remaining(&mut self, dyno: usize, req: u32, now: f64) -> Option<f64> {
         match self.slices.as_deref() {
-            Some(sl) => sl.dynos[dyno].remaining(req, self.now),
-            None => self.rest.cpus[dyno].remaining(&mut self.cpu_store, req),
+            Some(sl) => sl.dynos[dyno].remaining(req, now),
+            None => self.sharings[dyno].remaining(&mut self.store, req),
         }
     }
 
-    /// Takes `req`'s CPU phase away (after [`Self::cpu_advance`]; reschedule after).
-    pub(super) fn cpu_remove(&mut self, dyno: usize, req: u32) -> bool {
+    /// Takes `req`'s CPU phase away (after [`Self::advance`]; reschedule after).
+    pub fn remove(&mut self, dyno: usize, req: u32, now: f64) -> bool {
         match self.slices.as_deref_mut() {
-            Some(sl) => sl.dynos[dyno].remove(&sl.rules, req, self.now),
-            None => self.rest.cpus[dyno].remove(&mut self.cpu_store, req),
+            Some(sl) => sl.dynos[dyno].remove(&sl.rules, req, now),
+            None => self.sharings[dyno].remove(&mut self.store, req),
         }
     }
 
-    /// A process's own slowdown (after [`Self::cpu_advance`]); true when it changed.
-    pub(super) fn cpu_set_group_factor(&mut self, dyno: usize, process: u32, factor: f64) -> bool {
+    /// A process's own slowdown (after [`Self::advance`]); true when it changed.
+    pub fn set_group_factor(&mut self, dyno: usize, process: u32, factor: f64, now: f64) -> bool {
         match self.slices.as_deref_mut() {
-            Some(sl) => sl.dynos[dyno].set_group_factor(process, factor, self.now),
-            None => self.rest.cpus[dyno].set_group_factor(&mut self.cpu_store, process, factor),
+            Some(sl) => sl.dynos[dyno].set_group_factor(process, factor, now),
+            None => self.sharings[dyno].set_group_factor(&mut self.store, process, factor),
         }
     }
 
-    /// The dyno's slowdown (after [`Self::cpu_advance`]); true when it changed.
-    pub(super) fn cpu_set_slowdown(&mut self, dyno: usize, slowdown: f64) -> bool {
+    /// The dyno's slowdown (after [`Self::advance`]); true when it changed.
+    pub fn set_slowdown(&mut self, dyno: usize, slowdown: f64, now: f64) -> bool {
         match self.slices.as_deref_mut() {
-            Some(sl) => sl.dynos[dyno].set_slowdown(slowdown, self.now),
-            None => self.rest.cpus[dyno].set_slowdown(slowdown),
+            Some(sl) => sl.dynos[dyno].set_slowdown(slowdown, now),
+            None => self.sharings[dyno].set_slowdown(slowdown),
         }
+    }
+
+    /// Asks for the dyno's CPU state (see [`crate::alloc::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, dyno: usize) {
+        prefetch_all(&self.sharings[dyno]);
+        self.store.prefetch(dyno as u32);
+    }
+}
+
+/// The store of every dyno's CPU jobs: a group per process (with `cpu`), each holding at most
+/// the process's requests; and with `colocated` one group more, the router's on the dyno's
+/// machine (`router.colocated_cpu`: one job).
+fn store(s: &Scenario, dynos: u32, cpu: bool, colocated: bool) -> Result<SharingStore> {
+    let app = &s.app;
+    if cpu {
+        SharingStore::new(
+            dynos,
+            app.processes + u32::from(colocated),
+            Some(app.per_process),
+            s.dyno_type.cores,
+            app.lock.is_some(),
+        )
+    } else {
+        SharingStore::new(dynos, 1, Some(0), s.dyno_type.cores, false)
     }
 }

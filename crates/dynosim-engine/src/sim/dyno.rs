@@ -1,15 +1,18 @@
-//! A dyno's state: its accept queue (the listen backlog its processes share), its processes'
-//! busy threads and arenas ([`Processes`], for every dyno in one array), its CPU
-//! ([`Sharing`] of its cores), its memory and whether it is up.
+//! A dyno's state: its accept queue (the listen backlog its processes share) and whether it
+//! is up ([`Dyno`]), and its app server's processes: their busy threads, arenas and, with
+//! greedy accept, queues ([`Processes`], for every dyno in one array). Its CPU is
+//! [`super::cpu`]'s, its memory [`super::memory`]'s.
 
-use super::sharing::{Sharing, SharingStore};
-use crate::app::{Accept, AppServer, Memory};
+use super::slab::Fifo;
+use crate::app::{Accept, AppServer};
+use crate::rng::SimRng;
+use rand::Rng;
 use std::collections::VecDeque;
 
 /// What most events read of a dyno, in half a cache line (aligned so as not to straddle
 /// two): with 100,000 dynos every request's dyno is a cache miss, so its hot state is packed
-/// apart from the rest (its CPU, memory and greedy queues are in arrays of their own, see
-/// [`DynoRest`]).
+/// apart from the rest (its processes, [`Processes`], its CPU and its memory are in arrays of
+/// their own).
 #[derive(Debug, Clone, Copy)]
 #[repr(align(32))]
 pub(super) struct Dyno {
@@ -21,7 +24,7 @@ pub(super) struct Dyno {
     pub busy_processes: u32,
     /// Requests waiting for a thread, in order: the accept queue all processes share, or with
     /// greedy accept the backlog of those no process had room for. Linked through the
-    /// requests' slab entries (see `super::Slab::push_back`).
+    /// requests' slab entries (see `super::slab::Slab::push_back`).
     pub accept: Fifo,
     /// Its processes run (not booting, restarting or stopped).
     pub up: bool,
@@ -38,81 +41,13 @@ impl Dyno {
         up: true,
         closed: false,
     };
-}
-
-/// A FIFO of requests linked through their slab entries: no buffer of its own to reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Fifo {
-    pub head: u32,
-    pub tail: u32,
-    pub len: u32,
-}
-
-impl Fifo {
-    pub const EMPTY: Fifo = Fifo {
-        head: u32::MAX,
-        tail: u32::MAX,
-        len: 0,
-    };
-}
-
-/// The rest of the dynos' state, fleet-wide arrays by dyno: their CPUs ([`Sharing`] of their
-/// cores), their memory, and with greedy accept each process's own queue.
-#[derive(Debug)]
-pub(super) struct DynoRest {
-    pub cpus: Vec<Sharing>,
-    /// Bytes each dyno holds now.
-    pub memory: Vec<f64>,
-    /// Greedy accept: each process's own queue of accepted requests waiting for its threads,
-    /// dyno d's at `d * processes ..` (empty for shared accept).
-    pub queues: Vec<VecDeque<u32>>,
-    processes: usize,
-}
-
-impl DynoRest {
-    /// Dynos whose CPUs are the sharings of `store` in order (see [`SharingStore::sharing`]).
-    pub fn new(
-        app: &AppServer,
-        dynos: u32,
-        store: &SharingStore,
-    ) -> crate::error::Result<DynoRest> {
-        let n = dynos as usize;
-        let slowdown = app.memory.slowdown(idle_memory(app));
-        let mut cpus = crate::alloc::filled(n, store.sharing(0))?;
-        for (d, c) in cpus.iter_mut().enumerate() {
-            *c = store.sharing(d as u32);
-            c.set_slowdown(slowdown);
+    /// `slots` dyno slots, the first `up` of them holding an idle dyno, the others none.
+    pub fn slots(slots: u32, up: u32) -> crate::error::Result<Vec<Dyno>> {
+        let mut dynos = crate::alloc::filled(slots as usize, Dyno::IDLE)?;
+        for d in dynos.iter_mut().skip(up as usize) {
+            d.up = false;
         }
-        let processes = app.processes as usize;
-        Ok(DynoRest {
-            cpus,
-            memory: crate::alloc::filled(n, idle_memory(app))?,
-            queues: match app.accept {
-                Accept::Shared => Vec::new(),
-                Accept::Greedy { .. } => crate::alloc::filled(n * processes, VecDeque::new())?,
-            },
-            processes,
-        })
-    }
-
-    /// Whether processes have queues of their own (greedy accept).
-    #[inline]
-    pub fn greedy(&self) -> bool {
-        !self.queues.is_empty()
-    }
-
-    /// Process `process` of `dyno`'s own queue (greedy accept).
-    #[inline]
-    pub fn queue(&mut self, dyno: usize, process: u32) -> &mut VecDeque<u32> {
-        &mut self.queues[dyno * self.processes + process as usize]
-    }
-
-    /// `dyno`'s processes' queues (greedy accept; none otherwise).
-    pub fn queues_of(&mut self, dyno: usize) -> &mut [VecDeque<u32>] {
-        if self.queues.is_empty() {
-            return &mut [];
-        }
-        &mut self.queues[dyno * self.processes..][..self.processes]
+        Ok(dynos)
     }
 }
 
@@ -134,24 +69,50 @@ pub(super) struct Process {
     pub kills: u32,
 }
 
-/// Every dyno's processes, dyno d's at `d * processes ..`: where the index says, rather than
-/// behind a pointer of the dyno's (with 100,000 dynos, a cache miss more for each request
-/// started or finished).
+/// Every dyno's app server processes, dyno d's at `d * processes ..`: where the index says,
+/// rather than behind a pointer of the dyno's (with 100,000 dynos, a cache miss more for each
+/// request started or finished). With greedy accept, each process's own queue and the draw of
+/// the process that wins a connection; the workers' overhead after each response
+/// (`app.overhead`); and how many processes of the fleet hold a request.
 #[derive(Debug)]
 pub(super) struct Processes {
     all: Vec<Process>,
     per_dyno: usize,
     /// Whether arenas are counted.
     pub arenas: bool,
+    /// Processes holding at least one request, fleet-wide.
+    pub busy: u32,
+    /// Greedy accept: each process's own queue of accepted requests waiting for its threads,
+    /// in the order of `all` (empty for shared accept).
+    queues: Vec<VecDeque<u32>>,
+    /// Greedy accept: which process wins a connection; and the candidates, reused.
+    accept_rng: SimRng,
+    open: Vec<u32>,
+    /// `app.overhead`'s draws.
+    pub overhead_rng: SimRng,
 }
 
 impl Processes {
-    pub fn new(app: &AppServer, dynos: u32) -> crate::error::Result<Processes> {
+    pub fn new(
+        app: &AppServer,
+        dynos: u32,
+        accept_rng: SimRng,
+        overhead_rng: SimRng,
+    ) -> crate::error::Result<Processes> {
         let per_dyno = app.processes as usize;
+        let n = dynos as usize * per_dyno;
         Ok(Processes {
-            all: crate::alloc::filled(dynos as usize * per_dyno, Process::default())?,
+            all: crate::alloc::filled(n, Process::default())?,
             per_dyno,
             arenas: app.memory.counts_arenas(),
+            busy: 0,
+            queues: match app.accept {
+                Accept::Shared => Vec::new(),
+                Accept::Greedy { .. } => crate::alloc::filled(n, VecDeque::new())?,
+            },
+            accept_rng,
+            open: Vec::new(),
+            overhead_rng,
         })
     }
 
@@ -181,13 +142,40 @@ impl Processes {
         (busy < per_process).then_some(p as u32)
     }
 
-    /// Greedy accept: the processes of `dyno` with room for another connection (fewer than
-    /// `limit` held), into `out`.
+    /// Greedy accept: the process of `dyno` that wins a connection, drawn among those with
+    /// room for another (fewer than `limit` held); None when none has room.
     #[inline]
-    pub fn open(&self, dyno: usize, limit: u32, out: &mut Vec<u32>) {
-        out.clear();
+    pub fn accepting(&mut self, dyno: usize, limit: u32) -> Option<u32> {
+        self.open.clear();
         let base = dyno * self.per_dyno;
-        out.extend((0..self.per_dyno as u32).filter(|&p| self.all[base + p as usize].held < limit));
+        let all = &self.all;
+        self.open
+            .extend((0..self.per_dyno as u32).filter(|&p| all[base + p as usize].held < limit));
+        match self.open.len() {
+            0 => None,
+            1 => Some(self.open[0]),
+            n => Some(self.open[self.accept_rng.random_range(0..n)]),
+        }
+    }
+
+    /// Whether processes have queues of their own (greedy accept).
+    #[inline]
+    pub fn greedy(&self) -> bool {
+        !self.queues.is_empty()
+    }
+
+    /// Process `process` of `dyno`'s own queue (greedy accept).
+    #[inline]
+    pub fn queue(&mut self, dyno: usize, process: u32) -> &mut VecDeque<u32> {
+        &mut self.queues[dyno * self.per_dyno + process as usize]
+    }
+
+    /// `dyno`'s processes' queues (greedy accept; none otherwise).
+    pub fn queues_of(&mut self, dyno: usize) -> &mut [VecDeque<u32>] {
+        if self.queues.is_empty() {
+            return &mut [];
+        }
+        &mut self.queues[dyno * self.per_dyno..][..self.per_dyno]
     }
 
     /// `dyno`'s processes back to a fresh boot.
@@ -199,34 +187,4 @@ impl Processes {
             };
         }
     }
-}
-
-/// The store of every dyno's CPU jobs: a group per process (with `cpu`), each holding at most
-/// the process's requests; and with `colocated` one group more, the router's on the dyno's
-/// machine (`router.colocated_cpu`: one job).
-pub(super) fn cpu_store(
-    app: &AppServer,
-    dynos: u32,
-    cores: u32,
-    cpu: bool,
-    colocated: bool,
-) -> crate::error::Result<SharingStore> {
-    if cpu {
-        SharingStore::new(
-            dynos,
-            app.processes + u32::from(colocated),
-            Some(app.per_process),
-            cores,
-            app.lock.is_some(),
-        )
-    } else {
-        SharingStore::new(dynos, 1, Some(0), cores, false)
-    }
-}
-
-/// A dyno's memory with no request: the dyno's base, each process and each of its threads.
-pub(super) fn idle_memory(app: &AppServer) -> f64 {
-    let m: &Memory = &app.memory;
-    let processes = f64::from(app.processes);
-    m.dyno + processes * (m.process + f64::from(app.os_threads) * m.thread)
 }

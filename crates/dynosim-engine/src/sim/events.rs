@@ -2,7 +2,7 @@
 //! component that waits for a time has one id, and so at most one pending event.
 //!
 //! Ids, in ranges: the dynos' CPUs, then the processor-sharing resources, then the requests'
-//! deadlines (one id for all: see `super::timers`), the clients' retries (one id for all: see
+//! deadlines (one id for all: see `super::deadlines`), the clients' retries (one id for all: see
 //! `super::retries`), then each dyno slot's lifecycle (its boot, SIGTERM or SIGKILL) (these
 //! five may move or cancel their pending event: ids below [`EventIds::movable`]), then the
 //! autoscaler's evaluations, the deploys, the late-load board's refresh or changes
@@ -12,6 +12,7 @@
 //! slab index, the last range, open-ended).
 
 use crate::kernel::EventQueue;
+use crate::scenario::{Scenario, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Event {
@@ -33,7 +34,7 @@ pub(super) enum Event {
     /// The next deploy (`[[fleet.deploy]]`) replaces the dynos.
     Deploy,
     /// The late-load board (`router.view`) is refreshed, or shows the changes now old enough
-    /// (see `super::board`).
+    /// (see `super::knowledge`).
     View,
     /// The earliest of the requests' deadlines (timeouts) is due.
     Timers,
@@ -51,12 +52,20 @@ pub(super) const COMPLETION: u8 = 0;
 /// A deadline: after the completions (a response at the deadline is in time), before
 /// everything else.
 pub(super) const TIMEOUT: u8 = 1;
-/// A dyno's lifecycle and the autoscaler: after the completions and deadlines of the same
-/// moment (a request answered at a SIGKILL is in time), before requests reach dynos.
-pub(super) const BOOT: u8 = 2;
+/// A dyno slot's lifecycle (a boot's end or R10, a SIGTERM, a SIGKILL, a daily restart):
+/// after the completions and deadlines of the same moment (a request answered at a SIGKILL is
+/// in time), before requests reach dynos.
+pub(super) const LIFE: u8 = 2;
+/// The autoscaler's evaluation: with the lifecycle, after the completions and deadlines of the
+/// moment (it sees the requests answered then), before requests reach dynos.
+pub(super) const AUTOSCALE: u8 = 2;
+/// A deploy (`[[fleet.deploy]]`): with the lifecycle, whose steps it starts.
+pub(super) const DEPLOY: u8 = 2;
 /// The late-load board's refresh: with the lifecycle, after the completions of the moment (a
 /// refresh at t shows the requests answered at t), before requests reach dynos and arrive.
 pub(super) const VIEW: u8 = 2;
+/// A fault that acts at an instant (`dynos_lost`): with the lifecycle, whose steps it starts.
+pub(super) const FAULT: u8 = 2;
 /// A routed request reaching its dyno after `router.connect`: after the completions (a thread
 /// freed at t is free for it) and before the arrivals of t (it was routed before them).
 pub(super) const CONNECTED: u8 = 3;
@@ -234,6 +243,27 @@ impl Events {
         }
     }
 
+    /// The queue for a run of `s` on `slots` dyno slots; `look_ahead`: whether the run reads
+    /// ahead for the next event (large fleets), which then keeps far events in buckets.
+    pub fn for_run(s: &Scenario, slots: u32, look_ahead: bool) -> Events {
+        let clients = match &s.workload {
+            Workload::Open(_) => 0,
+            Workload::Closed(clients) => clients.count,
+        };
+        Events::new(
+            s.total_slots().min(1 << 20) as usize + 2,
+            EventIds::new(slots, s.resources.len() as u32, clients),
+            !look_ahead,
+            // Large fleets: an event for each phase's end and the arrival, about.
+            look_ahead.then(|| {
+                let phases = s.request.as_ref().map_or(1, |r| {
+                    r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
+                });
+                s.arrival_rate() * (1 + phases) as f64
+            }),
+        )
+    }
+
     #[inline]
     pub fn schedule(&mut self, time: f64, priority: u8, event: Event) {
         if event == Event::Arrival {
@@ -282,7 +312,7 @@ impl Events {
     #[inline]
     pub fn reschedule_life(&mut self, time: f64, dyno: u32) {
         self.queue
-            .reschedule(time, BOOT, self.ids.id(Event::Life { dyno }), 0);
+            .reschedule(time, LIFE, self.ids.id(Event::Life { dyno }), 0);
     }
 
     /// Whether nothing is pending: no event in the queue and no arrival beside it (the run is

@@ -1,6 +1,7 @@
 //! The fleet's lifecycle state: which dyno slot holds a dyno and where that dyno is in its
 //! life (booting, up, draining, terminating), the formation (the dynos asked for, in the order
-//! they were started), and the counts an autoscaler is shown. The transitions themselves are
+//! they were started), the counts an autoscaler is shown, and the draws of boot times and
+//! daily restarts. The transitions themselves are
 //! in [`super::lifecycle`]; the routers learn of them through [`super::router::Routers`].
 //!
 //! A slot is a place in the engine's per-dyno arrays; a dyno is one life in a slot, from its
@@ -9,6 +10,7 @@
 
 use crate::alloc::filled;
 use crate::error::Result;
+use crate::rng::SimRng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -53,11 +55,16 @@ pub(super) struct Fleet {
     pub up: u32,
     /// Draining or terminating.
     pub stopping: u32,
+    /// Boot times' draws (`fleet.boot_time`).
+    pub boot_rng: SimRng,
+    /// When each dyno's daily restart comes (`fleet.cycling`).
+    pub cycling_rng: SimRng,
 }
 
 impl Fleet {
-    /// `slots` slots, the first `dynos` of them up (the run's initial fleet).
-    pub fn new(slots: u32, dynos: u32) -> Result<Fleet> {
+    /// `slots` slots, the first `dynos` of them up (the run's initial fleet), drawing boot
+    /// times and daily restarts from the streams given.
+    pub fn new(slots: u32, dynos: u32, boot_rng: SimRng, cycling_rng: SimRng) -> Result<Fleet> {
         let mut life = filled(slots as usize, Life::Stopped)?;
         for l in life.iter_mut().take(dynos as usize) {
             *l = Life::Up;
@@ -74,6 +81,8 @@ impl Fleet {
             booting: 0,
             up: dynos,
             stopping: 0,
+            boot_rng,
+            cycling_rng,
         })
     }
 
@@ -123,7 +132,8 @@ mod tests {
 
     #[test]
     fn counts_follow_the_stages_and_slots_are_reused_lowest_first() {
-        let mut f = Fleet::new(6, 3).unwrap();
+        let rng = || crate::rng::stream(1, 0, crate::rng::Stream::Boot);
+        let mut f = Fleet::new(6, 3, rng(), rng()).unwrap();
         assert_eq!((f.size(), f.running(), f.serving()), (3, 3, 3));
         let a = f.take_slot().unwrap();
         let b = f.take_slot().unwrap();

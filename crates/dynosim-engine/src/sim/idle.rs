@@ -24,8 +24,7 @@
 //! a listed dyno that leaves its router's subset leaves the list (and reports again if idle).
 
 use super::aperture::Aperture;
-use super::events::{Event, CONNECTED};
-use super::{Simulation, NONE};
+use super::slab::NONE;
 use crate::alloc::filled;
 use crate::error::Result;
 use crate::policy::{IdleReporting, RoutingPolicy};
@@ -45,7 +44,7 @@ pub(super) struct IdleReports {
     /// Reports on their way, in the order they arrive.
     on_their_way: VecDeque<Report>,
     rng: SimRng,
-    /// The dyno the last routing decision took from a list (for [`Simulation::dispatch`]).
+    /// The dyno the last routing decision took from a list (for the dispatch to tell a hit).
     hit: Option<usize>,
     /// With an aperture: the routers a dyno may report to (reused).
     eligible: Vec<usize>,
@@ -213,29 +212,4 @@ fn list_of(policy: &mut Box<dyn RoutingPolicy>) -> &mut dyn crate::policy::IdleL
     policy
         .idle_list()
         .expect("a policy of Knowledge::IdleReports keeps an idle list")
-}
-
-impl Simulation<'_> {
-    /// `dyno` may have become idle: if it is up with nothing at it, it reports (see the
-    /// module's comment).
-    #[inline]
-    pub(super) fn idle_check(&mut self, dyno: usize) {
-        if !self.routers.takes_idle_reports() {
-            return;
-        }
-        let d = &self.dynos[dyno];
-        if d.busy > 0 || d.waiting > 0 || !self.routers.is_up(dyno) {
-            return;
-        }
-        if let Some(at) = self.routers.report_idle(dyno, self.now) {
-            self.events.schedule(at, CONNECTED, Event::Report);
-        }
-    }
-
-    /// Idle reports reach their routers.
-    pub(super) fn reports_due(&mut self) {
-        if let Some(at) = self.routers.deliver_reports(self.now) {
-            self.events.schedule(at, CONNECTED, Event::Report);
-        }
-    }
 }

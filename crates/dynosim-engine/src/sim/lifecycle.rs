@@ -11,13 +11,15 @@
 //! [`Simulation::kill`]: what a request gives back when what runs it dies. Whatever else
 //! takes a dyno or a worker down, or brings one up, belongs here too.
 
-use super::dyno::{self, Dyno, Fifo};
+use super::deadlines::{Deadline, Kind};
+use super::dyno::Dyno;
 use super::events::Event;
-use super::events::BOOT;
+use super::events::{AUTOSCALE, DEPLOY, FAULT};
 use super::fleet::Life;
-use super::timers::{Deadline, Kind};
-use super::{Simulation, State, NONE};
-use crate::resource::PoolScope;
+use super::memory;
+use super::slab::{Fifo, State, NONE};
+use super::Simulation;
+use crate::resource_spec::PoolScope;
 use crate::result::ErrorKind;
 use crate::scenario::CYCLING_JITTER;
 use rand::Rng;
@@ -45,7 +47,7 @@ impl Simulation<'_> {
         }
         self.dynos[dyno].busy -= 1;
         self.dynos[dyno].busy_processes -= 1;
-        self.busy_processes -= 1;
+        self.procs.busy -= 1;
         let m = &self.s.app.memory;
         let proc = self.procs.of_mut(dyno, process);
         debug_assert!(
@@ -56,7 +58,7 @@ impl Simulation<'_> {
         proc.kills += 1;
         let kills = proc.kills;
         let freed = m.request + f64::from(std::mem::take(&mut proc.arenas)) * m.arena;
-        if self.memory {
+        if self.memory.modelled {
             self.memory_changed(dyno, -freed);
         } else if self.measures.detailed() {
             self.fleet_levels();
@@ -138,17 +140,18 @@ impl Simulation<'_> {
             // Held by an outage: its event comes at the outage's end; an app-wide pool's
             // connection it had goes to the next.
             State::Hung(r) => {
-                if r != NONE && e.pool != NONE {
-                    if self.resources[r as usize].scope == Some(PoolScope::App) {
-                        released.push((r, e.pool));
-                    }
+                if r != NONE
+                    && e.pool != NONE
+                    && self.resources[r as usize].scope == Some(PoolScope::App)
+                {
+                    released.push((r, e.pool));
                 }
                 Some(State::Dead)
             }
             State::ResourceService(r) => Some(State::Orphan(r)),
             State::Cpu => {
                 self.cpu_advance(dyno);
-                self.cpu_remove(dyno, req);
+                self.cpu.remove(dyno, req, self.now);
                 None
             }
             State::PoolWait(r) => {
@@ -177,7 +180,7 @@ impl Simulation<'_> {
         };
         if !router_done {
             self.count_done(router as usize, dyno);
-            self.in_flight[router as usize] -= 1;
+            self.routers.in_flight[router as usize] -= 1;
         }
         if on_thread {
             if let Some(scaling) = self.scaling.as_deref_mut() {
@@ -191,6 +194,28 @@ impl Simulation<'_> {
         match pending {
             Some(kept) => self.slab.entries[req as usize].state = kept,
             None => self.slab.release(req),
+        }
+    }
+
+    /// Schedules the first fault that acts at an instant (`[[faults]]`, see [`super::faults`]).
+    pub(super) fn schedule_first_fault(&mut self) {
+        if let Some(at) = self.faults.first() {
+            self.events.schedule(at, FAULT, Event::Fault);
+        }
+    }
+
+    /// The fault due now (`dynos_lost`): `count` dynos up crash, and boot again.
+    pub(super) fn fault_due(&mut self) {
+        let (count, next) = self.faults.take_due();
+        if let Some(at) = next {
+            self.events.schedule(at, FAULT, Event::Fault);
+        }
+        let up: Vec<usize> = (0..self.fleet.life.len())
+            .filter(|&d| self.fleet.life[d] == Life::Up)
+            .take(count as usize)
+            .collect();
+        for dyno in up {
+            self.crash(dyno, ErrorKind::Crashed);
         }
     }
 
@@ -233,7 +258,7 @@ impl Simulation<'_> {
         d.waiting = 0;
         let mut victims: Vec<u32> =
             std::iter::from_fn(|| self.slab.pop_front(&mut accept)).collect();
-        for queue in self.rest.queues_of(dyno) {
+        for queue in self.procs.queues_of(dyno) {
             victims.extend(queue.drain(..));
         }
         self.waiting_total -= victims.len();
@@ -297,30 +322,22 @@ impl Simulation<'_> {
             ..Dyno::IDLE
         };
         self.procs.reset(dyno);
-        self.busy_processes -= busy_before;
-        self.set_memory(dyno, dyno::idle_memory(&self.s.app));
+        self.procs.busy -= busy_before;
+        self.set_memory(dyno, memory::idle(&self.s.app));
     }
 
     /// `dyno` holds `bytes` from now on (the fleet's totals and its CPU's slowdown follow).
     fn set_memory(&mut self, dyno: usize, bytes: f64) {
-        let before = self.rest.memory[dyno];
-        let quota = self.s.app.memory.quota;
-        self.rest.memory[dyno] = bytes;
-        self.fleet_memory += bytes - before;
-        match (before > quota, bytes > quota) {
-            (true, false) => self.over_quota -= 1,
-            (false, true) => self.over_quota += 1,
-            _ => {}
-        }
+        self.memory.set(dyno, bytes);
         self.fleet_levels();
         let slowdown = self.s.app.memory.slowdown(bytes);
-        let _ = self.cpu_set_slowdown(dyno, slowdown);
+        let _ = self.cpu.set_slowdown(dyno, slowdown, self.now);
     }
 
     /// `dyno` starts booting: its boot time is drawn; it is up at the boot's end, or crashes
     /// (R10) at `fleet.boot_timeout` if the boot would take longer.
     fn boot_begin(&mut self, dyno: usize) {
-        let boot = self.s.boot_time.sample(&mut self.boot_rng);
+        let boot = self.s.boot_time.sample(&mut self.fleet.boot_rng);
         let timeout = self.s.lifecycle.boot_timeout;
         // A dyno restarted for memory in a fixed fleet boots as it always did: the boot
         // timeout is the lifecycle's (an autoscaled fleet's).
@@ -384,7 +401,7 @@ impl Simulation<'_> {
         }
         self.measures.dyno_up(dyno, self.now);
         if let Some(period) = self.s.lifecycle.cycling {
-            let jitter = self.cycling_rng.random::<f64>() * CYCLING_JITTER;
+            let jitter = self.fleet.cycling_rng.random::<f64>() * CYCLING_JITTER;
             // Restarts come while the run's window lasts (not while its last requests end).
             let at = self.now + period + jitter;
             if at < self.measures.window_end() {
@@ -406,9 +423,9 @@ impl Simulation<'_> {
         // A cycle is a + J, J uniform on [0, j]: length-biased, J has density (a + u) / norm.
         let (a, j) = (self.s.boot_time.mean() + period, CYCLING_JITTER);
         for &dyno in &self.fleet.formation {
-            let y: f64 = self.cycling_rng.random();
+            let y: f64 = self.fleet.cycling_rng.random();
             let u = -a + (a * a + 2.0 * y * (a * j + j * j / 2.0)).sqrt();
-            let at = self.cycling_rng.random::<f64>() * (a + u);
+            let at = self.fleet.cycling_rng.random::<f64>() * (a + u);
             if at < self.measures.window_end() {
                 self.events.reschedule_life(at, dyno);
             }
@@ -455,7 +472,7 @@ impl Simulation<'_> {
         };
         self.fleet.next_deploy += 1;
         if let Some(&(at, _)) = deploys.get(self.fleet.next_deploy) {
-            self.events.schedule(at, BOOT, Event::Deploy);
+            self.events.schedule(at, DEPLOY, Event::Deploy);
         }
         self.measures.deployed(self.now);
         // A preboot still booting is abandoned: this deploy's set replaces it.
@@ -537,7 +554,7 @@ impl Simulation<'_> {
         self.fleet.set(dyno, Life::Booting);
         self.measures.dyno_started(self.now);
         // A fresh dyno: idle memory from its start (its slot held none).
-        self.set_memory(dyno, dyno::idle_memory(&self.s.app));
+        self.set_memory(dyno, memory::idle(&self.s.app));
         self.boot_begin(dyno);
     }
 
@@ -646,6 +663,47 @@ impl Simulation<'_> {
         self.measures.fleet_size(self.now, running, serving);
         if let Some(scaling) = self.scaling.as_deref_mut() {
             scaling.serving(self.now, serving);
+        }
+    }
+
+    /// The autoscaler's evaluation at `now`: the dynos report, the rule is shown the fleet and
+    /// asks for a size, the lifecycle gets there; the next evaluation is scheduled while the
+    /// run's window lasts.
+    pub(super) fn autoscale(&mut self) {
+        let now = self.now;
+        let cores = f64::from(self.s.dyno_type.cores);
+        let threads = f64::from(self.s.slots);
+        let fleet = crate::autoscale::Fleet {
+            size: self.fleet.size(),
+            up: self.fleet.up,
+        };
+        let Some(scaling) = self.scaling.as_deref_mut() else {
+            return;
+        };
+        if let Some((desired, reversal)) = scaling.evaluate(now, cores, threads, fleet) {
+            self.measures.scaled(now, reversal);
+            self.scale_to(desired);
+        }
+        let next = now
+            + self
+                .scaling
+                .as_ref()
+                .map_or(f64::INFINITY, |s| s.interval());
+        if self.goes_on(next) {
+            self.events.schedule(next, AUTOSCALE, Event::Autoscale);
+        }
+    }
+
+    /// Whether the run has work left at `next` for the autoscaler to act on: a timed run
+    /// while its window lasts; a closed loop measured whole (its window has no end) while it
+    /// has requests to send or on their way. Without that end the evaluations went on for
+    /// ever once the last request was answered: the run never ended.
+    fn goes_on(&self, next: f64) -> bool {
+        let window_end = self.measures.window_end();
+        if window_end.is_finite() {
+            next < window_end
+        } else {
+            self.clients.to_send != Some(0) || self.slab.entries.len() > self.slab.free.len()
         }
     }
 }

@@ -5,80 +5,145 @@
 //! workload (an arrival process, or closed-loop clients) → router(s) (a policy, each router's
 //! view of its in-flight requests, a FIFO queue for policies that hold) → dyno (accept queue,
 //! processes and threads, [`dyno`]) → the request's phases: `cpu` on the dyno's cores
-//! ([`sharing`]), `io`, `use` of a resource (its pool and servers, [`resource`]) → the
-//! response (a closed-loop client thinks and sends again). The observer ([`Measures`]) is told
-//! what happened; the components keep no statistics of their own.
+//! ([`cpu`]), `io`, `use` of a resource (its pool and servers, [`resource`]) → the response (a
+//! closed-loop client thinks and sends again). The observer ([`Measures`]) is told what
+//! happened; the components keep no statistics of their own.
 //!
-//! Events at the same time run in this order (the kernel's priorities): completions (a timed
-//! phase, a CPU or resource slice, a thread's overhead), then dyno boots, then routed requests
-//! reaching their dynos (`router.connect`), then arrivals and clients' sends; among equals, in
-//! the order they were scheduled. A thread freed at t is free for a request
+//! Events at the same time run in this order (the kernel's priorities, in `events.rs`):
+//! 1. completions: a timed phase's end (a `[service]` hold, `io`, an FCFS resource's service),
+//!    a thread's overhead, a CPU's or a processor-sharing resource's completion;
+//! 2. the requests' deadlines (a response at its deadline is in time);
+//! 3. a dyno slot's lifecycle (a boot's end or R10, SIGTERM, SIGKILL, a daily restart), the
+//!    autoscaler's evaluations, deploys, and the late-load board's refresh (`router.view`);
+//! 4. the routers' own delays: a request reaching its dyno (`router.connect`), a refused one's
+//!    retry (`router.retry_delay`), the router done with a request (`router.cost`), an idle
+//!    dyno's report reaching its router (`jiq`);
+//! 5. arrivals and closed-loop clients' sends.
+//!
+//! Among equals, in the order they were scheduled. A thread freed at t is free for a request
 //! arriving at t.
 //!
 //! A scenario of plain slots and `[service]` runs as requests holding a thread for their drawn
 //! service time, with the same draws and the same order of events as the direct engine
 //! ([`crate::direct`]), so that both report the same figures.
 //!
-//! One `Simulation` holds a replication's state; what it does is split by concern, one file
-//! each, so that a change has one place to go:
-//! - `routing.rs`: arrivals, the routers (their queues, `router.cost`, retries) and the
-//!   dispatch of a request to a dyno;
-//! - `board.rs`: the routers' counts, and the late-load board they read under `router.view`;
-//! - `threads.rs`: a request at its dyno: the accept queue, a thread taking it, the response
-//!   and the thread freed;
-//! - `phases.rs`: a request's phases on its thread: `io`, `cpu`, `use` of a resource, and the
-//!   events that end them;
-//! - `memory.rs`: a dyno's memory (R14, R15) and malloc arenas;
-//! - `timeouts.rs`: the requests' timeouts, their deadlines and what each does when it comes;
-//! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
-//!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, `app.timeout`'s worker kills; the
-//!   stages themselves are in `fleet.rs`;
-//! - `scaling.rs`: the autoscaler: what it is fed, and its evaluations;
-//! - `clients.rs`: closed-loop clients, who think and send again.
+//! # The files
 //!
-//! This file keeps the state, its construction, and the run's loop of events; the
-//! components' own state is in `dyno.rs`, `router.rs`, `resource.rs`, `sharing.rs`,
-//! `timers.rs`, and the events in `events.rs`.
+//! One `Simulation` holds a replication's state: the run's own (scenario, clock, events,
+//! requests in flight, observer), and one field per concern, each a struct of its own that
+//! holds that concern's state. Three kinds of file:
+//!
+//! The run's own:
+//! - `mod.rs` (this file): `Simulation`, the entry points, the run's loop, and what every step
+//!   shares (a request answered, a client's answer, reading ahead, the trace's frames);
+//! - `build.rs`: the builder, one line a concern, and the first events;
+//! - `events.rs`: the events, their ids in the kernel's queue, their priorities;
+//! - `slab.rs`: the requests in flight (their entries and states): the types every file shares;
+//! - `streams.rs`: the random streams, one per purpose, all made there.
+//!
+//! Each concern's state, with its constructor and the methods on that state alone (these
+//! files name no `Simulation`):
+//! - `traffic.rs`: the open workload's arrivals and what each request is drawn to be;
+//! - `clients.rs`: closed-loop clients (requests left to send, think times);
+//! - `router.rs`: the routers (policies, their view of the loads, queues, in-flight counts,
+//!   `router.cost`'s turns), with `aperture.rs` (each router's subset) and `idle.rs` (`jiq`'s
+//!   reports);
+//! - `colocated.rs`: a router on the dyno's machine (`router.colocated_cpu`): its draws;
+//! - `dyno.rs`: what most events read of a dyno, and its app server's processes;
+//! - `cpu.rs`: every dyno's CPU, shared by time slices (`slices.rs`) or processor sharing
+//!   (`sharing.rs`, which the resources use too);
+//! - `memory.rs`: every dyno's memory, the fleet's and the dynos over quota;
+//! - `resource.rs`: a shared resource (pools, servers);
+//! - `deadlines.rs`: the requests' deadlines and the timeouts' draws;
+//! - `fleet.rs`: which slot holds a dyno, where each is in its life, the formation;
+//! - `scaling.rs`: the autoscaler and what it is fed;
+//! - `trace.rs`: a trace's frames.
+//!
+//! The steps: `impl Simulation` blocks, what happens, which read and change several concerns
+//! (no concern's file names them):
+//! - `dispatch.rs`: a request from its arrival to a dyno: routers, their queues, `router.cost`,
+//!   `router.connect`, retries;
+//! - `knowledge.rs`: what the routers learn of the dynos: their counts, the late board
+//!   (`router.view`), idle reports (`jiq`);
+//! - `threads.rs`: a request at its dyno: the accept queue, a thread taking it, the response,
+//!   the thread freed, and what that does to memory (R14, R15) and arenas;
+//! - `phases.rs`: a request's phases on its thread (`io`, `cpu`, `use`) and the events that end
+//!   them;
+//! - `timeouts.rs`: what each deadline does when it comes;
+//! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
+//!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, daily restarts, deploys, the
+//!   autoscaler's evaluations, `app.timeout`'s worker kills.
+//!
+//! # Adding a concern
+//!
+//! (client retries, faults, breakers...): a room of its own, not fields in `Simulation`.
+//! 1. One new file, `NAME.rs`: its state struct, its constructor (from the scenario, and its
+//!    random streams if it draws), and the methods that work on its own state. It names no
+//!    `Simulation`: `Simulation` names it, and `tools/check_imports.py` refuses the cycle. The
+//!    request types it needs are `slab.rs`'s.
+//! 2. `mod NAME;` below, and one field in `Simulation`.
+//! 3. One line in the builder (`build.rs`): `name: Name::new(s, ...)`. A new stream is a
+//!    [`crate::rng::Stream`] purpose and a field of `Streams` (`streams.rs`), handed over in
+//!    that line.
+//! 4. Where it acts, a call from the steps (`dispatch.rs`, `threads.rs`...), such as
+//!    `self.breakers.allows(dyno, self.now)`. An event of its own is a variant in `events.rs`
+//!    (an id range, and a priority constant of its own: its place in the order above), an arm
+//!    in the run's loop, and the step it runs: an `impl Simulation` method in the steps' file
+//!    where it belongs, or in a new steps file (which nothing names back).
 
 mod aperture;
-mod board;
+mod build;
 mod clients;
+mod colocated;
 mod cpu;
+mod deadlines;
+mod dispatch;
 mod dyno;
 mod events;
 mod faults;
 mod fleet;
 mod idle;
+mod knowledge;
 mod lifecycle;
 mod memory;
 mod phases;
+mod resend;
 mod resource;
 mod retries;
 mod router;
-mod routing;
 mod scaling;
 mod sharing;
+mod slab;
 mod slices;
+mod streams;
 mod threads;
 mod timeouts;
-mod timers;
+mod trace;
+mod traffic;
 
-use crate::alloc::{filled, prefetch, prefetch_all, StateBytes};
+use crate::alloc::{prefetch, prefetch_all, StateBytes};
 use crate::error::{Error, Result};
 use crate::measure::Measures;
 use crate::policy::{Knowledge, Ties};
-use crate::request::PhaseKind;
 use crate::result::{Frame, ReplicationResult, Trace};
-use crate::rng::{stream, SimRng, Stream};
-use crate::scenario::{Scenario, Workload};
-use dyno::{Dyno, DynoRest, Fifo, Processes};
-use events::{Event, EventIds, Events, ARRIVAL, BOOT};
+use crate::scenario::Scenario;
+use clients::Clients;
+use colocated::Colocated;
+use cpu::Cpu;
+use deadlines::Deadlines;
+use dyno::{Dyno, Processes};
+use events::{Event, Events, ARRIVAL};
+use faults::Faults;
 use fleet::Fleet;
+use memory::Memory;
 use resource::ResourceState;
+use retries::Retries;
 use router::Routers;
 use scaling::Scaling;
-use sharing::{Sharing, SharingStore};
-use timers::Deadlines;
+use sharing::Sharing;
+use slab::{Request, Slab, NONE};
+use trace::TraceRecorder;
+use traffic::Traffic;
 
 /// Fleets of at least this many dynos read ahead for the next event (see
 /// `Simulation::touch`): about 1 MB of dyno and CPU state, beyond the faster caches.
@@ -87,302 +152,64 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
-const NONE: u32 = u32::MAX;
-
-/// Where a request is, for what an event or a restart must do with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Held by its router's policy (or about to be routed).
-    Routing,
-    /// In its router's own queue, or being worked on by it (`router.cost`).
-    AtRouter,
-    /// Routed, on its way to the dyno (`router.connect`).
-    Connecting,
-    /// Refused by a dyno whose backlog was full: the router tries another after
-    /// `router.retry_delay`. Counted by no dyno meanwhile.
-    Retrying,
-    Accept,
-    /// A timed phase: `[service]` hold or `io`.
-    Timed,
-    Cpu,
-    PoolWait(u32),
-    ResourceQueue(u32),
-    ResourceService(u32),
-    /// On a thread between phases.
-    Thread,
-    /// Answered; its thread is still busy with it (`app.overhead`).
-    Overhead,
-    /// Killed while an event of its own was pending; freed when it comes.
-    Dead,
-    /// Killed while resource `r` served it: the resource works on to the end (it is not
-    /// told), then frees its server and connection, and the entry is freed.
-    Orphan(u32),
-    /// Held on its thread by an outage until it ends: of the app before its first phase (NONE),
-    /// or of resource `r` with its connection in hand (`[[faults]]`, see [`faults`]).
-    Hung(u32),
-    /// Not a request: a free entry of the slab.
-    Free,
-}
-
-#[derive(Debug, Clone)]
-struct Request {
-    arrival: f64,
-    start: f64,
-    /// `[service]`'s drawn time, or the sum of the phases' (uncontended).
-    service: f64,
-    router: u32,
-    dyno: u32,
-    process: u32,
-    class: u32,
-    phase: u32,
-    client: u32,
-    state: State,
-    /// Whether it has waited in a queue (router or dyno) on its way to a thread.
-    waited: bool,
-    /// The pool connection held (pool index), or NONE.
-    pool: u32,
-    /// When the current wait began (pool or resource queue).
-    waited_since: f64,
-    pool_wait: f64,
-    /// Bumped each time the slab entry is reused: a deadline set for an earlier request of
-    /// the same entry is told apart by it.
-    generation: u32,
-    /// The client has its answer: an error (a timeout), given while the dyno may still be
-    /// working on the request, which it is not told.
-    answered: bool,
-    /// The router no longer counts the request against its dyno (it answered it, or gave up
-    /// on the dyno: H12).
-    router_done: bool,
-    /// When the client was answered with an error (infinite if it was not).
-    abandoned_at: f64,
-    /// The CPU work the request still had to do when its client was answered with an error.
-    cpu_left: f64,
-    /// Dynos that refused it (a full `app.backlog`).
-    refusals: u32,
-    /// The dyno that refused it last, which its retry avoids (NONE: none).
-    refused_by: u32,
-    /// The request after it in its dyno's accept queue ([`Fifo`]), or NONE.
-    next: u32,
-    /// When its router last sent it to a dyno: the start of the round trip the router sees
-    /// (`p2c_ewma` learns from it).
-    dispatched: f64,
-}
-
-/// Requests in flight, by index; freed entries are reused.
-#[derive(Debug, Default)]
-struct Slab {
-    entries: Vec<Request>,
-    free: Vec<u32>,
-    /// Drawn phase times: request i's are `times[i * stride ..][.. its phases]`, `stride`
-    /// being the most phases a class has (0 for `[service]`). One array for all requests,
-    /// rather than a vector each, so that a request's times are where its index says (no
-    /// pointer to load first: with many requests in flight that was a cache miss more).
-    times: Vec<f64>,
-    stride: usize,
-    /// Each request's key (`arrivals.keys`) by its index, when requests carry keys (empty
-    /// otherwise: a scenario without keys keeps its entries as they were).
-    keys: Vec<u32>,
-    keyed: bool,
-}
-
-impl Slab {
-    #[inline]
-    fn insert(&mut self) -> u32 {
-        if let Some(i) = self.free.pop() {
-            let e = &mut self.entries[i as usize];
-            e.generation = e.generation.wrapping_add(1);
-            i
-        } else {
-            self.entries.push(Request {
-                arrival: 0.0,
-                start: 0.0,
-                service: 0.0,
-                router: 0,
-                dyno: NONE,
-                process: 0,
-                class: 0,
-                phase: 0,
-                client: NONE,
-                state: State::Routing,
-                waited: false,
-                pool: NONE,
-                waited_since: 0.0,
-                pool_wait: 0.0,
-                generation: 0,
-                answered: false,
-                router_done: false,
-                abandoned_at: f64::INFINITY,
-                cpu_left: 0.0,
-                refusals: 0,
-                refused_by: NONE,
-                next: NONE,
-                dispatched: 0.0,
-            });
-            self.times.resize(self.entries.len() * self.stride, 0.0);
-            if self.keyed {
-                self.keys.resize(self.entries.len(), NONE);
-            }
-            (self.entries.len() - 1) as u32
-        }
-    }
-    /// Request `i`'s time for phase `phase`.
-    #[inline]
-    fn time(&self, i: u32, phase: u32) -> f64 {
-        self.times[i as usize * self.stride + phase as usize]
-    }
-
-    /// Puts request `i` at the back of `fifo`.
-    #[inline]
-    fn push_back(&mut self, fifo: &mut Fifo, i: u32) {
-        self.entries[i as usize].next = NONE;
-        if fifo.len == 0 {
-            fifo.head = i;
-        } else {
-            self.entries[fifo.tail as usize].next = i;
-        }
-        fifo.tail = i;
-        fifo.len += 1;
-    }
-
-    /// Takes the request at the front of `fifo`.
-    #[inline]
-    fn pop_front(&mut self, fifo: &mut Fifo) -> Option<u32> {
-        if fifo.len == 0 {
-            return None;
-        }
-        let i = fifo.head;
-        fifo.head = self.entries[i as usize].next;
-        fifo.len -= 1;
-        Some(i)
-    }
-
-    /// Asks for request `i`'s entry and phase times (see [`prefetch`]).
-    #[inline]
-    fn prefetch(&self, i: u32) {
-        if let Some(entry) = self.entries.get(i as usize) {
-            prefetch_all(entry);
-            if let Some(times) = self
-                .times
-                .get(i as usize * self.stride..)
-                .and_then(|t| t.get(..self.stride))
-            {
-                prefetch_all(times);
-            }
-        }
-    }
-
-    #[inline]
-    fn release(&mut self, i: u32) {
-        self.entries[i as usize].state = State::Free;
-        self.free.push(i);
-    }
-}
-
-#[derive(Debug)]
-struct TraceRecorder {
-    interval: f64,
-    until: f64,
-    /// Whether each frame lists every dyno's depth, or only the fleet's totals.
-    per_dyno: bool,
-    next: f64,
-    frames: Vec<Frame>,
-    /// The response times of the answers since the last frame.
-    responses: crate::stats::TimeStats,
-}
-
+/// A replication's state: the run's own, and one field per concern, each the struct that holds
+/// that concern's state (see the module's comment).
 struct Simulation<'s> {
+    // The run's own: the scenario, the clock, the events, the requests in flight, the
+    // observer, and what the run's loop keeps for itself.
     s: &'s Scenario,
     now: f64,
     events: Events,
     slab: Slab,
-    dynos: Vec<Dyno>,
-    /// The dynos' CPUs, memory and greedy queues.
-    rest: DynoRest,
-    /// The groups and jobs of every dyno's CPU (processor sharing).
-    cpu_store: SharingStore,
-    /// Every dyno's CPU in time slices (`fleet.cpu_sharing = "slices"`; None: processor
-    /// sharing, in `rest.cpus` and `cpu_store`).
-    slices: Option<Box<cpu::Slices>>,
-    /// `app.request_cpu`'s draws.
-    request_cpu_rng: SimRng,
-    /// `fleet.cpu_jitter`: each CPU phase's factor (None: none), and its draws.
-    jitter: Option<rand_distr::LogNormal<f64>>,
-    jitter_rng: SimRng,
-    /// `router.colocated_cpu`'s draws, one a request at its arrival; and half of each request's
-    /// draw, by its slab index, for its response (the other half went with its dispatch).
-    colocated_rng: SimRng,
-    colocated_half: Vec<f64>,
-    /// Every dyno's processes' requests and arenas.
-    procs: Processes,
-    /// Which slot holds a dyno, and where each dyno is in its life.
-    fleet: Fleet,
-    /// The autoscaler, when the scenario has one.
-    scaling: Option<Box<Scaling>>,
-    routers: Routers,
-    /// Whether the routers' policies learn from their responses ([`Knowledge::Responses`]).
-    learns_responses: bool,
-    waiting_total: usize,
-    resources: Vec<ResourceState>,
-    service_rng: SimRng,
-    think_rng: SimRng,
-    /// Greedy accept: which process wins a connection; and the candidates, reused.
-    accept_rng: SimRng,
-    open_processes: Vec<u32>,
-    connect_rng: SimRng,
-    overhead_rng: SimRng,
-    /// Boot times (`fleet.boot_time`).
-    boot_rng: SimRng,
-    /// The requests' keys (`arrivals.keys`).
-    keys_rng: SimRng,
-    /// When each dyno's daily restart comes (`fleet.cycling`).
-    cycling_rng: SimRng,
-    /// The requests' deadlines by kind ([`timers::Kind`]), for the timeouts the scenario sets; and
-    /// the killed workers' replacements.
-    deadlines: [Option<Deadlines>; 5],
-    /// When the deadlines' event is scheduled, if it is.
-    timers_at: Option<f64>,
-    /// Each timeout's draws (by [`timers::Kind`]).
-    timeout_rngs: [SimRng; 4],
-    /// Requests each router holds: waiting at it, or sent and not yet answered by their dyno
-    /// or given up on (`router.max_in_flight` caps it).
-    in_flight: Vec<u64>,
-    /// `router.cost`: when each router is done with the requests it has (a FIFO server: a
-    /// request's turn is known when it comes), how many it has, and its work's draws.
-    router_free_at: Vec<f64>,
-    at_router: Vec<u64>,
-    router_cost_rng: SimRng,
     measures: Measures,
+    /// Requests waiting anywhere (routers' queues and turns, dynos' queues), against
+    /// `run.max_waiting`; and those that ever waited, for the trace.
+    waiting_total: usize,
     queued: u64,
-    trace: Option<TraceRecorder>,
     /// Whether requests have phases (`[request]`) rather than one `[service]` hold.
     phases: bool,
-    /// Whether dynos keep memory and may restart.
-    memory: bool,
-    /// Fleet totals for the observer.
-    busy_processes: u32,
-    fleet_memory: f64,
-    over_quota: u32,
     /// Whether to read ahead for the next event ([`Simulation::touch`]): for fleets whose
     /// state outgrows the caches; a small one's is in them already (the reads cost 1–2%).
     look_ahead: bool,
     /// Whether requests have CPU phases (for [`Simulation::touch_dyno`]).
     cpu_phases: bool,
-    /// Closed loop: requests still to send (None: until the window ends).
-    to_send: Option<u64>,
+    /// The requests a CPU's or a resource's event finished (reused).
     done: Vec<u32>,
-    /// The arriving request's service time when the workload carries it (a replayed trace).
-    carried: Option<f64>,
+
+    // The concerns, each its own state (see the module's comment).
+    /// The open workload's arrivals, and what each request is drawn to be.
+    traffic: Traffic,
+    /// The closed loop's clients.
+    clients: Clients,
+    /// The routers: policies, queues, counts, `router.cost`'s turns.
+    routers: Routers,
+    /// A router on the dyno's machine (`router.colocated_cpu`): its draws.
+    colocated: Option<Colocated>,
+    /// What most events read of each dyno slot (its accept queue, its counts).
+    dynos: Vec<Dyno>,
+    /// Every dyno's app server processes.
+    procs: Processes,
+    /// Every dyno's CPU.
+    cpu: Cpu,
+    /// Every dyno's memory.
+    memory: Memory,
+    /// The shared resources (`[resources]`).
+    resources: Vec<ResourceState>,
+    /// The requests' deadlines (timeouts) and the killed workers' replacements.
+    deadlines: Deadlines,
+    /// Which slot holds a dyno, and where each dyno is in its life.
+    fleet: Fleet,
+    /// The autoscaler, when the scenario has one.
+    scaling: Option<Box<Scaling>>,
+    /// The trace's frames, when one is recorded.
+    trace: Option<TraceRecorder>,
     /// The clients' retries (`[arrivals.retry]`); None: clients never retry.
-    retries: Option<Box<retries::Retries>>,
-    /// The faults that act at an instant (`dynos_lost`); None: none.
-    instants: Option<faults::Instants>,
-    /// Whether a slowdown strikes the app's work, and whether the app looks at each request a
-    /// thread takes (an app outage, `app.wait_timeout`).
-    slows_app: bool,
-    gates: bool,
+    retries: Option<Box<Retries>>,
+    /// The faults (`[[faults]]`) and the app's gate (`app.wait_timeout`).
+    faults: Faults,
 }
 
-/// What a replication's state costs on this engine (see [`crate::memory`]).
+/// What a replication's state costs on this engine (see [`crate::state_size`]).
 pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
     let u32_bytes = size_of::<u32>() as f64;
     // Per router and dyno: the in-flight count, and for a ranking its bucket links (random
@@ -421,7 +248,7 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
         // `router.colocated_cpu`: half of its draw kept for the response.
         + if scenario.colocated_cpu.is_some() { 8.0 } else { 0.0 }
         // `[arrivals.retry]`: each entry's try.
-        + if scenario.client_retry.is_some() { retries::Retries::BYTES_PER_REQUEST } else { 0.0 };
+        + if scenario.client_retry.is_some() { Retries::BYTES_PER_REQUEST } else { 0.0 };
     // A late view's board: counts for the fleet, ranked as a router's would be.
     let board = if scenario.reads_board() {
         crate::view::Board::BYTES_PER_DYNO + ranking
@@ -478,35 +305,7 @@ pub fn trace_replication(
     per_dyno: bool,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(ReplicationResult, Trace)> {
-    if !(interval > 0.0 && until >= 0.0 && interval.is_finite() && until.is_finite()) {
-        return Err(Error::config(
-            "trace",
-            "interval must be positive and until >= 0",
-        ));
-    }
-    let frames = (until / interval).floor() + 1.0;
-    let per_frame = if per_dyno {
-        f64::from(scenario.dyno_slots())
-    } else {
-        1.0
-    };
-    if frames * per_frame > 5e7 {
-        return Err(Error::config(
-            "trace",
-            format!(
-                "{frames} frames x {} dynos is too large a trace; use a longer interval",
-                scenario.dynos
-            ),
-        ));
-    }
-    let recorder = TraceRecorder {
-        interval,
-        until,
-        per_dyno,
-        next: 0.0,
-        frames: Vec::with_capacity(frames as usize),
-        responses: crate::stats::TimeStats::default(),
-    };
+    let recorder = TraceRecorder::new(scenario, interval, until, per_dyno)?;
     simulate(scenario, replication, Some(recorder), interrupted)
         .map(|(result, trace)| (result, trace.expect("a recorder was given")))
 }
@@ -530,313 +329,139 @@ fn simulate_measures(
     trace: Option<TraceRecorder>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Measures, f64, Option<Trace>)> {
-    s.check_stable()?;
-    let seed = s.seed;
-    let mut arrival_rng = stream(seed, replication, Stream::Arrivals);
-    // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
-    // past the initial fleet start with no dyno in them.
-    let slots = s.dyno_slots();
-    let n = slots as usize;
-    let phases = s.request.is_some();
-    let cpu = phases;
-    let memory = s.app.memory.is_modelled();
-    let sliced = cpu && s.cpu.sharing == crate::scenario::CpuSharing::Slices;
-    let colocated = s.colocated_cpu.is_some();
-    let cpu_store = dyno::cpu_store(&s.app, slots, s.dyno_type.cores, cpu && !sliced, colocated)?;
-    let mut dynos = filled(n, Dyno::IDLE)?;
-    let mut rest = DynoRest::new(&s.app, slots, &cpu_store)?;
-    for d in s.dynos as usize..n {
-        dynos[d].up = false;
-        rest.memory[d] = 0.0;
+    Simulation::build(s, replication, trace)?.run(interrupted)
+}
+
+impl Simulation<'_> {
+    /// Runs the events until none is left, or until `interrupted` says to stop; returns what
+    /// was measured, when the window closed, and the trace.
+    fn run(
+        mut self,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<(Measures, f64, Option<Trace>)> {
+        let window_end = self.measures.window_end();
+        let mut steps = 0u64;
+        while let Some((time, event)) = self.events.pop() {
+            if self.look_ahead {
+                if let Some((next, req)) = self.events.peek() {
+                    self.touch(next, req);
+                }
+            }
+            if self.trace.is_some() {
+                self.snapshot_until(time);
+            }
+            match event {
+                Event::Arrival if time < window_end => {
+                    self.now = time;
+                    self.open_arrival(time);
+                    self.check_overload()?;
+                }
+                Event::Send { client } if time < window_end && self.clients.to_send != Some(0) => {
+                    self.now = time;
+                    if let Some(left) = self.clients.to_send.as_mut() {
+                        *left -= 1;
+                    }
+                    self.arrive(client);
+                }
+                // Past the window (or the closed loop's last request): not sent.
+                Event::Arrival | Event::Send { .. } => continue,
+                Event::Done { req } => {
+                    self.now = time;
+                    self.timed_done(req);
+                }
+                Event::Cpu { dyno } => {
+                    self.now = time;
+                    self.cpu_done(dyno as usize);
+                }
+                Event::Shared { resource } => {
+                    self.now = time;
+                    self.shared_done(resource as usize);
+                }
+                Event::Life { dyno } => {
+                    self.now = time;
+                    self.life_event(dyno as usize);
+                }
+                Event::Autoscale => {
+                    self.now = time;
+                    self.autoscale();
+                }
+                Event::Deploy => {
+                    self.now = time;
+                    self.deploy();
+                }
+                Event::View => self.view_due(time),
+                Event::Report => {
+                    self.now = time;
+                    self.reports_due();
+                }
+                Event::Retries => {
+                    self.now = time;
+                    self.retries_due();
+                }
+                Event::Fault => {
+                    self.now = time;
+                    self.fault_due();
+                }
+                Event::Timers => {
+                    let before = self.now;
+                    self.now = time;
+                    if !self.timers_due() {
+                        // A deadline that found its request already answered (its timer still
+                        // set) is no part of the run's work: the run's end stays at the last
+                        // event that did something. It made a 1 s `ab -n` run of
+                        // `unicorn-2011` last 30 s, the router's timeout (issue #23).
+                        self.now = before;
+                    }
+                }
+            }
+            steps += 1;
+            if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
+                return Err(Error::Interrupted);
+            }
+        }
+        Ok(self.close(window_end))
     }
-    let clients = match &s.workload {
-        Workload::Open(_) => 0,
-        Workload::Closed(clients) => clients.count,
-    };
-    let mut sim = Simulation {
-        s,
-        now: 0.0,
-        events: Events::new(
-            s.total_slots().min(1 << 20) as usize + 2,
-            EventIds::new(slots, s.resources.len() as u32, clients),
-            slots < LOOK_AHEAD_DYNOS,
-            // Large fleets: an event for each phase's end and the arrival, about.
-            (slots >= LOOK_AHEAD_DYNOS).then(|| {
-                let phases = s.request.as_ref().map_or(1, |r| {
-                    r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(1)
-                });
-                s.arrival_rate() * (1 + phases) as f64
-            }),
-        ),
-        slab: Slab {
-            stride: s.request.as_ref().map_or(0, |r| {
-                r.classes.iter().map(|c| c.phases.len()).max().unwrap_or(0)
-            }),
-            keyed: s.keys.is_some(),
-            ..Slab::default()
-        },
-        dynos,
-        rest,
-        cpu_store,
-        slices: if sliced {
-            let rules = slices::Rules::new(
-                s.dyno_type.cores,
-                s.cpu.quantum,
-                s.app.lock,
-                s.app.model == crate::app::Model::Async,
-                s.app.switch_interval,
-                s.app.timeslice,
-            );
-            let dynos = filled(n, slices::Slicer::new(s.app.processes, s.dyno_type.cores))?;
-            Some(Box::new(cpu::Slices { rules, dynos }))
-        } else {
-            None
-        },
-        request_cpu_rng: stream(seed, replication, Stream::RequestCpu),
-        jitter: (cpu && s.cpu.jitter > 0.0).then(|| {
-            // A mean-1 lognormal of coefficient of variation c: sigma² = ln(1 + c²).
-            let var = (1.0 + s.cpu.jitter * s.cpu.jitter).ln();
-            rand_distr::LogNormal::new(-var / 2.0, var.sqrt()).expect("a finite sigma")
-        }),
-        jitter_rng: stream(seed, replication, Stream::Jitter),
-        colocated_rng: stream(seed, replication, Stream::Colocated),
-        colocated_half: Vec::new(),
-        procs: Processes::new(&s.app, slots)?,
-        fleet: Fleet::new(slots, s.dynos)?,
-        scaling: s
-            .autoscale
-            .as_ref()
-            .map(|a| Box::new(Scaling::new(a.clone(), s.dynos))),
-        routers: Routers::new(s, slots, replication)?,
-        learns_responses: s.policy.knowledge() == Knowledge::Responses,
-        waiting_total: 0,
-        resources: s
-            .resources
-            .iter()
-            .map(|r| ResourceState::new(r, slots, s.app.processes))
-            .collect(),
-        service_rng: stream(seed, replication, Stream::Service),
-        think_rng: stream(seed, replication, Stream::Think),
-        accept_rng: stream(seed, replication, Stream::Accept),
-        open_processes: Vec::new(),
-        connect_rng: stream(seed, replication, Stream::Connect),
-        overhead_rng: stream(seed, replication, Stream::Overhead),
-        boot_rng: stream(seed, replication, Stream::Boot),
-        keys_rng: stream(seed, replication, Stream::Keys),
-        cycling_rng: stream(seed, replication, Stream::Cycling),
-        deadlines: {
-            let [router, queue, client, app] = [
-                s.router_timeout.as_ref(),
-                s.queue_timeout.as_ref(),
-                s.client_timeout.as_ref(),
-                s.app.timeout.as_deref(),
-            ]
-            .map(|t| t.map(|t| Deadlines::new(t.constant().is_some())));
-            // Replacements come a fixed time after their kills: in order.
-            let boots = s.app.timeout.is_some().then(|| Deadlines::new(true));
-            [router, queue, client, app, boots]
-        },
-        timers_at: None,
-        timeout_rngs: [
-            Stream::RouterTimeout,
-            Stream::QueueTimeout,
-            Stream::ClientTimeout,
-            Stream::AppTimeout,
-        ]
-        .map(|purpose| stream(seed, replication, purpose)),
-        in_flight: vec![0; s.routers as usize],
-        router_free_at: vec![0.0; s.routers as usize],
-        at_router: vec![0; s.routers as usize],
-        router_cost_rng: stream(seed, replication, Stream::RouterCost),
-        measures: Measures::new(s)?,
-        queued: 0,
-        trace,
-        phases,
-        memory,
-        busy_processes: 0,
-        fleet_memory: f64::from(s.dynos) * dyno::idle_memory(&s.app),
-        over_quota: if dyno::idle_memory(&s.app) > s.app.memory.quota {
-            s.dynos
-        } else {
-            0
-        },
-        to_send: None,
-        look_ahead: slots >= LOOK_AHEAD_DYNOS,
-        cpu_phases: s.request.as_ref().is_some_and(|r| {
-            r.classes
-                .iter()
-                .any(|c| c.phases.iter().any(|p| p.kind == PhaseKind::Cpu))
-        }),
-        done: Vec::new(),
-        carried: None,
-        retries: s
-            .client_retry
-            .as_ref()
-            .map(|r| Box::new(retries::Retries::new(r, seed, replication))),
-        instants: faults::Instants::new(s),
-        slows_app: s.faults.slows(crate::fault::Target::App),
-        gates: s.app.wait_timeout.is_some() || s.faults.has_outage(crate::fault::Target::App),
-    };
-    if sim.measures.detailed() {
-        let over = f64::from(sim.over_quota);
-        sim.measures.fleet_levels(0.0, 0.0, sim.fleet_memory, over);
-        if memory {
-            sim.measures.dyno_memory(0.0, dyno::idle_memory(&s.app));
+
+    /// The open workload's next arrival, at `time`.
+    #[inline]
+    fn open_arrival(&mut self, time: f64) {
+        self.traffic.carry();
+        self.arrive(NONE);
+        if let Some(t) = self.traffic.next_arrival(time) {
+            self.events.schedule(t, ARRIVAL, Event::Arrival);
+        }
+        if self.look_ahead {
+            self.touch_next_arrival();
         }
     }
 
-    let mut arrivals = match &s.workload {
-        Workload::Open(process) => {
-            let mut process = process.fresh(seed, replication);
-            if let Some(t) = process.next_arrival(0.0, &mut arrival_rng) {
-                sim.events.schedule(t, ARRIVAL, Event::Arrival);
+    /// The run is over: the trace's last frames, and the levels held to the window's end.
+    fn close(mut self, window_end: f64) -> (Measures, f64, Option<Trace>) {
+        if self.trace.is_some() {
+            self.snapshot_until(f64::INFINITY);
+        }
+        // A timed run's window closes at its end, whenever its last event ran (the levels hold
+        // their values to it); a closed loop measured whole ends with its last work.
+        let end = if window_end.is_finite() {
+            self.now.max(window_end)
+        } else {
+            self.now
+        };
+        if self.measures.detailed() {
+            let (now, busy, memory, over) = (
+                end,
+                f64::from(self.procs.busy),
+                self.memory.fleet,
+                f64::from(self.memory.over_quota),
+            );
+            self.measures.fleet_levels(now, busy, memory, over);
+            for (r, state) in self.resources.iter().enumerate() {
+                self.measures.resource_busy(r, now, state.busy_servers());
             }
-            Some(process)
         }
-        Workload::Closed(clients) => {
-            sim.to_send = clients.requests;
-            for client in 0..clients.count {
-                sim.events.schedule(0.0, ARRIVAL, Event::Send { client });
-            }
-            None
-        }
-    };
-    if let Some(scaling) = &sim.scaling {
-        let first = scaling.interval();
-        if first < sim.measures.window_end() {
-            sim.events.schedule(first, BOOT, Event::Autoscale);
-        }
+        let trace = self.trace.take().map(TraceRecorder::into_trace);
+        (self.measures, end, trace)
     }
-    if let Some(&(at, _)) = s.lifecycle.deploys.first() {
-        sim.events.schedule(at, BOOT, Event::Deploy);
-    }
-    sim.schedule_first_cycles();
-    sim.schedule_first_fault();
-    sim.schedule_first_view();
-    // Under `jiq`, the initial fleet reports idle at the start, dyno by dyno.
-    for dyno in 0..s.dynos as usize {
-        sim.idle_check(dyno);
-    }
-    let window_end = sim.measures.window_end();
-    let mut steps = 0u64;
-    while let Some((time, event)) = sim.events.pop() {
-        if sim.look_ahead {
-            if let Some((next, req)) = sim.events.peek() {
-                sim.touch(next, req);
-            }
-        }
-        if sim.trace.is_some() {
-            sim.snapshot_until(time);
-        }
-        match event {
-            Event::Arrival => {
-                if time >= window_end {
-                    continue;
-                }
-                sim.now = time;
-                let process = arrivals.as_mut().expect("an open workload");
-                let mut carried = [0.0];
-                sim.carried = process.carried_services(&mut carried).then_some(carried[0]);
-                sim.arrive(NONE);
-                if let Some(t) = process.next_arrival(time, &mut arrival_rng) {
-                    sim.events.schedule(t, ARRIVAL, Event::Arrival);
-                }
-                if sim.look_ahead {
-                    sim.touch_next_arrival();
-                }
-                sim.check_overload()?;
-            }
-            Event::Send { client } => {
-                if time >= window_end || sim.to_send == Some(0) {
-                    continue;
-                }
-                sim.now = time;
-                if let Some(left) = sim.to_send.as_mut() {
-                    *left -= 1;
-                }
-                sim.arrive(client);
-            }
-            Event::Done { req } => {
-                sim.now = time;
-                sim.timed_done(req);
-            }
-            Event::Cpu { dyno } => {
-                sim.now = time;
-                sim.cpu_done(dyno as usize);
-            }
-            Event::Shared { resource } => {
-                sim.now = time;
-                sim.shared_done(resource as usize);
-            }
-            Event::Life { dyno } => {
-                sim.now = time;
-                sim.life_event(dyno as usize);
-            }
-            Event::Autoscale => {
-                sim.now = time;
-                sim.autoscale();
-            }
-            Event::Deploy => {
-                sim.now = time;
-                sim.deploy();
-            }
-            Event::View => sim.view_due(time),
-            Event::Report => {
-                sim.now = time;
-                sim.reports_due();
-            }
-            Event::Retries => {
-                sim.now = time;
-                sim.retries_due();
-            }
-            Event::Fault => {
-                sim.now = time;
-                sim.fault_due();
-            }
-            Event::Timers => {
-                let before = sim.now;
-                sim.now = time;
-                if !sim.timers_due() {
-                    // A deadline that found its request already answered (its timer still
-                    // set) is no part of the run's work: the run's end stays at the last
-                    // event that did something. It made a 1 s `ab -n` run of
-                    // `unicorn-2011` last 30 s, the router's timeout (issue #23).
-                    sim.now = before;
-                }
-            }
-        }
-        steps += 1;
-        if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
-            return Err(Error::Interrupted);
-        }
-    }
-    if sim.trace.is_some() {
-        sim.snapshot_until(f64::INFINITY);
-    }
-    // A timed run's window closes at its end, whenever its last event ran (the levels hold
-    // their values to it); a closed loop measured whole ends with its last work.
-    let end = if window_end.is_finite() {
-        sim.now.max(window_end)
-    } else {
-        sim.now
-    };
-    if sim.measures.detailed() {
-        let (now, busy, memory, over) = (
-            end,
-            f64::from(sim.busy_processes),
-            sim.fleet_memory,
-            f64::from(sim.over_quota),
-        );
-        sim.measures.fleet_levels(now, busy, memory, over);
-        for (r, state) in sim.resources.iter().enumerate() {
-            sim.measures.resource_busy(r, now, state.busy_servers());
-        }
-    }
-    let trace = sim.trace.take().map(|t| Trace {
-        interval: t.interval,
-        frames: t.frames,
-    });
-    Ok((sim.measures, end, trace))
 }
 
 impl Simulation<'_> {
@@ -849,7 +474,23 @@ impl Simulation<'_> {
             scaling.response_time(self.now, seconds);
         }
         if let Some(trace) = self.trace.as_mut() {
-            trace.responses.record(seconds);
+            trace.responded(seconds);
+        }
+    }
+
+    /// A closed-loop client got its response (or error): it thinks, then sends again.
+    pub(super) fn respond(&mut self, client: u32) {
+        self.respond_after(client, 0.0);
+    }
+
+    /// [`Self::respond`], waiting at least `at_least` before sending again.
+    pub(super) fn respond_after(&mut self, client: u32, at_least: f64) {
+        if client == NONE {
+            return;
+        }
+        if let Some(think) = self.clients.think(self.s, at_least) {
+            self.events
+                .schedule(self.now + think, ARRIVAL, Event::Send { client });
         }
     }
 
@@ -861,8 +502,7 @@ impl Simulation<'_> {
     fn touch(&self, event: Event, soonest: u32) {
         match event {
             Event::Cpu { dyno } => {
-                prefetch_all(&self.rest.cpus[dyno as usize]);
-                self.cpu_store.prefetch(dyno);
+                self.cpu.prefetch(dyno as usize);
                 // The request it expects to finish (known when it was scheduled).
                 self.slab.prefetch(soonest);
             }
@@ -887,8 +527,7 @@ impl Simulation<'_> {
         self.routers.loads[0].prefetch(dyno);
         self.measures.prefetch_dyno(dyno);
         if self.cpu_phases {
-            prefetch_all(&self.rest.cpus[dyno]);
-            self.cpu_store.prefetch(dyno as u32);
+            self.cpu.prefetch(dyno);
         }
     }
 
@@ -920,22 +559,21 @@ impl Simulation<'_> {
         let Some(trace) = self.trace.as_mut() else {
             return;
         };
-        while trace.next <= trace.until && trace.next < time {
+        while let Some(at) = trace.due(time) {
             let (mut busy, mut dyno_waiting) = (0u64, 0u64);
             for d in &self.dynos {
                 busy += u64::from(d.busy);
                 dyno_waiting += u64::from(d.waiting);
             }
-            let responses = std::mem::take(&mut trace.responses);
-            let response_p95 = (responses.count() > 0).then(|| responses.summary().p95);
-            trace.frames.push(Frame {
-                time: trace.next,
+            let response_p95 = trace.take_p95();
+            trace.push(Frame {
+                time: at,
                 depth: if trace.per_dyno {
                     self.dynos.iter().map(|d| d.busy + d.waiting).collect()
                 } else {
                     Vec::new()
                 },
-                router_waiting: self.routers.held() + self.at_router.iter().sum::<u64>(),
+                router_waiting: self.routers.held() + self.routers.in_hand.iter().sum::<u64>(),
                 dyno_waiting,
                 busy,
                 arrived: self.measures.arrivals(),
@@ -949,7 +587,6 @@ impl Simulation<'_> {
                 autoscale_metric: self.scaling.as_ref().and_then(|s| s.last_seen()),
                 response_p95,
             });
-            trace.next = (trace.frames.len() as f64) * trace.interval;
         }
     }
 }

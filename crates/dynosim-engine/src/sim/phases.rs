@@ -6,11 +6,13 @@
 //! a `Done` that ends no phase is passed on to its owner), `Cpu` and `Shared`. When the last
 //! phase is done, the response is [`super::threads`]'.
 
-use super::events::{Event, Events};
-use super::sharing::{Sharing, SharingStore};
-use super::{Simulation, State, NONE};
+use super::cpu::COLOCATED_JOB;
+use super::events::Event;
+use super::sharing::schedule_next;
+use super::slab::{State, NONE};
+use super::Simulation;
 use crate::request::PhaseKind;
-use crate::resource::{Discipline, PoolScope};
+use crate::resource_spec::{Discipline, PoolScope};
 use crate::result::ErrorKind;
 
 impl Simulation<'_> {
@@ -24,18 +26,18 @@ impl Simulation<'_> {
         match phase.kind {
             PhaseKind::Io => {
                 self.slab.entries[req as usize].state = State::Timed;
-                let time = time * self.app_slowdown();
+                let time = time * self.faults.app_slowdown(self.s, self.now);
                 self.events.schedule_done(self.now + time, req, dyno as u32);
             }
             // The server's own CPU, merged into the app's first CPU phase (`arrive`).
             PhaseKind::Cpu if time == 0.0 && phase.server => self.phase_done(req),
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
-                let time = time * self.app_slowdown();
+                let time = time * self.faults.app_slowdown(self.s, self.now);
                 self.cpu_add(dyno, req, process, time);
             }
             // A resource out that refuses: the query fails at once, and the app answers 500.
-            PhaseKind::Use(r) if self.resource_outage(r) == Some(None) => {
+            PhaseKind::Use(r) if self.faults.resource_outage(self.s, r, self.now) == Some(None) => {
                 self.finish_with(req, Some(ErrorKind::Outage))
             }
             PhaseKind::Use(r) => {
@@ -68,7 +70,7 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.pool_wait = now - entry.waited_since;
         entry.waited_since = now;
-        if let Some(Some(until)) = self.resource_outage(r) {
+        if let Some(Some(until)) = self.faults.resource_outage(self.s, r, self.now) {
             let entry = &mut self.slab.entries[req as usize];
             entry.state = State::Hung(r);
             let dyno = entry.dyno;
@@ -81,7 +83,7 @@ impl Simulation<'_> {
     /// [`Self::serve`], its pool wait counted (and any hang over).
     pub(super) fn serve_after_hang(&mut self, r: u32, req: u32) {
         let now = self.now;
-        let slowdown = self.resource_slowdown(r);
+        let slowdown = self.faults.resource_slowdown(self.s, r, self.now);
         let entry = &mut self.slab.entries[req as usize];
         let time =
             self.slab.times[req as usize * self.slab.stride + entry.phase as usize] * slowdown;
@@ -162,7 +164,7 @@ impl Simulation<'_> {
                 let res = &mut self.resources[r as usize];
                 res.busy -= 1;
                 if let Some(next) = res.queue.pop_front() {
-                    let slowdown = self.resource_slowdown(r);
+                    let slowdown = self.faults.resource_slowdown(self.s, r, self.now);
                     let res = &mut self.resources[r as usize];
                     res.busy += 1;
                     let entry = &mut self.slab.entries[next as usize];
@@ -191,7 +193,9 @@ impl Simulation<'_> {
             State::AtRouter => self.routed(req),
             State::Retrying => self.retry(req),
             State::Overhead => self.free_thread(req),
-            State::Hung(r) => self.unhang(req, r),
+            // An outage that held it has ended: its first phase, or its use of the resource.
+            State::Hung(NONE) => self.begin_phase(req),
+            State::Hung(r) => self.serve_after_hang(r, req),
             State::Dead => self.slab.release(req),
             other => unreachable!("a timed event for a request in state {other:?}"),
         }
@@ -237,26 +241,67 @@ impl Simulation<'_> {
             self.finish(req);
         }
     }
-}
+    /// A CPU phase of `work` starts for `req` on a thread of `process`.
+    pub(super) fn cpu_add(&mut self, dyno: usize, req: u32, process: u32, work: f64) {
+        self.cpu_advance(dyno);
+        self.cpu.add(dyno, req, process, work, self.now);
+        self.reschedule_cpu(dyno);
+    }
 
-/// Keeps a processor-sharing component's one completion event right after a change: moved
-/// when its next completion moved, taken back when it has no jobs left.
-pub(super) fn schedule_next(
-    events: &mut Events,
-    sharing: &mut Sharing,
-    store: &mut SharingStore,
-    now: f64,
-    event: Event,
-) {
-    match sharing.next_completion(store, now) {
-        Some(t) if !sharing.needs_event(t) => {}
-        Some(t) => {
-            sharing.set_scheduled(Some(t));
-            events.reschedule(t, event, sharing.soonest());
+    /// The router on the dyno's machine (`router.colocated_cpu`) works `work` seconds on the
+    /// dyno's cores (see [`super::cpu::Cpu::add_colocated`]).
+    pub(super) fn cpu_add_colocated(&mut self, dyno: usize, work: f64) {
+        if work <= 0.0 {
+            return;
         }
-        None => {
-            sharing.set_scheduled(None);
-            events.cancel(event);
+        self.cpu_advance(dyno);
+        self.cpu.add_colocated(dyno, work, self.now);
+        self.reschedule_cpu(dyno);
+    }
+
+    /// The dyno goes down (a restart, its exit): the router's thread drops the work it has
+    /// left for it (the requests it was for failed or were answered, their connections
+    /// closed), so that no work outlives the dyno it was for.
+    pub(super) fn cpu_drop_colocated(&mut self, dyno: usize) {
+        if self.s.colocated_cpu.is_none() {
+            return;
         }
+        self.cpu_advance(dyno);
+        self.cpu.remove_colocated(dyno, self.now);
+        self.reschedule_cpu(dyno);
+    }
+
+    /// Brings the dyno's CPU to now, counting its busy cores since the last change.
+    pub(super) fn cpu_advance(&mut self, dyno: usize) {
+        let now = self.now;
+        let (busy, from) = self.cpu.advance(dyno, now);
+        if busy > 0.0 {
+            self.measures.cpu(from, now, busy);
+            if let Some(scaling) = self.scaling.as_deref_mut() {
+                scaling.cpu(from, now, busy);
+            }
+        }
+    }
+
+    /// Keeps the dyno's one CPU event at its next change.
+    pub(super) fn reschedule_cpu(&mut self, dyno: usize) {
+        self.cpu.reschedule(dyno, self.now, &mut self.events);
+    }
+
+    /// The dyno's CPU event: the phases that ended go on.
+    pub(super) fn cpu_done(&mut self, dyno: usize) {
+        let mut done = std::mem::take(&mut self.done);
+        self.cpu_advance(dyno);
+        self.cpu.take_done(dyno, self.now, &mut done);
+        self.reschedule_cpu(dyno);
+        for &req in &done {
+            // The router's work ends no request. A request finished before it may have
+            // restarted the dyno (R15), which failed the rest of these.
+            if req != COLOCATED_JOB && self.slab.entries[req as usize].state == State::Cpu {
+                self.phase_done(req);
+            }
+        }
+        done.clear();
+        self.done = done;
     }
 }

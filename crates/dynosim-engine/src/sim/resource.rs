@@ -2,7 +2,8 @@
 //! served, or processor sharing through [`Sharing`]).
 
 use super::sharing::{Sharing, SharingStore};
-use crate::resource::{Discipline, PoolScope, Resource};
+use crate::resource_spec::{Discipline, PoolScope, Resource};
+use crate::scenario::Scenario;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone)]
@@ -27,6 +28,14 @@ pub(super) struct ResourceState {
 }
 
 impl ResourceState {
+    /// The state of each of `s`'s resources, for `dynos` dyno slots.
+    pub fn all(s: &Scenario, dynos: u32) -> Vec<ResourceState> {
+        s.resources
+            .iter()
+            .map(|r| ResourceState::new(r, dynos, s.app.processes))
+            .collect()
+    }
+
     pub fn new(r: &Resource, dynos: u32, processes: u32) -> ResourceState {
         let store = SharingStore::new(1, 1, None, r.servers, false).expect("one group of no jobs");
         let (pools, scope) = match r.pool {

@@ -1,23 +1,19 @@
-//! The clients' retries (`[arrivals.retry]`, [`crate::retry`]): a try that failed with an
-//! outcome the clients retry, while tries are left and the budget allows, is sent again after
-//! its backoff as a new try of the same request (its class, drawn work and key), through the
-//! router like any arrival; otherwise the client gets the error. The try that failed is left
-//! as it is: a dyno that holds it works on.
+//! The clients' retries (`[arrivals.retry]`, [`crate::retry`]): their state. A try that failed
+//! with an outcome the clients retry, while tries are left and the budget allows, is sent
+//! again after its backoff as a new try of the same request (its class, drawn work and key);
+//! what a failed try becomes, and the retries' sends, are steps of [`super::resend`].
 //!
-//! A user request's figures run from its first try's send to the last try's answer; each try
-//! counts at its dyno as a request of its own (its queue time, the router's counts and
-//! timeouts, its log line for the autoscaler). Retries wait for their backoff in a heap of
-//! their own, all behind one event of the kernel (as the deadlines do, see `super::timers`).
-//! Their draws (backoff jitter, and the retried tries' patience) come from streams of their
-//! own, so that the first tries' draws are the same with or without retries.
+//! Retries wait for their backoff in a heap of their own, all behind one event of the kernel
+//! (as the deadlines do, see `super::deadlines`). Their draws (backoff jitter, and the retried
+//! tries' patience) come from streams of their own, so that the first tries' draws are the
+//! same with or without retries.
 
-use super::events::Event;
-use super::timers::Kind;
-use super::{Simulation, NONE};
+use super::deadlines::Kind;
 use crate::result::ErrorKind;
 use crate::retry::budget::BudgetState;
 use crate::retry::{ClientRetry, Failure};
-use crate::rng::{stream, SimRng, Stream};
+use crate::rng::SimRng;
+use crate::scenario::Scenario;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -39,32 +35,49 @@ const FIRST: Try = Try {
 /// A retry waiting for its backoff: what the new try copies of the one that failed (its
 /// drawn phase times are in [`Retries::times`], at its slot).
 #[derive(Debug, Clone, Copy)]
-struct Pending {
-    tried: Try,
-    client: u32,
-    class: u32,
-    service: f64,
+pub(super) struct Pending {
+    pub tried: Try,
+    pub client: u32,
+    pub class: u32,
+    pub service: f64,
     /// The key (NONE: requests carry none), and half the colocated CPU.
-    key: u32,
-    colocated_half: f64,
+    pub key: u32,
+    pub colocated_half: f64,
+}
+
+/// The retries' random streams.
+pub(super) struct RetryStreams {
+    /// Backoff jitter.
+    pub delays: SimRng,
+    /// The retried tries' own timeouts (client, queue), drawn when each is sent.
+    pub patience: SimRng,
+}
+
+/// What became of a failed try.
+pub(super) enum Verdict {
+    /// Sent again after its backoff (this long): the client waits.
+    Retry(f64),
+    /// The client gets the error.
+    Failed,
+    /// The client gets the error: a budget refused a retry it would have made.
+    Denied,
+    /// The client gets the error: it had made all its tries.
+    Exhausted,
 }
 
 /// The retries' state in one replication.
-#[derive(Debug)]
 pub(super) struct Retries {
-    pub policy: ClientRetry,
+    policy: ClientRetry,
     budget: Option<BudgetState>,
-    /// Backoff jitter.
-    delays: SimRng,
-    /// The retried tries' own timeouts (client, queue), drawn when each is sent.
-    patience: SimRng,
+    streams: RetryStreams,
     /// Each slab entry's try, by slab index.
-    pub tries: Vec<Try>,
+    tries: Vec<Try>,
     /// Retries waiting: (due time's bits, sequence, slot), the first first.
     due: BinaryHeap<Reverse<(u64, u64, u32)>>,
     slots: Vec<Pending>,
     /// Each slot's phase times, the slab's stride of them (no allocation per retry).
     times: Vec<f64>,
+    stride: usize,
     free: Vec<u32>,
     seq: u64,
     /// When the retries' event is scheduled, if it is.
@@ -72,25 +85,30 @@ pub(super) struct Retries {
 }
 
 impl Retries {
-    pub fn new(policy: &ClientRetry, seed: u64, replication: u64) -> Retries {
-        Retries {
+    /// Bytes it keeps per request in flight.
+    pub const BYTES_PER_REQUEST: f64 = 24.0;
+
+    /// The scenario's retries (None: its clients never retry); `stride` phase times a request.
+    pub fn of(s: &Scenario, stride: usize, streams: RetryStreams) -> Option<Box<Retries>> {
+        let policy = s.client_retry.as_ref()?;
+        Some(Box::new(Retries {
             policy: policy.clone(),
             budget: policy.budget.map(|b| b.state()),
-            delays: stream(seed, replication, Stream::RetryDelays),
-            patience: stream(seed, replication, Stream::RetryTimeouts),
+            streams,
             tries: Vec::new(),
             due: BinaryHeap::new(),
             slots: Vec::new(),
             times: Vec::new(),
+            stride,
             free: Vec::new(),
             seq: 0,
             scheduled: None,
-        }
+        }))
     }
 
     /// Slab entry `req`'s try (the first, when it was never set: a request that arrived).
     #[inline]
-    pub fn of(&self, req: u32) -> Try {
+    pub fn try_of(&self, req: u32) -> Try {
         self.tries.get(req as usize).copied().unwrap_or(FIRST)
     }
 
@@ -103,195 +121,115 @@ impl Retries {
         self.tries[i] = t;
     }
 
-    /// Bytes it keeps per request in flight.
-    pub const BYTES_PER_REQUEST: f64 = 24.0;
-}
-
-/// What became of a failed try.
-pub(super) enum Verdict {
-    /// Sent again after its backoff: the client waits.
-    Retried,
-    /// The client gets the error: its request's first send, and whether a budget refused a
-    /// retry it would have made.
-    Failed { origin: f64 },
-}
-
-impl Simulation<'_> {
-    /// A request arrived (its first try): its try is the first, sent now.
+    /// A request's first try, sent at `now` by slab entry `req`: the budget counts it.
     #[inline]
-    pub(super) fn first_try(&mut self, req: u32) {
-        let now = self.now;
-        if let Some(r) = self.retries.as_deref_mut() {
-            r.set(
-                req,
-                Try {
-                    origin: now,
-                    number: 1,
-                    last_delay: 0.0,
-                },
-            );
-            if let Some(b) = r.budget.as_mut() {
-                b.request(now);
-            }
-            self.measures.tried(now, now);
-        }
-    }
-
-    /// The request's first send (its try's own arrival without retries).
-    #[inline]
-    pub(super) fn origin(&self, req: u32) -> f64 {
-        match self.retries.as_deref() {
-            None => self.slab.entries[req as usize].arrival,
-            Some(r) => r.of(req).origin,
+    pub fn first(&mut self, req: u32, now: f64) {
+        self.set(
+            req,
+            Try {
+                origin: now,
+                number: 1,
+                last_delay: 0.0,
+            },
+        );
+        if let Some(b) = self.budget.as_mut() {
+            b.request(now);
         }
     }
 
     /// A try was answered successfully: the budget learns it.
     #[inline]
-    pub(super) fn try_succeeded(&mut self) {
-        if let Some(b) = self.retries.as_deref_mut().and_then(|r| r.budget.as_mut()) {
+    pub fn succeeded(&mut self) {
+        if let Some(b) = self.budget.as_mut() {
             b.succeeded();
         }
     }
 
-    /// Try `req` failed with `error` (its entry still holds what it was): sent again after a
-    /// backoff, or failed for good.
-    pub(super) fn try_failed(&mut self, req: u32, error: ErrorKind) -> Verdict {
-        let now = self.now;
-        let stride = self.slab.stride;
-        let Some(r) = self.retries.as_deref_mut() else {
-            return Verdict::Failed {
-                origin: self.slab.entries[req as usize].arrival,
-            };
-        };
-        let tried = r.of(req);
-        let retried = r.policy.on.retries(Failure::of(error));
-        if !retried {
-            return Verdict::Failed {
-                origin: tried.origin,
-            };
+    /// Try `tried` failed with `error` at `now`: whether it is retried (and its backoff, drawn
+    /// now), or why not.
+    pub fn decide(&mut self, tried: Try, error: ErrorKind, now: f64) -> Verdict {
+        if !self.policy.on.retries(Failure::of(error)) {
+            return Verdict::Failed;
         }
-        let wanted = tried.number < r.policy.attempts;
-        let allowed = match r.budget.as_mut() {
+        let wanted = tried.number < self.policy.attempts;
+        let allowed = match self.budget.as_mut() {
             None => wanted,
             Some(b) => b.failed(now, wanted),
         };
         if !allowed {
-            if wanted {
-                self.measures.retry_denied(tried.origin);
+            return if wanted {
+                Verdict::Denied
             } else {
-                self.measures.retries_exhausted(tried.origin);
-            }
-            return Verdict::Failed {
-                origin: tried.origin,
+                Verdict::Exhausted
             };
         }
-        let delay = r
-            .policy
-            .backoff
-            .delay(tried.number, tried.last_delay, &mut r.delays);
-        let e = &self.slab.entries[req as usize];
-        let pending = Pending {
-            tried: Try {
-                origin: tried.origin,
-                number: tried.number + 1,
-                last_delay: delay,
-            },
-            client: e.client,
-            class: e.class,
-            service: e.service,
-            key: self.slab.keys.get(req as usize).copied().unwrap_or(NONE),
-            colocated_half: self
-                .colocated_half
-                .get(req as usize)
-                .copied()
-                .unwrap_or(0.0),
-        };
-        let slot = match r.free.pop() {
+        let delay =
+            self.policy
+                .backoff
+                .delay(tried.number, tried.last_delay, &mut self.streams.delays);
+        Verdict::Retry(delay)
+    }
+
+    /// A retry waits until `at`, with its phase times `times`: whether the retries' event must
+    /// move to `at` (it is the first due).
+    pub fn wait(&mut self, pending: Pending, times: &[f64], at: f64) -> bool {
+        let slot = match self.free.pop() {
             Some(s) => {
-                r.slots[s as usize] = pending;
+                self.slots[s as usize] = pending;
                 s
             }
             None => {
-                r.slots.push(pending);
-                r.times.resize(r.slots.len() * stride, 0.0);
-                (r.slots.len() - 1) as u32
+                self.slots.push(pending);
+                self.times.resize(self.slots.len() * self.stride, 0.0);
+                (self.slots.len() - 1) as u32
             }
         };
-        let at = slot as usize * stride;
-        r.times[at..at + stride]
-            .copy_from_slice(&self.slab.times[req as usize * stride..][..stride]);
-        let at = now + delay;
-        r.seq += 1;
-        r.due.push(Reverse((at.to_bits(), r.seq, slot)));
-        if r.scheduled.map_or(true, |t| at < t) {
-            r.scheduled = Some(at);
-            self.events.reschedule_retries(at);
+        let first = slot as usize * self.stride;
+        self.times[first..first + self.stride].copy_from_slice(times);
+        self.seq += 1;
+        self.due.push(Reverse((at.to_bits(), self.seq, slot)));
+        let earlier = self.scheduled.map_or(true, |t| at < t);
+        if earlier {
+            self.scheduled = Some(at);
         }
-        self.measures.retried(tried.origin);
-        Verdict::Retried
+        earlier
     }
 
-    /// The retries due now are sent, in the order they came due.
-    pub(super) fn retries_due(&mut self) {
-        let now = self.now;
-        loop {
-            let r = self.retries.as_deref_mut().expect("retries");
-            let Some(&Reverse((bits, _, slot))) = r.due.peek() else {
-                r.scheduled = None;
-                self.events.cancel(Event::Retries);
-                return;
-            };
-            let at = f64::from_bits(bits);
-            if at > now {
-                r.scheduled = Some(at);
-                self.events.reschedule_retries(at);
-                return;
-            }
-            r.due.pop();
-            r.free.push(slot);
-            let pending = r.slots[slot as usize];
-            self.send_again(pending, slot);
+    /// The first retry due at `now`, taken from the waiting ones, with its slot (whose phase
+    /// times are [`Self::times_of`] until the next call); or Err with when the next one is due
+    /// (None: none waits), which is when the retries' event now is.
+    pub fn take_due(&mut self, now: f64) -> Result<(Pending, u32), Option<f64>> {
+        let Some(&Reverse((bits, _, slot))) = self.due.peek() else {
+            self.scheduled = None;
+            return Err(None);
+        };
+        let at = f64::from_bits(bits);
+        if at > now {
+            self.scheduled = Some(at);
+            return Err(Some(at));
         }
+        self.due.pop();
+        self.free.push(slot);
+        Ok((self.slots[slot as usize], slot))
     }
 
-    /// A retry's try: a new entry with what the failed one had, sent through a router.
-    fn send_again(&mut self, p: Pending, slot: u32) {
-        let now = self.now;
-        let req = self.slab.insert();
-        let stride = self.slab.stride;
-        let r = self.retries.as_deref().expect("retries");
-        self.slab.times[req as usize * stride..][..stride]
-            .copy_from_slice(&r.times[slot as usize * stride..][..stride]);
-        if self.slab.keyed {
-            self.slab.keys[req as usize] = p.key;
-        }
-        if self.s.colocated_cpu.is_some() {
-            let i = req as usize;
-            if self.colocated_half.len() <= i {
-                self.colocated_half.resize(i + 1, 0.0);
-            }
-            self.colocated_half[i] = p.colocated_half;
-        }
-        let r = self.retries.as_deref_mut().expect("retries");
-        r.set(req, p.tried);
-        // Its own patience, drawn from the retries' stream.
-        let draw = |kind: Kind, rng: &mut SimRng, s: &crate::Scenario| {
-            let t = match kind {
-                Kind::Queue => s.queue_timeout.as_ref(),
-                _ => s.client_timeout.as_ref(),
-            };
-            t.map(|t| t.draw(rng))
+    /// The phase times kept with slot `slot`.
+    pub fn times_of(&self, slot: u32) -> &[f64] {
+        &self.times[slot as usize * self.stride..][..self.stride]
+    }
+
+    /// Slab entry `req` is retry `p`, sent now.
+    pub fn sent(&mut self, req: u32, p: &Pending) {
+        self.set(req, p.tried);
+    }
+
+    /// A retried try's patience of `kind` (the queue's or the client's), from the retries' own
+    /// stream.
+    pub fn patience(&mut self, s: &Scenario, kind: Kind) -> Option<f64> {
+        let t = match kind {
+            Kind::Queue => s.queue_timeout.as_ref(),
+            _ => s.client_timeout.as_ref(),
         };
-        let patience = if self.s.router_cost.is_none() {
-            draw(Kind::Queue, &mut r.patience, self.s)
-        } else {
-            None
-        };
-        let client_patience = draw(Kind::Client, &mut r.patience, self.s);
-        self.measures.tried(p.tried.origin, now);
-        let e = &mut self.slab.entries[req as usize];
-        e.class = p.class;
-        self.send(req, p.client, p.service, patience, client_patience);
+        t.map(|t| t.draw(&mut self.streams.patience))
     }
 }

@@ -1,17 +1,18 @@
-//! The routers: each with its policy, its view of its own requests in flight per dyno, and a
-//! FIFO queue for the requests its policy holds; the late-load board they all read instead
-//! under `router.view` ([`Board`], kept by [`super::board`]); and the dynos up ([`UpSet`]),
-//! which every policy picks among. The lifecycle ([`super::lifecycle`]) tells them which dynos come up and
-//! go down ([`Routers::bring_up`], [`Routers::take_down`]). With `router.aperture` each router
-//! sends only to its own subset of them ([`super::aperture`]); under `jiq` the idle dynos report
-//! to the routers ([`super::idle`]).
-
+//! The routers: each with its policy, its view of its own requests in flight per dyno, a
+//! FIFO queue for the requests its policy holds, its count of the requests it holds
+//! (`router.max_in_flight`) and, under `router.cost`, its turns as a FIFO server; the
+//! late-load board they all read instead under `router.view` ([`Board`], kept by
+//! [`super::knowledge`]); and the dynos up ([`UpSet`]), which every policy picks among. The
+//! lifecycle ([`super::lifecycle`]) tells them which dynos come up and go down
+//! ([`Routers::bring_up`], [`Routers::take_down`]). With `router.aperture` each router sends
+//! only to its own subset of them ([`super::aperture`]); under `jiq` the idle dynos report to
+//! the routers ([`super::idle`]).
 use super::aperture::Aperture;
 use super::idle::IdleReports;
 use crate::error::Result;
-use crate::load_index::LoadIndex;
+use crate::in_flight::LoadIndex;
 use crate::policy::{Knowledge, Route, RouterView, RoutingPolicy, Ties};
-use crate::rng::{stream, SimRng, Stream};
+use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use crate::up_set::UpSet;
 use crate::view::Board;
@@ -21,6 +22,22 @@ use std::collections::VecDeque;
 /// Picks of the dyno to avoid after which a router stops asking its policy (see
 /// [`Routers::route_avoiding`]).
 const AVOID_RETRIES: usize = 64;
+
+/// The streams the routers draw from (see [`super::streams`]).
+pub(super) struct RouterStreams {
+    /// Which router takes a request, and the policies' draws.
+    pub routing: SimRng,
+    /// A late board's refreshes (`router.view`).
+    pub view: SimRng,
+    /// Each router's subset (`router.aperture`).
+    pub aperture: SimRng,
+    /// The routers idle dynos report to (`jiq`).
+    pub idle_reports: SimRng,
+    /// Their work per request (`router.cost`).
+    pub cost: SimRng,
+    /// The time from a routing decision to the request reaching its dyno (`router.connect`).
+    pub connect: SimRng,
+}
 
 pub(super) struct Routers {
     pub loads: Vec<LoadIndex>,
@@ -36,15 +53,28 @@ pub(super) struct Routers {
     idle: Option<Box<IdleReports>>,
     /// The board every router reads under a late view (None: each reads its own `loads`).
     pub board: Option<Box<Board>>,
+    /// Whether the policies learn from their responses ([`Knowledge::Responses`]).
+    pub learns_responses: bool,
+    /// Requests each router holds: waiting at it, or sent and not yet answered by their dyno
+    /// or given up on (`router.max_in_flight` caps it).
+    pub in_flight: Vec<u64>,
+    /// `router.cost`: when each router is done with the requests it has (a FIFO server: a
+    /// request's turn is known when it comes), how many it has in hand (waiting for it or
+    /// worked on), and its work's draws.
+    pub free_at: Vec<f64>,
+    pub in_hand: Vec<u64>,
+    pub cost_rng: SimRng,
+    /// `router.connect`'s draws.
+    pub connect_rng: SimRng,
 }
 
 impl Routers {
-    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up, for replication
-    /// `replication` (the routing stream and, with an aperture or idle reports, theirs).
-    pub fn new(s: &Scenario, capacity: u32, replication: u64) -> Result<Routers> {
+    /// Routers for `capacity` dyno slots, the first `s.dynos` of them up, drawing from
+    /// `streams`.
+    pub fn new(s: &Scenario, capacity: u32, streams: RouterStreams) -> Result<Routers> {
         let n = capacity as usize;
         let routers = s.routers as usize;
-        let rng = stream(s.seed, replication, Stream::Routing);
+        let rng = streams.routing;
         let ranking = match s.policy.knowledge() {
             Knowledge::Ranking(ties) => Some(ties),
             Knowledge::FreeSlots => Some(Ties::Oldest),
@@ -54,8 +84,7 @@ impl Routers {
             | Knowledge::IdleReports => None,
         };
         let board = if s.reads_board() {
-            let view_rng = stream(s.seed, replication, Stream::View);
-            let board = Board::new(s.view, n, s.dynos as usize, ranking, view_rng)?;
+            let board = Board::new(s.view, n, s.dynos as usize, ranking, streams.view)?;
             Some(Box::new(board))
         } else {
             None
@@ -74,6 +103,12 @@ impl Routers {
             aperture: None,
             idle: None,
             board,
+            learns_responses: s.policy.knowledge() == Knowledge::Responses,
+            in_flight: vec![0; routers],
+            free_at: vec![0.0; routers],
+            in_hand: vec![0; routers],
+            cost_rng: streams.cost,
+            connect_rng: streams.connect,
         };
         for d in s.dynos as usize..n {
             for loads in &mut routers.loads {
@@ -81,14 +116,14 @@ impl Routers {
             }
         }
         if let Some(k) = s.aperture {
-            let mut rng = stream(s.seed, replication, Stream::Aperture);
+            let mut rng = streams.aperture;
             let aperture = Aperture::new(k as usize, &routers.up, &mut routers.loads, &mut rng)?;
             routers.aperture = Some(aperture);
         }
         let mut template = s.policy.box_clone();
         if let Some(list) = template.idle_list() {
-            let rng = stream(s.seed, replication, Stream::IdleReports);
-            routers.idle = Some(Box::new(IdleReports::new(list.reporting(), n, rng)?));
+            let idle = IdleReports::new(list.reporting(), n, streams.idle_reports)?;
+            routers.idle = Some(Box::new(idle));
         }
         Ok(routers)
     }

@@ -2,12 +2,12 @@
 //! it (a request's queue time when its app starts it, its response time when the router logs
 //! the answer, the serving dynos' busy threads or cores over each report), and every
 //! `autoscale.interval` it is shown the fleet and asks for a size, which the lifecycle
-//! ([`super::lifecycle`]) reaches by starting and stopping dynos. The rule never reads the
-//! engine's state ([`crate::autoscale`]); this file is the only place that tells it anything.
+//! ([`super::lifecycle`], which runs the evaluation) reaches by starting and stopping dynos.
+//! The rule never reads the engine's state ([`crate::autoscale`]); [`Scaling`] is the only
+//! thing that tells it anything.
 
-use super::events::{Event, BOOT};
-use super::Simulation;
 use crate::autoscale::{Autoscaler, Fleet, Metric};
+use crate::scenario::Scenario;
 
 /// The integral over time of a quantity that changes by steps, taken report by report.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,7 +52,13 @@ pub(super) struct Scaling {
 }
 
 impl Scaling {
-    pub fn new(autoscaler: Autoscaler, serving: u32) -> Scaling {
+    /// The scenario's autoscaler, fed from the start (None: it has none).
+    pub fn of(s: &Scenario) -> Option<Box<Scaling>> {
+        let autoscaler = s.autoscale.as_ref()?;
+        Some(Box::new(Scaling::new(autoscaler.clone(), s.dynos)))
+    }
+
+    fn new(autoscaler: Autoscaler, serving: u32) -> Scaling {
         Scaling {
             metric: autoscaler.reading().map(|r| r.metric),
             autoscaler,
@@ -116,6 +122,32 @@ impl Scaling {
         self.serving.set(now, f64::from(serving));
     }
 
+    /// The rule's evaluation at `now`: the serving dynos report (see [`Self::report`]: each
+    /// has `cores` cores and `threads` threads), the rule is shown `fleet` and asks for a size.
+    /// Returns that size when it differs from the fleet's, and whether it reverses the last
+    /// scale within its cooldown.
+    pub fn evaluate(
+        &mut self,
+        now: f64,
+        cores: f64,
+        threads: f64,
+        fleet: Fleet,
+    ) -> Option<(u32, bool)> {
+        self.report(now, cores, threads);
+        let evaluation = self.autoscaler.evaluate(now, fleet);
+        self.seen = evaluation.observed.value;
+        let desired = evaluation.decision.desired;
+        if desired == fleet.size {
+            return None;
+        }
+        let up = desired > fleet.size;
+        let reversal = self.last.is_some_and(|(at, was_up)| {
+            was_up != up && now - at < self.autoscaler.cooldown(was_up)
+        });
+        self.last = Some((now, up));
+        Some((desired, reversal))
+    }
+
     /// Every serving dyno's report at `now`, for a rule that reads CPU or utilisation: the
     /// fraction of its cores (`cores`) or threads (`threads`) busy since the last report,
     /// averaged over the serving dynos (each as busy as the fleet on average). The report is
@@ -135,58 +167,6 @@ impl Scaling {
             let fraction = busy / (capacity * dyno_seconds);
             self.autoscaler
                 .record_total(since, fraction * dynos, dynos as u64);
-        }
-    }
-}
-
-impl Simulation<'_> {
-    /// The autoscaler's evaluation at `now`: the dynos report, the rule is shown the fleet and
-    /// asks for a size, the lifecycle gets there; the next evaluation is scheduled while the
-    /// run's window lasts.
-    pub(super) fn autoscale(&mut self) {
-        let now = self.now;
-        let cores = f64::from(self.s.dyno_type.cores);
-        let threads = f64::from(self.s.slots);
-        let fleet = Fleet {
-            size: self.fleet.size(),
-            up: self.fleet.up,
-        };
-        let Some(scaling) = self.scaling.as_mut() else {
-            return;
-        };
-        scaling.report(now, cores, threads);
-        let evaluation = scaling.autoscaler.evaluate(now, fleet);
-        scaling.seen = evaluation.observed.value;
-        let desired = evaluation.decision.desired;
-        if desired != fleet.size {
-            let up = desired > fleet.size;
-            let reversal = scaling.last.is_some_and(|(at, was_up)| {
-                was_up != up && now - at < scaling.autoscaler.cooldown(was_up)
-            });
-            scaling.last = Some((now, up));
-            self.measures.scaled(now, reversal);
-            self.scale_to(desired);
-        }
-        let next = now
-            + self
-                .scaling
-                .as_ref()
-                .map_or(f64::INFINITY, |s| s.interval());
-        if self.goes_on(next) {
-            self.events.schedule(next, BOOT, Event::Autoscale);
-        }
-    }
-
-    /// Whether the run has work left at `next` for the autoscaler to act on: a timed run
-    /// while its window lasts; a closed loop measured whole (its window has no end) while it
-    /// has requests to send or on their way. Without that end the evaluations went on for
-    /// ever once the last request was answered: the run never ended.
-    fn goes_on(&self, next: f64) -> bool {
-        let window_end = self.measures.window_end();
-        if window_end.is_finite() {
-            next < window_end
-        } else {
-            self.to_send != Some(0) || self.slab.entries.len() > self.slab.free.len()
         }
     }
 }

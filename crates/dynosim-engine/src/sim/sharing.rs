@@ -33,6 +33,7 @@
 //! store of one group may instead have no bound (a resource's jobs): its jobs are the whole
 //! vector.
 
+use super::events::{Event, Events};
 use crate::alloc::filled;
 use crate::error::Result;
 
@@ -529,6 +530,28 @@ impl Sharing {
                     i += 1;
                 }
             }
+        }
+    }
+}
+
+/// Keeps a processor-sharing component's one completion event right after a change: moved
+/// when its next completion moved, taken back when it has no jobs left.
+pub(super) fn schedule_next(
+    events: &mut Events,
+    sharing: &mut Sharing,
+    store: &mut SharingStore,
+    now: f64,
+    event: Event,
+) {
+    match sharing.next_completion(store, now) {
+        Some(t) if !sharing.needs_event(t) => {}
+        Some(t) => {
+            sharing.set_scheduled(Some(t));
+            events.reschedule(t, event, sharing.soonest());
+        }
+        None => {
+            sharing.set_scheduled(None);
+            events.cancel(event);
         }
     }
 }

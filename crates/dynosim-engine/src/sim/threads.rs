@@ -1,4 +1,4 @@
-//! A request at its dyno: it reaches it (from [`super::routing`]), waits for a thread (in the
+//! A request at its dyno: it reaches it (from [`super::dispatch`]), waits for a thread (in the
 //! accept queue the processes share, or with greedy accept in a process's own queue; a full
 //! `app.backlog` refuses it, back to its router), a thread takes it (its app timeout starts,
 //! the dyno's memory grows), then holds it for its `[service]` time or through its phases
@@ -6,12 +6,12 @@
 //! again (after `app.overhead`), takes the next request waiting. The dyno's own state (its
 //! accept queue, processes, CPU) is in [`super::dyno`].
 
+use super::deadlines::Kind;
 use super::faults::Gate;
-use super::timers::Kind;
-use super::{Simulation, State, NONE};
+use super::slab::{State, NONE};
+use super::Simulation;
 use crate::app::Accept;
 use crate::result::ErrorKind;
-use rand::Rng;
 
 impl Simulation<'_> {
     /// The request reaches its dyno: a thread takes it, or it waits for one; a dyno that got
@@ -35,11 +35,8 @@ impl Simulation<'_> {
     /// on a free thread or queues it for its own threads; with no process having room it
     /// waits in the dyno's backlog.
     fn accept_greedily(&mut self, dyno: usize, req: u32, limit: u32) {
-        self.procs.open(dyno, limit, &mut self.open_processes);
-        let process = match self.open_processes.len() {
-            0 => return self.wait_on_dyno(dyno, req, None),
-            1 => self.open_processes[0],
-            n => self.open_processes[self.accept_rng.random_range(0..n)],
+        let Some(process) = self.procs.accepting(dyno, limit) else {
+            return self.wait_on_dyno(dyno, req, None);
         };
         let p = self.procs.of_mut(dyno, process);
         p.held += 1;
@@ -63,7 +60,7 @@ impl Simulation<'_> {
         entry.waited = true;
         match process {
             None => self.slab.push_back(&mut self.dynos[dyno].accept, req),
-            Some(p) => self.rest.queue(dyno, p).push_back(req),
+            Some(p) => self.procs.queue(dyno, p).push_back(req),
         }
         let d = &mut self.dynos[dyno];
         d.waiting += 1;
@@ -75,11 +72,8 @@ impl Simulation<'_> {
     #[inline]
     pub(super) fn start(&mut self, dyno: usize, process: u32, req: u32) {
         let now = self.now;
-        let gate = if self.gates {
-            self.gate(req)
-        } else {
-            Gate::Open
-        };
+        let arrival = self.slab.entries[req as usize].arrival;
+        let gate = self.faults.gate(self.s, arrival, now);
         if let Some(t) = self.draw_timeout(Kind::App) {
             self.set_deadline(Kind::App, now + t, req);
         }
@@ -102,12 +96,9 @@ impl Simulation<'_> {
             // A `[service]` hold: its time on the thread is known now.
             let (arrival, drawn) = (entry.arrival, entry.service);
             let service = match gate {
-                Gate::Open if self.slows_app => {
-                    drawn * self.s.faults.slowdown(crate::fault::Target::App, now)
-                }
-                Gate::Open => drawn,
+                Gate::Open => drawn * self.faults.app_slowdown(self.s, now),
                 Gate::Hang(until) => {
-                    (until - now) + drawn * self.s.faults.slowdown(crate::fault::Target::App, until)
+                    (until - now) + drawn * self.faults.app_slowdown(self.s, until)
                 }
                 Gate::Refuse(_) => 0.0,
             };
@@ -125,7 +116,7 @@ impl Simulation<'_> {
         }
         if first {
             d.busy_processes += 1;
-            self.busy_processes += 1;
+            self.procs.busy += 1;
         }
         let m = &self.s.app.memory;
         let mut grow = 0.0;
@@ -137,7 +128,7 @@ impl Simulation<'_> {
                 grow += m.arena;
             }
         }
-        if self.memory {
+        if self.memory.modelled {
             grow += m.request;
             self.memory_changed(dyno, grow);
             if !self.dynos[dyno].up {
@@ -203,14 +194,14 @@ impl Simulation<'_> {
         }
         if !router_done {
             self.count_done(router, dyno);
-            self.in_flight[router] -= 1;
-            if self.learns_responses {
+            self.routers.in_flight[router] -= 1;
+            if self.routers.learns_responses {
                 self.routers.responded(router, dyno, now - dispatched, now);
             }
             // A router on the dyno's machine relays the response (one that gave up on the
             // request, H12, has closed its connection to the dyno: nothing to relay).
-            if self.s.colocated_cpu.is_some() {
-                let half = self.colocated_half[req as usize];
+            if let Some(colocated) = &self.colocated {
+                let half = colocated.half(req);
                 self.cpu_add_colocated(dyno, half);
             }
         }
@@ -218,7 +209,7 @@ impl Simulation<'_> {
         match &self.s.app.overhead {
             None => self.free_thread(req),
             Some(overhead) => {
-                let time = overhead.sample(&mut self.overhead_rng);
+                let time = overhead.sample(&mut self.procs.overhead_rng);
                 if !self.phases {
                     self.measures.overhead(dyno, now, time);
                 }
@@ -249,7 +240,7 @@ impl Simulation<'_> {
         }
         if emptied {
             d.busy_processes -= 1;
-            self.busy_processes -= 1;
+            self.procs.busy -= 1;
         }
         if self.phases {
             self.measures.held(dyno, start, now);
@@ -264,28 +255,27 @@ impl Simulation<'_> {
         if self.phases {
             self.contention(dyno, process);
         }
-        if self.memory {
+        if self.memory.modelled {
             let grow = -self.s.app.memory.request;
             self.memory_changed(dyno, grow);
         } else if emptied && self.measures.detailed() {
             self.fleet_levels();
         }
         if self.dynos[dyno].up {
-            let next = if !self.rest.greedy() {
+            let next = if !self.procs.greedy() {
                 self.slab.pop_front(&mut self.dynos[dyno].accept)
             } else {
                 // Greedy: the process's own queue first (it holds one fewer); else a
                 // backlogged request fills the room this one leaves (it holds as many).
-                let held = &mut self.procs.of_mut(dyno, process).held;
-                match self.rest.queue(dyno, process).pop_front() {
+                match self.procs.queue(dyno, process).pop_front() {
                     Some(own) => {
-                        *held -= 1;
+                        self.procs.of_mut(dyno, process).held -= 1;
                         Some(own)
                     }
                     None => {
                         let backlog = self.slab.pop_front(&mut self.dynos[dyno].accept);
                         if backlog.is_none() {
-                            *held -= 1;
+                            self.procs.of_mut(dyno, process).held -= 1;
                         }
                         backlog
                     }
@@ -312,5 +302,49 @@ impl Simulation<'_> {
         self.slab.entries[req as usize].state = State::Accept;
         let mut released = Vec::new();
         self.kill(req, dyno, crate::result::ErrorKind::H13, &mut released);
+    }
+
+    /// A process's busy threads or arenas changed: its CPU work's contention for malloc
+    /// arenas (see [`crate::app::Memory::contention`]).
+    pub(super) fn contention(&mut self, dyno: usize, process: u32) {
+        let m = &self.s.app.memory;
+        if m.arena_contention == 0.0 {
+            return;
+        }
+        let proc = self.procs.of(dyno, process);
+        let factor = m.contention(proc.busy, 1 + proc.arenas);
+        self.cpu_advance(dyno);
+        if self.cpu.set_group_factor(dyno, process, factor, self.now) {
+            self.reschedule_cpu(dyno);
+        }
+    }
+
+    /// Tells the observer the fleet's busy processes, memory and dynos over quota.
+    pub(super) fn fleet_levels(&mut self) {
+        self.measures.fleet_levels(
+            self.now,
+            f64::from(self.procs.busy),
+            self.memory.fleet,
+            f64::from(self.memory.over_quota),
+        );
+    }
+
+    /// A dyno's memory changed by `delta` bytes: R14 slows its CPU, R15 restarts it.
+    pub(super) fn memory_changed(&mut self, dyno: usize, delta: f64) {
+        let bytes = self.memory.change(dyno, delta);
+        self.measures.dyno_memory(self.now, bytes);
+        self.fleet_levels();
+        let m = &self.s.app.memory;
+        if bytes >= m.restart_at {
+            self.restart(dyno);
+            return;
+        }
+        if self.phases {
+            let slowdown = m.slowdown(bytes);
+            self.cpu_advance(dyno);
+            if self.cpu.set_slowdown(dyno, slowdown, self.now) {
+                self.reschedule_cpu(dyno);
+            }
+        }
     }
 }

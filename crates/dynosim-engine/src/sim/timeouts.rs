@@ -1,34 +1,28 @@
 //! The requests' timeouts: `router.timeout` (H12), `router.queue_timeout`, the client's
 //! `arrivals.timeout` and `app.timeout`, each drawn from its own stream and set as a deadline
-//! ([`super::timers`] keeps them; all share one event in the kernel's queue); and what a
+//! ([`super::deadlines`] keeps them; all share one event in the kernel's queue); and what a
 //! deadline does when it comes and still concerns its request. A request held at its router is
 //! dropped from its queue; one sent to a dyno is answered with an error and let go by its
 //! router, while the dyno, which is not told, works on (what it does from then on is counted
 //! as wasted). An app timeout kills the worker instead ([`Simulation::kill_worker`], in
 //! [`super::lifecycle`]), and the worker's replacement comes as a deadline of its own.
 
+use super::deadlines::{live, Deadline, Kind, KINDS};
 use super::events::Event;
-use super::timers::{Deadline, Deadlines, Kind, KINDS};
-use super::{Request, Simulation, State, NONE};
+use super::slab::{State, NONE};
+use super::Simulation;
 use crate::request::PhaseKind;
 use crate::result::ErrorKind;
 
 /// Deadlines a kind may hold beyond eight times the requests in flight before it is swept of those
-/// done with (see `Deadlines::compact`): small fleets never sweep.
+/// done with (see `Queue::compact`): small fleets never sweep.
 const COMPACT_SLACK: usize = 1024;
 
 impl Simulation<'_> {
     /// A timeout of `kind` for one request, if the scenario sets one.
     #[inline]
     pub(super) fn draw_timeout(&mut self, kind: Kind) -> Option<f64> {
-        let timeout = match kind {
-            Kind::Router => self.s.router_timeout.as_ref(),
-            Kind::Queue => self.s.queue_timeout.as_ref(),
-            Kind::Client => self.s.client_timeout.as_ref(),
-            Kind::App => self.s.app.timeout.as_deref(),
-            Kind::WorkerBoot => None,
-        }?;
-        Some(timeout.draw(&mut self.timeout_rngs[kind as usize]))
+        self.deadlines.draw(self.s, kind)
     }
 
     /// Request `req` has a deadline of `kind` at `at`.
@@ -47,22 +41,9 @@ impl Simulation<'_> {
 
     #[inline]
     pub(super) fn push_deadline(&mut self, kind: Kind, d: Deadline) {
-        let at = d.at;
-        let deadlines = self.deadlines[kind as usize]
-            .as_mut()
-            .expect("a deadline of a timeout the scenario sets");
-        deadlines.push(d);
-        if self.timers_at.map_or(true, |t| at < t) {
-            self.timers_at = Some(at);
+        if let Some(at) = self.deadlines.push(kind, d) {
             self.events.reschedule_timers(at);
         }
-    }
-
-    /// Whether a deadline still concerns its request: the same request (generation), not yet
-    /// answered, and where that kind of deadline applies to it.
-    #[inline]
-    fn deadline_live(&self, kind: Kind, d: Deadline) -> bool {
-        live(&self.slab.entries, kind, d)
     }
 
     /// Drops the deadlines of the requests answered in time from the fronts of the fixed
@@ -72,35 +53,29 @@ impl Simulation<'_> {
     #[inline]
     pub(super) fn prune_deadlines(&mut self) {
         // Requests in flight (slab entries in use), and a sweep once a kind holds more than
-        // eight times as many deadlines (see `Deadlines::compact`): a sweep reads each
+        // eight times as many deadlines (see `Queue::compact`): a sweep reads each
         // deadline's request, a cache miss in a large fleet, so sweeping at twice made the
         // 100,000-dyno `phases` run 15% slower; at eight, 1 + 1/7 reads a request.
         let bound = 8 * (self.slab.entries.len() - self.slab.free.len()) + COMPACT_SLACK;
-        for kind in KINDS {
-            if let Some(d) = self.deadlines[kind as usize].as_mut() {
-                let entries = &self.slab.entries;
-                d.prune(|d| live(entries, kind, d));
-                d.compact(bound, |d| live(entries, kind, d));
-            }
-        }
+        self.deadlines.prune(&self.slab.entries, bound);
     }
 
     /// The deadlines due now: each kind's in turn (the router's first), then the event moves
     /// to the next deadline that is still live. Returns whether any deadline was still live:
     /// a timer set for a deadline whose request has ended since does nothing, and is no part
-    /// of the run's work (see `simulate`). Out of line: inlined, it cost the event loop of a
-    /// run without timeouts 8 instructions a request (callgrind, issue #23).
+    /// of the run's work (see `Simulation::run`). Out of line: inlined, it cost the event loop
+    /// of a run without timeouts 8 instructions a request (callgrind, issue #23).
     #[inline(never)]
     pub(super) fn timers_due(&mut self) -> bool {
         let now = self.now;
         let mut acted = false;
         for kind in KINDS {
-            while let Some(d) = self.first_deadline(kind).filter(|d| d.at <= now) {
-                self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
+            while let Some(d) = self.deadlines.first(kind).filter(|d| d.at <= now) {
+                self.deadlines.pop(kind);
                 if kind == Kind::WorkerBoot {
                     self.worker_boot(d.req, d.generation);
                     acted = true;
-                } else if self.deadline_live(kind, d) {
+                } else if live(&self.slab.entries, kind, d) {
                     self.timed_out(kind, d.req);
                     acted = true;
                 }
@@ -110,32 +85,12 @@ impl Simulation<'_> {
         acted
     }
 
-    #[inline]
-    fn first_deadline(&self, kind: Kind) -> Option<Deadline> {
-        self.deadlines[kind as usize]
-            .as_ref()
-            .and_then(Deadlines::first)
-    }
-
     /// Schedules the deadlines' event at the earliest live deadline (dropping dead ones from
     /// the front), or takes it back.
     fn next_timer(&mut self) {
-        let mut next = f64::INFINITY;
-        for kind in KINDS {
-            while let Some(d) = self.first_deadline(kind) {
-                if self.deadline_live(kind, d) {
-                    next = next.min(d.at);
-                    break;
-                }
-                self.deadlines[kind as usize].as_mut().map(Deadlines::pop);
-            }
-        }
-        if next.is_finite() {
-            self.timers_at = Some(next);
-            self.events.reschedule_timers(next);
-        } else {
-            self.timers_at = None;
-            self.events.cancel(Event::Timers);
+        match self.deadlines.next(&self.slab.entries) {
+            Some(next) => self.events.reschedule_timers(next),
+            None => self.events.cancel(Event::Timers),
         }
     }
 
@@ -184,7 +139,7 @@ impl Simulation<'_> {
             if dyno != NONE {
                 self.count_done(router, dyno as usize);
             }
-            self.in_flight[router] -= 1;
+            self.routers.in_flight[router] -= 1;
         }
         if !self.slab.entries[req as usize].answered {
             self.abandon(req, error);
@@ -202,7 +157,7 @@ impl Simulation<'_> {
             .expect("a request held at its router is in its queue");
         queue.remove(at);
         self.waiting_total -= 1;
-        self.in_flight[router] -= 1;
+        self.routers.in_flight[router] -= 1;
         let e = &mut self.slab.entries[req as usize];
         e.answered = true;
         e.router_done = true;
@@ -221,7 +176,7 @@ impl Simulation<'_> {
         if self.phases {
             let cpu_now = if state == State::Cpu {
                 self.cpu_advance(dyno);
-                self.cpu_remaining(dyno, req).unwrap_or(0.0)
+                self.cpu.remaining(dyno, req, self.now).unwrap_or(0.0)
             } else {
                 0.0
             };
@@ -246,36 +201,5 @@ impl Simulation<'_> {
             self.slab.entries[req as usize].cpu_left = cpu_now + later;
         }
         self.client_error(req, error, 0.0);
-    }
-}
-
-/// Whether deadline `d` of `kind` still concerns its request (see
-/// [`Simulation::deadline_live`]).
-#[inline]
-fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
-    if kind == Kind::WorkerBoot {
-        return true;
-    }
-    let e = &entries[d.req as usize];
-    if e.generation != d.generation || e.state == State::Free {
-        return false;
-    }
-    match kind {
-        Kind::Router => !e.router_done,
-        Kind::Queue => e.state == State::Routing && !e.answered,
-        Kind::Client => !e.answered,
-        // On its worker still (answered with an error or not: the worker is busy with it).
-        Kind::App => matches!(
-            e.state,
-            State::Timed
-                | State::Hung(_)
-                | State::Cpu
-                | State::Thread
-                | State::PoolWait(_)
-                | State::ResourceQueue(_)
-                | State::ResourceService(_)
-        ),
-        // Replacements are checked when they come (see `Simulation::worker_boot`).
-        Kind::WorkerBoot => true,
     }
 }

@@ -1,5 +1,5 @@
 //! Loading a scenario: parse it, validate it ([`crate::scenario`]), and check that one
-//! replication's engine state fits `run.max_memory` ([`crate::memory`]). The memory check
+//! replication's engine state fits `run.max_memory` ([`crate::state_size`]). The memory check
 //! needs to know which engine will run the scenario, which sits above the scenario in the
 //! crate's layers; so the entry points live here, above both.
 

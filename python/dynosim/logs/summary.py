@@ -1,15 +1,6 @@
-"""Production router logs (issue #13): read Heroku, HAProxy and nginx logs, summarise them, fit
-a scenario to them (:func:`fit`), and replay them through another fleet (:func:`replay`).
-
->>> from dynosim import logs
->>> s = logs.summary("tests/fixtures/logs/heroku.log")      # doctest: +SKIP
->>> s["requests"], s["service"]["p99"]                      # doctest: +SKIP
-(9, 30.0)
-
-The reading is the Rust crate ``dynosim-logs``: one pass, line by line, in bounded memory,
-with the GIL released (Ctrl-C stops it). The summary is a dict, the document
-``dynosim logs summary --json`` prints; its fields, the formats read and what is assumed of
-each are in docs/logs.md.
+"""The summary of router logs (``dynosim logs summary``): requests, rate, service-time
+percentiles overall and per route, statuses, error codes, dynos, and the series over time,
+as the dict ``dynosim logs summary --json`` prints (its fields: docs/logs.md); and its plot.
 """
 
 from __future__ import annotations
@@ -19,14 +10,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _dynosim
-from .errors import LogError
-from .logs_fit import Fit, fit
-from .logs_input import FORMATS, PathLike, call, log_names
-from .logs_replay import ReplayResults, replay
-from .output import write_files
+from .. import _dynosim
+from ..errors import LogError
+from ..output import write_files
+from .reading import PathLike, call, log_names
 
-__all__ = ["summary", "fit", "replay", "Fit", "ReplayResults", "FORMATS", "plot", "write_plot"]
+__all__ = ["summary", "plot", "write_plot"]
 
 
 def summary(

@@ -17,12 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from . import _dynosim
-from .api import run
-from .errors import LogError
-from .logs_input import PathLike, call, log_names, parse_window
-from .results import PolicyResult, Results
-from .scenario import Scenario, ScenarioLike
+from .. import _dynosim
+from ..api import run
+from ..errors import LogError
+from ..results import PolicyResult, Results
+from ..scenario import Scenario, ScenarioLike
+from .reading import PathLike, call, log_names, parse_window
 
 __all__ = ["replay", "ReplayResults", "REPLACED_SECTIONS"]
 

@@ -1,11 +1,16 @@
-//! Late load information on this engine (`router.view`): the routers' counts change when a
-//! router sends a request or stops counting one, and the board they read under a late view
+//! What the routers learn of the dynos, besides which are up ([`super::lifecycle`]).
+//!
+//! Their loads (`router.view`): the routers' counts change when a router sends a request or
+//! stops counting one, and the board they read under a late view
 //! ([`crate::view::Board`]) is told of each change; the board's own event refreshes it, or
 //! shows the changes that are now old enough, and then the routers may send what they hold.
 //!
 //! Under `exact` there is no board: the counting costs one test of an empty option.
+//!
+//! Under `jiq`, the idle dynos' reports to the routers ([`super::idle`] keeps them): a dyno
+//! that may have become idle reports, and the reports on their way reach their routers.
 
-use super::events::{Event, VIEW};
+use super::events::{Event, CONNECTED, VIEW};
 use super::Simulation;
 use crate::view::Update;
 
@@ -74,6 +79,29 @@ impl Simulation<'_> {
             if delayed || !self.events.is_idle() {
                 self.events.schedule(at, VIEW, Event::View);
             }
+        }
+    }
+
+    /// `dyno` may have become idle: if it is up with nothing at it, it reports (see
+    /// [`super::idle`]).
+    #[inline]
+    pub(super) fn idle_check(&mut self, dyno: usize) {
+        if !self.routers.takes_idle_reports() {
+            return;
+        }
+        let d = &self.dynos[dyno];
+        if d.busy > 0 || d.waiting > 0 || !self.routers.is_up(dyno) {
+            return;
+        }
+        if let Some(at) = self.routers.report_idle(dyno, self.now) {
+            self.events.schedule(at, CONNECTED, Event::Report);
+        }
+    }
+
+    /// Idle reports reach their routers.
+    pub(super) fn reports_due(&mut self) {
+        if let Some(at) = self.routers.deliver_reports(self.now) {
+            self.events.schedule(at, CONNECTED, Event::Report);
         }
     }
 }

@@ -1,22 +1,23 @@
-//! A request's way through the routers: it arrives (its class, phase times and patience are
-//! drawn), a router takes it, and sends it to a dyno (now, or after `router.connect`), holds
-//! it in its queue while its policy finds no dyno for it, or answers it at once: a full router
-//! (`router.max_in_flight`, H11), a shed (`router.shed_latency`), no dyno up. With
-//! `router.cost` the router works on each request first, a FIFO server. A dyno whose backlog is
-//! full refuses the request, and the router retries another (H13 when it runs out of tries).
+//! A request's way from its arrival to a dyno, through the routers: it arrives (its class,
+//! phase times and patience are drawn), a router takes it, and sends it to a dyno (now, or
+//! after `router.connect`), holds it in its queue while its policy finds no dyno for it, or
+//! answers it at once: a full router (`router.max_in_flight`, H11), a shed
+//! (`router.shed_latency`), no dyno up. With `router.cost` the router works on each request
+//! first, a FIFO server. A dyno whose backlog is full refuses the request, and the router
+//! retries another (H13 when it runs out of tries).
 //!
-//! The routers' own state (policies, their view of each dyno's load, their queues) is in
-//! [`super::router`]; what the dyno does with a request that reaches it, in [`super::threads`];
+//! The routers' own state (policies, their view of each dyno's load, their queues, the
+//! requests each holds, the `router.cost` server's turns and the draws of cost and connect) is
+//! in [`super::router`]; what the dyno does with a request that reaches it, in [`super::threads`];
 //! the routers' timeouts (H12, the queue's), in [`super::timeouts`]. Which dynos are up, and so
 //! can be routed to, [`super::lifecycle`] decides.
 
+use super::deadlines::Kind;
 use super::events::{Event, CONNECTED};
-use super::timers::Kind;
-use super::{Simulation, State, NONE};
+use super::slab::{State, NONE};
+use super::Simulation;
 use crate::policy::Route;
-use crate::request::PhaseKind;
 use crate::result::ErrorKind;
-use rand_distr::Distribution;
 
 /// A closed-loop client whose request found no dyno up, or a full router, waits this long (or
 /// its think time, if longer) before sending again, so that time moves on while every dyno
@@ -29,49 +30,9 @@ impl Simulation<'_> {
     pub(super) fn arrive(&mut self, client: u32) {
         let t = self.now;
         let req = self.slab.insert();
-        let service = match &self.s.request {
-            // A replayed trace's own time, or one drawn.
-            None => match self.carried.take() {
-                Some(service) => service,
-                None => self.s.service.sample(&mut self.service_rng),
-            },
-            Some(model) => {
-                let at = req as usize * self.slab.stride;
-                let times = &mut self.slab.times[at..];
-                // The service is what the app's phases asked for, as drawn (and as the
-                // testbed sends them, `crate::drawn`): not the server's own CPU, nor the
-                // machine's jitter.
-                let (class, sum) = model.draw(&mut self.service_rng, times);
-                self.slab.entries[req as usize].class = class as u32;
-                let phases = &model.classes[class].phases;
-                if phases[0].server {
-                    let x = phases[0].time.sample(&mut self.request_cpu_rng);
-                    // The server's CPU and the app's first CPU phase are one stretch of
-                    // work on the thread, not two turns for the cores.
-                    if phases.get(1).is_some_and(|p| p.kind == PhaseKind::Cpu) {
-                        times[1] += x;
-                    } else {
-                        times[0] = x;
-                    }
-                }
-                if let Some(jitter) = &self.jitter {
-                    for (k, phase) in phases.iter().enumerate() {
-                        if phase.kind == PhaseKind::Cpu {
-                            times[k] *= jitter.sample(&mut self.jitter_rng);
-                        }
-                    }
-                }
-                sum
-            }
-        };
-        if let Some(colocated) = &self.s.colocated_cpu {
-            // Drawn at arrival, as the phases are: the same work under every policy.
-            let half = colocated.sample(&mut self.colocated_rng) / 2.0;
-            let i = req as usize;
-            if self.colocated_half.len() <= i {
-                self.colocated_half.resize(i + 1, 0.0);
-            }
-            self.colocated_half[i] = half;
+        let service = self.traffic.draw(self.s, &mut self.slab, req);
+        if let Some(colocated) = &mut self.colocated {
+            colocated.draw(self.s, req);
         }
         self.measures.arrived(t, service);
         // The patience of the router's queue and of the client, drawn for every request (the
@@ -83,14 +44,11 @@ impl Simulation<'_> {
             None
         };
         let client_patience = self.draw_timeout(Kind::Client);
-        if let Some(keys) = &self.s.keys {
-            self.slab.keys[req as usize] = keys.draw(&mut self.keys_rng);
-        }
         self.first_try(req);
         self.send(req, client, service, patience, client_patience);
     }
 
-    /// A try of a request (its first, or a retry: [`super::retries`]) is sent now: a router
+    /// A try of a request (its first, or a retry: [`super::resend`]) is sent now: a router
     /// takes it, with the patience drawn for it.
     pub(super) fn send(
         &mut self,
@@ -118,11 +76,11 @@ impl Simulation<'_> {
         entry.refusals = 0;
         entry.refused_by = NONE;
         if let Some(cap) = self.s.max_in_flight {
-            if self.in_flight[router] >= cap {
+            if self.routers.in_flight[router] >= cap {
                 return self.refuse(req);
             }
         }
-        self.in_flight[router] += 1;
+        self.routers.in_flight[router] += 1;
         if let Some(p) = client_patience {
             self.set_deadline(Kind::Client, t + p, req);
         }
@@ -182,7 +140,7 @@ impl Simulation<'_> {
         if e.answered || e.router_done {
             if !e.router_done {
                 e.router_done = true;
-                self.in_flight[router] -= 1;
+                self.routers.in_flight[router] -= 1;
             }
             self.slab.release(req);
             return;
@@ -204,7 +162,7 @@ impl Simulation<'_> {
     /// than that is answered at once instead (shed).
     fn queue_at_router(&mut self, req: u32, router: usize) {
         let now = self.now;
-        let free = self.router_free_at[router].max(now);
+        let free = self.routers.free_at[router].max(now);
         if self
             .s
             .shed_latency
@@ -213,15 +171,15 @@ impl Simulation<'_> {
             return self.answer_at_once(req, ErrorKind::Shed);
         }
         let cost = self.s.router_cost.as_ref().expect("routers of a cost");
-        let done = free + cost.sample(&mut self.router_cost_rng);
-        self.router_free_at[router] = done;
+        let done = free + cost.sample(&mut self.routers.cost_rng);
+        self.routers.free_at[router] = done;
         let e = &mut self.slab.entries[req as usize];
         e.state = State::AtRouter;
         e.waited = free > now;
-        self.at_router[router] += 1;
+        self.routers.in_hand[router] += 1;
         self.waiting_total += 1;
         self.measures
-            .router_queue(now, self.at_router[router] as usize - 1);
+            .router_queue(now, self.routers.in_hand[router] as usize - 1);
         self.events.schedule(done, CONNECTED, Event::Done { req });
     }
 
@@ -229,12 +187,12 @@ impl Simulation<'_> {
     pub(super) fn routed(&mut self, req: u32) {
         let e = &mut self.slab.entries[req as usize];
         let router = e.router as usize;
-        self.at_router[router] -= 1;
+        self.routers.in_hand[router] -= 1;
         self.waiting_total -= 1;
         if e.answered {
             // Its client gave up while it waited: the router drops it.
             e.router_done = true;
-            self.in_flight[router] -= 1;
+            self.routers.in_flight[router] -= 1;
             self.slab.release(req);
             return;
         }
@@ -259,7 +217,7 @@ impl Simulation<'_> {
         let router = e.router as usize;
         let (answered, counted) = (e.answered, !e.router_done);
         if counted {
-            self.in_flight[router] -= 1;
+            self.routers.in_flight[router] -= 1;
         }
         if !answered {
             self.client_error(req, error, NO_DYNO_BACKOFF);
@@ -307,8 +265,8 @@ impl Simulation<'_> {
             if let Some(t) = self.draw_timeout(Kind::Router) {
                 self.set_deadline(Kind::Router, self.now + t, req);
             }
-            if self.s.colocated_cpu.is_some() {
-                let half = self.colocated_half[req as usize];
+            if let Some(colocated) = &self.colocated {
+                let half = colocated.half(req);
                 self.cpu_add_colocated(dyno, half);
             }
         }
@@ -326,7 +284,7 @@ impl Simulation<'_> {
         self.count_sent(router, dyno);
         if let Some(connect) = &self.s.connect {
             self.slab.entries[req as usize].state = State::Connecting;
-            let at = self.now + connect.sample(&mut self.connect_rng);
+            let at = self.now + connect.sample(&mut self.routers.connect_rng);
             self.events.schedule(at, CONNECTED, Event::Done { req });
             return;
         }

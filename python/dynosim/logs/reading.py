@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from . import _dynosim
-from .errors import LogError, from_engine
+from .. import _dynosim
+from ..errors import LogError, from_engine
 
 #: The formats ``format`` may name; "auto" reads each line in whichever one fits.
 FORMATS = ("auto", "heroku", "haproxy", "nginx")

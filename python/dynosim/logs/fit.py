@@ -17,13 +17,13 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _dynosim
-from .display import plural
-from .toml_text import value as _toml_value
-from .errors import LogError
-from .logs_input import PathLike, call, log_names, parse_window
-from .output import write_files
-from .scenario import Scenario
+from .. import _dynosim, time_axis
+from ..display import plural
+from ..errors import LogError
+from ..output import write_files
+from ..scenario import Scenario
+from ..toml_text import value as _toml_value
+from .reading import PathLike, call, log_names, parse_window
 
 __all__ = ["Fit", "fit", "PERCENTILES", "DISPERSION_SCALES", "ks_distance", "quantile_table", "dispersion"]
 
@@ -536,6 +536,17 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
 
 
 def _plot(report: Dict[str, Any], path: Path) -> None:
+    fig = _figure(report)  # first: it chooses matplotlib's backend
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+def _figure(report: Dict[str, Any]) -> Any:
+    """The fit's two panels: service times' Q-Q plot, and the arrivals' rate over the log
+    (minutes from the first whole interval; hours and minutes past two hours, as every
+    elapsed-time axis: :mod:`dynosim.time_axis`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -554,22 +565,28 @@ def _plot(report: Dict[str, Any], path: Path) -> None:
     qq.legend()
     a = report["arrivals"]
     segments = a["segments"]
-    xs = [s["start"] / 60 for s in segments] + [segments[-1]["end"] / 60] if segments else []
+    span = float(segments[-1]["end"]) if segments else 0.0
+    clock = time_axis.is_clock(span)
+    unit = 1.0 if clock else 60.0  # seconds under a clock's ticks, else minutes
+    xs = [s["start"] / unit for s in segments] + [segments[-1]["end"] / unit] if segments else []
     ys = [s["rate_per_s"] for s in segments]
     if not segments:
         rate.text(0.5, 0.5, "the log covers no whole interval", ha="center", transform=rate.transAxes)
     else:
         rate.step(xs, ys + ys[-1:], where="post", label="logged, per segment")
     if a["schedule"] is not None:
-        sched = [(_seconds(t) / 60, float(r.split("/")[0])) for t, r in a["schedule"]]
+        sched = [(_seconds(t) / unit, float(r.split("/")[0])) for t, r in a["schedule"]]
         rate.plot([t for t, _ in sched], [r for _, r in sched], color="tab:orange", label="fitted schedule")
     else:
         rate.axhline(a["rate_per_s"], color="tab:orange", label="fitted rate")
     rate.set_ylim(bottom=0)
-    rate.set_xlabel("minutes from the first whole interval")
+    if clock:
+        time_axis.apply_to_matplotlib(rate, 0.0, span)
+        rate.set_xlabel(time_axis.axis_label("time from the first whole interval", span))
+    else:
+        rate.set_xlabel("minutes from the first whole interval")
     rate.set_ylabel("requests per second")
     rate.set_title("arrivals")
     rate.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
-    plt.close(fig)
+    return fig

@@ -22,7 +22,11 @@ struct Part {
 
 impl Scenario {
     fn memory_parts(&self) -> [Part; 3] {
-        let cost = Engine::chosen(self).state_bytes(self);
+        self.memory_parts_on(Engine::chosen(self))
+    }
+
+    fn memory_parts_on(&self, engine: Engine) -> [Part; 3] {
+        let cost = engine.state_bytes(self);
         let (dynos, slots, routers) = (
             f64::from(self.dynos),
             f64::from(self.slots),
@@ -50,6 +54,16 @@ impl Scenario {
     /// Bytes of engine state one replication may need at most.
     pub fn replication_bytes(&self) -> f64 {
         self.memory_parts().iter().map(|p| p.bytes).sum()
+    }
+
+    /// Bytes of engine state a trace of one replication (`trace_replication`: the series over
+    /// time of a report) may need at most, its frames apart: the whole fleet on the
+    /// event-driven engine, which traces run on whatever engine runs the scenario.
+    pub fn trace_bytes(&self) -> f64 {
+        self.memory_parts_on(Engine::Events)
+            .iter()
+            .map(|p| p.bytes)
+            .sum()
     }
 
     /// Refuses a scenario one replication of which needs more than `run.max_memory`, naming
@@ -84,10 +98,22 @@ impl Scenario {
     /// than `run.max_memory` has room for (at least one: [`Scenario::from_json`] refused a
     /// scenario one replication of which does not fit).
     pub fn replications_at_once(&self) -> usize {
+        self.replications_at_once_on(rayon::current_num_threads())
+    }
+
+    /// [`Scenario::replications_at_once`] on `threads` threads.
+    fn replications_at_once_on(&self, threads: usize) -> usize {
         let fit = (self.max_memory / self.replication_bytes().max(1.0)).floor();
         let fit = if fit >= 1.0 { fit.min(1e6) as usize } else { 1 };
-        fit.min(rayon::current_num_threads())
-            .min(self.replications as usize)
-            .max(1)
+        fit.min(threads).min(self.replications as usize).max(1)
+    }
+
+    /// Bytes of engine state a whole run may hold at once, worked out before it starts: one
+    /// replication's ([`Scenario::replication_bytes`]) times as many replications as run at
+    /// once on `run.threads` (a thread per core when it is not set). At most `run.max_memory`
+    /// unless one replication alone is over it (and then the run is refused).
+    pub fn run_bytes(&self) -> f64 {
+        let threads = self.threads.unwrap_or_else(rayon::current_num_threads);
+        self.replication_bytes() * self.replications_at_once_on(threads) as f64
     }
 }

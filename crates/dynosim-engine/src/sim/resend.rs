@@ -1,0 +1,138 @@
+//! The steps of the clients' retries (`[arrivals.retry]`; their state is
+//! [`super::retries`]'): a try answered with an error is sent again after its backoff, or its
+//! client has the error for good; the retries due are sent through a router like any
+//! arrival, each a new try of the same request (its class, drawn work and key). The try that
+//! failed is left as it is: a dyno that holds it works on.
+//!
+//! A user request's figures run from its first try's send to the last try's answer; each try
+//! counts at its dyno as a request of its own (its queue time, the router's counts and
+//! timeouts, its log line for the autoscaler).
+
+use super::deadlines::Kind;
+use super::events::Event;
+use super::retries::{Pending, Try, Verdict};
+use super::slab::NONE;
+use super::Simulation;
+use crate::result::ErrorKind;
+
+impl Simulation<'_> {
+    /// Try `req` is answered with `error` (its entry still holds what it was): its client
+    /// sends it again after a backoff, or has the error for good: its request's figures, and
+    /// a closed-loop client's next send (no sooner than `at_least`).
+    pub(super) fn client_error(&mut self, req: u32, error: ErrorKind, at_least: f64) {
+        let e = &self.slab.entries[req as usize];
+        let (arrival, client) = (e.arrival, e.client);
+        // The try's answer, as its router logs it.
+        self.answered(arrival);
+        if let Some(origin) = self.try_failed(req, error) {
+            self.measures.errored(error, origin, self.now);
+            self.respond_after(client, at_least);
+        }
+    }
+
+    /// A request arrived (its first try): its try is the first, sent now.
+    #[inline]
+    pub(super) fn first_try(&mut self, req: u32) {
+        if let Some(r) = self.retries.as_deref_mut() {
+            r.first(req, self.now);
+            self.measures.tried(self.now, self.now);
+        }
+    }
+
+    /// The request's first send (its try's own arrival without retries).
+    #[inline]
+    pub(super) fn origin(&self, req: u32) -> f64 {
+        match self.retries.as_deref() {
+            None => self.slab.entries[req as usize].arrival,
+            Some(r) => r.try_of(req).origin,
+        }
+    }
+
+    /// A try was answered successfully: the budget learns it.
+    #[inline]
+    pub(super) fn try_succeeded(&mut self) {
+        if let Some(r) = self.retries.as_deref_mut() {
+            r.succeeded();
+        }
+    }
+
+    /// Try `req` failed with `error` (its entry still holds what it was): sent again after a
+    /// backoff (None), or failed for good (its request's first send).
+    fn try_failed(&mut self, req: u32, error: ErrorKind) -> Option<f64> {
+        let now = self.now;
+        let Some(r) = self.retries.as_deref_mut() else {
+            return Some(self.slab.entries[req as usize].arrival);
+        };
+        let tried = r.try_of(req);
+        let delay = match r.decide(tried, error, now) {
+            Verdict::Retry(delay) => delay,
+            Verdict::Failed => return Some(tried.origin),
+            Verdict::Denied => {
+                self.measures.retry_denied(tried.origin);
+                return Some(tried.origin);
+            }
+            Verdict::Exhausted => {
+                self.measures.retries_exhausted(tried.origin);
+                return Some(tried.origin);
+            }
+        };
+        let e = &self.slab.entries[req as usize];
+        let pending = Pending {
+            tried: Try {
+                origin: tried.origin,
+                number: tried.number + 1,
+                last_delay: delay,
+            },
+            client: e.client,
+            class: e.class,
+            service: e.service,
+            key: self.slab.keys.get(req as usize).copied().unwrap_or(NONE),
+            colocated_half: self.colocated.as_ref().map_or(0.0, |c| c.half(req)),
+        };
+        let stride = self.slab.stride;
+        let times = &self.slab.times[req as usize * stride..][..stride];
+        let at = now + delay;
+        if r.wait(pending, times, at) {
+            self.events.reschedule_retries(at);
+        }
+        self.measures.retried(tried.origin);
+        None
+    }
+
+    /// The retries due now are sent, in the order they came due.
+    pub(super) fn retries_due(&mut self) {
+        loop {
+            let r = self.retries.as_deref_mut().expect("retries");
+            match r.take_due(self.now) {
+                Ok((pending, slot)) => self.send_again(pending, slot),
+                Err(Some(at)) => return self.events.reschedule_retries(at),
+                Err(None) => return self.events.cancel(Event::Retries),
+            }
+        }
+    }
+
+    /// A retry's try: a new entry with what the failed one had, sent through a router.
+    fn send_again(&mut self, p: Pending, slot: u32) {
+        let req = self.slab.insert();
+        let stride = self.slab.stride;
+        let r = self.retries.as_deref_mut().expect("retries");
+        self.slab.times[req as usize * stride..][..stride].copy_from_slice(r.times_of(slot));
+        if self.slab.keyed {
+            self.slab.keys[req as usize] = p.key;
+        }
+        if let Some(colocated) = self.colocated.as_mut() {
+            colocated.keep(req, p.colocated_half);
+        }
+        r.sent(req, &p);
+        // Its own patience, drawn from the retries' stream.
+        let patience = if self.s.router_cost.is_none() {
+            r.patience(self.s, Kind::Queue)
+        } else {
+            None
+        };
+        let client_patience = r.patience(self.s, Kind::Client);
+        self.measures.tried(p.tried.origin, self.now);
+        self.slab.entries[req as usize].class = p.class;
+        self.send(req, p.client, p.service, patience, client_patience);
+    }
+}
