@@ -114,6 +114,8 @@ impl<'s> Eligible<'s> {
             engine: _,
             // A retry is a request sent again, whose answer depends on the first's.
             client_retry,
+            // A breaker fails tries at once after others failed.
+            client_breaker,
             faults,
             // Read off the measures a run of faults keeps (never direct).
             stability: _,
@@ -150,6 +152,9 @@ impl<'s> Eligible<'s> {
         }
         if router_retry.beyond_refused() {
             return Err("the router retries after a timeout or an error (router.retry_on)");
+        }
+        if client_breaker.is_some() {
+            return Err("the clients' circuit breaker fails tries at once (arrivals.breaker)");
         }
         if !faults.is_empty() {
             return Err("faults change the fleet during the run");

@@ -9,6 +9,7 @@ pub mod alloc;
 pub mod app;
 pub mod arrivals;
 pub mod autoscale;
+pub mod breaker;
 pub mod description;
 pub mod direct;
 pub mod dist;

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::result::{
     AutoscaleFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable, Failed,
     FleetFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult, ResourceFigures,
-    RetryFigures, RoutingFigures, SizeFigures, StabilityFigures, Utilisation, Wasted,
+    BreakerFigures, RetryFigures, RoutingFigures, SizeFigures, StabilityFigures, Utilisation, Wasted,
 };
 use crate::scenario::Scenario;
 use crate::stability::{Goodput, Rule};
@@ -61,6 +61,15 @@ pub(crate) struct Measures {
     retries: Option<Box<RetryCounts>>,
     /// With `[[faults]]`: successful answers over time, and the rule that judges them.
     stability: Option<Box<(Goodput, Rule)>>,
+    /// With `[arrivals.breaker]`: when it opened and until when, and the tries it failed at
+    /// once of the window's requests.
+    breaker: Option<Box<BreakerCounts>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct BreakerCounts {
+    open: Vec<(f64, f64)>,
+    rejected: u64,
 }
 
 /// The tries of the requests of the window (counted by their first send).
@@ -220,7 +229,12 @@ impl Measures {
                     .iter()
                     .any(|f| matches!(f.kind, crate::fault::FaultKind::DynosLost { .. })),
                 wait_timeout: scenario.app.wait_timeout.is_some(),
+                breaker_open: scenario.client_breaker.is_some(),
             },
+            breaker: scenario
+                .client_breaker
+                .is_some()
+                .then(Box::<BreakerCounts>::default),
             retries: (scenario.client_retry.is_some() || scenario.router_retry.beyond_refused())
                 .then(Box::<RetryCounts>::default),
             stability: scenario
@@ -623,6 +637,23 @@ impl Measures {
         }
     }
 
+    /// The clients' breaker opened at `now`, until `until`.
+    #[cold]
+    pub fn breaker_opened(&mut self, now: f64, until: f64) {
+        if let Some(b) = self.breaker.as_mut() {
+            b.open.push((now, until));
+        }
+    }
+
+    /// The clients' breaker failed a try of a request first sent at `origin` at once.
+    pub fn breaker_rejected(&mut self, origin: f64) {
+        if origin >= self.window_start {
+            if let Some(b) = self.breaker.as_mut() {
+                b.rejected += 1;
+            }
+        }
+    }
+
     /// A request first sent at `origin` failed on its last try with an outcome retried.
     pub fn retries_exhausted(&mut self, origin: f64) {
         if origin >= self.window_start {
@@ -947,6 +978,20 @@ impl Measures {
                 app: 0,
                 denied: r.denied,
                 exhausted: r.exhausted,
+            }),
+            breaker: self.breaker.as_deref().map(|b| {
+                // Each opening's time clipped to the window (they never overlap: it is
+                // half-open between two).
+                let open: f64 = b
+                    .open
+                    .iter()
+                    .map(|&(from, to)| (to.min(w.1) - from.max(w.0)).max(0.0))
+                    .sum();
+                BreakerFigures {
+                    open_fraction: open / span,
+                    opened: b.open.iter().filter(|o| o.0 >= w.0 && o.0 <= w.1).count() as u64,
+                    rejected: b.rejected,
+                }
             }),
             stability: self.stability.as_deref().map(|(goodput, rule)| {
                 // A timed run is judged to its window's close (answers after it, the queues

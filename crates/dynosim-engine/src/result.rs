@@ -71,6 +71,9 @@ pub struct ReplicationResult {
     /// Whether goodput came back after the faults (scenarios with `[[faults]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stability: Option<StabilityFigures>,
+    /// What the clients' circuit breaker did (scenarios with `[arrivals.breaker]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerFigures>,
     /// The engine that ran it ("direct" or "events"; see [`crate::engine`]).
     #[serde(skip)]
     pub engine: &'static str,
@@ -129,6 +132,18 @@ pub struct RetryFigures {
     pub denied: u64,
     /// Requests that failed on their last try (an outcome the clients retry, no try left).
     pub exhausted: u64,
+}
+
+/// The clients' circuit breaker over the measured window.
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakerFigures {
+    /// Fraction of the window it was open (failing every try at once); half-open is not open.
+    pub open_fraction: f64,
+    /// Times it opened in the window.
+    pub opened: u64,
+    /// Tries it failed at once (open, or half-open with its probes out), of the window's
+    /// requests (by their first try).
+    pub rejected: u64,
 }
 
 /// The stability verdict of one replication (see [`crate::stability`]); the report's summary
@@ -221,10 +236,13 @@ pub enum ErrorKind {
     /// Older than `app.wait_timeout` when a thread took it: dropped unserved (Rack::Timeout's
     /// RequestExpiryError, 503).
     WaitTimeout,
+    /// Failed at once by the clients' open circuit breaker (`[arrivals.breaker]`): never
+    /// sent.
+    BreakerOpen,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 }
 
 /// Which of the error kinds a scenario reports only when it can have them (see
@@ -234,6 +252,7 @@ pub struct Optional {
     pub outage: bool,
     pub crashed: bool,
     pub wait_timeout: bool,
+    pub breaker_open: bool,
 }
 
 /// A figure per error kind, and their total.
@@ -251,14 +270,16 @@ pub struct ErrorTable<T> {
     pub no_dyno: T,
     pub shutdown: T,
     /// The kinds of the feedback features: written only by a scenario that can have them
-    /// (faults with an outage, faults losing dynos, `app.wait_timeout`), so that the others'
-    /// tables are as they always were.
+    /// (faults with an outage, faults losing dynos, `app.wait_timeout`, `[arrivals.breaker]`),
+    /// so that the others' tables are as they always were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outage: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crashed: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_timeout: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker_open: Option<T>,
 }
 
 impl ErrorTable<u64> {
@@ -280,6 +301,7 @@ impl ErrorTable<u64> {
             outage: shown.outage.then(|| k(ErrorKind::Outage)),
             crashed: shown.crashed.then(|| k(ErrorKind::Crashed)),
             wait_timeout: shown.wait_timeout.then(|| k(ErrorKind::WaitTimeout)),
+            breaker_open: shown.breaker_open.then(|| k(ErrorKind::BreakerOpen)),
         }
     }
 
@@ -307,6 +329,7 @@ impl ErrorTable<u64> {
             outage: self.outage.map(f),
             crashed: self.crashed.map(f),
             wait_timeout: self.wait_timeout.map(f),
+            breaker_open: self.breaker_open.map(f),
         }
     }
 }

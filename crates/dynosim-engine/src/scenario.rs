@@ -12,6 +12,7 @@ use crate::request::{PhaseKind, RequestModel, RequestSpec};
 use crate::resource_spec::{PoolScope, Resource, ResourceSpec};
 use crate::retry::router::{RouterBudgetSpec, RouterRetry};
 use crate::retry::{ClientRetry, RetrySpec};
+use crate::breaker::{BreakerSpec, ClientBreaker};
 use crate::stability;
 use crate::theory;
 use crate::timeout_spec::Timeout;
@@ -109,6 +110,10 @@ pub struct ArrivalsSpec {
     /// sends a request again.
     #[serde(default)]
     pub retry: Option<RetrySpec>,
+    /// The clients' circuit breaker (`[arrivals.breaker]`, see [`crate::breaker`]); None:
+    /// none.
+    #[serde(default)]
+    pub breaker: Option<BreakerSpec>,
     #[serde(flatten)]
     pub params: Map<String, Value>,
 }
@@ -481,6 +486,8 @@ pub struct Scenario {
     pub threads: Option<usize>,
     /// `[arrivals.retry]`: the clients' retries; None: none.
     pub client_retry: Option<ClientRetry>,
+    /// `[arrivals.breaker]`: the clients' circuit breaker; None: none.
+    pub client_breaker: Option<ClientBreaker>,
     /// `[[faults]]`, in time order.
     pub faults: Faults,
     /// With faults: how the run judges whether the fleet recovered.
@@ -901,6 +908,7 @@ impl Scenario {
             .map(ClientRetry::build)
             .transpose()?
             .flatten();
+        let client_breaker = a.breaker.as_ref().map(ClientBreaker::build).transpose()?;
         let names: Vec<&str> = resource_names.iter().map(String::as_str).collect();
         // A closed loop of a set number of requests is measured whole: from 0 to its last
         // answer, whenever that comes.
@@ -966,6 +974,7 @@ impl Scenario {
                 Some(v) => auto_or_whole(v, "run.threads", 1024)?.map(|t| t as usize),
             },
             client_retry,
+            client_breaker,
             faults,
             stability,
             shards: Vec::new(),

@@ -168,6 +168,23 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "arrivals.breaker",
+        meaning: "The clients' circuit breaker, one for every client (one client library in a \
+                  front end), after resilience4j's CircuitBreaker and with its defaults: it \
+                  records each try's outcome (any error the client gets, its own timeout \
+                  included, is a failure) in a sliding window; once `min_calls` are in it and \
+                  `failure_rate` percent of them failed (or `slow_call_rate` percent were \
+                  slow) it opens: for `open_for` every try fails at once (error breaker_open, \
+                  never sent). Then it is half-open: `half_open_calls` tries go through, and \
+                  it closes, or opens again if they fail as often. A retry of a try it failed \
+                  meets it again. `[arrivals.breaker]` alone is resilience4j's defaults. \
+                  Figures: breaker.open_fraction, breaker.opened, breaker.rejected. See \
+                  docs/feedback.md.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "router.retry_budget",
         meaning: "Envoy's retry budget for the router's retries after a timeout or an error \
                   (router.retry_on \"timeout\" or \"5xx\"), usually written inline: \
@@ -932,6 +949,96 @@ pub const KEYS: &[Key] = &[
         default: Default::Value(r#""10s""#),
         example: r#""20s""#,
         meaning: "how long a deposit counts (Finagle's ttl, in ten slices of ttl/10)",
+    },
+    // --- [arrivals.breaker]
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "failure_rate",
+        value: "percentage above 0, at most 100",
+        unit: "%",
+        default: Default::Value("50"),
+        example: "25",
+        meaning: "it opens when at least this percentage of the window's calls failed \
+                  (resilience4j's failureRateThreshold)",
+    },
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "slow_call_rate",
+        value: "percentage above 0, at most 100",
+        unit: "%",
+        default: Default::Value("100"),
+        example: "80",
+        meaning: "it opens when at least this percentage of the window's calls were slow \
+                  (slowCallRateThreshold)",
+    },
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "slow_call_duration",
+        value: "duration above 0",
+        unit: "s",
+        default: Default::Value(r#""60s""#),
+        example: r#""5s""#,
+        meaning: "a call answered (or failed) later than this after it was sent is slow \
+                  (slowCallDurationThreshold)",
+    },
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "window_type",
+        value: "\"count_based\" or \"time_based\"",
+        unit: "",
+        default: Default::Value(r#""count_based""#),
+        example: r#""time_based""#,
+        meaning: "the sliding window: the last `window` calls, or the calls of the last \
+                  `window` seconds in buckets of one second (slidingWindowType)",
+    },
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "window",
+        value: "whole number, 1 to 1000000",
+        unit: "calls or s",
+        default: Default::Value("100"),
+        example: "50",
+        meaning: "the sliding window's size: calls (count_based) or seconds (time_based) \
+                  (slidingWindowSize)",
+    },
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "min_calls",
+        value: "whole number, 1 to 1000000",
+        unit: "calls",
+        default: Default::Value("100"),
+        example: "20",
+        meaning: "calls in the window before a rate is judged; a count_based window judges \
+                  once full at the latest (minimumNumberOfCalls)",
+    },
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "open_for",
+        value: "duration above 0",
+        unit: "s",
+        default: Default::Value(r#""60s""#),
+        example: r#""30s""#,
+        meaning: "how long it stays open, failing every try at once, before it is half-open \
+                  (waitDurationInOpenState; half-open at that instant, as with \
+                  automaticTransitionFromOpenToHalfOpenEnabled)",
+    },
+    Key {
+        section: "arrivals.breaker",
+        kind: None,
+        name: "half_open_calls",
+        value: "whole number, 1 to 1000000",
+        unit: "calls",
+        default: Default::Value("10"),
+        example: "5",
+        meaning: "tries let through when half-open; once they have answered it closes, or \
+                  opens again if they reach a threshold (permittedNumberOfCallsInHalfOpenState)",
     },
     // --- [arrivals.keys]
     Key {

@@ -104,6 +104,7 @@ impl Scenario {
             max_memory: _,
             engine: _,
             client_retry,
+            client_breaker,
             faults,
             stability: _,
             shard_count: _,
@@ -125,6 +126,9 @@ impl Scenario {
         }
         if router_retry.beyond_refused() {
             return Some("the router's retries after a timeout or an error (router.retry_on)");
+        }
+        if client_breaker.is_some() {
+            return Some("the clients' circuit breaker (arrivals.breaker) sees the whole fleet");
         }
         if !faults.is_empty() {
             return Some("faults strike the fleet as a whole");

@@ -95,9 +95,12 @@ impl Failure {
     pub fn of(kind: ErrorKind) -> Failure {
         match kind {
             ErrorKind::ClientTimeout => Failure::Timeout,
-            ErrorKind::H11 | ErrorKind::H13 | ErrorKind::Shed | ErrorKind::NoDyno => {
-                Failure::Refused
-            }
+            // The clients' own breaker failed it before it was sent: a refusal.
+            ErrorKind::H11
+            | ErrorKind::H13
+            | ErrorKind::Shed
+            | ErrorKind::NoDyno
+            | ErrorKind::BreakerOpen => Failure::Refused,
             ErrorKind::H12
             | ErrorKind::QueueTimeout
             | ErrorKind::AppTimeout

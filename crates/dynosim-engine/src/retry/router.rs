@@ -78,7 +78,8 @@ impl RouterRetry {
             | ErrorKind::ClientTimeout
             | ErrorKind::QueueTimeout
             | ErrorKind::Shed
-            | ErrorKind::NoDyno => false,
+            | ErrorKind::NoDyno
+            | ErrorKind::BreakerOpen => false,
         }
     }
 

@@ -3,6 +3,7 @@
 //! first evaluation, the first deploy, the dynos' first daily restarts, the first fault that acts at an instant, the late board's first
 //! refresh, the initial fleet's idle reports. What happens next is the run's loop (`mod.rs`).
 
+use super::breaker::Breaker;
 use super::clients::Clients;
 use super::colocated::Colocated;
 use super::cpu::Cpu;
@@ -76,6 +77,7 @@ impl<'s> Simulation<'s> {
             retries: Retries::of(s, stride, streams.retries),
             faults: Faults::new(s),
             redispatch: Redispatch::of(s),
+            breaker: Breaker::of(s),
         };
         sim.begin();
         Ok(sim)

@@ -59,6 +59,11 @@ impl Simulation<'_> {
         client_patience: Option<f64>,
     ) {
         let t = self.now;
+        if let Some(breaker) = self.breaker.as_deref_mut() {
+            if !breaker.allows(t) {
+                return self.rejected(req, client, NO_DYNO_BACKOFF);
+            }
+        }
         let router = self.routers.pick();
         let entry = &mut self.slab.entries[req as usize];
         entry.arrival = t;

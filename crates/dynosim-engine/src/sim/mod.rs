@@ -57,7 +57,9 @@
 //! - `deadlines.rs`: the requests' deadlines and the timeouts' draws;
 //! - `fleet.rs`: which slot holds a dyno, where each is in its life, the formation;
 //! - `scaling.rs`: the autoscaler and what it is fed;
-//! - `trace.rs`: a trace's frames.
+//! - `trace.rs`: a trace's frames;
+//! - `retries.rs`, `redispatch.rs`, `breaker.rs`, `faults.rs`: the clients' retries, the
+//!   routers' retries after a timeout or an error, the clients' circuit breaker, the faults.
 //!
 //! The steps: `impl Simulation` blocks, what happens, which read and change several concerns
 //! (no concern's file names them):
@@ -92,6 +94,7 @@
 //!    where it belongs, or in a new steps file (which nothing names back).
 
 mod aperture;
+mod breaker;
 mod build;
 mod clients;
 mod colocated;
@@ -128,6 +131,7 @@ use crate::measure::Measures;
 use crate::policy::{Knowledge, Ties};
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::scenario::Scenario;
+use breaker::Breaker;
 use clients::Clients;
 use colocated::Colocated;
 use cpu::Cpu;
@@ -211,6 +215,8 @@ struct Simulation<'s> {
     faults: Faults,
     /// The router's retries after a timeout or an error (`router.retry_on`); None: none.
     redispatch: Option<Box<Redispatch>>,
+    /// The clients' circuit breaker (`[arrivals.breaker]`); None: none.
+    breaker: Option<Box<Breaker>>,
 }
 
 /// What a replication's state costs on this engine (see [`crate::state_size`]).

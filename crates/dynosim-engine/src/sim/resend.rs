@@ -7,7 +7,15 @@
 //! A user request's figures run from its first try's send to the last try's answer; each try
 //! counts at its dyno as a request of its own (its queue time, the router's counts and
 //! timeouts, its log line for the autoscaler).
+//!
+//! The clients' circuit breaker (`[arrivals.breaker]`, its state [`super::breaker`]) sees each
+//! try: when a client sends it (`send`), a breaker that does not let it through fails it at
+//! once (`breaker_open`, never sent: no router logs it); and each try's outcome, as its client
+//! has it: a success (`finish_with`), or an error (`client_error`), its own timeout included.
+//! A try it failed is a refusal to the retries (`arrivals.retry.on`): retried after its backoff
+//! like any other, and that retry meets the breaker again.
 
+use super::breaker::Moved;
 use super::deadlines::Kind;
 use super::events::Event;
 use super::retries::{Pending, Try, Verdict};
@@ -22,8 +30,11 @@ impl Simulation<'_> {
     pub(super) fn client_error(&mut self, req: u32, error: ErrorKind, at_least: f64) {
         let e = &self.slab.entries[req as usize];
         let (arrival, client) = (e.arrival, e.client);
-        // The try's answer, as its router logs it.
-        self.answered(arrival);
+        if error != ErrorKind::BreakerOpen {
+            // The try's answer, as its router logs it.
+            self.answered(arrival);
+            self.breaker_record(arrival, true);
+        }
         if let Some(origin) = self.try_failed(req, error) {
             self.measures.errored(error, origin, self.now);
             self.respond_after(client, at_least);
@@ -50,12 +61,36 @@ impl Simulation<'_> {
         }
     }
 
-    /// A try was answered successfully: the budget learns it.
+    /// A try sent at `arrival` was answered successfully: the budget and the breaker learn
+    /// it.
     #[inline]
-    pub(super) fn try_succeeded(&mut self) {
+    pub(super) fn try_succeeded(&mut self, arrival: f64) {
         if let Some(r) = self.retries.as_deref_mut() {
             r.succeeded();
         }
+        self.breaker_record(arrival, false);
+    }
+
+    /// The breaker learns the outcome of a try sent at `arrival`, answered now.
+    #[inline]
+    fn breaker_record(&mut self, arrival: f64, failed: bool) {
+        if let Some(b) = self.breaker.as_deref_mut() {
+            if let Moved::Opened(until) = b.record(self.now, self.now - arrival, failed) {
+                self.measures.breaker_opened(self.now, until);
+            }
+        }
+    }
+
+    /// The breaker failed try `req` of `client` at once, before it was sent: its client has
+    /// the error (sending again no sooner than `at_least`), or retries.
+    pub(super) fn rejected(&mut self, req: u32, client: u32, at_least: f64) {
+        let e = &mut self.slab.entries[req as usize];
+        e.arrival = self.now;
+        e.client = client;
+        let origin = self.origin(req);
+        self.measures.breaker_rejected(origin);
+        self.client_error(req, ErrorKind::BreakerOpen, at_least);
+        self.slab.release(req);
     }
 
     /// Try `req` failed with `error` (its entry still holds what it was): sent again after a

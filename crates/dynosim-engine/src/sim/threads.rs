@@ -187,7 +187,7 @@ impl Simulation<'_> {
                 if self.measures.detailed() {
                     self.measures.class_completed(class as usize, origin, now);
                 }
-                self.try_succeeded();
+                self.try_succeeded(arrival);
             }
             // Its client: a retry, or the error (and its next send) now.
             // Its router may try another dyno (`router.retry_on`); else its client has it.
