@@ -144,7 +144,11 @@ impl ClientBreaker {
         let min_calls = count(spec.min_calls, "min_calls", "calls", DEFAULT_MIN_CALLS)?;
         Ok(ClientBreaker {
             failure_rate: percent(spec.failure_rate, "failure_rate", DEFAULT_FAILURE_RATE)?,
-            slow_call_rate: percent(spec.slow_call_rate, "slow_call_rate", DEFAULT_SLOW_CALL_RATE)?,
+            slow_call_rate: percent(
+                spec.slow_call_rate,
+                "slow_call_rate",
+                DEFAULT_SLOW_CALL_RATE,
+            )?,
             slow_call_duration: duration(
                 spec.slow_call_duration,
                 "slow_call_duration",
@@ -212,8 +216,9 @@ mod tests {
     fn a_count_window_judges_once_full_at_the_latest() {
         let b = build(serde_json::json!({"window": 20, "min_calls": 50})).unwrap();
         assert_eq!(b.min_calls, 20);
-        let b = build(serde_json::json!({"window": 20, "min_calls": 50, "window_type": "time_based"}))
-            .unwrap();
+        let b =
+            build(serde_json::json!({"window": 20, "min_calls": 50, "window_type": "time_based"}))
+                .unwrap();
         assert_eq!(b.min_calls, 50);
     }
 
@@ -233,7 +238,10 @@ mod tests {
             (serde_json::json!({"failure_rate": 0}), "failure_rate"),
             (serde_json::json!({"failure_rate": 150}), "failure_rate"),
             (serde_json::json!({"slow_call_rate": -1}), "slow_call_rate"),
-            (serde_json::json!({"slow_call_duration": 0}), "slow_call_duration"),
+            (
+                serde_json::json!({"slow_call_duration": 0}),
+                "slow_call_duration",
+            ),
             (serde_json::json!({"window_type": "sliding"}), "window_type"),
             (serde_json::json!({"window": 0}), "window"),
             (serde_json::json!({"min_calls": -3}), "min_calls"),

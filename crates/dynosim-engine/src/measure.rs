@@ -5,9 +5,9 @@
 use crate::alloc::filled;
 use crate::error::Result;
 use crate::result::{
-    AutoscaleFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable, Failed,
-    FleetFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult, ResourceFigures,
-    BreakerFigures, RetryFigures, RoutingFigures, SizeFigures, StabilityFigures, Utilisation, Wasted,
+    AutoscaleFigures, BreakerFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable,
+    Failed, FleetFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult, ResourceFigures,
+    RetryFigures, RoutingFigures, SizeFigures, StabilityFigures, Utilisation, Wasted,
 };
 use crate::scenario::Scenario;
 use crate::stability::{Goodput, Rule};

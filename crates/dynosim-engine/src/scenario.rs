@@ -3,6 +3,7 @@
 
 use crate::app::{AppServer, AppSpec, DynoType};
 use crate::autoscale::Autoscaler;
+use crate::breaker::{BreakerSpec, ClientBreaker};
 use crate::dist::{self, ServiceDistribution, Shaped};
 use crate::error::{Error, Result};
 use crate::fault::{FaultSpec, Faults};
@@ -12,7 +13,6 @@ use crate::request::{PhaseKind, RequestModel, RequestSpec};
 use crate::resource_spec::{PoolScope, Resource, ResourceSpec};
 use crate::retry::router::{RouterBudgetSpec, RouterRetry};
 use crate::retry::{ClientRetry, RetrySpec};
-use crate::breaker::{BreakerSpec, ClientBreaker};
 use crate::stability;
 use crate::theory;
 use crate::timeout_spec::Timeout;

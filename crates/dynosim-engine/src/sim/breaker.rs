@@ -65,7 +65,9 @@ pub(super) enum Moved {
 impl Breaker {
     /// The scenario's breaker (None: its clients have none).
     pub fn of(s: &Scenario) -> Option<Box<Breaker>> {
-        s.client_breaker.as_ref().map(|c| Box::new(Breaker::new(c.clone())))
+        s.client_breaker
+            .as_ref()
+            .map(|c| Box::new(Breaker::new(c.clone())))
     }
 
     fn new(config: ClientBreaker) -> Breaker {
@@ -253,9 +255,8 @@ mod tests {
 
     #[test]
     fn a_time_window_forgets_its_oldest_seconds() {
-        let mut b = breaker(
-            serde_json::json!({"window_type": "time_based", "window": 3, "min_calls": 4}),
-        );
+        let mut b =
+            breaker(serde_json::json!({"window_type": "time_based", "window": 3, "min_calls": 4}));
         b.record(0.2, 0.0, true);
         b.record(0.7, 0.0, true);
         b.record(1.5, 0.0, false);
