@@ -166,6 +166,13 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
         ("router.retry_budget={percent=150}", ["router.retry_budget.percent:", "0 to 100"]),
         ("router.retry_budget={min_concurrency=3}", ["router.retry_budget:", "router.retry_on"]),
         ("router.retry_budget={ratio=0.2}", ["router.retry_budget", "ratio"]),
+        ("arrivals.breaker={failure_rate=150}", ["arrivals.breaker.failure_rate:",
+                                                 "expected a percentage from 0 to 100", "150"]),
+        ('arrivals.breaker={window_type="sliding"}', ["arrivals.breaker.window_type:", 'unknown window type "sliding"',
+                                                      "time_based"]),
+        ("arrivals.breaker={half_open_calls=0}", ["arrivals.breaker.half_open_calls:", "from 1", "got 0"]),
+        ('arrivals.breaker={open_for="0s"}', ["arrivals.breaker.open_for:", "above 0"]),
+        ("arrivals.breaker={slots=3}", ["arrivals.breaker", "slots"]),
     ],
 )
 def test_mistakes_are_one_line(cli, mm1, override, fragments):

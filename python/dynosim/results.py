@@ -21,8 +21,9 @@ ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue
                            "no_dyno", "shutdown"]
 
 #: Error kinds a scenario reports only when it can have them: an outage (``[[faults]]``), a dyno lost
-#: (``dynos_lost``), a request too old when a thread took it (``app.wait_timeout``).
-FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout"]
+#: (``dynos_lost``), a request too old when a thread took it (``app.wait_timeout``), a try failed at once
+#: by the clients' circuit breaker (``[arrivals.breaker]``).
+FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout", "breaker_open"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -62,6 +63,8 @@ OPTIONAL_METRICS: List[str] = (
     # Errors of the feedback features (`[[faults]]`, `app.wait_timeout`): reported only by scenarios
     # that can have them.
     + [f"{table}.{kind}" for table in ("errors", "error_counts") for kind in FEEDBACK_ERROR_KINDS]
+    # The clients' circuit breaker (`[arrivals.breaker]`).
+    + ["breaker.open_fraction", "breaker.opened", "breaker.rejected"]
     # A run with faults: did goodput come back after the last one (docs/feedback.md)?
     + ["stability.recovered", "stability.recovery_time", "stability.recovered_runs", "stability.baseline_goodput",
        "stability.window", "stability.interval"]
@@ -99,7 +102,7 @@ def is_fraction_metric(metric: str) -> bool:
     return (metric == "queued_fraction" or metric.startswith("utilisation.") or metric.startswith("errors.")
             or metric in ("dyno.cpu_utilisation", "dyno.thread_occupancy", "dyno.process_occupancy",
                           "dyno.memory.over_quota", "failed.fraction", "routing.idle_hits", "routing.busy_hits",
-                          "stability.recovered")
+                          "stability.recovered", "breaker.open_fraction")
             or (metric.startswith("resources.") and metric.endswith(".utilisation")))
 
 
