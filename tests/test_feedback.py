@@ -136,10 +136,17 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["results"][0]["summary"]["stability"]["recovered"]["mean"] == 0.0
     for defence in ["arrivals.retry.attempts=1", 'arrivals.retry.budget={kind="grpc",token_ratio=0.1}',
-                    "app.wait_timeout=25s"]:
+                    "app.wait_timeout=25s", "arrivals.breaker={}"]:
         up = cli("run", "retry-storm", "--json", "--set", defence, *base)
         assert up.returncode == 0, up.stderr
-        assert json.loads(up.stdout)["results"][0]["summary"]["stability"]["recovered"]["mean"] == 1.0, defence
+        summary = json.loads(up.stdout)["results"][0]["summary"]
+        assert summary["stability"]["recovered"]["mean"] == 1.0, defence
+        if defence == "arrivals.breaker={}":
+            # Opened once for its 60 s (of 30 minutes), failing those tries at once.
+            assert summary["breaker"]["opened"]["mean"] == 1.0
+            assert summary["breaker"]["open_fraction"]["mean"] == pytest.approx(60 / 1800)
+            assert summary["breaker"]["rejected"]["mean"] > 0
+            assert summary["error_counts"]["breaker_open"]["mean"] > 0
 
 
 @pytest.mark.parametrize(

@@ -163,3 +163,24 @@ fn figures_appear_only_with_a_breaker() {
     let text = serde_json::to_string(&report.per_replication[0]).unwrap();
     assert!(!text.contains("breaker"), "{text}");
 }
+
+/// The direct engine and the shards refuse a breaker, saying why: it sees every client's
+/// tries at once, and fails some at once.
+#[test]
+fn the_shortcuts_refuse_it() {
+    for (key, value) in [("engine", json!("direct")), ("shards", json!(2))] {
+        let mut s = scenario(false, |_| {});
+        s["run"][key] = value;
+        let error = dynosim_engine::Scenario::from_json(
+            &s.to_string(),
+            std::path::Path::new("."),
+            &dynosim_engine::never_interrupted,
+        )
+        .and_then(|scenario| {
+            dynosim_engine::run(&scenario, &dynosim_engine::never_interrupted).map(|_| ())
+        })
+        .expect_err(key)
+        .to_string();
+        assert!(error.contains("arrivals.breaker"), "{key}: {error}");
+    }
+}
