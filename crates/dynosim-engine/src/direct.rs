@@ -101,6 +101,7 @@ impl<'s> Eligible<'s> {
             shed_latency: _,
             retries: _,
             retry_delay: _,
+            router_retry,
             view,
             aperture,
             duration: _,
@@ -146,6 +147,9 @@ impl<'s> Eligible<'s> {
         }
         if client_retry.is_some() {
             return Err("clients retry (arrivals.retry): a request may be sent again");
+        }
+        if router_retry.beyond_refused() {
+            return Err("the router retries after a timeout or an error (router.retry_on)");
         }
         if !faults.is_empty() {
             return Err("faults change the fleet during the run");

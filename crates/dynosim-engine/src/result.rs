@@ -65,7 +65,7 @@ pub struct ReplicationResult {
     /// What the routers' idle lists did (the `jiq` policy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingFigures>,
-    /// What the clients' retries did (scenarios with `[arrivals.retry]`).
+    /// What the retries did (scenarios with `[arrivals.retry]`, or `router.retry_on` "timeout" or "5xx").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retries: Option<RetryFigures>,
     /// Whether goodput came back after the faults (scenarios with `[[faults]]`).
@@ -112,7 +112,7 @@ pub struct AutoscaleFigures {
     pub reversals: u64,
 }
 
-/// The clients' retries, over the requests arriving in the window (their first tries').
+/// The retries, the clients' and the routers', over the requests arriving in the window (by their first tries).
 #[derive(Debug, Clone, Serialize)]
 pub struct RetryFigures {
     /// Tries sent, the first ones included.
@@ -120,7 +120,7 @@ pub struct RetryFigures {
     /// Tries per request: the load's amplification (1 without a retry).
     pub attempts_per_request: f64,
     /// Retries sent: attempts − requests, by who sent them (the clients, the routers, the
-    /// app: today the clients alone retry).
+    /// app: the app does not retry yet).
     pub count: u64,
     pub client: u64,
     pub router: u64,

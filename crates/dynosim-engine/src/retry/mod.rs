@@ -16,6 +16,7 @@
 //! - budgets: [`budget`].
 
 pub mod budget;
+pub mod router;
 
 use crate::error::{Error, Result};
 use crate::result::ErrorKind;

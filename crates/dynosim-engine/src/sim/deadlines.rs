@@ -197,6 +197,11 @@ impl Deadlines {
             s.app.timeout.as_deref(),
         ]
         .map(|t| t.map(|t| Queue::new(t.constant().is_some())));
+        // A router's retry keeps its client's deadline, set again out of order.
+        let client = match client {
+            Some(Queue::Fifo(_)) if s.router_retry.beyond_refused() => Some(Queue::new(false)),
+            other => other,
+        };
         // Replacements come a fixed time after their kills: in order.
         let boots = s.app.timeout.is_some().then(|| Queue::new(true));
         Deadlines {

@@ -190,7 +190,12 @@ impl Simulation<'_> {
                 self.try_succeeded();
             }
             // Its client: a retry, or the error (and its next send) now.
-            Some(error) => self.client_error(req, error, 0.0),
+            // Its router may try another dyno (`router.retry_on`); else its client has it.
+            Some(error) => {
+                if !self.redispatch(req, error) {
+                    self.client_error(req, error, 0.0)
+                }
+            }
         }
         if !router_done {
             self.count_done(router, dyno);

@@ -142,7 +142,12 @@ impl Simulation<'_> {
             self.routers.in_flight[router] -= 1;
         }
         if !self.slab.entries[req as usize].answered {
-            self.abandon(req, error);
+            if error == ErrorKind::H12 && self.redispatch(req, error) {
+                // Another dyno has it now; this one works on, for nobody.
+                self.abandon_work(req);
+            } else {
+                self.abandon(req, error);
+            }
         }
         self.drain_router(router);
     }
@@ -168,6 +173,13 @@ impl Simulation<'_> {
     /// The client of a request that a dyno holds (or will) is answered with an error; the
     /// dyno works on. What it does from now on is wasted.
     fn abandon(&mut self, req: u32, error: ErrorKind) {
+        self.abandon_work(req);
+        self.client_error(req, error, 0.0);
+    }
+
+    /// Nobody waits for what a dyno does with request `req` from now on (its client was
+    /// answered, or its router sent it elsewhere): that work is wasted.
+    fn abandon_work(&mut self, req: u32) {
         let now = self.now;
         let e = &mut self.slab.entries[req as usize];
         e.answered = true;
@@ -200,6 +212,5 @@ impl Simulation<'_> {
                 .sum();
             self.slab.entries[req as usize].cpu_left = cpu_now + later;
         }
-        self.client_error(req, error, 0.0);
     }
 }
