@@ -218,6 +218,7 @@ impl Measures {
                     .iter()
                     .any(|f| matches!(f.kind, crate::fault::FaultKind::DynosLost { .. })),
                 wait_timeout: scenario.app.wait_timeout.is_some(),
+                service_timeout: scenario.app.service_timeout.is_some(),
             },
             retries: scenario
                 .client_retry

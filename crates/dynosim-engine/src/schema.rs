@@ -1574,6 +1574,23 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "service_timeout",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Off,
+        example: r#""15s""#,
+        meaning: "Rack::Timeout's service_timeout: a request that has run this long on its \
+                  thread (since the thread took it) is stopped by a timeout raised inside it, \
+                  answered 500 (errors.service_timeout; retried as a 5xx), and its thread is \
+                  free at once for the next request: unlike router.timeout (H12), which answers \
+                  the client but leaves the dyno working, and app.timeout, which kills the \
+                  worker. A query already handed to a [resources] server runs on there (the \
+                  database is not told); a pool's connection goes back at once. Event-driven \
+                  engine only. May go with fleet.slots",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "overhead",
         value: "time distribution",
         unit: "s",

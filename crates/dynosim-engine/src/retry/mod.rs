@@ -104,7 +104,8 @@ impl Failure {
             | ErrorKind::Shutdown
             | ErrorKind::Outage
             | ErrorKind::Crashed
-            | ErrorKind::WaitTimeout => Failure::Error,
+            | ErrorKind::WaitTimeout
+            | ErrorKind::ServiceTimeout => Failure::Error,
         }
     }
 }
