@@ -29,7 +29,10 @@ fn main() {
     let t = std::time::Instant::now();
     let r = run_replication_on(Engine::Events, &s, 0, &never_interrupted).unwrap();
     let secs = t.elapsed().as_secs_f64();
-    let tries = r.retries.as_ref().map_or(r.simulated_requests, |x| x.attempts);
+    let tries = r
+        .retries
+        .as_ref()
+        .map_or(r.simulated_requests, |x| x.attempts);
     println!(
         "{}: {tries} tries ({} requests) in {secs:.3} s = {:.2} M tries/s",
         if retries { "retries" } else { "plain" },

@@ -220,6 +220,7 @@ impl Measures {
                     .iter()
                     .any(|f| matches!(f.kind, crate::fault::FaultKind::DynosLost { .. })),
                 wait_timeout: scenario.app.wait_timeout.is_some(),
+                service_timeout: scenario.app.service_timeout.is_some(),
             },
             retries: (scenario.client_retry.is_some() || scenario.router_retry.beyond_refused())
                 .then(Box::<RetryCounts>::default),

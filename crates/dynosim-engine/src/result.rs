@@ -221,10 +221,13 @@ pub enum ErrorKind {
     /// Older than `app.wait_timeout` when a thread took it: dropped unserved (Rack::Timeout's
     /// RequestExpiryError, 503).
     WaitTimeout,
+    /// Ran longer than `app.service_timeout` on its thread: stopped there, the thread freed
+    /// (Rack::Timeout's RequestTimeoutException, answered 500).
+    ServiceTimeout,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 }
 
 /// Which of the error kinds a scenario reports only when it can have them (see
@@ -234,6 +237,7 @@ pub struct Optional {
     pub outage: bool,
     pub crashed: bool,
     pub wait_timeout: bool,
+    pub service_timeout: bool,
 }
 
 /// A figure per error kind, and their total.
@@ -251,14 +255,16 @@ pub struct ErrorTable<T> {
     pub no_dyno: T,
     pub shutdown: T,
     /// The kinds of the feedback features: written only by a scenario that can have them
-    /// (faults with an outage, faults losing dynos, `app.wait_timeout`), so that the others'
-    /// tables are as they always were.
+    /// (faults with an outage, faults losing dynos, `app.wait_timeout`,
+    /// `app.service_timeout`), so that the others' tables are as they always were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outage: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crashed: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_timeout: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_timeout: Option<T>,
 }
 
 impl ErrorTable<u64> {
@@ -280,6 +286,7 @@ impl ErrorTable<u64> {
             outage: shown.outage.then(|| k(ErrorKind::Outage)),
             crashed: shown.crashed.then(|| k(ErrorKind::Crashed)),
             wait_timeout: shown.wait_timeout.then(|| k(ErrorKind::WaitTimeout)),
+            service_timeout: shown.service_timeout.then(|| k(ErrorKind::ServiceTimeout)),
         }
     }
 
@@ -307,6 +314,7 @@ impl ErrorTable<u64> {
             outage: self.outage.map(f),
             crashed: self.crashed.map(f),
             wait_timeout: self.wait_timeout.map(f),
+            service_timeout: self.service_timeout.map(f),
         }
     }
 }
