@@ -168,6 +168,9 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
         ("faults.0.factor=0", ["faults[0].factor:", "above 0"]),
         ("faults.1.for=5", ["--set: faults.1.for:", "1 table(s)", "no table 1"]),
         ('app.wait_timeout="0s"', ["app.wait_timeout:"]),
+        ('app.service_timeout="0s"', ["app.service_timeout:", "positive duration"]),
+        ("app.service_timeout=-1", ["app.service_timeout:", "positive duration"]),
+        ('app.service_timeout="soon"', ["app.service_timeout:", "expected a duration", "soon"]),
         ('run.recovery_interval="2.5s"', ["run.recovery_interval:", "whole number of seconds"]),
         ('router.retry_on=["refused","502"]', ["router.retry_on[1]:", "unknown outcome", '"502"']),
         ("router.retry_budget={percent=150}", ["router.retry_budget.percent:", "0 to 100"]),
@@ -185,6 +188,21 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
 def test_mistakes_are_one_line(cli, mm1, override, fragments):
     result = cli("run", str(mm1), "--set", override, "--replications", "2")
     assert_one_line_error(result, *fragments)
+
+
+def test_service_timeout_is_reported_and_refused_by_the_direct_engine(cli):
+    """`app.service_timeout` adds `errors.service_timeout` to the JSON; the direct engine says
+    it cannot run it, in one line."""
+    result = cli("run", "rapgenius", "--json", "--duration", "10s", "--replications", "2",
+                 "--set", "app.service_timeout=200ms")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)["results"][0]["summary"]
+    assert 0 < summary["errors"]["service_timeout"]["mean"] < 1
+    plain = cli("run", "rapgenius", "--json", "--duration", "10s", "--replications", "2")
+    assert "service_timeout" not in plain.stdout
+    refused = cli("run", "rapgenius", "--duration", "10s", "--set", "app.service_timeout=1s",
+                  "--set", "run.engine=direct")
+    assert_one_line_error(refused, "run.engine:", "app.service_timeout")
 
 
 def test_recovery_keys_need_faults(cli):

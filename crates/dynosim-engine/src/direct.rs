@@ -137,6 +137,7 @@ impl<'s> Eligible<'s> {
             timeout: worker_timeout,
             worker_boot_time: _,
             wait_timeout,
+            service_timeout,
             backlog,
             overhead,
             memory,
@@ -163,6 +164,10 @@ impl<'s> Eligible<'s> {
             return Err(
                 "the app drops requests too old when a thread takes them (app.wait_timeout)",
             );
+        }
+        if service_timeout.is_some() {
+            return Err("the app stops requests that run too long on their threads \
+                 (app.service_timeout)");
         }
         if keys.is_some() {
             return Err(

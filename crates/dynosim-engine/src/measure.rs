@@ -229,6 +229,7 @@ impl Measures {
                     .iter()
                     .any(|f| matches!(f.kind, crate::fault::FaultKind::DynosLost { .. })),
                 wait_timeout: scenario.app.wait_timeout.is_some(),
+                service_timeout: scenario.app.service_timeout.is_some(),
                 breaker_open: scenario.client_breaker.is_some(),
             },
             breaker: scenario

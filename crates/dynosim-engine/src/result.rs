@@ -236,13 +236,16 @@ pub enum ErrorKind {
     /// Older than `app.wait_timeout` when a thread took it: dropped unserved (Rack::Timeout's
     /// RequestExpiryError, 503).
     WaitTimeout,
+    /// Ran longer than `app.service_timeout` on its thread: stopped there, the thread freed
+    /// (Rack::Timeout's RequestTimeoutException, answered 500).
+    ServiceTimeout,
     /// Failed at once by the clients' open circuit breaker (`[arrivals.breaker]`): never
     /// sent.
     BreakerOpen,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 15;
 }
 
 /// Which of the error kinds a scenario reports only when it can have them (see
@@ -252,6 +255,7 @@ pub struct Optional {
     pub outage: bool,
     pub crashed: bool,
     pub wait_timeout: bool,
+    pub service_timeout: bool,
     pub breaker_open: bool,
 }
 
@@ -270,14 +274,17 @@ pub struct ErrorTable<T> {
     pub no_dyno: T,
     pub shutdown: T,
     /// The kinds of the feedback features: written only by a scenario that can have them
-    /// (faults with an outage, faults losing dynos, `app.wait_timeout`, `[arrivals.breaker]`),
-    /// so that the others' tables are as they always were.
+    /// (faults with an outage, faults losing dynos, `app.wait_timeout`,
+    /// `app.service_timeout`, `[arrivals.breaker]`), so that the others' tables are as they
+    /// always were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outage: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crashed: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_timeout: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_timeout: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker_open: Option<T>,
 }
@@ -301,6 +308,7 @@ impl ErrorTable<u64> {
             outage: shown.outage.then(|| k(ErrorKind::Outage)),
             crashed: shown.crashed.then(|| k(ErrorKind::Crashed)),
             wait_timeout: shown.wait_timeout.then(|| k(ErrorKind::WaitTimeout)),
+            service_timeout: shown.service_timeout.then(|| k(ErrorKind::ServiceTimeout)),
             breaker_open: shown.breaker_open.then(|| k(ErrorKind::BreakerOpen)),
         }
     }
@@ -329,6 +337,7 @@ impl ErrorTable<u64> {
             outage: self.outage.map(f),
             crashed: self.crashed.map(f),
             wait_timeout: self.wait_timeout.map(f),
+            service_timeout: self.service_timeout.map(f),
             breaker_open: self.breaker_open.map(f),
         }
     }

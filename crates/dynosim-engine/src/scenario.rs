@@ -697,13 +697,15 @@ impl Scenario {
             (Some(app), Some(slots)) if app.only_overhead() => AppServer {
                 overhead: AppServer::overhead_of(app, base_dir)?,
                 wait_timeout: AppServer::wait_timeout_of(app)?,
+                service_timeout: AppServer::service_timeout_of(app)?,
                 ..AppServer::slots(whole(slots, "fleet.slots", 1, 100_000)?, &dyno_type)
             },
             (Some(_), Some(_)) => {
                 return Err(Error::config(
                     "fleet.slots",
                     "give fleet.slots (a plain dyno of slots) or [app] (processes and \
-                     threads), not both (with fleet.slots, [app] may set only overhead)",
+                     threads), not both (with fleet.slots, [app] may set only overhead, \
+                     wait_timeout and service_timeout)",
                 ))
             }
             (Some(app), None) => AppServer::build(app, &dyno_type, base_dir)?,

@@ -1691,6 +1691,23 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "service_timeout",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Off,
+        example: r#""15s""#,
+        meaning: "Rack::Timeout's service_timeout: a request that has run this long on its \
+                  thread (since the thread took it) is stopped by a timeout raised inside it, \
+                  answered 500 (errors.service_timeout; retried as a 5xx), and its thread is \
+                  free at once for the next request: unlike router.timeout (H12), which answers \
+                  the client but leaves the dyno working, and app.timeout, which kills the \
+                  worker. A query already handed to a [resources] server runs on there (the \
+                  database is not told); a pool's connection goes back at once. Event-driven \
+                  engine only. May go with fleet.slots",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "overhead",
         value: "time distribution",
         unit: "s",
@@ -1983,7 +2000,7 @@ pub const KEYS: &[Key] = &[
                   app.backlog was full; Heroku's router, and the default); \"timeout\" \
                   router.timeout came first (H12): another dyno gets the request while the first \
                   works on, for nobody; \"5xx\" the dyno answered an error or died with the \
-                  request (an outage, app.wait_timeout, app.timeout's kill, R15, a crash). A \
+                  request (an outage, app.wait_timeout, app.service_timeout, app.timeout's kill, R15, a crash). A \
                   retry keeps its client's deadline, and router.timeout runs again from it. \
                   retries.router counts them. See docs/feedback.md",
     },

@@ -108,7 +108,8 @@ impl Failure {
             | ErrorKind::Shutdown
             | ErrorKind::Outage
             | ErrorKind::Crashed
-            | ErrorKind::WaitTimeout => Failure::Error,
+            | ErrorKind::WaitTimeout
+            | ErrorKind::ServiceTimeout => Failure::Error,
         }
     }
 }

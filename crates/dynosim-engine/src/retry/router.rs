@@ -29,8 +29,9 @@ pub struct RouterRetry {
     pub refused: bool,
     /// `"timeout"`: `router.timeout` came first (H12): try another dyno, the first working on.
     pub timeout: bool,
-    /// `"5xx"`: the dyno answered an error, or died with the request (the app's outage or
-    /// `wait_timeout`, `app.timeout`'s kill, R15, a crash, a shutdown's SIGKILL).
+    /// `"5xx"`: the dyno answered an error, or died with the request (the app's outage,
+    /// `wait_timeout` or `service_timeout`, `app.timeout`'s kill, R15, a crash, a shutdown's
+    /// SIGKILL).
     pub errors: bool,
     pub budget: Option<RouterBudget>,
 }
@@ -72,7 +73,8 @@ impl RouterRetry {
             | ErrorKind::Shutdown
             | ErrorKind::Outage
             | ErrorKind::Crashed
-            | ErrorKind::WaitTimeout => self.errors,
+            | ErrorKind::WaitTimeout
+            | ErrorKind::ServiceTimeout => self.errors,
             ErrorKind::H11
             | ErrorKind::H13
             | ErrorKind::ClientTimeout
