@@ -52,7 +52,7 @@ def test_the_old_name_is_the_same_key():
 
 def test_the_default_is_ten_seconds():
     assert _reps(_figures(_with())) == _reps(_figures(_with(fleet_boot="10s")))
-    assert Scenario(RESTARTS).describe()["app"]["boot_time"] == 10
+    assert Scenario(RESTARTS).describe()["fleet"]["boot_time"] == 10
 
 
 def test_a_longer_boot_keeps_dynos_down_longer():
@@ -65,7 +65,7 @@ def test_a_longer_boot_keeps_dynos_down_longer():
 
 def test_a_distribution_draws_each_boot():
     doc = _with(fleet_boot={"distribution": "uniform", "min": "20s", "max": "60s"})
-    assert Scenario(doc).describe()["app"]["boot_time"] == pytest.approx(40)
+    assert Scenario(doc).describe()["fleet"]["boot_time"] == pytest.approx(40)
     drawn = _figures(doc)
     constant = _figures(_with(fleet_boot="40s"))
     assert drawn.to_dict()["summary"]["dyno"]["memory"]["r15_restarts"]["mean"] > 0
