@@ -161,12 +161,34 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
         ("faults.0.factor=0", ["faults[0].factor:", "above 0"]),
         ("faults.1.for=5", ["--set: faults.1.for:", "1 table(s)", "no table 1"]),
         ('app.wait_timeout="0s"', ["app.wait_timeout:"]),
+        ('app.service_timeout="0s"', ["app.service_timeout:", "positive duration"]),
+        ("app.service_timeout=-1", ["app.service_timeout:", "positive duration"]),
+        ('app.service_timeout="soon"', ["app.service_timeout:", "expected a duration", "soon"]),
         ('run.recovery_interval="2.5s"', ["run.recovery_interval:", "whole number of seconds"]),
+        ('router.retry_on=["refused","502"]', ["router.retry_on[1]:", "unknown outcome", '"502"']),
+        ("router.retry_budget={percent=150}", ["router.retry_budget.percent:", "0 to 100"]),
+        ("router.retry_budget={min_concurrency=3}", ["router.retry_budget:", "router.retry_on"]),
+        ("router.retry_budget={ratio=0.2}", ["router.retry_budget", "ratio"]),
     ],
 )
 def test_mistakes_are_one_line(cli, mm1, override, fragments):
     result = cli("run", str(mm1), "--set", override, "--replications", "2")
     assert_one_line_error(result, *fragments)
+
+
+def test_service_timeout_is_reported_and_refused_by_the_direct_engine(cli):
+    """`app.service_timeout` adds `errors.service_timeout` to the JSON; the direct engine says
+    it cannot run it, in one line."""
+    result = cli("run", "rapgenius", "--json", "--duration", "10s", "--replications", "2",
+                 "--set", "app.service_timeout=200ms")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)["results"][0]["summary"]
+    assert 0 < summary["errors"]["service_timeout"]["mean"] < 1
+    plain = cli("run", "rapgenius", "--json", "--duration", "10s", "--replications", "2")
+    assert "service_timeout" not in plain.stdout
+    refused = cli("run", "rapgenius", "--duration", "10s", "--set", "app.service_timeout=1s",
+                  "--set", "run.engine=direct")
+    assert_one_line_error(refused, "run.engine:", "app.service_timeout")
 
 
 def test_recovery_keys_need_faults(cli):
@@ -217,3 +239,54 @@ replications = 2
     assert summary["closed_loop"]["completed"]["mean"] == 2000
     assert summary["retries"]["attempts"]["mean"] > 2000
     assert summary["retries"]["count"]["mean"] == summary["retries"]["attempts"]["mean"] - 2000
+
+
+#: The issue's router keys as written: a fleet whose dynos crash in the window, routers that
+#: retry elsewhere on a refusal, an H12 or a dyno's error, under Envoy's budget.
+ROUTER_RETRIES = """
+name = "router-retries"
+[arrivals]
+process = "poisson"
+rate = 40
+[service]
+distribution = "exponential"
+mean = "200ms"
+[fleet]
+dynos = 10
+slots = 2
+[router]
+timeout = "2s"
+retry_on = ["refused", "timeout", "5xx"]
+retry_budget = { percent = 20, min_concurrency = 3 }
+[[faults]]
+at = "100s"
+kind = "dynos_lost"
+count = 3
+[run]
+warmup = "10s"
+duration = "5min"
+replications = 2
+recovery_window = "1min"
+"""
+
+
+def test_the_router_retries_elsewhere_as_the_issue_writes_it(cli, tmp_path):
+    path = tmp_path / "router-retries.toml"
+    path.write_text(ROUTER_RETRIES)
+    result = cli("run", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)["results"][0]["summary"]
+    # The crash's requests went to other dynos: retried by the router, none failed as crashed.
+    assert summary["retries"]["router"]["mean"] > 0
+    assert summary["retries"]["client"]["mean"] == 0
+    assert summary["errors"]["crashed"]["mean"] == 0
+    # Without "5xx" they fail.
+    result = cli("run", str(path), "--json", "--set", 'router.retry_on=["refused","timeout"]')
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["results"][0]["summary"]["errors"]["crashed"]["mean"] > 0
+
+
+def test_the_router_retries_refuse_the_direct_engine(cli, tmp_path):
+    result = cli("run", "rapgenius", "--duration", "10s", "--set", 'router.retry_on=["timeout"]',
+                 "--set", "run.engine=direct")
+    assert_one_line_error(result, "router.retry_on")

@@ -526,7 +526,12 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("arrivals.timeout", {"distribution": "exponential", "mean": "1s"}),
                        ("app.timeout", {"distribution": "uniform", "min": "1.5s", "max": "2.5s"}),
                        ("router.max_in_flight", 10),
-                       ("router.view", {"update": "periodic", "interval": "1s"})):
+                       ("router.view", {"update": "periodic", "interval": "1s"}),
+                       # The feedback loops, the simulation's only for now (docs/feedback.md).
+                       ("router.retry_on", ["refused", "timeout"]),
+                       ("arrivals.retry", {"attempts": 2}),
+                       ("app.wait_timeout", "5s"),
+                       ("faults", [{"at": "10s", "for": "5s", "kind": "slowdown", "factor": 2}])):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)

@@ -21,8 +21,9 @@ ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue
                            "no_dyno", "shutdown"]
 
 #: Error kinds a scenario reports only when it can have them: an outage (``[[faults]]``), a dyno lost
-#: (``dynos_lost``), a request too old when a thread took it (``app.wait_timeout``).
-FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout"]
+#: (``dynos_lost``), a request too old when a thread took it (``app.wait_timeout``), one that ran
+#: too long on its thread (``app.service_timeout``).
+FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout", "service_timeout"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -59,8 +60,8 @@ OPTIONAL_METRICS: List[str] = (
     # Clients that retry (`[arrivals.retry]`): the tries, the amplification, what a budget denied.
     + ["retries.attempts", "retries.attempts_per_request", "retries.count", "retries.client", "retries.router",
        "retries.app", "retries.denied", "retries.exhausted"]
-    # Errors of the feedback features (`[[faults]]`, `app.wait_timeout`): reported only by scenarios
-    # that can have them.
+    # Errors of the feedback features (`[[faults]]`, `app.wait_timeout`, `app.service_timeout`): reported
+    # only by scenarios that can have them.
     + [f"{table}.{kind}" for table in ("errors", "error_counts") for kind in FEEDBACK_ERROR_KINDS]
     # A run with faults: did goodput come back after the last one (docs/feedback.md)?
     + ["stability.recovered", "stability.recovery_time", "stability.recovered_runs", "stability.baseline_goodput",

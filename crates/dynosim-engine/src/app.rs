@@ -79,6 +79,10 @@ pub struct AppSpec {
     /// X-Request-Start) when a thread takes it is dropped unserved, answered 503.
     #[serde(default)]
     pub wait_timeout: Option<Duration>,
+    /// Rack::Timeout's `service_timeout`: a request that has run this long on its thread is
+    /// stopped (a timeout raised inside it), answered 500, and its thread is free at once.
+    #[serde(default)]
+    pub service_timeout: Option<Duration>,
     /// The listen backlog: connections a dyno queues for its processes at most; more are
     /// refused (the router retries another dyno).
     #[serde(default)]
@@ -200,6 +204,10 @@ pub struct AppServer {
     /// `app.wait_timeout`: a request older than this when a thread takes it is dropped
     /// unserved (None: never).
     pub wait_timeout: Option<f64>,
+    /// `app.service_timeout`: a request that has run this long on its thread (since the
+    /// thread took it) is stopped and answered with an error, and the thread is free at once
+    /// (None: never).
+    pub service_timeout: Option<f64>,
     /// `app.backlog`: requests a dyno's accept queue holds at most (None: no limit).
     pub backlog: Option<u32>,
     /// The thread's own time per request after the response has gone (writing and closing
@@ -371,8 +379,8 @@ fn preset(server: &str, worker_class: Option<&str>, cores: u32) -> Result<Preset
 }
 
 impl AppSpec {
-    /// Whether the section sets nothing but the per-request overhead, which a dyno of plain
-    /// `fleet.slots` may have too. Every field is named, so that a new one must be decided
+    /// Whether the section sets nothing but the per-request overhead and Rack::Timeout's
+    /// timeouts, which a dyno of plain `fleet.slots` may have too. Every field is named, so that a new one must be decided
     /// here.
     pub fn only_overhead(&self) -> bool {
         let AppSpec {
@@ -392,6 +400,7 @@ impl AppSpec {
             timeout,
             worker_boot_time,
             wait_timeout: _,
+            service_timeout: _,
             backlog,
             overhead: _,
             swap_slowdown,
@@ -439,6 +448,7 @@ impl AppServer {
             timeout: None,
             worker_boot_time: DEFAULT_WORKER_BOOT_TIME,
             wait_timeout: None,
+            service_timeout: None,
             backlog: None,
             overhead: None,
             memory: Memory {
@@ -460,6 +470,13 @@ impl AppServer {
     pub fn wait_timeout_of(spec: &AppSpec) -> Result<Option<f64>> {
         spec.wait_timeout
             .map(|d| check_duration(d.0, "app.wait_timeout"))
+            .transpose()
+    }
+
+    /// `app.service_timeout`, if set.
+    pub fn service_timeout_of(spec: &AppSpec) -> Result<Option<f64>> {
+        spec.service_timeout
+            .map(|d| check_duration(d.0, "app.service_timeout"))
             .transpose()
     }
 
@@ -602,6 +619,7 @@ impl AppServer {
             timeout,
             worker_boot_time,
             wait_timeout: Self::wait_timeout_of(spec)?,
+            service_timeout: Self::service_timeout_of(spec)?,
             backlog,
             overhead,
             memory: Memory {

@@ -101,6 +101,7 @@ impl<'s> Eligible<'s> {
             shed_latency: _,
             retries: _,
             retry_delay: _,
+            router_retry,
             view,
             aperture,
             duration: _,
@@ -134,6 +135,7 @@ impl<'s> Eligible<'s> {
             timeout: worker_timeout,
             worker_boot_time: _,
             wait_timeout,
+            service_timeout,
             backlog,
             overhead,
             memory,
@@ -147,6 +149,9 @@ impl<'s> Eligible<'s> {
         if client_retry.is_some() {
             return Err("clients retry (arrivals.retry): a request may be sent again");
         }
+        if router_retry.beyond_refused() {
+            return Err("the router retries after a timeout or an error (router.retry_on)");
+        }
         if !faults.is_empty() {
             return Err("faults change the fleet during the run");
         }
@@ -154,6 +159,10 @@ impl<'s> Eligible<'s> {
             return Err(
                 "the app drops requests too old when a thread takes them (app.wait_timeout)",
             );
+        }
+        if service_timeout.is_some() {
+            return Err("the app stops requests that run too long on their threads \
+                 (app.service_timeout)");
         }
         if keys.is_some() {
             return Err(

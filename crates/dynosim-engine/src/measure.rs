@@ -67,7 +67,9 @@ pub(crate) struct Measures {
 #[derive(Debug, Default, Clone)]
 struct RetryCounts {
     attempts: u64,
+    /// Retries by the clients, and by the routers (after a timeout or an error).
     retries: u64,
+    router: u64,
     denied: u64,
     exhausted: u64,
 }
@@ -218,11 +220,10 @@ impl Measures {
                     .iter()
                     .any(|f| matches!(f.kind, crate::fault::FaultKind::DynosLost { .. })),
                 wait_timeout: scenario.app.wait_timeout.is_some(),
+                service_timeout: scenario.app.service_timeout.is_some(),
             },
-            retries: scenario
-                .client_retry
-                .as_ref()
-                .map(|_| Box::<RetryCounts>::default()),
+            retries: (scenario.client_retry.is_some() || scenario.router_retry.beyond_refused())
+                .then(Box::<RetryCounts>::default),
             stability: scenario
                 .stability
                 .map(|rule| Box::new((Goodput::new(&rule), rule))),
@@ -604,6 +605,16 @@ impl Measures {
         }
     }
 
+    /// A router sends a request first sent at `origin` to another dyno (`router.retry_on`).
+    #[inline]
+    pub fn router_retried(&mut self, origin: f64) {
+        if origin >= self.window_start {
+            if let Some(r) = self.retries.as_mut() {
+                r.router += 1;
+            }
+        }
+    }
+
     /// A budget refused the retry of a request first sent at `origin`.
     pub fn retry_denied(&mut self, origin: f64) {
         if origin >= self.window_start {
@@ -931,9 +942,9 @@ impl Measures {
             retries: self.retries.as_deref().map(|r| RetryFigures {
                 attempts: r.attempts,
                 attempts_per_request: ratio(r.attempts as f64, requests as f64),
-                count: r.retries,
+                count: r.retries + r.router,
                 client: r.retries,
-                router: 0,
+                router: r.router,
                 app: 0,
                 denied: r.denied,
                 exhausted: r.exhausted,

@@ -65,7 +65,7 @@ pub struct ReplicationResult {
     /// What the routers' idle lists did (the `jiq` policy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingFigures>,
-    /// What the clients' retries did (scenarios with `[arrivals.retry]`).
+    /// What the retries did (scenarios with `[arrivals.retry]`, or `router.retry_on` "timeout" or "5xx").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retries: Option<RetryFigures>,
     /// Whether goodput came back after the faults (scenarios with `[[faults]]`).
@@ -112,7 +112,7 @@ pub struct AutoscaleFigures {
     pub reversals: u64,
 }
 
-/// The clients' retries, over the requests arriving in the window (their first tries').
+/// The retries, the clients' and the routers', over the requests arriving in the window (by their first tries).
 #[derive(Debug, Clone, Serialize)]
 pub struct RetryFigures {
     /// Tries sent, the first ones included.
@@ -120,7 +120,7 @@ pub struct RetryFigures {
     /// Tries per request: the load's amplification (1 without a retry).
     pub attempts_per_request: f64,
     /// Retries sent: attempts − requests, by who sent them (the clients, the routers, the
-    /// app: today the clients alone retry).
+    /// app: the app does not retry yet).
     pub count: u64,
     pub client: u64,
     pub router: u64,
@@ -221,10 +221,13 @@ pub enum ErrorKind {
     /// Older than `app.wait_timeout` when a thread took it: dropped unserved (Rack::Timeout's
     /// RequestExpiryError, 503).
     WaitTimeout,
+    /// Ran longer than `app.service_timeout` on its thread: stopped there, the thread freed
+    /// (Rack::Timeout's RequestTimeoutException, answered 500).
+    ServiceTimeout,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 }
 
 /// Which of the error kinds a scenario reports only when it can have them (see
@@ -234,6 +237,7 @@ pub struct Optional {
     pub outage: bool,
     pub crashed: bool,
     pub wait_timeout: bool,
+    pub service_timeout: bool,
 }
 
 /// A figure per error kind, and their total.
@@ -251,14 +255,16 @@ pub struct ErrorTable<T> {
     pub no_dyno: T,
     pub shutdown: T,
     /// The kinds of the feedback features: written only by a scenario that can have them
-    /// (faults with an outage, faults losing dynos, `app.wait_timeout`), so that the others'
-    /// tables are as they always were.
+    /// (faults with an outage, faults losing dynos, `app.wait_timeout`,
+    /// `app.service_timeout`), so that the others' tables are as they always were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outage: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crashed: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_timeout: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_timeout: Option<T>,
 }
 
 impl ErrorTable<u64> {
@@ -280,6 +286,7 @@ impl ErrorTable<u64> {
             outage: shown.outage.then(|| k(ErrorKind::Outage)),
             crashed: shown.crashed.then(|| k(ErrorKind::Crashed)),
             wait_timeout: shown.wait_timeout.then(|| k(ErrorKind::WaitTimeout)),
+            service_timeout: shown.service_timeout.then(|| k(ErrorKind::ServiceTimeout)),
         }
     }
 
@@ -307,6 +314,7 @@ impl ErrorTable<u64> {
             outage: self.outage.map(f),
             crashed: self.crashed.map(f),
             wait_timeout: self.wait_timeout.map(f),
+            service_timeout: self.service_timeout.map(f),
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::params::{check_duration, explain_serde_error, whole, Params};
 use crate::policy::{self, Knowledge, RoutingPolicy};
 use crate::request::{PhaseKind, RequestModel, RequestSpec};
 use crate::resource_spec::{PoolScope, Resource, ResourceSpec};
+use crate::retry::router::{RouterBudgetSpec, RouterRetry};
 use crate::retry::{ClientRetry, RetrySpec};
 use crate::stability;
 use crate::theory;
@@ -226,6 +227,13 @@ pub struct RouterSpec {
     /// The router's wait before each retry.
     #[serde(default)]
     pub retry_delay: Option<Duration>,
+    /// What the router retries on another dyno: "refused", "timeout", "5xx" (see
+    /// [`crate::retry::router`]).
+    #[serde(default)]
+    pub retry_on: Option<Value>,
+    /// Envoy's retry budget for the router's retries after a timeout or an error.
+    #[serde(default)]
+    pub retry_budget: Option<RouterBudgetSpec>,
     /// How late the loads the routers read are (see [`crate::view`]); None: exact.
     #[serde(default)]
     pub view: Option<ViewSpec>,
@@ -318,6 +326,8 @@ impl Default for RouterSpec {
             shed_latency: None,
             retries: default_retries(),
             retry_delay: None,
+            retry_on: None,
+            retry_budget: None,
             view: None,
             aperture: None,
             kind: None,
@@ -447,6 +457,8 @@ pub struct Scenario {
     /// before each (`router.retry_delay`).
     pub retries: u32,
     pub retry_delay: f64,
+    /// `router.retry_on`, `router.retry_budget`: what the router retries on another dyno.
+    pub router_retry: RouterRetry,
     /// `router.view`: how late the loads the routers read are ([`crate::view`]).
     pub view: View,
     /// `router.aperture`: each router sends only to its own random subset of this many dynos
@@ -678,13 +690,15 @@ impl Scenario {
             (Some(app), Some(slots)) if app.only_overhead() => AppServer {
                 overhead: AppServer::overhead_of(app, base_dir)?,
                 wait_timeout: AppServer::wait_timeout_of(app)?,
+                service_timeout: AppServer::service_timeout_of(app)?,
                 ..AppServer::slots(whole(slots, "fleet.slots", 1, 100_000)?, &dyno_type)
             },
             (Some(_), Some(_)) => {
                 return Err(Error::config(
                     "fleet.slots",
                     "give fleet.slots (a plain dyno of slots) or [app] (processes and \
-                     threads), not both (with fleet.slots, [app] may set only overhead)",
+                     threads), not both (with fleet.slots, [app] may set only overhead, \
+                     wait_timeout and service_timeout)",
                 ))
             }
             (Some(app), None) => AppServer::build(app, &dyno_type, base_dir)?,
@@ -820,6 +834,7 @@ impl Scenario {
                 ))
             }
         };
+        let router_retry = RouterRetry::parse(r.retry_on.as_ref(), r.retry_budget.as_ref())?;
         let view = View::build(r.view.as_ref())?;
         let aperture = match r.aperture {
             None => None,
@@ -929,6 +944,7 @@ impl Scenario {
             shed_latency,
             retries,
             retry_delay,
+            router_retry,
             view,
             aperture,
             duration: run.duration.0,

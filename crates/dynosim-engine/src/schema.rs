@@ -168,6 +168,16 @@ pub const SECTIONS: &[Section] = &[
         array: false,
     },
     Section {
+        name: "router.retry_budget",
+        meaning: "Envoy's retry budget for the router's retries after a timeout or an error \
+                  (router.retry_on \"timeout\" or \"5xx\"), usually written inline: \
+                  `retry_budget = { percent = 20, min_concurrency = 3 }`. A retry it refuses \
+                  is not sent (retries.denied) and the client gets the error.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "service",
         meaning: "How long the app works on a request (its service time), once a slot takes it: \
                   one time a request, using no CPU or resource. A scenario has `[service]` or \
@@ -1574,6 +1584,23 @@ pub const KEYS: &[Key] = &[
     Key {
         section: "app",
         kind: None,
+        name: "service_timeout",
+        value: "duration > 0",
+        unit: "s",
+        default: Default::Off,
+        example: r#""15s""#,
+        meaning: "Rack::Timeout's service_timeout: a request that has run this long on its \
+                  thread (since the thread took it) is stopped by a timeout raised inside it, \
+                  answered 500 (errors.service_timeout; retried as a 5xx), and its thread is \
+                  free at once for the next request: unlike router.timeout (H12), which answers \
+                  the client but leaves the dyno working, and app.timeout, which kills the \
+                  worker. A query already handed to a [resources] server runs on there (the \
+                  database is not told); a pool's connection goes back at once. Event-driven \
+                  engine only. May go with fleet.slots",
+    },
+    Key {
+        section: "app",
+        kind: None,
         name: "overhead",
         value: "time distribution",
         unit: "s",
@@ -1851,6 +1878,47 @@ pub const KEYS: &[Key] = &[
         default: Default::Value(r#""0s""#),
         example: r#""10ms""#,
         meaning: "the router's wait before each retry after a refusal",
+    },
+    Key {
+        section: "router",
+        kind: None,
+        name: "retry_on",
+        value: "list of \"refused\", \"timeout\", \"5xx\"",
+        unit: "",
+        default: Default::Value(r#"["refused"]"#),
+        example: r#"["refused", "timeout"]"#,
+        meaning: "what the router retries on another dyno, within router.retries tries beyond \
+                  the first (as HAProxy's retry-on with option redispatch, nginx's \
+                  proxy_next_upstream): \"refused\" a dyno refused the connection (its \
+                  app.backlog was full; Heroku's router, and the default); \"timeout\" \
+                  router.timeout came first (H12): another dyno gets the request while the first \
+                  works on, for nobody; \"5xx\" the dyno answered an error or died with the \
+                  request (an outage, app.wait_timeout, app.service_timeout, app.timeout's kill, R15, a crash). A \
+                  retry keeps its client's deadline, and router.timeout runs again from it. \
+                  retries.router counts them. See docs/feedback.md",
+    },
+    // --- [router.retry_budget]
+    Key {
+        section: "router.retry_budget",
+        kind: None,
+        name: "percent",
+        value: "number, 0 to 100",
+        unit: "%",
+        default: Default::Value("20"),
+        example: "10",
+        meaning: "retries in flight at a router at most this percentage of its requests in \
+                  flight (Envoy's budget_percent, default 20)",
+    },
+    Key {
+        section: "router.retry_budget",
+        kind: None,
+        name: "min_concurrency",
+        value: "whole number, 0 to 1000000",
+        unit: "retries",
+        default: Default::Value("3"),
+        example: "5",
+        meaning: "retries in flight a router always allows, whatever its load (Envoy's \
+                  min_retry_concurrency, default 3)",
     },
     // --- [router.view]
     Key {
@@ -3078,6 +3146,10 @@ mod tests {
             for s in enclosing(name) {
                 add_required(&mut doc, s.name);
             }
+        }
+        // A section that means nothing alone: the key it goes with.
+        if with == "router.retry_budget" {
+            table_mut(&mut doc, "router").insert("retry_on".into(), serde_json::json!(["timeout"]));
         }
         if phases && !with.starts_with("request.class") {
             let key = KEYS

@@ -90,6 +90,7 @@ impl Scenario {
             shed_latency,
             retries: _,
             retry_delay: _,
+            router_retry,
             // Random routing reads no load.
             view: _,
             aperture,
@@ -121,6 +122,9 @@ impl Scenario {
         }
         if client_retry.is_some() {
             return Some("the clients' retries (and their budget) span the fleet");
+        }
+        if router_retry.beyond_refused() {
+            return Some("the router's retries after a timeout or an error (router.retry_on)");
         }
         if !faults.is_empty() {
             return Some("faults strike the fleet as a whole");

@@ -148,6 +148,9 @@ impl Goodput {
         let intervals = ((end - rule.last) / i + 1e-9).floor().max(0.0) as usize;
         let mut run = 0;
         let mut recovery = None;
+        // A fleet that answered nothing before the fault was never up: nothing to come back to
+        // (every interval would be "within 5% of 0").
+        let intervals = if baseline > 0.0 { intervals } else { 0 };
         for k in 0..intervals {
             if good(k) {
                 run += 1;
@@ -207,6 +210,15 @@ mod tests {
             t += dt;
         }
         g
+    }
+
+    #[test]
+    fn never_up_never_recovers() {
+        let r = rule();
+        let v = series(&r, |_| 0.0).verdict(&r, r.run_end);
+        assert_eq!(v.baseline, 0.0);
+        assert!(!v.recovered);
+        assert_eq!(v.recovery_time, None);
     }
 
     #[test]

@@ -311,7 +311,14 @@ fn figures_appear_only_with_their_features() {
         "run": {"duration": 100.0, "warmup": 1.0, "replications": 2},
     }));
     let text = serde_json::to_string(&plain.per_replication[0]).unwrap();
-    for key in ["retries", "stability", "outage", "crashed", "wait_timeout"] {
+    for key in [
+        "retries",
+        "stability",
+        "outage",
+        "crashed",
+        "wait_timeout",
+        "service_timeout",
+    ] {
         assert!(!text.contains(&format!("\"{key}\"")), "{key} in {text}");
     }
     let with = run(&retrying(300.0, 3, 1.0, |_| {}));

@@ -96,10 +96,20 @@ fn app() -> impl Strategy<Value = Value> {
         prop::option::of(0.0..2.0f64),
         prop::option::of(prop::sample::select(vec!["shared", "greedy"])),
         prop::option::of(time()),
-        (prop::option::of((time(), prop::option::of(time()))), prop::option::of(prop_oneof![1i64..5, Just(0i64)])),
+        (
+            prop::option::of((time(), prop::option::of(time()))),
+            prop::option::of(prop_oneof![1i64..5, Just(0i64)]),
+            prop::option::of(prop_oneof![
+                6 => (0.05..50.0f64).prop_map(|ms| json!(format!("{ms}ms"))),
+                1 => prop::sample::select(vec![json!("0s"), json!(-1), json!("soon"), json!({"mean": "1ms"})]),
+            ]),
+        ),
     )
-        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept, overhead, (worker_timeout, backlog))| {
+        .prop_map(|(server, class, processes, threads, lock, arena_max, swap, memory, contention, accept, overhead, (worker_timeout, backlog, service_timeout))| {
             let mut a = json!({"server": server, "processes": processes, "boot_time": "50ms"});
+            if let Some(t) = service_timeout {
+                a["service_timeout"] = t;
+            }
             if let Some(o) = overhead {
                 a["overhead"] = o;
             }
@@ -257,6 +267,10 @@ fn check_report(report: &dynosim_engine::RunReport, doc: &Value) {
             ("errors.queue_timeout", r.errors.queue_timeout),
             ("errors.app_timeout", r.errors.app_timeout),
             ("errors.shed", r.errors.shed),
+            (
+                "errors.service_timeout",
+                r.errors.service_timeout.unwrap_or(0.0),
+            ),
         ] {
             fraction(x, what);
         }
@@ -625,7 +639,8 @@ fn check_fleet(report: &dynosim_engine::RunReport, s: &Scenario, doc: &Value) {
             + e.shed
             + e.r15
             + e.no_dyno
-            + e.shutdown;
+            + e.shutdown
+            + e.service_timeout.unwrap_or(0);
         assert_eq!(sum, e.total, "error counts sum to the total: {e:?}: {doc}");
         if let Some(top) = rising {
             assert!(

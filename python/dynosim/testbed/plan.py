@@ -119,6 +119,18 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     for key in ("max_in_flight", "cost", "shed_latency"):
         if router.get(key) not in (None, "off"):
             raise scenario._error(f"router.{key}", "the testbed's HAProxy does not run this yet")
+    # The feedback loops (docs/feedback.md) are the simulation's today: a real run without them
+    # would be compared with a simulated one with them.
+    retry_on = router.get("retry_on")
+    if retry_on is not None and retry_on not in ("refused", ["refused"]):
+        raise scenario._error("router.retry_on", "the testbed's HAProxy retries refused connections only; it does "
+                                                 "not retry after a timeout or an error yet")
+    for path, present in (("arrivals.retry", arrivals.get("retry") is not None),
+                          ("faults", bool(scenario.doc.get("faults"))),
+                          ("app.wait_timeout", app.get("wait_timeout") is not None)):
+        if present:
+            raise scenario._error(path, "the testbed does not run this yet (client retries, faults and the app's "
+                                        "wait_timeout are the simulation's only)")
     view = router.get("view")
     if isinstance(view, dict) and view.get("update", "exact") != "exact":
         raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")

@@ -16,6 +16,7 @@
 //! - budgets: [`budget`].
 
 pub mod budget;
+pub mod router;
 
 use crate::error::{Error, Result};
 use crate::result::ErrorKind;
@@ -104,7 +105,8 @@ impl Failure {
             | ErrorKind::Shutdown
             | ErrorKind::Outage
             | ErrorKind::Crashed
-            | ErrorKind::WaitTimeout => Failure::Error,
+            | ErrorKind::WaitTimeout
+            | ErrorKind::ServiceTimeout => Failure::Error,
         }
     }
 }

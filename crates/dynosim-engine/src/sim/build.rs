@@ -12,6 +12,7 @@ use super::events::{Event, Events, ARRIVAL, AUTOSCALE, DEPLOY};
 use super::faults::Faults;
 use super::fleet::Fleet;
 use super::memory::{self, Memory};
+use super::redispatch::Redispatch;
 use super::resource::ResourceState;
 use super::retries::Retries;
 use super::router::Routers;
@@ -74,6 +75,7 @@ impl<'s> Simulation<'s> {
             trace,
             retries: Retries::of(s, stride, streams.retries),
             faults: Faults::new(s),
+            redispatch: Redispatch::of(s),
         };
         sim.begin();
         Ok(sim)

@@ -1,5 +1,5 @@
 //! The requests' deadlines (`router.timeout`, `router.queue_timeout`, `arrivals.timeout`,
-//! `app.timeout`) and the killed workers' replacements: for each kind, the deadlines set and
+//! `app.service_timeout`, `app.timeout`) and the killed workers' replacements: for each kind, the deadlines set and
 //! not yet due, first first ([`Queue`]); all kinds share one event in the kernel's queue, at
 //! the earliest ([`Deadlines`], with each timeout's draws). What a deadline does when it comes
 //! is [`super::timeouts`]'.
@@ -28,22 +28,26 @@ pub(super) struct Deadline {
 }
 
 /// The kinds of deadline, in the order they are handled when due at the same time: the
-/// router's answer (H12) comes before the client's own timeout, and both before the worker's
-/// (which kills it). The last is not a request's: a killed worker's replacement is up
-/// (`req` names the worker: dyno × processes + process; `generation`, its kills).
+/// router's answer (H12) comes before the client's own timeout, both before the app's own
+/// (Rack::Timeout's `service_timeout`, which frees the thread), and all before the worker's
+/// (which kills it: a request the app stopped at that moment has left it). The last is not a
+/// request's: a killed worker's replacement is up (`req` names the worker: dyno × processes +
+/// process; `generation`, its kills).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Router = 0,
     Queue = 1,
     Client = 2,
-    App = 3,
-    WorkerBoot = 4,
+    Service = 3,
+    App = 4,
+    WorkerBoot = 5,
 }
 
-pub(super) const KINDS: [Kind; 5] = [
+pub(super) const KINDS: [Kind; 6] = [
     Kind::Router,
     Kind::Queue,
     Kind::Client,
+    Kind::Service,
     Kind::App,
     Kind::WorkerBoot,
 ];
@@ -173,10 +177,11 @@ impl Queue {
 #[derive(Debug)]
 pub(super) struct Deadlines {
     /// By [`Kind`] (None: a timeout the scenario does not set).
-    queues: [Option<Queue>; 5],
+    queues: [Option<Queue>; 6],
     /// When the deadlines' event is scheduled, if it is.
     at: Option<f64>,
-    /// Each timeout's draws (by [`Kind`]: the router's, the queue's, the client's, the app's).
+    /// The drawn timeouts' draws: the router's, the queue's, the client's, the app's (see
+    /// [`Deadlines::draw`]; `app.service_timeout` is fixed and draws nothing).
     rngs: [SimRng; 4],
 }
 
@@ -197,10 +202,17 @@ impl Deadlines {
             s.app.timeout.as_deref(),
         ]
         .map(|t| t.map(|t| Queue::new(t.constant().is_some())));
+        // A router's retry keeps its client's deadline, set again out of order.
+        let client = match client {
+            Some(Queue::Fifo(_)) if s.router_retry.beyond_refused() => Some(Queue::new(false)),
+            other => other,
+        };
+        // A fixed time after the thread took the request: in the order set.
+        let service = s.app.service_timeout.is_some().then(|| Queue::new(true));
         // Replacements come a fixed time after their kills: in order.
         let boots = s.app.timeout.is_some().then(|| Queue::new(true));
         Deadlines {
-            queues: [router, queue, client, app, boots],
+            queues: [router, queue, client, service, app, boots],
             at: None,
             rngs: [streams.router, streams.queue, streams.client, streams.app],
         }
@@ -209,14 +221,15 @@ impl Deadlines {
     /// A timeout of `kind` for one request, if the scenario sets one.
     #[inline]
     pub fn draw(&mut self, s: &Scenario, kind: Kind) -> Option<f64> {
-        let timeout = match kind {
-            Kind::Router => s.router_timeout.as_ref(),
-            Kind::Queue => s.queue_timeout.as_ref(),
-            Kind::Client => s.client_timeout.as_ref(),
-            Kind::App => s.app.timeout.as_deref(),
-            Kind::WorkerBoot => None,
-        }?;
-        Some(timeout.draw(&mut self.rngs[kind as usize]))
+        let (timeout, rng) = match kind {
+            Kind::Router => (s.router_timeout.as_ref(), 0),
+            Kind::Queue => (s.queue_timeout.as_ref(), 1),
+            Kind::Client => (s.client_timeout.as_ref(), 2),
+            Kind::App => (s.app.timeout.as_deref(), 3),
+            Kind::Service => return s.app.service_timeout,
+            Kind::WorkerBoot => return None,
+        };
+        Some(timeout?.draw(&mut self.rngs[rng]))
     }
 
     /// Adds deadline `d` of `kind`; returns when the deadlines' event must now come, if
@@ -294,7 +307,9 @@ pub(super) fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
         Kind::Queue => e.state == State::Routing && !e.answered,
         Kind::Client => !e.answered,
         // On its worker still (answered with an error or not: the worker is busy with it).
-        Kind::App => matches!(
+        // The app's own timeout likewise: it raises inside a request the app is still working
+        // on, whether or not its client has gone (not once its response has gone, `Overhead`).
+        Kind::Service | Kind::App => matches!(
             e.state,
             State::Timed
                 | State::Hung(_)

@@ -83,6 +83,9 @@ impl Simulation<'_> {
         self.routers.in_flight[router] += 1;
         if let Some(p) = client_patience {
             self.set_deadline(Kind::Client, t + p, req);
+            if let Some(rd) = self.redispatch.as_deref_mut() {
+                rd.set_client_at(req, t + p);
+            }
         }
         if self.s.router_cost.is_some() {
             return self.queue_at_router(req, router);
@@ -130,6 +133,84 @@ impl Simulation<'_> {
         } else {
             self.retry(req);
         }
+    }
+
+    /// Try `req`, which the router sent to a dyno, ended with `error` there (H12, or an error
+    /// the dyno answered or died with): under `router.retry_on`, and while `router.retries`
+    /// and the budget allow, the router sends the request to another dyno as a new try, after
+    /// `router.retry_delay`, and its client waits on (returns true); otherwise false, and the
+    /// client is to have the error. The try that failed is the caller's to let go.
+    pub(super) fn redispatch(&mut self, req: u32, error: ErrorKind) -> bool {
+        let Some(rd) = self.redispatch.as_deref_mut() else {
+            return false;
+        };
+        let old = &self.slab.entries[req as usize];
+        if !rd.spec.retries(error) || old.refusals >= self.s.retries {
+            return false;
+        }
+        let router = old.router as usize;
+        let origin = match self.retries.as_deref() {
+            None => old.arrival,
+            Some(r) => r.try_of(req).origin,
+        };
+        if !rd.allows(router, self.routers.in_flight[router], &self.slab.entries) {
+            self.measures.retry_denied(origin);
+            return false;
+        }
+        let client_at = rd.client_at(req);
+        let old = self.slab.entries[req as usize].clone();
+        let new = self.slab.insert();
+        let stride = self.slab.stride;
+        self.slab.times.copy_within(
+            req as usize * stride..(req as usize + 1) * stride,
+            new as usize * stride,
+        );
+        if self.slab.keyed {
+            self.slab.keys[new as usize] = self.slab.keys[req as usize];
+        }
+        if let Some(colocated) = self.colocated.as_mut() {
+            let half = colocated.half(req);
+            colocated.keep(new, half);
+        }
+        if let Some(r) = self.retries.as_deref_mut() {
+            r.carry(req, new);
+        }
+        let e = &mut self.slab.entries[new as usize];
+        // Its arrival stays the request's at the router (as X-Request-Start does).
+        e.arrival = old.arrival;
+        e.service = old.service;
+        e.router = old.router;
+        e.client = old.client;
+        e.class = old.class;
+        e.phase = 0;
+        e.pool = NONE;
+        e.state = State::Retrying;
+        e.waited = false;
+        e.answered = false;
+        e.router_done = false;
+        e.abandoned_at = f64::INFINITY;
+        e.cpu_left = 0.0;
+        e.dyno = NONE;
+        e.refusals = old.refusals + 1;
+        e.refused_by = old.dyno;
+        let generation = e.generation;
+        self.routers.in_flight[router] += 1;
+        let rd = self.redispatch.as_deref_mut().expect("router retries");
+        rd.track(router, new, generation);
+        if let Some(at) = client_at {
+            rd.set_client_at(new, at);
+            self.set_deadline(Kind::Client, at, new);
+        }
+        // The router's timeout runs from each try it sends (HAProxy's `timeout server`).
+        if let Some(t) = self.draw_timeout(Kind::Router) {
+            self.set_deadline(Kind::Router, self.now + t, new);
+        }
+        self.measures.tried(origin, self.now);
+        self.measures.router_retried(origin);
+        let at = self.now + self.s.retry_delay;
+        self.events
+            .schedule(at, CONNECTED, Event::Done { req: new });
+        true
     }
 
     /// The router tries again to place a request refused by a dyno (unless its client, or

@@ -188,7 +188,7 @@ impl Simulation<'_> {
             }
         }
         // The client's answer, while the entry still holds what the try was.
-        if !answered {
+        if !answered && !self.redispatch(req, error) {
             self.client_error(req, error, 0.0);
         }
         match pending {

@@ -107,6 +107,7 @@ mod knowledge;
 mod lifecycle;
 mod memory;
 mod phases;
+mod redispatch;
 mod resend;
 mod resource;
 mod retries;
@@ -136,6 +137,7 @@ use events::{Event, Events, ARRIVAL};
 use faults::Faults;
 use fleet::Fleet;
 use memory::Memory;
+use redispatch::Redispatch;
 use resource::ResourceState;
 use retries::Retries;
 use router::Routers;
@@ -207,6 +209,8 @@ struct Simulation<'s> {
     retries: Option<Box<Retries>>,
     /// The faults (`[[faults]]`) and the app's gate (`app.wait_timeout`).
     faults: Faults,
+    /// The router's retries after a timeout or an error (`router.retry_on`); None: none.
+    redispatch: Option<Box<Redispatch>>,
 }
 
 /// What a replication's state costs on this engine (see [`crate::state_size`]).
@@ -248,7 +252,9 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
         // `router.colocated_cpu`: half of its draw kept for the response.
         + if scenario.colocated_cpu.is_some() { 8.0 } else { 0.0 }
         // `[arrivals.retry]`: each entry's try.
-        + if scenario.client_retry.is_some() { Retries::BYTES_PER_REQUEST } else { 0.0 };
+        + if scenario.client_retry.is_some() { Retries::BYTES_PER_REQUEST } else { 0.0 }
+        // `router.retry_on` beyond refusals: each entry's client deadline.
+        + if scenario.router_retry.beyond_refused() { Redispatch::BYTES_PER_REQUEST } else { 0.0 };
     // A late view's board: counts for the fleet, ranked as a router's would be.
     let board = if scenario.reads_board() {
         crate::view::Board::BYTES_PER_DYNO + ranking

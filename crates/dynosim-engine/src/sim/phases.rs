@@ -168,7 +168,11 @@ impl Simulation<'_> {
                     let res = &mut self.resources[r as usize];
                     res.busy += 1;
                     let entry = &mut self.slab.entries[next as usize];
-                    entry.state = State::ResourceService(r);
+                    // One the app stopped while it queued (`app.service_timeout`) stays an
+                    // orphan: the resource, not told, serves it for nobody.
+                    if entry.state == State::ResourceQueue(r) {
+                        entry.state = State::ResourceService(r);
+                    }
                     let time = self.slab.times
                         [next as usize * self.slab.stride + entry.phase as usize]
                         * slowdown;

@@ -36,6 +36,8 @@ impl Simulation<'_> {
         if let Some(r) = self.retries.as_deref_mut() {
             r.first(req, self.now);
             self.measures.tried(self.now, self.now);
+        } else if self.redispatch.is_some() {
+            self.measures.tried(self.now, self.now);
         }
     }
 

@@ -221,6 +221,13 @@ impl Retries {
         &self.times[slot as usize * self.stride..][..self.stride]
     }
 
+    /// Slab entry `to` is another try of `from`'s, by its router (the same client try).
+    #[inline]
+    pub fn carry(&mut self, from: u32, to: u32) {
+        let t = self.try_of(from);
+        self.set(to, t);
+    }
+
     /// Slab entry `req` is retry `p`, sent now.
     pub fn sent(&mut self, req: u32, p: &Pending) {
         self.set(req, p.tried);

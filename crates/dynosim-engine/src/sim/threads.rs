@@ -3,7 +3,8 @@
 //! `app.backlog` refuses it, back to its router), a thread takes it (its app timeout starts,
 //! the dyno's memory grows), then holds it for its `[service]` time or through its phases
 //! ([`super::phases`]); its response goes to the router and the client, and the thread, free
-//! again (after `app.overhead`), takes the next request waiting. The dyno's own state (its
+//! again (after `app.overhead`), takes the next request waiting. A request the app stops
+//! (`app.service_timeout`, [`super::timeouts`]) is answered here too, with its error. The dyno's own state (its
 //! accept queue, processes, CPU) is in [`super::dyno`].
 
 use super::deadlines::Kind;
@@ -76,6 +77,9 @@ impl Simulation<'_> {
         let gate = self.faults.gate(self.s, arrival, now);
         if let Some(t) = self.draw_timeout(Kind::App) {
             self.set_deadline(Kind::App, now + t, req);
+        }
+        if let Some(t) = self.s.app.service_timeout {
+            self.set_deadline(Kind::Service, now + t, req);
         }
         let d = &mut self.dynos[dyno];
         d.busy += 1;
@@ -161,7 +165,7 @@ impl Simulation<'_> {
     }
 
     /// The app's answer: its response, or (`error`) an error it answers instead (an outage,
-    /// `app.wait_timeout`); what follows is a response's.
+    /// `app.wait_timeout`, `app.service_timeout`); what follows is a response's.
     pub(super) fn finish_with(&mut self, req: u32, error: Option<ErrorKind>) {
         let now = self.now;
         let entry = &mut self.slab.entries[req as usize];
@@ -190,7 +194,12 @@ impl Simulation<'_> {
                 self.try_succeeded();
             }
             // Its client: a retry, or the error (and its next send) now.
-            Some(error) => self.client_error(req, error, 0.0),
+            // Its router may try another dyno (`router.retry_on`); else its client has it.
+            Some(error) => {
+                if !self.redispatch(req, error) {
+                    self.client_error(req, error, 0.0)
+                }
+            }
         }
         if !router_done {
             self.count_done(router, dyno);
@@ -206,6 +215,13 @@ impl Simulation<'_> {
             }
         }
         self.prune_deadlines();
+        // A request the app stopped with an event of its own still to come (a timed wait's
+        // end, a query its resource runs on: `app.service_timeout`) keeps its entry for that
+        // event; its thread goes on with a copy.
+        let req = match self.slab.entries[req as usize].state {
+            State::Dead | State::Orphan(_) => self.thread_copy(req),
+            _ => req,
+        };
         match &self.s.app.overhead {
             None => self.free_thread(req),
             Some(overhead) => {
@@ -222,6 +238,22 @@ impl Simulation<'_> {
         if !answered && error.is_none() {
             self.respond(client);
         }
+    }
+
+    /// A new entry for the thread of `req`, whose own entry waits for an event (see
+    /// [`Self::finish_with`]): what the thread's end reads of it (its dyno, process, start,
+    /// and what its client's going left to waste).
+    #[cold]
+    fn thread_copy(&mut self, req: u32) -> u32 {
+        let copy = self.slab.insert();
+        let generation = self.slab.entries[copy as usize].generation;
+        let mut e = self.slab.entries[req as usize].clone();
+        e.generation = generation;
+        e.state = State::Thread;
+        e.pool = NONE;
+        e.next = NONE;
+        self.slab.entries[copy as usize] = e;
+        copy
     }
 
     /// The thread is done with the request: it takes the next request waiting on the dyno.

@@ -1,11 +1,14 @@
 //! The requests' timeouts: `router.timeout` (H12), `router.queue_timeout`, the client's
-//! `arrivals.timeout` and `app.timeout`, each drawn from its own stream and set as a deadline
-//! ([`super::deadlines`] keeps them; all share one event in the kernel's queue); and what a
-//! deadline does when it comes and still concerns its request. A request held at its router is
-//! dropped from its queue; one sent to a dyno is answered with an error and let go by its
-//! router, while the dyno, which is not told, works on (what it does from then on is counted
-//! as wasted). An app timeout kills the worker instead ([`Simulation::kill_worker`], in
-//! [`super::lifecycle`]), and the worker's replacement comes as a deadline of its own.
+//! `arrivals.timeout`, `app.service_timeout` and `app.timeout`, each drawn from its own stream
+//! (or fixed) and set as a deadline ([`super::deadlines`] keeps them; all share one event in
+//! the kernel's queue); and what a deadline does when it comes and still concerns its
+//! request. A request held at its router is dropped from its queue; one sent to a dyno is
+//! answered with an error and let go by its router, while the dyno, which is not told, works
+//! on (what it does from then on is counted as wasted). The app's own timeout
+//! (`app.service_timeout`, Rack::Timeout's) stops the request inside the app, which answers
+//! the error, and frees its thread ([`Simulation::stop_in_app`]). An app timeout kills the
+//! worker instead ([`Simulation::kill_worker`], in [`super::lifecycle`]), and the worker's
+//! replacement comes as a deadline of its own.
 
 use super::deadlines::{live, Deadline, Kind, KINDS};
 use super::events::Event;
@@ -115,6 +118,7 @@ impl Simulation<'_> {
                 self.drop_held(req, error);
             }
             Kind::Queue => unreachable!("a queue deadline is live only while held"),
+            Kind::Service => self.stop_in_app(req),
             Kind::App => self.kill_worker(req),
             Kind::WorkerBoot => unreachable!("a replacement is no request's deadline"),
             // Waiting for a router with a cost: dropped when the router comes to it.
@@ -142,7 +146,12 @@ impl Simulation<'_> {
             self.routers.in_flight[router] -= 1;
         }
         if !self.slab.entries[req as usize].answered {
-            self.abandon(req, error);
+            if error == ErrorKind::H12 && self.redispatch(req, error) {
+                // Another dyno has it now; this one works on, for nobody.
+                self.abandon_work(req);
+            } else {
+                self.abandon(req, error);
+            }
         }
         self.drain_router(router);
     }
@@ -168,38 +177,103 @@ impl Simulation<'_> {
     /// The client of a request that a dyno holds (or will) is answered with an error; the
     /// dyno works on. What it does from now on is wasted.
     fn abandon(&mut self, req: u32, error: ErrorKind) {
+        self.abandon_work(req);
+        self.client_error(req, error, 0.0);
+    }
+
+    /// Nobody waits for what a dyno does with request `req` from now on (its client was
+    /// answered, or its router sent it elsewhere): that work is wasted.
+    fn abandon_work(&mut self, req: u32) {
         let now = self.now;
         let e = &mut self.slab.entries[req as usize];
         e.answered = true;
         e.abandoned_at = now;
-        let (state, dyno) = (e.state, e.dyno as usize);
         if self.phases {
-            let cpu_now = if state == State::Cpu {
-                self.cpu_advance(dyno);
-                self.cpu.remaining(dyno, req, self.now).unwrap_or(0.0)
-            } else {
-                0.0
-            };
-            let e = &self.slab.entries[req as usize];
-            let model = self.s.request.as_ref().expect("phases");
-            let phases = &model.classes[e.class as usize].phases;
-            // The phases still to come (the current one too, if it has not begun: a request
-            // not yet on a thread is at phase 0 in state Routing, Connecting or Accept).
-            let begun = !matches!(
-                state,
-                State::Connecting
-                    | State::Accept
-                    | State::Routing
-                    | State::AtRouter
-                    | State::Retrying
-            ) && state != State::Hung(NONE);
-            let from = e.phase as usize + usize::from(begun);
-            let later: f64 = (from..phases.len())
-                .filter(|&i| phases[i].kind == PhaseKind::Cpu)
-                .map(|i| self.slab.time(req, i as u32))
-                .sum();
-            self.slab.entries[req as usize].cpu_left = cpu_now + later;
+            self.slab.entries[req as usize].cpu_left = self.cpu_to_do(req);
         }
-        self.client_error(req, error, 0.0);
+    }
+
+    /// The CPU work request `req` has still to do (with phases): what is left of its CPU
+    /// phase, if it is in one, and its CPU phases to come.
+    fn cpu_to_do(&mut self, req: u32) -> f64 {
+        let e = &self.slab.entries[req as usize];
+        let (state, dyno) = (e.state, e.dyno as usize);
+        let cpu_now = if state == State::Cpu {
+            self.cpu_advance(dyno);
+            self.cpu.remaining(dyno, req, self.now).unwrap_or(0.0)
+        } else {
+            0.0
+        };
+        let e = &self.slab.entries[req as usize];
+        let model = self.s.request.as_ref().expect("phases");
+        let phases = &model.classes[e.class as usize].phases;
+        // The phases still to come (the current one too, if it has not begun: a request
+        // not yet on a thread is at phase 0 in state Routing, Connecting or Accept).
+        let begun = !matches!(
+            state,
+            State::Connecting | State::Accept | State::Routing | State::AtRouter | State::Retrying
+        ) && state != State::Hung(NONE);
+        let from = e.phase as usize + usize::from(begun);
+        let later: f64 = (from..phases.len())
+            .filter(|&i| phases[i].kind == PhaseKind::Cpu)
+            .map(|i| self.slab.time(req, i as u32))
+            .sum();
+        cpu_now + later
+    }
+
+    /// `app.service_timeout`: Rack::Timeout raises inside request `req`, which has run that
+    /// long on its thread. What it was doing stops: its CPU work, its wait for a pool's
+    /// connection. A query already handed to a resource runs on there (the database is not
+    /// told), its connection back in the pool at once; a timed wait's event comes for
+    /// nothing. The app answers the error (500, `errors.service_timeout`), unless the client
+    /// has its answer already (then the work cut short is wasted no more), and the thread is
+    /// free for the next request: unlike the router's H12, which leaves the dyno working, and
+    /// `app.timeout`, which kills the worker.
+    pub(super) fn stop_in_app(&mut self, req: u32) {
+        let now = self.now;
+        let e = &self.slab.entries[req as usize];
+        let (dyno, state, start, service) = (e.dyno as usize, e.state, e.start, e.service);
+        if self.phases && e.abandoned_at.is_finite() {
+            // Wasted: the CPU work done since the client went, not all it had left then.
+            let still = self.cpu_to_do(req);
+            let e = &mut self.slab.entries[req as usize];
+            e.cpu_left = (e.cpu_left - still).max(0.0);
+        }
+        // What its entry becomes until an event of its own comes, and the resource whose
+        // connection it gives back.
+        let (kept, gives_back) = match state {
+            State::Timed => {
+                if !self.phases {
+                    // A `[service]` hold counted its whole time when it started.
+                    self.measures.unbusy(dyno, now, start + service);
+                }
+                (State::Dead, None)
+            }
+            State::Hung(r) => (State::Dead, (r != NONE).then_some(r)),
+            State::ResourceService(r) | State::ResourceQueue(r) => (State::Orphan(r), Some(r)),
+            State::Cpu => {
+                self.cpu_advance(dyno);
+                self.cpu.remove(dyno, req, now);
+                self.reschedule_cpu(dyno);
+                (State::Thread, None)
+            }
+            State::PoolWait(r) => {
+                for p in &mut self.resources[r as usize].pools {
+                    p.waiting.retain(|&x| x != req);
+                }
+                (State::Thread, None)
+            }
+            State::Thread => (State::Thread, None),
+            other => unreachable!("a service deadline for a request in state {other:?}"),
+        };
+        let e = &mut self.slab.entries[req as usize];
+        e.state = kept;
+        if let Some(r) = gives_back {
+            let pool = std::mem::replace(&mut e.pool, NONE);
+            if pool != NONE {
+                self.release_connection(r, pool);
+            }
+        }
+        self.finish_with(req, Some(ErrorKind::ServiceTimeout));
     }
 }
