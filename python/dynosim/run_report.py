@@ -168,7 +168,7 @@ def run_report(scenario: Scenario, cases: List[Tuple[str, Results]], *, command:
 def over_time(scenario: Scenario, cases: List[Tuple[str, Results]], policies: Optional[Sequence[str]] = None,
               interval: Optional[float] = None) -> List[Dict[str, Any]]:
     """Replication 0 over time, for each case and policy (the same traffic for each): the
-    requests waiting, for a fleet that changes size its dynos and p95, when clients retried the
+    requests waiting, for a fleet that changes size its dynos and p95, when requests were retried the
     offered load against the goodput, per-dyno heat maps.
     `policies` replaces each case's router.policy; `interval` (s) defaults to the run in 200."""
     scenarios = scenario.cases or [("", scenario)]
@@ -205,7 +205,7 @@ def over_time(scenario: Scenario, cases: List[Tuple[str, Results]], policies: Op
              for name, frames, _ in traces],
             x_elapsed=True, caption="Of the responses in each interval."))
     if any(f["tries"] != f["arrived"] for _, frames, _ in traces for f in frames):
-        # Clients retried: the load offered (tries sent) against the goodput, per interval.
+        # Requests were retried: the load offered (tries sent) against the goodput, per interval.
         per_s: List[Dict[str, Any]] = []
         for name, frames, _ in traces:
             step = (frames[-1]["time"] - frames[0]["time"]) / max(len(frames) - 1, 1)
@@ -214,7 +214,7 @@ def over_time(scenario: Scenario, cases: List[Tuple[str, Results]], policies: Op
                               "y": [(b[key] - a[key]) / step for a, b in zip(frames, frames[1:])]})
         out.append(html_report.line_plot(
             "Offered load and goodput", "time", times[1:], "per second", per_s, y_log=False, x_elapsed=True,
-            caption="Per interval: tries sent (first tries and the clients' retries) and successful answers "
+            caption="Per interval: tries sent (first tries and retries) and successful answers "
                     "(dashed), per second."))
     for name, frames, per_dyno in traces:
         if per_dyno:

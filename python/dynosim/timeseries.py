@@ -1,7 +1,7 @@
 """What happens over time in one replication (issue #12's `--timeseries`): per interval, the
 arrivals, responses and failures, and at each interval's end the requests waiting at the
 routers and at the dynos and the threads busy, so that a burst or a ramp can be seen; and
-(issue #35) the load offered (tries sent: first tries and the clients' retries) against the
+(issue #35) the load offered (tries sent: first tries and retries) against the
 goodput (successful answers), so that a retry storm can be seen.
 
 Replication 0 of each policy (the same traffic for every policy), from time 0 (warm-up
@@ -88,8 +88,8 @@ def series(scenario: Scenario, policies: Sequence[str], interval: float | None =
                 "dynos_up": int(now["dynos_up"]), "dynos_booting": int(now["dynos_booting"]),
                 "dynos_draining": int(now["dynos_draining"]),
                 "autoscale_metric": _or_empty(now["autoscale_metric"]),
-                # Tries sent per second, first tries and retries (the arrivals without
-                # `[arrivals.retry]`); successful answers per second (`responses_per_s`, under
+                # Tries sent per second, first tries and the clients' and routers' retries (the
+                # arrivals without them); successful answers per second (`responses_per_s`, under
                 # the name the stability verdict judges).
                 "offered": (now["tries"] - before["tries"]) / step,
                 "goodput": (now["completed"] - before["completed"]) / step,
@@ -112,8 +112,8 @@ def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
 
 
 def figure(rows: Sequence[Dict[str, Any]], title: str) -> Any:
-    """Panels sharing the time axis: rates, waiting requests, busy threads; when clients
-    retried, also the load offered (tries sent) against the goodput; when the fleet changes
+    """Panels sharing the time axis: rates, waiting requests, busy threads; when requests
+    were retried, also the load offered (tries sent) against the goodput; when the fleet changes
     size, also the dynos up (booting dotted) and the response p95 per interval; a line per
     (case, policy). The time axis is in seconds, or hours and minutes for a run longer than
     two hours (:mod:`dynosim.time_axis`)."""

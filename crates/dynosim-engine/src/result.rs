@@ -406,8 +406,9 @@ pub struct Frame {
     pub busy: u64,
     /// Requests that have arrived so far (their first tries).
     pub arrived: u64,
-    /// Tries sent so far: the first tries (`arrived`) and the clients' retries
-    /// (`[arrivals.retry]`); `arrived` itself without retries.
+    /// Tries sent so far: the first tries (`arrived`), the clients' retries
+    /// (`[arrivals.retry]`) and the routers' on another dyno (`router.retry_on` beyond
+    /// refusals); `arrived` itself without them.
     pub tries: u64,
     /// Requests that have had to wait so far (joined a router or dyno queue).
     pub queued: u64,

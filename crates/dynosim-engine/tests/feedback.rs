@@ -374,4 +374,26 @@ fn a_trace_counts_every_try_sent() {
             .unwrap();
     assert!(trace.frames.iter().all(|f| f.tries == f.arrived));
     assert!(trace.frames.last().unwrap().arrived > 0);
+
+    // The routers' retries on another dyno after a timeout are tries too: work of mean 1 s on
+    // slots enough for all, the router's timeout at 2 s, 2 retries.
+    let routed = build(
+        &json!({
+            "name": "router-retries",
+            "arrivals": {"process": "poisson", "rate": 20.0},
+            "service": {"distribution": "exponential", "mean": 1.0},
+            "fleet": {"dynos": 4, "slots": 1000},
+            "router": {"timeout": 2.0, "retry_on": ["refused", "timeout"], "retries": 2},
+            "run": {"duration": 60.0, "warmup": 0.0, "replications": 1, "seed": 5},
+        })
+        .to_string(),
+    );
+    let (result, trace) =
+        dynosim_engine::trace_replication(&routed, 0, 1.0, 600.0, false, &never_interrupted)
+            .unwrap();
+    let retries = result.retries.as_ref().expect("retry figures");
+    let last = trace.frames.last().unwrap();
+    assert!(retries.router > 0 && retries.client == 0);
+    assert_eq!(last.tries, retries.attempts);
+    assert_eq!(last.tries - last.arrived, retries.router);
 }

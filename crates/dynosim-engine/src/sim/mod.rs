@@ -583,7 +583,7 @@ impl Simulation<'_> {
                 dyno_waiting,
                 busy,
                 arrived: self.measures.arrivals(),
-                tries: self.measures.arrivals() + self.retries.as_deref().map_or(0, |r| r.resent()),
+                tries: self.measures.tries(),
                 queued: self.queued,
                 completed: self.measures.completions(),
                 failed: self.measures.failures(),

@@ -82,8 +82,6 @@ pub(super) struct Retries {
     seq: u64,
     /// When the retries' event is scheduled, if it is.
     scheduled: Option<f64>,
-    /// Retries sent so far, warm-up included (for traces).
-    resent: u64,
 }
 
 impl Retries {
@@ -105,7 +103,6 @@ impl Retries {
             free: Vec::new(),
             seq: 0,
             scheduled: None,
-            resent: 0,
         }))
     }
 
@@ -231,12 +228,6 @@ impl Retries {
     /// Slab entry `req` is retry `p`, sent now.
     pub fn sent(&mut self, req: u32, p: &Pending) {
         self.set(req, p.tried);
-        self.resent += 1;
-    }
-
-    /// Retries sent so far, warm-up included (a request's first try is not one).
-    pub fn resent(&self) -> u64 {
-        self.resent
     }
 
     /// A retried try's patience of `kind` (the queue's or the client's), from the retries' own
