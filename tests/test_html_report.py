@@ -3,6 +3,7 @@ else (every script and style inlined, a Content-Security-Policy that forbids eve
 holds the run's numbers, stays small beyond its data, and is written all or nothing. The
 browser's view of it is tested in test_browser.py."""
 
+import csv
 import json
 import re
 import sys
@@ -262,3 +263,23 @@ def test_logs_summary_report(tmp_path):
         import html
         assert f"<td class=\"text\">{html.escape(route['route'])}</td>" in text
     assert "1 malformed line skipped" in text  # the warning the terminal shows
+
+
+def test_a_run_whose_clients_retried_shows_its_offered_load_and_goodput(tmp_path):
+    """retry-storm's report draws the tries sent per interval against the goodput: the same
+    figures as --timeseries's `offered` and `goodput` (each interval's), and a run without
+    retries draws no such plot."""
+    out, series = tmp_path / "storm.html", tmp_path / "storm.csv"
+    result = run_cli("run", "retry-storm", "--set", "run.replications=1", "--html", str(out),
+                     "--timeseries", str(series))
+    assert result.returncode == 0, result.stderr
+    plots = {p["title"]: p for p in page_data(out.read_text(encoding="utf-8"))["plots"]}
+    load = {s["label"]: s["y"] for s in plots["Offered load and goodput"]["series"]}
+    with open(series, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert load["random: offered"] == pytest.approx([float(r["offered"]) for r in rows])
+    assert load["random: goodput"] == pytest.approx([float(r["goodput"]) for r in rows])
+    assert max(load["random: offered"]) > 2 * max(float(r["arrivals_per_s"]) for r in rows[:10])
+    plain = tmp_path / "plain.html"
+    assert run_cli("run", "rapgenius", *QUICK, "--html", str(plain)).returncode == 0
+    assert "Offered load and goodput" not in {p["title"] for p in page_data(plain.read_text(encoding="utf-8"))["plots"]}

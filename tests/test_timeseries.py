@@ -58,3 +58,66 @@ def test_bad_options_are_one_line_and_write_nothing(tmp_path, extra, fragment):
     result = run_cli("run", *ARGS, *extra, cwd=tmp_path)
     assert_one_line_error(result, fragment)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_retries_offered_is_the_arrivals_and_goodput_the_responses(tmp_path):
+    out = tmp_path / "series.csv"
+    result = run_cli("run", *ARGS, "--json", "--timeseries", str(out), "--interval", "1s")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)["results"]
+    rows = read(out)
+    assert {"offered", "goodput"} <= set(rows[0])
+    for row in rows:
+        # Every try is a first try: the offered load is the arrivals; goodput the responses.
+        assert row["offered"] == row["arrivals_per_s"]
+        assert row["goodput"] == row["responses_per_s"]
+    for policy, r in zip(["random", "intelligent"], report):
+        mine = [row for row in rows if row["policy"] == policy]
+        # The answers that succeeded in the window (after the 30 s warm-up) are the run's goodput.
+        answered = sum(float(row["goodput"]) for row in mine if float(row["time"]) > r["warmup"])
+        assert round(answered) == round(r["per_replication"][0]["goodput"] * r["duration"])
+
+
+STORM = ("retry-storm", "--replications", "1", "--set", "run.warmup=0s")
+
+
+def test_in_a_retry_storm_the_offered_load_triples_and_goodput_falls_to_nothing(tmp_path):
+    """retry-storm (clients trying 3 times on a 30 s timeout; the database 4× slower at 8–9
+    min) stays down after the fault: every request then makes its 3 tries, so the offered load
+    is 3 × the arrivals, and nothing succeeds. With no warm-up every interval is in the window,
+    and the sums over the intervals are the run's own counts."""
+    out = tmp_path / "storm.csv"
+    step = 30.0
+    result = run_cli("run", *STORM, "--json", "--timeseries", str(out), "--interval", "30s")
+    assert result.returncode == 0, result.stderr
+    r = json.loads(result.stdout)["results"][0]
+    rep = r["per_replication"][0]
+    rows = read(out)
+    assert (tmp_path / "storm.png").stat().st_size > 10_000
+    count = {key: [round(float(row[key]) * step) for row in rows] for key in ("arrivals_per_s", "offered", "goodput")}
+    times = [float(row["time"]) for row in rows]
+    assert all(o >= a for o, a in zip(count["offered"], count["arrivals_per_s"]))
+    # Every request arrived in the window; every success was answered in it.
+    assert sum(count["arrivals_per_s"]) == rep["simulated_requests"] == rep["requests"]
+    assert sum(count["goodput"]) == round(rep["goodput"] * r["duration"])
+    # The tries sent up to the end are the run's attempts but those sent after it: retries of
+    # requests still being tried at the end, each sent within 2 × 30 s of timeouts and 2 × 20 s
+    # of backoff (its cap) after its first try: at most 2 retries for each of the requests of
+    # the last 100 s (the last 4 intervals).
+    tries = sum(count["offered"])
+    assert 0 <= rep["retries"]["attempts"] - tries <= 2 * sum(count["arrivals_per_s"][-4:])
+    # Before the fault: the arrivals and their answers, hardly a retry.
+    before = [i for i, t in enumerate(times) if t <= 480]
+    offered_before = sum(count["offered"][i] for i in before)
+    arrived_before = sum(count["arrivals_per_s"][i] for i in before)
+    assert offered_before <= 1.01 * arrived_before
+    assert sum(count["goodput"][i] for i in before) >= 0.95 * arrived_before
+    # The last 10 minutes, well after the fault (its tries all fail): 3 tries a request. The
+    # tries of an interval are those of the requests of the last n × 30 s and backoffs, so the
+    # two counts differ by the arrivals of two stretches of about 100 s (Poisson, at 8/s): a
+    # ratio to 3 within 4 of its standard errors, 3 × √(2 × 8 × 100) / (8 × 600).
+    late = [i for i, t in enumerate(times) if t > times[-1] - 600]
+    offered_late = sum(count["offered"][i] for i in late)
+    arrived_late = sum(count["arrivals_per_s"][i] for i in late)
+    assert offered_late / arrived_late == pytest.approx(3.0, abs=4 * 3 * (2 * 8 * 100) ** 0.5 / (8 * 600))
+    assert sum(count["goodput"][i] for i in late) <= 0.05 * arrived_late

@@ -168,7 +168,8 @@ def run_report(scenario: Scenario, cases: List[Tuple[str, Results]], *, command:
 def over_time(scenario: Scenario, cases: List[Tuple[str, Results]], policies: Optional[Sequence[str]] = None,
               interval: Optional[float] = None) -> List[Dict[str, Any]]:
     """Replication 0 over time, for each case and policy (the same traffic for each): the
-    requests waiting, for a fleet that changes size its dynos and p95, per-dyno heat maps.
+    requests waiting, for a fleet that changes size its dynos and p95, when requests were retried the
+    offered load against the goodput, per-dyno heat maps.
     `policies` replaces each case's router.policy; `interval` (s) defaults to the run in 200."""
     scenarios = scenario.cases or [("", scenario)]
     traces: List[Tuple[str, List[Dict[str, Any]], bool]] = []
@@ -203,6 +204,18 @@ def over_time(scenario: Scenario, cases: List[Tuple[str, Results]], policies: Op
             [{"label": name, "y": [None if f["response_p95"] is None else f["response_p95"] * 1e3 for f in frames]}
              for name, frames, _ in traces],
             x_elapsed=True, caption="Of the responses in each interval."))
+    if any(f["tries"] != f["arrived"] for _, frames, _ in traces for f in frames):
+        # Requests were retried: the load offered (tries sent) against the goodput, per interval.
+        per_s: List[Dict[str, Any]] = []
+        for name, frames, _ in traces:
+            step = (frames[-1]["time"] - frames[0]["time"]) / max(len(frames) - 1, 1)
+            for key, what, dash in (("tries", "offered", False), ("completed", "goodput", True)):
+                per_s.append({"label": f"{name}: {what}", "dash": dash,
+                              "y": [(b[key] - a[key]) / step for a, b in zip(frames, frames[1:])]})
+        out.append(html_report.line_plot(
+            "Offered load and goodput", "time", times[1:], "per second", per_s, y_log=False, x_elapsed=True,
+            caption="Per interval: tries sent (first tries and retries) and successful answers "
+                    "(dashed), per second."))
     for name, frames, per_dyno in traces:
         if per_dyno:
             rows = [list(col) for col in zip(*[f["depth"] for f in frames])]

@@ -1,6 +1,8 @@
 """What happens over time in one replication (issue #12's `--timeseries`): per interval, the
 arrivals, responses and failures, and at each interval's end the requests waiting at the
-routers and at the dynos and the threads busy, so that a burst or a ramp can be seen.
+routers and at the dynos and the threads busy, so that a burst or a ramp can be seen; and
+(issue #35) the load offered (tries sent: first tries and retries) against the
+goodput (successful answers), so that a retry storm can be seen.
 
 Replication 0 of each policy (the same traffic for every policy), from time 0 (warm-up
 included) to the end of the measured window; the engine's trace gives cumulative counts and
@@ -23,7 +25,8 @@ from .scenario import Scenario
 COLUMNS = ["case", "policy", "time", "arrivals_per_s", "responses_per_s", "errors_per_s",
            *[f"{kind}_per_s" for kind in ERROR_KINDS[1:]],
            "router_waiting", "dyno_waiting", "busy_threads",
-           "response_p95", "dynos_up", "dynos_booting", "dynos_draining", "autoscale_metric"]
+           "response_p95", "dynos_up", "dynos_booting", "dynos_draining", "autoscale_metric",
+           "offered", "goodput"]
 
 #: Most intervals a series may have (each is a row per policy).
 MAX_INTERVALS = 1_000_000
@@ -85,6 +88,11 @@ def series(scenario: Scenario, policies: Sequence[str], interval: float | None =
                 "dynos_up": int(now["dynos_up"]), "dynos_booting": int(now["dynos_booting"]),
                 "dynos_draining": int(now["dynos_draining"]),
                 "autoscale_metric": _or_empty(now["autoscale_metric"]),
+                # Tries sent per second, first tries and the clients' and routers' retries (the
+                # arrivals without them); successful answers per second (`responses_per_s`, under
+                # the name the stability verdict judges).
+                "offered": (now["tries"] - before["tries"]) / step,
+                "goodput": (now["completed"] - before["completed"]) / step,
             })
     return rows
 
@@ -104,10 +112,11 @@ def plot(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> None:
 
 
 def figure(rows: Sequence[Dict[str, Any]], title: str) -> Any:
-    """Panels sharing the time axis: rates, waiting requests, busy threads; when the fleet
-    changes size, also the dynos up (booting dotted) and the response p95 per interval; a
-    line per (case, policy). The time axis is in seconds, or hours and minutes for a run
-    longer than two hours (:mod:`dynosim.time_axis`)."""
+    """Panels sharing the time axis: rates, waiting requests, busy threads; when requests
+    were retried, also the load offered (tries sent) against the goodput; when the fleet changes
+    size, also the dynos up (booting dotted) and the response p95 per interval; a line per
+    (case, policy). The time axis is in seconds, or hours and minutes for a run longer than
+    two hours (:mod:`dynosim.time_axis`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,10 +127,12 @@ def figure(rows: Sequence[Dict[str, Any]], title: str) -> Any:
         groups.setdefault((r["case"], r["policy"]), []).append(r)
     changing = any(r["dynos_booting"] or r["dynos_draining"] for r in rows) or len(
         {r["dynos_up"] for r in rows}) > 1
-    if changing:
-        fig, (rates, fleet, p95, waiting, busy) = plt.subplots(5, 1, sharex=True, figsize=(9, 12))
-    else:
-        fig, (rates, waiting, busy) = plt.subplots(3, 1, sharex=True, figsize=(9, 8))
+    # Tries beyond the first: the offered load parts from the arrivals.
+    retried = any(r["offered"] != r["arrivals_per_s"] for r in rows)
+    names = ["rates", *(["load"] if retried else []), *(["fleet", "p95"] if changing else []), "waiting", "busy"]
+    fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(9, 2 + 2 * len(names)), squeeze=False)
+    panel = dict(zip(names, axes[:, 0]))
+    rates, waiting, busy = panel["rates"], panel["waiting"], panel["busy"]
     for (case, policy), rs in groups.items():
         label = f"{case}: {policy}" if case else policy
         t = [r["time"] for r in rs]
@@ -131,18 +142,26 @@ def figure(rows: Sequence[Dict[str, Any]], title: str) -> Any:
         if any(r["errors_per_s"] for r in rs):
             rates.plot(t, [r["errors_per_s"] for r in rs], color=line.get_color(), linestyle="--",
                        label=f"{label}: errors")
+        if retried:
+            offered, = panel["load"].plot(t, [r["offered"] for r in rs], label=f"{label}: offered (tries)")
+            panel["load"].plot(t, [r["goodput"] for r in rs], color=offered.get_color(), linestyle="--",
+                               label=f"{label}: goodput")
         waiting.plot(t, [r["router_waiting"] + r["dyno_waiting"] for r in rs], label=label)
         busy.plot(t, [r["busy_threads"] for r in rs], label=label)
         if changing:
+            fleet, p95 = panel["fleet"], panel["p95"]
             up, = fleet.plot(t, [r["dynos_up"] for r in rs], label=label)
             if any(r["dynos_booting"] for r in rs):
                 fleet.plot(t, [r["dynos_up"] + r["dynos_booting"] for r in rs], color=up.get_color(),
                            linestyle=":", label=f"{label}: with booting")
             p95.plot(t, [r["response_p95"] if r["response_p95"] != "" else math.nan for r in rs], label=label)
+    if retried:
+        panel["load"].set_ylabel("per second")
+        panel["load"].legend(fontsize="small")
     if changing:
-        fleet.set_ylabel("dynos up")
-        fleet.legend(fontsize="small")
-        p95.set_ylabel("response p95 (s)\nper interval")
+        panel["fleet"].set_ylabel("dynos up")
+        panel["fleet"].legend(fontsize="small")
+        panel["p95"].set_ylabel("response p95 (s)\nper interval")
     rates.set_ylabel("per second")
     waiting.set_ylabel("requests waiting\n(routers + dynos)")
     busy.set_ylabel("threads busy")

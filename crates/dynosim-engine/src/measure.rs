@@ -46,6 +46,8 @@ pub(crate) struct Measures {
     arrived_in_window: u64,
     completed: u64,
     failures: u64,
+    /// Tries sent so far, warm-up included, counted where retries are (for traces).
+    tries: u64,
     /// What the dyno model adds; None for a scenario of plain slots.
     inside: Option<Box<Inside>>,
     /// A fleet that changes size (`[autoscale]`); None for a fixed fleet.
@@ -213,6 +215,7 @@ impl Measures {
             arrived_in_window: 0,
             completed: 0,
             failures: 0,
+            tries: 0,
             inside: Self::inside(scenario),
             slots: f64::from(scenario.slots),
             idle_hits: (scenario.policy.knowledge() == crate::policy::Knowledge::IdleReports)
@@ -589,6 +592,16 @@ impl Measures {
         self.completed
     }
 
+    /// Tries sent so far, warm-up included: first tries and retries, the clients' and the
+    /// routers' on another dyno; the arrivals where nobody retries (tries are not counted).
+    pub fn tries(&self) -> u64 {
+        if self.retries.is_some() {
+            self.tries
+        } else {
+            self.arrived
+        }
+    }
+
     /// Requests failed so far, warm-up included.
     pub fn failures(&self) -> u64 {
         self.failures
@@ -602,6 +615,7 @@ impl Measures {
     /// A try of a request first sent at `origin` was sent at `now` (the first, or a retry).
     #[inline]
     pub fn tried(&mut self, origin: f64, _now: f64) {
+        self.tries += 1;
         if origin >= self.window_start {
             if let Some(r) = self.retries.as_mut() {
                 r.attempts += 1;
@@ -793,6 +807,7 @@ impl Measures {
         self.arrived_in_window += other.arrived_in_window;
         self.completed += other.completed;
         self.failures += other.failures;
+        self.tries += other.tries;
         if let (Some(a), Some(b)) = (self.inside.as_mut(), other.inside.as_ref()) {
             a.cpu_area += b.cpu_area;
             a.busy_processes.add(&b.busy_processes);

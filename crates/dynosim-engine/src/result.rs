@@ -428,8 +428,12 @@ pub struct Frame {
     pub dyno_waiting: u64,
     /// Threads busy with a request, all dynos together (an answered request's overhead too).
     pub busy: u64,
-    /// Requests that have arrived so far.
+    /// Requests that have arrived so far (their first tries).
     pub arrived: u64,
+    /// Tries sent so far: the first tries (`arrived`), the clients' retries
+    /// (`[arrivals.retry]`) and the routers' on another dyno (`router.retry_on` beyond
+    /// refusals); `arrived` itself without them.
+    pub tries: u64,
     /// Requests that have had to wait so far (joined a router or dyno queue).
     pub queued: u64,
     /// Requests answered so far (not counting failures).

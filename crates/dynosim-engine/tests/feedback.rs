@@ -16,7 +16,7 @@ mod common;
 
 use common::{assert_matches, build, run_ok, Measured};
 use dynosim_engine::theory::mm1_retry_states;
-use dynosim_engine::{ReplicationResult, RunReport};
+use dynosim_engine::{never_interrupted, ReplicationResult, RunReport};
 use serde_json::{json, Value};
 
 const MU: f64 = 1000.0;
@@ -325,4 +325,75 @@ fn figures_appear_only_with_their_features() {
     let text = serde_json::to_string(&with.per_replication[0]).unwrap();
     assert!(text.contains("\"retries\"") && text.contains("\"stability\""));
     assert!(!text.contains("\"outage\"") && !text.contains("\"crashed\""));
+}
+
+/// A trace's `tries` counts every try sent, first tries and retries (the time series'
+/// `offered`): with no warm-up every request is in the window, so once every retry has been
+/// sent (frames past the run's last event) the last frame's tries are the run's
+/// `retries.attempts` and its retries `retries.count`, exactly; along the way tries never fall
+/// behind the arrivals, and during the trigger they outrun them. Without retries they are the
+/// arrivals in every frame.
+#[test]
+fn a_trace_counts_every_try_sent() {
+    let mut s = retrying(400.0, 3, 5.0, |_| {});
+    s["faults"][0]["at"] = json!(20.0);
+    s["run"]["warmup"] = json!(0.0);
+    s["run"]["duration"] = json!(60.0);
+    let scenario = build(&s.to_string());
+    let (result, trace) =
+        dynosim_engine::trace_replication(&scenario, 0, 1.0, 600.0, false, &never_interrupted)
+            .unwrap();
+    let retries = result.retries.as_ref().expect("retry figures");
+    let last = trace.frames.last().unwrap();
+    assert_eq!(last.tries, retries.attempts);
+    assert_eq!(last.tries - last.arrived, retries.count);
+    assert!(retries.count > 0, "no retry was sent");
+    for pair in trace.frames.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(b.tries - a.tries >= b.arrived - a.arrived, "at {}", b.time);
+    }
+    // In the trigger's second half (20–25 s, the app 5× slower), the tries sent outrun the
+    // arrivals: timeouts come back as retries.
+    let at = |t: f64| trace.frames.iter().find(|f| f.time >= t).unwrap();
+    let (from, to) = (at(22.0), at(25.0));
+    assert!(
+        to.tries - from.tries > to.arrived - from.arrived,
+        "tries {} arrivals {}",
+        to.tries - from.tries,
+        to.arrived - from.arrived
+    );
+
+    s["arrivals"]
+        .as_object_mut()
+        .unwrap()
+        .remove("retry")
+        .unwrap();
+    let plain = build(&s.to_string());
+    let (_, trace) =
+        dynosim_engine::trace_replication(&plain, 0, 1.0, 600.0, false, &never_interrupted)
+            .unwrap();
+    assert!(trace.frames.iter().all(|f| f.tries == f.arrived));
+    assert!(trace.frames.last().unwrap().arrived > 0);
+
+    // The routers' retries on another dyno after a timeout are tries too: work of mean 1 s on
+    // slots enough for all, the router's timeout at 2 s, 2 retries.
+    let routed = build(
+        &json!({
+            "name": "router-retries",
+            "arrivals": {"process": "poisson", "rate": 20.0},
+            "service": {"distribution": "exponential", "mean": 1.0},
+            "fleet": {"dynos": 4, "slots": 1000},
+            "router": {"timeout": 2.0, "retry_on": ["refused", "timeout"], "retries": 2},
+            "run": {"duration": 60.0, "warmup": 0.0, "replications": 1, "seed": 5},
+        })
+        .to_string(),
+    );
+    let (result, trace) =
+        dynosim_engine::trace_replication(&routed, 0, 1.0, 600.0, false, &never_interrupted)
+            .unwrap();
+    let retries = result.retries.as_ref().expect("retry figures");
+    let last = trace.frames.last().unwrap();
+    assert!(retries.router > 0 && retries.client == 0);
+    assert_eq!(last.tries, retries.attempts);
+    assert_eq!(last.tries - last.arrived, retries.router);
 }

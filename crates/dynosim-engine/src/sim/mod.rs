@@ -589,6 +589,7 @@ impl Simulation<'_> {
                 dyno_waiting,
                 busy,
                 arrived: self.measures.arrivals(),
+                tries: self.measures.tries(),
                 queued: self.queued,
                 completed: self.measures.completions(),
                 failed: self.measures.failures(),
