@@ -680,7 +680,7 @@ impl Measures {
 
     /// A request that arrived at `arrival` started `service` seconds of work on a slot of
     /// `dyno` at `start`.
-    #[inline]
+    #[inline(always)]
     pub fn started(&mut self, dyno: usize, arrival: f64, start: f64, service: f64) {
         self.busy(dyno, start, service);
         if arrival >= self.window_start {
@@ -706,7 +706,7 @@ impl Measures {
     }
 
     /// A request that arrived at `arrival` completed at `end`.
-    #[inline]
+    #[inline(always)]
     pub fn completed(&mut self, arrival: f64, end: f64) {
         if let Some(s) = self.stability.as_mut() {
             s.0.answered(end);

@@ -50,6 +50,7 @@ impl Simulation<'_> {
 
     /// A try of a request (its first, or a retry: [`super::resend`]) is sent now: a router
     /// takes it, with the patience drawn for it.
+    #[inline(always)]
     pub(super) fn send(
         &mut self,
         req: u32,

@@ -115,7 +115,7 @@ impl Slab {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self) -> u32 {
         if let Some(i) = self.free.pop() {
             let e = &mut self.entries[i as usize];
