@@ -136,31 +136,7 @@ impl RetryOn {
                 refused: false,
             });
         };
-        let names: Vec<&serde_json::Value> = match value {
-            serde_json::Value::Array(items) => items.iter().collect(),
-            other => vec![other],
-        };
-        let mut on = RetryOn::default();
-        for (i, name) in names.iter().enumerate() {
-            let path = if value.is_array() {
-                format!("{PATH}[{i}]")
-            } else {
-                PATH.to_string()
-            };
-            match name.as_str() {
-                Some("timeout") => on.timeout = true,
-                Some("5xx") => on.errors = true,
-                Some("refused") => on.refused = true,
-                _ => {
-                    return Err(Error::config(
-                        path,
-                        format!(
-                            "unknown outcome {name}; expected \"timeout\", \"5xx\" or \"refused\""
-                        ),
-                    ))
-                }
-            }
-        }
+        let on = outcomes(value, PATH)?;
         if on == RetryOn::default() {
             return Err(Error::config(
                 PATH,
@@ -169,6 +145,35 @@ impl RetryOn {
         }
         Ok(on)
     }
+}
+
+/// A list of outcomes as written at `path` (`"timeout"`, `"5xx"`, `"refused"`; one name alone
+/// stands for a list of it), for the clients' `on` and the routers' `retry_on` alike.
+pub(crate) fn outcomes(value: &serde_json::Value, path: &str) -> Result<RetryOn> {
+    let names: Vec<&serde_json::Value> = match value {
+        serde_json::Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    let mut on = RetryOn::default();
+    for (i, name) in names.iter().enumerate() {
+        match name.as_str() {
+            Some("timeout") => on.timeout = true,
+            Some("5xx") => on.errors = true,
+            Some("refused") => on.refused = true,
+            _ => {
+                let at = if value.is_array() {
+                    format!("{path}[{i}]")
+                } else {
+                    path.to_string()
+                };
+                return Err(Error::config(
+                    at,
+                    format!("unknown outcome {name}; expected \"timeout\", \"5xx\" or \"refused\""),
+                ));
+            }
+        }
+    }
+    Ok(on)
 }
 
 /// How a retry's delay grows with the tries before it.

@@ -96,36 +96,13 @@ impl RouterRetry {
         let mut r = match on {
             None => REFUSED_ONLY,
             Some(value) => {
-                let names: Vec<&Value> = match value {
-                    Value::Array(items) => items.iter().collect(),
-                    other => vec![other],
-                };
-                let mut r = RouterRetry {
-                    refused: false,
-                    ..REFUSED_ONLY
-                };
-                for (i, name) in names.iter().enumerate() {
-                    let path = if value.is_array() {
-                        format!("{PATH}[{i}]")
-                    } else {
-                        PATH.to_string()
-                    };
-                    match name.as_str() {
-                        Some("refused") => r.refused = true,
-                        Some("timeout") => r.timeout = true,
-                        Some("5xx") => r.errors = true,
-                        _ => {
-                            return Err(Error::config(
-                                path,
-                                format!(
-                                    "unknown outcome {name}; expected \"refused\", \"timeout\" \
-                                     or \"5xx\""
-                                ),
-                            ))
-                        }
-                    }
+                let on = super::outcomes(value, PATH)?;
+                RouterRetry {
+                    refused: on.refused,
+                    timeout: on.timeout,
+                    errors: on.errors,
+                    budget: None,
                 }
-                r
             }
         };
         r.budget = match budget {
