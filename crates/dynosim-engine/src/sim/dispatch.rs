@@ -66,21 +66,7 @@ impl Simulation<'_> {
             }
         }
         let router = self.routers.pick();
-        let entry = &mut self.slab.entries[req as usize];
-        entry.arrival = t;
-        entry.service = service;
-        entry.router = router as u32;
-        entry.client = client;
-        entry.phase = 0;
-        entry.pool = NONE;
-        entry.state = State::Routing;
-        entry.waited = false;
-        entry.answered = false;
-        entry.router_done = false;
-        entry.abandoned_at = f64::INFINITY;
-        entry.dyno = NONE;
-        entry.refusals = 0;
-        entry.refused_by = NONE;
+        self.slab.entries[req as usize].begin_try(t, service, router as u32, client);
         if let Some(cap) = self.s.max_in_flight {
             if self.routers.in_flight[router] >= cap {
                 return self.refuse(req);
@@ -183,20 +169,10 @@ impl Simulation<'_> {
         }
         let e = &mut self.slab.entries[new as usize];
         // Its arrival stays the request's at the router (as X-Request-Start does).
-        e.arrival = old.arrival;
-        e.service = old.service;
-        e.router = old.router;
-        e.client = old.client;
+        e.begin_try(old.arrival, old.service, old.router, old.client);
         e.class = old.class;
-        e.phase = 0;
-        e.pool = NONE;
         e.state = State::Retrying;
-        e.waited = false;
-        e.answered = false;
-        e.router_done = false;
-        e.abandoned_at = f64::INFINITY;
         e.cpu_left = 0.0;
-        e.dyno = NONE;
         e.refusals = old.refusals + 1;
         e.refused_by = old.dyno;
         let generation = e.generation;

@@ -86,6 +86,28 @@ pub(super) struct Request {
     pub dispatched: f64,
 }
 
+impl Request {
+    /// A new try of a request, sent at `arrival` by `router` for `client` (NONE: the open
+    /// workload) with `service`: routing, on no dyno, nothing done, waited or answered yet.
+    #[inline(always)]
+    pub fn begin_try(&mut self, arrival: f64, service: f64, router: u32, client: u32) {
+        self.arrival = arrival;
+        self.service = service;
+        self.router = router;
+        self.client = client;
+        self.phase = 0;
+        self.pool = NONE;
+        self.state = State::Routing;
+        self.waited = false;
+        self.answered = false;
+        self.router_done = false;
+        self.abandoned_at = f64::INFINITY;
+        self.dyno = NONE;
+        self.refusals = 0;
+        self.refused_by = NONE;
+    }
+}
+
 /// Requests in flight, by index; freed entries are reused.
 #[derive(Debug, Default)]
 pub(super) struct Slab {
