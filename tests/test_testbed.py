@@ -529,7 +529,6 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("router.view", {"update": "periodic", "interval": "1s"}),
                        # The feedback loops, the simulation's only for now (docs/feedback.md).
                        ("router.retry_on", ["refused", "timeout"]),
-                       ("arrivals.retry", {"attempts": 2}),
                        ("arrivals.breaker", {"failure_rate": 25}),
                        ("app.wait_timeout", "5s"),
                        ("app.service_timeout", "5s"),

@@ -43,6 +43,10 @@ class Plan:
     deadline: float
     request_timeout: float
     warnings: List[str] = field(default_factory=list)
+    #: The clients retry (``[arrivals.retry]``, more than one attempt): the load generator
+    #: does, as replication `replication` of the simulation's clients.
+    retries: bool = False
+    replication: int = 0
 
     @property
     def closed(self) -> Optional[Dict[str, Any]]:
@@ -125,13 +129,12 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     if retry_on is not None and retry_on not in ("refused", ["refused"]):
         raise scenario._error("router.retry_on", "the testbed's HAProxy retries refused connections only; it does "
                                                  "not retry after a timeout or an error yet")
-    for path, present in (("arrivals.retry", arrivals.get("retry") is not None),
-                          ("arrivals.breaker", arrivals.get("breaker") is not None),
+    for path, present in (("arrivals.breaker", arrivals.get("breaker") is not None),
                           ("faults", bool(scenario.doc.get("faults"))),
                           ("app.wait_timeout", app.get("wait_timeout") is not None),
                           ("app.service_timeout", app.get("service_timeout") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (client retries and breakers, faults and "
+            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers, faults and "
                                         "the app's wait_timeout and service_timeout are the simulation's "
                                         "only)")
     view = router.get("view")
@@ -317,6 +320,11 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     # A timed closed loop stops at its end (requests still in flight end as "deadline" and
     # are not counted, as the simulation counts only what arrived in its window).
     deadline = length if closed and timed else length + 60.0 + 10.0 * mean_response
+    attempts, cap = _retries(scenario)
+    if attempts > 1 and not (closed and timed):
+        # A request's last retry may start this long after its first try ended.
+        longest = client_timeout if client_timeout is not None else (server_timeout or 30.0)
+        deadline = min(MAX_SECONDS, deadline + (attempts - 1) * (longest + cap))
     router_plan = RouterPlan(policy, params, int(described["slots"]), timeout=deadline,
                              server_timeout=server_timeout, queue_timeout=queue_timeout,
                              abort_on_close=client_timeout is not None)
@@ -334,4 +342,14 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
-                warnings=warnings)
+                warnings=warnings, retries=attempts > 1, replication=replication)
+
+
+def _retries(scenario: Scenario) -> tuple:
+    """``[arrivals.retry]``'s tries in all (1: none) and its backoff's cap in seconds (the
+    engine checked both; their defaults are the engine's)."""
+    retry = (scenario.doc.get("arrivals") or {}).get("retry")
+    if not isinstance(retry, dict):
+        return 1, 0.0
+    cap = _seconds(retry.get("cap", "20s"))
+    return int(retry.get("attempts", 3)), (20.0 if cap is None else cap)
