@@ -164,3 +164,38 @@ def test_the_autoscaled_testbed_refuses_retries_in_one_line():
                    run={"duration": "10min", "warmup": "0s", "replications": 2, "seed": 1})
     with pytest.raises(ScenarioError, match=r"arrivals\.retry"):
         split(Scenario(doc))
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+def test_haproxy_retries_after_a_timeout_on_another_dyno_as_the_simulations_router(tmp_path):
+    """router.retry_on = ["timeout"] is HAProxy's ``retry-on response-timeout`` with ``option
+    redispatch 1``: every request takes 600 ms and the router gives up on a try after 300 ms,
+    two retries at most: three tries each at the router, then a 504 (H12), as simulated; each
+    try leaves its dyno working (the app's work goes on)."""
+    doc = scenario(arrivals={"process": "poisson", "rate": "2/s"},
+                   router={"policy": "random", "timeout": "300ms", "retry_on": ["timeout"], "retries": 2})
+    plan = make_plan(Scenario(doc))
+    config = plan.router.config(9000, [9001, 9002])
+    assert "retry-on response-timeout" in config and "retries 2" in config and "option redispatch 1" in config
+    r, real, sim, rows = run_testbed(tmp_path, "router-timeout", doc)
+    n = real["requests"]
+    assert n == sim["requests"] > 0
+    for rep in (real, sim):
+        assert rep["retries"]["router"] == rep["retries"]["count"] == 2 * n, rep["retries"]
+        assert rep["retries"]["attempts"] == 3 * n and rep["retries"]["client"] == 0
+        assert rep["error_counts"]["h12"] == n == rep["error_counts"]["total"]
+    # One line a request at the router, whose retries HAProxy counts (%rc).
+    assert r["testbed"]["router_log_lines"] == len(plan.drawn["time"])
+
+
+def test_router_retry_keys_the_testbed_cannot_run_are_refused_in_one_line():
+    for key, value in (("router.retry_budget", {"percent": 20}),):
+        bad = Scenario(scenario(router={"policy": "random", "retry_on": ["timeout"], key.split(".")[1]: value}))
+        with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
+            make_plan(bad)
+    nginx = Scenario(scenario(router={"policy": "random", "kind": "nginx", "retry_on": ["5xx"]}))
+    with pytest.raises(ScenarioError, match=r"router\.retry_on"):
+        make_plan(nginx)
+    # Refused connections alone are today's retries: nothing more in HAProxy's configuration.
+    plain = make_plan(Scenario(scenario(router={"policy": "random", "retry_on": ["refused"]})))
+    assert "retry-on" not in plain.router.config(9000, [9001])

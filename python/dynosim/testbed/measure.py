@@ -190,7 +190,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 warmup: float, duration: float, closed: Optional[Dict[str, Any]], drawn_times: Sequence[float],
                 classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str],
                 work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
-                client_timeout: Optional[float] = None, retries: bool = False) -> Dict[str, Any]:
+                client_timeout: Optional[float] = None, retries: bool = False,
+                router_retries: bool = False) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -203,7 +204,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     (``[arrivals.retry]``): each row of `load` is a try, and the figures of the dynos and the
     router (queue, utilisation) count every try, those of the clients (response, errors,
     goodput) each request's last try from its first send, as the simulation's do; the report
-    then has ``retries.*``."""
+    then has ``retries.*``. `router_retries`: the router retried after a timeout or an error
+    (``router.retry_on``), as its log's retry count (HAProxy's ``%rc``) says: each such retry
+    is a try too (``retries.router``); the app's work for the tries before it is not told
+    apart from the last's (they carry the same id)."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -330,13 +334,15 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     # CPU's share is not measured per request).
     late = measured & worked & ~ok & np.isfinite(done)
     rep["wasted"] = {"thread_seconds": float(np.sum(np.clip(stop[late] - np.maximum(done[late], start[late]), 0, None)))}
-    if retries:
+    if retries or router_retries:
         # As the simulation counts: every try of the requests first sent inside the window.
         kept_why = np.array([k or "" for k in (load.get("kept") or [None] * n)], dtype=object)
-        attempts = int(np.sum(measured))
+        routed = np.array([int(entry.get("retries") or 0) for entry in logged], dtype=np.int64)
+        by_router = int(np.sum(routed[measured])) if router_retries else 0
+        attempts = int(np.sum(measured)) + by_router
         again = int(np.sum(measured & (attempt > 1)))
         rep["retries"] = {"attempts": attempts, "attempts_per_request": attempts / max(1, in_window),
-                          "count": again, "client": again, "router": 0, "app": 0,
+                          "count": again + by_router, "client": again, "router": by_router, "app": 0,
                           "denied": int(np.sum(measured & (kept_why == "denied"))),
                           "exhausted": int(np.sum(measured & (kept_why == "exhausted")))}
     if resources:

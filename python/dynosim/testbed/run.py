@@ -402,7 +402,7 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               drawn_times=plan.drawn["time"],
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
                               work=work, per_process=per_process(plan), client_timeout=plan.request_timeout,
-                              retries=plan.retries)
+                              retries=plan.retries, router_retries=bool(plan.router.retry_on))
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
