@@ -47,6 +47,9 @@ class Plan:
     #: does, as replication `replication` of the simulation's clients.
     retries: bool = False
     replication: int = 0
+    #: ``[[faults]]`` the testbed runs (slowdowns): {"at", "for", "factor", "target"}, seconds
+    #: from the run's start; the app reads them (dynosim.testbed.app).
+    faults: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def closed(self) -> Optional[Dict[str, Any]]:
@@ -129,13 +132,10 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
         raise scenario._error("router.retry_budget", "HAProxy has no retry budget (Envoy's): the testbed does not "
                                                      "run it")
     for path, present in (("arrivals.breaker", arrivals.get("breaker") is not None),
-                          ("faults", bool(scenario.doc.get("faults"))),
-                          ("app.wait_timeout", app.get("wait_timeout") is not None),
                           ("app.service_timeout", app.get("service_timeout") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers, faults and "
-                                        "the app's wait_timeout and service_timeout are the simulation's "
-                                        "only)")
+            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers and the app's "
+                                        "service_timeout are the simulation's only)")
     view = router.get("view")
     if isinstance(view, dict) and view.get("update", "exact") != "exact":
         raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")
@@ -361,12 +361,39 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                                                  '(router.kind = "haproxy")')
     _backlog(scenario, dyno_plan, router_plan, warnings)
     _retry_on(scenario, router_plan)
+    faults = _faults(scenario, dyno_plan.server)
+    wait = app_doc.get("wait_timeout")
+    if wait is not None and wait != "off":
+        seconds = _seconds(wait)
+        if seconds is None:
+            raise scenario._error("app.wait_timeout", "the testbed's app takes one fixed time: give a duration, "
+                                                      "not a distribution")
+        if dyno_plan.server != "gunicorn":
+            raise scenario._error("app.wait_timeout", f"the testbed's {dyno_plan.server} app does not run "
+                                                      "Rack::Timeout yet: run it with gunicorn (app.server)")
+        dyno_plan.wait_timeout = seconds
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=router_plan,
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
-                warnings=warnings, retries=attempts > 1, replication=replication)
+                warnings=warnings, retries=attempts > 1, replication=replication, faults=faults)
+
+
+def _faults(scenario: Scenario, server: str) -> List[Dict[str, Any]]:
+    """``[[faults]]`` as the app runs them: slowdowns of the app's work or of a resource's
+    queries (the engine checked their keys and times); the other kinds are refused."""
+    out: List[Dict[str, Any]] = []
+    for k, fault in enumerate(scenario.doc.get("faults") or []):
+        if fault.get("kind") != "slowdown":
+            raise scenario._error(f"faults[{k}].kind", "the testbed runs slowdowns only yet (an outage and lost "
+                                                      "dynos are the simulation's only)")
+        if server != "gunicorn":
+            raise scenario._error(f"faults[{k}]", f"the testbed's {server} app does not slow down yet: run the "
+                                                 "scenario's faults with gunicorn (app.server)")
+        out.append({"at": _seconds(fault["at"]), "for": _seconds(fault["for"]), "factor": float(fault["factor"]),
+                    "target": str(fault.get("target", "app"))})
+    return out
 
 
 def _retries(scenario: Scenario) -> tuple:

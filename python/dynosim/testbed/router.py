@@ -32,7 +32,8 @@ whose placement of the users differs).
 HAProxy logs one line per request to its standard output (a file): the request's id (the
 load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
 connect to the dyno), Tr (ms until the dyno's response headers), Ta (ms in all), the status,
-the server, and the backend and server queue lengths (docs/testbed.md). It also adds
+the server, the backend and server queue lengths, the termination state and the retries
+(``%rc``; docs/testbed.md). It also adds
 ``X-Request-Start: t=<microseconds>`` to each request, as Heroku's router does, for the app to
 measure request queueing the way Judoscale and New Relic do.
 """
