@@ -162,17 +162,23 @@ def test_the_autoscaled_testbed_refuses_retries_in_one_line():
         split(Scenario(doc))
 
 
-@pytest.mark.needs("haproxy", "gunicorn")
-def test_haproxy_retries_after_a_timeout_on_another_dyno_as_the_simulations_router(tmp_path):
+@pytest.mark.parametrize("kind", [pytest.param("haproxy", marks=pytest.mark.needs("haproxy", "gunicorn")),
+                                  pytest.param("nginx", marks=pytest.mark.needs("nginx", "gunicorn"))])
+def test_the_real_router_retries_after_a_timeout_on_another_dyno_as_the_simulations(tmp_path, kind):
     """router.retry_on = ["timeout"] is HAProxy's ``retry-on response-timeout`` with ``option
-    redispatch 1``: every request takes 600 ms and the router gives up on a try after 300 ms,
-    two retries at most: three tries each at the router, then a 504 (H12), as simulated; each
-    try leaves its dyno working (the app's work goes on)."""
-    doc = scenario(arrivals={"process": "poisson", "rate": "2/s"},
-                   router={"policy": "random", "timeout": "300ms", "retry_on": ["timeout"], "retries": 2})
+    redispatch 1`` (nginx's ``proxy_next_upstream timeout``): every request takes 600 ms and the
+    router gives up on a try after 300 ms, two retries at most: three tries each at the router,
+    then a 504 (H12), as simulated; each try leaves its dyno working (the app's work goes on).
+    nginx tries each dyno at most once a request (warned): three dynos for its three tries."""
+    doc = scenario(arrivals={"process": "poisson", "rate": "2/s"}, fleet={"dynos": 3 if kind == "nginx" else 2},
+                   router={"policy": "random", "kind": kind, "timeout": "300ms", "retry_on": ["timeout"],
+                           "retries": 2})
     plan = make_plan(Scenario(doc))
     config = plan.router.config(9000, [9001, 9002])
-    assert "retry-on response-timeout" in config and "retries 2" in config and "option redispatch 1" in config
+    if kind == "haproxy":
+        assert "retry-on response-timeout" in config and "retries 2" in config and "option redispatch 1" in config
+    else:
+        assert "proxy_next_upstream timeout;" in config and "proxy_next_upstream_tries 3;" in config
     r, real, sim, rows = run_testbed(tmp_path, "router-timeout", doc)
     n = real["requests"]
     assert n == sim["requests"] > 0
@@ -189,9 +195,9 @@ def test_router_retry_keys_the_testbed_cannot_run_are_refused_in_one_line():
         bad = Scenario(scenario(router={"policy": "random", "retry_on": ["timeout"], key.split(".")[1]: value}))
         with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
             make_plan(bad)
-    nginx = Scenario(scenario(router={"policy": "random", "kind": "nginx", "retry_on": ["5xx"]}))
-    with pytest.raises(ScenarioError, match=r"router\.retry_on"):
-        make_plan(nginx)
+    nginx = make_plan(Scenario(scenario(router={"policy": "random", "kind": "nginx", "retry_on": ["5xx"]})))
+    assert "proxy_next_upstream error http_500 http_502 http_503 http_504;" in nginx.router.config(9000, [9001])
+    assert any("at most 2 tries" in w for w in nginx.warnings)
     # Refused connections alone are today's retries: nothing more in HAProxy's configuration.
     plain = make_plan(Scenario(scenario(router={"policy": "random", "retry_on": ["refused"]})))
     assert "retry-on" not in plain.router.config(9000, [9001])

@@ -170,11 +170,10 @@ def _backlog(scenario: Scenario, dynos: DynoPlan, router: RouterPlan, warnings: 
                         "inside the process, so the listen backlog rarely fills as the simulation's does")
 
 
-def _retry_on(scenario: Scenario, router: RouterPlan) -> None:
-    """router.retry_on beyond refused connections: HAProxy's ``retry-on`` (``response-timeout``
-    for "timeout"; the dyno's 5xx answers and a connection it closed without one for "5xx";
-    ``conn-failure`` for "refused"), each retry on another dyno (``option redispatch 1``),
-    at most router.retries (10) of them (``retries``)."""
+def _retry_on(scenario: Scenario, router: RouterPlan, dynos: int, warnings: List[str]) -> None:
+    """router.retry_on beyond refused connections: HAProxy's ``retry-on`` or nginx's
+    ``proxy_next_upstream`` (:data:`.router.HAPROXY_RETRY_ON`, :data:`.nginx.NEXT_UPSTREAM`),
+    each retry on another dyno, at most router.retries (10) of them."""
     doc = scenario.doc.get("router") or {}
     retry_on = doc.get("retry_on")
     if retry_on is None:
@@ -182,16 +181,12 @@ def _retry_on(scenario: Scenario, router: RouterPlan) -> None:
     outcomes = [retry_on] if isinstance(retry_on, str) else list(retry_on)
     if set(outcomes) <= {"refused"}:
         return  # refused connections: as with app.backlog (_backlog), or nothing to retry
-    if router.kind == "nginx":
-        raise scenario._error("router.retry_on", "the testbed runs router.retry_on on HAProxy only (nginx's "
-                                                 "proxy_next_upstream is not set up yet)")
-    router.retry_on = [HAPROXY_RETRY_ON[o] for o in outcomes]
+    router.retry_on = outcomes
     router.retries = int(doc.get("retries", 10))
-
-
-#: router.retry_on's outcomes as HAProxy's ``retry-on`` keywords.
-HAPROXY_RETRY_ON = {"refused": "conn-failure", "timeout": "response-timeout",
-                    "5xx": "500 502 503 504 empty-response junk-response"}
+    if router.kind == "nginx" and router.retries + 1 > dynos:
+        warnings.append(f"nginx tries each dyno at most once a request: at most {dynos} tries of a request "
+                        f"where the simulation's router may make {router.retries + 1} (router.retries + 1), "
+                        "never the same dyno twice in a row")
 
 
 def _checked_each_second(value: Any) -> Optional[int]:
@@ -360,7 +355,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                                                  "with a 504, which is H12's status: run it with HAProxy "
                                                  '(router.kind = "haproxy")')
     _backlog(scenario, dyno_plan, router_plan, warnings)
-    _retry_on(scenario, router_plan)
+    _retry_on(scenario, router_plan, dynos, warnings)
     faults = _faults(scenario, dyno_plan.server)
     wait = app_doc.get("wait_timeout")
     if wait is not None and wait != "off":
