@@ -533,7 +533,7 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("router.retry_budget", {"percent": 20}),
                        ("arrivals.breaker", {"failure_rate": 25}),
                        ("app.service_timeout", "5s"),
-                       ("faults", [{"at": "10s", "for": "5s", "kind": "slowdown", "factor": 2}])):
+                       ("faults", [{"at": "2s", "kind": "dynos_lost", "count": 1}])):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)

@@ -270,3 +270,25 @@ def test_a_real_retry_storm_stays_down_where_the_simulation_does(tmp_path, rate,
         assert abs(measured - paired[round(hi)]) <= 0.15 * offered, (lo, hi, measured, paired[round(hi)])
         compared += 1
     assert compared == 5  # [0, 10 s) and [10, 20 s) before the fault, [60, 90 s) after it
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+def test_a_real_outage_refuses_the_requests_taken_in_its_window(tmp_path):
+    """An outage of the app (refusing) from 4 s for 3 s: the requests a worker takes inside
+    it are answered 500 unserved (errors.outage), as in the simulation on the same requests,
+    but for those that arrive within the stack's time of an edge of the window (the windows
+    start with the load generator, to a few ms): at most that many may differ."""
+    doc = scenario(arrivals={"process": "poisson", "rate": "10/s"},
+                   service={"distribution": "constant", "value": "20ms"},
+                   faults=[{"at": "4s", "for": "3s", "kind": "outage"}],
+                   run={"duration": "10s", "warmup": "0s", "replications": 2, "seed": 3})
+    plan = make_plan(Scenario(doc))
+    assert plan.faults == [{"at": 4.0, "for": 3.0, "kind": "refuse", "factor": 1.0, "target": "app"}]
+    arrivals = np.array(plan.drawn["time"])
+    r, real, sim, rows = run_testbed(tmp_path, "outage", doc)
+    inside = int(np.sum((arrivals >= 4.0) & (arrivals < 7.0)))
+    edges = int(np.sum((np.abs(arrivals - 4.0) < 0.05) | (np.abs(arrivals - 7.0) < 0.05)))
+    assert abs(sim["error_counts"]["outage"] - inside) <= edges
+    assert abs(real["error_counts"]["outage"] - sim["error_counts"]["outage"]) <= edges, (real["error_counts"], edges)
+    assert real["error_counts"]["total"] == real["error_counts"]["outage"] > 0
+    assert r["testbed"]["errored_work"]["errors"] == real["error_counts"]["outage"]

@@ -45,12 +45,15 @@ request's work and ``e ID T`` when it ends it (``ID`` the load generator's ``X-D
 it while the run goes on), each line one unbuffered ``write`` to a file opened for
 appending, so that a line is whole even if the worker is killed right after.
 
-**Faults** (``[[faults]]`` of kind ``slowdown``): the testbed writes, just before the load
-starts, the slowdowns' windows in wall-clock time to ``faults_file`` (JSON: ``[{"from": T,
-"until": T, "factor": F, "target": "app" or a resource}]``); a phase that begins inside a
-window takes ``factor`` times its drawn time, as the simulation's work that begins in it does:
-the app's own phases (``cpu``, ``io``, ``hold``) for ``"app"``, a resource's queries (``use``)
-for its name. The app reads the file again whenever it changes.
+**Faults** (``[[faults]]``): the testbed writes, just before the load starts, the faults'
+windows in wall-clock time to ``faults_file`` (JSON: ``[{"from": T, "until": T, "kind":
+"slowdown" | "refuse" | "hang", "factor": F, "target": "app" or a resource}]``), and the app
+reads the file again whenever it changes. As the simulation's work that begins in a window:
+a slowdown stretches a phase that begins inside it ``factor`` times (the app's own phases,
+``cpu``, ``io``, ``hold``, for ``"app"``; a resource's queries, ``use``, for its name); an
+outage that refuses answers a request taken inside it (``"app"``), or one whose query begins
+inside it (a resource), ``500`` with ``X-Dynosim-Outage: 1``, and one that hangs holds the
+request (or the query) until the window's end, then does its work.
 
 **app.wait_timeout** (``wait_timeout`` in the configuration, seconds), as Rack::Timeout's:
 a request older than it by its ``X-Request-Start`` when a worker takes it is answered ``503``
@@ -272,9 +275,28 @@ def factor(target: str, now: float) -> float:
     its drawn time times."""
     out = 1.0
     for fault in slowdowns():
-        if fault["target"] == target and fault["from"] <= now < fault["until"]:
+        if fault.get("kind", "slowdown") == "slowdown" and fault["target"] == target \
+                and fault["from"] <= now < fault["until"]:
             out *= float(fault["factor"])
     return out
+
+
+class Outage(Exception):
+    """An outage refused the request (or its query): the app answers 500."""
+
+
+def gate(target: str) -> None:
+    """What an outage of `target` does to work that begins now: raises Outage (it refuses), or
+    waits until its end (it hangs), as often as outages follow one another."""
+    while True:
+        now = time.time()
+        hit = next((f for f in slowdowns() if f.get("kind") in ("refuse", "hang") and f["target"] == target
+                    and f["from"] <= now < f["until"]), None)
+        if hit is None:
+            return
+        if hit["kind"] == "refuse":
+            raise Outage(target)
+        time.sleep(max(0.0, float(hit["until"]) - now))
 
 
 def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[float, float]:
@@ -287,6 +309,8 @@ def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[f
     for kind, resource, seconds in phases:
         began = time.perf_counter()
         if _FAULTS_FILE and kind in ("cpu", "io", "hold", "use"):
+            if kind == "use":
+                gate(resource)
             seconds *= factor(resource or "app", time.time())
         if kind == "cpu":
             burn_cpu(seconds)
@@ -325,7 +349,15 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         _note("q", request, stamped)
     _note("s", request, start)
     walls: List[float] = []
-    cpu, pool_wait = perform(phases, walls)
+    try:
+        if _FAULTS_FILE:
+            gate("app")
+        cpu, pool_wait = perform(phases, walls)
+    except Outage:
+        _note("e", request, time.time())
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain"), ("X-Dynosim-Outage", "1"),
+                                                     ("X-Dynosim-Dyno", _DYNO)])
+        return [b"outage\n"]
     end = time.time()
     _note("e", request, end)
     headers = [

@@ -187,11 +187,11 @@ FAULTS_FILE = "faults.json"
 
 
 def write_faults(directory: Path, faults: List[Dict[str, Any]], start: float) -> None:
-    """The plan's slowdowns (`faults`: {"at", "for", "factor", "target"}, seconds from the run's
+    """The plan's faults (`faults`: {"at", "for", "kind", "factor", "target"}, seconds from the run's
     start) as wall-clock windows for a run starting at `start` (Unix seconds), written
     atomically for the app to read."""
-    windows = [{"from": start + f["at"], "until": start + f["at"] + f["for"], "factor": f["factor"],
-                "target": f["target"]} for f in faults]
+    windows = [{"from": start + f["at"], "until": start + f["at"] + f["for"], "kind": f["kind"],
+                "factor": f["factor"], "target": f["target"]} for f in faults]
     path = Path(directory) / FAULTS_FILE
     part = path.with_suffix(".part")
     part.write_text(json.dumps(windows))

@@ -191,7 +191,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str],
                 work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
                 client_timeout: Optional[float] = None, retries: bool = False,
-                router_retries: bool = False, wait_timeout: bool = False) -> Dict[str, Any]:
+                router_retries: bool = False, wait_timeout: bool = False,
+                outage: bool = False) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -208,7 +209,9 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     (``router.retry_on``), as its log's retry count (HAProxy's ``%rc``) says: each such retry
     is a try too (``retries.router``); the app's work for the tries before it is not told
     apart from the last's (they carry the same id). `wait_timeout`: the app drops requests
-    older than app.wait_timeout (a 503 with ``X-Dynosim-Expired``): ``errors.wait_timeout``."""
+    older than app.wait_timeout (a 503 with ``X-Dynosim-Expired``): ``errors.wait_timeout``.
+    `outage`: the run has outages, whose refusals the app answers 500 with
+    ``X-Dynosim-Outage``: ``errors.outage``."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -257,6 +260,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
              "h13": kept & (status == 503) & np.array([t.startswith("sC") for t in terms], dtype=bool)}
     expired = np.array([v == "1" for v in (load["headers"].get("x-dynosim-expired") or [None] * n)], dtype=bool)
     kinds["wait_timeout"] = kept & (status == 503) & expired
+    refused = np.array([v == "1" for v in (load["headers"].get("x-dynosim-outage") or [None] * n)], dtype=bool)
+    kinds["outage"] = kept & (status == 500) & refused
+    # The app's 500 for an outage is not its timeout's.
+    kinds["app_timeout"] &= ~refused
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
     # whole ms), and never after the app began it.
     logged = [router_log.get(i) or {} for i in try_ids]
@@ -333,6 +340,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
              "no_dyno": 0, "shutdown": 0}
     if wait_timeout:
         table["wait_timeout"] = counts["wait_timeout"]
+    if outage:
+        table["outage"] = counts["outage"]
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the

@@ -376,18 +376,23 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
 
 
 def _faults(scenario: Scenario, server: str) -> List[Dict[str, Any]]:
-    """``[[faults]]`` as the app runs them: slowdowns of the app's work or of a resource's
-    queries (the engine checked their keys and times); the other kinds are refused."""
+    """``[[faults]]`` as the app runs them (dynosim.testbed.app): slowdowns and outages of the
+    app's work or of a resource's queries (the engine checked their keys and times), each
+    {"at", "for", "kind": "slowdown" | "refuse" | "hang", "factor", "target"}; lost dynos are
+    refused."""
     out: List[Dict[str, Any]] = []
     for k, fault in enumerate(scenario.doc.get("faults") or []):
-        if fault.get("kind") != "slowdown":
-            raise scenario._error(f"faults[{k}].kind", "the testbed runs slowdowns only yet (an outage and lost "
+        kind = fault.get("kind")
+        if kind not in ("slowdown", "outage"):
+            raise scenario._error(f"faults[{k}].kind", "the testbed runs slowdowns and outages only yet (lost "
                                                       "dynos are the simulation's only)")
         if server != "gunicorn":
-            raise scenario._error(f"faults[{k}]", f"the testbed's {server} app does not slow down yet: run the "
+            raise scenario._error(f"faults[{k}]", f"the testbed's {server} app does not run faults yet: run the "
                                                  "scenario's faults with gunicorn (app.server)")
-        out.append({"at": _seconds(fault["at"]), "for": _seconds(fault["for"]), "factor": float(fault["factor"]),
-                    "target": str(fault.get("target", "app"))})
+        if kind == "outage":
+            kind = "hang" if fault.get("mode") == "hang" else "refuse"
+        out.append({"at": _seconds(fault["at"]), "for": _seconds(fault["for"]), "kind": kind,
+                    "factor": float(fault.get("factor", 1.0)), "target": str(fault.get("target", "app"))})
     return out
 
 

@@ -41,7 +41,7 @@ from .tools import missing
 #: Response headers the load generator keeps (see dynosim.testbed.app).
 CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
            "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
-           "x-dynosim-proc-cpu", "x-dynosim-expired"]
+           "x-dynosim-proc-cpu", "x-dynosim-expired", "x-dynosim-outage"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -407,7 +407,8 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
                               work=work, per_process=per_process(plan), client_timeout=plan.request_timeout,
                               retries=plan.retries, router_retries=bool(plan.router.retry_on),
-                              wait_timeout=plan.dynos.wait_timeout is not None)
+                              wait_timeout=plan.dynos.wait_timeout is not None,
+                              outage=any(f["kind"] != "slowdown" for f in plan.faults))
     if plan.faults:
         rep["stability"] = stability(plan, load)
     report = {
