@@ -109,7 +109,8 @@ impl Failure {
             | ErrorKind::Outage
             | ErrorKind::Crashed
             | ErrorKind::WaitTimeout
-            | ErrorKind::ServiceTimeout => Failure::Error,
+            | ErrorKind::ServiceTimeout
+            | ErrorKind::ResourceTimeout => Failure::Error,
         }
     }
 }
