@@ -532,7 +532,6 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        # The feedback loops, the simulation's only for now (docs/feedback.md).
                        ("router.retry_budget", {"percent": 20}),
                        ("arrivals.breaker", {"failure_rate": 25}),
-                       ("app.wait_timeout", "5s"),
                        ("app.service_timeout", "5s"),
                        ("faults", [{"at": "10s", "for": "5s", "kind": "slowdown", "factor": 2}])):
         bad = Scenario(io_scenario()).with_overrides({key: value})

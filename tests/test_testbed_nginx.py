@@ -162,9 +162,10 @@ def test_the_access_log_reads_as_haproxys_fields(tmp_path):
     got = nginx.read_log(log)
     assert set(got) == {"7", "8", "9"}
     assert got["7"] == {"tw": 0.0, "tc": 0.001, "tr": 0.021, "ta": 0.022, "status": 200, "server": "dyno1",
-                        "backend_queue": 0, "server_queue": 0, "term": "", "router": 4242}
+                        "backend_queue": 0, "server_queue": 0, "term": "", "router": 4242, "retries": 0}
     assert got["8"]["tc"] is None and got["8"]["status"] == 504 and got["8"]["router"] == 4243
     assert got["9"]["tc"] == 0.002 and got["9"]["tr"] == 0.030  # the dyno that answered
+    assert got["9"]["retries"] == 1  # two upstream statuses: two tries
 
 
 # --- HAProxy's first and bounded-load hashing --------------------------------------------------

@@ -103,7 +103,7 @@ fn send_load<'py>(
         None => None,
         Some((scenario_json, base_dir, replication)) => without_gil(py, |stop| {
             Scenario::from_json(&scenario_json, Path::new(&base_dir), stop)
-                .map(|s| Decider::of(&s, replication))
+                .map(|s| s.retry_decider(replication))
         })?
         .map_err(crate::to_py)?
         .map(|d| dynosim_load::RetryHook(Arc::new(Clients(Mutex::new(d))))),

@@ -191,7 +191,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str],
                 work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
                 client_timeout: Optional[float] = None, retries: bool = False,
-                router_retries: bool = False) -> Dict[str, Any]:
+                router_retries: bool = False, wait_timeout: bool = False) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -207,7 +207,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     then has ``retries.*``. `router_retries`: the router retried after a timeout or an error
     (``router.retry_on``), as its log's retry count (HAProxy's ``%rc``) says: each such retry
     is a try too (``retries.router``); the app's work for the tries before it is not told
-    apart from the last's (they carry the same id)."""
+    apart from the last's (they carry the same id). `wait_timeout`: the app drops requests
+    older than app.wait_timeout (a 503 with ``X-Dynosim-Expired``): ``errors.wait_timeout``."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -254,6 +255,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
              "app_timeout": kept & ((status == 502) | (status == 500) & worked & ~np.isfinite(end)),
              "client_timeout": kept & gave_up,
              "h13": kept & (status == 503) & np.array([t.startswith("sC") for t in terms], dtype=bool)}
+    expired = np.array([v == "1" for v in (load["headers"].get("x-dynosim-expired") or [None] * n)], dtype=bool)
+    kinds["wait_timeout"] = kept & (status == 503) & expired
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
     # whole ms), and never after the app began it.
     logged = [router_log.get(i) or {} for i in try_ids]
@@ -328,6 +331,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
              "client_timeout": counts["client_timeout"],
              "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
              "no_dyno": 0, "shutdown": 0}
+    if wait_timeout:
+        table["wait_timeout"] = counts["wait_timeout"]
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the
@@ -391,12 +396,25 @@ def summary_of(reps: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     they all have as an :func:`estimate`."""
     out: Dict[str, Any] = {}
     for key, value in reps[0].items():
-        if isinstance(value, dict):
+        if key == "stability" and isinstance(value, dict):
+            out[key] = stability_summary([r[key] for r in reps])
+        elif isinstance(value, dict):
             out[key] = summary_of([r[key] for r in reps if isinstance(r.get(key), dict)])
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             values = [r[key] for r in reps if isinstance(r.get(key), (int, float))]
             if len(values) == len(reps):
                 out[key] = estimate([float(v) for v in values])
+    return out
+
+
+def stability_summary(verdicts: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The stability verdicts of several runs summarised as the simulation's are: each figure
+    an estimate, ``recovered`` the fraction that recovered, ``recovery_time`` the mean over
+    those that did (None when none did), ``recovered_runs`` their count."""
+    out = summary_of([{k: v for k, v in verdict.items() if k != "recovery_time"} for verdict in verdicts])
+    times = [float(v["recovery_time"]) for v in verdicts if v.get("recovery_time") is not None]
+    out["recovery_time"] = estimate(times) if times else None
+    out["recovered_runs"] = estimate([float(len(times))])
     return out
 
 

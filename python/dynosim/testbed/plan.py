@@ -47,6 +47,9 @@ class Plan:
     #: does, as replication `replication` of the simulation's clients.
     retries: bool = False
     replication: int = 0
+    #: ``[[faults]]`` the testbed runs (slowdowns): {"at", "for", "factor", "target"}, seconds
+    #: from the run's start; the app reads them (dynosim.testbed.app).
+    faults: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def closed(self) -> Optional[Dict[str, Any]]:
@@ -129,13 +132,10 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
         raise scenario._error("router.retry_budget", "HAProxy has no retry budget (Envoy's): the testbed does not "
                                                      "run it")
     for path, present in (("arrivals.breaker", arrivals.get("breaker") is not None),
-                          ("faults", bool(scenario.doc.get("faults"))),
-                          ("app.wait_timeout", app.get("wait_timeout") is not None),
                           ("app.service_timeout", app.get("service_timeout") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers, faults and "
-                                        "the app's wait_timeout and service_timeout are the simulation's "
-                                        "only)")
+            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers and the app's "
+                                        "service_timeout are the simulation's only)")
     # A dependency's timeout and retries: PostgreSQL's statement_timeout and the app's retries of
     # its query are the simulation's only (their defaults, "off" and 0, change nothing).
     for name, table in (scenario.doc.get("resources") or {}).items():
@@ -179,11 +179,10 @@ def _backlog(scenario: Scenario, dynos: DynoPlan, router: RouterPlan, warnings: 
                         "inside the process, so the listen backlog rarely fills as the simulation's does")
 
 
-def _retry_on(scenario: Scenario, router: RouterPlan) -> None:
-    """router.retry_on beyond refused connections: HAProxy's ``retry-on`` (``response-timeout``
-    for "timeout"; the dyno's 5xx answers and a connection it closed without one for "5xx";
-    ``conn-failure`` for "refused"), each retry on another dyno (``option redispatch 1``),
-    at most router.retries (10) of them (``retries``)."""
+def _retry_on(scenario: Scenario, router: RouterPlan, dynos: int, warnings: List[str]) -> None:
+    """router.retry_on beyond refused connections: HAProxy's ``retry-on`` or nginx's
+    ``proxy_next_upstream`` (:data:`.router.HAPROXY_RETRY_ON`, :data:`.nginx.NEXT_UPSTREAM`),
+    each retry on another dyno, at most router.retries (10) of them."""
     doc = scenario.doc.get("router") or {}
     retry_on = doc.get("retry_on")
     if retry_on is None:
@@ -191,16 +190,12 @@ def _retry_on(scenario: Scenario, router: RouterPlan) -> None:
     outcomes = [retry_on] if isinstance(retry_on, str) else list(retry_on)
     if set(outcomes) <= {"refused"}:
         return  # refused connections: as with app.backlog (_backlog), or nothing to retry
-    if router.kind == "nginx":
-        raise scenario._error("router.retry_on", "the testbed runs router.retry_on on HAProxy only (nginx's "
-                                                 "proxy_next_upstream is not set up yet)")
-    router.retry_on = [HAPROXY_RETRY_ON[o] for o in outcomes]
+    router.retry_on = outcomes
     router.retries = int(doc.get("retries", 10))
-
-
-#: router.retry_on's outcomes as HAProxy's ``retry-on`` keywords.
-HAPROXY_RETRY_ON = {"refused": "conn-failure", "timeout": "response-timeout",
-                    "5xx": "500 502 503 504 empty-response junk-response"}
+    if router.kind == "nginx" and router.retries + 1 > dynos:
+        warnings.append(f"nginx tries each dyno at most once a request: at most {dynos} tries of a request "
+                        f"where the simulation's router may make {router.retries + 1} (router.retries + 1), "
+                        "never the same dyno twice in a row")
 
 
 def _checked_each_second(value: Any) -> Optional[int]:
@@ -369,13 +364,40 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                                                  "with a 504, which is H12's status: run it with HAProxy "
                                                  '(router.kind = "haproxy")')
     _backlog(scenario, dyno_plan, router_plan, warnings)
-    _retry_on(scenario, router_plan)
+    _retry_on(scenario, router_plan, dynos, warnings)
+    faults = _faults(scenario, dyno_plan.server)
+    wait = app_doc.get("wait_timeout")
+    if wait is not None and wait != "off":
+        seconds = _seconds(wait)
+        if seconds is None:
+            raise scenario._error("app.wait_timeout", "the testbed's app takes one fixed time: give a duration, "
+                                                      "not a distribution")
+        if dyno_plan.server != "gunicorn":
+            raise scenario._error("app.wait_timeout", f"the testbed's {dyno_plan.server} app does not run "
+                                                      "Rack::Timeout yet: run it with gunicorn (app.server)")
+        dyno_plan.wait_timeout = seconds
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=router_plan,
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
-                warnings=warnings, retries=attempts > 1, replication=replication)
+                warnings=warnings, retries=attempts > 1, replication=replication, faults=faults)
+
+
+def _faults(scenario: Scenario, server: str) -> List[Dict[str, Any]]:
+    """``[[faults]]`` as the app runs them: slowdowns of the app's work or of a resource's
+    queries (the engine checked their keys and times); the other kinds are refused."""
+    out: List[Dict[str, Any]] = []
+    for k, fault in enumerate(scenario.doc.get("faults") or []):
+        if fault.get("kind") != "slowdown":
+            raise scenario._error(f"faults[{k}].kind", "the testbed runs slowdowns only yet (an outage and lost "
+                                                      "dynos are the simulation's only)")
+        if server != "gunicorn":
+            raise scenario._error(f"faults[{k}]", f"the testbed's {server} app does not slow down yet: run the "
+                                                 "scenario's faults with gunicorn (app.server)")
+        out.append({"at": _seconds(fault["at"]), "for": _seconds(fault["for"]), "factor": float(fault["factor"]),
+                    "target": str(fault.get("target", "app"))})
+    return out
 
 
 def _retries(scenario: Scenario) -> tuple:

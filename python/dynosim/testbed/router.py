@@ -32,7 +32,8 @@ whose placement of the users differs).
 HAProxy logs one line per request to its standard output (a file): the request's id (the
 load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
 connect to the dyno), Tr (ms until the dyno's response headers), Ta (ms in all), the status,
-the server, and the backend and server queue lengths (docs/testbed.md). It also adds
+the server, the backend and server queue lengths, the termination state and the retries
+(``%rc``; docs/testbed.md). It also adds
 ``X-Request-Start: t=<microseconds>`` to each request, as Heroku's router does, for the app to
 measure request queueing the way Judoscale and New Relic do.
 """
@@ -70,6 +71,12 @@ KEY_HEADER = "X-Dynosim-Key"
 HOLDING = ("intelligent", "first")
 WEIGHT = 256
 LOG_FIELDS = ("id", "tw", "tc", "tr", "ta", "status", "server", "backend_queue", "server_queue", "term", "retries")
+
+
+#: router.retry_on's outcomes as HAProxy's ``retry-on`` keywords: its server timeout; the
+#: dyno's 5xx answers and a connection it closed without one; a failed connection.
+HAPROXY_RETRY_ON = {"refused": "conn-failure", "timeout": "response-timeout",
+                    "5xx": "500 502 503 504 empty-response junk-response"}
 
 
 def balance(policy: str, params: Dict[str, Any]) -> str:
@@ -126,8 +133,9 @@ class RouterPlan:
     #: with termination state ``sC`` (errors.h13). None: HAProxy's defaults, 5 s.
     connect_timeout: Optional[float] = None
     retries: int = 3
-    #: router.retry_on beyond refused connections: HAProxy's ``retry-on`` keywords (with
-    #: ``retries`` and ``option redispatch 1``); empty: HAProxy's default (connection failures).
+    #: router.retry_on beyond refused connections, its outcomes ("timeout", "5xx", "refused"):
+    #: HAProxy's ``retry-on`` (:data:`HAPROXY_RETRY_ON`, with ``retries`` and ``option
+    #: redispatch 1``), nginx's ``proxy_next_upstream``; empty: connection failures only.
     retry_on: List[str] = field(default_factory=list)
 
     #: The runtime API's socket (``stats socket ... level admin``), for a fleet changed while
@@ -168,7 +176,7 @@ class RouterPlan:
         if self.connect_timeout is not None or self.retry_on:
             retries = f"\n    retries {self.retries}\n    option redispatch 1"
         if self.retry_on:
-            retries += f"\n    retry-on {' '.join(self.retry_on)}"
+            retries += f"\n    retry-on {' '.join(HAPROXY_RETRY_ON[o] for o in self.retry_on)}"
         return f"""# Written by dynosim testbed for router.policy = {self.policy}
 global
     log stdout format raw local0 info

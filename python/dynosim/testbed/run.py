@@ -16,6 +16,7 @@ simulated}, "testbed": {...}}`` (docs/testbed.md).
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import time
@@ -31,7 +32,7 @@ from ..results import lookup, metrics_of
 from ..scenario import Scenario
 from . import colocated, measure
 from .database import Database
-from .dynos import Dynos, read_work
+from .dynos import Dynos, read_work, write_faults
 from .plan import Plan, make_plan
 from .procs import Supervisor, free_ports
 from .router import Router
@@ -40,7 +41,7 @@ from .tools import missing
 #: Response headers the load generator keeps (see dynosim.testbed.app).
 CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
            "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
-           "x-dynosim-proc-cpu"]
+           "x-dynosim-proc-cpu", "x-dynosim-expired"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -360,6 +361,9 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         cpu_before = colocated.snapshot(stack, roots)
         # The clients retry as replication 0 of the simulation's do (its backoff stream).
         retry = (plan.scenario.to_json(), str(plan.scenario.base_dir), plan.replication) if plan.retries else None
+        if plan.faults:
+            # The slowdowns' windows from now, which is the load's start to a millisecond.
+            write_faults(supervisor.workdir, plan.faults, time.time())
         load = _dynosim.send_load(
             f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
             int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
@@ -402,7 +406,10 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               drawn_times=plan.drawn["time"],
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
                               work=work, per_process=per_process(plan), client_timeout=plan.request_timeout,
-                              retries=plan.retries, router_retries=bool(plan.router.retry_on))
+                              retries=plan.retries, router_retries=bool(plan.router.retry_on),
+                              wait_timeout=plan.dynos.wait_timeout is not None)
+    if plan.faults:
+        rep["stability"] = stability(plan, load)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
@@ -414,6 +421,18 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "testbed": extras(plan, load, router_log, work),
     }
     return report, records(plan, load, router_log, work)
+
+
+def stability(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
+    """The stability verdict of a real run with faults (``stability.*``), by the simulation's
+    own rule: its successful answers (each request's last try), seconds from the load's
+    start, judged to the measured window's end."""
+    _attempt, _origin, _scheduled, final = measure.tries(load)
+    status = np.asarray(load["status"], dtype=np.int64)
+    done = np.asarray(load["done"], dtype=float) - float(load["start"])
+    answers = [float(t) for t in done[final & (status == 200) & np.isfinite(done)]]
+    end = float(plan.described["warmup"]) + float(plan.described["duration"])
+    return json.loads(plan.scenario._call(_dynosim.judge_stability, answers, end))
 
 
 def per_process(plan: Plan) -> Optional[int]:

@@ -6,8 +6,7 @@
 
 use super::budget::BudgetState;
 use super::{ClientRetry, Failure};
-use crate::rng::{stream, SimRng, Stream};
-use crate::scenario::Scenario;
+use crate::rng::SimRng;
 
 /// What becomes of a failed try.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,16 +37,6 @@ impl Decider {
             policy,
             delays,
         }
-    }
-
-    /// The clients of replication `replication` of `s`, drawing their jitter from its
-    /// retries' delay stream; None when they never retry.
-    pub fn of(s: &Scenario, replication: u64) -> Option<Decider> {
-        let policy = s.client_retry.clone()?;
-        Some(Decider::new(
-            policy,
-            stream(s.seed, replication, Stream::RetryDelays),
-        ))
     }
 
     /// Tries in all, the first included.
