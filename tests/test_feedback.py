@@ -149,6 +149,38 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
             assert summary["error_counts"]["breaker_open"]["mean"] > 0
 
 
+def test_retry_storm_with_the_databases_timeout_as_docs_feedback_md_measures_it(cli):
+    """The database's statement_timeout with the app's retries leaves retry-storm down (the app retries every
+    stopped query, so none fails, and the storm goes on); with app.wait_timeout beside it, it recovers."""
+    base = ["--replications", "2", "--set", "resources.db.timeout=3s"]
+    down = cli("run", "retry-storm", "--json", *base, "--set", "resources.db.retries=2")
+    assert down.returncode == 0, down.stderr
+    summary = json.loads(down.stdout)["results"][0]["summary"]
+    assert summary["stability"]["recovered"]["mean"] == 0.0
+    assert summary["retries"]["app"]["mean"] > 0
+    assert summary["retries"]["count"]["mean"] > summary["retries"]["client"]["mean"]
+    assert summary["error_counts"]["resource_timeout"]["mean"] == 0
+    up = cli("run", "retry-storm", "--json", *base, "--set", "app.wait_timeout=25s")
+    assert up.returncode == 0, up.stderr
+    summary = json.loads(up.stdout)["results"][0]["summary"]
+    assert summary["stability"]["recovered"]["mean"] == 1.0
+    assert summary["error_counts"]["resource_timeout"]["mean"] > 0
+
+
+@pytest.mark.parametrize(
+    "override, fragments",
+    [
+        ("resources.db.timeout=-2", ["resources.db.timeout:", "positive duration"]),
+        ('resources.db.timeout="soon"', ["resources.db.timeout:", "expected a duration", "soon"]),
+        ("resources.db.retries=-1", ["resources.db.retries:", "whole number", "-1"]),
+        ("resources.db.retries=1.5", ["resources.db.retries"]),
+    ],
+)
+def test_a_resources_timeout_and_retries_mistakes_are_one_line(cli, override, fragments):
+    result = cli("run", "retry-storm", "--set", override, "--replications", "2")
+    assert_one_line_error(result, *fragments)
+
+
 @pytest.mark.parametrize(
     "override, fragments",
     [

@@ -537,6 +537,15 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)
+    # A dependency's timeout and the app's retries of its query: refused when set, in one line naming
+    # the key; their defaults run.
+    phases = {"phases": [{"use": "db", "time": "5ms"}]}
+    for key, value in (("timeout", "2s"), ("retries", 2)):
+        bad = Scenario(io_scenario(request=phases, resources={"db": {"servers": 100, key: value}}))
+        with pytest.raises(DynosimError, match=rf"resources\.db\.{key}") as refused:
+            make_plan(bad)
+        assert len(str(refused.value).splitlines()) == 1
+    make_plan(Scenario(io_scenario(request=phases, resources={"db": {"servers": 100, "timeout": "off", "retries": 0}})))
 
 
 def run_one_policy(tmp_path: Path, name: str, doc: Dict[str, object]) -> tuple:

@@ -23,8 +23,9 @@ ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue
 #: Error kinds a scenario reports only when it can have them: an outage (``[[faults]]``), a dyno lost
 #: (``dynos_lost``), a request too old when a thread took it (``app.wait_timeout``), one that ran
 #: too long on its thread (``app.service_timeout``), a try failed at once by the clients' circuit breaker
-#: (``[arrivals.breaker]``).
-FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout", "service_timeout", "breaker_open"]
+#: (``[arrivals.breaker]``), a query stopped by its resource's ``timeout`` on its last try.
+FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout", "service_timeout", "breaker_open",
+                                   "resource_timeout"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (

@@ -81,6 +81,11 @@ struct RetryCounts {
     /// Retries by the clients, and by the routers (after a timeout or an error).
     retries: u64,
     router: u64,
+    /// The app's retries of its failed queries (`[resources.NAME] retries`).
+    app: u64,
+    /// Whether the tries are counted as they are sent (clients' or routers' retries); if
+    /// not (only the app retries), each request is one try.
+    counts_tries: bool,
     denied: u64,
     exhausted: u64,
 }
@@ -234,13 +239,22 @@ impl Measures {
                 wait_timeout: scenario.app.wait_timeout.is_some(),
                 service_timeout: scenario.app.service_timeout.is_some(),
                 breaker_open: scenario.client_breaker.is_some(),
+                resource_timeout: scenario.resources.iter().any(|r| r.timeout.is_some()),
             },
             breaker: scenario
                 .client_breaker
                 .is_some()
                 .then(Box::<BreakerCounts>::default),
-            retries: (scenario.client_retry.is_some() || scenario.router_retry.beyond_refused())
-                .then(Box::<RetryCounts>::default),
+            retries: {
+                let counts_tries =
+                    scenario.client_retry.is_some() || scenario.router_retry.beyond_refused();
+                (counts_tries || scenario.resources.iter().any(|r| r.retries > 0)).then(|| {
+                    Box::new(RetryCounts {
+                        counts_tries,
+                        ..RetryCounts::default()
+                    })
+                })
+            },
             stability: scenario
                 .stability
                 .map(|rule| Box::new((Goodput::new(&rule), rule))),
@@ -643,6 +657,17 @@ impl Measures {
         }
     }
 
+    /// The app tries a failed query of a request first sent at `origin` again `n` times
+    /// (`[resources.NAME] retries`).
+    #[cold]
+    pub fn app_retried(&mut self, origin: f64, n: u64) {
+        if origin >= self.window_start {
+            if let Some(r) = self.retries.as_mut() {
+                r.app += n;
+            }
+        }
+    }
+
     /// A budget refused the retry of a request first sent at `origin`.
     pub fn retry_denied(&mut self, origin: f64) {
         if origin >= self.window_start {
@@ -985,15 +1010,18 @@ impl Measures {
                 idle_hit_count: hits,
                 busy_hits: ratio(busy as f64, hits as f64),
             }),
-            retries: self.retries.as_deref().map(|r| RetryFigures {
-                attempts: r.attempts,
-                attempts_per_request: ratio(r.attempts as f64, requests as f64),
-                count: r.retries + r.router,
-                client: r.retries,
-                router: r.router,
-                app: 0,
-                denied: r.denied,
-                exhausted: r.exhausted,
+            retries: self.retries.as_deref().map(|r| {
+                let attempts = if r.counts_tries { r.attempts } else { requests };
+                RetryFigures {
+                    attempts,
+                    attempts_per_request: ratio(attempts as f64, requests as f64),
+                    count: r.retries + r.router + r.app,
+                    client: r.retries,
+                    router: r.router,
+                    app: r.app,
+                    denied: r.denied,
+                    exhausted: r.exhausted,
+                }
             }),
             breaker: self.breaker.as_deref().map(|b| {
                 // Each opening's time clipped to the window (they never overlap: it is

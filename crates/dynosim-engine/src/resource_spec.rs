@@ -3,7 +3,8 @@
 //! app (a pgbouncer).
 
 use crate::error::{Error, Result};
-use crate::params::whole;
+use crate::params::{check_duration, whole};
+use crate::units::Duration;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -17,6 +18,12 @@ pub struct ResourceSpec {
     pub discipline: String,
     #[serde(default)]
     pub pool: Option<PoolSpec>,
+    /// PostgreSQL's statement_timeout: a duration, or "off" (the default).
+    #[serde(default)]
+    pub timeout: Option<serde_json::Value>,
+    /// Times the app tries a failed query again (0: never, the default).
+    #[serde(default)]
+    pub retries: i64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -58,6 +65,12 @@ pub struct Resource {
     pub discipline: Discipline,
     /// Connections per pool, and whose pool it is.
     pub pool: Option<(u32, PoolScope)>,
+    /// `timeout` (statement_timeout): a query a server has held this long is stopped, its
+    /// server freed, and it fails (None: never).
+    pub timeout: Option<f64>,
+    /// `retries`: times the app tries a failed query again (after a timeout, or a refusal of
+    /// an outage) before the request fails.
+    pub retries: u32,
 }
 
 impl Resource {
@@ -92,11 +105,31 @@ impl Resource {
                 Some((size, scope))
             }
         };
+        let timeout = match &spec.timeout {
+            None | Some(serde_json::Value::Bool(false)) => None,
+            Some(serde_json::Value::String(off)) if off == "off" => None,
+            Some(v) => {
+                let key = format!("{path}.timeout");
+                let d = Duration::deserialize(v).map_err(|e| {
+                    Error::config(
+                        &key,
+                        format!(
+                            "{}, or \"off\"",
+                            crate::params::strip_serde_position(&e.to_string())
+                        ),
+                    )
+                })?;
+                Some(check_duration(d.0, &key)?)
+            }
+        };
+        let retries = whole(spec.retries, &format!("{path}.retries"), 0, 1_000)?;
         Ok(Resource {
             name: name.to_string(),
             servers,
             discipline,
             pool,
+            timeout,
+            retries,
         })
     }
 }

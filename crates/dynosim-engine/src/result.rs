@@ -122,8 +122,8 @@ pub struct RetryFigures {
     pub attempts: u64,
     /// Tries per request: the load's amplification (1 without a retry).
     pub attempts_per_request: f64,
-    /// Retries sent: attempts − requests, by who sent them (the clients, the routers, the
-    /// app: the app does not retry yet).
+    /// Retries sent, by who sent them: the clients and the routers (attempts − requests),
+    /// and the app (its queries tried again, `[resources.NAME] retries`).
     pub count: u64,
     pub client: u64,
     pub router: u64,
@@ -239,13 +239,16 @@ pub enum ErrorKind {
     /// Ran longer than `app.service_timeout` on its thread: stopped there, the thread freed
     /// (Rack::Timeout's RequestTimeoutException, answered 500).
     ServiceTimeout,
+    /// Its query ran into its resource's `timeout` (statement_timeout) on its last try
+    /// (`[resources.NAME] retries`): the app answered 500.
+    ResourceTimeout,
     /// Failed at once by the clients' open circuit breaker (`[arrivals.breaker]`): never
     /// sent.
     BreakerOpen,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 16;
 }
 
 /// Which of the error kinds a scenario reports only when it can have them (see
@@ -257,6 +260,7 @@ pub struct Optional {
     pub wait_timeout: bool,
     pub service_timeout: bool,
     pub breaker_open: bool,
+    pub resource_timeout: bool,
 }
 
 /// A figure per error kind, and their total.
@@ -275,7 +279,7 @@ pub struct ErrorTable<T> {
     pub shutdown: T,
     /// The kinds of the feedback features: written only by a scenario that can have them
     /// (faults with an outage, faults losing dynos, `app.wait_timeout`,
-    /// `app.service_timeout`, `[arrivals.breaker]`), so that the others' tables are as they
+    /// `app.service_timeout`, `[arrivals.breaker]`, a resource's `timeout`), so that the others' tables are as they
     /// always were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outage: Option<T>,
@@ -287,6 +291,8 @@ pub struct ErrorTable<T> {
     pub service_timeout: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker_open: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_timeout: Option<T>,
 }
 
 impl ErrorTable<u64> {
@@ -310,6 +316,9 @@ impl ErrorTable<u64> {
             wait_timeout: shown.wait_timeout.then(|| k(ErrorKind::WaitTimeout)),
             service_timeout: shown.service_timeout.then(|| k(ErrorKind::ServiceTimeout)),
             breaker_open: shown.breaker_open.then(|| k(ErrorKind::BreakerOpen)),
+            resource_timeout: shown
+                .resource_timeout
+                .then(|| k(ErrorKind::ResourceTimeout)),
         }
     }
 
@@ -339,6 +348,7 @@ impl ErrorTable<u64> {
             wait_timeout: self.wait_timeout.map(f),
             service_timeout: self.service_timeout.map(f),
             breaker_open: self.breaker_open.map(f),
+            resource_timeout: self.resource_timeout.map(f),
         }
     }
 }

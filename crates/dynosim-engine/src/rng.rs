@@ -60,6 +60,9 @@ pub enum Stream {
     /// The retried tries' own timeouts (the client's and the router queue's), drawn when each
     /// is sent, apart from the first tries' (`Stream::ClientTimeout`, `Stream::QueueTimeout`).
     RetryTimeouts = 24,
+    /// The times of the queries the app tries again (`[resources.NAME] retries`): each try
+    /// draws its own from the phase's law.
+    QueryRetries = 25,
 }
 
 /// SplitMix64's finaliser: a fixed bijection of 64-bit words that scrambles every bit, for

@@ -1825,6 +1825,35 @@ pub const KEYS: &[Key] = &[
                   for a free server) or ps (processor sharing: every use is served at once, \
                   each at min(1, servers / uses) of a server's speed)",
     },
+    Key {
+        section: "resources.NAME",
+        kind: None,
+        name: "timeout",
+        value: "duration > 0, or \"off\"",
+        unit: "s",
+        default: Default::Off,
+        example: r#""2s""#,
+        meaning: "PostgreSQL's statement_timeout: a query the resource has held this long (from \
+                  when it took it, after the pool's connection: its wait for a server, a hang \
+                  of an outage and its service all count) is stopped by the resource, its \
+                  server free at once, and the query fails: the app tries it again (retries) \
+                  or answers 500 (errors.resource_timeout; retried by clients as a 5xx). A \
+                  hang outage then ends at the timeout. Stops the queries of requests the app \
+                  gave up on too (app.service_timeout)",
+    },
+    Key {
+        section: "resources.NAME",
+        kind: None,
+        name: "retries",
+        value: "whole number, 0 to 1,000",
+        unit: "retries",
+        default: Default::Value("0"),
+        example: "2",
+        meaning: "times the app tries a failed query again (after the resource's timeout, or \
+                  an outage's refusal), at once, on the connection it holds, each try's time \
+                  drawn afresh from the phase's; counted in retries.app and retries.count. \
+                  The request fails when its last try does",
+    },
     // --- [resources.NAME.pool]
     Key {
         section: "resources.NAME.pool",

@@ -136,6 +136,15 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
         if present:
             raise scenario._error(path, "the testbed does not run this yet (the clients' breakers and the app's "
                                         "service_timeout are the simulation's only)")
+    # A dependency's timeout and retries: PostgreSQL's statement_timeout and the app's retries of
+    # its query are the simulation's only (their defaults, "off" and 0, change nothing).
+    for name, table in (scenario.doc.get("resources") or {}).items():
+        for key, default in (("timeout", "off"), ("retries", 0)):
+            value = table.get(key) if isinstance(table, dict) else None
+            if value is not None and value != default:
+                raise scenario._error(f"resources.{name}.{key}", "the testbed does not run this yet (a dependency's "
+                                                                  "timeout and the app's retries of its query are "
+                                                                  "the simulation's only)")
     view = router.get("view")
     if isinstance(view, dict) and view.get("update", "exact") != "exact":
         raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")

@@ -110,7 +110,8 @@ impl Failure {
             | ErrorKind::Outage
             | ErrorKind::Crashed
             | ErrorKind::WaitTimeout
-            | ErrorKind::ServiceTimeout => Failure::Error,
+            | ErrorKind::ServiceTimeout
+            | ErrorKind::ResourceTimeout => Failure::Error,
         }
     }
 }

@@ -74,7 +74,8 @@ impl RouterRetry {
             | ErrorKind::Outage
             | ErrorKind::Crashed
             | ErrorKind::WaitTimeout
-            | ErrorKind::ServiceTimeout => self.errors,
+            | ErrorKind::ServiceTimeout
+            | ErrorKind::ResourceTimeout => self.errors,
             ErrorKind::H11
             | ErrorKind::H13
             | ErrorKind::ClientTimeout

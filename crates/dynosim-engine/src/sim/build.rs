@@ -78,6 +78,7 @@ impl<'s> Simulation<'s> {
             faults: Faults::new(s),
             redispatch: Redispatch::of(s),
             breaker: Breaker::of(s),
+            queries: streams.queries,
         };
         sim.begin();
         Ok(sim)

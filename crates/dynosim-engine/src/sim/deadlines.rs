@@ -41,9 +41,26 @@ pub(super) enum Kind {
     Service = 3,
     App = 4,
     WorkerBoot = 5,
+    /// A resource's `timeout` (statement_timeout) for a query waiting in its FCFS queue or
+    /// shared by its servers (PS); handled after the client's and before the app's own, as the
+    /// database stops its statement before the app would give up on its request.
+    Statement = 6,
 }
 
-pub(super) const KINDS: [Kind; 6] = [
+pub(super) const KINDS: [Kind; 7] = [
+    Kind::Router,
+    Kind::Queue,
+    Kind::Client,
+    Kind::Statement,
+    Kind::Service,
+    Kind::App,
+    Kind::WorkerBoot,
+];
+
+/// The kinds whose deadlines are dropped once their requests are done with them (see
+/// [`Deadlines::prune`]): all but a statement's, whose heap holds only the queries its
+/// resources took within their timeout.
+const PRUNED: [Kind; 6] = [
     Kind::Router,
     Kind::Queue,
     Kind::Client,
@@ -177,7 +194,9 @@ impl Queue {
 #[derive(Debug)]
 pub(super) struct Deadlines {
     /// By [`Kind`] (None: a timeout the scenario does not set).
-    queues: [Option<Queue>; 6],
+    queues: [Option<Queue>; 7],
+    /// Each resource's `timeout` (NaN: none), for [`live`]'s reading of a statement's.
+    pub statement: Vec<f64>,
     /// When the deadlines' event is scheduled, if it is.
     at: Option<f64>,
     /// The drawn timeouts' draws: the router's, the queue's, the client's, the app's (see
@@ -211,8 +230,19 @@ impl Deadlines {
         let service = s.app.service_timeout.is_some().then(|| Queue::new(true));
         // Replacements come a fixed time after their kills: in order.
         let boots = s.app.timeout.is_some().then(|| Queue::new(true));
+        // A statement's from when its resource took it (a hang, a queue before): out of order.
+        let statement = s
+            .resources
+            .iter()
+            .any(|r| r.timeout.is_some())
+            .then(|| Queue::new(false));
         Deadlines {
-            queues: [router, queue, client, service, app, boots],
+            queues: [router, queue, client, service, app, boots, statement],
+            statement: s
+                .resources
+                .iter()
+                .map(|r| r.timeout.unwrap_or(f64::NAN))
+                .collect(),
             at: None,
             rngs: [streams.router, streams.queue, streams.client, streams.app],
         }
@@ -227,7 +257,7 @@ impl Deadlines {
             Kind::Client => (s.client_timeout.as_ref(), 2),
             Kind::App => (s.app.timeout.as_deref(), 3),
             Kind::Service => return s.app.service_timeout,
-            Kind::WorkerBoot => return None,
+            Kind::WorkerBoot | Kind::Statement => return None,
         };
         Some(timeout?.draw(&mut self.rngs[rng]))
     }
@@ -265,10 +295,12 @@ impl Deadlines {
     /// [`Queue::compact`]); `entries`: the requests, which tell whether a deadline is live.
     #[inline]
     pub fn prune(&mut self, entries: &[Request], bound: usize) {
-        for kind in KINDS {
+        let statement = &self.statement;
+        // A statement's heap is not swept: it holds the queries taken in the last timeout.
+        for kind in PRUNED {
             if let Some(d) = self.queues[kind as usize].as_mut() {
-                d.prune(|d| live(entries, kind, d));
-                d.compact(bound, |d| live(entries, kind, d));
+                d.prune(|d| live(entries, statement, kind, d));
+                d.compact(bound, |d| live(entries, statement, kind, d));
             }
         }
     }
@@ -279,7 +311,7 @@ impl Deadlines {
         let mut next = f64::INFINITY;
         for kind in KINDS {
             while let Some(d) = self.first(kind) {
-                if live(entries, kind, d) {
+                if live(entries, &self.statement, kind, d) {
                     next = next.min(d.at);
                     break;
                 }
@@ -293,8 +325,9 @@ impl Deadlines {
 
 /// Whether deadline `d` of `kind` still concerns its request: the same request (its
 /// generation), not yet answered, and where that kind of deadline applies to it.
+/// `statement`: each resource's `timeout` (NaN: none).
 #[inline]
-pub(super) fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
+pub(super) fn live(entries: &[Request], statement: &[f64], kind: Kind, d: Deadline) -> bool {
     if kind == Kind::WorkerBoot {
         return true;
     }
@@ -321,6 +354,15 @@ pub(super) fn live(entries: &[Request], kind: Kind, d: Deadline) -> bool {
         ),
         // Replacements are checked when they come (see `Simulation::worker_boot`).
         Kind::WorkerBoot => true,
+        // With its resource still, the same query: the one its resource took at the
+        // deadline's time less the timeout (a query of a later phase, or a retry, was taken
+        // later). An FCFS query in service has its own event (see `Simulation::serve_after_hang`).
+        Kind::Statement => match e.state {
+            State::ResourceQueue(r) | State::ResourceService(r) | State::Orphan(r) => {
+                e.waited_since + statement[r as usize] == d.at
+            }
+            _ => false,
+        },
     }
 }
 

@@ -217,6 +217,9 @@ struct Simulation<'s> {
     redispatch: Option<Box<Redispatch>>,
     /// The clients' circuit breaker (`[arrivals.breaker]`); None: none.
     breaker: Option<Box<Breaker>>,
+    /// The times of the queries the app tries again (`[resources.NAME] retries`, see
+    /// `phases.rs`): a stream, drawn only by a scenario that sets them.
+    queries: crate::rng::SimRng,
 }
 
 /// What a replication's state costs on this engine (see [`crate::state_size`]).

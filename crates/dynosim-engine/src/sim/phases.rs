@@ -7,6 +7,7 @@
 //! phase is done, the response is [`super::threads`]'.
 
 use super::cpu::COLOCATED_JOB;
+use super::deadlines::Kind;
 use super::events::Event;
 use super::sharing::schedule_next;
 use super::slab::{State, NONE};
@@ -36,15 +37,18 @@ impl Simulation<'_> {
                 let time = time * self.faults.app_slowdown(self.s, self.now);
                 self.cpu_add(dyno, req, process, time);
             }
-            // A resource out that refuses: the query fails at once, and the app answers 500.
+            // A resource out that refuses: the query fails at once (and its retries, at once
+            // too), and the app answers 500.
             PhaseKind::Use(r) if self.faults.resource_outage(self.s, r, self.now) == Some(None) => {
-                self.finish_with(req, Some(ErrorKind::Outage))
+                self.slab.entries[req as usize].query_retries = 0;
+                self.query_failed(r, req, ErrorKind::Outage)
             }
             PhaseKind::Use(r) => {
                 let res = &mut self.resources[r as usize];
                 let entry = &mut self.slab.entries[req as usize];
                 entry.waited_since = self.now;
                 entry.pool_wait = 0.0;
+                entry.query_retries = 0;
                 match res.pool_of(dyno as u32, process, self.s.app.processes) {
                     None => self.serve(r, req),
                     Some(p) => {
@@ -63,8 +67,10 @@ impl Simulation<'_> {
         }
     }
 
-    /// The request has its connection (if any): a server of resource `r` takes it, or it
-    /// queues; or an outage of the resource that hangs holds it until its end.
+    /// The request has its connection (if any): resource `r` takes its query (from now on
+    /// its `timeout`, statement_timeout, runs: `waited_since` is when), a server takes it or
+    /// it queues; or an outage of the resource that hangs holds it until its end, or until
+    /// the timeout if that comes first.
     fn serve(&mut self, r: u32, req: u32) {
         let now = self.now;
         let entry = &mut self.slab.entries[req as usize];
@@ -74,13 +80,32 @@ impl Simulation<'_> {
             let entry = &mut self.slab.entries[req as usize];
             entry.state = State::Hung(r);
             let dyno = entry.dyno;
-            self.events.schedule_done(until, req, dyno);
+            let end = match self.resources[r as usize].timeout {
+                Some(t) if now + t < until => now + t,
+                _ => until,
+            };
+            self.events.schedule_done(end, req, dyno);
             return;
         }
         self.serve_after_hang(r, req);
     }
 
-    /// [`Self::serve`], its pool wait counted (and any hang over).
+    /// A hang of resource `r` that held `req` is over: at the outage's end, its query goes on;
+    /// at its `timeout`, the query fails.
+    fn hang_over(&mut self, r: u32, req: u32) {
+        let taken = self.slab.entries[req as usize].waited_since;
+        match self.resources[r as usize].timeout {
+            Some(t) if self.now >= taken + t => {
+                self.query_failed(r, req, ErrorKind::ResourceTimeout)
+            }
+            _ => self.serve_after_hang(r, req),
+        }
+    }
+
+    /// [`Self::serve`], its pool wait counted (and any hang over). With a `timeout`, a query
+    /// that will outlast it gets a statement deadline ([`Self::statement_due`] stops it): a
+    /// first-come-first-served query when it queues, or when its service (known as it
+    /// begins) would end after it; a shared one (PS) when it begins.
     pub(super) fn serve_after_hang(&mut self, r: u32, req: u32) {
         let now = self.now;
         let slowdown = self.faults.resource_slowdown(self.s, r, self.now);
@@ -98,10 +123,20 @@ impl Simulation<'_> {
                         .resource_use(r as usize, arrival, pool_wait, 0.0);
                     let busy = f64::from(res.busy);
                     self.measures.resource_busy(r as usize, now, busy);
-                    self.events.schedule_done(now + time, req, dyno);
+                    match res.timeout {
+                        Some(t) if now + time > entry.waited_since + t => {
+                            let at = entry.waited_since + t;
+                            self.set_deadline(Kind::Statement, at, req);
+                        }
+                        _ => self.events.schedule_done(now + time, req, dyno),
+                    }
                 } else {
                     entry.state = State::ResourceQueue(r);
                     res.queue.push_back(req);
+                    if let Some(t) = res.timeout {
+                        let at = entry.waited_since + t;
+                        self.set_deadline(Kind::Statement, at, req);
+                    }
                 }
             }
             Discipline::Ps => {
@@ -113,9 +148,88 @@ impl Simulation<'_> {
                 res.sharing.add(&mut res.store, req, 0, time);
                 let busy = res.sharing.busy_servers(&res.store);
                 self.measures.resource_busy(r as usize, now, busy);
+                if let Some(t) = res.timeout {
+                    let at = entry.waited_since + t;
+                    self.set_deadline(Kind::Statement, at, req);
+                }
                 self.reschedule_shared(r as usize);
             }
         }
+    }
+
+    /// Resource `r`'s `timeout` has come for the query of `req` (its deadline, see
+    /// [`Self::serve_after_hang`]): the resource stops it, in its queue or on its server
+    /// (freed at once for the next), and the query fails.
+    pub(super) fn statement_due(&mut self, req: u32) {
+        let state = self.slab.entries[req as usize].state;
+        let r = match state {
+            State::ResourceQueue(r) | State::ResourceService(r) | State::Orphan(r) => r,
+            other => unreachable!("a statement deadline for a request in state {other:?}"),
+        };
+        let now = self.now;
+        let res = &mut self.resources[r as usize];
+        match res.discipline {
+            Discipline::Fcfs => {
+                // Queued (an orphan too, one the app stopped while it queued), or on a server
+                // whose service would have ended later.
+                let queued = match state {
+                    State::ResourceQueue(_) => true,
+                    _ => res.queue.contains(&req),
+                };
+                if queued {
+                    let at = res.queue.iter().position(|&x| x == req);
+                    res.queue
+                        .remove(at.expect("a queued query is in its queue"));
+                } else {
+                    self.free_server(r);
+                }
+            }
+            Discipline::Ps => {
+                res.sharing.advance(&mut res.store, now);
+                res.sharing.remove(&mut res.store, req);
+                let busy = res.sharing.busy_servers(&res.store);
+                self.measures.resource_busy(r as usize, now, busy);
+                self.reschedule_shared(r as usize);
+            }
+        }
+        self.query_failed(r, req, ErrorKind::ResourceTimeout);
+    }
+
+    /// The query of `req` on resource `r` failed with `error` (its `timeout`, an outage's
+    /// refusal). The app tries it again at once while it has `retries` left, on the
+    /// connection it holds, each try with a time of its own drawn from the phase's law (a
+    /// try refused by an outage fails at once, with its retries); then the connection goes
+    /// back and the app answers the error (500). Nobody waits for an orphan's query: it ends.
+    fn query_failed(&mut self, r: u32, req: u32, mut error: ErrorKind) {
+        if matches!(self.slab.entries[req as usize].state, State::Orphan(_)) {
+            self.resource_done(r, req);
+            return;
+        }
+        let retries = self.resources[r as usize].retries;
+        while u32::from(self.slab.entries[req as usize].query_retries) < retries {
+            let origin = self.origin(req);
+            self.measures.app_retried(origin, 1);
+            let entry = &mut self.slab.entries[req as usize];
+            entry.query_retries += 1;
+            if self.faults.resource_outage(self.s, r, self.now) == Some(None) {
+                error = ErrorKind::Outage;
+                continue;
+            }
+            let model = self.s.request.as_ref().expect("phases");
+            let phase = &model.classes[entry.class as usize].phases[entry.phase as usize];
+            let at = req as usize * self.slab.stride + entry.phase as usize;
+            entry.waited_since = self.now;
+            self.slab.times[at] = phase.time.sample(&mut self.queries);
+            self.serve(r, req);
+            return;
+        }
+        let entry = &mut self.slab.entries[req as usize];
+        entry.state = State::Thread;
+        let pool = std::mem::replace(&mut entry.pool, NONE);
+        if pool != NONE {
+            self.release_connection(r, pool);
+        }
+        self.finish_with(req, Some(error));
     }
 
     fn reschedule_shared(&mut self, r: usize) {
@@ -161,33 +275,7 @@ impl Simulation<'_> {
                 }
             }
             State::ResourceService(r) | State::Orphan(r) => {
-                let res = &mut self.resources[r as usize];
-                res.busy -= 1;
-                if let Some(next) = res.queue.pop_front() {
-                    let slowdown = self.faults.resource_slowdown(self.s, r, self.now);
-                    let res = &mut self.resources[r as usize];
-                    res.busy += 1;
-                    let entry = &mut self.slab.entries[next as usize];
-                    // One the app stopped while it queued (`app.service_timeout`) stays an
-                    // orphan: the resource, not told, serves it for nobody.
-                    if entry.state == State::ResourceQueue(r) {
-                        entry.state = State::ResourceService(r);
-                    }
-                    let time = self.slab.times
-                        [next as usize * self.slab.stride + entry.phase as usize]
-                        * slowdown;
-                    let (arrival, pool_wait, queued, dyno) = (
-                        entry.arrival,
-                        entry.pool_wait,
-                        self.now - entry.waited_since,
-                        entry.dyno,
-                    );
-                    self.measures
-                        .resource_use(r as usize, arrival, pool_wait, queued);
-                    self.events.schedule_done(self.now + time, next, dyno);
-                }
-                let busy = f64::from(self.resources[r as usize].busy);
-                self.measures.resource_busy(r as usize, self.now, busy);
+                self.free_server(r);
                 self.resource_done(r, req);
             }
             State::Connecting => {
@@ -199,10 +287,44 @@ impl Simulation<'_> {
             State::Overhead => self.free_thread(req),
             // An outage that held it has ended: its first phase, or its use of the resource.
             State::Hung(NONE) => self.begin_phase(req),
-            State::Hung(r) => self.serve_after_hang(r, req),
+            State::Hung(r) => self.hang_over(r, req),
             State::Dead => self.slab.release(req),
             other => unreachable!("a timed event for a request in state {other:?}"),
         }
+    }
+
+    /// An FCFS server of resource `r` is free: it takes the first query waiting, if any.
+    fn free_server(&mut self, r: u32) {
+        let res = &mut self.resources[r as usize];
+        res.busy -= 1;
+        if let Some(next) = res.queue.pop_front() {
+            let slowdown = self.faults.resource_slowdown(self.s, r, self.now);
+            let res = &mut self.resources[r as usize];
+            res.busy += 1;
+            let entry = &mut self.slab.entries[next as usize];
+            // One the app stopped while it queued (`app.service_timeout`) stays an
+            // orphan: the resource, not told, serves it for nobody.
+            if entry.state == State::ResourceQueue(r) {
+                entry.state = State::ResourceService(r);
+            }
+            let time =
+                self.slab.times[next as usize * self.slab.stride + entry.phase as usize] * slowdown;
+            let (arrival, pool_wait, queued, dyno) = (
+                entry.arrival,
+                entry.pool_wait,
+                self.now - entry.waited_since,
+                entry.dyno,
+            );
+            self.measures
+                .resource_use(r as usize, arrival, pool_wait, queued);
+            match res.timeout {
+                // Its statement deadline, set when it queued, stops it.
+                Some(t) if self.now + time > entry.waited_since + t => {}
+                _ => self.events.schedule_done(self.now + time, next, dyno),
+            }
+        }
+        let busy = f64::from(self.resources[r as usize].busy);
+        self.measures.resource_busy(r as usize, self.now, busy);
     }
 
     /// The resource is done with the request: its connection goes back to the pool (to the

@@ -25,6 +25,9 @@ pub(super) struct ResourceState {
     /// PS: the jobs sharing the servers.
     pub sharing: Sharing,
     pub store: SharingStore,
+    /// `timeout` (statement_timeout), and the app's `retries` of a failed query.
+    pub timeout: Option<f64>,
+    pub retries: u32,
 }
 
 impl ResourceState {
@@ -67,6 +70,8 @@ impl ResourceState {
             queue: VecDeque::new(),
             sharing: store.sharing(0),
             store,
+            timeout: r.timeout,
+            retries: r.retries,
         }
     }
 

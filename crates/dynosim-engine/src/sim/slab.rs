@@ -68,6 +68,8 @@ pub(super) struct Request {
     /// The client has its answer: an error (a timeout), given while the dyno may still be
     /// working on the request, which it is not told.
     pub answered: bool,
+    /// The app's retries of its current query so far (`[resources.NAME] retries`).
+    pub query_retries: u16,
     /// The router no longer counts the request against its dyno (it answered it, or gave up
     /// on the dyno: H12).
     pub router_done: bool,
@@ -161,6 +163,7 @@ impl Slab {
                 pool_wait: 0.0,
                 generation: 0,
                 answered: false,
+                query_retries: 0,
                 router_done: false,
                 abandoned_at: f64::INFINITY,
                 cpu_left: 0.0,

@@ -31,6 +31,8 @@ pub(super) struct Streams {
     pub colocated: SimRng,
     /// The clients' retries (`[arrivals.retry]`): backoff jitter, the retried tries' patience.
     pub retries: RetryStreams,
+    /// The app's retried queries' times (`[resources.NAME] retries`).
+    pub queries: SimRng,
 }
 
 impl Streams {
@@ -68,6 +70,7 @@ impl Streams {
                 delays: make(Stream::RetryDelays),
                 patience: make(Stream::RetryTimeouts),
             },
+            queries: make(Stream::QueryRetries),
         }
     }
 }

@@ -78,7 +78,7 @@ impl Simulation<'_> {
                 if kind == Kind::WorkerBoot {
                     self.worker_boot(d.req, d.generation);
                     acted = true;
-                } else if live(&self.slab.entries, kind, d) {
+                } else if live(&self.slab.entries, &self.deadlines.statement, kind, d) {
                     self.timed_out(kind, d.req);
                     acted = true;
                 }
@@ -119,6 +119,7 @@ impl Simulation<'_> {
             }
             Kind::Queue => unreachable!("a queue deadline is live only while held"),
             Kind::Service => self.stop_in_app(req),
+            Kind::Statement => self.statement_due(req),
             Kind::App => self.kill_worker(req),
             Kind::WorkerBoot => unreachable!("a replacement is no request's deadline"),
             // Waiting for a router with a cost: dropped when the router comes to it.
