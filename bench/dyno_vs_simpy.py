@@ -91,6 +91,9 @@ class System:
         self.cpu2 = args.cpu2_ms / 1e3
         self.db_servers = args.db_servers
         self.cpu_sharing = getattr(args, "cpu_sharing", "ps")
+        # Connections for the whole app in front of the database (None: no pool; the SimPy
+        # model has none, so only bench/slices_vs_ps.py sets it).
+        self.pool = getattr(args, "pool", None)
 
     def engine_scenario(self, seconds: float, seed: int = 1) -> str:
         exp = lambda mean: {"distribution": "exponential", "mean": mean}  # noqa: E731
@@ -101,7 +104,9 @@ class System:
                 {"use": "db", "time": exp(self.db)},
                 {"cpu": exp(self.cpu2)},
             ]},
-            "resources": {"db": {"servers": self.db_servers, "discipline": "fcfs"}},
+            "resources": {"db": {"servers": self.db_servers, "discipline": "fcfs",
+                                 **({"pool": {"size": self.pool, "per": "app"}}
+                                    if self.pool else {})}},
             # The SimPy model below is processor sharing (bench/slices_vs_ps.py times the
             # engine's time slices against it).
             "fleet": {"dynos": self.dynos, "cores": self.cores, "cpu_sharing": self.cpu_sharing},
@@ -117,7 +122,8 @@ class System:
                 f"{self.cores} cores, {self.processes} processes x {self.threads} threads"
                 f"{' with a lock' if self.lock else ', no lock'}; phases cpu exp "
                 f"{self.cpu1 * 1e3:g} ms, db exp {self.db * 1e3:g} ms ({self.db_servers} "
-                f"servers, FCFS), cpu exp {self.cpu2 * 1e3:g} ms")
+                f"servers, FCFS{f', a pool of {self.pool} for the app' if self.pool else ''}), "
+                f"cpu exp {self.cpu2 * 1e3:g} ms")
 
 
 # --------------------------------------------------------------------------------------------

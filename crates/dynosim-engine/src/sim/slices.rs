@@ -173,6 +173,9 @@ pub(super) struct Slicer {
     running: Vec<Running>,
     /// Each core's run queue: the threads waiting for it.
     queues: Vec<VecDeque<Job>>,
+    /// The threads in all run queues. None waiting (the common case where few threads
+    /// want to run) skips the slices' and the free cores' bookkeeping altogether.
+    waiting: u32,
     procs: Vec<Process>,
     /// Processes whose timer is armed.
     armed: u32,
@@ -201,6 +204,7 @@ impl Slicer {
         Slicer {
             running: Vec::new(),
             queues: vec![VecDeque::new(); cores.max(1) as usize],
+            waiting: 0,
             procs: vec![
                 Process {
                     holder: NONE,
@@ -232,6 +236,7 @@ impl Slicer {
         }
         debug_assert!(self.running.len() <= rules.cores);
         let waiting: usize = self.queues.iter().map(VecDeque::len).sum();
+        debug_assert_eq!(waiting, self.waiting as usize);
         debug_assert!(waiting == 0 || self.running.len() == rules.cores);
         for (i, r) in self.running.iter().enumerate() {
             debug_assert!(
@@ -401,7 +406,7 @@ impl Slicer {
                 .position(|j| j.process == COLOCATED)
                 .map(|i| (k, i))
         }) {
-            self.queues[k].remove(i);
+            self.take_at(k, i);
         }
         self.dispatch(rules, now);
         self.check(rules);
@@ -465,7 +470,22 @@ impl Slicer {
                 }
             }
         }
+        self.push_ready(k, job);
+    }
+
+    /// Job `job` waits in core `k`'s run queue.
+    #[inline]
+    fn push_ready(&mut self, k: usize, job: Job) {
         self.queues[k].push_back(job);
+        self.waiting += 1;
+    }
+
+    /// Takes the job at `i` out of core `k`'s run queue.
+    #[inline]
+    fn take_at(&mut self, k: usize, i: usize) -> Option<Job> {
+        let job = self.queues[k].remove(i);
+        self.waiting -= u32::from(job.is_some());
+        job
     }
 
     /// A thread takes core `k`; a holder asked to drop its lock drops it first (the core
@@ -506,13 +526,17 @@ impl Slicer {
                 best = i;
             }
         }
-        self.queues[k].remove(best)
+        self.take_at(k, best)
     }
 
     /// Free cores take the least virtual runtime of their own queue; a free core whose queue
     /// is empty pulls one from the longest other queue (Linux's new-idle balancing), its
     /// virtual runtime moved to this core's scale.
     fn dispatch(&mut self, rules: &Rules, now: f64) {
+        // Nobody waits: no core has anything to take.
+        if self.waiting == 0 {
+            return;
+        }
         loop {
             let mut moved = false;
             for k in 0..self.queues.len() {
@@ -639,13 +663,15 @@ impl Slicer {
     pub fn next_event(&mut self, rules: &Rules) -> Option<f64> {
         let mut next = f64::INFINITY;
         self.soonest = NONE;
+        let waiting = self.waiting > 0;
         for r in &self.running {
             let end = r.end();
             if end < next {
                 next = end;
                 self.soonest = r.job.req;
             }
-            if !self.queues[r.core as usize].is_empty() {
+            // A slice ends a run only while somebody waits for its core.
+            if waiting && !self.queues[r.core as usize].is_empty() {
                 let slice_end = r.slice_start + rules.quantum;
                 if slice_end < next {
                     next = slice_end;
@@ -691,14 +717,14 @@ impl Slicer {
                     changed = true;
                 }
             }
-            if !changed {
+            if !changed && self.waiting > 0 {
                 let q = rules.quantum;
                 if let Some(i) = self.running.iter().position(|r| {
                     !self.queues[r.core as usize].is_empty() && due(r.slice_start + q, now)
                 }) {
                     let core = self.running[i].core as usize;
                     let job = self.preempt(i, now);
-                    self.queues[core].push_back(job);
+                    self.push_ready(core, job);
                     changed = true;
                 }
             }
@@ -733,7 +759,7 @@ impl Slicer {
                 .position(|j| j.req == req)
                 .map(|i| (k, i))
         }) {
-            self.queues[k].remove(i).expect("found").process
+            self.take_at(k, i).expect("found").process
         } else {
             for p in 0..self.procs.len() {
                 if let Some(i) = self.procs[p].waiters.iter().position(|j| j.req == req) {
