@@ -60,6 +60,8 @@ pub enum Stream {
     /// The retried tries' own timeouts (the client's and the router queue's), drawn when each
     /// is sent, apart from the first tries' (`Stream::ClientTimeout`, `Stream::QueueTimeout`).
     RetryTimeouts = 24,
+    /// The concurrency limits' own draws (`concurrency_limit`: Vegas's probe jitter).
+    Limits = 25,
 }
 
 /// SplitMix64's finaliser: a fixed bijection of 64-bit words that scrambles every bit, for

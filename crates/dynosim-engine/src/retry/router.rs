@@ -74,7 +74,9 @@ impl RouterRetry {
             | ErrorKind::Outage
             | ErrorKind::Crashed
             | ErrorKind::WaitTimeout
-            | ErrorKind::ServiceTimeout => self.errors,
+            | ErrorKind::ServiceTimeout
+            // A dyno's limit answered 503 (the router's own never reaches a dyno).
+            | ErrorKind::LimitRejected => self.errors,
             ErrorKind::H11
             | ErrorKind::H13
             | ErrorKind::ClientTimeout

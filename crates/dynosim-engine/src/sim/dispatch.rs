@@ -14,6 +14,7 @@
 
 use super::deadlines::Kind;
 use super::events::{Event, CONNECTED};
+use super::limit::Ended;
 use super::slab::{State, NONE};
 use super::Simulation;
 use crate::policy::Route;
@@ -72,6 +73,12 @@ impl Simulation<'_> {
                 return self.refuse(req);
             }
         }
+        if let Some(limits) = self.limits.as_deref_mut() {
+            let in_flight = self.routers.in_flight[router];
+            if !limits.admit_router(router, in_flight, req, &self.slab, t) {
+                return self.limit_refuse(req);
+            }
+        }
         self.routers.in_flight[router] += 1;
         if let Some(p) = client_patience {
             self.set_deadline(Kind::Client, t + p, req);
@@ -103,6 +110,7 @@ impl Simulation<'_> {
     /// counts the request against it and tries another dyno, up to `router.retries` more,
     /// after `router.retry_delay` each; then the client gets an error (H13).
     pub(super) fn refused(&mut self, dyno: usize, req: u32) {
+        self.limit_end_dyno(req, dyno, Ended::Ignored);
         let e = &mut self.slab.entries[req as usize];
         let router = e.router as usize;
         e.refusals += 1;
@@ -269,6 +277,16 @@ impl Simulation<'_> {
         // Never counted by its router.
         self.slab.entries[req as usize].router_done = true;
         self.answer_at_once(req, ErrorKind::H11);
+    }
+
+    /// `router.concurrency_limit`: the router has as many requests in flight as its limit;
+    /// the request is answered 503 at once.
+    #[cold]
+    fn limit_refuse(&mut self, req: u32) {
+        self.slab.entries[req as usize].router_done = true;
+        let origin = self.origin(req);
+        self.measures.limit_rejected(origin);
+        self.answer_at_once(req, ErrorKind::LimitRejected);
     }
 
     /// The router answers a request that never reached a thread with `error` (unless its

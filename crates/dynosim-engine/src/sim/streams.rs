@@ -31,6 +31,8 @@ pub(super) struct Streams {
     pub colocated: SimRng,
     /// The clients' retries (`[arrivals.retry]`): backoff jitter, the retried tries' patience.
     pub retries: RetryStreams,
+    /// The concurrency limits' draws (Vegas's probes).
+    pub limits: SimRng,
 }
 
 impl Streams {
@@ -68,6 +70,7 @@ impl Streams {
                 delays: make(Stream::RetryDelays),
                 patience: make(Stream::RetryTimeouts),
             },
+            limits: make(Stream::Limits),
         }
     }
 }

@@ -23,6 +23,11 @@ impl Simulation<'_> {
         if self.dynos[dyno].closed {
             return self.raced(dyno, req);
         }
+        if let Some(limits) = self.limits.as_deref_mut() {
+            if !limits.admit_dyno(dyno, req, &self.slab, self.now) {
+                return self.limit_refuse_at_dyno(dyno, req);
+            }
+        }
         if let Accept::Greedy { limit } = self.s.app.accept {
             return self.accept_greedily(dyno, req, limit);
         }
@@ -181,6 +186,9 @@ impl Simulation<'_> {
         );
         entry.answered = true;
         entry.router_done = true;
+        if self.limits.is_some() {
+            self.limits_answered(req, dyno, router, router_done, error);
+        }
         match error {
             _ if answered => {}
             None => {
