@@ -129,11 +129,13 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
                           ("arrivals.breaker", arrivals.get("breaker") is not None),
                           ("faults", bool(scenario.doc.get("faults"))),
                           ("app.wait_timeout", app.get("wait_timeout") is not None),
-                          ("app.service_timeout", app.get("service_timeout") is not None)):
+                          ("app.service_timeout", app.get("service_timeout") is not None),
+                          ("router.concurrency_limit", router.get("concurrency_limit") is not None),
+                          ("app.concurrency_limit", app.get("concurrency_limit") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (client retries and breakers, faults and "
-                                        "the app's wait_timeout and service_timeout are the simulation's "
-                                        "only)")
+            raise scenario._error(path, "the testbed does not run this yet (client retries and breakers, faults, "
+                                        "concurrency limits and the app's wait_timeout and service_timeout "
+                                        "are the simulation's only)")
     view = router.get("view")
     if isinstance(view, dict) and view.get("update", "exact") != "exact":
         raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")
