@@ -73,11 +73,8 @@ impl Simulation<'_> {
                 return self.refuse(req);
             }
         }
-        if let Some(limits) = self.limits.as_deref_mut() {
-            let in_flight = self.routers.in_flight[router];
-            if !limits.admit_router(router, in_flight, req, &self.slab, t) {
-                return self.limit_refuse(req);
-            }
+        if self.limits.is_some() && !self.limit_admits_at_router(router, req) {
+            return;
         }
         self.routers.in_flight[router] += 1;
         if let Some(p) = client_patience {
@@ -279,21 +276,11 @@ impl Simulation<'_> {
         self.answer_at_once(req, ErrorKind::H11);
     }
 
-    /// `router.concurrency_limit`: the router has as many requests in flight as its limit;
-    /// the request is answered 503 at once.
-    #[cold]
-    fn limit_refuse(&mut self, req: u32) {
-        self.slab.entries[req as usize].router_done = true;
-        let origin = self.origin(req);
-        self.measures.limit_rejected(origin);
-        self.answer_at_once(req, ErrorKind::LimitRejected);
-    }
-
     /// The router answers a request that never reached a thread with `error` (unless its
     /// client was answered before) and stops counting it. A closed-loop client answered at
     /// once sends again no sooner than [`NO_DYNO_BACKOFF`], so that time moves on while the
     /// router is full, sheds, or finds no dyno.
-    fn answer_at_once(&mut self, req: u32, error: ErrorKind) {
+    pub(super) fn answer_at_once(&mut self, req: u32, error: ErrorKind) {
         let e = &self.slab.entries[req as usize];
         let router = e.router as usize;
         let (answered, counted) = (e.answered, !e.router_done);

@@ -61,11 +61,39 @@ impl Simulation<'_> {
         }
     }
 
+    /// Whether router `router`'s limiter (if any) admits request `req`, which a client sends
+    /// now; if not, the router answers it 503 at once (out of line: a run without a limit
+    /// pays only its caller's test).
+    #[inline(never)]
+    pub(super) fn limit_admits_at_router(&mut self, router: usize, req: u32) -> bool {
+        let in_flight = self.routers.in_flight[router];
+        let limits = self.limits.as_deref_mut().expect("limits");
+        if limits.admit_router(router, in_flight, req, &self.slab, self.now) {
+            return true;
+        }
+        self.slab.entries[req as usize].router_done = true;
+        let origin = self.origin(req);
+        self.measures.limit_rejected(origin);
+        self.answer_at_once(req, ErrorKind::LimitRejected);
+        false
+    }
+
+    /// Whether dyno `dyno`'s limiter (if any) admits request `req`, which reaches it now; if
+    /// not, it is answered 503 at once (out of line, as above).
+    #[inline(never)]
+    pub(super) fn limit_admits_at_dyno(&mut self, dyno: usize, req: u32) -> bool {
+        let limits = self.limits.as_deref_mut().expect("limits");
+        if limits.admit_dyno(dyno, req, &self.slab, self.now) {
+            return true;
+        }
+        self.limit_refuse_at_dyno(dyno, req);
+        false
+    }
+
     /// `app.concurrency_limit`: dyno `dyno` has as many requests in flight as its limit when
     /// `req` reaches it; its limiter answers 503 at once, which its router may retry on
     /// another dyno (`router.retry_on` "5xx"), or its client.
-    #[cold]
-    pub(super) fn limit_refuse_at_dyno(&mut self, dyno: usize, req: u32) {
+    fn limit_refuse_at_dyno(&mut self, dyno: usize, req: u32) {
         let origin = self.origin(req);
         self.measures.limit_rejected(origin);
         let e = &mut self.slab.entries[req as usize];
