@@ -64,6 +64,8 @@ def send_load(
     timeout: float = 30.0,
     deadline: float = 60.0,
     capture: List[str] = ...,
+    retry: Optional[Tuple[str, str, int]] = None,
+    id_header: Optional[str] = None,
 ) -> Dict[str, Any]:
     """HTTP/1.1 load to a loopback ``target`` ("127.0.0.1:8080"), one connection per request.
 
@@ -82,6 +84,15 @@ def send_load(
     ``error`` (None, or "connect", "refused", "timeout", "io", "bad_response", "deadline",
     "interrupted"), ``bytes`` (received), and ``headers``: for each name in ``capture``, its
     column of values (None where absent).
+
+    ``retry``: ``(scenario_json, base_dir, replication)``: the clients retry as that
+    replication of the scenario's ``[arrivals.retry]`` says (its budget, its backoff drawn
+    from the replication's retry-delay stream); ``id_header``: the header whose value a retry
+    sends with ``.k`` appended (k its try). With retries, each try is a row (a request's tries
+    in order), with ``attempt`` (1 for the first), ``origin`` (the request's first send) and
+    ``kept`` (why its client kept this try's outcome: "success", "failed", "denied",
+    "exhausted"; None for a try it retried); without, ``attempt`` is 1, ``origin`` is ``sent``
+    and ``kept`` None.
     """
 def logs_summary(
     paths: List[str],
