@@ -136,7 +136,8 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["results"][0]["summary"]["stability"]["recovered"]["mean"] == 0.0
     for defence in ["arrivals.retry.attempts=1", 'arrivals.retry.budget={kind="grpc",token_ratio=0.1}',
-                    "app.wait_timeout=25s", "arrivals.breaker={}"]:
+                    "app.wait_timeout=25s", "arrivals.breaker={}",
+                    'router.concurrency_limit={algorithm="gradient2"}']:
         up = cli("run", "retry-storm", "--json", "--set", defence, *base)
         assert up.returncode == 0, up.stderr
         summary = json.loads(up.stdout)["results"][0]["summary"]
@@ -147,6 +148,12 @@ def test_retry_storm_builtin_stays_down_and_its_defences_work(cli):
             assert summary["breaker"]["open_fraction"]["mean"] == pytest.approx(60 / 1800)
             assert summary["breaker"]["rejected"]["mean"] > 0
             assert summary["error_counts"]["breaker_open"]["mean"] > 0
+        if defence.startswith("router.concurrency_limit"):
+            # The slowdown's excess rejected at once: no try waits out its client, none is wasted.
+            assert summary["limit"]["rejected"]["mean"] > 0
+            assert summary["error_counts"]["limit_rejected"]["mean"] == summary["error_counts"]["total"]["mean"]
+            assert summary["wasted"]["thread_seconds"]["mean"] == 0
+            assert 20 <= summary["limit"]["router_mean"]["mean"] <= 200
 
 
 def test_retry_storm_with_the_databases_timeout_as_docs_feedback_md_measures_it(cli):
@@ -215,6 +222,20 @@ def test_a_resources_timeout_and_retries_mistakes_are_one_line(cli, override, fr
         ("arrivals.breaker={half_open_calls=0}", ["arrivals.breaker.half_open_calls:", "from 1", "got 0"]),
         ('arrivals.breaker={open_for="0s"}', ["arrivals.breaker.open_for:", "above 0"]),
         ("arrivals.breaker={slots=3}", ["arrivals.breaker", "slots"]),
+        ('router.concurrency_limit={algorithm="bbr"}', ["router.concurrency_limit.algorithm:",
+                                                        'unknown algorithm "bbr"', "gradient2"]),
+        ('app.concurrency_limit={algorithm="fixed"}', ["app.concurrency_limit.limit:", "missing"]),
+        ('app.concurrency_limit={algorithm="fixed",limit=0}', ["app.concurrency_limit.limit:", ">= 1", "got 0"]),
+        ('router.concurrency_limit={algorithm="aimd",min_limit=0}', ["router.concurrency_limit.min_limit:",
+                                                                     ">= 1"]),
+        ('router.concurrency_limit={algorithm="aimd",backoff_ratio=1.2}',
+         ["router.concurrency_limit.backoff_ratio:", "0.5", "1.2"]),
+        ('app.concurrency_limit={algorithm="gradient2",smoothing=0}', ["app.concurrency_limit.smoothing:",
+                                                                        "above 0"]),
+        ('app.concurrency_limit={algorithm="gradient2",rtt_tolerance=0.5}',
+         ["app.concurrency_limit.rtt_tolerance:", "at least 1"]),
+        ('app.concurrency_limit={algorithm="vegas",min_limit=5}', ["app.concurrency_limit.min_limit:",
+                                                                    "unknown key"]),
     ],
 )
 def test_mistakes_are_one_line(cli, mm1, override, fragments):

@@ -23,9 +23,11 @@ ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue
 #: Error kinds a scenario reports only when it can have them: an outage (``[[faults]]``), a dyno lost
 #: (``dynos_lost``), a request too old when a thread took it (``app.wait_timeout``), one that ran
 #: too long on its thread (``app.service_timeout``), a try failed at once by the clients' circuit breaker
-#: (``[arrivals.breaker]``), a query stopped by its resource's ``timeout`` on its last try.
+#: (``[arrivals.breaker]``), a query stopped by its resource's ``timeout`` on its last try, a
+#: try rejected at once by a concurrency limit (``router.concurrency_limit``,
+#: ``app.concurrency_limit``).
 FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout", "service_timeout", "breaker_open",
-                                   "resource_timeout"]
+                                   "resource_timeout", "limit_rejected"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -67,6 +69,8 @@ OPTIONAL_METRICS: List[str] = (
     + [f"{table}.{kind}" for table in ("errors", "error_counts") for kind in FEEDBACK_ERROR_KINDS]
     # The clients' circuit breaker (`[arrivals.breaker]`).
     + ["breaker.open_fraction", "breaker.opened", "breaker.rejected"]
+    # Concurrency limits (`router.concurrency_limit`, `app.concurrency_limit`).
+    + ["limit.rejected", "limit.rejected_per_s", "limit.router_mean", "limit.app_mean"]
     # A run with faults: did goodput come back after the last one (docs/feedback.md)?
     + ["stability.recovered", "stability.recovery_time", "stability.recovered_runs", "stability.baseline_goodput",
        "stability.window", "stability.interval"]

@@ -83,6 +83,10 @@ pub struct AppSpec {
     /// stopped (a timeout raised inside it), answered 500, and its thread is free at once.
     #[serde(default)]
     pub service_timeout: Option<Duration>,
+    /// A concurrency limit at each dyno, over the requests it holds (waiting or on a thread):
+    /// see [`crate::limit`] (read by the scenario, as `Scenario::app_limit`).
+    #[serde(default)]
+    pub concurrency_limit: Option<crate::limit::LimitSpec>,
     /// The listen backlog: connections a dyno queues for its processes at most; more are
     /// refused (the router retries another dyno).
     #[serde(default)]
@@ -401,6 +405,7 @@ impl AppSpec {
             worker_boot_time,
             wait_timeout: _,
             service_timeout: _,
+            concurrency_limit: _,
             backlog,
             overhead: _,
             swap_slowdown,

@@ -116,6 +116,9 @@ impl<'s> Eligible<'s> {
             client_retry,
             // A breaker fails tries at once after others failed.
             client_breaker,
+            // A limit answers at once, depending on the requests in flight.
+            router_limit,
+            app_limit,
             faults,
             // Read off the measures a run of faults keeps (never direct).
             stability: _,
@@ -153,6 +156,12 @@ impl<'s> Eligible<'s> {
         }
         if router_retry.beyond_refused() {
             return Err("the router retries after a timeout or an error (router.retry_on)");
+        }
+        if router_limit.is_some() || app_limit.is_some() {
+            return Err(
+                "a concurrency limit rejects requests while others are in flight \
+                        (router.concurrency_limit, app.concurrency_limit)",
+            );
         }
         if client_breaker.is_some() {
             return Err("the clients' circuit breaker fails tries at once (arrivals.breaker)");

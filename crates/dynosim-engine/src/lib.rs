@@ -20,6 +20,7 @@ pub mod fault;
 pub mod fifo_dynos;
 pub mod in_flight;
 pub mod kernel;
+pub mod limit;
 mod measure;
 pub mod params;
 pub mod policy;

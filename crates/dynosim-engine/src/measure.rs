@@ -6,8 +6,8 @@ use crate::alloc::filled;
 use crate::error::Result;
 use crate::result::{
     AutoscaleFigures, BreakerFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable,
-    Failed, FleetFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult, ResourceFigures,
-    RetryFigures, RoutingFigures, SizeFigures, Utilisation, Wasted,
+    Failed, FleetFigures, LimitFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult,
+    ResourceFigures, RetryFigures, RoutingFigures, SizeFigures, Utilisation, Wasted,
 };
 use crate::scenario::Scenario;
 use crate::stability::{Goodput, Rule};
@@ -66,6 +66,17 @@ pub(crate) struct Measures {
     /// With `[arrivals.breaker]`: when it opened and until when, and the tries it failed at
     /// once of the window's requests.
     breaker: Option<Box<BreakerCounts>>,
+    /// With a concurrency limit: the tries it rejected of the window's requests, and each
+    /// limiter's limit over time.
+    limit: Option<Box<LimitCounts>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct LimitCounts {
+    rejected: u64,
+    /// Each router's limit, then each dyno slot's (empty without one).
+    router: Vec<Level>,
+    app: Vec<Level>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -240,7 +251,27 @@ impl Measures {
                 service_timeout: scenario.app.service_timeout.is_some(),
                 breaker_open: scenario.client_breaker.is_some(),
                 resource_timeout: scenario.resources.iter().any(|r| r.timeout.is_some()),
+                limit_rejected: scenario.router_limit.is_some() || scenario.app_limit.is_some(),
             },
+            limit: (scenario.router_limit.is_some() || scenario.app_limit.is_some()).then(|| {
+                let levels = |limit: Option<&crate::limit::ConcurrencyLimit>, n: usize| {
+                    limit.map_or_else(Vec::new, |l| {
+                        vec![
+                            Level {
+                                value: f64::from(l.initial()),
+                                last: 0.0,
+                                area: 0.0,
+                            };
+                            n
+                        ]
+                    })
+                };
+                Box::new(LimitCounts {
+                    rejected: 0,
+                    router: levels(scenario.router_limit.as_ref(), scenario.routers as usize),
+                    app: levels(scenario.app_limit.as_ref(), n),
+                })
+            }),
             breaker: scenario
                 .client_breaker
                 .is_some()
@@ -694,6 +725,26 @@ impl Measures {
         }
     }
 
+    /// A concurrency limit rejected a try of a request first sent at `origin`.
+    #[cold]
+    pub fn limit_rejected(&mut self, origin: f64) {
+        if origin >= self.window_start {
+            if let Some(l) = self.limit.as_mut() {
+                l.rejected += 1;
+            }
+        }
+    }
+
+    /// Router `router`'s limit (`at_dyno` false) or dyno slot `router`'s is `limit` from
+    /// `now`.
+    pub fn limit_set(&mut self, at_dyno: bool, index: usize, now: f64, limit: u32) {
+        let w = self.window();
+        if let Some(l) = self.limit.as_mut() {
+            let levels = if at_dyno { &mut l.app } else { &mut l.router };
+            levels[index].set(now, f64::from(limit), w);
+        }
+    }
+
     /// A request first sent at `origin` failed on its last try with an outcome retried.
     pub fn retries_exhausted(&mut self, origin: f64) {
         if origin >= self.window_start {
@@ -1035,6 +1086,28 @@ impl Measures {
                     open_fraction: open / span,
                     opened: b.open.iter().filter(|o| o.0 >= w.0 && o.0 <= w.1).count() as u64,
                     rejected: b.rejected,
+                }
+            }),
+            limit: self.limit.as_deref().map(|l| {
+                // Each limiter's level held to the window's close, averaged over the limiters.
+                let mean = |levels: &[Level]| {
+                    (!levels.is_empty()).then(|| {
+                        let area: f64 = levels
+                            .iter()
+                            .map(|level| {
+                                let mut level = level.clone();
+                                level.set(w.1, level.value, w);
+                                level.area
+                            })
+                            .sum();
+                        ratio(area, (w.1 - w.0) * levels.len() as f64)
+                    })
+                };
+                LimitFigures {
+                    rejected: l.rejected,
+                    rejected_per_s: ratio(l.rejected as f64, rate_span),
+                    router_mean: mean(&l.router),
+                    app_mean: mean(&l.app),
                 }
             }),
             stability: self

@@ -74,6 +74,10 @@ pub struct ReplicationResult {
     /// What the clients' circuit breaker did (scenarios with `[arrivals.breaker]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerFigures>,
+    /// What the concurrency limits did (scenarios with `router.concurrency_limit` or
+    /// `app.concurrency_limit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitFigures>,
     /// The engine that ran it ("direct" or "events"; see [`crate::engine`]).
     #[serde(skip)]
     pub engine: &'static str,
@@ -144,6 +148,22 @@ pub struct BreakerFigures {
     /// Tries it failed at once (open, or half-open with its probes out), of the window's
     /// requests (by their first try).
     pub rejected: u64,
+}
+
+/// The concurrency limits over the measured window.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitFigures {
+    /// Tries rejected at once by a limit (the routers' and the dynos'), of the window's
+    /// requests (by their first try).
+    pub rejected: u64,
+    /// `rejected` over the window's length: rejections a second.
+    pub rejected_per_s: f64,
+    /// The routers' limit, averaged over the window's time and the routers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router_mean: Option<f64>,
+    /// The dynos' limit, averaged over the window's time and the dyno slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_mean: Option<f64>,
 }
 
 /// The stability verdict of one replication (see [`crate::stability`]); the report's summary
@@ -245,10 +265,13 @@ pub enum ErrorKind {
     /// Failed at once by the clients' open circuit breaker (`[arrivals.breaker]`): never
     /// sent.
     BreakerOpen,
+    /// Rejected at once by a concurrency limit (`router.concurrency_limit` or
+    /// `app.concurrency_limit`): as many requests in flight as its limit, answered 503.
+    LimitRejected,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
 }
 
 /// Which of the error kinds a scenario reports only when it can have them (see
@@ -261,6 +284,7 @@ pub struct Optional {
     pub service_timeout: bool,
     pub breaker_open: bool,
     pub resource_timeout: bool,
+    pub limit_rejected: bool,
 }
 
 /// A figure per error kind, and their total.
@@ -293,6 +317,8 @@ pub struct ErrorTable<T> {
     pub breaker_open: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_timeout: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_rejected: Option<T>,
 }
 
 impl ErrorTable<u64> {
@@ -319,6 +345,7 @@ impl ErrorTable<u64> {
             resource_timeout: shown
                 .resource_timeout
                 .then(|| k(ErrorKind::ResourceTimeout)),
+            limit_rejected: shown.limit_rejected.then(|| k(ErrorKind::LimitRejected)),
         }
     }
 
@@ -349,6 +376,7 @@ impl ErrorTable<u64> {
             service_timeout: self.service_timeout.map(f),
             breaker_open: self.breaker_open.map(f),
             resource_timeout: self.resource_timeout.map(f),
+            limit_rejected: self.limit_rejected.map(f),
         }
     }
 }

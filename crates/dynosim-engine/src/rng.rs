@@ -63,6 +63,8 @@ pub enum Stream {
     /// The times of the queries the app tries again (`[resources.NAME] retries`): each try
     /// draws its own from the phase's law.
     QueryRetries = 25,
+    /// The concurrency limits' own draws (`concurrency_limit`: Vegas's probe jitter).
+    Limits = 26,
 }
 
 /// SplitMix64's finaliser: a fixed bijection of 64-bit words that scrambles every bit, for

@@ -7,6 +7,7 @@ use crate::breaker::{BreakerSpec, ClientBreaker};
 use crate::dist::{self, ServiceDistribution, Shaped};
 use crate::error::{Error, Result};
 use crate::fault::{FaultSpec, Faults};
+use crate::limit::{ConcurrencyLimit, LimitSpec};
 use crate::params::{check_duration, explain_serde_error, whole, Params};
 use crate::policy::{self, Knowledge, RoutingPolicy};
 use crate::request::{PhaseKind, RequestModel, RequestSpec};
@@ -240,6 +241,10 @@ pub struct RouterSpec {
     /// Envoy's retry budget for the router's retries after a timeout or an error.
     #[serde(default)]
     pub retry_budget: Option<RouterBudgetSpec>,
+    /// A concurrency limit at each router, over its requests in flight (see
+    /// [`crate::limit`]); None: none.
+    #[serde(default)]
+    pub concurrency_limit: Option<LimitSpec>,
     /// How late the loads the routers read are (see [`crate::view`]); None: exact.
     #[serde(default)]
     pub view: Option<ViewSpec>,
@@ -334,6 +339,7 @@ impl Default for RouterSpec {
             retry_delay: None,
             retry_on: None,
             retry_budget: None,
+            concurrency_limit: None,
             view: None,
             aperture: None,
             kind: None,
@@ -489,6 +495,10 @@ pub struct Scenario {
     pub client_retry: Option<ClientRetry>,
     /// `[arrivals.breaker]`: the clients' circuit breaker; None: none.
     pub client_breaker: Option<ClientBreaker>,
+    /// `router.concurrency_limit`: each router's limit on its requests in flight; None: none.
+    pub router_limit: Option<ConcurrencyLimit>,
+    /// `app.concurrency_limit`: each dyno's limit on its requests in flight; None: none.
+    pub app_limit: Option<ConcurrencyLimit>,
     /// `[[faults]]`, in time order.
     pub faults: Faults,
     /// With faults: how the run judges whether the fleet recovered.
@@ -717,7 +727,7 @@ impl Scenario {
                     "fleet.slots",
                     "give fleet.slots (a plain dyno of slots) or [app] (processes and \
                      threads), not both (with fleet.slots, [app] may set only overhead, \
-                     wait_timeout and service_timeout)",
+                     wait_timeout, service_timeout and concurrency_limit)",
                 ))
             }
             (Some(app), None) => AppServer::build(app, &dyno_type, base_dir)?,
@@ -854,6 +864,17 @@ impl Scenario {
             }
         };
         let router_retry = RouterRetry::parse(r.retry_on.as_ref(), r.retry_budget.as_ref())?;
+        let router_limit = r
+            .concurrency_limit
+            .as_ref()
+            .map(|l| ConcurrencyLimit::build(l, "router.concurrency_limit"))
+            .transpose()?;
+        let app_limit = spec
+            .app
+            .as_ref()
+            .and_then(|a| a.concurrency_limit.as_ref())
+            .map(|l| ConcurrencyLimit::build(l, "app.concurrency_limit"))
+            .transpose()?;
         let view = View::build(r.view.as_ref())?;
         let aperture = match r.aperture {
             None => None,
@@ -989,6 +1010,8 @@ impl Scenario {
             },
             client_retry,
             client_breaker,
+            router_limit,
+            app_limit,
             faults,
             stability,
             shards: Vec::new(),

@@ -105,6 +105,8 @@ impl Scenario {
             engine: _,
             client_retry,
             client_breaker,
+            router_limit,
+            app_limit,
             faults,
             stability: _,
             shard_count: _,
@@ -126,6 +128,15 @@ impl Scenario {
         }
         if router_retry.beyond_refused() {
             return Some("the router's retries after a timeout or an error (router.retry_on)");
+        }
+        if router_limit.is_some() {
+            return Some(
+                "a router's concurrency limit (router.concurrency_limit) sees its whole \
+                         share of the fleet",
+            );
+        }
+        if app_limit.is_some() {
+            return Some("the dynos' concurrency limits (app.concurrency_limit) are not split yet");
         }
         if client_breaker.is_some() {
             return Some("the clients' circuit breaker (arrivals.breaker) sees the whole fleet");

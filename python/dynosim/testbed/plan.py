@@ -132,10 +132,12 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
         raise scenario._error("router.retry_budget", "HAProxy has no retry budget (Envoy's): the testbed does not "
                                                      "run it")
     for path, present in (("arrivals.breaker", arrivals.get("breaker") is not None),
-                          ("app.service_timeout", app.get("service_timeout") is not None)):
+                          ("app.service_timeout", app.get("service_timeout") is not None),
+                          ("router.concurrency_limit", router.get("concurrency_limit") is not None),
+                          ("app.concurrency_limit", app.get("concurrency_limit") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers and the app's "
-                                        "service_timeout are the simulation's only)")
+            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers, concurrency "
+                                        "limits and the app's service_timeout are the simulation's only)")
     # A dependency's timeout and retries: PostgreSQL's statement_timeout and the app's retries of
     # its query are the simulation's only (their defaults, "off" and 0, change nothing).
     for name, table in (scenario.doc.get("resources") or {}).items():

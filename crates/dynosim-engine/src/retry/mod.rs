@@ -101,7 +101,9 @@ impl Failure {
             | ErrorKind::H13
             | ErrorKind::Shed
             | ErrorKind::NoDyno
-            | ErrorKind::BreakerOpen => Failure::Refused,
+            | ErrorKind::BreakerOpen
+            // A limit answers before any work is done on it.
+            | ErrorKind::LimitRejected => Failure::Refused,
             ErrorKind::H12
             | ErrorKind::QueueTimeout
             | ErrorKind::AppTimeout

@@ -75,7 +75,9 @@ impl RouterRetry {
             | ErrorKind::Crashed
             | ErrorKind::WaitTimeout
             | ErrorKind::ServiceTimeout
-            | ErrorKind::ResourceTimeout => self.errors,
+            | ErrorKind::ResourceTimeout
+            // A dyno's limit answered 503 (the router's own never reaches a dyno).
+            | ErrorKind::LimitRejected => self.errors,
             ErrorKind::H11
             | ErrorKind::H13
             | ErrorKind::ClientTimeout

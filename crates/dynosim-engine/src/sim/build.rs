@@ -12,6 +12,7 @@ use super::dyno::{Dyno, Processes};
 use super::events::{Event, Events, ARRIVAL, AUTOSCALE, DEPLOY};
 use super::faults::Faults;
 use super::fleet::Fleet;
+use super::limit::Limits;
 use super::memory::{self, Memory};
 use super::redispatch::Redispatch;
 use super::resource::ResourceState;
@@ -79,6 +80,7 @@ impl<'s> Simulation<'s> {
             redispatch: Redispatch::of(s),
             breaker: Breaker::of(s),
             queries: streams.queries,
+            limits: Limits::of(s, streams.limits),
         };
         sim.begin();
         Ok(sim)

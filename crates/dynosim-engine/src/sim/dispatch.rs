@@ -14,6 +14,7 @@
 
 use super::deadlines::Kind;
 use super::events::{Event, CONNECTED};
+use super::limit::Ended;
 use super::slab::{State, NONE};
 use super::Simulation;
 use crate::policy::Route;
@@ -72,6 +73,9 @@ impl Simulation<'_> {
                 return self.refuse(req);
             }
         }
+        if self.limits.is_some() && !self.limit_admits_at_router(router, req) {
+            return;
+        }
         self.routers.in_flight[router] += 1;
         if let Some(p) = client_patience {
             self.set_deadline(Kind::Client, t + p, req);
@@ -103,6 +107,7 @@ impl Simulation<'_> {
     /// counts the request against it and tries another dyno, up to `router.retries` more,
     /// after `router.retry_delay` each; then the client gets an error (H13).
     pub(super) fn refused(&mut self, dyno: usize, req: u32) {
+        self.limit_end_dyno(req, dyno, Ended::Ignored);
         let e = &mut self.slab.entries[req as usize];
         let router = e.router as usize;
         e.refusals += 1;
@@ -275,7 +280,7 @@ impl Simulation<'_> {
     /// client was answered before) and stops counting it. A closed-loop client answered at
     /// once sends again no sooner than [`NO_DYNO_BACKOFF`], so that time moves on while the
     /// router is full, sheds, or finds no dyno.
-    fn answer_at_once(&mut self, req: u32, error: ErrorKind) {
+    pub(super) fn answer_at_once(&mut self, req: u32, error: ErrorKind) {
         let e = &self.slab.entries[req as usize];
         let router = e.router as usize;
         let (answered, counted) = (e.answered, !e.router_done);

@@ -182,6 +182,8 @@ impl Simulation<'_> {
             self.count_done(router as usize, dyno);
             self.routers.in_flight[router as usize] -= 1;
         }
+        // Dead with its dyno (or its worker): no latency for a limiter to learn.
+        self.limit_end_dyno(req, dyno, super::limit::Ended::Ignored);
         if on_thread {
             if let Some(scaling) = self.scaling.as_deref_mut() {
                 scaling.threads(now, -1.0);

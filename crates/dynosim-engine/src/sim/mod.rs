@@ -58,8 +58,9 @@
 //! - `fleet.rs`: which slot holds a dyno, where each is in its life, the formation;
 //! - `scaling.rs`: the autoscaler and what it is fed;
 //! - `trace.rs`: a trace's frames;
-//! - `retries.rs`, `redispatch.rs`, `breaker.rs`, `faults.rs`: the clients' retries, the
-//!   routers' retries after a timeout or an error, the clients' circuit breaker, the faults.
+//! - `retries.rs`, `redispatch.rs`, `breaker.rs`, `faults.rs`, `limit.rs`: the clients'
+//!   retries, the routers' retries after a timeout or an error, the clients' circuit breaker,
+//!   the faults, the concurrency limits.
 //!
 //! The steps: `impl Simulation` blocks, what happens, which read and change several concerns
 //! (no concern's file names them):
@@ -72,6 +73,8 @@
 //! - `phases.rs`: a request's phases on its thread (`io`, `cpu`, `use`) and the events that end
 //!   them;
 //! - `timeouts.rs`: what each deadline does when it comes;
+//! - `limiting.rs`: the concurrency limits admitting a request, rejecting it, and learning
+//!   how it ended;
 //! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
 //!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, daily restarts, deploys, the
 //!   autoscaler's evaluations, `app.timeout`'s worker kills.
@@ -108,6 +111,8 @@ mod fleet;
 mod idle;
 mod knowledge;
 mod lifecycle;
+mod limit;
+mod limiting;
 mod memory;
 mod phases;
 mod redispatch;
@@ -140,6 +145,7 @@ use dyno::{Dyno, Processes};
 use events::{Event, Events, ARRIVAL};
 use faults::Faults;
 use fleet::Fleet;
+use limit::Limits;
 use memory::Memory;
 use redispatch::Redispatch;
 use resource::ResourceState;
@@ -220,6 +226,9 @@ struct Simulation<'s> {
     /// The times of the queries the app tries again (`[resources.NAME] retries`, see
     /// `phases.rs`): a stream, drawn only by a scenario that sets them.
     queries: crate::rng::SimRng,
+    /// The concurrency limits (`router.concurrency_limit`, `app.concurrency_limit`); None:
+    /// none.
+    limits: Option<Box<Limits>>,
 }
 
 /// What a replication's state costs on this engine (see [`crate::state_size`]).
@@ -263,7 +272,11 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
         // `[arrivals.retry]`: each entry's try.
         + if scenario.client_retry.is_some() { Retries::BYTES_PER_REQUEST } else { 0.0 }
         // `router.retry_on` beyond refusals: each entry's client deadline.
-        + if scenario.router_retry.beyond_refused() { Redispatch::BYTES_PER_REQUEST } else { 0.0 };
+        + if scenario.router_retry.beyond_refused() { Redispatch::BYTES_PER_REQUEST } else { 0.0 }
+        // A concurrency limit: what each request a limiter admitted holds of it.
+        + Limits::BYTES_PER_REQUEST
+            * (u8::from(scenario.router_limit.is_some()) + u8::from(scenario.app_limit.is_some()))
+                as f64;
     // A late view's board: counts for the fleet, ranked as a router's would be.
     let board = if scenario.reads_board() {
         crate::view::Board::BYTES_PER_DYNO + ranking
@@ -276,6 +289,8 @@ pub(crate) fn state_bytes(scenario: &Scenario) -> StateBytes {
             + idle
             + (size_of::<Dyno>() + size_of::<Sharing>() + size_of::<f64>()) as f64
             + processes * 2.0 * u32_bytes
+            // `app.concurrency_limit`: each dyno's limiter and its level over time.
+            + if scenario.app_limit.is_some() { Limits::BYTES_PER_LIMITER } else { 0.0 }
             // Time slices: a dyno's scheduler and its processes' locks.
             + match scenario.cpu.sharing {
                 crate::scenario::CpuSharing::Slices if scenario.request.is_some() => {

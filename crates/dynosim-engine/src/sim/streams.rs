@@ -33,6 +33,8 @@ pub(super) struct Streams {
     pub retries: RetryStreams,
     /// The app's retried queries' times (`[resources.NAME] retries`).
     pub queries: SimRng,
+    /// The concurrency limits' draws (Vegas's probes).
+    pub limits: SimRng,
 }
 
 impl Streams {
@@ -71,6 +73,7 @@ impl Streams {
                 patience: make(Stream::RetryTimeouts),
             },
             queries: make(Stream::QueryRetries),
+            limits: make(Stream::Limits),
         }
     }
 }

@@ -18,10 +18,13 @@ impl Simulation<'_> {
     /// The request reaches its dyno: a thread takes it, or it waits for one; a dyno that got
     /// its SIGTERM since the router sent it there refuses it (it raced the dyno going down:
     /// H13).
-    #[inline]
+    #[inline(always)]
     pub(super) fn reach(&mut self, dyno: usize, req: u32) {
         if self.dynos[dyno].closed {
             return self.raced(dyno, req);
+        }
+        if self.limits.is_some() && !self.limit_admits_at_dyno(dyno, req) {
+            return;
         }
         if let Accept::Greedy { limit } = self.s.app.accept {
             return self.accept_greedily(dyno, req, limit);
@@ -181,6 +184,9 @@ impl Simulation<'_> {
         );
         entry.answered = true;
         entry.router_done = true;
+        if self.limits.is_some() {
+            self.limits_answered(req, dyno, router, router_done, error);
+        }
         match error {
             _ if answered => {}
             None => {

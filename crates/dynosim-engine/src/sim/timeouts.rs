@@ -12,6 +12,7 @@
 
 use super::deadlines::{live, Deadline, Kind, KINDS};
 use super::events::Event;
+use super::limit::Ended;
 use super::slab::{State, NONE};
 use super::Simulation;
 use crate::request::PhaseKind;
@@ -145,6 +146,7 @@ impl Simulation<'_> {
                 self.count_done(router, dyno as usize);
             }
             self.routers.in_flight[router] -= 1;
+            self.limit_end_router(req, router, Ended::Dropped);
         }
         if !self.slab.entries[req as usize].answered {
             if error == ErrorKind::H12 && self.redispatch(req, error) {
@@ -168,6 +170,7 @@ impl Simulation<'_> {
         queue.remove(at);
         self.waiting_total -= 1;
         self.routers.in_flight[router] -= 1;
+        self.limit_end_router(req, router, Ended::Dropped);
         let e = &mut self.slab.entries[req as usize];
         e.answered = true;
         e.router_done = true;
