@@ -1043,6 +1043,7 @@ impl Scenario {
             run_end: end,
             interval,
             window,
+            stop_at_verdict: false,
         }))
     }
 
