@@ -50,8 +50,8 @@ pub struct Rule {
     /// How long after the last fault a recovery may come (`run.recovery_window`).
     pub window: f64,
     /// Whether a run stops as soon as its verdict is settled ([`Goodput::pending`]), for a
-    /// caller that reads nothing but the verdict (the metastability map): no scenario key
-    /// sets it, and no description shows it.
+    /// caller that reads nothing but the verdict (the metastability map): set by
+    /// `Scenario::stop_at_verdict`; no scenario key sets it, and no description shows it.
     #[serde(skip)]
     pub stop_at_verdict: bool,
 }
@@ -73,17 +73,6 @@ impl Rule {
         } else {
             f64::INFINITY
         }
-    }
-}
-
-/// Makes every replication of `scenario` stop as soon as its stability verdict is settled
-/// (a scenario without faults is left as it is). Its `stability.*` figures stay those of the
-/// whole run, to the bit; its other figures are of the shortened run, and mean nothing: for a
-/// caller that reads the verdict alone (the metastability map). A replication stopped early
-/// is not run on to see whether its queues would have outgrown `run.max_waiting` later.
-pub fn stop_at_verdict(scenario: &mut crate::scenario::Scenario) {
-    if let Some(rule) = scenario.stability.as_mut() {
-        rule.stop_at_verdict = true;
     }
 }
 
@@ -171,7 +160,8 @@ impl Goodput {
         let end = cut.min(rule.run_end);
         let close = (rule.last + rule.window).min(rule.run_end);
         let so_far = self.verdict(rule, end);
-        if end >= close || so_far.recovered || !(so_far.baseline > 0.0) {
+        let never_up = so_far.baseline.is_nan() || so_far.baseline <= 0.0;
+        if end >= close || so_far.recovered || never_up {
             None
         } else {
             Some(t + rule.interval)

@@ -1,4 +1,4 @@
-//! A run that stops at its stability verdict (`stability::stop_at_verdict`, what the
+//! A run that stops at its stability verdict (`Scenario::stop_at_verdict`, what the
 //! metastability map runs) reports the very verdict of the whole run: every replication's
 //! `stability.*` figures equal to the bit, whether it recovered (stopped three intervals into
 //! the recovery) or not (stopped at the window's close), and it does stop early.
@@ -10,7 +10,6 @@
 mod common;
 
 use common::{build, run_ok};
-use dynosim_engine::stability::stop_at_verdict;
 use dynosim_engine::RunReport;
 use serde_json::{json, Value};
 
@@ -38,7 +37,7 @@ fn retrying(rate: f64, duration: f64, extra: impl FnOnce(&mut Value)) -> Value {
 fn both(s: &Value) -> (RunReport, RunReport) {
     let whole = run_ok(&build(&s.to_string()));
     let mut scenario = build(&s.to_string());
-    stop_at_verdict(&mut scenario);
+    scenario.stop_at_verdict();
     (whole, run_ok(&scenario))
 }
 

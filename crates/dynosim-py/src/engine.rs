@@ -89,7 +89,7 @@ fn service_cdf(
 
 /// Runs a scenario's replications with the GIL released; Ctrl-C stops the run. With
 /// `stop_at_verdict`, each replication stops once its stability verdict is settled (see
-/// `dynosim_engine::stability::stop_at_verdict`: only `stability.*` is the whole run's).
+/// `Scenario::stop_at_verdict`: only `stability.*` is the whole run's).
 #[pyfunction]
 #[pyo3(signature = (scenario_json, base_dir, stop_at_verdict = false))]
 fn run(
@@ -100,7 +100,7 @@ fn run(
 ) -> PyResult<String> {
     let report = with_scenario(py, scenario_json, base_dir, |mut scenario, stop| {
         if stop_at_verdict {
-            dynosim_engine::stability::stop_at_verdict(&mut scenario);
+            scenario.stop_at_verdict();
         }
         dynosim_engine::run(&scenario, stop)
     })?;
@@ -123,7 +123,7 @@ fn run_block(
 ) -> PyResult<String> {
     let block = with_scenario(py, scenario_json, base_dir, |mut scenario, stop| {
         if stop_at_verdict {
-            dynosim_engine::stability::stop_at_verdict(&mut scenario);
+            scenario.stop_at_verdict();
         }
         dynosim_engine::run_block(&scenario, first, count, stop)
     })?;
