@@ -159,13 +159,15 @@ def test_several_runs_summarise_like_the_simulation():
 
 def test_router_log_lines_are_read_by_request_id(tmp_path):
     log = tmp_path / "haproxy.log"
-    log.write_text("[NOTICE] starting\n7 0 1 20 21 200 dyno1 0 0 ----\n8 12 -1 -1 13 503 <NOSRV> 3 0 sQ--\n"
-                   "broken line\n")
+    log.write_text("[NOTICE] starting\n7 0 1 20 21 200 dyno1 0 0 ---- 0\n8 12 -1 -1 13 503 <NOSRV> 3 0 sQ-- 0\n"
+                   "9 0 0 300 901 504 dyno0 0 0 sH-- +2\nbroken line\n")
     got = read_log(log)
     assert got["7"] == {"tw": 0.0, "tc": 0.001, "tr": 0.02, "ta": 0.021, "status": 200, "server": "dyno1",
-                        "backend_queue": 0, "server_queue": 0, "term": "----"}
+                        "backend_queue": 0, "server_queue": 0, "term": "----", "retries": 0}
     assert got["8"]["tc"] is None and got["8"]["tw"] == 0.012 and got["8"]["term"] == "sQ--"
-    assert set(got) == {"7", "8"}
+    # %rc: the retries, "+" when the last one was redispatched.
+    assert got["9"]["retries"] == 2
+    assert set(got) == {"7", "8", "9"}
 
 
 def test_the_apps_work_log_is_read_by_request_id(tmp_path):
@@ -528,10 +530,8 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("router.max_in_flight", 10),
                        ("router.view", {"update": "periodic", "interval": "1s"}),
                        # The feedback loops, the simulation's only for now (docs/feedback.md).
-                       ("router.retry_on", ["refused", "timeout"]),
-                       ("arrivals.retry", {"attempts": 2}),
+                       ("router.retry_budget", {"percent": 20}),
                        ("arrivals.breaker", {"failure_rate": 25}),
-                       ("app.wait_timeout", "5s"),
                        ("app.service_timeout", "5s"),
                        ("faults", [{"at": "10s", "for": "5s", "kind": "slowdown", "factor": 2}])):
         bad = Scenario(io_scenario()).with_overrides({key: value})

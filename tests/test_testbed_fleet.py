@@ -319,8 +319,8 @@ def test_serving_seconds_integrate_the_up_and_draining_dynos():
 def test_response_times_are_haproxys_ta_when_it_logs_the_answer():
     rule = Recorder()
     m = fl.Metrics("response_time", t0=0.0, slots=2)
-    m.feed_router([b"12 0 0 250 251 200 dyno1 0 0 --", b"- 0 0 -1 3 400 <NOSRV> 0 0 CR--",
-                   b"13 0 0 -1 30000 504 dyno0 0 0 sH--", b"not a request line"], 7.5, rule)
+    m.feed_router([b"12 0 0 250 251 200 dyno1 0 0 -- 0", b"- 0 0 -1 3 400 <NOSRV> 0 0 CR-- 0",
+                   b"13 0 0 -1 30000 504 dyno0 0 0 sH-- 0", b"not a request line"], 7.5, rule)
     assert rule.values == [(7.5, 0.251), (7.5, 30.0)]  # a 504 counts as the router logs it
 
 

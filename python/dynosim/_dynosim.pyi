@@ -8,7 +8,7 @@ __all__ = [
     "interrupt", "set_cancel_token", "cancel", "forget_token", "keys", "parse_duration", "parse_rate", "parse_bytes", "erlang_c", "mmc_mean_wait", "mg1_mean_wait",
     "power_of_d_mean_time", "ps_mean_response", "pool_mean_wait", "mm1_late_fraction", "erlang_a",
     "mmck_blocking", "cpu_bound_throughput",
-    "littles_law_gap", "mva_closed", "send_load", "draw_requests", "logs_summary", "logs_trace",
+    "littles_law_gap", "mva_closed", "send_load", "draw_requests", "judge_stability", "logs_summary", "logs_trace",
     "logs_fit", "service_cdf", "Autoscaler",
 ]
 
@@ -27,6 +27,7 @@ def run_block(scenario_json: str, base_dir: str, first: int, count: int) -> str:
 def assemble(scenario_json: str, base_dir: str, results: List[Any], per_dyno: List[List[float]],
              engines: List[str]) -> str: ...
 def draw_requests(scenario_json: str, base_dir: str, replication: int, until: float, limit: int) -> str: ...
+def judge_stability(scenario_json: str, base_dir: str, answers: List[float], end: float) -> str: ...
 def trace(scenario_json: str, base_dir: str, interval: float, until: float, per_dyno: bool = True) -> str: ...
 def interrupt() -> None: ...
 def set_cancel_token(token: int) -> None: ...
@@ -64,6 +65,8 @@ def send_load(
     timeout: float = 30.0,
     deadline: float = 60.0,
     capture: List[str] = ...,
+    retry: Optional[Tuple[str, str, int]] = None,
+    id_header: Optional[str] = None,
 ) -> Dict[str, Any]:
     """HTTP/1.1 load to a loopback ``target`` ("127.0.0.1:8080"), one connection per request.
 
@@ -82,6 +85,15 @@ def send_load(
     ``error`` (None, or "connect", "refused", "timeout", "io", "bad_response", "deadline",
     "interrupted"), ``bytes`` (received), and ``headers``: for each name in ``capture``, its
     column of values (None where absent).
+
+    ``retry``: ``(scenario_json, base_dir, replication)``: the clients retry as that
+    replication of the scenario's ``[arrivals.retry]`` says (its budget, its backoff drawn
+    from the replication's retry-delay stream); ``id_header``: the header whose value a retry
+    sends with ``.k`` appended (k its try). With retries, each try is a row (a request's tries
+    in order), with ``attempt`` (1 for the first), ``origin`` (the request's first send) and
+    ``kept`` (why its client kept this try's outcome: "success", "failed", "denied",
+    "exhausted"; None for a try it retried); without, ``attempt`` is 1, ``origin`` is ``sent``
+    and ``kept`` None.
     """
 def logs_summary(
     paths: List[str],

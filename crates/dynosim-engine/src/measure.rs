@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::result::{
     AutoscaleFigures, BreakerFigures, ClassFigures, ClosedLoop, DynoFigures, ErrorKind, ErrorTable,
     Failed, FleetFigures, MemoryFigures, Optional, QueueDepth, ReplicationResult, ResourceFigures,
-    RetryFigures, RoutingFigures, SizeFigures, StabilityFigures, Utilisation, Wasted,
+    RetryFigures, RoutingFigures, SizeFigures, Utilisation, Wasted,
 };
 use crate::scenario::Scenario;
 use crate::stability::{Goodput, Rule};
@@ -1025,19 +1025,10 @@ impl Measures {
                     rejected: b.rejected,
                 }
             }),
-            stability: self.stability.as_deref().map(|(goodput, rule)| {
-                // A timed run is judged to its window's close (answers after it, the queues
-                // draining, are no part of it); a closed loop of a set number, to its end.
-                let end = end.min(rule.run_end);
-                let v = goodput.verdict(rule, end);
-                StabilityFigures {
-                    recovered: if v.recovered { 1.0 } else { 0.0 },
-                    recovery_time: v.recovery_time,
-                    baseline_goodput: v.baseline,
-                    window: rule.judged_window(end),
-                    interval: rule.interval,
-                }
-            }),
+            stability: self
+                .stability
+                .as_deref()
+                .map(|(goodput, rule)| goodput.figures(rule, end)),
             engine: "",
         }
         .with(

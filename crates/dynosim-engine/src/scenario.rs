@@ -11,6 +11,7 @@ use crate::params::{check_duration, explain_serde_error, whole, Params};
 use crate::policy::{self, Knowledge, RoutingPolicy};
 use crate::request::{PhaseKind, RequestModel, RequestSpec};
 use crate::resource_spec::{PoolScope, Resource, ResourceSpec};
+use crate::retry::clients::Decider;
 use crate::retry::router::{RouterBudgetSpec, RouterRetry};
 use crate::retry::{ClientRetry, RetrySpec};
 use crate::stability;
@@ -620,6 +621,17 @@ pub enum Engine {
 }
 
 impl Scenario {
+    /// The retry decisions of replication `replication`'s clients (their policy, budget and
+    /// backoff stream), for clients outside a simulation (the testbed's load generator); None
+    /// when they never retry.
+    pub fn retry_decider(&self, replication: u64) -> Option<Decider> {
+        let policy = self.client_retry.clone()?;
+        Some(Decider::new(
+            policy,
+            crate::rng::stream(self.seed, replication, crate::rng::Stream::RetryDelays),
+        ))
+    }
+
     /// Validates a parsed scenario, all but its memory (see [`Scenario::build`]).
     pub(crate) fn validate(
         spec: &ScenarioSpec,

@@ -19,6 +19,7 @@
 //! at most a tenth of the window (three of them must fit in it, with room to spare); it is a
 //! whole number of seconds.
 
+use crate::result::StabilityFigures;
 use serde::Serialize;
 
 /// Goodput may fall this far below its level before the faults and count as back (besides
@@ -168,6 +169,21 @@ impl Goodput {
         }
     }
 
+    /// A replication's figures for the report, for a run that ended at `end`: a timed run is
+    /// judged to its window's close (answers after it, the queues draining, are no part of
+    /// it); a closed loop of a set number, to its end.
+    pub fn figures(&self, rule: &Rule, end: f64) -> StabilityFigures {
+        let end = end.min(rule.run_end);
+        let v = self.verdict(rule, end);
+        StabilityFigures {
+            recovered: if v.recovered { 1.0 } else { 0.0 },
+            recovery_time: v.recovery_time,
+            baseline_goodput: v.baseline,
+            window: rule.judged_window(end),
+            interval: rule.interval,
+        }
+    }
+
     /// The verdict of `rule` on these answers, for a run that ended at `end`.
     pub fn verdict(&self, rule: &Rule, end: f64) -> Verdict {
         // The level before: every whole second between the warm-up's end and the first fault.
@@ -211,6 +227,17 @@ impl Goodput {
             baseline,
         }
     }
+}
+
+/// The figures of a replication measured elsewhere (the testbed's real run): its successful
+/// answers' times, seconds from the run's start, judged by `rule` as a simulated
+/// replication's are, for a run that ended at `end`.
+pub fn judge(rule: &Rule, answers: impl IntoIterator<Item = f64>, end: f64) -> StabilityFigures {
+    let mut goodput = Goodput::new(rule);
+    for t in answers {
+        goodput.answered(t);
+    }
+    goodput.figures(rule, end)
 }
 
 /// One replication's verdict.

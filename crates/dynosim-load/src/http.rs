@@ -66,11 +66,11 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, E
     }
 }
 
-/// Connects, sends request `i` and reads its response, filling `record` as it goes
+/// Connects, sends `wire` (a request's bytes) and reads its response, filling `record` as it goes
 /// (`connected`, `first_byte`, `status`, `bytes`, `headers`; the caller stamps `done`).
 pub(crate) async fn exchange(
     shared: &Shared,
-    i: usize,
+    wire: &[u8],
     record: &mut Record,
 ) -> Result<(), ErrorKind> {
     let mut stream = TcpStream::connect(shared.target)
@@ -82,10 +82,7 @@ pub(crate) async fn exchange(
     record.connected = shared.now();
     // Small writes go out at once rather than waiting for an acknowledgement.
     let _ = stream.set_nodelay(true);
-    stream
-        .write_all(&shared.wires[i])
-        .await
-        .map_err(|_| ErrorKind::Io)?;
+    stream.write_all(wire).await.map_err(|_| ErrorKind::Io)?;
 
     let mut buf = Vec::new();
     let head_end = loop {

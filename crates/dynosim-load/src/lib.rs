@@ -9,6 +9,12 @@
 //!   send it, wait for its response (or error), sleep the next think time and repeat until the
 //!   requests run out (ab and hey semantics: the requests are the total count).
 //!
+//! - **Retries** ([`Options::retry`]): a client whose try failed asks its [`Retry`] whether
+//!   to send the request again, and after how long; each try is a record of its own
+//!   ([`Record::attempt`], [`Record::origin`]), and a try after the first carries its number in
+//!   the id header ([`Options::id_header`]: `17` becomes `17.2`), so that the router's and the
+//!   app's logs tell the tries apart.
+//!
 //! Every request is a new TCP connection with `Connection: close`: `GET path HTTP/1.1` with
 //! `Host` and the request's headers; the response's status line, headers and body
 //! (`Content-Length`, or until the server closes) are read. Everything is bounded: at most the
@@ -25,6 +31,55 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// How a try ended, as its client has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A whole response with this status.
+    Answered(u16),
+    /// No (whole) response.
+    Failed(ErrorKind),
+}
+
+/// A population of clients' retry decisions (one shared by every client of a run; it keeps
+/// its own state, such as a retry budget, behind `&self`). Times are seconds since the run's
+/// start.
+pub trait Retry: Send + Sync {
+    /// A request's first try is sent at `now`.
+    fn first(&self, now: f64);
+    /// Try `attempt` (1 for the first), sent after a backoff of `last_delay` (0 for the first),
+    /// ended `now` as `outcome`: whether the client sends it again, and when.
+    fn after(&self, attempt: u32, last_delay: f64, outcome: Outcome, now: f64) -> Next;
+}
+
+/// What a client does after a try.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Next {
+    /// Sends it again after this backoff (seconds).
+    Retry(f64),
+    /// Keeps this outcome, for this reason (such as "success", "exhausted"; the try's
+    /// [`Record::kept`]).
+    Keep(&'static str),
+}
+
+/// [`Options::retry`]: the clients' retry decisions, shared.
+#[derive(Clone)]
+pub struct RetryHook(pub Arc<dyn Retry>);
+
+impl fmt::Debug for RetryHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RetryHook")
+    }
+}
+
+impl PartialEq for RetryHook {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// The longest backoff a client may wait before a retry (a bound, as everything here is).
+pub const MAX_BACKOFF: f64 = 3600.0;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
@@ -56,6 +111,12 @@ pub struct Options {
     /// does; more run a multi-threaded runtime. Open loop also has a dispatcher thread, which
     /// sleeps between sends.
     pub threads: usize,
+    /// The clients' retries; None: a failed try is the request's outcome.
+    pub retry: Option<RetryHook>,
+    /// The request header that identifies a request (such as `X-Request-Id`): a retry's value
+    /// is the first try's with `.k` appended (k the try's number, from 2). None: tries are
+    /// sent as the first was.
+    pub id_header: Option<String>,
 }
 
 impl Options {
@@ -68,6 +129,8 @@ impl Options {
             deadline: Duration::from_secs(60),
             capture: Vec::new(),
             threads: 1,
+            retry: None,
+            id_header: None,
         }
     }
 }
@@ -133,6 +196,10 @@ pub struct Record {
     pub index: u32,
     /// The closed loop's client that sent it (0 in open loop).
     pub client: u32,
+    /// Which try of its request it is: 1 for the first (the only one without retries).
+    pub attempt: u32,
+    /// When its request's first try was sent (its own `sent` for the first try).
+    pub origin: f64,
     /// When it was due: `start + at` in open loop; when its client was ready to send (after
     /// its think time) in a closed loop.
     pub scheduled: f64,
@@ -152,6 +219,9 @@ pub struct Record {
     pub bytes: u64,
     /// One value per `Options::capture` name.
     pub headers: Vec<Option<String>>,
+    /// With retries: why its client kept this try's outcome ([`Next::Keep`]); None for a try
+    /// that was retried, and without retries.
+    pub kept: Option<&'static str>,
 }
 
 /// Send lateness (`sent − scheduled`, seconds) over a run's sent requests.
@@ -175,8 +245,8 @@ pub enum Stopped {
 pub struct Report {
     /// The run's start, Unix epoch seconds (`scheduled = start + at` in open loop).
     pub start: f64,
-    /// One record per request sent, in request order (requests never sent, because the run
-    /// stopped first, have none).
+    /// One record per try sent, in request order and each request's tries in order
+    /// (requests never sent, because the run stopped first, have none).
     pub records: Vec<Record>,
     /// Send lateness over the records; `None` when nothing was sent.
     pub lateness: Option<Lateness>,
@@ -224,11 +294,15 @@ struct Shared {
     capture: Vec<String>,
     /// Each request's bytes on the wire.
     wires: Vec<Vec<u8>>,
+    /// The requests, kept to build a retry's bytes (with [`Options::id_header`] set).
+    requests: Vec<Request>,
+    retry: Option<RetryHook>,
+    id_header: Option<String>,
     t0: Instant,
     /// Set once, to the error that requests in flight end with, when the run stops early.
     cancel: watch::Receiver<Option<ErrorKind>>,
-    /// Each request's record, when it has one.
-    slots: Mutex<Vec<Option<Record>>>,
+    /// Each request's tries' records (none: never sent).
+    slots: Mutex<Vec<Vec<Record>>>,
     /// Open loop: requests dispatched and not yet recorded. Closed loop: clients running.
     active: AtomicUsize,
     /// Closed loop: the next request to take, and responses so far (the think list's index).
@@ -243,10 +317,12 @@ impl Shared {
         self.t0.elapsed().as_secs_f64()
     }
 
-    fn store(&self, record: Record) {
-        let index = record.index as usize;
+    fn store(&self, tries: Vec<Record>) {
+        let Some(index) = tries.first().map(|r| r.index as usize) else {
+            return;
+        };
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots[index] = Some(record);
+        slots[index] = tries;
     }
 
     fn cancelled(&self) -> bool {
@@ -300,9 +376,16 @@ pub fn run(
             .map(|c| c.to_ascii_lowercase())
             .collect(),
         wires,
+        requests: if options.retry.is_some() && options.id_header.is_some() {
+            requests.to_vec()
+        } else {
+            Vec::new()
+        },
+        retry: options.retry.clone(),
+        id_header: options.id_header.clone(),
         t0,
         cancel: cancel_rx,
-        slots: Mutex::new(vec![None; requests.len()]),
+        slots: Mutex::new(vec![Vec::new(); requests.len()]),
         active: AtomicUsize::new(0),
         next: AtomicUsize::new(0),
         completed: AtomicUsize::new(0),
@@ -367,8 +450,8 @@ pub fn run(
     drop(runtime);
 
     let slots = std::mem::take(&mut *shared.slots.lock().unwrap_or_else(|e| e.into_inner()));
+    let unsent = slots.iter().filter(|tries| tries.is_empty()).count();
     let mut records: Vec<Record> = slots.into_iter().flatten().collect();
-    let unsent = requests.len() - records.len();
     let lateness = lateness(&records);
     for r in &mut records {
         for t in [
@@ -377,6 +460,7 @@ pub fn run(
             &mut r.connected,
             &mut r.first_byte,
             &mut r.done,
+            &mut r.origin,
         ] {
             *t += start;
         }
@@ -412,6 +496,11 @@ fn validate(
             u32::MAX,
             requests.len()
         ));
+    }
+    if let Some(name) = options.id_header.as_deref() {
+        if !http::is_token(name) {
+            return config(format!("the id header {name:?} is not a header name"));
+        }
     }
     for name in &options.capture {
         if !http::is_token(name) {
@@ -489,8 +578,8 @@ fn dispatch(
         let shared = shared.clone();
         let scheduled = at[i];
         handle.spawn(async move {
-            let record = send(&shared, i, 0, scheduled).await;
-            shared.store(record);
+            let tries = send_tries(&shared, i, 0, scheduled).await;
+            shared.store(tries);
             shared.active.fetch_sub(1, Ordering::SeqCst);
         });
     }
@@ -519,8 +608,8 @@ async fn client_loop(shared: Arc<Shared>, client: u32) {
         if i >= n {
             break;
         }
-        let record = send(&shared, i, client, ready).await;
-        shared.store(record);
+        let tries = send_tries(&shared, i, client, ready).await;
+        shared.store(tries);
         let k = shared.completed.fetch_add(1, Ordering::SeqCst);
         if shared.next.load(Ordering::SeqCst) >= n {
             break; // no request left to think before
@@ -538,13 +627,104 @@ async fn client_loop(shared: Arc<Shared>, client: u32) {
     shared.active.fetch_sub(1, Ordering::SeqCst);
 }
 
-/// Sends request `i` and records what happens to it (times relative to the start).
-async fn send(shared: &Shared, i: usize, client: u32, scheduled: f64) -> Record {
+/// Sends request `i`, and again while its client's retries say so: each try's record.
+async fn send_tries(shared: &Shared, i: usize, client: u32, scheduled: f64) -> Vec<Record> {
+    let mut tries = Vec::new();
+    let mut record = send(shared, i, client, scheduled, 1, None).await;
+    let Some(RetryHook(retry)) = shared.retry.as_ref() else {
+        tries.push(record);
+        return tries;
+    };
+    retry.first(record.sent);
+    let origin = record.sent;
+    let mut last_delay = 0.0;
+    let mut cancel = shared.cancel.clone();
+    loop {
+        let outcome = match record.error {
+            Some(kind) => Outcome::Failed(kind),
+            None => Outcome::Answered(record.status),
+        };
+        let attempt = record.attempt;
+        let stopping = matches!(
+            record.error,
+            Some(ErrorKind::Deadline | ErrorKind::Interrupted)
+        );
+        let ended = if record.done.is_finite() {
+            record.done
+        } else {
+            shared.now()
+        };
+        tries.push(record);
+        if stopping || shared.cancelled() {
+            return tries;
+        }
+        let delay = match retry.after(attempt, last_delay, outcome, ended) {
+            Next::Retry(delay) => delay,
+            Next::Keep(why) => {
+                if let Some(last) = tries.last_mut() {
+                    last.kept = Some(why);
+                }
+                return tries;
+            }
+        };
+        let delay = if delay.is_finite() {
+            delay.clamp(0.0, MAX_BACKOFF)
+        } else {
+            MAX_BACKOFF
+        };
+        if delay > 0.0 {
+            tokio::select! {
+                biased;
+                _ = cancel.wait_for(|c| c.is_some()) => return tries,
+                _ = tokio::time::sleep(Duration::from_secs_f64(delay)) => {}
+            }
+        }
+        last_delay = delay;
+        let wire = retry_wire(shared, i, attempt + 1);
+        record = send(
+            shared,
+            i,
+            client,
+            shared.now(),
+            attempt + 1,
+            wire.as_deref(),
+        )
+        .await;
+        record.origin = origin;
+    }
+}
+
+/// Try `attempt`'s bytes when they differ from the first try's (the id header's value gains
+/// `.attempt`).
+fn retry_wire(shared: &Shared, i: usize, attempt: u32) -> Option<Vec<u8>> {
+    let name = shared.id_header.as_deref()?;
+    let mut request = shared.requests.get(i)?.clone();
+    for (n, v) in request.headers.iter_mut() {
+        if n.eq_ignore_ascii_case(name) {
+            *v = format!("{v}.{attempt}");
+        }
+    }
+    http::request_bytes(shared.target, &request).ok()
+}
+
+/// Sends request `i` (try `attempt`, with `wire` for bytes other than the request's own) and
+/// records what happens to it (times relative to the start).
+async fn send(
+    shared: &Shared,
+    i: usize,
+    client: u32,
+    scheduled: f64,
+    attempt: u32,
+    wire: Option<&[u8]>,
+) -> Record {
+    let now = shared.now();
     let mut record = Record {
         index: i as u32,
         client,
+        attempt,
+        origin: now,
         scheduled,
-        sent: shared.now(),
+        sent: now,
         connected: f64::NAN,
         first_byte: f64::NAN,
         done: f64::NAN,
@@ -552,6 +732,7 @@ async fn send(shared: &Shared, i: usize, client: u32, scheduled: f64) -> Record 
         error: None,
         bytes: 0,
         headers: vec![None; shared.capture.len()],
+        kept: None,
     };
     let mut cancel = shared.cancel.clone();
     let outcome = tokio::select! {
@@ -559,7 +740,7 @@ async fn send(shared: &Shared, i: usize, client: u32, scheduled: f64) -> Record 
         why = cancel.wait_for(|c| c.is_some()) => {
             Err(why.ok().and_then(|c| *c).unwrap_or(ErrorKind::Interrupted))
         }
-        answer = tokio::time::timeout(shared.timeout, http::exchange(shared, i, &mut record)) => {
+        answer = tokio::time::timeout(shared.timeout, http::exchange(shared, wire.unwrap_or(&shared.wires[i]), &mut record)) => {
             answer.unwrap_or(Err(ErrorKind::Timeout))
         }
     };
@@ -573,7 +754,12 @@ async fn send(shared: &Shared, i: usize, client: u32, scheduled: f64) -> Record 
 /// Lateness over the records, from times relative to the start (before the epoch is added,
 /// which would round them to a quarter of a microsecond).
 fn lateness(records: &[Record]) -> Option<Lateness> {
-    let mut late: Vec<f64> = records.iter().map(|r| r.sent - r.scheduled).collect();
+    // A retry's lateness is its first try's: its own send waits for its backoff.
+    let mut late: Vec<f64> = records
+        .iter()
+        .filter(|r| r.attempt == 1)
+        .map(|r| r.sent - r.scheduled)
+        .collect();
     if late.is_empty() {
         return None;
     }

@@ -1,7 +1,10 @@
 //! The load generator against small servers started here on 127.0.0.1:0 (std threads). Only
 //! orderings and inequalities that cannot flake are asserted about time.
 
-use dynosim_load::{run, ErrorKind, LoadError, Mode, Options, Record, Request, Stopped};
+use dynosim_load::{
+    run, ErrorKind, LoadError, Mode, Next, Options, Outcome, Record, Request, Retry, RetryHook,
+    Stopped,
+};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -462,4 +465,154 @@ fn stop_ends_the_run() {
     assert_eq!(report.unsent, 9);
     assert_eq!(report.records[0].error, Some(ErrorKind::Interrupted));
     assert!(!report.records[0].connected.is_nan());
+}
+
+/// Retries every 5xx and timeout up to `attempts` tries in all, after `delay`; records what
+/// it was asked.
+struct Tries {
+    attempts: u32,
+    delay: f64,
+    firsts: AtomicUsize,
+    asked: std::sync::Mutex<Vec<(u32, f64, Outcome)>>,
+}
+
+impl Retry for Tries {
+    fn first(&self, _now: f64) {
+        self.firsts.fetch_add(1, Ordering::SeqCst);
+    }
+    fn after(&self, attempt: u32, last_delay: f64, outcome: Outcome, _now: f64) -> Next {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((attempt, last_delay, outcome));
+        let failed = match outcome {
+            Outcome::Answered(status) => status >= 500,
+            Outcome::Failed(_) => true,
+        };
+        match (failed, attempt < self.attempts) {
+            (false, _) => Next::Keep("success"),
+            (true, false) => Next::Keep("exhausted"),
+            (true, true) => Next::Retry(self.delay),
+        }
+    }
+}
+
+/// Answers 503 to a request's first two tries and 200 to its third, telling them apart by the
+/// id header's suffix; `/ok` is answered 200 at once.
+fn flaky_server() -> SocketAddr {
+    server(|mut s| {
+        let head = read_head(&mut s);
+        let id = header_of(&head, "x-id").unwrap_or_default();
+        let third = id.ends_with(".3");
+        let code = if path_of(&head) == "/ok" || third {
+            200
+        } else {
+            503
+        };
+        let response = format!("HTTP/1.1 {code} X\r\nX-Got: {id}\r\nContent-Length: 0\r\n\r\n");
+        let _ = s.write_all(response.as_bytes());
+    })
+}
+
+fn check_retries(mode: Mode) {
+    let target = flaky_server();
+    let mut reqs = requests(&["/flaky", "/ok", "/flaky"]);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.headers = vec![("X-Id".into(), i.to_string())];
+    }
+    let tries = Arc::new(Tries {
+        attempts: 3,
+        delay: 0.05,
+        firsts: AtomicUsize::new(0),
+        asked: Default::default(),
+    });
+    let opts = Options {
+        capture: vec!["x-got".into()],
+        retry: Some(RetryHook(tries.clone())),
+        id_header: Some("x-id".into()),
+        ..options(target)
+    };
+    let report = run(&reqs, &mode, &opts, &never).unwrap();
+    assert_eq!(report.unsent, 0);
+    let r = &report.records;
+    let got: Vec<(u32, u32, u16, Option<String>)> = r
+        .iter()
+        .map(|r| (r.index, r.attempt, r.status, r.headers[0].clone()))
+        .collect();
+    let s = |v: &str| Some(v.to_string());
+    assert_eq!(
+        got,
+        [
+            (0, 1, 503, s("0")),
+            (0, 2, 503, s("0.2")),
+            (0, 3, 200, s("0.3")),
+            (1, 1, 200, s("1")),
+            (2, 1, 503, s("2")),
+            (2, 2, 503, s("2.2")),
+            (2, 3, 200, s("2.3")),
+        ]
+    );
+    assert_eq!(tries.firsts.load(Ordering::SeqCst), 3);
+    let kept: Vec<Option<&str>> = r.iter().map(|r| r.kept).collect();
+    let (k, no) = (Some("success"), None);
+    assert_eq!(kept, [no, no, k, k, no, no, k]);
+    // Asked after every try; each retry's last delay is the backoff before it.
+    let asked = tries.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 7);
+    assert!(asked.contains(&(2, 0.05, Outcome::Answered(503))));
+    assert!(asked.contains(&(3, 0.05, Outcome::Answered(200))));
+    for tries in r.chunk_by(|a, b| a.index == b.index) {
+        for (k, t) in tries.iter().enumerate() {
+            assert_ordered(t);
+            assert_eq!(t.origin, tries[0].sent, "{t:?}");
+            if k > 0 {
+                // Sent no sooner than its backoff after the try before it ended.
+                assert!(t.sent >= tries[k - 1].done + 0.05 - EPS, "{tries:?}");
+            }
+        }
+    }
+    assert_eq!(report.lateness.unwrap().count, 3);
+}
+
+#[test]
+fn retries_send_again_after_their_backoff_with_the_try_in_the_id() {
+    check_retries(Mode::Open);
+}
+
+#[test]
+fn a_closed_loops_clients_retry_before_they_think() {
+    check_retries(Mode::Closed {
+        clients: 2,
+        think: vec![],
+    });
+}
+
+#[test]
+fn no_retry_past_the_deadline() {
+    // Every try hangs: the first times out (0.2 s), the retries are cut by the deadline.
+    let target = server(|mut s| {
+        let _ = read_head(&mut s);
+        std::thread::sleep(Duration::from_secs(5));
+    });
+    let tries = Arc::new(Tries {
+        attempts: 100,
+        delay: 0.0,
+        firsts: AtomicUsize::new(0),
+        asked: Default::default(),
+    });
+    let opts = Options {
+        timeout: Duration::from_millis(200),
+        deadline: Duration::from_millis(700),
+        retry: Some(RetryHook(tries.clone())),
+        ..options(target)
+    };
+    let report = run(&requests(&["/hang"]), &Mode::Open, &opts, &never).unwrap();
+    assert_eq!(report.stopped, Some(Stopped::Deadline));
+    let r = &report.records;
+    assert!(r.len() < 100 && r.len() >= 2, "{r:?}");
+    assert_eq!(r.last().unwrap().error, Some(ErrorKind::Deadline));
+    assert!(r.iter().all(|t| t.kept.is_none()));
+    assert!(r[..r.len() - 1]
+        .iter()
+        .all(|t| t.error == Some(ErrorKind::Timeout)));
 }

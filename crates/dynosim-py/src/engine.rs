@@ -54,6 +54,26 @@ fn draw_requests(
     Ok(serde_json::to_string(&drawn).expect("drawn requests serialize"))
 }
 
+/// The stability verdict of a run measured elsewhere (the testbed's): its successful answers'
+/// times, seconds from the run's start, judged by the scenario's rule for a run that ended at
+/// `end` (JSON text of `dynosim_engine::result::StabilityFigures`; `null` for a scenario
+/// without faults).
+#[pyfunction]
+fn judge_stability(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    answers: Vec<f64>,
+    end: f64,
+) -> PyResult<String> {
+    let figures = with_scenario(py, scenario_json, base_dir, |s, _| {
+        Ok(s.stability
+            .as_ref()
+            .map(|rule| dynosim_engine::stability::judge(rule, answers, end)))
+    })?;
+    Ok(serde_json::to_string(&figures).expect("stability figures serialize"))
+}
+
 /// Service-time quantiles of a scenario's distribution (after rounding and clipping); each p
 /// must lie strictly between 0 and 1.
 #[pyfunction]
@@ -275,6 +295,7 @@ fn parse_bytes(text: &str) -> Option<f64> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     m.add_function(wrap_pyfunction!(draw_requests, m)?)?;
+    m.add_function(wrap_pyfunction!(judge_stability, m)?)?;
     m.add_function(wrap_pyfunction!(service_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(service_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;

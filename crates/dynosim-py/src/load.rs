@@ -3,10 +3,52 @@
 
 use crate::stop::without_gil;
 use crate::EngineError;
+use dynosim_engine::retry::clients::{Decider, Verdict};
+use dynosim_engine::retry::Failure;
+use dynosim_engine::Scenario;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The engine's retry decisions ([`Decider`]) as the load generator asks for them: its
+/// outcomes converted to the engine's failures, its verdicts to the generator's next step.
+struct Clients(Mutex<Decider>);
+
+impl dynosim_load::Retry for Clients {
+    fn first(&self, now: f64) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).first(now);
+    }
+
+    fn after(
+        &self,
+        attempt: u32,
+        last_delay: f64,
+        outcome: dynosim_load::Outcome,
+        now: f64,
+    ) -> dynosim_load::Next {
+        use dynosim_load::{ErrorKind as E, Next, Outcome};
+        let mut decider = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let failure = match outcome {
+            Outcome::Answered(status) => Failure::of_status(status),
+            Outcome::Failed(E::Timeout) => Some(Failure::Timeout),
+            Outcome::Failed(E::Refused | E::Connect) => Some(Failure::Refused),
+            Outcome::Failed(_) => Some(Failure::Error),
+        };
+        let Some(failure) = failure else {
+            decider.succeeded();
+            return Next::Keep("success");
+        };
+        match decider.decide(attempt, last_delay, failure, now) {
+            Verdict::Retry(delay) => Next::Retry(delay),
+            Verdict::Failed => Next::Keep("failed"),
+            Verdict::Denied => Next::Keep("denied"),
+            Verdict::Exhausted => Next::Keep("exhausted"),
+        }
+    }
+}
 
 /// A load error as `EngineError("config", path, message)` (a bad argument or target), or
 /// RuntimeError when the event loop cannot start.
@@ -41,7 +83,7 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 /// "closed" (`clients` clients, `think[k]` s after the k-th response). Returns columns, one
 /// entry per request sent, in request order: see `_dynosim.pyi`.
 #[pyfunction]
-#[pyo3(signature = (target, requests, mode = "open", clients = 1, think = Vec::new(), timeout = 30.0, deadline = 60.0, capture = Vec::new()))]
+#[pyo3(signature = (target, requests, mode = "open", clients = 1, think = Vec::new(), timeout = 30.0, deadline = 60.0, capture = Vec::new(), retry = None, id_header = None))]
 #[allow(clippy::too_many_arguments)]
 fn send_load<'py>(
     py: Python<'py>,
@@ -53,7 +95,19 @@ fn send_load<'py>(
     timeout: f64,
     deadline: f64,
     capture: Vec<String>,
+    retry: Option<(String, String, u64)>,
+    id_header: Option<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    // The clients retry as replication `replication` of the scenario's do (None: they never do).
+    let retry = match retry {
+        None => None,
+        Some((scenario_json, base_dir, replication)) => without_gil(py, |stop| {
+            Scenario::from_json(&scenario_json, Path::new(&base_dir), stop)
+                .map(|s| s.retry_decider(replication))
+        })?
+        .map_err(crate::to_py)?
+        .map(|d| dynosim_load::RetryHook(Arc::new(Clients(Mutex::new(d))))),
+    };
     let target: std::net::SocketAddr = target.parse().map_err(|_| {
         load_config(
             "target",
@@ -87,6 +141,8 @@ fn send_load<'py>(
         timeout: seconds("timeout", timeout)?,
         deadline: seconds("deadline", deadline)?,
         capture,
+        retry,
+        id_header,
         ..dynosim_load::Options::new(target)
     };
     let report = without_gil(py, |stop| {
@@ -119,6 +175,12 @@ fn send_load<'py>(
     )?;
     d.set_item("unsent", report.unsent)?;
     d.set_item("index", records.iter().map(|r| r.index).collect::<Vec<_>>())?;
+    d.set_item(
+        "attempt",
+        records.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+    )?;
+    d.set_item("origin", column(|r| r.origin))?;
+    d.set_item("kept", records.iter().map(|r| r.kept).collect::<Vec<_>>())?;
     d.set_item(
         "client",
         records.iter().map(|r| r.client).collect::<Vec<_>>(),

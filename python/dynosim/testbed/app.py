@@ -45,9 +45,21 @@ request's work and ``e ID T`` when it ends it (``ID`` the load generator's ``X-D
 it while the run goes on), each line one unbuffered ``write`` to a file opened for
 appending, so that a line is whole even if the worker is killed right after.
 
+**Faults** (``[[faults]]`` of kind ``slowdown``): the testbed writes, just before the load
+starts, the slowdowns' windows in wall-clock time to ``faults_file`` (JSON: ``[{"from": T,
+"until": T, "factor": F, "target": "app" or a resource}]``); a phase that begins inside a
+window takes ``factor`` times its drawn time, as the simulation's work that begins in it does:
+the app's own phases (``cpu``, ``io``, ``hold``) for ``"app"``, a resource's queries (``use``)
+for its name. The app reads the file again whenever it changes.
+
+**app.wait_timeout** (``wait_timeout`` in the configuration, seconds), as Rack::Timeout's:
+a request older than it by its ``X-Request-Start`` when a worker takes it is answered ``503``
+at once with ``X-Dynosim-Expired: 1``, unserved (nothing in the work log).
+
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
-"mode": "sleep", "burn_rate": 0}}, "ready_dir": "...", "work_dir": "..."}``. This module
+"mode": "sleep", "burn_rate": 0}}, "ready_dir": "...", "work_dir": "...", "faults_file":
+"..."}``. This module
 imports nothing of dynosim's own, so a worker stays small and boots fast.
 """
 
@@ -229,6 +241,42 @@ def rss() -> int:
         return int(f.read().split()[1]) * _PAGE
 
 
+_FAULTS_FILE: Optional[str] = _CONFIG.get("faults_file")
+_WAIT_TIMEOUT: Optional[float] = _CONFIG.get("wait_timeout")
+#: The slowdowns' windows as last read, and the file's modification time then.
+_FAULTS: List[Dict[str, Any]] = []
+_FAULTS_READ: Optional[int] = None
+
+
+def slowdowns() -> List[Dict[str, Any]]:
+    """The slowdowns' windows (see the module's doc), read again when the file changed."""
+    global _FAULTS, _FAULTS_READ
+    if not _FAULTS_FILE:
+        return _FAULTS
+    try:
+        stamp = os.stat(_FAULTS_FILE).st_mtime_ns
+    except OSError:
+        return _FAULTS
+    if stamp != _FAULTS_READ:
+        try:
+            with open(_FAULTS_FILE) as f:
+                _FAULTS = list(json.load(f))
+            _FAULTS_READ = stamp
+        except (OSError, ValueError):
+            pass  # being written: the next phase reads it
+    return _FAULTS
+
+
+def factor(target: str, now: float) -> float:
+    """What a phase of `target` ("app" or a resource) beginning at `now` (wall clock) takes
+    its drawn time times."""
+    out = 1.0
+    for fault in slowdowns():
+        if fault["target"] == target and fault["from"] <= now < fault["until"]:
+            out *= float(fault["factor"])
+    return out
+
+
 def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[float, float]:
     """Does the phases; returns (CPU seconds this thread used, seconds waited for pools).
     `walls`, when given, gets each phase's wall time appended, in order."""
@@ -238,6 +286,8 @@ def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[f
     share = 0.0
     for kind, resource, seconds in phases:
         began = time.perf_counter()
+        if _FAULTS_FILE and kind in ("cpu", "io", "hold", "use"):
+            seconds *= factor(resource or "app", time.time())
         if kind == "cpu":
             burn_cpu(seconds)
         elif kind == "use":
@@ -267,6 +317,10 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         return [f"{e}\n".encode()]
     request = environ.get("HTTP_X_DYNOSIM_ID", "")
     stamped = _request_start(environ.get("HTTP_X_REQUEST_START", ""))
+    if _WAIT_TIMEOUT is not None and stamped is not None and start - stamped > _WAIT_TIMEOUT:
+        start_response("503 Service Unavailable", [("Content-Type", "text/plain"), ("X-Dynosim-Expired", "1"),
+                                                   ("X-Dynosim-Dyno", _DYNO)])
+        return [b"expired\n"]
     if stamped is not None:
         _note("q", request, stamped)
     _note("s", request, start)

@@ -59,6 +59,9 @@ class DynoPlan:
     resources: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     #: gunicorn's --timeout (app.timeout, whole seconds); 0: none.
     worker_timeout: int = 0
+    #: app.wait_timeout, s (Rack::Timeout's, in the testbed's own app): a request older than
+    #: this by its X-Request-Start when a worker takes it is answered 503 unserved; None: off.
+    wait_timeout: Optional[float] = None
     #: gunicorn's --backlog (app.backlog; gunicorn's default otherwise).
     backlog: int = 2048
     #: The dynos' environment beyond the testbed's own: NAME → value, or None to unset NAME
@@ -179,12 +182,29 @@ def plan_dynos(described: Dict[str, Any], has_phases: bool, cpu_work: bool, mach
     return plan
 
 
+#: The slowdowns' windows, in the supervisor's directory (see dynosim.testbed.app).
+FAULTS_FILE = "faults.json"
+
+
+def write_faults(directory: Path, faults: List[Dict[str, Any]], start: float) -> None:
+    """The plan's slowdowns (`faults`: {"at", "for", "factor", "target"}, seconds from the run's
+    start) as wall-clock windows for a run starting at `start` (Unix seconds), written
+    atomically for the app to read."""
+    windows = [{"from": start + f["at"], "until": start + f["at"] + f["for"], "factor": f["factor"],
+                "target": f["target"]} for f in faults]
+    path = Path(directory) / FAULTS_FILE
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(windows))
+    os.replace(part, path)
+
+
 def spawn_dyno(supervisor: Supervisor, plan: DynoPlan, d: int, port: int, dsn: str, ready_dir: Path,
                work_dir: Path) -> "subprocess.Popen[bytes]":
     """Starts dyno `d`'s gunicorn on `port` (without waiting for it): its workers write a file
     each in `ready_dir` once they have loaded the app, and their work logs in `work_dir`."""
     config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
-              "work_dir": str(work_dir)}
+              "work_dir": str(work_dir), "faults_file": str(supervisor.workdir / FAULTS_FILE),
+              "wait_timeout": plan.wait_timeout}
     env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
     config_file = None
     if plan.server in RUBY_SERVERS:

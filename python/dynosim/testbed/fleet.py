@@ -100,6 +100,10 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
         raise scenario._error("router.kind", "the testbed's autoscaled fleet adds and drains dynos through "
                                              "HAProxy's runtime API: leave router.kind out (HAProxy)")
     rule = autoscaler(table)
+    retry = (scenario.doc.get("arrivals") or {}).get("retry")
+    if isinstance(retry, dict) and retry.get("attempts", 3) != 1:
+        raise scenario._error("arrivals.retry", "the testbed's autoscaled fleet does not retry yet: the load generator "
+                              "retries on a fixed fleet (leave [autoscale] out)")
     fleet = scenario.doc.get("fleet") or {}
     for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):
         if fleet.get(key) is not None:

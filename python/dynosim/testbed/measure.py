@@ -85,6 +85,32 @@ def floats(column: Sequence[Optional[str]]) -> "np.ndarray":
     return out
 
 
+def ids(load: Dict[str, Any]) -> List[str]:
+    """Per try sent: its id in the router's and the app's logs, the load generator's
+    ``X-Dynosim-Id`` (``17`` for request 17's first try, ``17.2`` for its second)."""
+    attempts = load.get("attempt") or [1] * len(load["index"])
+    return [str(i) if a == 1 else f"{i}.{a}" for i, a in zip(load["index"], attempts)]
+
+
+def tries(load: Dict[str, Any]) -> tuple:
+    """Per try sent, as numpy columns: its number (1 for the first), its request's first send
+    (Unix epoch s), its request's first try's scheduled time (Unix epoch s), and whether it is
+    its request's last try (whose outcome its client kept). Without retries every try is a
+    request's only one."""
+    n = len(load["index"])
+    attempt = np.asarray(load.get("attempt") or [1] * n, dtype=np.int64)
+    origin = np.asarray(load.get("origin") or load["sent"], dtype=float)
+    scheduled = np.asarray(load["scheduled"], dtype=float)
+    first = attempt == 1
+    request = np.cumsum(first) - 1  # the tries of one request follow its first
+    firsts = np.flatnonzero(first)
+    first_scheduled = scheduled[firsts][request] if n else scheduled
+    index = np.asarray(load["index"], dtype=np.int64)
+    last = np.ones(n, dtype=bool)
+    last[:-1] = index[:-1] != index[1:]
+    return attempt, origin, first_scheduled, last
+
+
 def app_times(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = None) -> tuple:
     """Per request sent: when the app started and ended its work (NaN where it did not) and the
     dyno that had it (-1 where none), from the app's work log where it has the request, else
@@ -92,8 +118,8 @@ def app_times(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = 
     headers = load["headers"]
     dyno = np.nan_to_num(floats(headers["x-dynosim-dyno"]), nan=-1).astype(np.int64)
     start, end = floats(headers["x-dynosim-start"]), floats(headers["x-dynosim-end"])
-    for k, i in enumerate(load["index"] if work else ()):
-        entry = work.get(str(i)) if work else None
+    for k, i in enumerate(ids(load) if work else ()):
+        entry = work.get(i) if work else None
         if entry is not None:
             start[k] = entry["start"]
             end[k] = np.nan if entry["end"] is None else entry["end"]
@@ -106,8 +132,8 @@ def app_pids(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = N
     app's work log where it has the request, else from the app's response headers."""
     column = load["headers"].get("x-dynosim-pid") or [None] * len(load["sent"])
     pid = np.nan_to_num(floats(column), nan=-1).astype(np.int64)
-    for k, i in enumerate(load["index"] if work else ()):
-        entry = work.get(str(i)) if work else None
+    for k, i in enumerate(ids(load) if work else ()):
+        entry = work.get(i) if work else None
         if entry is not None:
             pid[k] = entry["pid"]
     return pid
@@ -164,7 +190,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 warmup: float, duration: float, closed: Optional[Dict[str, Any]], drawn_times: Sequence[float],
                 classes: Sequence[str], class_of: Sequence[int], resources: Sequence[str],
                 work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
-                client_timeout: Optional[float] = None) -> Dict[str, Any]:
+                client_timeout: Optional[float] = None, retries: bool = False,
+                router_retries: bool = False, wait_timeout: bool = False) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -173,11 +200,22 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     workers accept greedily and queue for their own threads (gunicorn's gthread: its threads;
     gevent: its worker connections); None when the dyno's `slots` share its accept queue (sync
     workers). `client_timeout`: the load generator's timeout per request (arrivals.timeout),
-    when its client got the error of a request it gave up on."""
+    when its client got the error of a request it gave up on. `retries`: the clients retried
+    (``[arrivals.retry]``): each row of `load` is a try, and the figures of the dynos and the
+    router (queue, utilisation) count every try, those of the clients (response, errors,
+    goodput) each request's last try from its first send, as the simulation's do; the report
+    then has ``retries.*``. `router_retries`: the router retried after a timeout or an error
+    (``router.retry_on``), as its log's retry count (HAProxy's ``%rc``) says: each such retry
+    is a try too (``retries.router``); the app's work for the tries before it is not told
+    apart from the last's (they carry the same id). `wait_timeout`: the app drops requests
+    older than app.wait_timeout (a 503 with ``X-Dynosim-Expired``): ``errors.wait_timeout``."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
-    scheduled = np.asarray(load["scheduled"], dtype=float) - t0
+    attempt, origin, first_scheduled, final = tries(load)
+    # Each try's request's scheduled time: a request, and all its tries, count in the window
+    # its first try was due in.
+    scheduled = first_scheduled - t0
     counted = closed is not None and bool(closed.get("requests"))
     if not closed:
         in_window = int(np.sum(np.asarray(drawn_times, dtype=float) >= warmup))
@@ -206,19 +244,22 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     stop = np.where(np.isfinite(end), end, cut_at)
     window_end = math.inf if counted else warmup + duration
     measured = np.ones(n, dtype=bool) if counted else (scheduled >= warmup) & (scheduled < window_end)
-    good = measured & ok
-    response = done[good] - sent[good]
-    answered_any = measured & answers
-    terms = [str((router_log.get(str(i)) or {}).get("term") or "") for i in load["index"]]
+    good = measured & ok & final
+    response = done[good] - origin[good]
+    answered_any = measured & answers & final
+    try_ids = ids(load)
+    terms = [str((router_log.get(i) or {}).get("term") or "") for i in try_ids]
     queue_term = np.array([t.startswith("sQ") for t in terms], dtype=bool)
-    kinds = {"h12": measured & (status == 504), "queue_timeout": measured & (status == 503) & queue_term,
-             "app_timeout": measured & ((status == 502) | (status == 500) & worked & ~np.isfinite(end)),
-             "client_timeout": measured & gave_up,
-             "h13": measured & (status == 503) & np.array([t.startswith("sC") for t in terms], dtype=bool)}
+    kept = measured & final  # the outcomes the clients had
+    kinds = {"h12": kept & (status == 504), "queue_timeout": kept & (status == 503) & queue_term,
+             "app_timeout": kept & ((status == 502) | (status == 500) & worked & ~np.isfinite(end)),
+             "client_timeout": kept & gave_up,
+             "h13": kept & (status == 503) & np.array([t.startswith("sC") for t in terms], dtype=bool)}
+    expired = np.array([v == "1" for v in (load["headers"].get("x-dynosim-expired") or [None] * n)], dtype=bool)
+    kinds["wait_timeout"] = kept & (status == 503) & expired
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
     # whole ms), and never after the app began it.
-    index = np.asarray(load["index"])
-    logged = [router_log.get(str(i)) or {} for i in index]
+    logged = [router_log.get(i) or {} for i in try_ids]
     tw = np.array([entry.get("tw") or 0.0 for entry in logged])
     tc = np.array([entry.get("tc") or 0.0 for entry in logged])
     at_dyno = np.where(worked, np.minimum(sent + tw + tc, start), 0.0)
@@ -248,7 +289,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         sel = worked & (dyno == d)
         busy_time[d] = float(np.sum(np.clip(np.minimum(stop[sel], hi) - np.maximum(start[sel], lo), 0, None)))
     utilisation = busy_time / (slots * span)
-    completions = int(np.sum(ok & (done >= lo) & (done <= hi)))
+    completions = int(np.sum(ok & final & (done >= lo) & (done <= hi)))
 
     # Most requests waiting at one dyno, seen when one joins inside the window: those that
     # found every worker taken, from their arrival there to their start.
@@ -266,12 +307,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         "queued_fraction": float(np.sum(queued) / max(1, np.sum(reached))),
         "queue": time_summary(queue),
         "queue_of_queued": time_summary(queue_of_queued),
-        "response": time_summary(done[answered_any] - sent[answered_any]),
+        "response": time_summary(done[answered_any] - origin[answered_any]),
         "response_ok": time_summary(response),
         "service_mean": float(np.mean(end[good] - start[good])) if np.any(good) else 0.0,
         # Every answer inside the window, whichever request it belongs to (one of the warm-up
         # too), as the simulation counts.
-        "throughput": int(np.sum(answers & (done >= lo) & (done <= hi))) / span,
+        "throughput": int(np.sum(answers & final & (done >= lo) & (done <= hi))) / span,
         "goodput": completions / span,
         "utilisation": {"mean": float(np.mean(utilisation)), "min": float(np.min(utilisation)),
                         "max": float(np.max(utilisation))},
@@ -281,8 +322,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     }
     # A timed closed loop ends at its deadline: the requests then in flight were cut, not failed
     # (the simulation, too, leaves them unfinished).
-    cut = 0 if (counted or not closed) else int(np.sum(measured & np.array([e == "deadline" for e in load["error"]],
-                                                                            dtype=bool)))
+    cut = 0 if (counted or not closed) else int(np.sum(kept & np.array([e == "deadline" for e in load["error"]],
+                                                                        dtype=bool)))
     failed = in_window - int(np.sum(good)) - cut
     rep["failed"] = {"fraction": failed / max(1, in_window), "total": failed}
     counts = {k: int(np.sum(v)) for k, v in kinds.items()}
@@ -290,24 +331,37 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
              "client_timeout": counts["client_timeout"],
              "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
              "no_dyno": 0, "shutdown": 0}
+    if wait_timeout:
+        table["wait_timeout"] = counts["wait_timeout"]
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the
     # CPU's share is not measured per request).
     late = measured & worked & ~ok & np.isfinite(done)
     rep["wasted"] = {"thread_seconds": float(np.sum(np.clip(stop[late] - np.maximum(done[late], start[late]), 0, None)))}
+    if retries or router_retries:
+        # As the simulation counts: every try of the requests first sent inside the window.
+        kept_why = np.array([k or "" for k in (load.get("kept") or [None] * n)], dtype=object)
+        routed = np.array([int(entry.get("retries") or 0) for entry in logged], dtype=np.int64)
+        by_router = int(np.sum(routed[measured])) if router_retries else 0
+        attempts = int(np.sum(measured)) + by_router
+        again = int(np.sum(measured & (attempt > 1)))
+        rep["retries"] = {"attempts": attempts, "attempts_per_request": attempts / max(1, in_window),
+                          "count": again + by_router, "client": again, "router": by_router, "app": 0,
+                          "denied": int(np.sum(measured & (kept_why == "denied"))),
+                          "exhausted": int(np.sum(measured & (kept_why == "exhausted")))}
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
                             for name in resources}
     if len(classes) > 1:
         cls = np.asarray(class_of, dtype=np.int64)[np.asarray(load["index"], dtype=np.int64)]
-        rep["classes"] = {name: {"requests": int(np.sum(measured & (cls == c))),
-                                 "response": time_summary(done[good & (cls == c)] - sent[good & (cls == c)])}
+        rep["classes"] = {name: {"requests": int(np.sum(kept & (cls == c))),
+                                 "response": time_summary(done[good & (cls == c)] - origin[good & (cls == c)])}
                           for c, name in enumerate(classes)}
     if closed:
         # As ab and the simulation count: the requests sent inside the window, over the time
         # from the window's start (the first send, without a warm-up) to the last response.
-        answered = measured & answers
+        answered = measured & answers & final
         first = t0 + warmup
         last = float(np.max(done[answered])) if np.any(answered) else first
         elapsed = max(last - first, 1e-9)
@@ -342,12 +396,25 @@ def summary_of(reps: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     they all have as an :func:`estimate`."""
     out: Dict[str, Any] = {}
     for key, value in reps[0].items():
-        if isinstance(value, dict):
+        if key == "stability" and isinstance(value, dict):
+            out[key] = stability_summary([r[key] for r in reps])
+        elif isinstance(value, dict):
             out[key] = summary_of([r[key] for r in reps if isinstance(r.get(key), dict)])
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             values = [r[key] for r in reps if isinstance(r.get(key), (int, float))]
             if len(values) == len(reps):
                 out[key] = estimate([float(v) for v in values])
+    return out
+
+
+def stability_summary(verdicts: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The stability verdicts of several runs summarised as the simulation's are: each figure
+    an estimate, ``recovered`` the fraction that recovered, ``recovery_time`` the mean over
+    those that did (None when none did), ``recovered_runs`` their count."""
+    out = summary_of([{k: v for k, v in verdict.items() if k != "recovery_time"} for verdict in verdicts])
+    times = [float(v["recovery_time"]) for v in verdicts if v.get("recovery_time") is not None]
+    out["recovery_time"] = estimate(times) if times else None
+    out["recovered_runs"] = estimate([float(len(times))])
     return out
 
 
@@ -357,11 +424,11 @@ def errored_work(load: Dict[str, Any], work: Dict[str, Dict[str, Any]]) -> Dict[
     never begun (the connection dropped before a worker read it)."""
     status = np.asarray(load["status"], dtype=np.int64)
     out = {"errors": 0, "finished": 0, "killed": 0, "never_begun": 0}
-    for k, i in enumerate(load["index"]):
+    for k, i in enumerate(ids(load)):
         if status[k] == 200:
             continue
         out["errors"] += 1
-        entry = work.get(str(i))
+        entry = work.get(i)
         key = "never_begun" if entry is None else "killed" if entry["end"] is None else "finished"
         out[key] += 1
     return out

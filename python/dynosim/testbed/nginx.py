@@ -40,7 +40,9 @@ workers stay root, as the user that started it), the error log on its standard e
 supervisor's log of it); no keep-alive on either side (``keepalive_timeout 0`` for the
 client, ``Connection: close`` to the dynos over HTTP/1.1, as HAProxy's ``option
 httpclose``); ``max_fails=0`` (no dyno is ever marked down, as HAProxy runs no health
-checks); no retry on another dyno (``proxy_next_upstream off``); the scenario's timeouts
+checks); no retry on another dyno (``proxy_next_upstream off``) but router.retry_on's
+(``proxy_next_upstream`` with its conditions, :data:`NEXT_UPSTREAM`, and ``_tries`` =
+router.retries + 1; the access log's ``$upstream_status`` lists each try); the scenario's timeouts
 (router.timeout is ``proxy_read_timeout``, which for an app that writes its answer at the end
 is the time to its first byte: HAProxy's ``timeout server``, answered 504); and with
 arrivals.timeout nginx closes the dyno's connection when the client goes, as HAProxy's
@@ -136,6 +138,13 @@ def config(plan: Any, port: int, dyno_ports: List[int]) -> str:
     user = "user root;\n" if os.geteuid() == 0 else ""
     temps = "\n".join(f"    {name}_temp_path {name}_temp;" for name in TEMP_DIRS)
     views = "share one view (zone)" if plan.zone else "keep their own counters: one router each"
+    if plan.retry_on:
+        conditions = " ".join(dict.fromkeys(c for o in plan.retry_on for c in NEXT_UPSTREAM[o].split()))
+        # Tries in all, the first included; no time limit beyond each try's own.
+        next_upstream = (f"proxy_next_upstream {conditions};\n            proxy_next_upstream_tries "
+                         f"{plan.retries + 1};\n            proxy_next_upstream_timeout 0;")
+    else:
+        next_upstream = "proxy_next_upstream off;"
     return f"""# Written by dynosim testbed for router.policy = {plan.policy}: {plan.workers} worker(s) that {views}
 {user}daemon off;
 master_process on;
@@ -180,12 +189,18 @@ http {{
             proxy_connect_timeout {connect};
             proxy_send_timeout {server_ms}ms;
             proxy_read_timeout {server_ms}ms;
-            proxy_next_upstream off;
+            {next_upstream}
             proxy_ignore_client_abort {"off" if plan.abort_on_close else "on"};
         }}
     }}
 }}
 """
+
+
+#: router.retry_on's outcomes as nginx's ``proxy_next_upstream`` conditions (``error``: a
+#: failed connection, or one closed without an answer).
+NEXT_UPSTREAM = {"refused": "error", "timeout": "timeout",
+                 "5xx": "error http_500 http_502 http_503 http_504"}
 
 
 def argv(tool: str, workdir: Path, *, test: bool = False) -> List[str]:
@@ -237,6 +252,8 @@ def parse_log_line(line: str) -> Optional[Tuple[str, Dict[str, Any]]]:
         status, pid = int(parts[5]), int(parts[1])
     except ValueError:
         return None
+    # One upstream status a try ("504, 504, 200"): the retries are the tries less one.
+    retries = max(0, len(parts[6].split(",")) - 1)
     return parts[0], {"tw": 0.0, "tc": seconds(parts[2]), "tr": seconds(parts[3]), "ta": seconds(parts[4]),
                       "status": status, "server": parts[7], "backend_queue": 0, "server_queue": 0, "term": "",
-                      "router": pid}
+                      "router": pid, "retries": retries}

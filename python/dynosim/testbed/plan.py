@@ -43,6 +43,13 @@ class Plan:
     deadline: float
     request_timeout: float
     warnings: List[str] = field(default_factory=list)
+    #: The clients retry (``[arrivals.retry]``, more than one attempt): the load generator
+    #: does, as replication `replication` of the simulation's clients.
+    retries: bool = False
+    replication: int = 0
+    #: ``[[faults]]`` the testbed runs (slowdowns): {"at", "for", "factor", "target"}, seconds
+    #: from the run's start; the app reads them (dynosim.testbed.app).
+    faults: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def closed(self) -> Optional[Dict[str, Any]]:
@@ -121,19 +128,14 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
             raise scenario._error(f"router.{key}", "the testbed's HAProxy does not run this yet")
     # The feedback loops (docs/feedback.md) are the simulation's today: a real run without them
     # would be compared with a simulated one with them.
-    retry_on = router.get("retry_on")
-    if retry_on is not None and retry_on not in ("refused", ["refused"]):
-        raise scenario._error("router.retry_on", "the testbed's HAProxy retries refused connections only; it does "
-                                                 "not retry after a timeout or an error yet")
-    for path, present in (("arrivals.retry", arrivals.get("retry") is not None),
-                          ("arrivals.breaker", arrivals.get("breaker") is not None),
-                          ("faults", bool(scenario.doc.get("faults"))),
-                          ("app.wait_timeout", app.get("wait_timeout") is not None),
+    if router.get("retry_budget") is not None:
+        raise scenario._error("router.retry_budget", "HAProxy has no retry budget (Envoy's): the testbed does not "
+                                                     "run it")
+    for path, present in (("arrivals.breaker", arrivals.get("breaker") is not None),
                           ("app.service_timeout", app.get("service_timeout") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (client retries and breakers, faults and "
-                                        "the app's wait_timeout and service_timeout are the simulation's "
-                                        "only)")
+            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers and the app's "
+                                        "service_timeout are the simulation's only)")
     view = router.get("view")
     if isinstance(view, dict) and view.get("update", "exact") != "exact":
         raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")
@@ -166,6 +168,25 @@ def _backlog(scenario: Scenario, dynos: DynoPlan, router: RouterPlan, warnings: 
     if dynos.worker_class not in ("sync", "unicorn", "puma"):
         warnings.append(f"app.backlog: {dynos.worker_class} workers accept connections as they come and queue them "
                         "inside the process, so the listen backlog rarely fills as the simulation's does")
+
+
+def _retry_on(scenario: Scenario, router: RouterPlan, dynos: int, warnings: List[str]) -> None:
+    """router.retry_on beyond refused connections: HAProxy's ``retry-on`` or nginx's
+    ``proxy_next_upstream`` (:data:`.router.HAPROXY_RETRY_ON`, :data:`.nginx.NEXT_UPSTREAM`),
+    each retry on another dyno, at most router.retries (10) of them."""
+    doc = scenario.doc.get("router") or {}
+    retry_on = doc.get("retry_on")
+    if retry_on is None:
+        return
+    outcomes = [retry_on] if isinstance(retry_on, str) else list(retry_on)
+    if set(outcomes) <= {"refused"}:
+        return  # refused connections: as with app.backlog (_backlog), or nothing to retry
+    router.retry_on = outcomes
+    router.retries = int(doc.get("retries", 10))
+    if router.kind == "nginx" and router.retries + 1 > dynos:
+        warnings.append(f"nginx tries each dyno at most once a request: at most {dynos} tries of a request "
+                        f"where the simulation's router may make {router.retries + 1} (router.retries + 1), "
+                        "never the same dyno twice in a row")
 
 
 def _checked_each_second(value: Any) -> Optional[int]:
@@ -317,6 +338,11 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     # A timed closed loop stops at its end (requests still in flight end as "deadline" and
     # are not counted, as the simulation counts only what arrived in its window).
     deadline = length if closed and timed else length + 60.0 + 10.0 * mean_response
+    attempts, cap = _retries(scenario)
+    if attempts > 1 and not (closed and timed):
+        # A request's last retry may start this long after its first try ended.
+        longest = client_timeout if client_timeout is not None else (server_timeout or 30.0)
+        deadline = min(MAX_SECONDS, deadline + (attempts - 1) * (longest + cap))
     router_plan = RouterPlan(policy, params, int(described["slots"]), timeout=deadline,
                              server_timeout=server_timeout, queue_timeout=queue_timeout,
                              abort_on_close=client_timeout is not None)
@@ -329,9 +355,47 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                                                  "with a 504, which is H12's status: run it with HAProxy "
                                                  '(router.kind = "haproxy")')
     _backlog(scenario, dyno_plan, router_plan, warnings)
+    _retry_on(scenario, router_plan, dynos, warnings)
+    faults = _faults(scenario, dyno_plan.server)
+    wait = app_doc.get("wait_timeout")
+    if wait is not None and wait != "off":
+        seconds = _seconds(wait)
+        if seconds is None:
+            raise scenario._error("app.wait_timeout", "the testbed's app takes one fixed time: give a duration, "
+                                                      "not a distribution")
+        if dyno_plan.server != "gunicorn":
+            raise scenario._error("app.wait_timeout", f"the testbed's {dyno_plan.server} app does not run "
+                                                      "Rack::Timeout yet: run it with gunicorn (app.server)")
+        dyno_plan.wait_timeout = seconds
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=router_plan,
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
-                warnings=warnings)
+                warnings=warnings, retries=attempts > 1, replication=replication, faults=faults)
+
+
+def _faults(scenario: Scenario, server: str) -> List[Dict[str, Any]]:
+    """``[[faults]]`` as the app runs them: slowdowns of the app's work or of a resource's
+    queries (the engine checked their keys and times); the other kinds are refused."""
+    out: List[Dict[str, Any]] = []
+    for k, fault in enumerate(scenario.doc.get("faults") or []):
+        if fault.get("kind") != "slowdown":
+            raise scenario._error(f"faults[{k}].kind", "the testbed runs slowdowns only yet (an outage and lost "
+                                                      "dynos are the simulation's only)")
+        if server != "gunicorn":
+            raise scenario._error(f"faults[{k}]", f"the testbed's {server} app does not slow down yet: run the "
+                                                 "scenario's faults with gunicorn (app.server)")
+        out.append({"at": _seconds(fault["at"]), "for": _seconds(fault["for"]), "factor": float(fault["factor"]),
+                    "target": str(fault.get("target", "app"))})
+    return out
+
+
+def _retries(scenario: Scenario) -> tuple:
+    """``[arrivals.retry]``'s tries in all (1: none) and its backoff's cap in seconds (the
+    engine checked both; their defaults are the engine's)."""
+    retry = (scenario.doc.get("arrivals") or {}).get("retry")
+    if not isinstance(retry, dict):
+        return 1, 0.0
+    cap = _seconds(retry.get("cap", "20s"))
+    return int(retry.get("attempts", 3)), (20.0 if cap is None else cap)

@@ -32,7 +32,8 @@ whose placement of the users differs).
 HAProxy logs one line per request to its standard output (a file): the request's id (the
 load generator's ``X-Dynosim-Id``), then Tw (ms waiting in HAProxy's queue), Tc (ms to
 connect to the dyno), Tr (ms until the dyno's response headers), Ta (ms in all), the status,
-the server, and the backend and server queue lengths (docs/testbed.md). It also adds
+the server, the backend and server queue lengths, the termination state and the retries
+(``%rc``; docs/testbed.md). It also adds
 ``X-Request-Start: t=<microseconds>`` to each request, as Heroku's router does, for the app to
 measure request queueing the way Judoscale and New Relic do.
 """
@@ -42,7 +43,7 @@ from __future__ import annotations
 import math
 import resource
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
@@ -69,7 +70,13 @@ KEY_HEADER = "X-Dynosim-Key"
 #: Policies whose servers have ``maxconn`` = the dyno's slots, with the backend's queue.
 HOLDING = ("intelligent", "first")
 WEIGHT = 256
-LOG_FIELDS = ("id", "tw", "tc", "tr", "ta", "status", "server", "backend_queue", "server_queue", "term")
+LOG_FIELDS = ("id", "tw", "tc", "tr", "ta", "status", "server", "backend_queue", "server_queue", "term", "retries")
+
+
+#: router.retry_on's outcomes as HAProxy's ``retry-on`` keywords: its server timeout; the
+#: dyno's 5xx answers and a connection it closed without one; a failed connection.
+HAPROXY_RETRY_ON = {"refused": "conn-failure", "timeout": "response-timeout",
+                    "5xx": "500 502 503 504 empty-response junk-response"}
 
 
 def balance(policy: str, params: Dict[str, Any]) -> str:
@@ -126,6 +133,10 @@ class RouterPlan:
     #: with termination state ``sC`` (errors.h13). None: HAProxy's defaults, 5 s.
     connect_timeout: Optional[float] = None
     retries: int = 3
+    #: router.retry_on beyond refused connections, its outcomes ("timeout", "5xx", "refused"):
+    #: HAProxy's ``retry-on`` (:data:`HAPROXY_RETRY_ON`, with ``retries`` and ``option
+    #: redispatch 1``), nginx's ``proxy_next_upstream``; empty: connection failures only.
+    retry_on: List[str] = field(default_factory=list)
 
     #: The runtime API's socket (``stats socket ... level admin``), for a fleet changed while
     #: the run goes on (dynosim.testbed.fleet); None: none.
@@ -162,7 +173,10 @@ class RouterPlan:
         connect, retries = "5s", ""
         if self.connect_timeout is not None:
             connect = f"{max(1, int(round(self.connect_timeout * 1000)))}ms"
+        if self.connect_timeout is not None or self.retry_on:
             retries = f"\n    retries {self.retries}\n    option redispatch 1"
+        if self.retry_on:
+            retries += f"\n    retry-on {' '.join(HAPROXY_RETRY_ON[o] for o in self.retry_on)}"
         return f"""# Written by dynosim testbed for router.policy = {self.policy}
 global
     log stdout format raw local0 info
@@ -177,7 +191,7 @@ defaults
     timeout client {ms}ms
     timeout server {server_ms}ms
     timeout queue {queue_ms}ms
-    log-format "%[capture.req.hdr(0)] %Tw %Tc %Tr %Ta %ST %s %bq %sq %tsc"
+    log-format "%[capture.req.hdr(0)] %Tw %Tc %Tr %Ta %ST %s %bq %sq %tsc %rc"
 
 frontend router
     bind 127.0.0.1:{port}
@@ -258,6 +272,8 @@ def parse_log_line(line: str) -> Optional[Tuple[str, Dict[str, Any]]]:
     try:
         tw, tc, tr, ta, status = (int(x) for x in parts[1:6])
         bq, sq = int(parts[7]), int(parts[8])
+        # %rc: the retries (a "+" before it: the last one redispatched).
+        retries = int(parts[10].lstrip("+"))
     except ValueError:
         return None
 
@@ -266,4 +282,4 @@ def parse_log_line(line: str) -> Optional[Tuple[str, Dict[str, Any]]]:
 
     return parts[0], {"tw": seconds(tw), "tc": seconds(tc), "tr": seconds(tr), "ta": seconds(ta),
                       "status": status, "server": parts[6], "backend_queue": bq, "server_queue": sq,
-                      "term": parts[9]}
+                      "term": parts[9], "retries": retries}

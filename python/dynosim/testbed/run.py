@@ -16,6 +16,7 @@ simulated}, "testbed": {...}}`` (docs/testbed.md).
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import time
@@ -31,7 +32,7 @@ from ..results import lookup, metrics_of
 from ..scenario import Scenario
 from . import colocated, measure
 from .database import Database
-from .dynos import Dynos, read_work
+from .dynos import Dynos, read_work, write_faults
 from .plan import Plan, make_plan
 from .procs import Supervisor, free_ports
 from .router import Router
@@ -40,7 +41,7 @@ from .tools import missing
 #: Response headers the load generator keeps (see dynosim.testbed.app).
 CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
            "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
-           "x-dynosim-proc-cpu"]
+           "x-dynosim-proc-cpu", "x-dynosim-expired"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -201,7 +202,7 @@ def run_calibration(runs: List[tuple], request_cpu: bool = True,
         progress(f"calibration: {name} run: {len(plan.drawn['phases'])} requests, "
                  f"{plan.closed['clients'] if plan.closed else 0} clients")
         load, router_log, _work, wall, cpu = _run_stack(plan, progress=lambda m: progress(f"calibration: {m}"))
-        tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
+        tw = np.array([(router_log.get(i) or {}).get("tw") for i in measure.ids(load)], dtype=float)
         served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
         kinds = [[p["kind"] for p in plan.drawn["classes"][plan.drawn["class"][i]]["phases"]] for i in load["index"]]
         drawn = [plan.drawn["phases"][i] for i in load["index"]]
@@ -358,18 +359,23 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
             stack["database"] = database.process.pid
         roots = [p.pid for p in dynos.processes]
         cpu_before = colocated.snapshot(stack, roots)
+        # The clients retry as replication 0 of the simulation's do (its backoff stream).
+        retry = (plan.scenario.to_json(), str(plan.scenario.base_dir), plan.replication) if plan.retries else None
+        if plan.faults:
+            # The slowdowns' windows from now, which is the load's start to a millisecond.
+            write_faults(supervisor.workdir, plan.faults, time.time())
         load = _dynosim.send_load(
             f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
             int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
-            plan.deadline, CAPTURE)
+            plan.deadline, CAPTURE, retry=retry, id_header="X-Dynosim-Id")
         cpu = {"before": cpu_before, "after": colocated.snapshot(stack, roots), "dyno_cpus": dyno_cpus(plan)}
         # The dynos work on what the router (504) or the client (its timeout) gave up on.
-        given_up = [str(i) for i, status, error in zip(load["index"], load["status"], load["error"])
+        given_up = [i for i, status, error in zip(measure.ids(load), load["status"], load["error"])
                     if status == 504 or error == "timeout"]
         if given_up:
             progress(f"waiting for the dynos to finish {len(given_up)} request(s) given up on")
             dynos.finish_work(given_up, limit=min(plan.deadline, 60.0 + sum(
-                sum(plan.drawn["phases"][int(i)]) for i in given_up)))
+                sum(plan.drawn["phases"][int(i.partition(".")[0])]) for i in given_up)))
         progress("stopping")
         router.stop()  # HAProxy's log is complete once it has stopped
         dynos.stop()
@@ -399,7 +405,11 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               warmup=float(d["warmup"]), duration=float(d["duration"]), closed=plan.closed,
                               drawn_times=plan.drawn["time"],
                               classes=classes, class_of=plan.drawn["class"], resources=list(plan.resources),
-                              work=work, per_process=per_process(plan), client_timeout=plan.request_timeout)
+                              work=work, per_process=per_process(plan), client_timeout=plan.request_timeout,
+                              retries=plan.retries, router_retries=bool(plan.router.retry_on),
+                              wait_timeout=plan.dynos.wait_timeout is not None)
+    if plan.faults:
+        rep["stability"] = stability(plan, load)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
@@ -411,6 +421,18 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "testbed": extras(plan, load, router_log, work),
     }
     return report, records(plan, load, router_log, work)
+
+
+def stability(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
+    """The stability verdict of a real run with faults (``stability.*``), by the simulation's
+    own rule: its successful answers (each request's last try), seconds from the load's
+    start, judged to the measured window's end."""
+    _attempt, _origin, _scheduled, final = measure.tries(load)
+    status = np.asarray(load["status"], dtype=np.int64)
+    done = np.asarray(load["done"], dtype=float) - float(load["start"])
+    answers = [float(t) for t in done[final & (status == 200) & np.isfinite(done)]]
+    end = float(plan.described["warmup"]) + float(plan.described["duration"])
+    return json.loads(plan.scenario._call(_dynosim.judge_stability, answers, end))
 
 
 def per_process(plan: Plan) -> Optional[int]:
@@ -431,7 +453,7 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
     with an error, and the warnings."""
     start, _, _ = measure.app_times(load)
     stamped = np.array([_request_start(v) for v in load["headers"]["x-dynosim-request-start"]])
-    tw = np.array([(router_log.get(str(i)) or {}).get("tw") for i in load["index"]], dtype=float)
+    tw = np.array([(router_log.get(i) or {}).get("tw") for i in measure.ids(load)], dtype=float)
     ok = np.isfinite(start) & np.isfinite(stamped)
     lateness = measure.lateness_summary(load)
     served = [sum(plan.drawn["phases"][i]) for i in load["index"]]
@@ -489,10 +511,11 @@ def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, An
     t0 = float(load["start"])
     h = load["headers"]
     start, end, dyno = measure.app_times(load, work)
-    for k, i in enumerate(load["index"]):
-        log = router_log.get(str(i)) or {}
+    attempts = load.get("attempt") or [1] * len(load["index"])
+    for k, (i, tid) in enumerate(zip(load["index"], measure.ids(load))):
+        log = router_log.get(tid) or {}
         rows.append({
-            "index": i, "class": plan.drawn["classes"][plan.drawn["class"][i]]["name"],
+            "index": i, "attempt": attempts[k], "class": plan.drawn["classes"][plan.drawn["class"][i]]["name"],
             "drawn_service": sum(plan.drawn["phases"][i]),
             "scheduled": load["scheduled"][k] - t0, "sent": load["sent"][k] - t0, "done": load["done"][k] - t0,
             "status": load["status"][k], "error": load["error"][k] or "",
@@ -502,7 +525,7 @@ def records(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, An
             "app_start": float(start[k]) - t0 if np.isfinite(start[k]) else "",
             "app_end": float(end[k]) - t0 if np.isfinite(end[k]) else "",
             "dyno": int(dyno[k]) if dyno[k] >= 0 else "",
-            "pid": h["x-dynosim-pid"][k] or str((work.get(str(i)) or {}).get("pid", "")),
+            "pid": h["x-dynosim-pid"][k] or str((work.get(tid) or {}).get("pid", "")),
             "rss": h["x-dynosim-rss"][k] or "", "cpu": h["x-dynosim-cpu"][k] or "",
             "process_cpu": h["x-dynosim-proc-cpu"][k] or "",
             "pool_wait": h["x-dynosim-pool-wait"][k] or "",

@@ -16,6 +16,7 @@
 //! - budgets: [`budget`].
 
 pub mod budget;
+pub mod clients;
 pub mod router;
 
 use crate::error::{Error, Result};
@@ -111,6 +112,14 @@ impl Failure {
             | ErrorKind::WaitTimeout
             | ErrorKind::ServiceTimeout => Failure::Error,
         }
+    }
+}
+
+impl Failure {
+    /// How a client sees a whole HTTP response with `status`: None for a success (below
+    /// 500), an error answered otherwise.
+    pub fn of_status(status: u16) -> Option<Failure> {
+        (status >= 500).then_some(Failure::Error)
     }
 }
 

@@ -10,8 +10,9 @@
 
 use super::deadlines::Kind;
 use crate::result::ErrorKind;
-use crate::retry::budget::BudgetState;
-use crate::retry::{ClientRetry, Failure};
+use crate::retry::clients::Decider;
+pub(super) use crate::retry::clients::Verdict;
+use crate::retry::Failure;
 use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use std::cmp::Reverse;
@@ -53,23 +54,12 @@ pub(super) struct RetryStreams {
     pub patience: SimRng,
 }
 
-/// What became of a failed try.
-pub(super) enum Verdict {
-    /// Sent again after its backoff (this long): the client waits.
-    Retry(f64),
-    /// The client gets the error.
-    Failed,
-    /// The client gets the error: a budget refused a retry it would have made.
-    Denied,
-    /// The client gets the error: it had made all its tries.
-    Exhausted,
-}
-
 /// The retries' state in one replication.
 pub(super) struct Retries {
-    policy: ClientRetry,
-    budget: Option<BudgetState>,
-    streams: RetryStreams,
+    /// The policy, its budget and the delays' stream.
+    decider: Decider,
+    /// The retried tries' own timeouts.
+    patience: SimRng,
     /// Each slab entry's try, by slab index.
     tries: Vec<Try>,
     /// Retries waiting: (due time's bits, sequence, slot), the first first.
@@ -92,9 +82,8 @@ impl Retries {
     pub fn of(s: &Scenario, stride: usize, streams: RetryStreams) -> Option<Box<Retries>> {
         let policy = s.client_retry.as_ref()?;
         Some(Box::new(Retries {
-            policy: policy.clone(),
-            budget: policy.budget.map(|b| b.state()),
-            streams,
+            decider: Decider::new(policy.clone(), streams.delays),
+            patience: streams.patience,
             tries: Vec::new(),
             due: BinaryHeap::new(),
             slots: Vec::new(),
@@ -132,42 +121,20 @@ impl Retries {
                 last_delay: 0.0,
             },
         );
-        if let Some(b) = self.budget.as_mut() {
-            b.request(now);
-        }
+        self.decider.first(now);
     }
 
     /// A try was answered successfully: the budget learns it.
     #[inline]
     pub fn succeeded(&mut self) {
-        if let Some(b) = self.budget.as_mut() {
-            b.succeeded();
-        }
+        self.decider.succeeded();
     }
 
     /// Try `tried` failed with `error` at `now`: whether it is retried (and its backoff, drawn
     /// now), or why not.
     pub fn decide(&mut self, tried: Try, error: ErrorKind, now: f64) -> Verdict {
-        if !self.policy.on.retries(Failure::of(error)) {
-            return Verdict::Failed;
-        }
-        let wanted = tried.number < self.policy.attempts;
-        let allowed = match self.budget.as_mut() {
-            None => wanted,
-            Some(b) => b.failed(now, wanted),
-        };
-        if !allowed {
-            return if wanted {
-                Verdict::Denied
-            } else {
-                Verdict::Exhausted
-            };
-        }
-        let delay =
-            self.policy
-                .backoff
-                .delay(tried.number, tried.last_delay, &mut self.streams.delays);
-        Verdict::Retry(delay)
+        self.decider
+            .decide(tried.number, tried.last_delay, Failure::of(error), now)
     }
 
     /// A retry waits until `at`, with its phase times `times`: whether the retries' event must
@@ -237,6 +204,6 @@ impl Retries {
             Kind::Queue => s.queue_timeout.as_ref(),
             _ => s.client_timeout.as_ref(),
         };
-        t.map(|t| t.draw(&mut self.streams.patience))
+        t.map(|t| t.draw(&mut self.patience))
     }
 }
