@@ -67,11 +67,14 @@ class Executor:
     """Runs single-policy scenarios and returns their outcomes in the order given."""
 
     def run(self, scenarios: Sequence[Scenario], on_done: Optional[Callable[[int], None]] = None,
-            strict: bool = False) -> List[Outcome]:
+            strict: bool = False, stop_at_verdict: bool = False) -> List[Outcome]:
         """Every scenario's outcome, in order; `on_done(n)` is called (in this thread) as the
         number of finished runs grows. An error in any run (or Ctrl-C) stops the others and
         is raised; with `strict`, so is an unstable or overloaded run (UnstableError,
-        OverloadedError), as :func:`dynosim.run` raises them."""
+        OverloadedError), as :func:`dynosim.run` raises them. With `stop_at_verdict`, each
+        replication stops once its stability verdict is settled: its ``stability.*`` figures
+        are the whole run's, to the bit, and its others mean nothing (the metastability map's
+        runs: :mod:`dynosim.stability`)."""
         raise NotImplementedError
 
 
@@ -88,15 +91,15 @@ def _reported(report: Dict[str, Any], scenario: Scenario) -> Outcome:
     return "ok", PolicyResult(_priced(report, scenario))
 
 
-def _run_here(scenario: Scenario, strict: bool = False,
-              block: Optional[Tuple[int, int]] = None) -> Tuple[str, Optional[str]]:
+def _run_here(scenario: Scenario, strict: bool = False, block: Optional[Tuple[int, int]] = None,
+              stop_at_verdict: bool = False) -> Tuple[str, Optional[str]]:
     """A whole run's report (JSON text), or with `block` (first, count) those replications'
-    (``_dynosim.run_block``'s text)."""
+    (``_dynosim.run_block``'s text); `stop_at_verdict` as for :meth:`Executor.run`."""
     try:
         scenario.describe()  # validates, as api.run does, before running
         if block is not None:
-            return "ok", scenario._call(_dynosim.run_block, *block)
-        return "ok", scenario._call(_dynosim.run)
+            return "ok", scenario._call(_dynosim.run_block, *block, stop_at_verdict)
+        return "ok", scenario._call(_dynosim.run, stop_at_verdict)
     except UnstableError:
         if strict:
             raise
@@ -112,9 +115,9 @@ class LocalExecutor(Executor):
     scenario's replications on every core."""
 
     def run(self, scenarios: Sequence[Scenario], on_done: Optional[Callable[[int], None]] = None,
-            strict: bool = False) -> List[Outcome]:
+            strict: bool = False, stop_at_verdict: bool = False) -> List[Outcome]:
         if len(scenarios) == 1 and on_done is None:  # capacity's one count at a time: no pool
-            status, text = _run_here(scenarios[0], strict)
+            status, text = _run_here(scenarios[0], strict, None, stop_at_verdict)
             return [_outcome(text, status, scenarios[0])]
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
                                                      thread_name_prefix="dynosim-runs")
@@ -123,7 +126,7 @@ class LocalExecutor(Executor):
         out: List[Any] = [None] * len(scenarios)
         try:
             for i, s in enumerate(scenarios):
-                futures[pool.submit(_run_here, s, strict)] = i
+                futures[pool.submit(_run_here, s, strict, None, stop_at_verdict)] = i
             pending = set(futures)
             while pending:
                 done, pending = concurrent.futures.wait(pending, timeout=_POLL,
@@ -248,7 +251,8 @@ def _stop_cancelled_runs(client: Any) -> None:
 
 
 def run_task(toml: str, source: Optional[str], files: Dict[str, bytes], strict: bool = False,
-             version: Optional[str] = None, block: Optional[Tuple[int, int]] = None) -> Tuple[str, Optional[str]]:
+             version: Optional[str] = None, block: Optional[Tuple[int, int]] = None,
+             stop_at_verdict: bool = False) -> Tuple[str, Optional[str]]:
     """One run on a worker: ``(status, report JSON text)``, or with `block` (first, count)
     those replications of it (see :func:`_merged`); a mistake comes back as
     ``("error", [class name, message, file, key path])`` so that it reads as one line. A
@@ -265,7 +269,7 @@ def run_task(toml: str, source: Optional[str], files: Dict[str, bytes], strict: 
     try:
         scenario = Scenario._from_text(toml, source or "scenario", _files_dir(files) if files else Path("."))
         scenario.source = source
-        return _run_here(scenario, strict, block)
+        return _run_here(scenario, strict, block, stop_at_verdict)
     except KeyboardInterrupt:  # the task was cancelled (its result is dropped)
         return "cancelled", None
     except DynosimError as e:
@@ -334,7 +338,7 @@ class DaskExecutor(Executor):
         return out
 
     def run(self, scenarios: Sequence[Scenario], on_done: Optional[Callable[[int], None]] = None,
-            strict: bool = False) -> List[Outcome]:
+            strict: bool = False, stop_at_verdict: bool = False) -> List[Outcome]:
         client = self.client
         payloads = [_Payload(s) for s in scenarios]
         tasks = self._blocks_of(scenarios)
@@ -352,7 +356,7 @@ class DaskExecutor(Executor):
                 p = payloads[i]
                 files = {name: scattered[name] for name in p.files}
                 future = client.submit(run_task, p.toml, p.source, files, strict, _dynosim.__version__, block,
-                                       pure=pure)
+                                       stop_at_verdict, pure=pure)
                 futures.append(future)
                 return future
 

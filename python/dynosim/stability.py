@@ -9,6 +9,13 @@ and overloaded points, and the atomic outputs are the sweep's); the map is read 
 ``stability.recovery_time`` (the mean over the replications that recovered). Each cell's run is
 made long enough to see its whole recovery window (``run.recovery_window`` after the last
 fault's end): ``run.duration`` is raised where it falls short, and the table says so.
+
+A map that reports its verdicts alone (``run(verdicts_only=True)``: the terminal table, the
+picture and the HTML report of ``dynosim stability``) stops each replication as soon as its
+verdict is settled: once it recovered (three good intervals), or once the window has closed.
+Its verdicts are the whole runs', to the bit (tests/test_stability_map.py); the other metrics
+of its rows would be of shortened runs, so they are left empty. ``--json`` and ``--out``,
+which give every cell's row, run the whole runs.
 """
 
 from __future__ import annotations
@@ -19,11 +26,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .errors import ScenarioError
 from .output import finite
 from .scenario import Scenario
-from .sweep import VARY_SOURCE, Sweep, _key_unit, value_text
+from .sweep import _HEADER_FROM_DESCRIBE, VARY_SOURCE, Sweep, _key_unit, value_text
 
 #: The map's two figures.
 RECOVERED = "stability.recovered"
 RECOVERY_TIME = "stability.recovery_time"
+#: The columns of a row a run stopped at its verdict keeps besides the varied keys and
+#: ``stability.*``: what the scenario says, not what the run measured.
+_KEPT = frozenset({"status", "steady_state", *_HEADER_FROM_DESCRIBE})
 
 
 def covering_duration(described: Dict[str, Any]) -> Optional[float]:
@@ -53,6 +63,8 @@ class StabilityMap:
         self.sweep = Sweep(scenario, vary, metric=RECOVERED)
         #: Per cell index: the duration it was raised to, if it was.
         self.lengthened: Dict[int, float] = {}
+        #: Whether the runs stopped at their verdicts (the rows then have the map's figures alone).
+        self.verdicts_only = False
 
     @property
     def load_key(self) -> str:
@@ -72,8 +84,17 @@ class StabilityMap:
             point.described = [point.scenario.for_policy(p).describe() for p in point.policies]
             self.lengthened[point.index] = needed
 
-    def run(self, progress: bool = False, client: Any = None) -> None:
-        self.sweep.run(progress=progress, client=client)
+    def run(self, progress: bool = False, client: Any = None, verdicts_only: bool = False) -> None:
+        """Runs every cell. With `verdicts_only`, each replication stops once its verdict is
+        settled (see the module's doc): the map is the same, and each row keeps its header and
+        its ``stability.*`` figures only, the others left empty (None)."""
+        self.verdicts_only = verdicts_only
+        self.sweep.run(progress=progress, client=client, stop_at_verdict=verdicts_only)
+        if verdicts_only:
+            for row in self.sweep.rows:
+                for col in row:
+                    if col not in _KEPT and not col.startswith("stability.") and col not in self.vary:
+                        row[col] = math.nan
 
     def grid(self) -> Dict[str, Any]:
         """Rows by the first key's values, columns by the second's; each cell its recovered

@@ -348,10 +348,12 @@ class Sweep:
         error.args = (str(error),)
         return error
 
-    def run(self, progress: bool = False, client: Any = None) -> None:
+    def run(self, progress: bool = False, client: Any = None, stop_at_verdict: bool = False) -> None:
         """Runs every stable (point, policy), in parallel threads or, given a
         ``dask.distributed.Client``, as tasks on its cluster (:mod:`dynosim.distributed`: the
-        same bits either way); rows come out in point order.
+        same bits either way); rows come out in point order. `stop_at_verdict`: see
+        :meth:`dynosim.distributed.Executor.run` (only the ``stability.*`` metrics are then
+        the whole runs').
 
         Each policy runs on its own (the same numbers as running them together: every policy
         sees the same arrivals and service times), which spreads the work more evenly."""
@@ -367,7 +369,8 @@ class Sweep:
                 bar[0].update(bar[1], completed=finished)
 
         try:
-            outcomes = executor_for(client).run([p.scenario.for_policy(p.policies[j]) for p, j in todo], on_done)
+            outcomes = executor_for(client).run([p.scenario.for_policy(p.policies[j]) for p, j in todo], on_done,
+                                                stop_at_verdict=stop_at_verdict)
         finally:
             if bar is not None:
                 bar[0].stop()

@@ -617,6 +617,22 @@ impl Measures {
         self.window_end
     }
 
+    /// When a run that stops at its stability verdict first looks at it; infinite for a run
+    /// that goes to its end (see [`crate::stability::Rule::first_check`]).
+    pub fn verdict_check(&self) -> f64 {
+        self.stability
+            .as_deref()
+            .map_or(f64::INFINITY, |(_, rule)| rule.first_check())
+    }
+
+    /// Whether the stability verdict is still open at `t`, the next event's time: when to
+    /// look again, or None once it is settled (see [`Goodput::pending`]).
+    pub fn verdict_pending(&self, t: f64) -> Option<f64> {
+        self.stability
+            .as_deref()
+            .and_then(|(goodput, rule)| goodput.pending(rule, t))
+    }
+
     /// A request arrived at `time` needing `service` seconds.
     #[inline]
     pub fn arrived(&mut self, time: f64, service: f64) {

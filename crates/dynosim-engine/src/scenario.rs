@@ -1022,6 +1022,18 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// Makes every replication stop as soon as its stability verdict is settled (a scenario
+    /// without faults is left as it is; see [`stability::Goodput::pending`]). Its
+    /// `stability.*` figures stay those of the whole run, to the bit; its other figures are of
+    /// the shortened run, and mean nothing: for a caller that reads the verdict alone (the
+    /// metastability map). A replication stopped early is not run on to see whether its queues
+    /// would have outgrown `run.max_waiting` later.
+    pub fn stop_at_verdict(&mut self) {
+        if let Some(rule) = self.stability.as_mut() {
+            rule.stop_at_verdict = true;
+        }
+    }
+
     /// The stability verdict's rule for a run with faults (None without): `run.recovery_window`
     /// and `run.recovery_interval` checked against the run and the faults; `rate` is the
     /// arrival rate that sizes an automatic interval.
@@ -1078,6 +1090,7 @@ impl Scenario {
             run_end: end,
             interval,
             window,
+            stop_at_verdict: false,
         }))
     }
 

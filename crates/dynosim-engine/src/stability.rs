@@ -50,6 +50,11 @@ pub struct Rule {
     pub interval: f64,
     /// How long after the last fault a recovery may come (`run.recovery_window`).
     pub window: f64,
+    /// Whether a run stops as soon as its verdict is settled ([`Goodput::pending`]), for a
+    /// caller that reads nothing but the verdict (the metastability map): set by
+    /// `Scenario::stop_at_verdict`; no scenario key sets it, and no description shows it.
+    #[serde(skip)]
+    pub stop_at_verdict: bool,
 }
 
 impl Rule {
@@ -57,6 +62,18 @@ impl Rule {
     /// judged on what it has (a recovery after its end is not seen).
     pub fn judged_window(&self, end: f64) -> f64 {
         self.window.min(end - self.last).max(0.0)
+    }
+
+    /// When a run that stops at its verdict first looks at it (infinite: it never stops
+    /// early): at the first fault, when the level before is known (a fleet that was never up
+    /// is settled then). Only a timed run stops early: a closed loop of a set number of
+    /// requests is judged to its end.
+    pub fn first_check(&self) -> f64 {
+        if self.stop_at_verdict && self.run_end.is_finite() {
+            self.first
+        } else {
+            f64::INFINITY
+        }
     }
 }
 
@@ -124,6 +141,32 @@ impl Goodput {
         self.counts
             .get(a..b)
             .map_or(0, |c| c.iter().map(|&x| u64::from(x)).sum())
+    }
+
+    /// Whether the verdict is still open when the run's next event is at `t`: None once it is
+    /// settled, the same as the whole run's (the run may stop); otherwise when to look again,
+    /// an interval later. Called once an interval of simulated time, not per answer.
+    ///
+    /// Every answer before `t` has been counted (events come in time order), so every bin
+    /// before `t`'s is final (from the first fault on, those of the level before). The verdict
+    /// read off those bins alone, as if the run ended at the first of them not final, is
+    /// settled when the fleet was never up (no answer before the first fault: not recovered,
+    /// whatever follows), when it found the recovery (the whole run's verdict finds the same:
+    /// it reads the same intervals in the same order and stops at the same one), or when those
+    /// bins cover the whole judged window (the last fault's end to the window's close, or the
+    /// run's end if sooner): then it read every interval the whole run's verdict reads, and
+    /// found none.
+    pub fn pending(&self, rule: &Rule, t: f64) -> Option<f64> {
+        let cut = self.start + ((t - self.start) / BIN).floor() * BIN;
+        let end = cut.min(rule.run_end);
+        let close = (rule.last + rule.window).min(rule.run_end);
+        let so_far = self.verdict(rule, end);
+        let never_up = so_far.baseline.is_nan() || so_far.baseline <= 0.0;
+        if end >= close || so_far.recovered || never_up {
+            None
+        } else {
+            Some(t + rule.interval)
+        }
     }
 
     /// A replication's figures for the report, for a run that ended at `end`: a timed run is
@@ -219,6 +262,7 @@ mod tests {
             run_end: 1200.0,
             interval: 10.0,
             window: 600.0,
+            stop_at_verdict: false,
         }
     }
 

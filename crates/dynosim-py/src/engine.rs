@@ -107,10 +107,21 @@ fn service_cdf(
     })
 }
 
-/// Runs a scenario's replications with the GIL released; Ctrl-C stops the run.
+/// Runs a scenario's replications with the GIL released; Ctrl-C stops the run. With
+/// `stop_at_verdict`, each replication stops once its stability verdict is settled (see
+/// `Scenario::stop_at_verdict`: only `stability.*` is the whole run's).
 #[pyfunction]
-fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> {
-    let report = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
+#[pyo3(signature = (scenario_json, base_dir, stop_at_verdict = false))]
+fn run(
+    py: Python<'_>,
+    scenario_json: &str,
+    base_dir: &str,
+    stop_at_verdict: bool,
+) -> PyResult<String> {
+    let report = with_scenario(py, scenario_json, base_dir, |mut scenario, stop| {
+        if stop_at_verdict {
+            scenario.stop_at_verdict();
+        }
         dynosim_engine::run(&scenario, stop)
     })?;
     Ok(serde_json::to_string(&report).expect("reports serialize"))
@@ -119,15 +130,21 @@ fn run(py: Python<'_>, scenario_json: &str, base_dir: &str) -> PyResult<String> 
 /// Replications `first..first + count` of a scenario with the GIL released: a block of one
 /// run split across machines (`dynosim.distributed`), JSON text `{"first", "results": [each
 /// replication's figures], "per_dyno": [each one's per-dyno utilisation], "engines": [..]}`.
+/// `stop_at_verdict` as for `run`.
 #[pyfunction]
+#[pyo3(signature = (scenario_json, base_dir, first, count, stop_at_verdict = false))]
 fn run_block(
     py: Python<'_>,
     scenario_json: &str,
     base_dir: &str,
     first: u64,
     count: u64,
+    stop_at_verdict: bool,
 ) -> PyResult<String> {
-    let block = with_scenario(py, scenario_json, base_dir, |scenario, stop| {
+    let block = with_scenario(py, scenario_json, base_dir, |mut scenario, stop| {
+        if stop_at_verdict {
+            scenario.stop_at_verdict();
+        }
         dynosim_engine::run_block(&scenario, first, count, stop)
     })?;
     Ok(serde_json::to_string(&block).expect("blocks serialize"))

@@ -51,7 +51,10 @@ def main(args: argparse.Namespace) -> int:
     grid_map = StabilityMap(scenario, vary)
     grid_map.prepare()  # validates every cell: nothing runs and nothing is written on error
     with dask_client(args.dask) as client:
-        grid_map.run(progress=sys.stderr.isatty(), client=client)
+        # The table, the picture and the HTML report show the verdicts alone: each run stops
+        # once its verdict is settled. --json and --out give every cell's metrics: whole runs.
+        grid_map.run(progress=sys.stderr.isatty(), client=client,
+                     verdicts_only=not (args.json or outputs))
     grid = grid_map.grid()
     title = f"{scenario.name}: fraction recovered · mean recovery time"
     writers: Dict[Path, Any] = {}

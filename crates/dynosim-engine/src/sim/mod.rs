@@ -371,7 +371,17 @@ impl Simulation<'_> {
     ) -> Result<(Measures, f64, Option<Trace>)> {
         let window_end = self.measures.window_end();
         let mut steps = 0u64;
+        // A run that stops at its stability verdict (the metastability map's) looks at it
+        // once an interval of simulated time; infinite otherwise.
+        let mut verdict_check = self.measures.verdict_check();
         while let Some((time, event)) = self.events.pop() {
+            if time >= verdict_check {
+                match self.measures.verdict_pending(time) {
+                    Some(next) => verdict_check = next,
+                    // Settled: nothing after this changes it.
+                    None => break,
+                }
+            }
             if self.look_ahead {
                 if let Some((next, req)) = self.events.peek() {
                     self.touch(next, req);
