@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 from .. import html_report
 from ..display import Column, results_table, stdout_console
@@ -87,8 +87,13 @@ def map_columns(grid: Dict[str, Any]) -> List[Column]:
     cols = [Column(grid["load_key"], lambda row: row["load"], kind="text"),
             Column("load", lambda row: row["offered_load"], kind="percent")]
     for name in trigger_columns(grid):
-        cols.append(Column(name, lambda row, n=name: row[n], kind="text"))
+        cols.append(Column(name, _cell(name), kind="text"))
     return cols
+
+
+def _cell(name: str) -> Callable[[Dict[str, Any]], Any]:
+    """A column's reader of the row's value under `name`."""
+    return lambda row: row[name]
 
 
 def _notes(grid_map: StabilityMap) -> List[str]:
