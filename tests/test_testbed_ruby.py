@@ -31,7 +31,7 @@ from conftest import run_cli
 from fuzzing import toml_document
 
 #: The Rack app's response headers, as the load generator captures them.
-HEADERS = testbed_run.CAPTURE
+HEADERS = testbed_run.ANSWER_HEADERS
 
 
 def scenario(server: str, processes: int, threads: int = 1, **extra: object) -> Dict[str, object]:

@@ -38,10 +38,13 @@ from .procs import Supervisor, free_ports
 from .router import Router
 from .tools import missing
 
-#: Response headers the load generator keeps (see dynosim.testbed.app).
-CAPTURE = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
-           "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
-           "x-dynosim-proc-cpu", "x-dynosim-expired", "x-dynosim-outage"]
+#: Response headers every answer of the app's work carries (see dynosim.testbed.app).
+ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
+                  "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
+                  "x-dynosim-proc-cpu"]
+#: Response headers the load generator keeps: those, and the marks of a request the app
+#: refused (app.wait_timeout's 503, an outage's 500).
+CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
