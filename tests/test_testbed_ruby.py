@@ -179,7 +179,7 @@ def test_a_real_puma_dyno_answers_with_the_protocol_through_a_database_pool(tmp_
         # The query's wall time is at least its pg_sleep.
         assert all(float(w.split(",")[1]) >= 0.02 for w in load["headers"]["x-dynosim-phase-wall"])
         # Two worker processes (cluster mode), each with its ready file and its own work log.
-        ready = {int(p.name.split("-")[1]) for p in (sup.workdir / "ready").iterdir()}
+        ready = {int(p.name.split("-")[1]) for p in dynos.ready_dir.iterdir()}
         assert len(ready) == 2 and pids <= ready
         assert {int(p.stem.split("-")[1]) for p in dynos.work_dir.glob("0-*.log")} == pids
         lines = [line for p in dynos.work_dir.glob("*.log") for line in p.read_text().splitlines()]
@@ -202,7 +202,7 @@ def test_a_real_unicorn_dyno_answers_with_the_protocol(tmp_path):
         n = 30
         load = _send(port, ["cpu:0.002,io:0.01"] * n, clients=3)
         pids = _check_answers(load, read_work(dynos.work_dir), n, phases=2)
-        ready = {int(p.name.split("-")[1]) for p in (sup.workdir / "ready").iterdir()}
+        ready = {int(p.name.split("-")[1]) for p in dynos.ready_dir.iterdir()}
         assert len(ready) == 3 and pids <= ready and dynos.processes[0].pid not in ready
         tree = _descendants(dynos.processes[0].pid) | {dynos.processes[0].pid}
         assert ready <= tree

@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,8 +224,11 @@ class Dynos:
                  timeout: float = 60.0) -> None:
         self.supervisor = supervisor
         self.ports = ports
-        ready_dir = supervisor.workdir / "ready"
-        ready_dir.mkdir(exist_ok=True)
+        # Its own ready directory: another set of dynos under the same supervisor (numbered from
+        # 0 too) must not count as these being ready.
+        ready_dir = Path(tempfile.mkdtemp(prefix="ready-", dir=supervisor.workdir))
+        #: Where each worker writes its file (dyno-pid) once it has loaded the app.
+        self.ready_dir = ready_dir
         #: The app's work logs (dynosim.testbed.app), one file per worker: read_work(work_dir).
         self.work_dir = supervisor.workdir / "work"
         self.work_dir.mkdir(exist_ok=True)
