@@ -59,6 +59,12 @@ request (or the query) until the window's end, then does its work.
 a request older than it by its ``X-Request-Start`` when a worker takes it is answered ``503``
 at once with ``X-Dynosim-Expired: 1``, unserved (nothing in the work log).
 
+**app.service_timeout** (``service_timeout`` in the configuration, seconds), as
+Rack::Timeout's: a request's work stops once the worker has had it this long (a ``cpu``
+phase stops computing, an ``io`` or ``hold`` phase stops sleeping, a query in flight runs to
+its end first), and the app answers ``500`` with ``X-Dynosim-Service-Timeout: 1``, the worker
+free for the next request (its work log ends the request then).
+
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
 "mode": "sleep", "burn_rate": 0}}, "ready_dir": "...", "work_dir": "...", "faults_file":
@@ -69,6 +75,7 @@ imports nothing of dynosim's own, so a worker stays small and boots fast.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import random
@@ -111,11 +118,12 @@ def parse_phases(text: str) -> List[Phase]:
     return phases
 
 
-def burn_cpu(seconds: float) -> None:
-    """Computes until this thread has used `seconds` of CPU time."""
+def burn_cpu(seconds: float, deadline: float = math.inf) -> None:
+    """Computes until this thread has used `seconds` of CPU time, or until the wall clock
+    reaches `deadline` (the request's service_timeout), whichever comes first."""
     end = time.thread_time() + seconds
     x = 0
-    while time.thread_time() < end:
+    while time.thread_time() < end and time.time() < deadline:
         for i in range(256):
             x ^= i
 
@@ -246,6 +254,8 @@ def rss() -> int:
 
 _FAULTS_FILE: Optional[str] = _CONFIG.get("faults_file")
 _WAIT_TIMEOUT: Optional[float] = _CONFIG.get("wait_timeout")
+#: app.service_timeout, seconds (infinite: none).
+_SERVICE_TIMEOUT: float = float(_CONFIG.get("service_timeout") or math.inf)
 #: The slowdowns' windows as last read, and the file's modification time then.
 _FAULTS: List[Dict[str, Any]] = []
 _FAULTS_READ: Optional[int] = None
@@ -299,21 +309,32 @@ def gate(target: str) -> None:
         time.sleep(max(0.0, float(hit["until"]) - now))
 
 
-def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[float, float]:
+class ServiceTimeout(Exception):
+    """The request ran to its service_timeout: the app stops its work and answers 500."""
+
+
+def perform(phases: List[Phase], walls: Optional[List[float]] = None,
+            deadline: float = math.inf) -> Tuple[float, float]:
     """Does the phases; returns (CPU seconds this thread used, seconds waited for pools).
-    `walls`, when given, gets each phase's wall time appended, in order."""
+    `walls`, when given, gets each phase's wall time appended, in order. At `deadline` (wall
+    clock: app.service_timeout after the worker took the request) the work stops and
+    ServiceTimeout is raised: a ``cpu`` phase stops computing, an ``io`` or ``hold`` phase
+    stops sleeping, and no phase begins after it; a query in flight (``use``) runs to its end
+    first (the simulation frees the thread at once and lets the query run on)."""
     cpu0 = time.thread_time()
     pool_wait = 0.0
     held: List[bytearray] = []
     share = 0.0
     for kind, resource, seconds in phases:
+        if time.time() >= deadline:
+            raise ServiceTimeout()
         began = time.perf_counter()
         if _FAULTS_FILE and kind in ("cpu", "io", "hold", "use"):
             if kind == "use":
                 gate(resource)
             seconds *= factor(resource or "app", time.time())
         if kind == "cpu":
-            burn_cpu(seconds)
+            burn_cpu(seconds, deadline)
         elif kind == "use":
             if resource not in _RESOURCES:
                 raise ValueError(f"no resource {resource!r} in this testbed")
@@ -322,10 +343,15 @@ def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[f
             held += allocate(int(seconds))
         elif kind == "keep":
             share = seconds
+        elif seconds > deadline - time.time():
+            time.sleep(max(0.0, deadline - time.time()))
+            raise ServiceTimeout()
         else:
             time.sleep(seconds)
         if walls is not None:
             walls.append(time.perf_counter() - began)
+        if kind == "cpu" and time.time() >= deadline:
+            raise ServiceTimeout()
     if share > 0:
         keep(held, share)
     del held  # the rest is freed here, by the thread that allocated it
@@ -352,12 +378,17 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     try:
         if _FAULTS_FILE:
             gate("app")
-        cpu, pool_wait = perform(phases, walls)
+        cpu, pool_wait = perform(phases, walls, start + _SERVICE_TIMEOUT)
     except Outage:
         _note("e", request, time.time())
         start_response("500 Internal Server Error", [("Content-Type", "text/plain"), ("X-Dynosim-Outage", "1"),
                                                      ("X-Dynosim-Dyno", _DYNO)])
         return [b"outage\n"]
+    except ServiceTimeout:
+        _note("e", request, time.time())
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain"),
+                                                     ("X-Dynosim-Service-Timeout", "1"), ("X-Dynosim-Dyno", _DYNO)])
+        return [b"service timeout\n"]
     end = time.time()
     _note("e", request, end)
     headers = [

@@ -104,6 +104,11 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
     if isinstance(retry, dict) and retry.get("attempts", 3) != 1:
         raise scenario._error("arrivals.retry", "the testbed's autoscaled fleet does not retry yet: the load generator "
                               "retries on a fixed fleet (leave [autoscale] out)")
+    for path, present in (("arrivals.breaker", (scenario.doc.get("arrivals") or {}).get("breaker") is not None),
+                          ("app.service_timeout", (scenario.doc.get("app") or {}).get("service_timeout") is not None)):
+        if present:
+            raise scenario._error(path, "the testbed's autoscaled fleet does not run this yet: it runs on a fixed "
+                                        "fleet (leave [autoscale] out)")
     fleet = scenario.doc.get("fleet") or {}
     for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):
         if fleet.get(key) is not None:

@@ -192,7 +192,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
                 client_timeout: Optional[float] = None, retries: bool = False,
                 router_retries: bool = False, wait_timeout: bool = False,
-                outage: bool = False) -> Dict[str, Any]:
+                outage: bool = False, service_timeout: bool = False,
+                breaker: Optional[Sequence[Sequence[float]]] = None) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -211,7 +212,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     apart from the last's (they carry the same id). `wait_timeout`: the app drops requests
     older than app.wait_timeout (a 503 with ``X-Dynosim-Expired``): ``errors.wait_timeout``.
     `outage`: the run has outages, whose refusals the app answers 500 with
-    ``X-Dynosim-Outage``: ``errors.outage``."""
+    ``X-Dynosim-Outage``: ``errors.outage``. `service_timeout`: the app stops requests at
+    app.service_timeout (a 500 with ``X-Dynosim-Service-Timeout``): ``errors.service_timeout``.
+    `breaker`: the clients' circuit breaker ran (``[arrivals.breaker]``), open over these
+    (from, until) spans (Unix epoch s): a try it failed at once (the load generator's error
+    ``breaker_open``, never sent) is answered when it was due, ``errors.breaker_open``, and
+    the report has ``breaker.*`` as the simulation's."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -234,7 +240,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     gave_up = np.array([e == "timeout" for e in load["error"]], dtype=bool)
     if client_timeout is not None:
         done = np.where(gave_up & ~np.isfinite(done), sent + client_timeout, done)
-    answers = np.isfinite(done) & ((status > 0) | gave_up)
+    # A try the clients' breaker failed was never sent: its client had the error at once.
+    rejected = np.array([e == "breaker_open" for e in load["error"]], dtype=bool)
+    done = np.where(rejected & ~np.isfinite(done), sent, done)
+    answers = np.isfinite(done) & ((status > 0) | gave_up | rejected)
     start, end, dyno = app_times(load, work)
     pool_wait = floats(load["headers"]["x-dynosim-pool-wait"])
     ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
@@ -262,8 +271,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     kinds["wait_timeout"] = kept & (status == 503) & expired
     refused = np.array([v == "1" for v in (load["headers"].get("x-dynosim-outage") or [None] * n)], dtype=bool)
     kinds["outage"] = kept & (status == 500) & refused
-    # The app's 500 for an outage is not its timeout's.
-    kinds["app_timeout"] &= ~refused
+    stopped = np.array([v == "1" for v in (load["headers"].get("x-dynosim-service-timeout") or [None] * n)],
+                       dtype=bool)
+    kinds["service_timeout"] = kept & (status == 500) & stopped
+    kinds["breaker_open"] = kept & rejected
+    # The app's 500 for an outage, or for its service_timeout, is not its worker timeout's.
+    kinds["app_timeout"] &= ~refused & ~stopped
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
     # whole ms), and never after the app began it.
     logged = [router_log.get(i) or {} for i in try_ids]
@@ -342,6 +355,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         table["wait_timeout"] = counts["wait_timeout"]
     if outage:
         table["outage"] = counts["outage"]
+    if service_timeout:
+        table["service_timeout"] = counts["service_timeout"]
+    if breaker is not None:
+        table["breaker_open"] = counts["breaker_open"]
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the
@@ -359,6 +376,15 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                           "count": again + by_router, "client": again, "router": by_router, "app": 0,
                           "denied": int(np.sum(measured & (kept_why == "denied"))),
                           "exhausted": int(np.sum(measured & (kept_why == "exhausted")))}
+    if breaker is not None:
+        # As the simulation's: each opening's span clipped to the window over the window, the
+        # openings that began in it, and the tries failed at once of its requests.
+        spans = [(float(a), float(b)) for a, b in breaker]
+        rep["breaker"] = {
+            "open_fraction": sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in spans) / span,
+            "opened": sum(1 for a, _ in spans if lo <= a <= hi),
+            "rejected": int(np.sum(measured & rejected)),
+        }
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
                             for name in resources}

@@ -47,6 +47,9 @@ class Plan:
     #: does, as replication `replication` of the simulation's clients.
     retries: bool = False
     replication: int = 0
+    #: The clients share a circuit breaker (``[arrivals.breaker]``): the load generator asks
+    #: the engine's own before each try (its openings in the load's ``breaker``).
+    breaker: bool = False
     #: ``[[faults]]`` the testbed runs (slowdowns): {"at", "for", "factor", "target"}, seconds
     #: from the run's start; the app reads them (dynosim.testbed.app).
     faults: List[Dict[str, Any]] = field(default_factory=list)
@@ -131,13 +134,11 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     if router.get("retry_budget") is not None:
         raise scenario._error("router.retry_budget", "HAProxy has no retry budget (Envoy's): the testbed does not "
                                                      "run it")
-    for path, present in (("arrivals.breaker", arrivals.get("breaker") is not None),
-                          ("app.service_timeout", app.get("service_timeout") is not None),
-                          ("router.concurrency_limit", router.get("concurrency_limit") is not None),
+    for path, present in (("router.concurrency_limit", router.get("concurrency_limit") is not None),
                           ("app.concurrency_limit", app.get("concurrency_limit") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers, concurrency "
-                                        "limits and the app's service_timeout are the simulation's only)")
+            raise scenario._error(path, "the testbed does not run this yet (concurrency limits are the "
+                                        "simulation's only)")
     # A dependency's timeout and retries: PostgreSQL's statement_timeout and the app's retries of
     # its query are the simulation's only (their defaults, "off" and 0, change nothing).
     for name, table in (scenario.doc.get("resources") or {}).items():
@@ -378,12 +379,23 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
             raise scenario._error("app.wait_timeout", f"the testbed's {dyno_plan.server} app does not run "
                                                       "Rack::Timeout yet: run it with gunicorn (app.server)")
         dyno_plan.wait_timeout = seconds
+    stop = app_doc.get("service_timeout")
+    if stop is not None and stop != "off":
+        # The engine checked it: a fixed duration above 0.
+        if dyno_plan.server != "gunicorn":
+            raise scenario._error("app.service_timeout", f"the testbed's {dyno_plan.server} app does not run "
+                                                         "Rack::Timeout yet: run it with gunicorn (app.server)")
+        dyno_plan.service_timeout = _seconds(stop)
+        if resources:
+            warnings.append("app.service_timeout: the testbed's app lets a query in flight end before it stops "
+                            "the request, where the simulation frees the worker at once")
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=router_plan,
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
-                warnings=warnings, retries=attempts > 1, replication=replication, faults=faults)
+                warnings=warnings, retries=attempts > 1, replication=replication, faults=faults,
+                breaker=(scenario.doc.get("arrivals") or {}).get("breaker") is not None)
 
 
 def _faults(scenario: Scenario, server: str) -> List[Dict[str, Any]]:

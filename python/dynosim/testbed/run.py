@@ -43,8 +43,8 @@ ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynos
                   "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
                   "x-dynosim-proc-cpu"]
 #: Response headers the load generator keeps: those, and the marks of a request the app
-#: refused (app.wait_timeout's 503, an outage's 500).
-CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage"]
+#: refused or stopped (app.wait_timeout's 503, an outage's 500, app.service_timeout's 500).
+CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-service-timeout"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -364,13 +364,15 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         cpu_before = colocated.snapshot(stack, roots)
         # The clients retry as replication 0 of the simulation's do (its backoff stream).
         retry = (plan.scenario.to_json(), str(plan.scenario.base_dir), plan.replication) if plan.retries else None
+        # The clients' breaker: the engine's own, asked before each try.
+        breaker = (plan.scenario.to_json(), str(plan.scenario.base_dir)) if plan.breaker else None
         if plan.faults:
             # The slowdowns' windows from now, which is the load's start to a millisecond.
             write_faults(supervisor.workdir, plan.faults, time.time())
         load = _dynosim.send_load(
             f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
             int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
-            plan.deadline, CAPTURE, retry=retry, id_header="X-Dynosim-Id")
+            plan.deadline, CAPTURE, retry=retry, id_header="X-Dynosim-Id", breaker=breaker)
         cpu = {"before": cpu_before, "after": colocated.snapshot(stack, roots), "dyno_cpus": dyno_cpus(plan)}
         # The dynos work on what the router (504) or the client (its timeout) gave up on.
         given_up = [i for i, status, error in zip(measure.ids(load), load["status"], load["error"])
@@ -411,7 +413,9 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               work=work, per_process=per_process(plan), client_timeout=plan.request_timeout,
                               retries=plan.retries, router_retries=bool(plan.router.retry_on),
                               wait_timeout=plan.dynos.wait_timeout is not None,
-                              outage=any(f["kind"] != "slowdown" for f in plan.faults))
+                              outage=any(f["kind"] != "slowdown" for f in plan.faults),
+                              service_timeout=plan.dynos.service_timeout is not None,
+                              breaker=load.get("breaker") if plan.breaker else None)
     if plan.faults:
         rep["stability"] = stability(plan, load)
     report = {
@@ -494,6 +498,9 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
                      "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
         "resources": plan.resources,
+        # The clients' breaker: when it opened and until when, seconds from the load's start.
+        **({"breaker_openings": [[a - float(load["start"]), b - float(load["start"])]
+                                 for a, b in load.get("breaker") or []]} if plan.breaker else {}),
     }
 
 
