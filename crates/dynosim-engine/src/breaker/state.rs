@@ -17,7 +17,6 @@
 //! time-based window's buckets are its whole seconds).
 
 use super::{ClientBreaker, WindowType};
-use crate::scenario::Scenario;
 use std::collections::VecDeque;
 
 /// The breaker's state.
@@ -66,13 +65,6 @@ pub enum Moved {
 }
 
 impl Breaker {
-    /// The scenario's breaker (None: its clients have none).
-    pub fn of(s: &Scenario) -> Option<Box<Breaker>> {
-        s.client_breaker
-            .as_ref()
-            .map(|c| Box::new(Breaker::new(c.clone())))
-    }
-
     /// A closed breaker of this configuration.
     pub fn new(config: ClientBreaker) -> Breaker {
         Breaker {

@@ -78,7 +78,10 @@ impl<'s> Simulation<'s> {
             retries: Retries::of(s, stride, streams.retries),
             faults: Faults::new(s),
             redispatch: Redispatch::of(s),
-            breaker: Breaker::of(s),
+            breaker: s
+                .client_breaker
+                .as_ref()
+                .map(|c| Box::new(Breaker::new(c.clone()))),
             queries: streams.queries,
             limits: Limits::of(s, streams.limits),
         };
