@@ -542,7 +542,8 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                                                             "app.service_timeout": "5s"}))
     assert ran.breaker and ran.dynos.service_timeout == 5.0
     assert not make_plan(Scenario(io_scenario())).breaker
-    puma = Scenario(io_scenario(app={"server": "puma"})).with_overrides({"app.service_timeout": "5s"})
+    puma = Scenario(io_scenario(app={"server": "puma"}, request={"phases": [{"io": "10ms"}]}))
+    puma = puma.with_overrides({"app.service_timeout": "5s"})
     with pytest.raises(DynosimError, match=r"app\.service_timeout"):
         make_plan(puma)
     # A dependency's timeout and the app's retries of its query: refused when set, in one line naming
