@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 from typing import Dict
 
 import numpy as np
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from conftest import run_cli
 from fuzzing import toml_document
@@ -203,34 +209,26 @@ def test_router_retry_keys_the_testbed_cannot_run_are_refused_in_one_line():
     assert "retry-on" not in plain.router.config(9000, [9001])
 
 
+#: The retry storm's scenario (its comments give the fixed point that decides its verdicts).
+STORM = Path(__file__).parent / "fixtures" / "testbed" / "storm.toml"
+
+
 def storm(rate: str, wait_timeout: str = "") -> Dict[str, object]:
-    """Two single-worker gunicorn dynos (50 ms of exponential work each request: 40 req/s in
-    all), clients giving up after 1 s and trying three times, and the app four times slower for
-    10 s from 20 s. By the fixed point of docs/feedback.md, the overloaded state sustains itself when the
-    tries it sends, 3λ, exceed what the dynos serve, 40/s: at 20 req/s (60 > 40) the fleet stays
-    down after the trigger, at 8 req/s (24 < 40) it recovers. The simulation agrees (20
-    replications each: none recovered at 20/s, all at 8/s; the boundary lies between 12 and
-    14 req/s, 40/3). With `wait_timeout` (app.wait_timeout, below the clients' 1 s) a dyno drops
-    the requests their clients have given up on, and 20 req/s recovers too."""
-    doc: Dict[str, object] = {
-        "name": f"storm-{rate.replace('/', '-')}",
-        "arrivals": {"process": "poisson", "rate": rate, "timeout": "1s",
-                     "retry": {"attempts": 3, "on": ["timeout"], "base": "10ms"}},
-        "service": {"distribution": "exponential", "mean": "50ms"},
-        "fleet": {"dynos": 2},
-        "app": {"server": "gunicorn", "worker_class": "sync", "processes": 1},
-        "router": {"policy": "random"},
-        "faults": [{"at": "20s", "for": "10s", "kind": "slowdown", "factor": 4}],
-        "run": {"warmup": "5s", "duration": "65s", "recovery_window": "40s", "recovery_interval": "5s",
-                "replications": 10, "seed": 1},
-    }
+    """tests/fixtures/testbed/storm.toml at `rate`, with `app.wait_timeout` if given."""
+    with open(STORM, "rb") as f:
+        doc: Dict[str, object] = tomllib.load(f)
+    doc["name"] = f"storm-{rate.replace('/', '-')}"
+    doc["arrivals"]["rate"] = rate  # type: ignore[index]
     if wait_timeout:
         doc["app"]["wait_timeout"] = wait_timeout  # type: ignore[index]
     return doc
 
 
 #: The verdict each case must have, real and simulated: (rate, app.wait_timeout, recovers).
-STORMS = [("20/s", "", False), ("8/s", "", True), ("20/s", "500ms", True)]
+#: One case inside the bistable region and one outside, as the issue asks. The third of
+#: docs/feedback.md's table (20 req/s with app.wait_timeout = 500ms: recovers) runs in
+#: `python bench/testbed_validation.py --only storms`, to keep CI's real-time tests short.
+STORMS = [("20/s", "", False), ("8/s", "", True)]
 
 
 @pytest.mark.needs("haproxy", "gunicorn")
