@@ -534,8 +534,7 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("arrivals.breaker", {"failure_rate": 25}),
                        ("app.service_timeout", "5s"),
                        ("router.concurrency_limit", {"algorithm": "aimd"}),
-                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4}),
-                       ("faults", [{"at": "2s", "kind": "dynos_lost", "count": 1}])):
+                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4})):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)

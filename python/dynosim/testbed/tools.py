@@ -2,7 +2,7 @@
 
 ``dynosim testbed --check`` prints :func:`check`; ``make testbed-deps`` (which CI runs)
 installs what is missing: HAProxy, nginx (``router.kind = "nginx"``), PostgreSQL and the Ruby
-servers (Ruby, Puma, Unicorn, the pg gem, Rack) from Debian's packages, gunicorn, gevent and
+servers (Ruby, Puma, Unicorn, the pg gem, Rack, Rack::Timeout) from Debian's packages, gunicorn, gevent and
 psycopg from the Python package index into the environment dynosim runs in.
 """
 
@@ -20,7 +20,7 @@ from typing import List, Optional
 
 INSTALL_DEBIAN = "apt-get install haproxy postgresql"
 INSTALL_NGINX = "apt-get install nginx"
-INSTALL_RUBY = "apt-get install ruby puma unicorn ruby-pg ruby-rack"
+INSTALL_RUBY = "apt-get install ruby puma unicorn ruby-pg ruby-rack ruby-rack-timeout"
 INSTALL_PYTHON = f"{sys.executable} -m pip install 'dynosim[testbed]'  (gunicorn, gevent, psycopg)"
 
 #: Where Debian keeps daemons, off a user's PATH (HAProxy, nginx), and PostgreSQL's binaries,
@@ -123,14 +123,16 @@ def ruby_library(name: str, feature: str, constant: str) -> Tool:
     return Tool(name, f"ruby: require {feature!r}" if version else None, version, INSTALL_RUBY)
 
 
-#: The Ruby components (``app.server = "puma"`` or ``"unicorn"``).
-RUBY_TOOLS = ("ruby", "puma", "unicorn", "ruby-pg", "ruby-rack")
+#: The Ruby components (``app.server = "puma"`` or ``"unicorn"``; Rack::Timeout for
+#: app.wait_timeout).
+RUBY_TOOLS = ("ruby", "puma", "unicorn", "ruby-pg", "ruby-rack", "ruby-rack-timeout")
 
 
 def tools() -> List[Tool]:
     return [haproxy(), nginx(), postgres(), python_module("gunicorn", "gunicorn"), python_module("gevent", "gevent"),
             python_module("psycopg", "psycopg"), ruby(), ruby_server("puma"), ruby_server("unicorn"),
-            ruby_library("ruby-pg", "pg", "PG::VERSION"), ruby_library("ruby-rack", "rack", "Rack.release")]
+            ruby_library("ruby-pg", "pg", "PG::VERSION"), ruby_library("ruby-rack", "rack", "Rack.release"),
+            ruby_library("ruby-rack-timeout", "rack-timeout", 'Gem.loaded_specs["rack-timeout"].version.to_s')]
 
 
 def missing(needed: List[str]) -> List[Tool]:
