@@ -953,7 +953,7 @@ def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
     """``dynosim testbed`` for a scenario with ``[autoscale]``: per policy, the real autoscaled
     fleet, the simulation's (when the engine simulates it) and the comparison."""
     from .plan import MAX_PROCESSES, make_plan
-    from .run import check_tools
+    from .tools import check_tools
 
     if policies:
         scenario = scenario.with_overrides({"router.policy": list(policies)})

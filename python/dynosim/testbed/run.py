@@ -38,7 +38,7 @@ from .fleet import Losses, RuntimeApi, real_losses
 from .plan import Plan, make_plan
 from .procs import Supervisor, free_ports
 from .router import Router
-from .tools import missing
+from .tools import check_tools, needed_tools  # noqa: F401 (here since the testbed began)
 
 #: Response headers every answer of the app's work carries (see dynosim.testbed.app).
 ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
@@ -54,35 +54,6 @@ CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-
 #: The load generator is behind when its p99 lateness passes this share of the shortest
 #: drawn service time (the issue: "well under the smallest service time").
 LATENESS_SHARE = 0.25
-
-
-def needed_tools(plans: List[Plan]) -> List[str]:
-    """What the plans run: gunicorn, or Ruby and Puma or Unicorn (app.server), and the drivers
-    of their database."""
-    servers = {p.dynos.server for p in plans}
-    needed = sorted({p.router.kind for p in plans}) + (["gunicorn"] if "gunicorn" in servers else [])
-    if servers - {"gunicorn"}:
-        needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
-        if any(p.dynos.wait_timeout is not None and p.dynos.server != "gunicorn" for p in plans):
-            needed.append("ruby-rack-timeout")  # app.wait_timeout: Rack::Timeout's own
-    if any(p.resources for p in plans):
-        # The testbed itself talks to PostgreSQL through psycopg (to know it is up, to set up
-        # its burn function), whichever server the dynos run.
-        needed += ["postgres", "psycopg"]
-        needed += ["ruby-pg"] if any(p.resources and p.dynos.server != "gunicorn" for p in plans) else []
-    if any(p.dynos.worker_class == "gevent" for p in plans):
-        needed.append("gevent")
-    return needed
-
-
-def check_tools(plans: List[Plan]) -> None:
-    """Refuses, in one line saying how to install them, plans whose components are missing."""
-    absent = missing(needed_tools(plans))
-    if absent:
-        ruby = [p.dynos.server for p in plans if p.dynos.server != "gunicorn"]
-        because = f'app.server = "{ruby[0]}" runs the real {ruby[0]}: ' if ruby else ""
-        raise DynosimError(because + "the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
-                           + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
 
 
 def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: int = 1, calibrate: bool = False,

@@ -16,7 +16,9 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, List, Optional
+
+from ..errors import DynosimError
 
 INSTALL_DEBIAN = "apt-get install haproxy postgresql"
 INSTALL_NGINX = "apt-get install nginx"
@@ -138,3 +140,32 @@ def tools() -> List[Tool]:
 def missing(needed: List[str]) -> List[Tool]:
     """The tools among `needed` that are not installed."""
     return [t for t in tools() if t.name in needed and not t.present]
+
+
+def needed_tools(plans: List[Any]) -> List[str]:
+    """What the plans run: gunicorn, or Ruby and Puma or Unicorn (app.server), and the drivers
+    of their database."""
+    servers = {p.dynos.server for p in plans}
+    needed = sorted({p.router.kind for p in plans}) + (["gunicorn"] if "gunicorn" in servers else [])
+    if servers - {"gunicorn"}:
+        needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
+        if any(p.dynos.wait_timeout is not None and p.dynos.server != "gunicorn" for p in plans):
+            needed.append("ruby-rack-timeout")  # app.wait_timeout: Rack::Timeout's own
+    if any(p.resources for p in plans):
+        # The testbed itself talks to PostgreSQL through psycopg (to know it is up, to set up
+        # its burn function), whichever server the dynos run.
+        needed += ["postgres", "psycopg"]
+        needed += ["ruby-pg"] if any(p.resources and p.dynos.server != "gunicorn" for p in plans) else []
+    if any(p.dynos.worker_class == "gevent" for p in plans):
+        needed.append("gevent")
+    return needed
+
+
+def check_tools(plans: List[Any]) -> None:
+    """Refuses, in one line saying how to install them, plans whose components are missing."""
+    absent = missing(needed_tools(plans))
+    if absent:
+        ruby = [p.dynos.server for p in plans if p.dynos.server != "gunicorn"]
+        because = f'app.server = "{ruby[0]}" runs the real {ruby[0]}: ' if ruby else ""
+        raise DynosimError(because + "the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
+                           + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
