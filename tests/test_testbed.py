@@ -532,8 +532,7 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        # The feedback loops, the simulation's only for now (docs/feedback.md).
                        ("router.retry_budget", {"percent": 20}),
                        ("router.concurrency_limit", {"algorithm": "aimd"}),
-                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4}),
-                       ("faults", [{"at": "2s", "kind": "dynos_lost", "count": 1}])):
+                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4})):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)

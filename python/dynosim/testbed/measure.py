@@ -193,7 +193,9 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 client_timeout: Optional[float] = None, retries: bool = False,
                 router_retries: bool = False, wait_timeout: bool = False,
                 outage: bool = False, service_timeout: bool = False,
-                breaker: Optional[Sequence[Sequence[float]]] = None) -> Dict[str, Any]:
+                breaker: Optional[Sequence[Sequence[float]]] = None,
+                crashes: Optional[Sequence[Tuple[int, float]]] = None, resource_timeout: bool = False,
+                app_retries: bool = False) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -217,7 +219,14 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     `breaker`: the clients' circuit breaker ran (``[arrivals.breaker]``), open over these
     (from, until) spans (Unix epoch s): a try it failed at once (the load generator's error
     ``breaker_open``, never sent) is answered when it was due, ``errors.breaker_open``, and
-    the report has ``breaker.*`` as the simulation's."""
+    the report has ``breaker.*`` as the simulation's. `crashes`: the run lost dynos
+    (``dynos_lost``), (dyno, Unix time) of each crash: a try HAProxy had sent to a dyno that crashed while it
+    was in flight (sent before, done after) and answered 502 or 503 is ``errors.crashed``
+    (its connection lost with the dyno), and a 503 HAProxy answered with no server
+    (``<NOSRV>``: every dyno down) ``errors.no_dyno``. `resource_timeout`: a resource has a
+    timeout (statement_timeout): a 500 with ``X-Dynosim-Resource-Timeout`` is
+    ``errors.resource_timeout``. `app_retries`: the app retries its queries; each try's
+    ``X-Dynosim-App-Retries`` adds to ``retries.app``."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -275,8 +284,23 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                        dtype=bool)
     kinds["service_timeout"] = kept & (status == 500) & stopped
     kinds["breaker_open"] = kept & rejected
-    # The app's 500 for an outage, or for its service_timeout, is not its worker timeout's.
-    kinds["app_timeout"] &= ~refused & ~stopped
+    cancelled = np.array([v == "1" for v in (load["headers"].get("x-dynosim-resource-timeout") or [None] * n)],
+                         dtype=bool)
+    kinds["resource_timeout"] = kept & (status == 500) & cancelled
+    # The app's 500 for an outage, its service_timeout or a query's timeout is not its worker
+    # timeout's.
+    kinds["app_timeout"] &= ~refused & ~stopped & ~cancelled
+    if crashes is not None:
+        servers = [str((router_log.get(i) or {}).get("server") or "") for i in try_ids]
+        lost = np.zeros(n, dtype=bool)
+        for d, when in crashes:
+            on = np.array([s == f"dyno{d}" for s in servers], dtype=bool)  # router.server_name(d)
+            lost |= on & (sent <= when) & ~(done < when)
+        kinds["crashed"] = kept & ((status == 502) | (status == 503)) & lost
+        kinds["no_dyno"] = kept & (status == 503) & np.array([s == "<NOSRV>" for s in servers], dtype=bool) \
+            & ~queue_term
+        kinds["app_timeout"] &= ~kinds["crashed"]
+        kinds["h13"] &= ~kinds["crashed"]
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
     # whole ms), and never after the app began it.
     logged = [router_log.get(i) or {} for i in try_ids]
@@ -350,7 +374,11 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": counts["h13"],
              "client_timeout": counts["client_timeout"],
              "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
-             "no_dyno": 0, "shutdown": 0}
+             "no_dyno": counts.get("no_dyno", 0), "shutdown": 0}
+    if crashes is not None:
+        table["crashed"] = counts["crashed"]
+    if resource_timeout:
+        table["resource_timeout"] = counts["resource_timeout"]
     if wait_timeout:
         table["wait_timeout"] = counts["wait_timeout"]
     if outage:
@@ -365,15 +393,20 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     # CPU's share is not measured per request).
     late = measured & worked & ~ok & np.isfinite(done)
     rep["wasted"] = {"thread_seconds": float(np.sum(np.clip(stop[late] - np.maximum(done[late], start[late]), 0, None)))}
-    if retries or router_retries:
+    if retries or router_retries or app_retries:
         # As the simulation counts: every try of the requests first sent inside the window.
         kept_why = np.array([k or "" for k in (load.get("kept") or [None] * n)], dtype=object)
         routed = np.array([int(entry.get("retries") or 0) for entry in logged], dtype=np.int64)
         by_router = int(np.sum(routed[measured])) if router_retries else 0
         attempts = int(np.sum(measured)) + by_router
         again = int(np.sum(measured & (attempt > 1)))
+        by_app = 0
+        if app_retries:
+            told = [int(v) if v and v.isdigit() else 0 for v in (load["headers"].get("x-dynosim-app-retries")
+                                                                  or [None] * n)]
+            by_app = int(np.sum(np.asarray(told, dtype=np.int64)[measured]))
         rep["retries"] = {"attempts": attempts, "attempts_per_request": attempts / max(1, in_window),
-                          "count": again + by_router, "client": again, "router": by_router, "app": 0,
+                          "count": again + by_router + by_app, "client": again, "router": by_router, "app": by_app,
                           "denied": int(np.sum(measured & (kept_why == "denied"))),
                           "exhausted": int(np.sum(measured & (kept_why == "exhausted")))}
     if breaker is not None:
