@@ -531,14 +531,20 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("router.view", {"update": "periodic", "interval": "1s"}),
                        # The feedback loops, the simulation's only for now (docs/feedback.md).
                        ("router.retry_budget", {"percent": 20}),
-                       ("arrivals.breaker", {"failure_rate": 25}),
-                       ("app.service_timeout", "5s"),
                        ("router.concurrency_limit", {"algorithm": "aimd"}),
-                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4}),
-                       ("faults", [{"at": "2s", "kind": "dynos_lost", "count": 1}])):
+                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4})):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)
+    # The clients' breaker and the app's service_timeout run (tests/test_testbed_defences.py).
+    ran = make_plan(Scenario(io_scenario()).with_overrides({"arrivals.breaker": {"failure_rate": 25},
+                                                            "app.service_timeout": "5s"}))
+    assert ran.breaker and ran.dynos.service_timeout == 5.0
+    assert not make_plan(Scenario(io_scenario())).breaker
+    puma = Scenario(io_scenario(app={"server": "puma"}, request={"phases": [{"io": "10ms"}]}))
+    puma = puma.with_overrides({"app.service_timeout": "5s"})
+    with pytest.raises(DynosimError, match=r"app\.service_timeout"):
+        make_plan(puma)
     # A dependency's timeout and the app's retries of its query: refused when set, in one line naming
     # the key; their defaults run.
     phases = {"phases": [{"use": "db", "time": "5ms"}]}
