@@ -18,10 +18,11 @@ fn main() {
     });
     let rep: u64 = args.get(2).and_then(|m| m.parse().ok()).unwrap_or(0);
     let whole = args.get(3).map(String::as_str) == Some("whole");
-    let mut s = Scenario::from_json(&text, Path::new("."), &never_interrupted).unwrap_or_else(|e| {
-        eprintln!("map_cell: {path}: {e}");
-        std::process::exit(2);
-    });
+    let mut s =
+        Scenario::from_json(&text, Path::new("."), &never_interrupted).unwrap_or_else(|e| {
+            eprintln!("map_cell: {path}: {e}");
+            std::process::exit(2);
+        });
     if !whole {
         s.stop_at_verdict();
     }
@@ -31,7 +32,10 @@ fn main() {
         std::process::exit(1);
     });
     let secs = t.elapsed().as_secs_f64();
-    let tries = r.retries.as_ref().map_or(r.simulated_requests, |x| x.attempts);
+    let tries = r
+        .retries
+        .as_ref()
+        .map_or(r.simulated_requests, |x| x.attempts);
     println!(
         "{secs:.3} s: {} requests, {tries} tries ({:.3} us a try); {:?}",
         r.simulated_requests,
