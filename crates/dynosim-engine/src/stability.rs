@@ -152,17 +152,23 @@ impl Goodput {
     /// read off those bins alone, as if the run ended at the first of them not final, is
     /// settled when the fleet was never up (no answer before the first fault: not recovered,
     /// whatever follows), when it found the recovery (the whole run's verdict finds the same:
-    /// it reads the same intervals in the same order and stops at the same one), or when those
-    /// bins cover the whole judged window (the last fault's end to the window's close, or the
-    /// run's end if sooner): then it read every interval the whole run's verdict reads, and
-    /// found none.
+    /// it reads the same intervals in the same order and stops at the same one), or when the
+    /// intervals it has not read cannot make a recovery: fewer of them are left in the whole
+    /// run's judged window (the last fault's end to the window's close, or the run's end if
+    /// sooner) than the good ones in a row it still needs, after the run of good intervals it
+    /// read last. The whole run's verdict reads the same intervals first and finds no three in
+    /// a row among them; any three it could find later would take in at most that last run:
+    /// not recovered, as the whole run says. (Once the bins cover the whole judged window, no
+    /// interval is left: the same rule.)
     pub fn pending(&self, rule: &Rule, t: f64) -> Option<f64> {
         let cut = self.start + ((t - self.start) / BIN).floor() * BIN;
         let end = cut.min(rule.run_end);
         let close = (rule.last + rule.window).min(rule.run_end);
-        let so_far = self.verdict(rule, end);
+        let (so_far, read, last_run) = self.scan(rule, end);
         let never_up = so_far.baseline.is_nan() || so_far.baseline <= 0.0;
-        if end >= close || so_far.recovered || never_up {
+        // The whole run's verdict reads the intervals of its judged window, to the run's end.
+        let left = Self::intervals(rule, rule.run_end).saturating_sub(read);
+        if end >= close || so_far.recovered || never_up || last_run + left < RUN_OF {
             None
         } else {
             Some(t + rule.interval)
@@ -186,6 +192,17 @@ impl Goodput {
 
     /// The verdict of `rule` on these answers, for a run that ended at `end`.
     pub fn verdict(&self, rule: &Rule, end: f64) -> Verdict {
+        self.scan(rule, end).0
+    }
+
+    /// The whole intervals of the judged window of a run that ended at `end`.
+    fn intervals(rule: &Rule, end: f64) -> usize {
+        let end = rule.last + rule.judged_window(end);
+        ((end - rule.last) / rule.interval + 1e-9).floor().max(0.0) as usize
+    }
+
+    /// [`Self::verdict`], with the intervals it read and the good ones in a row it read last.
+    fn scan(&self, rule: &Rule, end: f64) -> (Verdict, usize, usize) {
         // The level before: every whole second between the warm-up's end and the first fault.
         let i = rule.interval;
         let before_start = self.start + ((rule.window_start - self.start) / BIN).ceil() * BIN;
@@ -203,14 +220,15 @@ impl Goodput {
             let from = rule.last + k as f64 * i;
             self.sum(from, from + i) as f64 >= floor
         };
-        let end = rule.last + rule.judged_window(end);
-        let intervals = ((end - rule.last) / i + 1e-9).floor().max(0.0) as usize;
+        let intervals = Self::intervals(rule, end);
         let mut run = 0;
         let mut recovery = None;
         // A fleet that answered nothing before the fault was never up: nothing to come back to
         // (every interval would be "within 5% of 0").
         let intervals = if baseline > 0.0 { intervals } else { 0 };
+        let mut read = 0;
         for k in 0..intervals {
+            read = k + 1;
             if good(k) {
                 run += 1;
                 if run == RUN_OF {
@@ -221,11 +239,12 @@ impl Goodput {
                 run = 0;
             }
         }
-        Verdict {
+        let verdict = Verdict {
             recovered: recovery.is_some(),
             recovery_time: recovery,
             baseline,
-        }
+        };
+        (verdict, read, run)
     }
 }
 
@@ -369,6 +388,58 @@ mod tests {
         })
         .verdict(&r, r.run_end);
         assert_eq!(v.recovery_time, Some(40.0));
+    }
+
+    /// A run stopped at its verdict stops once the intervals left cannot hold three good ones
+    /// after the good run it read last, with the whole run's verdict; not before.
+    #[test]
+    fn a_verdict_is_settled_once_too_few_intervals_are_left() {
+        let r = rule();
+        // 60 intervals of 10 s from 360 s; the window closes at 960 s.
+        let whole = |g: &Goodput| g.verdict(&r, r.run_end);
+        // Down for good: 3 intervals left at 930 s, 2 at 940 s.
+        let down = series(&r, |t| if t >= 300.0 { 0.0 } else { 100.0 });
+        assert_eq!(down.pending(&r, 930.5), Some(940.5));
+        assert_eq!(down.pending(&r, 940.5), None);
+        assert!(!whole(&down).recovered);
+        // Back at 940 s: two good intervals before the close, not three (settled at 940 s).
+        let late = series(&r, |t| {
+            if (300.0..940.0).contains(&t) {
+                0.0
+            } else {
+                100.0
+            }
+        });
+        assert_eq!(late.pending(&r, 940.5), None);
+        assert!(!whole(&late).recovered);
+        // Back at 930 s: at 940 s one good interval read and two left: still open, and the
+        // whole run recovers at the window's last three intervals.
+        let just = series(&r, |t| {
+            if (300.0..930.0).contains(&t) {
+                0.0
+            } else {
+                100.0
+            }
+        });
+        assert_eq!(just.pending(&r, 940.5), Some(950.5));
+        assert_eq!(just.pending(&r, 950.5), Some(960.5));
+        assert_eq!(just.pending(&r, 960.5), None);
+        assert_eq!(whole(&just).recovery_time, Some(570.0));
+        // A run stopped at 940.5 s has none of the answers after it, and the whole run's
+        // figures (a stopped run is judged to its end, as the whole run is).
+        let rates: [&dyn Fn(f64) -> f64; 2] = [&|t| if t >= 300.0 { 0.0 } else { 100.0 }, &|t| {
+            if (300.0..940.0).contains(&t) {
+                0.0
+            } else {
+                100.0
+            }
+        }];
+        for rate in rates {
+            let stopped = series(&r, |t| if t < 940.5 { rate(t) } else { 0.0 });
+            let full = series(&r, rate);
+            let (a, b) = (stopped.figures(&r, r.run_end), full.figures(&r, r.run_end));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        }
     }
 
     #[test]
