@@ -107,6 +107,7 @@ mod dispatch;
 mod dyno;
 mod events;
 mod faults;
+mod features;
 mod fleet;
 mod idle;
 mod knowledge;
@@ -165,8 +166,9 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
 /// A replication's state: the run's own, and one field per concern, each the struct that holds
-/// that concern's state (see the module's comment).
-struct Simulation<'s> {
+/// that concern's state (see the module's comment). `FEEDBACK`: whether the run's steps look
+/// at the feedback features at all (see `features.rs`): false for a scenario that uses none.
+struct Simulation<'s, const FEEDBACK: bool> {
     // The run's own: the scenario, the clock, the events, the requests in flight, the
     // observer, and what the run's loop keeps for itself.
     s: &'s Scenario,
@@ -359,10 +361,15 @@ fn simulate_measures(
     trace: Option<TraceRecorder>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Measures, f64, Option<Trace>)> {
-    Simulation::build(s, replication, trace)?.run(interrupted)
+    // One loop per family, chosen here once for the run (see `features.rs`).
+    if features::feedback(s) {
+        Simulation::<true>::build(s, replication, trace)?.run(interrupted)
+    } else {
+        Simulation::<false>::build(s, replication, trace)?.run(interrupted)
+    }
 }
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// Runs the events until none is left, or until `interrupted` says to stop; returns what
     /// was measured, when the window closed, and the trace.
     fn run(
@@ -375,7 +382,7 @@ impl Simulation<'_> {
         // once an interval of simulated time; infinite otherwise.
         let mut verdict_check = self.measures.verdict_check();
         while let Some((time, event)) = self.events.pop() {
-            if time >= verdict_check {
+            if FEEDBACK && time >= verdict_check {
                 match self.measures.verdict_pending(time) {
                     Some(next) => verdict_check = next,
                     // Settled: nothing after this changes it.
@@ -504,7 +511,7 @@ impl Simulation<'_> {
     }
 }
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// A request that arrived at `arrival` was answered now (by its app or with an error), as
     /// the router logs it: for the autoscaler's response-time rules and the trace's p95.
     #[inline]
