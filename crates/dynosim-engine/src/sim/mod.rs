@@ -39,7 +39,9 @@
 //! - `build.rs`: the builder, one line a concern, and the first events;
 //! - `events.rs`: the events, their ids in the kernel's queue, their priorities;
 //! - `slab.rs`: the requests in flight (their entries and states): the types every file shares;
-//! - `streams.rs`: the random streams, one per purpose, all made there.
+//! - `streams.rs`: the random streams, one per purpose, all made there;
+//! - `features.rs`: which loop a run takes, with or without the feedback features (`FEEDBACK`,
+//!   the constant `Simulation` is generic over), chosen once per run.
 //!
 //! Each concern's state, with its constructor and the methods on that state alone (these
 //! files name no `Simulation`):
@@ -91,7 +93,9 @@
 //!    [`crate::rng::Stream`] purpose and a field of `Streams` (`streams.rs`), handed over in
 //!    that line.
 //! 4. Where it acts, a call from the steps (`dispatch.rs`, `threads.rs`...), such as
-//!    `self.breakers.allows(dyno, self.now)`. An event of its own is a variant in `events.rs`
+//!    `self.breakers.allows(dyno, self.now)`. A check every request meets is for the
+//!    scenarios that use the concern only: it joins `features.rs`'s family and is guarded by
+//!    `FEEDBACK` (`if FEEDBACK && ...`), so that the loop of the others compiles it out. An event of its own is a variant in `events.rs`
 //!    (an id range, and a priority constant of its own: its place in the order above), an arm
 //!    in the run's loop, and the step it runs: an `impl Simulation` method in the steps' file
 //!    where it belongs, or in a new steps file (which nothing names back).
