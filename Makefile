@@ -52,7 +52,7 @@ test-rust: ## engine tests (unit, theory, determinism), the load generator's and
 
 .PHONY: test-python
 test-python: build-dev ## package, CLI and end-to-end tests
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 .PHONY: check-imports
 check-imports: ## no import cycles in any crate of the workspace (each on its own) or the Python package

@@ -29,11 +29,16 @@ simulated interval is as close as the simulation's own spread can tell.
   bounded-load consistent hashing (`hash-balance-factor` 125 and 200, simulated on HAProxy's
   ring) on 1,000 users' keys by Zipf's law: mean queue time within 15% and p99 response time within 25%.
 
+- retry storms (issue #35, docs/feedback.md "On the real stack"): tests/fixtures/testbed/storm.toml
+  at 20 req/s (inside the bistable region: stays down), 8 req/s (outside: recovers) and 20 req/s
+  with `app.wait_timeout = 500ms` (recovers): the real run's verdict must be every simulated
+  replication's (tests/test_testbed_retries.py runs the first two, with their goodput per 10 s).
+
 - the scheduler (issue #25: time slices and the GIL): SCHEDULER_CASES below, each calibrated
   first (`dynosim testbed --calibrate`): throughput within 10%, p50 and p95 response within
   15% (30 s of traffic at most per case).
 
-    python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|balancers|dyno|timeouts|scheduler|nginx] [--case TEXT]
+    python bench/testbed_validation.py [--duration 120] [--replications 20] [--only routing|balancers|dyno|timeouts|scheduler|nginx|storms] [--case TEXT]
                                        [--runs 1] [--stack-costs none|measured|C,O] [--json out.json]
 
 --stack-costs models the real stack's own per-request costs in the simulation
@@ -279,11 +284,31 @@ def fmt(metric: str, value: float) -> str:
     return f"{value:.3f}"
 
 
+#: Retry storms: (label, rate, app.wait_timeout) on tests/fixtures/testbed/storm.toml.
+STORM = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "testbed" / "storm.toml"
+STORM_CASES = [("storm 20 req/s (3λ > μ)", "20/s", ""), ("storm 8 req/s (3λ < μ)", "8/s", ""),
+               ("storm 20 req/s, app.wait_timeout 500ms", "20/s", "500ms")]
+
+
+def storm_case(label: str, rate: str, wait_timeout: str) -> str:
+    """One retry storm for real and simulated: a row of the storms' table."""
+    sets = {"arrivals.rate": rate}
+    if wait_timeout:
+        sets["app.wait_timeout"] = wait_timeout
+    result = testbed(Scenario.load(STORM).with_overrides(sets), runs=1)["results"][0]
+    simulated = result["simulated"]["summary"]["stability"]["recovered"]["mean"]
+    real = result["measured"]["per_replication"][0]["stability"]
+    when = real.get("recovery_time")
+    same = real["recovered"] == simulated and simulated in (0.0, 1.0)
+    return (f"| {label} | {simulated:.0%} | {'yes' if real['recovered'] else 'no'} | "
+            f"{'' if when is None else f'{when:.0f} s'} | {'yes' if same else 'NO'} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic per routing case")
     parser.add_argument("--replications", type=int, default=20)
-    parser.add_argument("--only", choices=["routing", "balancers", "dyno", "timeouts", "scheduler", "nginx"])
+    parser.add_argument("--only", choices=["routing", "balancers", "dyno", "timeouts", "scheduler", "nginx", "storms"])
     parser.add_argument("--case", default="", help="only the cases whose label holds this text")
     parser.add_argument("--runs", type=int, default=1, help="real runs per case (run k: replication k's requests)")
     parser.add_argument("--stack-costs", default="none",
@@ -343,6 +368,11 @@ def main() -> int:
             rows.append(row(label, result, "response.p50", 0.15))
             rows.append(row(label, result, "response.p95", 0.15))
             print(f"... {case[0]} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    storms: List[str] = []
+    if args.only in (None, "storms"):
+        for label, rate, wait_timeout in [c for c in STORM_CASES if args.case in c[0]]:
+            storms.append(storm_case(label, rate, wait_timeout))
+            print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     print("| case | metric | simulated (95% CI) | rep. 0 | measured | vs mean | vs rep. 0 | bound | met |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -351,6 +381,10 @@ def main() -> int:
               f"({fmt(r['metric'], lo)}–{fmt(r['metric'], hi)}) | {fmt(r['metric'], r['paired'])} | "
               f"{fmt(r['metric'], r['measured'])} | {r['difference'] * 100:+.1f}% | "
               f"{r['paired_difference'] * 100:+.1f}% | ±{r['bound'] * 100:.0f}% | {'yes' if r['met'] else 'NO'} |")
+    if storms:
+        print("\n| storm | simulated: replications recovered | real: recovered | real: recovery time | same verdict |")
+        print("|---|---|---|---|---|")
+        print("\n".join(storms))
     ranking = [r for r in rows if r["metric"] == "closed_loop.requests_per_s"]
     if ranking:
         sim_order = [r["case"] for r in sorted(ranking, key=lambda r: -r["simulated"])]

@@ -30,7 +30,7 @@ BUILTIN = ROOT / "python" / "dynosim" / "scenarios"
 #: The testbed's components, as ``dynosim testbed --check`` finds them
 #: (dynosim.testbed.tools).
 TESTBED_COMPONENTS = ("haproxy", "nginx", "postgres", "gunicorn", "gevent", "psycopg", "ruby", "puma",
-                      "unicorn", "ruby-pg", "ruby-rack")
+                      "unicorn", "ruby-pg", "ruby-rack", "ruby-rack-timeout")
 
 
 def _module(name: str) -> Optional[str]:

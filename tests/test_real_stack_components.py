@@ -29,7 +29,7 @@ TESTS = ROOT / "tests"
 BINARIES = {"haproxy": ["haproxy"], "nginx": ["nginx"], "postgres": ["postgres", "initdb"], "ruby": ["ruby"],
             "puma": ["puma"], "unicorn": ["unicorn"], "chromium": ["chromium", "chromium-browser"]}
 MODULES = {"gunicorn", "gevent", "psycopg", "playwright", "distributed", "starlette", "uvicorn"}
-RUBY_FEATURES = {"ruby-pg": "pg", "ruby-rack": "rack"}
+RUBY_FEATURES = {"ruby-pg": "pg", "ruby-rack": "rack", "ruby-rack-timeout": "rack-timeout"}
 
 #: Loaded into the pytest run (-p): makes the hidden modules' imports fail, points the
 #: testbed's look-ups beyond PATH at the copies, and lists what was collected (--dump).

@@ -68,7 +68,7 @@ def test_phases_header_round_trips_through_the_app_parser():
         assert [(k, r) for k, r, _ in parsed] == [("cpu", ""), ("use", "db"), ("io", "")]
         assert np.allclose([x for _, _, x in parsed], plan.drawn["phases"][i], atol=1e-6)
     assert [r[0] for r in requests] == plan.drawn["time"]
-    assert plan.resources == {"db": {"pool": 1, "mode": "sleep"}}
+    assert plan.resources == {"db": {"pool": 1, "mode": "sleep", "timeout": None, "retries": 0}}
 
 
 def test_app_parser_refuses_garbage():
@@ -531,23 +531,35 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("router.view", {"update": "periodic", "interval": "1s"}),
                        # The feedback loops, the simulation's only for now (docs/feedback.md).
                        ("router.retry_budget", {"percent": 20}),
-                       ("arrivals.breaker", {"failure_rate": 25}),
-                       ("app.service_timeout", "5s"),
                        ("router.concurrency_limit", {"algorithm": "aimd"}),
-                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4}),
-                       ("faults", [{"at": "2s", "kind": "dynos_lost", "count": 1}])):
+                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4})):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)
-    # A dependency's timeout and the app's retries of its query: refused when set, in one line naming
-    # the key; their defaults run.
+    # The clients' breaker and the app's service_timeout run (tests/test_testbed_defences.py).
+    ran = make_plan(Scenario(io_scenario()).with_overrides({"arrivals.breaker": {"failure_rate": 25},
+                                                            "app.service_timeout": "5s"}))
+    assert ran.breaker and ran.dynos.service_timeout == 5.0
+    assert not make_plan(Scenario(io_scenario())).breaker
+    puma = Scenario(io_scenario(app={"server": "puma"}, request={"phases": [{"io": "10ms"}]}))
+    puma = puma.with_overrides({"app.service_timeout": "5s"})
+    with pytest.raises(DynosimError, match=r"app\.service_timeout"):
+        make_plan(puma)
+    # A dependency's timeout and the app's retries of its query run under gunicorn
+    # (statement_timeout: tests/test_testbed_retries.py); under Puma they are refused, in one
+    # line naming the key; their defaults run under either.
     phases = {"phases": [{"use": "db", "time": "5ms"}]}
+    ran = make_plan(Scenario(io_scenario(request=phases, resources={"db": {"servers": 100, "timeout": "2s",
+                                                                           "retries": 2}})))
+    assert ran.resources["db"]["timeout"] == 2.0 and ran.resources["db"]["retries"] == 2
     for key, value in (("timeout", "2s"), ("retries", 2)):
-        bad = Scenario(io_scenario(request=phases, resources={"db": {"servers": 100, key: value}}))
+        bad = Scenario(io_scenario(app={"server": "puma"}, request=phases,
+                                   resources={"db": {"servers": 100, key: value}}))
         with pytest.raises(DynosimError, match=rf"resources\.db\.{key}") as refused:
             make_plan(bad)
         assert len(str(refused.value).splitlines()) == 1
-    make_plan(Scenario(io_scenario(request=phases, resources={"db": {"servers": 100, "timeout": "off", "retries": 0}})))
+    make_plan(Scenario(io_scenario(app={"server": "puma"}, request=phases,
+                                   resources={"db": {"servers": 100, "timeout": "off", "retries": 0}})))
 
 
 def run_one_policy(tmp_path: Path, name: str, doc: Dict[str, object]) -> tuple:

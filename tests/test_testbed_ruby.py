@@ -118,7 +118,7 @@ def test_a_missing_ruby_server_is_refused_in_one_line(monkeypatch):
                                          request={"phases": [{"use": "db", "time": "5ms"}]})))
     assert set(testbed_run.needed_tools([pooled])) >= {"postgres", "psycopg", "ruby-pg"}
     gone = Tool("puma", None, None, "apt-get install ruby puma unicorn ruby-pg ruby-rack")
-    monkeypatch.setattr(testbed_run, "missing", lambda needed: [gone] if "puma" in needed else [])
+    monkeypatch.setattr("dynosim.testbed.tools.missing", lambda needed: [gone] if "puma" in needed else [])
     with pytest.raises(DynosimError) as e:
         testbed_run.check_tools([plan])
     message = str(e.value)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the testbed's real components (docs/testbed.md), and with them everything the real-stack
 # tests use (tests/conftest.py, COMPONENTS):
-#   HAProxy, nginx (router.kind = "nginx"), PostgreSQL and the Ruby servers (Ruby, Puma, Unicorn, the pg gem and Rack) from
+#   HAProxy, nginx (router.kind = "nginx"), PostgreSQL and the Ruby servers (Ruby, Puma, Unicorn, the pg gem, Rack and
+#   Rack::Timeout) from
 #   Debian's packages (as root, with apt-get), with Chromium for the browser tests, and
 #   gunicorn, gevent and psycopg into the Python environment given as $1 (default: python3).
 # Services are not started: the testbed starts its own HAProxy, nginx and PostgreSQL for each run.
@@ -18,6 +19,8 @@ command -v puma >/dev/null || need_apt+=(puma)
 command -v unicorn >/dev/null || need_apt+=(unicorn)
 ruby -e 'require "pg"' 2>/dev/null || need_apt+=(ruby-pg)
 ruby -e 'require "rack"' 2>/dev/null || need_apt+=(ruby-rack)
+# app.wait_timeout under Puma and Unicorn: Rack::Timeout itself (pure Ruby, 22 kB).
+ruby -e 'require "rack-timeout"' 2>/dev/null || need_apt+=(ruby-rack-timeout)
 # The browser tests drive Debian's Chromium (never a browser download of Playwright's own).
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -39,4 +42,4 @@ fi
 
 # gunicorn 23+ (the worker classes, --threads), gevent, psycopg 3.1.14+ (gevent support).
 "$PY" -m pip install -q "gunicorn>=23,<28" "gevent>=24" "psycopg[binary]>=3.1.14,<4"
-echo "install-testbed: haproxy, nginx, postgresql, ruby, puma, unicorn, ruby-pg, ruby-rack, chromium, gunicorn, gevent, psycopg ready"
+echo "install-testbed: haproxy, nginx, postgresql, ruby, puma, unicorn, ruby-pg, ruby-rack, ruby-rack-timeout, chromium, gunicorn, gevent, psycopg ready"

@@ -67,6 +67,7 @@ def send_load(
     capture: List[str] = ...,
     retry: Optional[Tuple[str, str, int]] = None,
     id_header: Optional[str] = None,
+    breaker: Optional[Tuple[str, str]] = None,
 ) -> Dict[str, Any]:
     """HTTP/1.1 load to a loopback ``target`` ("127.0.0.1:8080"), one connection per request.
 
@@ -83,7 +84,7 @@ def send_load(
     sent, in request order: ``index``, ``client``, ``scheduled``, ``sent``, ``connected``,
     ``first_byte``, ``done`` (Unix epoch s, NaN when not reached), ``status`` (0 if none),
     ``error`` (None, or "connect", "refused", "timeout", "io", "bad_response", "deadline",
-    "interrupted"), ``bytes`` (received), and ``headers``: for each name in ``capture``, its
+    "interrupted", "breaker_open"), ``bytes`` (received), and ``headers``: for each name in ``capture``, its
     column of values (None where absent).
 
     ``retry``: ``(scenario_json, base_dir, replication)``: the clients retry as that
@@ -94,6 +95,12 @@ def send_load(
     ``kept`` (why its client kept this try's outcome: "success", "failed", "denied",
     "exhausted"; None for a try it retried); without, ``attempt`` is 1, ``origin`` is ``sent``
     and ``kept`` None.
+
+    ``breaker``: ``(scenario_json, base_dir)``: the clients share the scenario's
+    ``[arrivals.breaker]`` (the engine's own state machine): a try it refuses is not sent (its
+    row's error "breaker_open", ``sent`` its time, ``done`` NaN; retried as a refusal), and
+    each try sent tells it its outcome. Returns also ``breaker``: when it opened and until
+    when, ``[(from, until)]`` in Unix epoch s, in order (None without a breaker).
     """
 def logs_summary(
     paths: List[str],

@@ -634,7 +634,231 @@ pub const KINDS: &[Kind] = &[
     },
 ];
 
-pub const KEYS: &[Key] = &[
+/// The keys of a `concurrency_limit` table, the same at the router and at the app: one list,
+/// its section named where it is used.
+macro_rules! concurrency_limit_keys {
+    ($section:literal) => {
+        &[
+            Key {
+                section: $section,
+                kind: None,
+                name: "algorithm",
+                value: "name",
+                unit: "",
+                default: Default::Required,
+                example: r#""aimd""#,
+                meaning: "the rule: fixed, aimd, gradient2 or vegas (Netflix's FixedLimit, AIMDLimit, Gradient2Limit, VegasLimit)",
+            },
+            Key {
+                section: $section,
+                kind: Some("fixed"),
+                name: "limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Required,
+                example: "8",
+                meaning: "requests in flight at most; one more is rejected",
+            },
+            Key {
+                section: $section,
+                kind: Some("aimd"),
+                name: "initial_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("20"),
+                example: "30",
+                meaning: "the limit before any answer (AIMDLimit's initialLimit), from min_limit to max_limit",
+            },
+            Key {
+                section: $section,
+                kind: Some("aimd"),
+                name: "min_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("20"),
+                example: "10",
+                meaning: "the limit never falls below this (minLimit)",
+            },
+            Key {
+                section: $section,
+                kind: Some("aimd"),
+                name: "max_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("200"),
+                example: "100",
+                meaning: "the limit never rises above this (maxLimit)",
+            },
+            Key {
+                section: $section,
+                kind: Some("aimd"),
+                name: "backoff_ratio",
+                value: "number from 0.5 to below 1",
+                unit: "",
+                default: Default::Value("0.9"),
+                example: "0.75",
+                meaning: "the limit's factor on a drop (backoffRatio)",
+            },
+            Key {
+                section: $section,
+                kind: Some("aimd"),
+                name: "timeout",
+                value: "duration above 0",
+                unit: "s",
+                default: Default::Value(r#""5s""#),
+                example: r#""2s""#,
+                meaning: "an answer slower than this counts as a drop (AIMDLimit's timeout)",
+            },
+            Key {
+                section: $section,
+                kind: Some("gradient2"),
+                name: "initial_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("20"),
+                example: "30",
+                meaning: "the limit before any answer (Gradient2Limit's initialLimit), from min_limit to max_limit",
+            },
+            Key {
+                section: $section,
+                kind: Some("gradient2"),
+                name: "min_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("20"),
+                example: "10",
+                meaning: "the limit never falls below this (minLimit)",
+            },
+            Key {
+                section: $section,
+                kind: Some("gradient2"),
+                name: "max_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("200"),
+                example: "100",
+                meaning: "the limit never rises above this (maxConcurrency)",
+            },
+            Key {
+                section: $section,
+                kind: Some("gradient2"),
+                name: "smoothing",
+                value: "number above 0, at most 1",
+                unit: "",
+                default: Default::Value("0.2"),
+                example: "0.5",
+                meaning: "the new estimate's weight against the old (smoothing)",
+            },
+            Key {
+                section: $section,
+                kind: Some("gradient2"),
+                name: "queue_size",
+                value: "whole number, 0 to 1000000",
+                unit: "requests",
+                default: Default::Value("4"),
+                example: "2",
+                meaning: "what the limit may grow by at each answer while latency stays low (queueSize)",
+            },
+            Key {
+                section: $section,
+                kind: Some("gradient2"),
+                name: "long_window",
+                value: "whole number, 1 to 1000000",
+                unit: "answers",
+                default: Default::Value("600"),
+                example: "100",
+                meaning: "the long average's span: an exponential average of factor 2 / (long_window + 1), after a plain mean of the first 10 (longWindow)",
+            },
+            Key {
+                section: $section,
+                kind: Some("gradient2"),
+                name: "rtt_tolerance",
+                value: "number, at least 1",
+                unit: "",
+                default: Default::Value("1.5"),
+                example: "2.0",
+                meaning: "how much slower than the long average an answer may be before the limit falls (rttTolerance)",
+            },
+            Key {
+                section: $section,
+                kind: Some("vegas"),
+                name: "initial_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("20"),
+                example: "30",
+                meaning: "the limit before any answer (VegasLimit's initialLimit), at most max_limit",
+            },
+            Key {
+                section: $section,
+                kind: Some("vegas"),
+                name: "max_limit",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Value("1000"),
+                example: "100",
+                meaning: "the limit never rises above this (maxConcurrency); it never falls below 1",
+            },
+            Key {
+                section: $section,
+                kind: Some("vegas"),
+                name: "smoothing",
+                value: "number above 0, at most 1",
+                unit: "",
+                default: Default::Value("1.0"),
+                example: "0.5",
+                meaning: "the new estimate's weight against the old (smoothing)",
+            },
+            Key {
+                section: $section,
+                kind: Some("vegas"),
+                name: "alpha",
+                value: "whole number, 1 to 1000000",
+                unit: "requests",
+                default: Default::Described("3 × log10(limit), log10 floored and at least 1"),
+                example: "3",
+                meaning: "below this queue the limit grows by log10(limit) (alpha)",
+            },
+            Key {
+                section: $section,
+                kind: Some("vegas"),
+                name: "beta",
+                value: "whole number, 1 to 1000000, at least alpha",
+                unit: "requests",
+                default: Default::Described("6 × log10(limit), log10 floored and at least 1"),
+                example: "6",
+                meaning: "above this queue the limit falls by log10(limit) (beta)",
+            },
+            Key {
+                section: $section,
+                kind: Some("vegas"),
+                name: "probe_multiplier",
+                value: "whole number, 1 to 1000000",
+                unit: "answers",
+                default: Default::Value("30"),
+                example: "10",
+                meaning: "a probe for the least latency every U(0.5, 1) × probe_multiplier × limit answers (probeMultiplier)",
+            },
+        ]
+    };
+}
+
+/// Every key, in the order docs/scenario.md lists them.
+pub fn keys() -> impl Iterator<Item = &'static Key> + Clone {
+    KEYS_BEFORE_LIMITS
+        .iter()
+        .chain(ROUTER_LIMIT_KEYS)
+        .chain(APP_LIMIT_KEYS)
+        .chain(KEYS_AFTER_LIMITS)
+}
+
+/// `[router.concurrency_limit]`.
+static ROUTER_LIMIT_KEYS: &[Key] = concurrency_limit_keys!("router.concurrency_limit");
+/// `[app.concurrency_limit]`.
+static APP_LIMIT_KEYS: &[Key] = concurrency_limit_keys!("app.concurrency_limit");
+
+/// The keys up to the concurrency limits' tables, in the order docs/scenario.md lists them.
+const KEYS_BEFORE_LIMITS: &[Key] = &[
     // --- the top level
     Key {
         section: "",
@@ -2110,408 +2334,10 @@ pub const KEYS: &[Key] = &[
         meaning: "retries in flight a router always allows, whatever its load (Envoy's \
                   min_retry_concurrency, default 3)",
     },
-    // --- [router.concurrency_limit]
-    Key {
-        section: "router.concurrency_limit",
-        kind: None,
-        name: "algorithm",
-        value: "name",
-        unit: "",
-        default: Default::Required,
-        example: r#""aimd""#,
-        meaning: "the rule: fixed, aimd, gradient2 or vegas (Netflix's FixedLimit, AIMDLimit, Gradient2Limit, VegasLimit)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("fixed"),
-        name: "limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Required,
-        example: "8",
-        meaning: "requests in flight at most; one more is rejected",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("aimd"),
-        name: "initial_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "30",
-        meaning: "the limit before any answer (AIMDLimit's initialLimit), from min_limit to max_limit",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("aimd"),
-        name: "min_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "10",
-        meaning: "the limit never falls below this (minLimit)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("aimd"),
-        name: "max_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("200"),
-        example: "100",
-        meaning: "the limit never rises above this (maxLimit)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("aimd"),
-        name: "backoff_ratio",
-        value: "number from 0.5 to below 1",
-        unit: "",
-        default: Default::Value("0.9"),
-        example: "0.75",
-        meaning: "the limit's factor on a drop (backoffRatio)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("aimd"),
-        name: "timeout",
-        value: "duration above 0",
-        unit: "s",
-        default: Default::Value(r#""5s""#),
-        example: r#""2s""#,
-        meaning: "an answer slower than this counts as a drop (AIMDLimit's timeout)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "initial_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "30",
-        meaning: "the limit before any answer (Gradient2Limit's initialLimit), from min_limit to max_limit",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "min_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "10",
-        meaning: "the limit never falls below this (minLimit)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "max_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("200"),
-        example: "100",
-        meaning: "the limit never rises above this (maxConcurrency)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "smoothing",
-        value: "number above 0, at most 1",
-        unit: "",
-        default: Default::Value("0.2"),
-        example: "0.5",
-        meaning: "the new estimate's weight against the old (smoothing)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "queue_size",
-        value: "whole number, 0 to 1000000",
-        unit: "requests",
-        default: Default::Value("4"),
-        example: "2",
-        meaning: "what the limit may grow by at each answer while latency stays low (queueSize)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "long_window",
-        value: "whole number, 1 to 1000000",
-        unit: "answers",
-        default: Default::Value("600"),
-        example: "100",
-        meaning: "the long average's span: an exponential average of factor 2 / (long_window + 1), after a plain mean of the first 10 (longWindow)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "rtt_tolerance",
-        value: "number, at least 1",
-        unit: "",
-        default: Default::Value("1.5"),
-        example: "2.0",
-        meaning: "how much slower than the long average an answer may be before the limit falls (rttTolerance)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("vegas"),
-        name: "initial_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "30",
-        meaning: "the limit before any answer (VegasLimit's initialLimit), at most max_limit",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("vegas"),
-        name: "max_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("1000"),
-        example: "100",
-        meaning: "the limit never rises above this (maxConcurrency); it never falls below 1",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("vegas"),
-        name: "smoothing",
-        value: "number above 0, at most 1",
-        unit: "",
-        default: Default::Value("1.0"),
-        example: "0.5",
-        meaning: "the new estimate's weight against the old (smoothing)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("vegas"),
-        name: "alpha",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Described("3 × log10(limit), log10 floored and at least 1"),
-        example: "3",
-        meaning: "below this queue the limit grows by log10(limit) (alpha)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("vegas"),
-        name: "beta",
-        value: "whole number, 1 to 1000000, at least alpha",
-        unit: "requests",
-        default: Default::Described("6 × log10(limit), log10 floored and at least 1"),
-        example: "6",
-        meaning: "above this queue the limit falls by log10(limit) (beta)",
-    },
-    Key {
-        section: "router.concurrency_limit",
-        kind: Some("vegas"),
-        name: "probe_multiplier",
-        value: "whole number, 1 to 1000000",
-        unit: "answers",
-        default: Default::Value("30"),
-        example: "10",
-        meaning: "a probe for the least latency every U(0.5, 1) × probe_multiplier × limit answers (probeMultiplier)",
-    },
-    // --- [app.concurrency_limit]
-    Key {
-        section: "app.concurrency_limit",
-        kind: None,
-        name: "algorithm",
-        value: "name",
-        unit: "",
-        default: Default::Required,
-        example: r#""aimd""#,
-        meaning: "the rule: fixed, aimd, gradient2 or vegas (Netflix's FixedLimit, AIMDLimit, Gradient2Limit, VegasLimit)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("fixed"),
-        name: "limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Required,
-        example: "8",
-        meaning: "requests in flight at most; one more is rejected",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("aimd"),
-        name: "initial_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "30",
-        meaning: "the limit before any answer (AIMDLimit's initialLimit), from min_limit to max_limit",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("aimd"),
-        name: "min_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "10",
-        meaning: "the limit never falls below this (minLimit)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("aimd"),
-        name: "max_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("200"),
-        example: "100",
-        meaning: "the limit never rises above this (maxLimit)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("aimd"),
-        name: "backoff_ratio",
-        value: "number from 0.5 to below 1",
-        unit: "",
-        default: Default::Value("0.9"),
-        example: "0.75",
-        meaning: "the limit's factor on a drop (backoffRatio)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("aimd"),
-        name: "timeout",
-        value: "duration above 0",
-        unit: "s",
-        default: Default::Value(r#""5s""#),
-        example: r#""2s""#,
-        meaning: "an answer slower than this counts as a drop (AIMDLimit's timeout)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "initial_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "30",
-        meaning: "the limit before any answer (Gradient2Limit's initialLimit), from min_limit to max_limit",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "min_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "10",
-        meaning: "the limit never falls below this (minLimit)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "max_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("200"),
-        example: "100",
-        meaning: "the limit never rises above this (maxConcurrency)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "smoothing",
-        value: "number above 0, at most 1",
-        unit: "",
-        default: Default::Value("0.2"),
-        example: "0.5",
-        meaning: "the new estimate's weight against the old (smoothing)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "queue_size",
-        value: "whole number, 0 to 1000000",
-        unit: "requests",
-        default: Default::Value("4"),
-        example: "2",
-        meaning: "what the limit may grow by at each answer while latency stays low (queueSize)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "long_window",
-        value: "whole number, 1 to 1000000",
-        unit: "answers",
-        default: Default::Value("600"),
-        example: "100",
-        meaning: "the long average's span: an exponential average of factor 2 / (long_window + 1), after a plain mean of the first 10 (longWindow)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("gradient2"),
-        name: "rtt_tolerance",
-        value: "number, at least 1",
-        unit: "",
-        default: Default::Value("1.5"),
-        example: "2.0",
-        meaning: "how much slower than the long average an answer may be before the limit falls (rttTolerance)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("vegas"),
-        name: "initial_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("20"),
-        example: "30",
-        meaning: "the limit before any answer (VegasLimit's initialLimit), at most max_limit",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("vegas"),
-        name: "max_limit",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Value("1000"),
-        example: "100",
-        meaning: "the limit never rises above this (maxConcurrency); it never falls below 1",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("vegas"),
-        name: "smoothing",
-        value: "number above 0, at most 1",
-        unit: "",
-        default: Default::Value("1.0"),
-        example: "0.5",
-        meaning: "the new estimate's weight against the old (smoothing)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("vegas"),
-        name: "alpha",
-        value: "whole number, 1 to 1000000",
-        unit: "requests",
-        default: Default::Described("3 × log10(limit), log10 floored and at least 1"),
-        example: "3",
-        meaning: "below this queue the limit grows by log10(limit) (alpha)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("vegas"),
-        name: "beta",
-        value: "whole number, 1 to 1000000, at least alpha",
-        unit: "requests",
-        default: Default::Described("6 × log10(limit), log10 floored and at least 1"),
-        example: "6",
-        meaning: "above this queue the limit falls by log10(limit) (beta)",
-    },
-    Key {
-        section: "app.concurrency_limit",
-        kind: Some("vegas"),
-        name: "probe_multiplier",
-        value: "whole number, 1 to 1000000",
-        unit: "answers",
-        default: Default::Value("30"),
-        example: "10",
-        meaning: "a probe for the least latency every U(0.5, 1) × probe_multiplier × limit answers (probeMultiplier)",
-    },
+];
+
+/// The keys after the concurrency limits' tables.
+const KEYS_AFTER_LIMITS: &[Key] = &[
     // --- [router.view]
     Key {
         section: "router.view",
@@ -3604,7 +3430,7 @@ pub fn to_json() -> Value {
         "kinds": KINDS.iter().map(|k| json!({
             "section": k.section, "name": k.name, "meaning": k.meaning,
         })).collect::<Vec<_>>(),
-        "keys": KEYS.iter().map(|k| json!({
+        "keys": keys().map(|k| json!({
             "path": k.path(),
             "section": k.section,
             "kind": k.kind,
@@ -3704,8 +3530,7 @@ mod tests {
     /// Sets the required keys of `section` (kind-independent ones) to their examples.
     fn add_required(doc: &mut Map<String, Value>, section: &str) {
         let table = table_mut(doc, section);
-        for key in KEYS
-            .iter()
+        for key in keys()
             .filter(|k| k.section == section && k.kind.is_none() && k.default == Default::Required)
         {
             table.insert(key.name.into(), example(key));
@@ -3744,8 +3569,7 @@ mod tests {
             table_mut(&mut doc, "router").insert("retry_on".into(), serde_json::json!(["timeout"]));
         }
         if phases && !with.starts_with("request.class") {
-            let key = KEYS
-                .iter()
+            let key = keys()
                 .find(|k| k.section == "request" && k.name == "phases")
                 .expect("request.phases");
             table_mut(&mut doc, "request").insert(key.name.into(), example(key));
@@ -3783,7 +3607,7 @@ mod tests {
     }
 
     fn documented(section: &str, kind: Option<&str>) -> BTreeSet<String> {
-        KEYS.iter()
+        keys()
             .filter(|k| k.section == section && k.kind == kind)
             .map(|k| k.name.to_string())
             .collect()
@@ -3857,7 +3681,7 @@ mod tests {
         for section in SECTIONS.iter().filter(|s| s.reader == Reader::FrontEnd) {
             let mut doc = minimal("service");
             let mut table = Map::new();
-            for key in KEYS.iter().filter(|k| k.section == section.name) {
+            for key in keys().filter(|k| k.section == section.name) {
                 table.insert(key.name.into(), example(key));
             }
             let value = if section.array {
@@ -3916,7 +3740,7 @@ mod tests {
         check_registry("faults", &crate::fault::REGISTRY, &[]);
         check_registry("router.concurrency_limit", &crate::limit::REGISTRY, &[]);
         check_registry("app.concurrency_limit", &crate::limit::REGISTRY, &[]);
-        assert!(KEYS.iter().all(|k| k.kind.is_none()
+        assert!(keys().all(|k| k.kind.is_none()
             || KINDS
                 .iter()
                 .any(|kind| Some(kind.name) == k.kind && kind.section == k.section)));
@@ -3972,7 +3796,7 @@ mod tests {
     fn defaults_are_the_engines() {
         let dir = TempDir::new("defaults");
         let full = full_documents();
-        for key in KEYS {
+        for key in keys() {
             let s = section(key.section);
             if s.reader != Reader::Engine || s.name.is_empty() {
                 continue;
@@ -4036,15 +3860,10 @@ mod tests {
         let inner = inner_sections(section.name);
         table.retain(|name, _| {
             (inner.contains(name) && !KIND_EXCLUDES.contains(&(section.name, kind, name)))
-                || KEYS
-                    .iter()
-                    .any(|k| k.section == section.name && k.kind.is_none() && k.name == name)
+                || keys().any(|k| k.section == section.name && k.kind.is_none() && k.name == name)
         });
         table.insert(kind_key.into(), json!(kind));
-        for key in KEYS
-            .iter()
-            .filter(|k| k.section == section.name && k.kind == Some(kind))
-        {
+        for key in keys().filter(|k| k.section == section.name && k.kind == Some(kind)) {
             if let Default::EitherThisOr(other) = key.default {
                 if table.contains_key(other) {
                     continue;
@@ -4103,10 +3922,7 @@ mod tests {
                     })
                     .collect();
                 for s in &present {
-                    for key in KEYS
-                        .iter()
-                        .filter(|k| k.section == s.name && k.kind.is_none())
-                    {
+                    for key in keys().filter(|k| k.section == s.name && k.kind.is_none()) {
                         let excluded = EXCLUDES.iter().any(|(path, other)| {
                             key.path() == *path && present.iter().any(|p| p.name == *other)
                         });
@@ -4168,10 +3984,7 @@ mod tests {
                 }
             }
         }
-        for key in KEYS
-            .iter()
-            .filter(|k| section(k.section).reader == Reader::Engine)
-        {
+        for key in keys().filter(|k| section(k.section).reader == Reader::Engine) {
             if !key.section.is_empty() {
                 assert!(
                     covered.contains(&key.path()),
@@ -4187,8 +4000,7 @@ mod tests {
     #[test]
     fn autoscale_described_defaults_are_the_rules() {
         let dir = TempDir::new("autoscale");
-        let key = KEYS
-            .iter()
+        let key = keys()
             .find(|k| k.path() == "autoscale.interval")
             .expect("autoscale.interval");
         let Default::Described(text) = key.default else {

@@ -15,6 +15,11 @@
 //!   the id header ([`Options::id_header`]: `17` becomes `17.2`), so that the router's and the
 //!   app's logs tell the tries apart.
 //!
+//! - **A circuit breaker** ([`Options::breaker`]): before each try (the first and every retry)
+//!   the client asks its [`Breaker`] whether it may send; a try refused is not sent: its record
+//!   has the error [`ErrorKind::BreakerOpen`] at once (and, with retries, it is a failed try
+//!   like any other). Each try sent tells the breaker its outcome.
+//!
 //! Every request is a new TCP connection with `Connection: close`: `GET path HTTP/1.1` with
 //! `Host` and the request's headers; the response's status line, headers and body
 //! (`Content-Length`, or until the server closes) are read. Everything is bounded: at most the
@@ -50,6 +55,32 @@ pub trait Retry: Send + Sync {
     /// Try `attempt` (1 for the first), sent after a backoff of `last_delay` (0 for the first),
     /// ended `now` as `outcome`: whether the client sends it again, and when.
     fn after(&self, attempt: u32, last_delay: f64, outcome: Outcome, now: f64) -> Next;
+}
+
+/// A population of clients' circuit breaker (one shared by every client of a run, its state
+/// behind `&self`). Times are seconds since the run's start.
+pub trait Breaker: Send + Sync {
+    /// Whether a try may be sent `now` (false: it fails at once, never sent).
+    fn allows(&self, now: f64) -> bool;
+    /// A try sent at `sent` ended `now`, `failed` (no whole response, or a status of 500 or
+    /// more) or not. Not told of tries the run's end cut short.
+    fn record(&self, sent: f64, now: f64, failed: bool);
+}
+
+/// [`Options::breaker`]: the clients' circuit breaker, shared.
+#[derive(Clone)]
+pub struct BreakerHook(pub Arc<dyn Breaker>);
+
+impl fmt::Debug for BreakerHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BreakerHook")
+    }
+}
+
+impl PartialEq for BreakerHook {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// What a client does after a try.
@@ -113,6 +144,8 @@ pub struct Options {
     pub threads: usize,
     /// The clients' retries; None: a failed try is the request's outcome.
     pub retry: Option<RetryHook>,
+    /// The clients' circuit breaker; None: every try is sent.
+    pub breaker: Option<BreakerHook>,
     /// The request header that identifies a request (such as `X-Request-Id`): a retry's value
     /// is the first try's with `.k` appended (k the try's number, from 2). None: tries are
     /// sent as the first was.
@@ -130,6 +163,7 @@ impl Options {
             capture: Vec::new(),
             threads: 1,
             retry: None,
+            breaker: None,
             id_header: None,
         }
     }
@@ -164,11 +198,13 @@ pub enum ErrorKind {
     Deadline,
     /// `stop()` said to stop first.
     Interrupted,
+    /// The clients' circuit breaker ([`Options::breaker`]) refused the try: never sent.
+    BreakerOpen,
 }
 
 impl ErrorKind {
     /// The kind's name: `connect`, `refused`, `timeout`, `io`, `bad_response`, `deadline`,
-    /// `interrupted`.
+    /// `interrupted`, `breaker_open`.
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::Connect => "connect",
@@ -178,6 +214,7 @@ impl ErrorKind {
             ErrorKind::BadResponse => "bad_response",
             ErrorKind::Deadline => "deadline",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::BreakerOpen => "breaker_open",
         }
     }
 }
@@ -283,6 +320,10 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
+/// A closed-loop client whose request the breaker refused sends its next no sooner than this
+/// (seconds; the simulation's clients do the same).
+pub const REFUSED_THINK: f64 = 1e-3;
+
 /// How often the run checks `stop()`, its deadline and whether it is finished.
 const POLL: Duration = Duration::from_millis(2);
 
@@ -297,6 +338,7 @@ struct Shared {
     /// The requests, kept to build a retry's bytes (with [`Options::id_header`] set).
     requests: Vec<Request>,
     retry: Option<RetryHook>,
+    breaker: Option<BreakerHook>,
     id_header: Option<String>,
     t0: Instant,
     /// Set once, to the error that requests in flight end with, when the run stops early.
@@ -382,6 +424,7 @@ pub fn run(
             Vec::new()
         },
         retry: options.retry.clone(),
+        breaker: options.breaker.clone(),
         id_header: options.id_header.clone(),
         t0,
         cancel: cancel_rx,
@@ -609,12 +652,19 @@ async fn client_loop(shared: Arc<Shared>, client: u32) {
             break;
         }
         let tries = send_tries(&shared, i, client, ready).await;
+        let refused = tries
+            .last()
+            .is_some_and(|r| r.error == Some(ErrorKind::BreakerOpen));
         shared.store(tries);
         let k = shared.completed.fetch_add(1, Ordering::SeqCst);
         if shared.next.load(Ordering::SeqCst) >= n {
             break; // no request left to think before
         }
-        let think = shared.think.get(k).copied().unwrap_or(0.0);
+        let mut think = shared.think.get(k).copied().unwrap_or(0.0);
+        if refused {
+            // As the simulation's clients: time moves on before the next send.
+            think = think.max(REFUSED_THINK);
+        }
         if think > 0.0 {
             tokio::select! {
                 biased;
@@ -630,7 +680,7 @@ async fn client_loop(shared: Arc<Shared>, client: u32) {
 /// Sends request `i`, and again while its client's retries say so: each try's record.
 async fn send_tries(shared: &Shared, i: usize, client: u32, scheduled: f64) -> Vec<Record> {
     let mut tries = Vec::new();
-    let mut record = send(shared, i, client, scheduled, 1, None).await;
+    let mut record = checked_send(shared, i, client, scheduled, 1, None).await;
     let Some(RetryHook(retry)) = shared.retry.as_ref() else {
         tries.push(record);
         return tries;
@@ -681,7 +731,7 @@ async fn send_tries(shared: &Shared, i: usize, client: u32, scheduled: f64) -> V
         }
         last_delay = delay;
         let wire = retry_wire(shared, i, attempt + 1);
-        record = send(
+        record = checked_send(
             shared,
             i,
             client,
@@ -707,9 +757,9 @@ fn retry_wire(shared: &Shared, i: usize, attempt: u32) -> Option<Vec<u8>> {
     http::request_bytes(shared.target, &request).ok()
 }
 
-/// Sends request `i` (try `attempt`, with `wire` for bytes other than the request's own) and
-/// records what happens to it (times relative to the start).
-async fn send(
+/// Sends request `i` as [`send`] does if the clients' breaker lets it (else its record has
+/// the error `breaker_open`, sent now), and tells the breaker its outcome.
+async fn checked_send(
     shared: &Shared,
     i: usize,
     client: u32,
@@ -717,8 +767,37 @@ async fn send(
     attempt: u32,
     wire: Option<&[u8]>,
 ) -> Record {
+    let Some(BreakerHook(breaker)) = shared.breaker.as_ref() else {
+        return send(shared, i, client, scheduled, attempt, wire).await;
+    };
     let now = shared.now();
-    let mut record = Record {
+    if !breaker.allows(now) {
+        let mut record = blank(shared, i, client, scheduled, attempt, now);
+        record.error = Some(ErrorKind::BreakerOpen);
+        return record;
+    }
+    let record = send(shared, i, client, scheduled, attempt, wire).await;
+    if !matches!(
+        record.error,
+        Some(ErrorKind::Deadline | ErrorKind::Interrupted)
+    ) {
+        let ended = if record.done.is_finite() {
+            record.done
+        } else {
+            shared.now()
+        };
+        breaker.record(
+            record.sent,
+            ended,
+            record.error.is_some() || record.status >= 500,
+        );
+    }
+    record
+}
+
+/// A try's record before anything happened to it, sent `now`.
+fn blank(shared: &Shared, i: usize, client: u32, scheduled: f64, attempt: u32, now: f64) -> Record {
+    Record {
         index: i as u32,
         client,
         attempt,
@@ -733,7 +812,20 @@ async fn send(
         bytes: 0,
         headers: vec![None; shared.capture.len()],
         kept: None,
-    };
+    }
+}
+
+/// Sends request `i` (try `attempt`, with `wire` for bytes other than the request's own) and
+/// records what happens to it (times relative to the start).
+async fn send(
+    shared: &Shared,
+    i: usize,
+    client: u32,
+    scheduled: f64,
+    attempt: u32,
+    wire: Option<&[u8]>,
+) -> Record {
+    let mut record = blank(shared, i, client, scheduled, attempt, shared.now());
     let mut cancel = shared.cancel.clone();
     let outcome = tokio::select! {
         biased;

@@ -2,8 +2,8 @@
 //! orderings and inequalities that cannot flake are asserted about time.
 
 use dynosim_load::{
-    run, ErrorKind, LoadError, Mode, Next, Options, Outcome, Record, Request, Retry, RetryHook,
-    Stopped,
+    run, Breaker, BreakerHook, ErrorKind, LoadError, Mode, Next, Options, Outcome, Record, Request,
+    Retry, RetryHook, Stopped,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -615,4 +615,130 @@ fn no_retry_past_the_deadline() {
     assert!(r[..r.len() - 1]
         .iter()
         .all(|t| t.error == Some(ErrorKind::Timeout)));
+}
+
+/// A breaker that refuses every try once it was told of two failures; records what it was
+/// told.
+#[derive(Default)]
+struct Trips {
+    asked: AtomicUsize,
+    told: std::sync::Mutex<Vec<(f64, f64, bool)>>,
+}
+
+impl Breaker for Trips {
+    fn allows(&self, _now: f64) -> bool {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.told.lock().unwrap().iter().filter(|t| t.2).count() < 2
+    }
+    fn record(&self, sent: f64, now: f64, failed: bool) {
+        self.told.lock().unwrap().push((sent, now, failed));
+    }
+}
+
+/// One client, one request after the other: the breaker is asked before each and told each
+/// outcome (a status of 500 or more a failure); once it refuses, nothing more is sent and the
+/// tries it refused end at once with `breaker_open`.
+#[test]
+fn a_breaker_is_asked_before_each_try_and_told_each_outcome() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counted = sent.clone();
+    let target = server(move |mut s| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let head = read_head(&mut s);
+        let code = path_of(&head).trim_start_matches("/status/").to_string();
+        let _ = s.write_all(format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes());
+    });
+    let breaker = Arc::new(Trips::default());
+    let opts = Options {
+        breaker: Some(BreakerHook(breaker.clone())),
+        ..options(target)
+    };
+    let paths = [
+        "/status/500",
+        "/status/200",
+        "/status/503",
+        "/status/200",
+        "/status/200",
+    ];
+    let mode = Mode::Closed {
+        clients: 1,
+        think: vec![],
+    };
+    let report = run(&requests(&paths), &mode, &opts, &never).unwrap();
+    let r = &report.records;
+    let got: Vec<(u16, Option<ErrorKind>)> = r.iter().map(|r| (r.status, r.error)).collect();
+    let refused = (0, Some(ErrorKind::BreakerOpen));
+    assert_eq!(
+        got,
+        [(500, None), (200, None), (503, None), refused, refused]
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 3);
+    assert_eq!(breaker.asked.load(Ordering::SeqCst), 5);
+    let told = breaker.told.lock().unwrap().clone();
+    assert_eq!(
+        told.iter().map(|t| t.2).collect::<Vec<_>>(),
+        [true, false, true]
+    );
+    for (t, record) in told.iter().zip(r) {
+        assert!(t.1 >= t.0, "{told:?}");
+        assert!(
+            (t.0 + report.start - record.sent).abs() < EPS,
+            "{told:?} {record:?}"
+        );
+    }
+    for record in &r[3..] {
+        assert!(record.sent.is_finite() && record.connected.is_nan() && record.done.is_nan());
+        assert_eq!(record.error.unwrap().name(), "breaker_open");
+    }
+    // The client waited for the refused ones too: each after the one before it.
+    assert!(r.windows(2).all(|w| w[1].sent >= w[0].sent));
+}
+
+/// With retries, a try the breaker refused is a failed try: its client's retries are asked
+/// after it with `breaker_open`, and a retry meets the breaker again.
+#[test]
+fn a_refused_try_is_retried_and_refused_again() {
+    let target = answering_server();
+    let breaker = Arc::new(Trips::default());
+    let tries = Arc::new(Tries {
+        attempts: 2,
+        delay: 0.0,
+        firsts: AtomicUsize::new(0),
+        asked: Default::default(),
+    });
+    let opts = Options {
+        breaker: Some(BreakerHook(breaker.clone())),
+        retry: Some(RetryHook(tries.clone())),
+        ..options(target)
+    };
+    let mode = Mode::Closed {
+        clients: 1,
+        think: vec![],
+    };
+    let report = run(
+        &requests(&["/status/500", "/status/200"]),
+        &mode,
+        &opts,
+        &never,
+    )
+    .unwrap();
+    let got: Vec<(u32, u32, u16, Option<ErrorKind>)> = report
+        .records
+        .iter()
+        .map(|r| (r.index, r.attempt, r.status, r.error))
+        .collect();
+    let refused = Some(ErrorKind::BreakerOpen);
+    assert_eq!(
+        got,
+        [
+            (0, 1, 500, None),
+            (0, 2, 500, None),
+            (1, 1, 0, refused),
+            (1, 2, 0, refused)
+        ]
+    );
+    let asked = tries.asked.lock().unwrap().clone();
+    assert_eq!(asked[2], (1, 0.0, Outcome::Failed(ErrorKind::BreakerOpen)));
+    assert_eq!(asked[3], (2, 0.0, Outcome::Failed(ErrorKind::BreakerOpen)));
+    assert_eq!(breaker.told.lock().unwrap().len(), 2);
 }

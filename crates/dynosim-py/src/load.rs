@@ -3,6 +3,7 @@
 
 use crate::stop::without_gil;
 use crate::EngineError;
+use dynosim_engine::breaker::{Breaker, Moved};
 use dynosim_engine::retry::clients::{Decider, Verdict};
 use dynosim_engine::retry::Failure;
 use dynosim_engine::Scenario;
@@ -34,7 +35,8 @@ impl dynosim_load::Retry for Clients {
         let failure = match outcome {
             Outcome::Answered(status) => Failure::of_status(status),
             Outcome::Failed(E::Timeout) => Some(Failure::Timeout),
-            Outcome::Failed(E::Refused | E::Connect) => Some(Failure::Refused),
+            // The breaker's refusal, as the simulation's (`breaker_open`): a refusal.
+            Outcome::Failed(E::Refused | E::Connect | E::BreakerOpen) => Some(Failure::Refused),
             Outcome::Failed(_) => Some(Failure::Error),
         };
         let Some(failure) = failure else {
@@ -46,6 +48,27 @@ impl dynosim_load::Retry for Clients {
             Verdict::Failed => Next::Keep("failed"),
             Verdict::Denied => Next::Keep("denied"),
             Verdict::Exhausted => Next::Keep("exhausted"),
+        }
+    }
+}
+
+/// The engine's circuit breaker ([`Breaker`]) as the load generator asks it, and its openings
+/// (from, until: seconds since the run's start) as they happen.
+struct ClientsBreaker(Mutex<(Breaker, Vec<(f64, f64)>)>);
+
+impl dynosim_load::Breaker for ClientsBreaker {
+    fn allows(&self, now: f64) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .allows(now)
+    }
+
+    fn record(&self, sent: f64, now: f64, failed: bool) {
+        let mut b = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Moved::Opened(until) = b.0.record(now, now - sent, failed) {
+            b.1.push((now, until));
         }
     }
 }
@@ -83,7 +106,7 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 /// "closed" (`clients` clients, `think[k]` s after the k-th response). Returns columns, one
 /// entry per request sent, in request order: see `_dynosim.pyi`.
 #[pyfunction]
-#[pyo3(signature = (target, requests, mode = "open", clients = 1, think = Vec::new(), timeout = 30.0, deadline = 60.0, capture = Vec::new(), retry = None, id_header = None))]
+#[pyo3(signature = (target, requests, mode = "open", clients = 1, think = Vec::new(), timeout = 30.0, deadline = 60.0, capture = Vec::new(), retry = None, id_header = None, breaker = None))]
 #[allow(clippy::too_many_arguments)]
 fn send_load<'py>(
     py: Python<'py>,
@@ -97,6 +120,7 @@ fn send_load<'py>(
     capture: Vec<String>,
     retry: Option<(String, String, u64)>,
     id_header: Option<String>,
+    breaker: Option<(String, String)>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // The clients retry as replication `replication` of the scenario's do (None: they never do).
     let retry = match retry {
@@ -107,6 +131,16 @@ fn send_load<'py>(
         })?
         .map_err(crate::to_py)?
         .map(|d| dynosim_load::RetryHook(Arc::new(Clients(Mutex::new(d))))),
+    };
+    // The clients' breaker is the scenario's `[arrivals.breaker]` (None: it has none).
+    let breaker = match breaker {
+        None => None,
+        Some((scenario_json, base_dir)) => without_gil(py, |stop| {
+            Scenario::from_json(&scenario_json, Path::new(&base_dir), stop)
+                .map(|s| s.client_breaker.clone())
+        })?
+        .map_err(crate::to_py)?
+        .map(|c| Arc::new(ClientsBreaker(Mutex::new((Breaker::new(c), Vec::new()))))),
     };
     let target: std::net::SocketAddr = target.parse().map_err(|_| {
         load_config(
@@ -142,6 +176,9 @@ fn send_load<'py>(
         deadline: seconds("deadline", deadline)?,
         capture,
         retry,
+        breaker: breaker
+            .clone()
+            .map(|b| dynosim_load::BreakerHook(b as Arc<dyn dynosim_load::Breaker>)),
         id_header,
         ..dynosim_load::Options::new(target)
     };
@@ -213,6 +250,13 @@ fn send_load<'py>(
         )?;
     }
     d.set_item("headers", headers)?;
+    let openings = breaker.map(|b| {
+        let b = b.0.lock().unwrap_or_else(|e| e.into_inner());
+        b.1.iter()
+            .map(|&(from, until)| (from + report.start, until + report.start))
+            .collect::<Vec<_>>()
+    });
+    d.set_item("breaker", openings)?;
     Ok(d)
 }
 

@@ -70,7 +70,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "the scenario's dynos, print them and the --set lines, and simulate with them")
     p.add_argument("--check", action="store_true",
                    help="say which of haproxy, postgres, gunicorn, gevent, psycopg and the Ruby servers (ruby, puma, "
-                        "unicorn, ruby-pg, ruby-rack) are installed, and how to install them")
+                        "unicorn, ruby-pg, ruby-rack, ruby-rack-timeout) are installed, and how to install them")
     p.set_defaults(handler=main)
 
 

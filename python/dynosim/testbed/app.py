@@ -53,11 +53,26 @@ a slowdown stretches a phase that begins inside it ``factor`` times (the app's o
 ``cpu``, ``io``, ``hold``, for ``"app"``; a resource's queries, ``use``, for its name); an
 outage that refuses answers a request taken inside it (``"app"``), or one whose query begins
 inside it (a resource), ``500`` with ``X-Dynosim-Outage: 1``, and one that hangs holds the
-request (or the query) until the window's end, then does its work.
+request (or the query, below) until the window's end, then does its work.
+
+**A resource's timeout and retries** (``timeout``, seconds, and ``retries`` in a resource's
+configuration): ``SET statement_timeout`` on each of its connections, so that PostgreSQL
+cancels a query running longer; the app tries a cancelled or refused query again at once on
+the same connection, up to ``retries`` times, and then answers ``500`` with
+``X-Dynosim-Resource-Timeout: 1`` (or ``X-Dynosim-Outage: 1``). Every answer says how many
+retries its queries took in ``X-Dynosim-App-Retries``. An outage of a resource that hangs is
+held by the database: the statement sleeps the rest of the window before its work, inside
+its timeout.
 
 **app.wait_timeout** (``wait_timeout`` in the configuration, seconds), as Rack::Timeout's:
 a request older than it by its ``X-Request-Start`` when a worker takes it is answered ``503``
 at once with ``X-Dynosim-Expired: 1``, unserved (nothing in the work log).
+
+**app.service_timeout** (``service_timeout`` in the configuration, seconds), as
+Rack::Timeout's: a request's work stops once the worker has had it this long (a ``cpu``
+phase stops computing, an ``io`` or ``hold`` phase stops sleeping, a query in flight runs to
+its end first), and the app answers ``500`` with ``X-Dynosim-Service-Timeout: 1``, the worker
+free for the next request (its work log ends the request then).
 
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
@@ -69,6 +84,7 @@ imports nothing of dynosim's own, so a worker stays small and boots fast.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import random
@@ -111,11 +127,12 @@ def parse_phases(text: str) -> List[Phase]:
     return phases
 
 
-def burn_cpu(seconds: float) -> None:
-    """Computes until this thread has used `seconds` of CPU time."""
+def burn_cpu(seconds: float, deadline: float = math.inf) -> None:
+    """Computes until this thread has used `seconds` of CPU time, or until the wall clock
+    reaches `deadline` (the request's service_timeout), whichever comes first."""
     end = time.thread_time() + seconds
     x = 0
-    while time.thread_time() < end:
+    while time.thread_time() < end and time.time() < deadline:
         for i in range(256):
             x ^= i
 
@@ -124,9 +141,10 @@ class Pool:
     """A resource's connections in this process: at most `size` open at once (None: as many as
     requests need), handed out first come, first served, kept open between requests."""
 
-    def __init__(self, dsn: str, size: Optional[int]) -> None:
+    def __init__(self, dsn: str, size: Optional[int], statement_timeout: Optional[float] = None) -> None:
         self.dsn = dsn
         self.size = size
+        self.statement_timeout = statement_timeout
         self.idle: "queue.Queue[Any]" = queue.Queue()
         self.opened = 0
         self.lock = threading.Lock()
@@ -134,7 +152,11 @@ class Pool:
     def _connect(self) -> Any:
         import psycopg  # imported here: only apps with a resource need it
 
-        return psycopg.connect(self.dsn, autocommit=True)
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        if self.statement_timeout is not None:
+            # [resources.NAME] timeout: PostgreSQL stops a statement of this session after it.
+            conn.execute(f"SET statement_timeout = {max(1, round(self.statement_timeout * 1000))}")
+        return conn
 
     def take(self) -> Any:
         try:
@@ -158,23 +180,60 @@ class Pool:
         self.idle.put(conn)
 
 
+class ResourceTimeout(Exception):
+    """The last try of a query ran into its resource's statement_timeout: the app answers 500."""
+
+
 class Resource:
     def __init__(self, name: str, dsn: str, spec: Dict[str, Any]) -> None:
         self.name = name
-        self.pool = Pool(dsn, spec.get("pool"))
+        self.pool = Pool(dsn, spec.get("pool"), spec.get("timeout"))
         self.mode = spec.get("mode", "sleep")
         self.burn_rate = float(spec.get("burn_rate", 0.0))
+        #: [resources.NAME] retries: the app tries a failed query again at once, this often.
+        self.retries = int(spec.get("retries", 0))
 
-    def use(self, seconds: float) -> float:
-        """Runs one query holding a connection; returns the time spent waiting for it."""
+    def _query(self, conn: Any, seconds: float, held: float) -> None:
+        """One statement: `held` seconds of an outage that hangs (the database holding the
+        query, in its statement_timeout's clock), then the query's own work."""
+        if self.mode == "burn":
+            units = max(1, round(seconds * self.burn_rate))
+            if held > 0:
+                conn.execute("SELECT pg_sleep(%s), dynosim_burn(%s)", (held, units))
+            else:
+                conn.execute("SELECT dynosim_burn(%s)", (units,))
+        else:
+            conn.execute("SELECT pg_sleep(%s)", (held + seconds,))
+
+    def use(self, seconds: float, tried: Optional[List[int]] = None) -> float:
+        """Runs one query holding a connection, trying it again at once after a refusal or its
+        statement_timeout, up to `retries` times (each retry appended to `tried`); returns the
+        time spent waiting for the connection. Raises Outage or ResourceTimeout when the last
+        try fails. Each try's drawn time is the request's (the simulation draws each retry's
+        afresh), stretched by a slowdown its try begins in."""
         asked = time.time()
         conn = self.pool.take()
         waited = time.time() - asked
         try:
-            if self.mode == "burn":
-                conn.execute("SELECT dynosim_burn(%s)", (max(1, round(seconds * self.burn_rate)),))
-            else:
-                conn.execute("SELECT pg_sleep(%s)", (seconds,))
+            for attempt in range(self.retries + 1):
+                if attempt:
+                    if tried is not None:
+                        tried.append(1)
+                try:
+                    held = gate(self.name, hold=True) if _FAULTS_FILE else 0.0
+                    self._query(conn, seconds * (factor(self.name, time.time()) if _FAULTS_FILE else 1.0), held)
+                    break
+                except Outage:
+                    if attempt == self.retries:
+                        raise
+                except Exception as e:
+                    if type(e).__name__ != "QueryCanceled":  # psycopg.errors.QueryCanceled: the timeout
+                        raise
+                    if attempt == self.retries:
+                        raise ResourceTimeout(self.name) from None
+        except (Outage, ResourceTimeout):
+            self.pool.give(conn)  # the session goes on after a refusal or a cancelled statement
+            raise
         except BaseException:
             conn.close()  # a broken connection is not given back
             with self.pool.lock:
@@ -246,6 +305,8 @@ def rss() -> int:
 
 _FAULTS_FILE: Optional[str] = _CONFIG.get("faults_file")
 _WAIT_TIMEOUT: Optional[float] = _CONFIG.get("wait_timeout")
+#: app.service_timeout, seconds (infinite: none).
+_SERVICE_TIMEOUT: float = float(_CONFIG.get("service_timeout") or math.inf)
 #: The slowdowns' windows as last read, and the file's modification time then.
 _FAULTS: List[Dict[str, Any]] = []
 _FAULTS_READ: Optional[int] = None
@@ -285,47 +346,69 @@ class Outage(Exception):
     """An outage refused the request (or its query): the app answers 500."""
 
 
-def gate(target: str) -> None:
+def gate(target: str, hold: bool = False) -> float:
     """What an outage of `target` does to work that begins now: raises Outage (it refuses), or
-    waits until its end (it hangs), as often as outages follow one another."""
+    waits until its end (it hangs), as often as outages follow one another. `hold`: a
+    resource's query, which the database holds instead (in its statement's time, so that its
+    statement_timeout counts it, as the simulation's): returns how long, without waiting."""
+    held = 0.0
     while True:
-        now = time.time()
+        now = time.time() + held
         hit = next((f for f in slowdowns() if f.get("kind") in ("refuse", "hang") and f["target"] == target
                     and f["from"] <= now < f["until"]), None)
         if hit is None:
-            return
+            return held
         if hit["kind"] == "refuse":
             raise Outage(target)
-        time.sleep(max(0.0, float(hit["until"]) - now))
+        if hold:
+            held += max(0.0, float(hit["until"]) - now)
+        else:
+            time.sleep(max(0.0, float(hit["until"]) - now))
 
 
-def perform(phases: List[Phase], walls: Optional[List[float]] = None) -> Tuple[float, float]:
+class ServiceTimeout(Exception):
+    """The request ran to its service_timeout: the app stops its work and answers 500."""
+
+
+def perform(phases: List[Phase], walls: Optional[List[float]] = None,
+            tried: Optional[List[int]] = None, deadline: float = math.inf) -> Tuple[float, float]:
     """Does the phases; returns (CPU seconds this thread used, seconds waited for pools).
-    `walls`, when given, gets each phase's wall time appended, in order."""
+    `walls`, when given, gets each phase's wall time appended, in order; `tried` one item per
+    retry of a query (Resource.use). At `deadline` (wall clock: app.service_timeout after the
+    worker took the request) the work stops and ServiceTimeout is raised: a ``cpu`` phase
+    stops computing, an ``io`` or ``hold`` phase stops sleeping, and no phase begins after it;
+    a query in flight (``use``) runs to its end first (the simulation frees the thread at once
+    and lets the query run on)."""
     cpu0 = time.thread_time()
     pool_wait = 0.0
     held: List[bytearray] = []
     share = 0.0
     for kind, resource, seconds in phases:
+        if time.time() >= deadline:
+            raise ServiceTimeout()
         began = time.perf_counter()
-        if _FAULTS_FILE and kind in ("cpu", "io", "hold", "use"):
-            if kind == "use":
-                gate(resource)
-            seconds *= factor(resource or "app", time.time())
+        if _FAULTS_FILE and kind in ("cpu", "io", "hold"):
+            seconds *= factor("app", time.time())
         if kind == "cpu":
-            burn_cpu(seconds)
+            burn_cpu(seconds, deadline)
         elif kind == "use":
             if resource not in _RESOURCES:
                 raise ValueError(f"no resource {resource!r} in this testbed")
-            pool_wait += _RESOURCES[resource].use(seconds)
+            # Its outages and slowdowns, each try's (Resource.use).
+            pool_wait += _RESOURCES[resource].use(seconds, tried)
         elif kind == "mem":
             held += allocate(int(seconds))
         elif kind == "keep":
             share = seconds
+        elif seconds > deadline - time.time():
+            time.sleep(max(0.0, deadline - time.time()))
+            raise ServiceTimeout()
         else:
             time.sleep(seconds)
         if walls is not None:
             walls.append(time.perf_counter() - began)
+        if kind == "cpu" and time.time() >= deadline:
+            raise ServiceTimeout()
     if share > 0:
         keep(held, share)
     del held  # the rest is freed here, by the thread that allocated it
@@ -349,15 +432,23 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         _note("q", request, stamped)
     _note("s", request, start)
     walls: List[float] = []
+    tried: List[int] = []
     try:
         if _FAULTS_FILE:
             gate("app")
-        cpu, pool_wait = perform(phases, walls)
-    except Outage:
+        cpu, pool_wait = perform(phases, walls, tried, start + _SERVICE_TIMEOUT)
+    except (Outage, ResourceTimeout) as e:
         _note("e", request, time.time())
-        start_response("500 Internal Server Error", [("Content-Type", "text/plain"), ("X-Dynosim-Outage", "1"),
+        mark = "X-Dynosim-Outage" if isinstance(e, Outage) else "X-Dynosim-Resource-Timeout"
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain"), (mark, "1"),
+                                                     ("X-Dynosim-App-Retries", str(len(tried))),
                                                      ("X-Dynosim-Dyno", _DYNO)])
-        return [b"outage\n"]
+        return [b"outage\n" if isinstance(e, Outage) else b"resource timeout\n"]
+    except ServiceTimeout:
+        _note("e", request, time.time())
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain"),
+                                                     ("X-Dynosim-Service-Timeout", "1"), ("X-Dynosim-Dyno", _DYNO)])
+        return [b"service timeout\n"]
     end = time.time()
     _note("e", request, end)
     headers = [
@@ -371,6 +462,7 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         ("X-Dynosim-Pool-Wait", f"{pool_wait:.6f}"),
         ("X-Dynosim-Request-Start", environ.get("HTTP_X_REQUEST_START", "")),
         ("X-Dynosim-Phase-Wall", ",".join(f"{w:.6f}" for w in walls)),
+        ("X-Dynosim-App-Retries", str(len(tried))),
     ]
     # Last, so that everything this process did for the request up to here is in it.
     headers.append(("X-Dynosim-Proc-Cpu", f"{time.process_time():.6f}"))

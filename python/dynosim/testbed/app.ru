@@ -18,7 +18,21 @@
 #   held until the last phase; keep:F keeps a share F of them past the request in a
 #   per-process cache of at most 1024 pieces (a random one dropped to make room).
 #
-# Only Ruby's standard library, pg (only with a resource) and Rack's calling convention.
+# Faults ([[faults]]: slowdowns and outages) as app.py runs them, from the same file (its
+# windows in wall-clock time, read again whenever it changes): a phase beginning in a
+# slowdown's window takes `factor` times its drawn time, an outage refuses (500 with
+# X-Dynosim-Outage) or holds (hang) the request a thread takes in it, or the query beginning in it.
+#
+# app.wait_timeout is Rack::Timeout's own (Debian's ruby-rack-timeout, zombocom/rack-timeout):
+# its middleware in front of the app, with its service_timeout off, drops a request older than
+# wait_timeout by its X-Request-Start when a thread takes it (RequestExpiryError), which the
+# testbed answers 503 with X-Dynosim-Expired, as app.py does. Rack::Timeout reads the header as
+# Heroku's router writes it (milliseconds since the epoch); HAProxy's stamp is t=<microseconds>
+# (New Relic's form, which Rack::Timeout does not read), so it gets Heroku's form, the original
+# kept for the app's own echo and work log.
+#
+# Only Ruby's standard library, pg (only with a resource), rack-timeout (only with
+# app.wait_timeout) and Rack's calling convention.
 
 require "json"
 require "etc"
@@ -78,9 +92,10 @@ module DynosimTestbed
   class Pool
     attr_reader :lock
 
-    def initialize(dsn, size)
+    def initialize(dsn, size, statement_timeout = nil)
       @dsn = dsn
       @size = size
+      @statement_timeout = statement_timeout
       @idle = Queue.new
       @opened = 0
       @lock = Mutex.new
@@ -95,7 +110,10 @@ module DynosimTestbed
       return @idle.pop unless grow
       begin
         require "pg" # only apps with a resource need it
-        PG.connect(@dsn)
+        conn = PG.connect(@dsn)
+        # [resources.NAME] timeout: PostgreSQL stops a statement of this session after it.
+        conn.exec("SET statement_timeout = #{[1, (@statement_timeout * 1000).round].max}") if @statement_timeout
+        conn
       rescue Exception
         @lock.synchronize { @opened -= 1 }
         raise
@@ -111,24 +129,56 @@ module DynosimTestbed
     end
   end
 
+  # The last try of a query ran into its resource's statement_timeout: the app answers 500.
+  class ResourceTimeout < StandardError; end
+
   class Resource
-    def initialize(dsn, spec)
-      @pool = Pool.new(dsn, spec["pool"])
+    def initialize(name, dsn, spec)
+      @name = name
+      @pool = Pool.new(dsn, spec["pool"], spec["timeout"])
       @mode = spec.fetch("mode", "sleep")
       @burn_rate = Float(spec.fetch("burn_rate", 0.0))
+      @retries = Integer(spec.fetch("retries", 0))
     end
 
-    # Runs one query holding a connection; returns the time spent waiting for it.
-    def use(seconds)
+    # One statement: `held` seconds of an outage that hangs (the database holding the query,
+    # in its statement_timeout's clock), then the query's own work.
+    def query(conn, seconds, held)
+      if @mode == "burn"
+        units = [(seconds * @burn_rate).round(half: :even), 1].max
+        if held > 0
+          conn.exec_params("SELECT pg_sleep($1), dynosim_burn($2)", [held, units])
+        else
+          conn.exec_params("SELECT dynosim_burn($1)", [units])
+        end
+      else
+        conn.exec_params("SELECT pg_sleep($1)", [held + seconds])
+      end
+    end
+
+    # Runs one query holding a connection, trying it again at once after a refusal or its
+    # statement_timeout, up to `retries` times (each retry appended to `tried`); returns the
+    # time spent waiting for the connection (app.py's Resource.use).
+    def use(seconds, tried = nil)
       asked = Time.now.to_f
       conn = @pool.take
       waited = Time.now.to_f - asked
       begin
-        if @mode == "burn"
-          conn.exec_params("SELECT dynosim_burn($1)", [[(seconds * @burn_rate).round(half: :even), 1].max])
-        else
-          conn.exec_params("SELECT pg_sleep($1)", [seconds])
+        (0..@retries).each do |attempt|
+          tried << 1 if attempt.positive? && tried
+          begin
+            held = FAULTS_FILE ? DynosimTestbed.gate(@name, hold: true) : 0.0
+            query(conn, seconds * (FAULTS_FILE ? DynosimTestbed.factor(@name, Time.now.to_f) : 1.0), held)
+            break
+          rescue Outage
+            raise if attempt == @retries
+          rescue PG::QueryCanceled
+            raise ResourceTimeout, @name if attempt == @retries
+          end
         end
+      rescue Outage, ResourceTimeout
+        @pool.give(conn) # the session goes on after a refusal or a cancelled statement
+        raise
       rescue Exception
         conn.close rescue nil # a broken connection is not given back
         @pool.forget
@@ -139,7 +189,7 @@ module DynosimTestbed
     end
   end
 
-  RESOURCES = (CONFIG["resources"] || {}).to_h { |name, spec| [name, Resource.new(CONFIG.fetch("dsn", ""), spec)] }
+  RESOURCES = (CONFIG["resources"] || {}).to_h { |name, spec| [name, Resource.new(name, CONFIG.fetch("dsn", ""), spec)] }
   KEPT = []
   KEPT_LOCK = Mutex.new
   LOG_LOCK = Mutex.new
@@ -199,20 +249,80 @@ module DynosimTestbed
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end
 
+  FAULTS_FILE = CONFIG["faults_file"]
+  FAULTS_LOCK = Mutex.new
+  @faults = []
+  @faults_read = nil
+
+  # The faults' windows (app.py's slowdowns()), read again when the file changed.
+  def self.faults
+    return @faults unless FAULTS_FILE
+    stamp = begin
+      File.stat(FAULTS_FILE).mtime
+    rescue SystemCallError
+      return @faults
+    end
+    FAULTS_LOCK.synchronize do
+      if stamp != @faults_read
+        begin
+          @faults = JSON.parse(File.read(FAULTS_FILE))
+          @faults_read = stamp
+        rescue SystemCallError, JSON::ParserError
+          # being written: the next phase reads it
+        end
+      end
+      @faults
+    end
+  end
+
+  def self.inside?(window, target, now)
+    window["target"] == target && window["from"] <= now && now < window["until"]
+  end
+
+  # What a phase of `target` ("app" or a resource) beginning at `now` takes its drawn time times.
+  def self.factor(target, now)
+    faults.reduce(1.0) do |out, w|
+      w.fetch("kind", "slowdown") == "slowdown" && inside?(w, target, now) ? out * Float(w["factor"]) : out
+    end
+  end
+
+  # An outage refused the request (or its query): the app answers 500.
+  class Outage < StandardError; end
+
+  # What an outage of `target` does to work that begins now: raises Outage (it refuses), or
+  # waits until its end (it hangs), as often as outages follow one another. `hold`: a
+  # resource's query, which the database holds instead: returns how long, without waiting.
+  def self.gate(target, hold: false)
+    held = 0.0
+    loop do
+      now = Time.now.to_f + held
+      hit = faults.find { |w| %w[refuse hang].include?(w["kind"]) && inside?(w, target, now) }
+      return held if hit.nil?
+      raise Outage, target if hit["kind"] == "refuse"
+      if hold
+        held += [0.0, Float(hit["until"]) - now].max
+      else
+        sleep([0.0, Float(hit["until"]) - now].max)
+      end
+    end
+  end
+
   # Does the phases; returns [CPU seconds this thread used, seconds waited for pools]. `walls`,
   # when given, gets each phase's wall time appended, in order.
-  def self.perform(phases, walls = nil)
+  def self.perform(phases, walls = nil, tried = nil)
     cpu0 = thread_cpu
     pool_wait = 0.0
     held = []
     share = 0.0
     phases.each do |kind, resource, seconds|
       began = monotonic
+      # A resource's outages and slowdowns are each try's (Resource#use).
+      seconds *= factor("app", Time.now.to_f) if FAULTS_FILE && %w[cpu io hold].include?(kind)
       case kind
       when "cpu" then burn_cpu(seconds)
       when "use"
         raise ArgumentError, "no resource #{resource.inspect} in this testbed" unless RESOURCES.key?(resource)
-        pool_wait += RESOURCES[resource].use(seconds)
+        pool_wait += RESOURCES[resource].use(seconds, tried)
       when "mem" then held.concat(allocate(seconds.to_i))
       when "keep" then share = seconds
       else sleep(seconds)
@@ -232,11 +342,21 @@ module DynosimTestbed
       return [400, { "Content-Type" => "text/plain" }, ["#{e.message}\n"]]
     end
     request = env.fetch("HTTP_X_DYNOSIM_ID", "")
-    stamped = request_start(env.fetch("HTTP_X_REQUEST_START", ""))
+    stamp = env.key?(STAMP) ? env[STAMP].to_s : env.fetch("HTTP_X_REQUEST_START", "")
+    stamped = request_start(stamp)
     note("q", request, stamped) if stamped
     note("s", request, start)
     walls = []
-    cpu, pool_wait = perform(phases, walls)
+    tried = []
+    begin
+      gate("app") if FAULTS_FILE
+      cpu, pool_wait = perform(phases, walls, tried)
+    rescue Outage, ResourceTimeout => e
+      note("e", request, Time.now.to_f)
+      mark = e.is_a?(Outage) ? "X-Dynosim-Outage" : "X-Dynosim-Resource-Timeout"
+      return [500, { "Content-Type" => "text/plain", mark => "1", "X-Dynosim-App-Retries" => tried.size.to_s,
+                     "X-Dynosim-Dyno" => DYNO }, [e.is_a?(Outage) ? "outage\n" : "resource timeout\n"]]
+    end
     finish = Time.now.to_f
     note("e", request, finish)
     headers = {
@@ -248,13 +368,36 @@ module DynosimTestbed
       "X-Dynosim-Rss" => rss.to_s,
       "X-Dynosim-Cpu" => format("%.6f", cpu),
       "X-Dynosim-Pool-Wait" => format("%.6f", pool_wait),
-      "X-Dynosim-Request-Start" => env.fetch("HTTP_X_REQUEST_START", ""),
+      "X-Dynosim-Request-Start" => stamp,
+      "X-Dynosim-App-Retries" => tried.size.to_s,
       "X-Dynosim-Phase-Wall" => walls.map { |w| format("%.6f", w) }.join(","),
     }
     # Last, so that everything this process did for the request up to here is in it: the
     # process's CPU (user + system, every thread), as app.py's time.process_time().
     headers["X-Dynosim-Proc-Cpu"] = format("%.6f", Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID))
     [200, headers, ["ok\n"]]
+  end
+
+  # The router's X-Request-Start as it came (HAProxy's t=<microseconds>), where Expiry keeps it.
+  STAMP = "dynosim.x_request_start"
+
+  # app.wait_timeout: Rack::Timeout in front of the app (see the top of this file).
+  class Expiry
+    def initialize(app, wait_timeout)
+      require "rack-timeout"
+      Rack::Timeout::Logger.disable # a line per request otherwise
+      @timeout = Rack::Timeout.new(app, service_timeout: false, wait_timeout: wait_timeout, wait_overtime: false)
+    end
+
+    def call(env)
+      stamp = env["HTTP_X_REQUEST_START"]
+      env[STAMP] = stamp
+      micro = stamp && stamp.start_with?("t=") && Integer(stamp[2..], 10, exception: false)
+      env["HTTP_X_REQUEST_START"] = (micro / 1000).to_s if micro # Heroku's form: milliseconds
+      @timeout.call(env)
+    rescue Rack::Timeout::RequestExpiryError
+      [503, { "Content-Type" => "text/plain", "X-Dynosim-Expired" => "1", "X-Dynosim-Dyno" => DYNO }, ["expired\n"]]
+    end
   end
 
   # Tells the testbed this worker has loaded the app: a file named dyno-pid in ready_dir.
@@ -264,5 +407,7 @@ module DynosimTestbed
   end
 end
 
-DynosimTestbed.ready
-run DynosimTestbed
+wait_timeout = DynosimTestbed::CONFIG["wait_timeout"]
+app = wait_timeout ? DynosimTestbed::Expiry.new(DynosimTestbed, Float(wait_timeout)) : DynosimTestbed
+DynosimTestbed.ready # once the app, and Rack::Timeout with it, has loaded
+run app

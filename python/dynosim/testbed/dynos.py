@@ -63,6 +63,9 @@ class DynoPlan:
     #: app.wait_timeout, s (Rack::Timeout's, in the testbed's own app): a request older than
     #: this by its X-Request-Start when a worker takes it is answered 503 unserved; None: off.
     wait_timeout: Optional[float] = None
+    #: app.service_timeout, s (Rack::Timeout's, in the testbed's own app): a request's work
+    #: stops this long after its worker took it, answered 500; None: off.
+    service_timeout: Optional[float] = None
     #: gunicorn's --backlog (app.backlog; gunicorn's default otherwise).
     backlog: int = 2048
     #: The dynos' environment beyond the testbed's own: NAME → value, or None to unset NAME
@@ -205,7 +208,7 @@ def spawn_dyno(supervisor: Supervisor, plan: DynoPlan, d: int, port: int, dsn: s
     each in `ready_dir` once they have loaded the app, and their work logs in `work_dir`."""
     config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
               "work_dir": str(work_dir), "faults_file": str(supervisor.workdir / FAULTS_FILE),
-              "wait_timeout": plan.wait_timeout}
+              "wait_timeout": plan.wait_timeout, "service_timeout": plan.service_timeout}
     env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
     config_file = None
     if plan.server in RUBY_SERVERS:

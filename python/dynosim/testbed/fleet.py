@@ -104,6 +104,14 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
     if isinstance(retry, dict) and retry.get("attempts", 3) != 1:
         raise scenario._error("arrivals.retry", "the testbed's autoscaled fleet does not retry yet: the load generator "
                               "retries on a fixed fleet (leave [autoscale] out)")
+    for path, present in (("arrivals.breaker", (scenario.doc.get("arrivals") or {}).get("breaker") is not None),
+                          ("app.service_timeout", (scenario.doc.get("app") or {}).get("service_timeout") is not None)):
+        if present:
+            raise scenario._error(path, "the testbed's autoscaled fleet does not run this yet: it runs on a fixed "
+                                        "fleet (leave [autoscale] out)")
+    if scenario.doc.get("faults"):
+        raise scenario._error("faults", "the testbed's autoscaled fleet does not run faults yet: they run on a "
+                                        "fixed fleet (leave [autoscale] out)")
     fleet = scenario.doc.get("fleet") or {}
     for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):
         if fleet.get(key) is not None:
@@ -423,6 +431,102 @@ def real_fleet(plan: FleetPlan, supervisor: Supervisor, dynos: DynoPlan, ports: 
                  ready=lambda d: ready_workers(d.ready_dir) >= dynos.workers,
                  signal_dyno=lambda d, sig: supervisor.signal(d.proc, sig) if d.proc is not None else None,
                  exited=exited, kill=kill)
+
+
+# --- dynos lost on a fixed fleet ----------------------------------------------------------
+
+
+class Losses:
+    """``[[faults]]`` of kind ``dynos_lost`` on the fixed fleet (``dynosim testbed`` without
+    ``[autoscale]``): at each loss's ``at`` (s from the load's start) the first ``count`` dynos
+    up crash, and each boots again at once and is up after ``fleet.boot_time``, as the
+    engine's (``sim/lifecycle.rs``: ``fault_due``, ``crash``).
+
+    A crash, in this order: HAProxy's runtime API puts the dyno's server in maintenance
+    (``state maint``: the platform's router knows a crashed dyno at once, as the simulation's
+    routers do, rather than finding it by failed connections or a health check), then the
+    dyno's whole process group gets SIGKILL (the master and its workers at once, as a crashed
+    container: a worker left behind would keep accepting on the dyno's socket), so that the
+    requests it holds, on its workers or in its accept queue, lose their connection (HAProxy's
+    502, ``errors.crashed``). Its new server process starts at once; it is up (``state
+    ready``) once its workers have loaded the app and the boot time has passed since the
+    crash, as :class:`Fleet`'s booting dynos: a real start longer than the boot time delays
+    it, with a warning.
+
+    `crash(d)` kills dyno d's processes, `start(d)` reaps them and starts it again (returns
+    whatever `ready(d)` reads), `set_state(d, state)` is the runtime API's; all called from the
+    main thread (Supervisor.spawn)."""
+
+    def __init__(self, losses: List[Dict[str, Any]], boot_time: float, dynos: int, *,
+                 set_state: Callable[[int, str], None], crash: Callable[[int], None],
+                 start: Callable[[int], Any], ready: Callable[[int], bool]) -> None:
+        self.due = sorted((float(x["at"]), int(x["count"])) for x in losses)
+        self.boot_time = boot_time
+        self.dynos = [Dyno(i, 0, state="up", up_at=0.0) for i in range(dynos)]
+        self._set_state, self._crash, self._start, self._ready = set_state, crash, start, ready
+        self.events: List[Event] = []
+        self.warnings: List[str] = []
+
+    def next_time(self) -> float:
+        """The next time :meth:`tick` has something to do at for sure (a loss), or inf."""
+        return self.due[0][0] if self.due else math.inf
+
+    def tick(self, now: float) -> None:
+        while self.due and self.due[0][0] <= now:
+            at, count = self.due.pop(0)
+            lost = [d for d in self.dynos if d.state == "up"][:count]
+            # Every lost dyno out of HAProxy first, then all killed, then all started again:
+            # none gets a request while another one is killed or started.
+            for dyno in lost:
+                self._set_state(dyno.index, "maint")
+            for dyno in lost:
+                self._crash(dyno.index)
+                dyno.state, dyno.drained = "booting", now
+                self.events.append(Event(now, dyno.index, "crashed", f"dynos_lost at {at:g} s"))
+            for dyno in lost:
+                dyno.generation += 1
+                dyno.started, dyno.ready = now, math.nan
+                dyno.proc = self._start(dyno.index)
+        for dyno in self.dynos:
+            if dyno.state != "booting":
+                continue
+            if math.isnan(dyno.ready) and self._ready(dyno.index):
+                dyno.ready = now
+                if now - dyno.started > self.boot_time:
+                    self.warnings.append(f"dyno {dyno.index} took {now - dyno.started:.2f} s to start again, more "
+                                         f"than fleet.boot_time ({self.boot_time:g} s): up that much later than "
+                                         "simulated")
+            if not math.isnan(dyno.ready) and now >= dyno.started + self.boot_time:
+                self._set_state(dyno.index, "ready")
+                dyno.state, dyno.up_at = "up", now
+                self.events.append(Event(now, dyno.index, "up"))
+
+    def crashes(self) -> List[Tuple[int, float]]:
+        """(dyno, time) of every crash, s from the load's start."""
+        return [(e.dyno, e.t) for e in self.events if e.state == "crashed"]
+
+
+def real_losses(losses: List[Dict[str, Any]], boot_time: float, supervisor: Supervisor, plan: DynoPlan,
+                processes: List[Any], ports: List[int], api: RuntimeApi, dsn: str, work_dir: Path) -> Losses:
+    """:class:`Losses` on the fixed fleet's real dynos (`processes[d]` dyno d's server, replaced
+    in place by its restart, so that whoever stops the dynos stops the new one)."""
+    ready_root = supervisor.workdir / "ready-restarted"
+    ready_root.mkdir(exist_ok=True)
+    ready_dirs: Dict[int, Path] = {}
+
+    def crash(d: int) -> None:
+        supervisor.signal(processes[d], signal.SIGKILL)  # the whole group, at once
+
+    def start(d: int) -> Any:
+        supervisor.stop(processes[d], grace=0.0)  # reaps what was killed
+        generation = sum(1 for p in ready_root.iterdir() if p.name.startswith(f"{d}.")) + 1
+        ready_dirs[d] = ready_root / f"{d}.{generation}"
+        ready_dirs[d].mkdir()
+        processes[d] = spawn_dyno(supervisor, plan, d, ports[d], dsn, ready_dirs[d], work_dir)
+        return processes[d]
+
+    return Losses(losses, boot_time, len(processes), set_state=api.set_state, crash=crash, start=start,
+                  ready=lambda d: ready_workers(ready_dirs.get(d)) >= plan.workers)
 
 
 # --- what the platform measures ------------------------------------------------------------
@@ -854,7 +958,7 @@ def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
     """``dynosim testbed`` for a scenario with ``[autoscale]``: per policy, the real autoscaled
     fleet, the simulation's (when the engine simulates it) and the comparison."""
     from .plan import MAX_PROCESSES, make_plan
-    from .run import check_tools
+    from .tools import check_tools
 
     if policies:
         scenario = scenario.with_overrides({"router.policy": list(policies)})

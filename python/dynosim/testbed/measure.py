@@ -192,7 +192,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 work: Optional[Dict[str, Dict[str, Any]]] = None, per_process: Optional[int] = None,
                 client_timeout: Optional[float] = None, retries: bool = False,
                 router_retries: bool = False, wait_timeout: bool = False,
-                outage: bool = False) -> Dict[str, Any]:
+                outage: bool = False, service_timeout: bool = False,
+                breaker: Optional[Sequence[Sequence[float]]] = None,
+                crashes: Optional[Sequence[Tuple[int, float]]] = None, resource_timeout: bool = False,
+                app_retries: bool = False) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -211,7 +214,19 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     apart from the last's (they carry the same id). `wait_timeout`: the app drops requests
     older than app.wait_timeout (a 503 with ``X-Dynosim-Expired``): ``errors.wait_timeout``.
     `outage`: the run has outages, whose refusals the app answers 500 with
-    ``X-Dynosim-Outage``: ``errors.outage``."""
+    ``X-Dynosim-Outage``: ``errors.outage``. `service_timeout`: the app stops requests at
+    app.service_timeout (a 500 with ``X-Dynosim-Service-Timeout``): ``errors.service_timeout``.
+    `breaker`: the clients' circuit breaker ran (``[arrivals.breaker]``), open over these
+    (from, until) spans (Unix epoch s): a try it failed at once (the load generator's error
+    ``breaker_open``, never sent) is answered when it was due, ``errors.breaker_open``, and
+    the report has ``breaker.*`` as the simulation's. `crashes`: the run lost dynos
+    (``dynos_lost``), (dyno, Unix time) of each crash: a try HAProxy had sent to a dyno that crashed while it
+    was in flight (sent before, done after) and answered 502 or 503 is ``errors.crashed``
+    (its connection lost with the dyno), and a 503 HAProxy answered with no server
+    (``<NOSRV>``: every dyno down) ``errors.no_dyno``. `resource_timeout`: a resource has a
+    timeout (statement_timeout): a 500 with ``X-Dynosim-Resource-Timeout`` is
+    ``errors.resource_timeout``. `app_retries`: the app retries its queries; each try's
+    ``X-Dynosim-App-Retries`` adds to ``retries.app``."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -234,7 +249,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     gave_up = np.array([e == "timeout" for e in load["error"]], dtype=bool)
     if client_timeout is not None:
         done = np.where(gave_up & ~np.isfinite(done), sent + client_timeout, done)
-    answers = np.isfinite(done) & ((status > 0) | gave_up)
+    # A try the clients' breaker failed was never sent: its client had the error at once.
+    rejected = np.array([e == "breaker_open" for e in load["error"]], dtype=bool)
+    done = np.where(rejected & ~np.isfinite(done), sent, done)
+    answers = np.isfinite(done) & ((status > 0) | gave_up | rejected)
     start, end, dyno = app_times(load, work)
     pool_wait = floats(load["headers"]["x-dynosim-pool-wait"])
     ok = (status == 200) & np.isfinite(start) & np.isfinite(end)
@@ -262,8 +280,27 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     kinds["wait_timeout"] = kept & (status == 503) & expired
     refused = np.array([v == "1" for v in (load["headers"].get("x-dynosim-outage") or [None] * n)], dtype=bool)
     kinds["outage"] = kept & (status == 500) & refused
-    # The app's 500 for an outage is not its timeout's.
-    kinds["app_timeout"] &= ~refused
+    stopped = np.array([v == "1" for v in (load["headers"].get("x-dynosim-service-timeout") or [None] * n)],
+                       dtype=bool)
+    kinds["service_timeout"] = kept & (status == 500) & stopped
+    kinds["breaker_open"] = kept & rejected
+    cancelled = np.array([v == "1" for v in (load["headers"].get("x-dynosim-resource-timeout") or [None] * n)],
+                         dtype=bool)
+    kinds["resource_timeout"] = kept & (status == 500) & cancelled
+    # The app's 500 for an outage, its service_timeout or a query's timeout is not its worker
+    # timeout's.
+    kinds["app_timeout"] &= ~refused & ~stopped & ~cancelled
+    if crashes is not None:
+        servers = [str((router_log.get(i) or {}).get("server") or "") for i in try_ids]
+        lost = np.zeros(n, dtype=bool)
+        for d, when in crashes:
+            on = np.array([s == f"dyno{d}" for s in servers], dtype=bool)  # router.server_name(d)
+            lost |= on & (sent <= when) & ~(done < when)
+        kinds["crashed"] = kept & ((status == 502) | (status == 503)) & lost
+        kinds["no_dyno"] = kept & (status == 503) & np.array([s == "<NOSRV>" for s in servers], dtype=bool) \
+            & ~queue_term
+        kinds["app_timeout"] &= ~kinds["crashed"]
+        kinds["h13"] &= ~kinds["crashed"]
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
     # whole ms), and never after the app began it.
     logged = [router_log.get(i) or {} for i in try_ids]
@@ -337,28 +374,50 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     table = {"total": failed, "h11": 0, "h12": counts["h12"], "h13": counts["h13"],
              "client_timeout": counts["client_timeout"],
              "queue_timeout": counts["queue_timeout"], "app_timeout": counts["app_timeout"], "shed": 0, "r15": 0,
-             "no_dyno": 0, "shutdown": 0}
+             "no_dyno": counts.get("no_dyno", 0), "shutdown": 0}
+    if crashes is not None:
+        table["crashed"] = counts["crashed"]
+    if resource_timeout:
+        table["resource_timeout"] = counts["resource_timeout"]
     if wait_timeout:
         table["wait_timeout"] = counts["wait_timeout"]
     if outage:
         table["outage"] = counts["outage"]
+    if service_timeout:
+        table["service_timeout"] = counts["service_timeout"]
+    if breaker is not None:
+        table["breaker_open"] = counts["breaker_open"]
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the
     # CPU's share is not measured per request).
     late = measured & worked & ~ok & np.isfinite(done)
     rep["wasted"] = {"thread_seconds": float(np.sum(np.clip(stop[late] - np.maximum(done[late], start[late]), 0, None)))}
-    if retries or router_retries:
+    if retries or router_retries or app_retries:
         # As the simulation counts: every try of the requests first sent inside the window.
         kept_why = np.array([k or "" for k in (load.get("kept") or [None] * n)], dtype=object)
         routed = np.array([int(entry.get("retries") or 0) for entry in logged], dtype=np.int64)
         by_router = int(np.sum(routed[measured])) if router_retries else 0
         attempts = int(np.sum(measured)) + by_router
         again = int(np.sum(measured & (attempt > 1)))
+        by_app = 0
+        if app_retries:
+            told = [int(v) if v and v.isdigit() else 0 for v in (load["headers"].get("x-dynosim-app-retries")
+                                                                  or [None] * n)]
+            by_app = int(np.sum(np.asarray(told, dtype=np.int64)[measured]))
         rep["retries"] = {"attempts": attempts, "attempts_per_request": attempts / max(1, in_window),
-                          "count": again + by_router, "client": again, "router": by_router, "app": 0,
+                          "count": again + by_router + by_app, "client": again, "router": by_router, "app": by_app,
                           "denied": int(np.sum(measured & (kept_why == "denied"))),
                           "exhausted": int(np.sum(measured & (kept_why == "exhausted")))}
+    if breaker is not None:
+        # As the simulation's: each opening's span clipped to the window over the window, the
+        # openings that began in it, and the tries failed at once of its requests.
+        spans = [(float(a), float(b)) for a, b in breaker]
+        rep["breaker"] = {
+            "open_fraction": sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in spans) / span,
+            "opened": sum(1 for a, _ in spans if lo <= a <= hi),
+            "rejected": int(np.sum(measured & rejected)),
+        }
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
                             for name in resources}

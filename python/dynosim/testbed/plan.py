@@ -47,9 +47,16 @@ class Plan:
     #: does, as replication `replication` of the simulation's clients.
     retries: bool = False
     replication: int = 0
+    #: The clients share a circuit breaker (``[arrivals.breaker]``): the load generator asks
+    #: the engine's own before each try (its openings in the load's ``breaker``).
+    breaker: bool = False
     #: ``[[faults]]`` the testbed runs (slowdowns): {"at", "for", "factor", "target"}, seconds
     #: from the run's start; the app reads them (dynosim.testbed.app).
     faults: List[Dict[str, Any]] = field(default_factory=list)
+    #: ``[[faults]]`` of kind ``dynos_lost``: {"at", "count"} (dynosim.testbed.fleet.Losses),
+    #: each lost dyno up again after `boot_time` s (fleet.boot_time's mean).
+    losses: List[Dict[str, Any]] = field(default_factory=list)
+    boot_time: float = 0.0
 
     @property
     def closed(self) -> Optional[Dict[str, Any]]:
@@ -131,22 +138,11 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     if router.get("retry_budget") is not None:
         raise scenario._error("router.retry_budget", "HAProxy has no retry budget (Envoy's): the testbed does not "
                                                      "run it")
-    for path, present in (("arrivals.breaker", arrivals.get("breaker") is not None),
-                          ("app.service_timeout", app.get("service_timeout") is not None),
-                          ("router.concurrency_limit", router.get("concurrency_limit") is not None),
+    for path, present in (("router.concurrency_limit", router.get("concurrency_limit") is not None),
                           ("app.concurrency_limit", app.get("concurrency_limit") is not None)):
         if present:
-            raise scenario._error(path, "the testbed does not run this yet (the clients' breakers, concurrency "
-                                        "limits and the app's service_timeout are the simulation's only)")
-    # A dependency's timeout and retries: PostgreSQL's statement_timeout and the app's retries of
-    # its query are the simulation's only (their defaults, "off" and 0, change nothing).
-    for name, table in (scenario.doc.get("resources") or {}).items():
-        for key, default in (("timeout", "off"), ("retries", 0)):
-            value = table.get(key) if isinstance(table, dict) else None
-            if value is not None and value != default:
-                raise scenario._error(f"resources.{name}.{key}", "the testbed does not run this yet (a dependency's "
-                                                                  "timeout and the app's retries of its query are "
-                                                                  "the simulation's only)")
+            raise scenario._error(path, "the testbed does not run this yet (concurrency limits are the "
+                                        "simulation's only)")
     view = router.get("view")
     if isinstance(view, dict) and view.get("update", "exact") != "exact":
         raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")
@@ -336,8 +332,15 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                 warnings.append(f"resources.{r['name']} is fcfs, but a real database shares its cores among its "
                                 "queries (processor sharing)")
             database_cpus = machine_cpus[-cpus:]
-        resources[r["name"]] = {"pool": size, "mode": mode}
+        resources[r["name"]] = {"pool": size, "mode": mode, **_guards(scenario, r["name"], warnings)}
     dyno_plan.resources = resources
+    if dyno_plan.server != "gunicorn":
+        for name, r in resources.items():
+            for key, off in (("timeout", None), ("retries", 0)):
+                if r.get(key) != off:
+                    raise scenario._error(f"resources.{name}.{key}", f"the testbed's {dyno_plan.server} app does not "
+                                                                     "run a query's timeout and retries yet: run it "
+                                                                     "with gunicorn (app.server)")
     dyno_plan.worker_timeout = worker_timeout
     mean_response = float(described["service_mean"]) or 0.001
     if closed and not timed:
@@ -367,44 +370,82 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                                                  '(router.kind = "haproxy")')
     _backlog(scenario, dyno_plan, router_plan, warnings)
     _retry_on(scenario, router_plan, dynos, warnings)
-    faults = _faults(scenario, dyno_plan.server)
+    faults, losses = _faults(scenario)
+    boot_time = float(described["fleet"]["boot_time"])
+    if losses:
+        if kind != "haproxy":
+            raise scenario._error("router.kind", "the testbed takes a lost dyno out of the router and back through "
+                                                 "HAProxy's runtime API: run dynos_lost faults with HAProxy "
+                                                 "(leave router.kind out)")
+        if isinstance((scenario.doc.get("fleet") or {}).get("boot_time"), dict):
+            warnings.append(f"fleet.boot_time is a distribution: every lost dyno boots again in its mean, "
+                            f"{boot_time:g} s")
     wait = app_doc.get("wait_timeout")
     if wait is not None and wait != "off":
         seconds = _seconds(wait)
         if seconds is None:
             raise scenario._error("app.wait_timeout", "the testbed's app takes one fixed time: give a duration, "
                                                       "not a distribution")
-        if dyno_plan.server != "gunicorn":
-            raise scenario._error("app.wait_timeout", f"the testbed's {dyno_plan.server} app does not run "
-                                                      "Rack::Timeout yet: run it with gunicorn (app.server)")
+        # gunicorn: the testbed's app does as Rack::Timeout; Puma and Unicorn: Rack::Timeout.
         dyno_plan.wait_timeout = seconds
+    stop = app_doc.get("service_timeout")
+    if stop is not None and stop != "off":
+        # The engine checked it: a fixed duration above 0.
+        if dyno_plan.server != "gunicorn":
+            raise scenario._error("app.service_timeout", f"the testbed's {dyno_plan.server} app does not run "
+                                                         "Rack::Timeout yet: run it with gunicorn (app.server)")
+        dyno_plan.service_timeout = _seconds(stop)
+        if resources:
+            warnings.append("app.service_timeout: the testbed's app lets a query in flight end before it stops "
+                            "the request, where the simulation frees the worker at once")
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=router_plan,
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
-                warnings=warnings, retries=attempts > 1, replication=replication, faults=faults)
+                warnings=warnings, retries=attempts > 1, replication=replication, faults=faults, losses=losses,
+                boot_time=boot_time, breaker=(scenario.doc.get("arrivals") or {}).get("breaker") is not None)
 
 
-def _faults(scenario: Scenario, server: str) -> List[Dict[str, Any]]:
-    """``[[faults]]`` as the app runs them (dynosim.testbed.app): slowdowns and outages of the
-    app's work or of a resource's queries (the engine checked their keys and times), each
-    {"at", "for", "kind": "slowdown" | "refuse" | "hang", "factor", "target"}; lost dynos are
-    refused."""
+def _faults(scenario: Scenario) -> tuple:
+    """``[[faults]]`` as the testbed runs them (the engine checked their keys and times): the
+    app's (dynosim.testbed.app and app.ru), slowdowns and outages of the app's work or of a resource's
+    queries, each {"at", "for", "kind": "slowdown" | "refuse" | "hang", "factor", "target"};
+    and the lost dynos (dynosim.testbed.fleet.Losses), each {"at", "count"}."""
     out: List[Dict[str, Any]] = []
+    losses: List[Dict[str, Any]] = []
     for k, fault in enumerate(scenario.doc.get("faults") or []):
         kind = fault.get("kind")
-        if kind not in ("slowdown", "outage"):
-            raise scenario._error(f"faults[{k}].kind", "the testbed runs slowdowns and outages only yet (lost "
-                                                      "dynos are the simulation's only)")
-        if server != "gunicorn":
-            raise scenario._error(f"faults[{k}]", f"the testbed's {server} app does not run faults yet: run the "
-                                                 "scenario's faults with gunicorn (app.server)")
+        if kind == "dynos_lost":
+            losses.append({"at": _seconds(fault["at"]), "count": int(fault["count"])})
+            continue
         if kind == "outage":
             kind = "hang" if fault.get("mode") == "hang" else "refuse"
         out.append({"at": _seconds(fault["at"]), "for": _seconds(fault["for"]), "kind": kind,
                     "factor": float(fault.get("factor", 1.0)), "target": str(fault.get("target", "app"))})
-    return out
+    return out, losses
+
+
+def _guards(scenario: Scenario, name: str, warnings: List[str]) -> Dict[str, Any]:
+    """``[resources.NAME] timeout`` and ``retries`` as the app runs them (dynosim.testbed.app):
+    PostgreSQL's statement_timeout on the app's connections, s (None: off), and the app's
+    retries of a cancelled or refused query. Each retry runs the request's drawn query time
+    again, where the simulation draws each retry's afresh: the same for a constant time."""
+    table = (scenario.doc.get("resources") or {}).get(name) or {}
+    timeout = table.get("timeout", "off")
+    seconds = None if timeout in ("off", None) else _seconds(timeout)
+    if timeout not in ("off", None) and seconds is None:
+        raise scenario._error(f"resources.{name}.timeout", "PostgreSQL's statement_timeout is one fixed time: give "
+                                                           "a duration")
+    retries = int(table.get("retries", 0))
+    if retries:
+        request = scenario.doc.get("request") or {}
+        phases = list(request.get("phases") or []) + [p for c in request.get("class") or [] for p in c.get("phases") or []]
+        if any(p.get("use") == name and _seconds(p.get("time")) is None for p in phases if isinstance(p, dict)):
+            warnings.append(f"resources.{name}.retries: the testbed's app runs each retry of a query with the "
+                            "request's drawn time; the simulation draws each retry's afresh (the same for a constant "
+                            "time)")
+    return {"timeout": seconds, "retries": retries}
 
 
 def _retries(scenario: Scenario) -> tuple:

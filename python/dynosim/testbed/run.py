@@ -16,6 +16,7 @@ simulated}, "testbed": {...}}`` (docs/testbed.md).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -33,50 +34,26 @@ from ..scenario import Scenario
 from . import colocated, measure
 from .database import Database
 from .dynos import Dynos, read_work, write_faults
+from .fleet import Losses, RuntimeApi, real_losses
 from .plan import Plan, make_plan
 from .procs import Supervisor, free_ports
 from .router import Router
-from .tools import missing
+from .tools import check_tools, needed_tools  # noqa: F401 (here since the testbed began)
 
 #: Response headers every answer of the app's work carries (see dynosim.testbed.app).
 ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynosim-pid", "x-dynosim-rss",
                   "x-dynosim-cpu", "x-dynosim-pool-wait", "x-dynosim-request-start", "x-dynosim-phase-wall",
                   "x-dynosim-proc-cpu"]
 #: Response headers the load generator keeps: those, and the marks of a request the app
-#: refused (app.wait_timeout's 503, an outage's 500).
-CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage"]
+#: refused or stopped (app.wait_timeout's 503, an outage's 500, app.service_timeout's 500, a
+#: query's statement_timeout's 500) and the app's retries of its queries.
+CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-service-timeout",
+                             "x-dynosim-resource-timeout", "x-dynosim-app-retries"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
 #: drawn service time (the issue: "well under the smallest service time").
 LATENESS_SHARE = 0.25
-
-
-def needed_tools(plans: List[Plan]) -> List[str]:
-    """What the plans run: gunicorn, or Ruby and Puma or Unicorn (app.server), and the drivers
-    of their database."""
-    servers = {p.dynos.server for p in plans}
-    needed = sorted({p.router.kind for p in plans}) + (["gunicorn"] if "gunicorn" in servers else [])
-    if servers - {"gunicorn"}:
-        needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
-    if any(p.resources for p in plans):
-        # The testbed itself talks to PostgreSQL through psycopg (to know it is up, to set up
-        # its burn function), whichever server the dynos run.
-        needed += ["postgres", "psycopg"]
-        needed += ["ruby-pg"] if any(p.resources and p.dynos.server != "gunicorn" for p in plans) else []
-    if any(p.dynos.worker_class == "gevent" for p in plans):
-        needed.append("gevent")
-    return needed
-
-
-def check_tools(plans: List[Plan]) -> None:
-    """Refuses, in one line saying how to install them, plans whose components are missing."""
-    absent = missing(needed_tools(plans))
-    if absent:
-        ruby = [p.dynos.server for p in plans if p.dynos.server != "gunicorn"]
-        because = f'app.server = "{ruby[0]}" runs the real {ruby[0]}: ' if ruby else ""
-        raise DynosimError(because + "the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
-                           + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")
 
 
 def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: int = 1, calibrate: bool = False,
@@ -353,7 +330,11 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
                 for r in plan.resources.values():
                     r["burn_rate"] = rate
         dynos = Dynos(supervisor, plan.dynos, ports[1:], dsn)
-        router = Router(supervisor, plan.router, ports[0], ports[1:])
+        router_plan = plan.router
+        if plan.losses:
+            # Lost dynos leave HAProxy and come back through its runtime API.
+            router_plan = dataclasses.replace(router_plan, runtime_socket=supervisor.workdir / "haproxy.sock")
+        router = Router(supervisor, router_plan, ports[0], ports[1:])
         closed = plan.closed
         progress(f"sending {len(requests)} requests")
         # The stack's own programs' CPU over the load, and the dynos' (router.colocated_cpu).
@@ -364,13 +345,24 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         cpu_before = colocated.snapshot(stack, roots)
         # The clients retry as replication 0 of the simulation's do (its backoff stream).
         retry = (plan.scenario.to_json(), str(plan.scenario.base_dir), plan.replication) if plan.retries else None
+        # The clients' breaker: the engine's own, asked before each try.
+        breaker = (plan.scenario.to_json(), str(plan.scenario.base_dir)) if plan.breaker else None
         if plan.faults:
             # The slowdowns' windows from now, which is the load's start to a millisecond.
             write_faults(supervisor.workdir, plan.faults, time.time())
-        load = _dynosim.send_load(
-            f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
-            int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
-            plan.deadline, CAPTURE, retry=retry, id_header="X-Dynosim-Id")
+
+        def send() -> Dict[str, Any]:
+            return _dynosim.send_load(
+                f"127.0.0.1:{ports[0]}", requests, "closed" if closed else "open",
+                int(closed["clients"]) if closed else 0, list(plan.drawn["think"]), plan.request_timeout,
+                plan.deadline, CAPTURE, retry=retry, id_header="X-Dynosim-Id", breaker=breaker)
+
+        if plan.losses:
+            losses = real_losses(plan.losses, plan.boot_time, supervisor, plan.dynos, dynos.processes, ports[1:],
+                                 RuntimeApi(supervisor.workdir / "haproxy.sock"), dsn, dynos.work_dir)
+            load, losses_t0 = _load_with_losses(send, losses)
+        else:
+            load = send()
         cpu = {"before": cpu_before, "after": colocated.snapshot(stack, roots), "dyno_cpus": dyno_cpus(plan)}
         # The dynos work on what the router (504) or the client (its timeout) gave up on.
         given_up = [i for i, status, error in zip(measure.ids(load), load["status"], load["error"])
@@ -386,7 +378,48 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
             database.stop()
         router_log = router.read_log()
         work = read_work(dynos.work_dir)
+    if plan.losses:
+        # Each lost dyno's crash and its return, s from the load's start.
+        offset = losses_t0 - float(load["start"])
+        load["losses"] = {"events": [dict(vars(e), t=e.t + offset) for e in losses.events],
+                          "warnings": losses.warnings,
+                          # Unix seconds, as the load's own times.
+                          "crashes": [(d, losses_t0 + t) for d, t in losses.crashes()]}
     return load, router_log, work, time.monotonic() - wall0, cpu
+
+
+#: How often the main thread looks at the lost dynos while the load goes on, s.
+LOSS_TICK = 0.02
+
+
+def _load_with_losses(send: Callable[[], Dict[str, Any]], losses: Losses) -> tuple:
+    """The load sent from a thread while this one (which starts every process: Supervisor.spawn)
+    crashes the lost dynos on time and brings them back: (the load, the Unix time the losses'
+    times count from, taken just before the load starts)."""
+    import threading
+
+    out: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["load"] = send()
+        except BaseException as e:  # raised again in this thread
+            out["error"] = e
+
+    sender = threading.Thread(target=run, name="dynosim-load", daemon=True)
+    t0 = time.time()
+    sender.start()
+    try:
+        while sender.is_alive():
+            losses.tick(time.time() - t0)
+            sender.join(min(LOSS_TICK, max(0.0, losses.next_time() - (time.time() - t0))))
+    finally:
+        if sender.is_alive():
+            _dynosim.interrupt()
+            sender.join(30.0)
+    if "error" in out:
+        raise out["error"]
+    return out["load"], t0
 
 
 def dyno_cpus(plan: Plan) -> List[int]:
@@ -411,8 +444,13 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               work=work, per_process=per_process(plan), client_timeout=plan.request_timeout,
                               retries=plan.retries, router_retries=bool(plan.router.retry_on),
                               wait_timeout=plan.dynos.wait_timeout is not None,
-                              outage=any(f["kind"] != "slowdown" for f in plan.faults))
-    if plan.faults:
+                              outage=any(f["kind"] != "slowdown" for f in plan.faults),
+                              service_timeout=plan.dynos.service_timeout is not None,
+                              breaker=load.get("breaker") if plan.breaker else None,
+                              crashes=(load.get("losses") or {}).get("crashes") if plan.losses else None,
+                              resource_timeout=any(r.get("timeout") is not None for r in plan.resources.values()),
+                              app_retries=any(r.get("retries") for r in plan.resources.values()))
+    if plan.faults or plan.losses:
         rep["stability"] = stability(plan, load)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
@@ -467,7 +505,7 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         # One OS thread runs every greenlet: a request's thread CPU holds the others' CPU done
         # while it slept, so the process's CPU less it is not the server's.
         over["server_cpu"] = None
-    warnings = list(plan.warnings)
+    warnings = list(plan.warnings) + list((load.get("losses") or {}).get("warnings") or [])
     if not plan.closed and lateness["p99"] > LATENESS_SHARE * shortest:
         warnings.append(f"the load generator fell behind: p99 lateness {lateness['p99'] * 1e3:.3f} ms, more than "
                         f"{LATENESS_SHARE:.0%} of the shortest drawn service time ({shortest * 1e3:.3f} ms); "
@@ -494,6 +532,11 @@ def extras(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any
         "gunicorn": {"server": plan.dynos.server, "worker_class": plan.dynos.worker_class,
                      "workers": plan.dynos.workers, "threads": plan.dynos.threads, "cpus": plan.dynos.cpus},
         "resources": plan.resources,
+        # The clients' breaker: when it opened and until when, seconds from the load's start.
+        **({"breaker_openings": [[a - float(load["start"]), b - float(load["start"])]
+                                 for a, b in load.get("breaker") or []]} if plan.breaker else {}),
+        # The lost dynos' crashes and returns (s from the load's start): [[faults]] dynos_lost.
+        **({"losses": load["losses"]["events"]} if load.get("losses") else {}),
     }
 
 

@@ -2,7 +2,7 @@
 
 ``dynosim testbed --check`` prints :func:`check`; ``make testbed-deps`` (which CI runs)
 installs what is missing: HAProxy, nginx (``router.kind = "nginx"``), PostgreSQL and the Ruby
-servers (Ruby, Puma, Unicorn, the pg gem, Rack) from Debian's packages, gunicorn, gevent and
+servers (Ruby, Puma, Unicorn, the pg gem, Rack, Rack::Timeout) from Debian's packages, gunicorn, gevent and
 psycopg from the Python package index into the environment dynosim runs in.
 """
 
@@ -16,11 +16,13 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, List, Optional
+
+from ..errors import DynosimError
 
 INSTALL_DEBIAN = "apt-get install haproxy postgresql"
 INSTALL_NGINX = "apt-get install nginx"
-INSTALL_RUBY = "apt-get install ruby puma unicorn ruby-pg ruby-rack"
+INSTALL_RUBY = "apt-get install ruby puma unicorn ruby-pg ruby-rack ruby-rack-timeout"
 INSTALL_PYTHON = f"{sys.executable} -m pip install 'dynosim[testbed]'  (gunicorn, gevent, psycopg)"
 
 #: Where Debian keeps daemons, off a user's PATH (HAProxy, nginx), and PostgreSQL's binaries,
@@ -123,16 +125,47 @@ def ruby_library(name: str, feature: str, constant: str) -> Tool:
     return Tool(name, f"ruby: require {feature!r}" if version else None, version, INSTALL_RUBY)
 
 
-#: The Ruby components (``app.server = "puma"`` or ``"unicorn"``).
-RUBY_TOOLS = ("ruby", "puma", "unicorn", "ruby-pg", "ruby-rack")
+#: The Ruby components (``app.server = "puma"`` or ``"unicorn"``; Rack::Timeout for
+#: app.wait_timeout).
+RUBY_TOOLS = ("ruby", "puma", "unicorn", "ruby-pg", "ruby-rack", "ruby-rack-timeout")
 
 
 def tools() -> List[Tool]:
     return [haproxy(), nginx(), postgres(), python_module("gunicorn", "gunicorn"), python_module("gevent", "gevent"),
             python_module("psycopg", "psycopg"), ruby(), ruby_server("puma"), ruby_server("unicorn"),
-            ruby_library("ruby-pg", "pg", "PG::VERSION"), ruby_library("ruby-rack", "rack", "Rack.release")]
+            ruby_library("ruby-pg", "pg", "PG::VERSION"), ruby_library("ruby-rack", "rack", "Rack.release"),
+            ruby_library("ruby-rack-timeout", "rack-timeout", 'Gem.loaded_specs["rack-timeout"].version.to_s')]
 
 
 def missing(needed: List[str]) -> List[Tool]:
     """The tools among `needed` that are not installed."""
     return [t for t in tools() if t.name in needed and not t.present]
+
+
+def needed_tools(plans: List[Any]) -> List[str]:
+    """What the plans run: gunicorn, or Ruby and Puma or Unicorn (app.server), and the drivers
+    of their database."""
+    servers = {p.dynos.server for p in plans}
+    needed = sorted({p.router.kind for p in plans}) + (["gunicorn"] if "gunicorn" in servers else [])
+    if servers - {"gunicorn"}:
+        needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
+        if any(p.dynos.wait_timeout is not None and p.dynos.server != "gunicorn" for p in plans):
+            needed.append("ruby-rack-timeout")  # app.wait_timeout: Rack::Timeout's own
+    if any(p.resources for p in plans):
+        # The testbed itself talks to PostgreSQL through psycopg (to know it is up, to set up
+        # its burn function), whichever server the dynos run.
+        needed += ["postgres", "psycopg"]
+        needed += ["ruby-pg"] if any(p.resources and p.dynos.server != "gunicorn" for p in plans) else []
+    if any(p.dynos.worker_class == "gevent" for p in plans):
+        needed.append("gevent")
+    return needed
+
+
+def check_tools(plans: List[Any]) -> None:
+    """Refuses, in one line saying how to install them, plans whose components are missing."""
+    absent = missing(needed_tools(plans))
+    if absent:
+        ruby = [p.dynos.server for p in plans if p.dynos.server != "gunicorn"]
+        because = f'app.server = "{ruby[0]}" runs the real {ruby[0]}: ' if ruby else ""
+        raise DynosimError(because + "the testbed needs " + ", ".join(t.name for t in absent) + " (not found); install: "
+                           + "; ".join(dict.fromkeys(t.install for t in absent)) + " (or: dynosim testbed --check)")

@@ -3,7 +3,6 @@
 //! first evaluation, the first deploy, the dynos' first daily restarts, the first fault that acts at an instant, the late board's first
 //! refresh, the initial fleet's idle reports. What happens next is the run's loop (`mod.rs`).
 
-use super::breaker::Breaker;
 use super::clients::Clients;
 use super::colocated::Colocated;
 use super::cpu::Cpu;
@@ -24,6 +23,7 @@ use super::streams::Streams;
 use super::trace::TraceRecorder;
 use super::traffic::Traffic;
 use super::{Simulation, LOOK_AHEAD_DYNOS};
+use crate::breaker::Breaker;
 use crate::error::Result;
 use crate::measure::Measures;
 use crate::request::PhaseKind;
@@ -78,7 +78,10 @@ impl<'s, const FEEDBACK: bool> Simulation<'s, FEEDBACK> {
             retries: Retries::of(s, stride, streams.retries),
             faults: Faults::new(s),
             redispatch: Redispatch::of(s),
-            breaker: Breaker::of(s),
+            breaker: s
+                .client_breaker
+                .as_ref()
+                .map(|c| Box::new(Breaker::new(c.clone()))),
             queries: streams.queries,
             limits: Limits::of(s, streams.limits),
         };

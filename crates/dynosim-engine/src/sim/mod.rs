@@ -60,9 +60,10 @@
 //! - `fleet.rs`: which slot holds a dyno, where each is in its life, the formation;
 //! - `scaling.rs`: the autoscaler and what it is fed;
 //! - `trace.rs`: a trace's frames;
-//! - `retries.rs`, `redispatch.rs`, `breaker.rs`, `faults.rs`, `limit.rs`: the clients'
-//!   retries, the routers' retries after a timeout or an error, the clients' circuit breaker,
-//!   the faults, the concurrency limits.
+//! - `retries.rs`, `redispatch.rs`, `faults.rs`, `limit.rs`: the clients' retries, the
+//!   routers' retries after a timeout or an error, the faults, the concurrency limits; the
+//!   clients' circuit breaker is the engine's (`crate::breaker::state`), shared with the
+//!   testbed's load generator.
 //!
 //! The steps: `impl Simulation` blocks, what happens, which read and change several concerns
 //! (no concern's file names them):
@@ -101,7 +102,6 @@
 //!    where it belongs, or in a new steps file (which nothing names back).
 
 mod aperture;
-mod breaker;
 mod build;
 mod clients;
 mod colocated;
@@ -136,12 +136,12 @@ mod trace;
 mod traffic;
 
 use crate::alloc::{prefetch, prefetch_all, StateBytes};
+use crate::breaker::Breaker;
 use crate::error::{Error, Result};
 use crate::measure::Measures;
 use crate::policy::{Knowledge, Ties};
 use crate::result::{Frame, ReplicationResult, Trace};
 use crate::scenario::Scenario;
-use breaker::Breaker;
 use clients::Clients;
 use colocated::Colocated;
 use cpu::Cpu;

@@ -8,19 +8,19 @@
 //! counts at its dyno as a request of its own (its queue time, the router's counts and
 //! timeouts, its log line for the autoscaler).
 //!
-//! The clients' circuit breaker (`[arrivals.breaker]`, its state [`super::breaker`]) sees each
+//! The clients' circuit breaker (`[arrivals.breaker]`, its state [`crate::breaker::state`]) sees each
 //! try: when a client sends it (`send`), a breaker that does not let it through fails it at
 //! once (`breaker_open`, never sent: no router logs it); and each try's outcome, as its client
 //! has it: a success (`finish_with`), or an error (`client_error`), its own timeout included.
 //! A try it failed is a refusal to the retries (`arrivals.retry.on`): retried after its backoff
 //! like any other, and that retry meets the breaker again.
 
-use super::breaker::Moved;
 use super::deadlines::Kind;
 use super::events::Event;
 use super::retries::{Pending, Try, Verdict};
 use super::slab::NONE;
 use super::Simulation;
+use crate::breaker::Moved;
 use crate::result::ErrorKind;
 
 impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {

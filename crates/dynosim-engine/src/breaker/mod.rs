@@ -6,14 +6,18 @@
 //! call rate) reaches its threshold, it opens: for `open_for` every try is failed at once
 //! (`breaker_open`), never sent. Then it is half-open: it lets `half_open_calls` tries through
 //! and fails the others at once; when those have answered it closes (a fresh window) or, if
-//! they fail as often as the threshold, opens again. The replication's state and its moves are
-//! `sim::breaker`.
+//! they fail as often as the threshold, opens again. Its state and its moves are [`state`]'s,
+//! which the simulation and the testbed's load generator both use.
 //!
 //! Sources (docs/feedback.md has the table): resilience4j's `CircuitBreakerConfig` (its
 //! `DEFAULT_*` constants): failure rate threshold 50%, slow call rate threshold 100%, slow call
 //! duration 60 s, wait in the open state 60 s, 10 calls permitted when half-open, a
 //! count-based window of 100 calls, a minimum of 100 calls; a count-based window's minimum is
 //! at most its size (resilience4j's `CircuitBreakerMetrics`).
+
+pub mod state;
+
+pub use state::{Breaker, Moved};
 
 use crate::error::{Error, Result};
 use crate::units::Duration;

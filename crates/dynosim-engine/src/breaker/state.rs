@@ -1,6 +1,8 @@
-//! The clients' circuit breaker (`[arrivals.breaker]`, [`crate::breaker`]): its state in a
-//! replication, one breaker for every client. Its moves, as resilience4j's state machine makes
-//! them:
+//! The clients' circuit breaker's state and its moves, wherever the clients are: in a
+//! simulation (one breaker for every client of a replication; where the tries are checked and
+//! outcomes told is in its steps, `sim::resend`) or in front of a real stack (the testbed's
+//! load generator asks it before each send and tells it each outcome). Its moves, as
+//! resilience4j's state machine makes them:
 //! - closed: every try goes; each outcome enters the window; once `min_calls` are in it and a
 //!   rate reaches its threshold, it opens (the window emptied);
 //! - open: every try is failed at once, for `open_for`; then it is half-open (at that instant,
@@ -11,11 +13,10 @@
 //!   are in it opens again if a rate reaches its threshold, or closes with an empty window.
 //!
 //! Outcomes that come in while it is open are dropped (resilience4j records them in the open
-//! state's own counts, which nothing reads). Where the tries are checked and outcomes told is
-//! in the steps: [`super::resend`].
+//! state's own counts, which nothing reads). Times are seconds from the run's start (a
+//! time-based window's buckets are its whole seconds).
 
-use crate::breaker::{ClientBreaker, WindowType};
-use crate::scenario::Scenario;
+use super::{ClientBreaker, WindowType};
 use std::collections::VecDeque;
 
 /// The breaker's state.
@@ -35,7 +36,7 @@ enum State {
 
 /// The closed state's sliding window: each call's outcome (count-based), or each second's
 /// counts (time-based), with their totals.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Window {
     /// Count-based: (failed, slow) of each call, the oldest first. Time-based: (second,
     /// calls, failed, slow) of each second with calls, the oldest first.
@@ -46,8 +47,9 @@ struct Window {
     slow: u32,
 }
 
-/// The breaker in one replication.
-pub(super) struct Breaker {
+/// One breaker: its configuration and state.
+#[derive(Debug, Clone)]
+pub struct Breaker {
     config: ClientBreaker,
     state: State,
     window: Window,
@@ -55,7 +57,7 @@ pub(super) struct Breaker {
 
 /// What an outcome did to the breaker.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Moved {
+pub enum Moved {
     /// Nothing that the figures see.
     No,
     /// It opened now, until this time.
@@ -63,14 +65,8 @@ pub(super) enum Moved {
 }
 
 impl Breaker {
-    /// The scenario's breaker (None: its clients have none).
-    pub fn of(s: &Scenario) -> Option<Box<Breaker>> {
-        s.client_breaker
-            .as_ref()
-            .map(|c| Box::new(Breaker::new(c.clone())))
-    }
-
-    fn new(config: ClientBreaker) -> Breaker {
+    /// A closed breaker of this configuration.
+    pub fn new(config: ClientBreaker) -> Breaker {
         Breaker {
             config,
             state: State::Closed,
