@@ -542,7 +542,7 @@ impl EventQueue {
     }
 
     /// The next event: its time and id.
-    #[inline]
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(f64, u32)> {
         if self.len == 0 {
             return None;

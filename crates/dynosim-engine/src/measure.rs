@@ -797,12 +797,23 @@ impl Measures {
         }
     }
 
-    /// A request that arrived at `arrival` completed at `end`.
-    #[inline(always)]
-    pub fn completed(&mut self, arrival: f64, end: f64) {
+    /// Whether successful answers are counted for the stability verdict (a run of faults).
+    pub fn counts_goodput(&self) -> bool {
+        self.stability.is_some()
+    }
+
+    /// A try was answered successfully at `end`: the stability verdict's goodput counts it
+    /// (the event engine calls it beside [`Self::completed`] where it runs with faults).
+    #[inline]
+    pub fn goodput(&mut self, end: f64) {
         if let Some(s) = self.stability.as_mut() {
             s.0.answered(end);
         }
+    }
+
+    /// A request that arrived at `arrival` completed at `end`.
+    #[inline(always)]
+    pub fn completed(&mut self, arrival: f64, end: f64) {
         self.completed += 1;
         if arrival >= self.window_start {
             self.response.record(end - arrival);

@@ -29,14 +29,14 @@ use crate::measure::Measures;
 use crate::request::PhaseKind;
 use crate::scenario::{Scenario, Workload};
 
-impl<'s> Simulation<'s> {
+impl<'s, const FEEDBACK: bool> Simulation<'s, FEEDBACK> {
     /// Replication `replication` of `s`, ready to run; `trace`: a recorder of snapshots, if
     /// one is wanted.
     pub(super) fn build(
         s: &'s Scenario,
         replication: u64,
         trace: Option<TraceRecorder>,
-    ) -> Result<Simulation<'s>> {
+    ) -> Result<Simulation<'s, FEEDBACK>> {
         s.check_stable()?;
         // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
         // past the initial fleet start with no dyno in them.
@@ -85,8 +85,25 @@ impl<'s> Simulation<'s> {
             queries: streams.queries,
             limits: Limits::of(s, streams.limits),
         };
+        // A run without the feedback loop must have none of its features' state: its steps
+        // never look at it (see `features.rs`).
+        assert!(
+            FEEDBACK || !sim.uses_feedback(),
+            "a scenario using a feedback feature runs on the loop without them"
+        );
         sim.begin();
         Ok(sim)
+    }
+
+    /// Whether any feedback feature has state in this run (see `features.rs`).
+    fn uses_feedback(&self) -> bool {
+        self.retries.is_some()
+            || self.redispatch.is_some()
+            || self.breaker.is_some()
+            || self.limits.is_some()
+            || self.faults.any()
+            || self.s.app.service_timeout.is_some()
+            || self.measures.counts_goodput()
     }
 
     /// The observer's first levels, and the first events.

@@ -293,7 +293,7 @@ impl Deadlines {
     /// Drops the deadlines of the requests answered in time from the fronts of the fixed
     /// timeouts' queues, and sweeps a kind that holds more than `bound` (see
     /// [`Queue::compact`]); `entries`: the requests, which tell whether a deadline is live.
-    #[inline]
+    #[inline(always)]
     pub fn prune(&mut self, entries: &[Request], bound: usize) {
         let statement = &self.statement;
         // A statement's heap is not swept: it holds the queries taken in the last timeout.

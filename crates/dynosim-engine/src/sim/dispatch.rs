@@ -25,7 +25,7 @@ use crate::result::ErrorKind;
 /// boots or the router is full.
 const NO_DYNO_BACKOFF: f64 = 1e-3;
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// A request arrives (from `client`, or NONE for the open workload): its class and phase
     /// times are drawn, then a router takes it.
     pub(super) fn arrive(&mut self, client: u32) {
@@ -61,9 +61,11 @@ impl Simulation<'_> {
         client_patience: Option<f64>,
     ) {
         let t = self.now;
-        if let Some(breaker) = self.breaker.as_deref_mut() {
-            if !breaker.allows(t) {
-                return self.rejected(req, client, NO_DYNO_BACKOFF);
+        if FEEDBACK {
+            if let Some(breaker) = self.breaker.as_deref_mut() {
+                if !breaker.allows(t) {
+                    return self.rejected(req, client, NO_DYNO_BACKOFF);
+                }
             }
         }
         let router = self.routers.pick();
@@ -73,14 +75,16 @@ impl Simulation<'_> {
                 return self.refuse(req);
             }
         }
-        if self.limits.is_some() && !self.limit_admits_at_router(router, req) {
+        if FEEDBACK && self.limits.is_some() && !self.limit_admits_at_router(router, req) {
             return;
         }
         self.routers.in_flight[router] += 1;
         if let Some(p) = client_patience {
             self.set_deadline(Kind::Client, t + p, req);
-            if let Some(rd) = self.redispatch.as_deref_mut() {
-                rd.set_client_at(req, t + p);
+            if FEEDBACK {
+                if let Some(rd) = self.redispatch.as_deref_mut() {
+                    rd.set_client_at(req, t + p);
+                }
             }
         }
         if self.s.router_cost.is_some() {
@@ -138,7 +142,7 @@ impl Simulation<'_> {
     /// `router.retry_delay`, and its client waits on (returns true); otherwise false, and the
     /// client is to have the error. The try that failed is the caller's to let go.
     pub(super) fn redispatch(&mut self, req: u32, error: ErrorKind) -> bool {
-        let Some(rd) = self.redispatch.as_deref_mut() else {
+        let Some(rd) = self.redispatch.as_deref_mut().filter(|_| FEEDBACK) else {
             return false;
         };
         let old = &self.slab.entries[req as usize];

@@ -336,7 +336,8 @@ impl Events {
         self.queue.peek().map(|(id, req)| (self.ids.event(id), req))
     }
 
-    #[inline]
+    /// The next event: the run's loop, its one caller, has it inline.
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(f64, Event)> {
         if let Some(a) = self.arrival {
             // Strictly before: at equal times the heap's event has the lower priority.

@@ -55,6 +55,11 @@ impl Faults {
         }
     }
 
+    /// Whether the scenario has faults, or the app's gate (`app.wait_timeout`).
+    pub fn any(&self) -> bool {
+        self.any || self.gates
+    }
+
     /// When the first fault that acts at an instant is due.
     pub fn first(&self) -> Option<f64> {
         self.instants.first().map(|&(at, _)| at)

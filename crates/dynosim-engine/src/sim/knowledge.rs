@@ -14,7 +14,7 @@ use super::events::{Event, CONNECTED, VIEW};
 use super::Simulation;
 use crate::view::Update;
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// `router` sends a request to `dyno`: it counts against the dyno from now on.
     #[inline]
     pub(super) fn count_sent(&mut self, router: usize, dyno: usize) {

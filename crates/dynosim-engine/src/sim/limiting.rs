@@ -18,10 +18,10 @@ use super::limit::Ended;
 use super::Simulation;
 use crate::result::ErrorKind;
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// Request `req` ended at its router's limiter (`router`), as `how`.
     pub(super) fn limit_end_router(&mut self, req: u32, router: usize, how: Ended) {
-        let Some(limits) = self.limits.as_deref_mut() else {
+        let Some(limits) = self.limits.as_deref_mut().filter(|_| FEEDBACK) else {
             return;
         };
         if let Some(limit) = limits.end_router(router, req, &self.slab, self.now, how) {
@@ -31,7 +31,7 @@ impl Simulation<'_> {
 
     /// Request `req` ended at dyno `dyno`'s limiter, as `how`.
     pub(super) fn limit_end_dyno(&mut self, req: u32, dyno: usize, how: Ended) {
-        let Some(limits) = self.limits.as_deref_mut() else {
+        let Some(limits) = self.limits.as_deref_mut().filter(|_| FEEDBACK) else {
             return;
         };
         if let Some(limit) = limits.end_dyno(dyno, req, &self.slab, self.now, how) {

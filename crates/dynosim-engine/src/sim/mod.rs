@@ -39,7 +39,9 @@
 //! - `build.rs`: the builder, one line a concern, and the first events;
 //! - `events.rs`: the events, their ids in the kernel's queue, their priorities;
 //! - `slab.rs`: the requests in flight (their entries and states): the types every file shares;
-//! - `streams.rs`: the random streams, one per purpose, all made there.
+//! - `streams.rs`: the random streams, one per purpose, all made there;
+//! - `features.rs`: which loop a run takes, with or without the feedback features (`FEEDBACK`,
+//!   the constant `Simulation` is generic over), chosen once per run.
 //!
 //! Each concern's state, with its constructor and the methods on that state alone (these
 //! files name no `Simulation`):
@@ -92,7 +94,9 @@
 //!    [`crate::rng::Stream`] purpose and a field of `Streams` (`streams.rs`), handed over in
 //!    that line.
 //! 4. Where it acts, a call from the steps (`dispatch.rs`, `threads.rs`...), such as
-//!    `self.breakers.allows(dyno, self.now)`. An event of its own is a variant in `events.rs`
+//!    `self.breakers.allows(dyno, self.now)`. A check every request meets is for the
+//!    scenarios that use the concern only: it joins `features.rs`'s family and is guarded by
+//!    `FEEDBACK` (`if FEEDBACK && ...`), so that the loop of the others compiles it out. An event of its own is a variant in `events.rs`
 //!    (an id range, and a priority constant of its own: its place in the order above), an arm
 //!    in the run's loop, and the step it runs: an `impl Simulation` method in the steps' file
 //!    where it belongs, or in a new steps file (which nothing names back).
@@ -107,6 +111,7 @@ mod dispatch;
 mod dyno;
 mod events;
 mod faults;
+mod features;
 mod fleet;
 mod idle;
 mod knowledge;
@@ -165,8 +170,9 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
 /// A replication's state: the run's own, and one field per concern, each the struct that holds
-/// that concern's state (see the module's comment).
-struct Simulation<'s> {
+/// that concern's state (see the module's comment). `FEEDBACK`: whether the run's steps look
+/// at the feedback features at all (see `features.rs`): false for a scenario that uses none.
+struct Simulation<'s, const FEEDBACK: bool> {
     // The run's own: the scenario, the clock, the events, the requests in flight, the
     // observer, and what the run's loop keeps for itself.
     s: &'s Scenario,
@@ -359,10 +365,15 @@ fn simulate_measures(
     trace: Option<TraceRecorder>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Measures, f64, Option<Trace>)> {
-    Simulation::build(s, replication, trace)?.run(interrupted)
+    // One loop per family, chosen here once for the run (see `features.rs`).
+    if features::feedback(s) {
+        Simulation::<true>::build(s, replication, trace)?.run(interrupted)
+    } else {
+        Simulation::<false>::build(s, replication, trace)?.run(interrupted)
+    }
 }
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// Runs the events until none is left, or until `interrupted` says to stop; returns what
     /// was measured, when the window closed, and the trace.
     fn run(
@@ -375,7 +386,7 @@ impl Simulation<'_> {
         // once an interval of simulated time; infinite otherwise.
         let mut verdict_check = self.measures.verdict_check();
         while let Some((time, event)) = self.events.pop() {
-            if time >= verdict_check {
+            if FEEDBACK && time >= verdict_check {
                 match self.measures.verdict_pending(time) {
                     Some(next) => verdict_check = next,
                     // Settled: nothing after this changes it.
@@ -504,7 +515,7 @@ impl Simulation<'_> {
     }
 }
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// A request that arrived at `arrival` was answered now (by its app or with an error), as
     /// the router logs it: for the autoscaler's response-time rules and the trace's p95.
     #[inline]

@@ -16,7 +16,38 @@ use crate::request::PhaseKind;
 use crate::resource_spec::{Discipline, PoolScope};
 use crate::result::ErrorKind;
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+    /// How many times longer the app's work beginning at `now` takes (a slowdown, `[[faults]]`;
+    /// 1 in a run without the feedback features, whose steps never look: `features.rs`).
+    #[inline]
+    pub(super) fn app_slowdown(&self, now: f64) -> f64 {
+        if FEEDBACK {
+            self.faults.app_slowdown(self.s, now)
+        } else {
+            1.0
+        }
+    }
+
+    /// How many times longer resource `r`'s service beginning at `now` takes (as above).
+    #[inline]
+    fn resource_slowdown(&self, r: u32, now: f64) -> f64 {
+        if FEEDBACK {
+            self.faults.resource_slowdown(self.s, r, now)
+        } else {
+            1.0
+        }
+    }
+
+    /// Resource `r`'s outage at `now`, if one is on (see [`super::faults::Faults`]).
+    #[inline]
+    fn resource_outage(&self, r: u32, now: f64) -> Option<Option<f64>> {
+        if FEEDBACK {
+            self.faults.resource_outage(self.s, r, now)
+        } else {
+            None
+        }
+    }
+
     /// Starts the request's current phase.
     pub(super) fn begin_phase(&mut self, req: u32) {
         let entry = &self.slab.entries[req as usize];
@@ -27,19 +58,19 @@ impl Simulation<'_> {
         match phase.kind {
             PhaseKind::Io => {
                 self.slab.entries[req as usize].state = State::Timed;
-                let time = time * self.faults.app_slowdown(self.s, self.now);
+                let time = time * self.app_slowdown(self.now);
                 self.events.schedule_done(self.now + time, req, dyno as u32);
             }
             // The server's own CPU, merged into the app's first CPU phase (`arrive`).
             PhaseKind::Cpu if time == 0.0 && phase.server => self.phase_done(req),
             PhaseKind::Cpu => {
                 self.slab.entries[req as usize].state = State::Cpu;
-                let time = time * self.faults.app_slowdown(self.s, self.now);
+                let time = time * self.app_slowdown(self.now);
                 self.cpu_add(dyno, req, process, time);
             }
             // A resource out that refuses: the query fails at once (and its retries, at once
             // too), and the app answers 500.
-            PhaseKind::Use(r) if self.faults.resource_outage(self.s, r, self.now) == Some(None) => {
+            PhaseKind::Use(r) if self.resource_outage(r, self.now) == Some(None) => {
                 self.slab.entries[req as usize].query_retries = 0;
                 self.query_failed(r, req, ErrorKind::Outage)
             }
@@ -76,7 +107,7 @@ impl Simulation<'_> {
         let entry = &mut self.slab.entries[req as usize];
         entry.pool_wait = now - entry.waited_since;
         entry.waited_since = now;
-        if let Some(Some(until)) = self.faults.resource_outage(self.s, r, self.now) {
+        if let Some(Some(until)) = self.resource_outage(r, self.now) {
             let entry = &mut self.slab.entries[req as usize];
             entry.state = State::Hung(r);
             let dyno = entry.dyno;
@@ -108,7 +139,7 @@ impl Simulation<'_> {
     /// begins) would end after it; a shared one (PS) when it begins.
     pub(super) fn serve_after_hang(&mut self, r: u32, req: u32) {
         let now = self.now;
-        let slowdown = self.faults.resource_slowdown(self.s, r, self.now);
+        let slowdown = self.resource_slowdown(r, self.now);
         let entry = &mut self.slab.entries[req as usize];
         let time =
             self.slab.times[req as usize * self.slab.stride + entry.phase as usize] * slowdown;
@@ -209,9 +240,10 @@ impl Simulation<'_> {
         while u32::from(self.slab.entries[req as usize].query_retries) < retries {
             let origin = self.origin(req);
             self.measures.app_retried(origin, 1);
+            let refused = self.resource_outage(r, self.now) == Some(None);
             let entry = &mut self.slab.entries[req as usize];
             entry.query_retries += 1;
-            if self.faults.resource_outage(self.s, r, self.now) == Some(None) {
+            if refused {
                 error = ErrorKind::Outage;
                 continue;
             }
@@ -298,7 +330,7 @@ impl Simulation<'_> {
         let res = &mut self.resources[r as usize];
         res.busy -= 1;
         if let Some(next) = res.queue.pop_front() {
-            let slowdown = self.faults.resource_slowdown(self.s, r, self.now);
+            let slowdown = self.resource_slowdown(r, self.now);
             let res = &mut self.resources[r as usize];
             res.busy += 1;
             let entry = &mut self.slab.entries[next as usize];

@@ -23,7 +23,7 @@ use super::Simulation;
 use crate::breaker::Moved;
 use crate::result::ErrorKind;
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// Try `req` is answered with `error` (its entry still holds what it was): its client
     /// sends it again after a backoff, or has the error for good: its request's figures, and
     /// a closed-loop client's next send (no sooner than `at_least`).
@@ -33,7 +33,7 @@ impl Simulation<'_> {
         if error != ErrorKind::BreakerOpen {
             // The try's answer, as its router logs it.
             self.answered(arrival);
-            if self.breaker.is_some() {
+            if FEEDBACK && self.breaker.is_some() {
                 self.breaker_record(arrival, true);
             }
         }
@@ -46,6 +46,9 @@ impl Simulation<'_> {
     /// A request arrived (its first try): its try is the first, sent now.
     #[inline]
     pub(super) fn first_try(&mut self, req: u32) {
+        if !FEEDBACK {
+            return;
+        }
         if let Some(r) = self.retries.as_deref_mut() {
             r.first(req, self.now);
             self.measures.tried(self.now, self.now);
@@ -58,8 +61,8 @@ impl Simulation<'_> {
     #[inline]
     pub(super) fn origin(&self, req: u32) -> f64 {
         match self.retries.as_deref() {
-            None => self.slab.entries[req as usize].arrival,
-            Some(r) => r.try_of(req).origin,
+            Some(r) if FEEDBACK => r.try_of(req).origin,
+            _ => self.slab.entries[req as usize].arrival,
         }
     }
 
@@ -67,6 +70,9 @@ impl Simulation<'_> {
     /// it.
     #[inline]
     pub(super) fn try_succeeded(&mut self, arrival: f64) {
+        if !FEEDBACK {
+            return;
+        }
         if let Some(r) = self.retries.as_deref_mut() {
             r.succeeded();
         }
@@ -102,7 +108,7 @@ impl Simulation<'_> {
     /// backoff (None), or failed for good (its request's first send).
     fn try_failed(&mut self, req: u32, error: ErrorKind) -> Option<f64> {
         let now = self.now;
-        let Some(r) = self.retries.as_deref_mut() else {
+        let Some(r) = self.retries.as_deref_mut().filter(|_| FEEDBACK) else {
             return Some(self.slab.entries[req as usize].arrival);
         };
         let tried = r.try_of(req);

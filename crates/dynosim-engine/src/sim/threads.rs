@@ -14,7 +14,7 @@ use super::Simulation;
 use crate::app::Accept;
 use crate::result::ErrorKind;
 
-impl Simulation<'_> {
+impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     /// The request reaches its dyno: a thread takes it, or it waits for one; a dyno that got
     /// its SIGTERM since the router sent it there refuses it (it raced the dyno going down:
     /// H13).
@@ -23,7 +23,7 @@ impl Simulation<'_> {
         if self.dynos[dyno].closed {
             return self.raced(dyno, req);
         }
-        if self.limits.is_some() && !self.limit_admits_at_dyno(dyno, req) {
+        if FEEDBACK && self.limits.is_some() && !self.limit_admits_at_dyno(dyno, req) {
             return;
         }
         if let Accept::Greedy { limit } = self.s.app.accept {
@@ -77,13 +77,30 @@ impl Simulation<'_> {
     pub(super) fn start(&mut self, dyno: usize, process: u32, req: u32) {
         let now = self.now;
         let arrival = self.slab.entries[req as usize].arrival;
-        let gate = self.faults.gate(self.s, arrival, now);
+        let gate = if FEEDBACK {
+            self.faults.gate(self.s, arrival, now)
+        } else {
+            Gate::Open
+        };
         if let Some(t) = self.draw_timeout(Kind::App) {
             self.set_deadline(Kind::App, now + t, req);
         }
-        if let Some(t) = self.s.app.service_timeout {
-            self.set_deadline(Kind::Service, now + t, req);
+        if FEEDBACK {
+            if let Some(t) = self.s.app.service_timeout {
+                self.set_deadline(Kind::Service, now + t, req);
+            }
         }
+        // A `[service]` hold: its time on the thread is known now.
+        let service = if self.phases {
+            0.0
+        } else {
+            let drawn = self.slab.entries[req as usize].service;
+            match gate {
+                Gate::Open => drawn * self.app_slowdown(now),
+                Gate::Hang(until) => (until - now) + drawn * self.app_slowdown(until),
+                Gate::Refuse(_) => 0.0,
+            }
+        };
         let d = &mut self.dynos[dyno];
         d.busy += 1;
         let proc = self.procs.of_mut(dyno, process);
@@ -100,16 +117,7 @@ impl Simulation<'_> {
             self.measures.waited(entry.arrival, now);
         }
         if !self.phases {
-            // A `[service]` hold: its time on the thread is known now.
-            let (arrival, drawn) = (entry.arrival, entry.service);
-            let service = match gate {
-                Gate::Open => drawn * self.faults.app_slowdown(self.s, now),
-                Gate::Hang(until) => {
-                    (until - now) + drawn * self.faults.app_slowdown(self.s, until)
-                }
-                Gate::Refuse(_) => 0.0,
-            };
-            self.measures.started(dyno, arrival, now, service);
+            self.measures.started(dyno, entry.arrival, now, service);
             if let Gate::Refuse(_) = gate {
                 // Answered below, once the thread is counted.
                 entry.state = State::Thread;
@@ -184,7 +192,7 @@ impl Simulation<'_> {
         );
         entry.answered = true;
         entry.router_done = true;
-        if self.limits.is_some() {
+        if FEEDBACK && self.limits.is_some() {
             self.limits_answered(req, dyno, router, router_done, error);
         }
         match error {
@@ -193,6 +201,9 @@ impl Simulation<'_> {
                 // The user request's figures run from its first try.
                 let origin = self.origin(req);
                 self.measures.completed(origin, now);
+                if FEEDBACK {
+                    self.measures.goodput(now);
+                }
                 self.answered(arrival);
                 if self.measures.detailed() {
                     self.measures.class_completed(class as usize, origin, now);
@@ -225,7 +236,7 @@ impl Simulation<'_> {
         // end, a query its resource runs on: `app.service_timeout`) keeps its entry for that
         // event; its thread goes on with a copy.
         let req = match self.slab.entries[req as usize].state {
-            State::Dead | State::Orphan(_) => self.thread_copy(req),
+            State::Dead | State::Orphan(_) if FEEDBACK => self.thread_copy(req),
             _ => req,
         };
         match &self.s.app.overhead {

@@ -81,7 +81,7 @@ impl Traffic {
     /// Draws what request `req` is (in its slab entry: its class, its phases' times, its key);
     /// returns its service: its `[service]` time, or the sum of its phases' as the app asked
     /// for them.
-    #[inline]
+    #[inline(always)]
     pub fn draw(&mut self, s: &Scenario, slab: &mut Slab, req: u32) -> f64 {
         let service = match &s.request {
             // A replayed trace's own time, or one drawn.
