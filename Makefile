@@ -47,7 +47,7 @@ testbed-deps: install ## install what the real-stack tests use: the testbed's HA
 
 .PHONY: test-rust
 test-rust: ## engine tests (unit, theory, determinism), the load generator's and the log reader's; the dyno model's with debug assertions too
-	cargo test --release -p dynosim-engine -p dynosim-load -p dynosim-logs
+	cargo test --profile test-release -p dynosim-engine -p dynosim-load -p dynosim-logs
 	cargo test -p dynosim-engine --test fuzz_dyno --test overhead --test dyno --test timeouts --test lifecycle
 
 .PHONY: test-python
