@@ -154,7 +154,7 @@ class Pool:
 
         conn = psycopg.connect(self.dsn, autocommit=True)
         if self.statement_timeout is not None:
-            # [resources.NAME] timeout: PostgreSQL stops a statement of this session after it.
+            # [resources.NAME] timeout: PostgreSQL stops a statement on this connection after it.
             conn.execute(f"SET statement_timeout = {max(1, round(self.statement_timeout * 1000))}")
         return conn
 

@@ -111,7 +111,7 @@ module DynosimTestbed
       begin
         require "pg" # only apps with a resource need it
         conn = PG.connect(@dsn)
-        # [resources.NAME] timeout: PostgreSQL stops a statement of this session after it.
+        # [resources.NAME] timeout: PostgreSQL stops a statement on this connection after it.
         conn.exec("SET statement_timeout = #{[1, (@statement_timeout * 1000).round].max}") if @statement_timeout
         conn
       rescue Exception
