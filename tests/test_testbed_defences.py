@@ -8,37 +8,18 @@ The runs are short and paired: the load generator sends replication 0's requests
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-from pathlib import Path
-from typing import Dict
 
 import pytest
 
-from conftest import run_cli
-from fuzzing import toml_document
 from dynosim import Scenario
 from dynosim.testbed.plan import make_plan
+from test_testbed_retries import run_testbed
 
 #: The breaker's case: Poisson arrivals at λ on two fast dynos; a count window of 10 calls
 #: judged at 50%, open for 3 s, 3 probes when half-open; the app refuses every request for
 #: 8 s from t = 5 s.
 LAMBDA, OPEN_FOR, OUTAGE_AT, OUTAGE_FOR = 20.0, 3.0, 5.0, 8.0
-
-
-def run_testbed(tmp_path: Path, name: str, doc: Dict[str, object]) -> tuple:
-    """`dynosim testbed NAME.toml --json --out DIR`: the result, the measured replication, the
-    simulation's paired one and the per-try rows of the CSV."""
-    toml = tmp_path / f"{name}.toml"
-    toml.write_text(toml_document(doc))
-    out = tmp_path / f"{name}-out"
-    result = run_cli("testbed", str(toml), "--json", "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    (r,) = json.loads(result.stdout)["results"]
-    with open(out / "requests-random.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return r, r["measured"]["per_replication"][0], r["simulated"]["per_replication"][0], rows
 
 
 @pytest.mark.needs("haproxy", "gunicorn")
