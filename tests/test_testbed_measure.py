@@ -448,3 +448,29 @@ def test_a_gevent_calibration_takes_the_idle_runs_cpu_and_no_overhead():
     got = calibration_result({"idle": idle, "busy": busy})
     assert got["measured"]["app.request_cpu"] == 0.0011 and got["measured"]["app.overhead"] is None
     assert "app.overhead" not in got["set"] and any("gevent" in w for w in got["warnings"])
+
+
+def test_the_busy_calibration_runs_the_scenarios_own_cpu_phases():
+    from dynosim.testbed.plan import make_plan
+    from dynosim.testbed.run import CALIBRATION_PHASES, busy_phases, calibration_runs
+
+    exp = {"distribution": "exponential", "mean": "10ms"}
+    doc = {"arrivals": {"process": "closed", "clients": 8}, "fleet": {"dynos": 1, "cores": 1},
+           "app": {"server": "gunicorn", "worker_class": "sync", "processes": 4},
+           "resources": {"db": {"servers": 2, "pool": {"size": 4}}},
+           "request": {"phases": [{"cpu": exp}, {"use": "db", "time": "20ms"}, {"io": "40ms"}, {"cpu": "1ms"}]},
+           "run": {"duration": "20s"}}
+    # The CPU the requests put on the dyno's cores, as drawn; a query waits as an io of its time
+    # (the calibration has no database).
+    assert busy_phases(Scenario(doc)) == [{"cpu": exp}, {"io": "20ms"}, {"io": "40ms"}, {"cpu": "1ms"}]
+    (idle_name, idle), (busy_name, busy) = calibration_runs(Scenario(doc))
+    assert (idle_name, busy_name) == ("idle", "busy")
+    kinds = lambda plan: [p["kind"] for p in plan.drawn["classes"][0]["phases"]]  # noqa: E731
+    assert kinds(busy) == ["cpu", "io", "io", "cpu"] and kinds(idle) == ["cpu", "io"]
+    drawn_cpu = [phases[0] for phases in busy.drawn["phases"]]
+    assert len(set(drawn_cpu)) > 1  # drawn, not the idle run's constant 2 ms
+    # Without a CPU phase of its own ([service], or io only), the constant phases.
+    service = {**{k: v for k, v in doc.items() if k not in ("request", "resources")},
+               "service": {"distribution": "exponential", "mean": "100ms"}}
+    assert busy_phases(Scenario(service)) == CALIBRATION_PHASES
+    assert busy_phases(Scenario({**doc, "request": {"phases": [{"io": "5ms"}]}})) == CALIBRATION_PHASES

@@ -83,11 +83,6 @@ def main(args: argparse.Namespace) -> int:
 
     scenario = scenario_from_args(args)
     if "autoscale" in scenario.doc:
-        if args.calibrate:
-            from ..errors import DynosimError
-
-            raise DynosimError("--calibrate: not for an autoscaled fleet yet; calibrate the scenario without "
-                               "[autoscale] and pass its --set lines")
         return fleet_main(args, scenario)
     with activity() as shown:
         task = shown.task("testbed")
@@ -275,7 +270,8 @@ def fleet_main(args: argparse.Namespace, scenario: Any) -> int:
         raise DynosimError("--runs: an autoscaled fleet runs once per policy")
     with activity() as shown:
         task = shown.task("testbed")
-        doc = fleet_testbed(scenario, policies=args.policy, progress=lambda m: shown.update(task, note=m))
+        doc = fleet_testbed(scenario, policies=args.policy, calibrate=args.calibrate,
+                            progress=lambda m: shown.update(task, note=m))
     if args.out is not None:
         write_fleet_outputs(args.out, doc)
     if args.json:
@@ -287,6 +283,9 @@ def fleet_main(args: argparse.Namespace, scenario: Any) -> int:
 
 def print_fleet(doc: Dict[str, Any]) -> None:
     console = stdout_console()
+    if doc.get("calibration"):
+        for line in calibration_lines(doc["calibration"]):
+            console.print(line, highlight=False, markup=False)
     for result in doc["results"]:
         real = result["measured"]
         console.print(f"[bold]{result['policy']}[/]: autoscale rule {real['rule']} every {real['interval']:g} s "

@@ -953,11 +953,15 @@ def compare(measured: Dict[str, Any], simulated: Dict[str, Any], interval: float
             "p95_agrees": bool(minutes) and all(m["within"] for m in minutes)}
 
 
-def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
+def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, calibrate: bool = False,
                   progress: Callable[[str], None] = lambda m: None) -> Dict[str, Any]:
     """``dynosim testbed`` for a scenario with ``[autoscale]``: per policy, the real autoscaled
-    fleet, the simulation's (when the engine simulates it) and the comparison."""
+    fleet, the simulation's (when the engine simulates it) and the comparison. `calibrate`:
+    first measure the stack's own costs on the fleet's initial dynos without the autoscaler
+    (:func:`run.calibration_runs`, as for a fixed fleet) and simulate with them; the result
+    then has ``"calibration"``."""
     from .plan import MAX_PROCESSES, make_plan
+    from .run import calibration_runs, has_phases, run_calibration
     from .tools import check_tools
 
     if policies:
@@ -974,14 +978,21 @@ def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None,
             raise scenario._error("autoscale.max", f"the testbed runs at most {MAX_PROCESSES} worker processes: "
                                                    f"2 x max = {fleet_plan.servers} dynos (up and draining) x "
                                                    f"{p.dynos.workers} workers")
-    check_tools(plans)
+    calibration_plans = calibration_runs(scenario) if calibrate else []
+    check_tools(plans + [plan for _, plan in calibration_plans])
+    calibration: Optional[Dict[str, Any]] = None
+    if calibrate:
+        calibration = run_calibration(calibration_plans, request_cpu=has_phases(scenario), progress=progress)
     results = []
     for case, plan in zip(cases, plans):
         policy = plan.described["policy"]
         progress(f"{policy}: the real autoscaled fleet")
         measured = run_autoscaled(plan, fleet_plan, progress=lambda m: progress(f"{policy}: {m}"))
         progress(f"{policy}: simulating")
-        simulated = simulated_fleet(case, plan.length)
+        simulated = simulated_fleet(case.with_overrides(calibration["set"]) if calibration else case, plan.length)
         results.append({"policy": policy, "measured": measured, "simulated": simulated,
                         "comparison": compare(measured, simulated, fleet_plan.interval)})
-    return {"results": results}
+    doc: Dict[str, Any] = {"results": results}
+    if calibration:
+        doc["calibration"] = calibration
+    return doc

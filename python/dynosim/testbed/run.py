@@ -115,16 +115,40 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
 #: beside a time slice; the sleep lets one process's CPU phases not follow each other back to
 #: back, as a real request's would not.
 CALIBRATION_PHASES = [{"cpu": "2ms"}, {"io": "8ms"}]
+
+
+def busy_phases(scenario: Scenario) -> List[Dict[str, Any]]:
+    """The busy run's phases: the scenario's own ``cpu`` and ``io`` phases (``[request]``, each
+    with its distribution; a ``use`` of a resource waits as an ``io`` of its time, the
+    calibration having no database; other phases are left out), so that the server's CPU per
+    request and the worker's gap are measured under the CPU the scenario's requests put on the
+    dyno's cores: a worker preempted in long CPU phases spends more of its own CPU per request
+    than one running short ones (docs/testbed.md, "Calibration", has the figures).
+    :data:`CALIBRATION_PHASES` when the scenario has no ``[request]`` phases with a ``cpu``
+    phase ([service], or classes)."""
+    phases = ((scenario.doc.get("request") or {}).get("phases")) or []
+    out: List[Dict[str, Any]] = []
+    for phase in phases:
+        if not isinstance(phase, dict):
+            continue
+        if "cpu" in phase:
+            out.append({"cpu": phase["cpu"]})
+        elif "io" in phase:
+            out.append({"io": phase["io"]})
+        elif "use" in phase and "time" in phase:
+            out.append({"io": phase["time"]})
+    return out if any("cpu" in p for p in out) else CALIBRATION_PHASES
 #: Requests in the idle run (one client per dyno) and the busy one (two per worker slot).
 CALIBRATION_REQUESTS = (300, 200)
 #: The most either calibration run may last, seconds.
 CALIBRATION_SECONDS = 30.0
 
 
-def calibration_scenario(scenario: Scenario, *, clients: int, requests: int) -> Scenario:
+def calibration_scenario(scenario: Scenario, *, clients: int, requests: int,
+                         phases: Optional[List[Dict[str, Any]]] = None) -> Scenario:
     """`scenario`'s fleet and app server (its dynos, cores, gunicorn's worker class,
     processes, threads and timeouts), under a closed loop of `clients` sending `requests`
-    requests of :data:`CALIBRATION_PHASES`, routed by least connections (HAProxy's leastconn:
+    requests of `phases` (default :data:`CALIBRATION_PHASES`), routed by least connections (HAProxy's leastconn:
     spreads the clients evenly and holds nothing in its own queue, unlike intelligent's
     maxconn), one replication, on the scenario's real router (router.kind; nginx with one
     worker). Its resources, classes and autoscaling are left out: the calibration measures the
@@ -133,7 +157,7 @@ def calibration_scenario(scenario: Scenario, *, clients: int, requests: int) -> 
     doc: Dict[str, Any] = {k: v for k, v in scenario.doc.items() if k in keep}
     doc["name"] = f"{scenario.name}-calibration"
     doc["arrivals"] = {"process": "closed", "clients": clients, "requests": requests, "think": "0s"}
-    doc["request"] = {"phases": CALIBRATION_PHASES}
+    doc["request"] = {"phases": phases or CALIBRATION_PHASES}
     router = scenario.doc.get("router") or {}
     doc["router"] = {"policy": "least_connections", **{k: router[k] for k in ("timeout", "kind") if k in router}}
     seed = (scenario.doc.get("run") or {}).get("seed")
@@ -162,7 +186,8 @@ def calibration_runs(scenario: Scenario) -> List[tuple]:
             threaded = d.worker_class in ("gthread", "puma")
             clients, requests = 2 * dynos * d.workers * (d.threads if threaded else 1), \
                 CALIBRATION_REQUESTS[1]
-        plan = make_plan(calibration_scenario(single, clients=clients, requests=max(requests, 2 * clients)))
+        plan = make_plan(calibration_scenario(single, clients=clients, requests=max(requests, 2 * clients),
+                                              phases=busy_phases(single) if name == "busy" else None))
         plan.deadline = min(plan.deadline, CALIBRATION_SECONDS)
         plan.request_timeout = min(plan.request_timeout, CALIBRATION_SECONDS)
         plan.router.timeout = min(plan.router.timeout, CALIBRATION_SECONDS)
