@@ -10,6 +10,7 @@ pub mod app;
 pub mod arrivals;
 pub mod autoscale;
 pub mod breaker;
+pub mod calls;
 pub mod description;
 pub mod direct;
 pub mod dist;
