@@ -35,6 +35,7 @@ pub mod rng;
 pub mod scenario;
 mod scenario_build;
 pub mod schema;
+pub mod services;
 pub mod shard;
 pub mod sim;
 pub mod stability;

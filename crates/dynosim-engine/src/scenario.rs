@@ -536,8 +536,18 @@ pub struct Scenario {
     pub shards: Vec<Scenario>,
     /// The phases of `[request]` that call other services, in class and phase order.
     pub calls: Vec<crate::calls::CallSite>,
-    /// `[services.NAME]`, in name order, each validated as a fleet of its own.
-    pub services: Vec<crate::calls::Service>,
+    /// `[services.NAME]`, in name order, each validated as a fleet of its own (see
+    /// [`crate::services`]).
+    pub services: Vec<Service>,
+}
+
+/// A service of the scenario: its fleet, validated as a scenario of its own, and the rate of
+/// first calls its callers send it on average (retries and hedges left out).
+#[derive(Debug)]
+pub struct Service {
+    pub name: String,
+    pub scenario: Scenario,
+    pub rate: f64,
 }
 
 /// `run.shards`: into how many parts a fleet that can be split is split.
@@ -674,24 +684,26 @@ impl Scenario {
         ))
     }
 
-    /// Validates a parsed scenario, all but its memory (see [`Scenario::build`]): its fleet,
-    /// then its services (`[services.NAME]`, see [`crate::calls`]).
-    pub(crate) fn validate(
-        spec: &ScenarioSpec,
-        base_dir: &Path,
-        interrupted: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Scenario> {
-        let mut scenario = Self::validate_fleet(spec, base_dir, interrupted)?;
-        if spec.services.is_some() || !scenario.calls.is_empty() {
-            scenario.services =
-                crate::calls::build_services(spec, &scenario, base_dir, interrupted)?;
-        }
-        Ok(scenario)
+    /// Whether the scenario has services or calls, which no engine simulates yet.
+    pub fn has_calls(&self) -> bool {
+        !self.services.is_empty() || !self.calls.is_empty()
     }
 
-    /// Validates one fleet of a scenario: the top level's, or a service's (whose calls
-    /// [`crate::calls`] checks against the others).
-    pub(crate) fn validate_fleet(
+    /// Refuses to run a scenario with services or calls (see [`crate::calls::NOT_SIMULATED`]).
+    pub fn check_simulated(&self) -> Result<()> {
+        if !self.has_calls() {
+            return Ok(());
+        }
+        let path = match self.calls.first() {
+            Some(site) if self.services.is_empty() => site.path.clone(),
+            _ => "services".into(),
+        };
+        Err(Error::config(path, crate::calls::NOT_SIMULATED))
+    }
+
+    /// Validates a parsed scenario's fleet, all but its memory and its services (see
+    /// [`Scenario::build`]): the top level's, or a service's.
+    pub(crate) fn validate(
         spec: &ScenarioSpec,
         base_dir: &Path,
         interrupted: &(dyn Fn() -> bool + Sync),
@@ -712,7 +724,7 @@ impl Scenario {
             .map(|(name, r)| Resource::build(name, r))
             .collect::<Result<Vec<_>>>()?;
         let calls = match &spec.request {
-            Some(r) => crate::calls::sites(r, "")?,
+            Some(r) => r.call_sites("")?,
             None => Vec::new(),
         };
         let carried =
