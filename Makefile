@@ -12,7 +12,7 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.9.2,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100" "playwright>=1.49,<2" "starlette>=0.40,<2" "uvicorn>=0.30,<1" "httpx>=0.27,<1" "dask[distributed]>=2024.8,<2027"
+	$(PIP) install -q "maturin>=1.9.2,<2" "pytest>=8" "pandas>=2" "simpy>=4" "mypy>=1.10" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" "hypothesis>=6.100" "pytest-xdist>=3.6,<4" "playwright>=1.49,<2" "starlette>=0.40,<2" "uvicorn>=0.30,<1" "httpx>=0.27,<1" "dask[distributed]>=2024.8,<2027"
 	touch $@
 
 .PHONY: install
@@ -51,8 +51,10 @@ test-rust: ## engine tests (unit, theory, determinism), the load generator's and
 	cargo test -p dynosim-engine --test fuzz_dyno --test overhead --test dyno --test timeouts --test lifecycle
 
 .PHONY: test-python
-test-python: build-dev ## package, CLI and end-to-end tests
-	$(PY) -m pytest -q --durations=20
+test-python: build-dev ## package, CLI and end-to-end tests: in parallel (pytest-xdist), then the real stack's one at a time
+	$(PY) -m pytest -q --durations=20 -n auto --dist loadfile -m "not serial"; first=$$?; \
+	$(PY) -m pytest -q --durations=20 -m serial; second=$$?; \
+	exit $$(( first || second ))
 
 .PHONY: check-imports
 check-imports: ## no import cycles in any crate of the workspace (each on its own) or the Python package

@@ -95,6 +95,23 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs(*components): a real-stack test's components (conftest.COMPONENTS): skipped "
         "unless all are installed, failed under CI")
+    config.addinivalue_line(
+        "markers", "serial: runs alone (`make test` runs these after the others, one at a time): a test of "
+        "the real stack, whose timings the machine's other load would move; set from `needs` and from the "
+        "documented commands that start the testbed")
+
+
+#: The documented commands that start the real stack (tests/test_docs.py runs them).
+SERIAL_COMMANDS = ("dynosim testbed",)
+
+
+def is_serial(item) -> bool:
+    """Whether a test must run alone: it needs a real component (`needs`), or runs a documented
+    command that starts the testbed."""
+    if any(True for _ in item.iter_markers("needs")):
+        return True
+    command = getattr(getattr(item, "callspec", None), "params", {}).get("command")
+    return isinstance(command, str) and command.startswith(SERIAL_COMMANDS) and "--check" not in command
 
 
 def pytest_collection_modifyitems(config, items):
@@ -104,6 +121,8 @@ def pytest_collection_modifyitems(config, items):
             if unknown or not mark.args:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.needs{mark.args}: expected components "
                                         f"among {', '.join(COMPONENTS)}")
+        if is_serial(item):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.hookimpl(tryfirst=True)

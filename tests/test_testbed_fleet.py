@@ -502,7 +502,9 @@ def step_comparison() -> Dict[str, Any]:
     calibrated as `dynosim testbed --calibrate` does: the step up's minute runs its dynos near
     saturation, where the stack's own milliseconds per request (connecting, the server's CPU,
     the worker's gap) move the p95 by more than the bound."""
-    doc = fl.fleet_testbed(short_step(), calibrate=True)
+    from dynosim.testbed.run import fleet_testbed
+
+    doc = fleet_testbed(short_step(), calibrate=True)
     assert set(doc["calibration"]["set"]) >= {"router.connect", "app.overhead"}
     assert "app.request_cpu" not in doc["calibration"]["set"]  # [service]: the engine cannot run it
     result = doc["results"][0]

@@ -264,7 +264,7 @@ def write_outputs(folder: Path, doc: Dict[str, Any], records: Dict[str, List[Dic
 def fleet_main(args: argparse.Namespace, scenario: Any) -> int:
     """A scenario with [autoscale]: the real autoscaled fleet beside the simulated one."""
     from ..errors import DynosimError
-    from ..testbed.fleet import fleet_testbed
+    from ..testbed.run import fleet_testbed
 
     if args.runs != 1:
         raise DynosimError("--runs: an autoscaled fleet runs once per policy")

@@ -34,7 +34,7 @@ from ..scenario import Scenario
 from . import colocated, measure
 from .database import Database
 from .dynos import Dynos, read_work, write_faults
-from .fleet import Losses, RuntimeApi, real_losses
+from .fleet import Losses, RuntimeApi, compare, real_losses, run_autoscaled, simulated_fleet, split
 from .plan import Plan, make_plan
 from .procs import Supervisor, free_ports
 from .router import Router
@@ -638,3 +638,45 @@ def write_json(path: Path, doc: Any) -> None:
 
     Path(path).write_text(json_text(doc) + "\n")
 
+
+def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, calibrate: bool = False,
+                  progress: Callable[[str], None] = lambda m: None) -> Dict[str, Any]:
+    """``dynosim testbed`` for a scenario with ``[autoscale]``: per policy, the real autoscaled
+    fleet, the simulation's (when the engine simulates it) and the comparison. `calibrate`:
+    first measure the stack's own costs on the fleet's initial dynos without the autoscaler
+    (:func:`run.calibration_runs`, as for a fixed fleet) and simulate with them; the result
+    then has ``"calibration"``."""
+    from .plan import MAX_PROCESSES
+
+    if policies:
+        scenario = scenario.with_overrides({"router.policy": list(policies)})
+    engine, fleet_plan = split(scenario)
+    if fleet_plan is None:
+        raise DynosimError("the scenario has no [autoscale] table")
+    cases = [engine.for_policy(p) for p in engine.policies]
+    plans = [make_plan(case) for case in cases]  # every refusal before anything starts
+    for p in plans:
+        if p.closed:
+            raise scenario._error("arrivals.process", "the autoscaled fleet runs open-loop arrivals only")
+        if fleet_plan.servers * p.dynos.workers > MAX_PROCESSES:
+            raise scenario._error("autoscale.max", f"the testbed runs at most {MAX_PROCESSES} worker processes: "
+                                                   f"2 x max = {fleet_plan.servers} dynos (up and draining) x "
+                                                   f"{p.dynos.workers} workers")
+    calibration_plans = calibration_runs(scenario) if calibrate else []
+    check_tools(plans + [plan for _, plan in calibration_plans])
+    calibration: Optional[Dict[str, Any]] = None
+    if calibrate:
+        calibration = run_calibration(calibration_plans, request_cpu=has_phases(scenario), progress=progress)
+    results = []
+    for case, plan in zip(cases, plans):
+        policy = plan.described["policy"]
+        progress(f"{policy}: the real autoscaled fleet")
+        measured = run_autoscaled(plan, fleet_plan, progress=lambda m: progress(f"{policy}: {m}"))
+        progress(f"{policy}: simulating")
+        simulated = simulated_fleet(case.with_overrides(calibration["set"]) if calibration else case, plan.length)
+        results.append({"policy": policy, "measured": measured, "simulated": simulated,
+                        "comparison": compare(measured, simulated, fleet_plan.interval)})
+    doc: Dict[str, Any] = {"results": results}
+    if calibration:
+        doc["calibration"] = calibration
+    return doc
