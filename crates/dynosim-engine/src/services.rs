@@ -25,7 +25,7 @@ pub(crate) fn build(
     for name in tiers.keys() {
         crate::calls::check_name(name)?;
     }
-    // Each tier's call sites, with their full key paths: the entry's, then the services'.
+    // Each tier's call sites (their key paths within the tier): the entry's, then the services'.
     let mut calls: Vec<(Option<&str>, Vec<CallSite>)> = vec![(None, entry.calls.clone())];
     for (name, tier) in tiers {
         let prefix = format!("services.{name}.");
