@@ -365,6 +365,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     _backlog(scenario, dyno_plan, router_plan, warnings)
     _retry_on(scenario, router_plan, dynos, warnings)
     faults, losses = _faults(scenario)
+    dyno_plan.faults = bool(faults)
     boot_time = float(described["fleet"]["boot_time"])
     if losses:
         if kind != "haproxy":
