@@ -234,6 +234,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     """The plan for one policy's run of `scenario` (a single-policy scenario): its warm-up and
     duration of real traffic, with the requests replication `replication` draws."""
     described = scenario.describe()
+    scenario.check_runnable(described)
     policy = described["policy"]
     router = scenario.doc.get("router") or {}
     params = {k: v for k, v in router.items() if k not in ("policy", "routers")}
