@@ -284,22 +284,27 @@ def fmt(metric: str, value: float) -> str:
     return f"{value:.3f}"
 
 
-#: Retry storms: (label, rate, app.wait_timeout) on tests/fixtures/testbed/storm.toml.
+#: Retry storms: (label, the --set overrides) on tests/fixtures/testbed/storm.toml, whose
+#: trigger is the app four times slower for 10 s. The last two are triggered instead by one of
+#: the two dynos lost at 20 s and back after fleet.boot_time = 15 s (HAProxy's runtime API and
+#: SIGKILL, docs/testbed.md): at 24 req/s the one left (20 req/s) is overloaded and 3λ = 72 >
+#: 40 keeps the storm going once both are back; at 12 req/s it is not (3λ = 36 < 40).
 STORM = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "testbed" / "storm.toml"
-STORM_CASES = [("storm 20 req/s (3λ > μ)", "20/s", ""), ("storm 8 req/s (3λ < μ)", "8/s", ""),
-               ("storm 20 req/s, app.wait_timeout 500ms", "20/s", "500ms")]
+LOST = {"faults": [{"at": "20s", "kind": "dynos_lost", "count": 1}], "fleet.boot_time": "15s"}
+STORM_CASES = [("storm 20 req/s (3λ > μ)", {"arrivals.rate": "20/s"}),
+               ("storm 8 req/s (3λ < μ)", {"arrivals.rate": "8/s"}),
+               ("storm 20 req/s, app.wait_timeout 500ms", {"arrivals.rate": "20/s", "app.wait_timeout": "500ms"}),
+               ("storm 24 req/s, a dyno lost for 15 s", {"arrivals.rate": "24/s", **LOST}),
+               ("storm 12 req/s, a dyno lost for 15 s", {"arrivals.rate": "12/s", **LOST})]
 
 
-def storm_case(label: str, rate: str, wait_timeout: str) -> str:
+def storm_case(label: str, sets: Dict[str, Any]) -> str:
     """One retry storm for real and simulated: a row of the storms' table."""
-    sets = {"arrivals.rate": rate}
-    if wait_timeout:
-        sets["app.wait_timeout"] = wait_timeout
     result = testbed(Scenario.load(STORM).with_overrides(sets), runs=1)["results"][0]
     simulated = result["simulated"]["summary"]["stability"]["recovered"]["mean"]
     real = result["measured"]["per_replication"][0]["stability"]
     when = real.get("recovery_time")
-    same = real["recovered"] == simulated and simulated in (0.0, 1.0)
+    same = real["recovered"] == round(simulated) and abs(simulated - 0.5) >= 0.4
     return (f"| {label} | {simulated:.0%} | {'yes' if real['recovered'] else 'no'} | "
             f"{'' if when is None else f'{when:.0f} s'} | {'yes' if same else 'NO'} |")
 
@@ -370,8 +375,8 @@ def main() -> int:
             print(f"... {case[0]} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     storms: List[str] = []
     if args.only in (None, "storms"):
-        for label, rate, wait_timeout in [c for c in STORM_CASES if args.case in c[0]]:
-            storms.append(storm_case(label, rate, wait_timeout))
+        for label, sets in [c for c in STORM_CASES if args.case in c[0]]:
+            storms.append(storm_case(label, sets))
             print(f"... {label} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     print("| case | metric | simulated (95% CI) | rep. 0 | measured | vs mean | vs rep. 0 | bound | met |")
     print("|---|---|---|---|---|---|---|---|---|")

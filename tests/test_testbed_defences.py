@@ -77,21 +77,26 @@ def test_an_outage_opens_the_breaker_for_whole_waits_as_in_the_simulation(tmp_pa
     assert late and all(row["status"] == "200" for row in late)
 
 
-@pytest.mark.needs("haproxy", "gunicorn")
-def test_the_app_stops_requests_at_their_service_timeout_as_the_simulation_does(tmp_path):
+@pytest.mark.parametrize("server", [
+    pytest.param("gunicorn", marks=pytest.mark.needs("haproxy", "gunicorn")),
+    pytest.param("puma", marks=pytest.mark.needs("haproxy", "ruby", "puma", "ruby-rack", "ruby-rack-timeout"))])
+def test_the_app_stops_requests_at_their_service_timeout_as_the_simulation_does(tmp_path, server):
     """Exponential waits of mean 100 ms stopped at 200 ms (Rack::Timeout's service_timeout):
     a request whose drawn work is longer is answered 500 (errors.service_timeout) when its
     worker has had it 200 ms, its worker free then; P(S > 200 ms) = e^-2. The fraction stopped
     for real is the simulation's within three standard errors (the real run's binomial one
     and the simulation's over its replications), and request by request the stopped ones are
-    those whose drawn work passes the timeout (but for those within 20 ms of it)."""
+    those whose drawn work passes the timeout (but for those within 20 ms of it). Under
+    gunicorn (the testbed's app.py stops the work at its deadline) and Puma (Rack::Timeout's
+    own service_timeout, raised in the request's thread: 4 threads a dyno for 4 processes)."""
     timeout = 0.2
     doc = {
         "name": "testbed-service-timeout",
         "arrivals": {"process": "poisson", "rate": "10/s"},
         "request": {"phases": [{"io": {"distribution": "exponential", "mean": "100ms"}}]},
         "fleet": {"dynos": 2},
-        "app": {"server": "gunicorn", "worker_class": "sync", "processes": 4, "service_timeout": "200ms"},
+        "app": ({"server": "gunicorn", "worker_class": "sync", "processes": 4} if server == "gunicorn"
+                else {"server": "puma", "processes": 1, "threads": 4}) | {"service_timeout": "200ms"},
         "router": {"policy": "random"},
         "run": {"duration": "12s", "warmup": "0s", "replications": 10, "seed": 7},
     }

@@ -504,14 +504,20 @@ def test_a_hang_drops_the_requests_it_aged_and_a_slowdown_stretches_the_work_it_
 # --- a resource's timeout and the app's retries ----------------------------------------------
 
 
-@pytest.mark.needs("haproxy", "gunicorn", "postgres", "psycopg")
-def test_a_real_statement_timeout_stops_the_slow_queries_and_the_app_retries_them_as_simulated(tmp_path):
+@pytest.mark.parametrize("server", [
+    pytest.param("gunicorn", marks=pytest.mark.needs("haproxy", "gunicorn", "postgres", "psycopg")),
+    pytest.param("puma", marks=pytest.mark.needs("haproxy", "ruby", "puma", "ruby-rack", "ruby-pg", "postgres",
+                                                 "psycopg")),
+    pytest.param("unicorn", marks=pytest.mark.needs("haproxy", "ruby", "unicorn", "ruby-rack", "ruby-pg", "postgres",
+                                                    "psycopg"))])
+def test_a_real_statement_timeout_stops_the_slow_queries_and_the_app_retries_them_as_simulated(tmp_path, server):
     """PostgreSQL's statement_timeout (resources.db.timeout = 200 ms) on the app's connections,
     and the app trying a cancelled query again twice (retries = 2): a query of 20 ms never runs
     into it, one of 400 ms does on every try (each try runs the request's drawn time: the same
     for a constant time, as the simulation's fresh draws are). So every slow request, and only
     they, fails after three tries of 200 ms (errors.resource_timeout) with two app retries
-    (retries.app), for real as in the simulation, request by request (the same requests)."""
+    (retries.app), for real as in the simulation, request by request (the same requests).
+    Under gunicorn (app.py), Puma and Unicorn (app.ru: the same statement_timeout and retries)."""
     doc = {
         "name": "testbed-statement-timeout",
         "arrivals": {"process": "poisson", "rate": "4/s"},
@@ -519,7 +525,9 @@ def test_a_real_statement_timeout_stops_the_slow_queries_and_the_app_retries_the
                               {"name": "slow", "weight": 1, "phases": [{"use": "db", "time": "400ms"}]}]},
         "resources": {"db": {"servers": 100, "timeout": "200ms", "retries": 2}},
         "fleet": {"dynos": 1},
-        "app": {"server": "gunicorn", "worker_class": "gthread", "processes": 1, "threads": 8},
+        "app": ({"server": "gunicorn", "worker_class": "gthread", "processes": 1, "threads": 8} if server == "gunicorn"
+                else {"server": "puma", "processes": 1, "threads": 8} if server == "puma"
+                else {"server": "unicorn", "processes": 8}),
         "router": {"policy": "random"},
         "run": {"duration": "6s", "warmup": "0s", "replications": 2, "seed": 5},
     }

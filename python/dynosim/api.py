@@ -47,6 +47,8 @@ def run(
     s = s.with_overrides(shorthand)
     variants = [s.for_policy(p) for p in s.policies]
     described = [v.describe() for v in variants]  # validate all before running any
+    for v, d in zip(variants, described):
+        v.check_runnable(d)
     if warn:
         for v, d in zip(variants, described):
             message = v.steady_state_warning(d)

@@ -36,7 +36,8 @@ OVERRIDE_SOURCE = "--set"
 PYTHON_SECTIONS = ("cost", "cases")
 
 #: Sections that are tables of keys.
-TABLES = ("arrivals", "service", "request", "fleet", "app", "resources", "router", "autoscale", "run", "cost")
+TABLES = ("arrivals", "service", "request", "fleet", "app", "resources", "router", "autoscale", "run", "cost",
+          "services")
 
 #: ``router.policy`` when the scenario leaves it out: the engine's default (random routing, as
 #: Heroku's router does; crates/dynosim-engine/src/scenario.rs).
@@ -213,11 +214,25 @@ class Scenario:
         try:
             if "cost" in self.doc:
                 Pricing.from_scenario(self.doc, self.source)
+            self._check_services_cost()
             self.cases  # each case's overrides, which make scenarios checked in turn
         except ScenarioError as e:
             if self._overridden(e.path):
                 e.file = OVERRIDE_SOURCE
             raise
+
+    def _check_services_cost(self) -> None:
+        """Each service's ``[services.NAME.cost]``, checked as the top level's is, at its own
+        key path."""
+        for name, service in (self.doc.get("services") or {}).items():
+            if not isinstance(service, Mapping):
+                raise self._error(f"services.{name}", f"expected a table [services.{name}] of keys, "
+                                                      f"got {_kind(service)}")
+            if "cost" in service:
+                try:
+                    Pricing.from_scenario(service, self.source)
+                except ScenarioError as e:
+                    raise ScenarioError(e.message, file=e.file, path=f"services.{name}.{e.path}") from None
 
     def without_autoscale(self) -> "Scenario":
         """The scenario without its ``[autoscale]`` section (itself when it has none): the fixed
@@ -289,9 +304,23 @@ class Scenario:
         (threads, cores, interpreter lock, resource, pool), whether a run would go ahead
         (``stable``; a ``closed_loop`` always does), the fleet's lifecycle as it resolved it
         (``fleet``: ``boot_time``'s mean, ``boot_timeout``, ``stop_delay``, ``shutdown_grace``, in
-        seconds)... (``dynosim_engine::description``)."""
+        seconds), the services a request calls (``services``: each ``[services.NAME]`` with the
+        calls/s its callers send it and its fleet) and the call graph (``calls``: each call phase,
+        its ``caller``, None for the top level, ``callee`` and settings), and ``refused``: why no
+        run goes ahead whatever the load (calls are not simulated yet), or None...
+        (``dynosim_engine::description``, docs/services.md)."""
         single = self.for_policy(self.policies[0])
         return json.loads(single._call(_dynosim.describe))
+
+    def check_runnable(self, described: Optional[Dict[str, Any]] = None) -> None:
+        """Raises :class:`ScenarioError` when no run of this scenario goes ahead whatever its
+        load: calls between services, which are not simulated yet (docs/services.md). Every
+        run refuses them in the engine too; this says so before any warning or any process
+        starts."""
+        info = described if described is not None else self.describe()
+        refused = info.get("refused")
+        if refused:
+            raise self._error(refused["path"], refused["message"])
 
     def steady_state_warning(self, described: Optional[Dict[str, Any]] = None) -> Optional[str]:
         """Why this scenario's figures may not be steady state, or None.

@@ -13,7 +13,7 @@ impl Scenario {
     /// The scenario described, as a JSON object (see the module's documentation).
     pub fn description(&self) -> Value {
         let s = self;
-        json!({
+        let mut described = json!({
             "name": s.name,
             "policy": s.policy_name,
             "dynos": s.dynos,
@@ -25,8 +25,9 @@ impl Scenario {
             "offered_load": s.offered_load(),
             // The part of the system whose load offered_load is (threads, cores...).
             "bottleneck": s.bottleneck().0,
-            // Whether a run would go ahead: a closed loop always does, whatever its load.
-            "stable": s.check_stable().is_ok(),
+            // Whether the load lets a run go ahead: a closed loop always does, whatever its
+            // load.
+            "stable": s.check_load().is_ok(),
             "closed_loop": s.workload.is_closed(),
             "busy_slots_needed": s.busy_slots_needed(),
             "relaxation_time": s.relaxation_time(),
@@ -105,7 +106,24 @@ impl Scenario {
                 Workload::Closed(c) => c.requests,
                 Workload::Open(_) => None,
             },
-        })
+        });
+        let (services, calls) = s.describe_calls();
+        let more = json!({
+            // Why no run goes ahead whatever the load (calls between services, not simulated
+            // yet): {"path", "message"}, or null.
+            "refused": s.check_simulated().err().map(|e| match e {
+                crate::Error::Config { path, message } => json!({"path": path, "message": message}),
+                other => json!({"path": "", "message": other.to_string()}),
+            }),
+            // [services.NAME] (name, calls/s sent to it, its fleet) and every call phase
+            // (caller: null for the top level; callee; its settings): see crate::calls.
+            "services": services,
+            "calls": calls,
+        });
+        if let (Value::Object(d), Value::Object(m)) = (&mut described, more) {
+            d.extend(m);
+        }
+        described
     }
 }
 

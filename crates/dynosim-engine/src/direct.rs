@@ -126,6 +126,9 @@ impl<'s> Eligible<'s> {
             shard_count: _,
             threads: _,
             shards: _,
+            // Refused by every engine before it runs (Scenario::check_simulated).
+            calls: _,
+            services: _,
         } = s;
         let AppServer {
             server: _,

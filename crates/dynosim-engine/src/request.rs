@@ -4,6 +4,7 @@
 //! served, give the connection back). Request classes (endpoints) with weights, each with its
 //! own phases.
 
+use crate::calls::{is_call, CallSite};
 use crate::dist::{self, Empirical, ServiceDistribution};
 use crate::error::{Error, Result};
 use crate::rng::SimRng;
@@ -33,6 +34,47 @@ pub struct ClassSpec {
 
 fn one() -> f64 {
     1.0
+}
+
+impl RequestSpec {
+    /// The call phases of `[request]`, read and checked; `prefix` goes before their key paths in
+    /// errors (`services.search.`). A class whose phases are all calls is refused while calls are
+    /// not simulated: its own time would be none.
+    pub(crate) fn call_sites(&self, prefix: &str) -> Result<Vec<CallSite>> {
+        let spec = self;
+        let mut classes: Vec<(String, &[Value])> = Vec::new();
+        if let Some(phases) = &spec.phases {
+            classes.push(("request.phases".into(), phases));
+        }
+        for (i, c) in spec.class.iter().flatten().enumerate() {
+            classes.push((format!("request.class[{i}].phases"), &c.phases));
+        }
+        let mut out = Vec::new();
+        for (class, (path, phases)) in classes.iter().enumerate() {
+            let mut own = 0;
+            for (phase, value) in phases.iter().enumerate() {
+                let Some(table) = value.as_object().filter(|t| is_call(t)) else {
+                    own += 1;
+                    continue;
+                };
+                let here = format!("{path}[{phase}]");
+                out.push(CallSite {
+                    call: crate::calls::parse(table, &format!("{prefix}{here}"))?,
+                    path: here,
+                    class,
+                    phase,
+                });
+            }
+            if own == 0 && !phases.is_empty() {
+                return Err(Error::config(
+                    format!("{prefix}{path}"),
+                    "every phase calls another service; while calls are not simulated a request \
+                     needs a phase of its own (cpu, io or use), such as the caller's own CPU",
+                ));
+            }
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,10 +314,19 @@ fn build_phases(
             let table = v.as_object().ok_or_else(|| {
                 Error::config(
                     &here,
-                    "expected a table such as { cpu = \"3ms\" }, { io = \"1ms\" } or \
-                     { use = \"db\", time = \"5ms\" }",
+                    "expected a table such as { cpu = \"3ms\" }, { io = \"1ms\" }, \
+                     { use = \"db\", time = \"5ms\" } or { call = \"api\" }",
                 )
             })?;
+            if is_call(table) {
+                // Read by crate::calls; it takes no time of the caller's own until calls are
+                // simulated.
+                return Ok(Phase {
+                    kind: PhaseKind::Io,
+                    time: Box::new(dist::Constant(0.0)),
+                    server: false,
+                });
+            }
             let keys: Vec<&str> = table.keys().map(String::as_str).collect();
             match keys.as_slice() {
                 ["cpu"] => Ok(Phase {
@@ -320,7 +371,7 @@ fn build_phases(
                 _ => Err(Error::config(
                     &here,
                     format!(
-                        "expected one of cpu, io, or use with time; got keys {}",
+                        "expected one of cpu, io, use with time, call or fanout; got keys {}",
                         keys.join(", ")
                     ),
                 )),

@@ -67,6 +67,34 @@ pub struct ScenarioSpec {
     pub cost: Option<Value>,
     #[serde(default, skip_serializing)]
     pub cases: Option<Value>,
+    /// Other fleets the requests call (`[services.NAME]`, see [`crate::calls`]); the top level
+    /// is the entry service. None: one fleet.
+    #[serde(default)]
+    pub services: Option<BTreeMap<String, ServiceTablesSpec>>,
+}
+
+/// `[services.NAME]`: a fleet that requests call, with the tables a top-level fleet has, read
+/// by the same code. Arrivals are its callers' calls; `[run]` and `[resources]` are the
+/// scenario's (a resource is shared by every fleet whose phases use it).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceTablesSpec {
+    #[serde(default)]
+    pub service: Option<ServiceSpec>,
+    #[serde(default)]
+    pub request: Option<RequestSpec>,
+    pub fleet: FleetSpec,
+    #[serde(default)]
+    pub app: Option<AppSpec>,
+    #[serde(default)]
+    pub router: RouterSpec,
+    #[serde(default)]
+    pub autoscale: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub faults: Option<Vec<FaultSpec>>,
+    /// The service's dyno prices, read by the Python front end.
+    #[serde(default)]
+    pub cost: Option<Value>,
 }
 
 impl ScenarioSpec {
@@ -506,6 +534,20 @@ pub struct Scenario {
     /// The fleet's shards, each a scenario of its own share of the dynos and arrivals and a
     /// seed of its own (built by [`Scenario::from_json`]); empty: the fleet runs whole.
     pub shards: Vec<Scenario>,
+    /// The phases of `[request]` that call other services, in class and phase order.
+    pub calls: Vec<crate::calls::CallSite>,
+    /// `[services.NAME]`, in name order, each validated as a fleet of its own (see
+    /// [`crate::services`]).
+    pub services: Vec<Service>,
+}
+
+/// A service of the scenario: its fleet, validated as a scenario of its own, and the rate of
+/// first calls its callers send it on average (retries and hedges left out).
+#[derive(Debug)]
+pub struct Service {
+    pub name: String,
+    pub scenario: Scenario,
+    pub rate: f64,
 }
 
 /// `run.shards`: into how many parts a fleet that can be split is split.
@@ -642,7 +684,25 @@ impl Scenario {
         ))
     }
 
-    /// Validates a parsed scenario, all but its memory (see [`Scenario::build`]).
+    /// Whether the scenario has services or calls, which no engine simulates yet.
+    pub fn has_calls(&self) -> bool {
+        !self.services.is_empty() || !self.calls.is_empty()
+    }
+
+    /// Refuses to run a scenario with services or calls (see [`crate::calls::NOT_SIMULATED`]).
+    pub fn check_simulated(&self) -> Result<()> {
+        if !self.has_calls() {
+            return Ok(());
+        }
+        let path = match self.calls.first() {
+            Some(site) if self.services.is_empty() => site.path.clone(),
+            _ => "services".into(),
+        };
+        Err(Error::config(path, crate::calls::NOT_SIMULATED))
+    }
+
+    /// Validates a parsed scenario's fleet, all but its memory and its services (see
+    /// [`Scenario::build`]): the top level's, or a service's.
     pub(crate) fn validate(
         spec: &ScenarioSpec,
         base_dir: &Path,
@@ -663,6 +723,10 @@ impl Scenario {
             .flatten()
             .map(|(name, r)| Resource::build(name, r))
             .collect::<Result<Vec<_>>>()?;
+        let calls = match &spec.request {
+            Some(r) => r.call_sites("")?,
+            None => Vec::new(),
+        };
         let carried =
             workload.carried_service_alone(spec.service.is_some(), spec.request.is_some())?;
         let (service, request) = match (&spec.service, &spec.request) {
@@ -1015,6 +1079,8 @@ impl Scenario {
             faults,
             stability,
             shards: Vec::new(),
+            calls,
+            services: Vec::new(),
         };
         scenario.check_time_scales()?;
         scenario.check_lifecycle()?;
@@ -1485,8 +1551,15 @@ impl Scenario {
 
     /// Refuses a scenario whose offered load is at or above capacity (unless
     /// `run.allow_overload`), or not a number. A closed loop is always stable: its clients wait
-    /// for their responses.
+    /// for their responses. Every run passes here first: a scenario with calls between
+    /// services, which are not simulated yet, is refused too ([`Scenario::check_simulated`]).
     pub fn check_stable(&self) -> Result<()> {
+        self.check_simulated()?;
+        self.check_load()
+    }
+
+    /// [`Scenario::check_stable`] on the load alone.
+    pub fn check_load(&self) -> Result<()> {
         if self.workload.is_closed() {
             return Ok(());
         }

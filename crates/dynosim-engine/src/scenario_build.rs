@@ -1,7 +1,8 @@
-//! Loading a scenario: parse it, validate it ([`crate::scenario`]), and check that one
-//! replication's engine state fits `run.max_memory` ([`crate::state_size`]). The memory check
-//! needs to know which engine will run the scenario, which sits above the scenario in the
-//! crate's layers; so the entry points live here, above both.
+//! Loading a scenario: parse it, validate it ([`crate::scenario`]) and its services
+//! ([`crate::services`]), and check that one replication's engine state fits `run.max_memory`
+//! ([`crate::state_size`]). The memory check needs to know which engine will run the scenario,
+//! and the services are scenarios themselves, both above the scenario in the crate's layers;
+//! so the entry points live here, above them.
 
 use crate::direct::Eligible;
 use crate::engine::Engine;
@@ -29,6 +30,9 @@ impl Scenario {
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<Scenario> {
         let mut scenario = Scenario::validate(spec, base_dir, interrupted)?;
+        if spec.services.is_some() || !scenario.calls.is_empty() {
+            scenario.services = crate::services::build(spec, &scenario, base_dir, interrupted)?;
+        }
         scenario.check_engine()?;
         scenario.check_memory()?;
         scenario.shards = crate::shard::build(&scenario, spec, base_dir, interrupted)?;

@@ -342,6 +342,21 @@ pub const SECTIONS: &[Section] = &[
         array: true,
     },
     Section {
+        name: "services.NAME",
+        meaning: "Another fleet, named NAME, that requests call (`{ call = \"NAME\" }` or \
+                  `{ fanout = \"NAME\", count = N }` among the phases of `[request]`): each of \
+                  its tables holds the keys of the top-level table of the same name \
+                  (`[services.search.fleet]` those of `[fleet]`). The top-level fleet is the \
+                  entry service; `[arrivals]`, `[run]` and `[resources]` are the scenario's \
+                  (a resource is shared by every fleet whose phases use it). Every service \
+                  must be called, and the calls may not go round in a cycle. Services are read, \
+                  checked and described, not simulated yet: a run refuses them. See \
+                  docs/services.md.",
+        kind_key: None,
+        reader: Reader::Engine,
+        array: false,
+    },
+    Section {
         name: "run",
         meaning: "How long to simulate, how many times, from which seed.",
         kind_key: None,
@@ -1547,7 +1562,15 @@ const KEYS_BEFORE_LIMITS: &[Key] = &[
                   core (with the process's interpreter lock, if any), `{ io = T }` waits using no \
                   CPU, `{ use = \"NAME\", time = T }` takes a connection from the pool of \
                   `[resources.NAME]` and is served by its servers for T; each T is a time \
-                  distribution",
+                  distribution. `{ call = \"NAME\", timeout = T, retries = k }` calls \
+                  `[services.NAME]` and waits for its answer (timeout: a duration > 0, none \
+                  when left out; retries: 0 to 1000, 0 when left out); `{ fanout = \"NAME\", \
+                  count = N, wait = \"all\", hedge = T }` sends N calls at once (N: 1 to \
+                  10,000, or `{ distribution = \"geometric\", mean = m }`) and ends when \
+                  `wait` have answered (\"all\", the default; \"first\"; or k, 1 to N); \
+                  `hedge` (a duration > 0, or a percentile of the callee's response time such \
+                  as \"p95\") sends a second copy of a call still unanswered after it. Calls \
+                  are read and checked, not simulated yet: see docs/services.md",
     },
     // --- [[request.class]]
     Key {
@@ -3210,6 +3233,87 @@ const KEYS_AFTER_LIMITS: &[Key] = &[
         meaning: "dynos that crash, the first ones up (all of them if fewer are up)",
     },
     // --- [run]
+    // --- [services.NAME]
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "fleet",
+        value: "table",
+        unit: "",
+        default: Default::Required,
+        example: r#"{"dynos": 4}"#,
+        meaning: "the service's dynos: the keys of `[fleet]`",
+    },
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "service",
+        value: "table",
+        unit: "",
+        default: Default::EitherThisOr("request"),
+        example: r#"{"distribution": "exponential", "mean": "20ms"}"#,
+        meaning: "its service time: the keys of `[service]`",
+    },
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "request",
+        value: "table",
+        unit: "",
+        default: Default::EitherThisOr("service"),
+        example: r#"{"phases": [{"cpu": "2ms"}, {"io": "5ms"}]}"#,
+        meaning: "its requests' phases: the keys of `[request]` (its phases may call other services)",
+    },
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "app",
+        value: "table",
+        unit: "",
+        default: Default::Off,
+        example: r#"{"server": "gunicorn", "processes": 2}"#,
+        meaning: "its app server: the keys of `[app]`",
+    },
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "router",
+        value: "table",
+        unit: "",
+        default: Default::Described("random routing, one router"),
+        example: r#"{"policy": "least_connections"}"#,
+        meaning: "how the calls to it are routed to its dynos: the keys of `[router]`",
+    },
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "autoscale",
+        value: "table",
+        unit: "",
+        default: Default::Off,
+        example: r#"{"rule": "heroku", "min": 2, "max": 8}"#,
+        meaning: "its autoscaler: the keys of `[autoscale]`",
+    },
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "faults",
+        value: "list of tables",
+        unit: "",
+        default: Default::Off,
+        example: r#"[{"kind": "slowdown", "at": "40s", "for": "10s", "factor": 3}]"#,
+        meaning: "its faults: tables as `[[faults]]`",
+    },
+    Key {
+        section: "services.NAME",
+        kind: None,
+        name: "cost",
+        value: "table",
+        unit: "",
+        default: Default::Off,
+        example: r#"{"dyno_type": "standard-2x"}"#,
+        meaning: "its dyno prices, as `[cost]` (read by the front end)",
+    },
     Key {
         section: "run",
         kind: None,
@@ -3551,7 +3655,8 @@ mod tests {
     /// [request] or [resources], [request] with its example phases and the resource they use
     /// ([[request.class]] instead of request.phases when that is the section).
     fn minimal(with: &str) -> Map<String, Value> {
-        let phases = with.starts_with("request") || with.starts_with("resources");
+        let services = with.starts_with("services");
+        let phases = with.starts_with("request") || with.starts_with("resources") || services;
         let mut wanted = vec!["arrivals", "fleet"];
         if phases {
             wanted.extend(["request", "resources.NAME"]);
@@ -3573,6 +3678,17 @@ mod tests {
                 .find(|k| k.section == "request" && k.name == "phases")
                 .expect("request.phases");
             table_mut(&mut doc, "request").insert(key.name.into(), example(key));
+        }
+        // A service is called, and has a service time.
+        if services {
+            let phases = table_mut(&mut doc, "request")["phases"]
+                .as_array_mut()
+                .expect("phases");
+            phases.push(json!({"call": RESOURCE}));
+            let key = keys()
+                .find(|k| k.section == "services.NAME" && k.name == "service")
+                .expect("services.NAME.service");
+            table_mut(&mut doc, "services.NAME").insert(key.name.into(), example(key));
         }
         for s in engine_sections().filter(|s| s.kind_key.is_some()) {
             if let Some(kind) = table(&Value::Object(doc.clone()), s.name)
@@ -3905,10 +4021,16 @@ mod tests {
     /// [resources]; [[request.class]] with [app] and [resources]. Each is `minimal` of a
     /// section, with every section but those left out.
     fn full_documents() -> Vec<Map<String, Value>> {
-        let variants: [(&str, &[&str]); 3] = [
-            ("service", &["request", "resources", "app"]),
-            ("resources.NAME.pool", &["service", "request.class"]),
-            ("request.class", &["service"]),
+        let variants: [(&str, &[&str]); 5] = [
+            ("service", &["request", "resources", "app", "services"]),
+            (
+                "resources.NAME.pool",
+                &["service", "request.class", "services"],
+            ),
+            ("request.class", &["service", "services"]),
+            // A service of every key, but one of [service] and [request] (below).
+            ("services.NAME", &["service", "request.class"]),
+            ("services.NAME", &["service", "request.class"]),
         ];
         variants
             .into_iter()
@@ -3951,6 +4073,16 @@ mod tests {
                     router.remove("view");
                 } else {
                     router.remove("aperture");
+                }
+                // The services' documents: the entry's phases call the service, which has
+                // [request] (the fourth) or [service] (the fifth).
+                if i >= 3 {
+                    table_mut(&mut doc, "request")["phases"]
+                        .as_array_mut()
+                        .expect("phases")
+                        .push(json!({"call": RESOURCE}));
+                    let other = if i == 3 { "service" } else { "request" };
+                    table_mut(&mut doc, "services.NAME").remove(other);
                 }
                 doc
             })

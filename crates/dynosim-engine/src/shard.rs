@@ -112,7 +112,12 @@ impl Scenario {
             shard_count: _,
             threads: _,
             shards: _,
+            calls,
+            services,
         } = self;
+        if !calls.is_empty() || !services.is_empty() {
+            return Some("the calls between services join their fleets");
+        }
         match workload {
             Workload::Closed(_) => return Some("a closed loop's clients wait for any dyno"),
             Workload::Open(arrivals) if !arrivals.is_homogeneous_poisson() => {

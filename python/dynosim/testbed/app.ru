@@ -23,16 +23,23 @@
 # slowdown's window takes `factor` times its drawn time, an outage refuses (500 with
 # X-Dynosim-Outage) or holds (hang) the request a thread takes in it, or the query beginning in it.
 #
-# app.wait_timeout is Rack::Timeout's own (Debian's ruby-rack-timeout, zombocom/rack-timeout):
-# its middleware in front of the app, with its service_timeout off, drops a request older than
-# wait_timeout by its X-Request-Start when a thread takes it (RequestExpiryError), which the
-# testbed answers 503 with X-Dynosim-Expired, as app.py does. Rack::Timeout reads the header as
+# app.wait_timeout and app.service_timeout are Rack::Timeout's own (Debian's ruby-rack-timeout,
+# zombocom/rack-timeout), its middleware in front of the app with either set (the other off):
+# wait_timeout drops a request older than it by its X-Request-Start when a thread takes it
+# (RequestExpiryError), which the testbed answers 503 with X-Dynosim-Expired, as app.py does;
+# service_timeout raises inside the request's thread once it has had the request that long
+# (RequestTimeoutException, then RequestTimeoutError), interrupting its phase, and the
+# testbed answers 500 with X-Dynosim-Service-Timeout, as app.py does. service_past_wait is
+# on, so that the service timeout is service_timeout whatever the request waited, as in the
+# simulation (Rack::Timeout's default shortens it to what wait_timeout leaves). A query in
+# flight is interrupted in the app, its connection closed (the pool opens another); PostgreSQL
+# runs the statement on to its end, as the simulation's resource does. Rack::Timeout reads the header as
 # Heroku's router writes it (milliseconds since the epoch); HAProxy's stamp is t=<microseconds>
 # (New Relic's form, which Rack::Timeout does not read), so it gets Heroku's form, the original
 # kept for the app's own echo and work log.
 #
 # Only Ruby's standard library, pg (only with a resource), rack-timeout (only with
-# app.wait_timeout) and Rack's calling convention.
+# app.wait_timeout or app.service_timeout) and Rack's calling convention.
 
 require "json"
 require "etc"
@@ -356,6 +363,10 @@ module DynosimTestbed
       mark = e.is_a?(Outage) ? "X-Dynosim-Outage" : "X-Dynosim-Resource-Timeout"
       return [500, { "Content-Type" => "text/plain", mark => "1", "X-Dynosim-App-Retries" => tried.size.to_s,
                      "X-Dynosim-Dyno" => DYNO }, [e.is_a?(Outage) ? "outage\n" : "resource timeout\n"]]
+    rescue Exception => e # rubocop:disable Lint/RescueException: Rack::Timeout's, raised in this thread
+      # app.service_timeout: the request's work ends here; Expiry answers it.
+      note("e", request, Time.now.to_f) if e.class.name == "Rack::Timeout::RequestTimeoutException"
+      raise
     end
     finish = Time.now.to_f
     note("e", request, finish)
@@ -381,12 +392,14 @@ module DynosimTestbed
   # The router's X-Request-Start as it came (HAProxy's t=<microseconds>), where Expiry keeps it.
   STAMP = "dynosim.x_request_start"
 
-  # app.wait_timeout: Rack::Timeout in front of the app (see the top of this file).
+  # app.wait_timeout and app.service_timeout: Rack::Timeout in front of the app (see the top of
+  # this file); nil: that one off.
   class Expiry
-    def initialize(app, wait_timeout)
+    def initialize(app, wait_timeout, service_timeout)
       require "rack-timeout"
       Rack::Timeout::Logger.disable # a line per request otherwise
-      @timeout = Rack::Timeout.new(app, service_timeout: false, wait_timeout: wait_timeout, wait_overtime: false)
+      @timeout = Rack::Timeout.new(app, service_timeout: service_timeout || false, wait_timeout: wait_timeout || false,
+                                        wait_overtime: false, service_past_wait: true)
     end
 
     def call(env)
@@ -397,6 +410,9 @@ module DynosimTestbed
       @timeout.call(env)
     rescue Rack::Timeout::RequestExpiryError
       [503, { "Content-Type" => "text/plain", "X-Dynosim-Expired" => "1", "X-Dynosim-Dyno" => DYNO }, ["expired\n"]]
+    rescue Rack::Timeout::RequestTimeoutError, Rack::Timeout::RequestTimeoutException
+      [500, { "Content-Type" => "text/plain", "X-Dynosim-Service-Timeout" => "1", "X-Dynosim-Dyno" => DYNO },
+       ["service timeout\n"]]
     end
   end
 
@@ -408,6 +424,12 @@ module DynosimTestbed
 end
 
 wait_timeout = DynosimTestbed::CONFIG["wait_timeout"]
-app = wait_timeout ? DynosimTestbed::Expiry.new(DynosimTestbed, Float(wait_timeout)) : DynosimTestbed
+service_timeout = DynosimTestbed::CONFIG["service_timeout"]
+app = if wait_timeout || service_timeout
+        DynosimTestbed::Expiry.new(DynosimTestbed, wait_timeout && Float(wait_timeout),
+                                   service_timeout && Float(service_timeout))
+      else
+        DynosimTestbed
+      end
 DynosimTestbed.ready # once the app, and Rack::Timeout with it, has loaded
 run app

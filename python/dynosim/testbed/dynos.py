@@ -68,6 +68,9 @@ class DynoPlan:
     service_timeout: Optional[float] = None
     #: gunicorn's --backlog (app.backlog; gunicorn's default otherwise).
     backlog: int = 2048
+    #: Whether the run has faults ([[faults]]) for the app to read: without, the app is not
+    #: given the faults file and looks for no windows.
+    faults: bool = False
     #: The dynos' environment beyond the testbed's own: NAME → value, or None to unset NAME
     #: (``dynosim testbed replay``'s configurations, e.g. MALLOC_ARENA_MAX). Applied by env(1)
     #: in front of gunicorn, which execs it: the master (and the workers it forks) start with
@@ -207,7 +210,8 @@ def spawn_dyno(supervisor: Supervisor, plan: DynoPlan, d: int, port: int, dsn: s
     """Starts dyno `d`'s gunicorn on `port` (without waiting for it): its workers write a file
     each in `ready_dir` once they have loaded the app, and their work logs in `work_dir`."""
     config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
-              "work_dir": str(work_dir), "faults_file": str(supervisor.workdir / FAULTS_FILE),
+              "work_dir": str(work_dir),
+              "faults_file": str(supervisor.workdir / FAULTS_FILE) if plan.faults else None,
               "wait_timeout": plan.wait_timeout, "service_timeout": plan.service_timeout}
     env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
     config_file = None

@@ -234,6 +234,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     """The plan for one policy's run of `scenario` (a single-policy scenario): its warm-up and
     duration of real traffic, with the requests replication `replication` draws."""
     described = scenario.describe()
+    scenario.check_runnable(described)
     policy = described["policy"]
     router = scenario.doc.get("router") or {}
     params = {k: v for k, v in router.items() if k not in ("policy", "routers")}
@@ -334,13 +335,6 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
             database_cpus = machine_cpus[-cpus:]
         resources[r["name"]] = {"pool": size, "mode": mode, **_guards(scenario, r["name"], warnings)}
     dyno_plan.resources = resources
-    if dyno_plan.server != "gunicorn":
-        for name, r in resources.items():
-            for key, off in (("timeout", None), ("retries", 0)):
-                if r.get(key) != off:
-                    raise scenario._error(f"resources.{name}.{key}", f"the testbed's {dyno_plan.server} app does not "
-                                                                     "run a query's timeout and retries yet: run it "
-                                                                     "with gunicorn (app.server)")
     dyno_plan.worker_timeout = worker_timeout
     mean_response = float(described["service_mean"]) or 0.001
     if closed and not timed:
@@ -371,6 +365,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     _backlog(scenario, dyno_plan, router_plan, warnings)
     _retry_on(scenario, router_plan, dynos, warnings)
     faults, losses = _faults(scenario)
+    dyno_plan.faults = bool(faults)
     boot_time = float(described["fleet"]["boot_time"])
     if losses:
         if kind != "haproxy":
@@ -390,12 +385,9 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
         dyno_plan.wait_timeout = seconds
     stop = app_doc.get("service_timeout")
     if stop is not None and stop != "off":
-        # The engine checked it: a fixed duration above 0.
-        if dyno_plan.server != "gunicorn":
-            raise scenario._error("app.service_timeout", f"the testbed's {dyno_plan.server} app does not run "
-                                                         "Rack::Timeout yet: run it with gunicorn (app.server)")
+        # The engine checked it: a fixed duration above 0. Puma and Unicorn: Rack::Timeout's.
         dyno_plan.service_timeout = _seconds(stop)
-        if resources:
+        if resources and dyno_plan.server == "gunicorn":
             warnings.append("app.service_timeout: the testbed's app lets a query in flight end before it stops "
                             "the request, where the simulation frees the worker at once")
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,

@@ -126,7 +126,7 @@ def ruby_library(name: str, feature: str, constant: str) -> Tool:
 
 
 #: The Ruby components (``app.server = "puma"`` or ``"unicorn"``; Rack::Timeout for
-#: app.wait_timeout).
+#: app.wait_timeout and app.service_timeout).
 RUBY_TOOLS = ("ruby", "puma", "unicorn", "ruby-pg", "ruby-rack", "ruby-rack-timeout")
 
 
@@ -149,8 +149,9 @@ def needed_tools(plans: List[Any]) -> List[str]:
     needed = sorted({p.router.kind for p in plans}) + (["gunicorn"] if "gunicorn" in servers else [])
     if servers - {"gunicorn"}:
         needed += ["ruby", "ruby-rack"] + sorted(servers - {"gunicorn"})
-        if any(p.dynos.wait_timeout is not None and p.dynos.server != "gunicorn" for p in plans):
-            needed.append("ruby-rack-timeout")  # app.wait_timeout: Rack::Timeout's own
+        if any(p.dynos.server != "gunicorn" and (p.dynos.wait_timeout, p.dynos.service_timeout) != (None, None)
+               for p in plans):
+            needed.append("ruby-rack-timeout")  # app.wait_timeout, app.service_timeout: Rack::Timeout's own
     if any(p.resources for p in plans):
         # The testbed itself talks to PostgreSQL through psycopg (to know it is up, to set up
         # its burn function), whichever server the dynos run.

@@ -1,0 +1,689 @@
+//! Services that call services (docs/services.md): the `[services.NAME]` fleets of a scenario,
+//! each validated by the top level's own code, and the graph of the calls between them
+//! ([`crate::calls`]) checked as a whole: every call names a service, no cycle, every service
+//! called. Each service gets the rate of calls the traffic equations give it, and is described.
+
+use crate::calls::{Call, CallSite, Count, Hedge, Wait};
+use crate::error::{Error, Result};
+use crate::request::RequestSpec;
+use crate::scenario::{ArrivalsSpec, RunSpec, Scenario, ScenarioSpec, Service};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The services of `spec` (`[services.NAME]`), each validated with the top level's code (its
+/// errors' key paths under `services.NAME.`), after the calls between them are checked: every
+/// call names a service, no cycle, every service called. `entry` is the top-level fleet, built.
+pub(crate) fn build(
+    spec: &ScenarioSpec,
+    entry: &Scenario,
+    base_dir: &Path,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Vec<Service>> {
+    let empty = BTreeMap::new();
+    let tiers = spec.services.as_ref().unwrap_or(&empty);
+    for name in tiers.keys() {
+        crate::calls::check_name(name)?;
+    }
+    // Each tier's call sites (their key paths within the tier): the entry's, then the services'.
+    let mut calls: Vec<(Option<&str>, Vec<CallSite>)> = vec![(None, entry.calls.clone())];
+    for (name, tier) in tiers {
+        let prefix = format!("services.{name}.");
+        let sites = match &tier.request {
+            Some(r) => r.call_sites(&prefix)?,
+            None => Vec::new(),
+        };
+        calls.push((Some(name.as_str()), sites));
+    }
+    let full = |tier: Option<&str>, site: &CallSite| match tier {
+        None => site.path.clone(),
+        Some(name) => format!("services.{name}.{}", site.path),
+    };
+    let key = |site: &CallSite| match site.call {
+        Call::Sync { .. } => "call",
+        Call::Fanout { .. } => "fanout",
+    };
+    for (tier, sites) in &calls {
+        for site in sites {
+            let called = site.call.service();
+            if !tiers.contains_key(called) {
+                let known = if tiers.is_empty() {
+                    format!("the scenario has no [services.{called}]")
+                } else {
+                    format!(
+                        "expected one of: {}",
+                        tiers.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                };
+                return Err(Error::config(
+                    format!("{}.{}", full(*tier, site), key(site)),
+                    format!("unknown service {called:?}; {known}"),
+                ));
+            }
+        }
+    }
+    let order = topological(&calls, |tier, site| {
+        format!("{}.{}", full(tier, site), key(site))
+    })?;
+    // The traffic equations on the graph, in order: each service's rate is its callers'
+    // rates times their mean calls to it a request.
+    let mut rates: BTreeMap<&str, f64> = BTreeMap::new();
+    let entry_rate = entry.arrival_rate();
+    for tier in std::iter::once(None).chain(order.iter().map(|n| Some(n.as_str()))) {
+        let rate = match tier {
+            None => entry_rate,
+            Some(name) => rates.get(name).copied().unwrap_or(0.0),
+        };
+        let (scenario_shares, sites) = match tier {
+            None => (class_shares(entry), &calls[0].1),
+            Some(name) => {
+                let sites = &calls
+                    .iter()
+                    .find(|(t, _)| *t == Some(name))
+                    .expect("a tier")
+                    .1;
+                (shares_of(tiers[name].request.as_ref()), sites)
+            }
+        };
+        for site in sites {
+            let share = scenario_shares.get(site.class).copied().unwrap_or(1.0);
+            *rates.entry(site.call.service()).or_insert(0.0) +=
+                rate * share * site.call.mean_calls();
+        }
+    }
+    let mut services = Vec::new();
+    for (name, tier) in tiers {
+        let rate = rates.get(name.as_str()).copied().unwrap_or(0.0);
+        if rate <= 0.0 {
+            return Err(Error::config(
+                format!("services.{name}"),
+                format!(
+                    "no phase calls it: add {{ call = \"{name}\" }} or {{ fanout = \"{name}\", \
+                     count = N }} to the phases of [request] of the top level or of a service \
+                     called (a service called by nobody gets no requests)"
+                ),
+            ));
+        }
+        let own = ScenarioSpec {
+            name: Some(name.clone()),
+            description: None,
+            arrivals: ArrivalsSpec {
+                process: "poisson".into(),
+                burst: None,
+                timeout: None,
+                keys: spec.arrivals.keys.clone(),
+                retry: None,
+                breaker: None,
+                params: Map::from_iter([("rate".to_string(), json!(rate))]),
+            },
+            service: tier.service.clone(),
+            request: tier.request.clone(),
+            fleet: tier.fleet.clone(),
+            app: tier.app.clone(),
+            // The scenario's resources are shared by every fleet that uses them.
+            resources: tier.request.as_ref().and(spec.resources.clone()),
+            router: tier.router.clone(),
+            autoscale: tier.autoscale.clone(),
+            run: RunSpec {
+                // The fleets run together, unsplit; the stability verdict is judged where
+                // the faults are.
+                shards: None,
+                recovery_window: tier.faults.as_ref().and(spec.run.recovery_window),
+                recovery_interval: tier.faults.as_ref().and(spec.run.recovery_interval.clone()),
+                ..spec.run.clone()
+            },
+            faults: tier.faults.clone(),
+            cost: None,
+            cases: None,
+            services: None,
+        };
+        let scenario = Scenario::validate(&own, base_dir, interrupted)
+            .map_err(|e| in_service(e, name, rate))?;
+        services.push(Service {
+            name: name.clone(),
+            scenario,
+            rate,
+        });
+    }
+    Ok(services)
+}
+
+/// The tables a service has of its own: an error in them is at `services.NAME.` and the key.
+const SERVICE_TABLES: &[&str] = &[
+    "service",
+    "request",
+    "fleet",
+    "app",
+    "router",
+    "autoscale",
+    "faults",
+];
+
+/// An error from validating service `name` as a scenario: in its own tables, at its key path
+/// under `services.NAME.`; in the scenario's (run, resources) or the arrivals it was given,
+/// said to be the service's.
+fn in_service(error: Error, name: &str, rate: f64) -> Error {
+    match error {
+        Error::Config { path, message } => {
+            let head = path.split(['.', '[']).next().unwrap_or("");
+            if SERVICE_TABLES.contains(&head) {
+                Error::config(format!("services.{name}.{path}"), message)
+            } else {
+                Error::config(
+                    path,
+                    format!(
+                        "{message} (for service {name:?}, at the {rate} calls/s its callers \
+                         send it)"
+                    ),
+                )
+            }
+        }
+        other => other,
+    }
+}
+
+/// The share of requests in each class of a built scenario (one class: all).
+fn class_shares(scenario: &Scenario) -> Vec<f64> {
+    scenario
+        .request
+        .as_ref()
+        .map_or_else(|| vec![1.0], |r| r.shares())
+}
+
+/// The share of each class of a `[request]` as written (weights checked later, by the
+/// service's own validation; a weight that is not a positive number counts as 0 here).
+fn shares_of(spec: Option<&RequestSpec>) -> Vec<f64> {
+    let Some(classes) = spec.and_then(|r| r.class.as_ref()) else {
+        return vec![1.0];
+    };
+    let weight = |w: f64| if w.is_finite() && w > 0.0 { w } else { 0.0 };
+    let total: f64 = classes.iter().map(|c| weight(c.weight)).sum();
+    classes
+        .iter()
+        .map(|c| {
+            if total > 0.0 {
+                weight(c.weight) / total
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// The services in an order where every caller comes before what it calls (the entry, `None`,
+/// calls first); a cycle is an error at the call that closes it, naming the cycle.
+fn topological(
+    calls: &[(Option<&str>, Vec<CallSite>)],
+    path_of: impl Fn(Option<&str>, &CallSite) -> String,
+) -> Result<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let names: Vec<&str> = calls.iter().filter_map(|(t, _)| *t).collect();
+    let index = |name: &str| calls.iter().position(|(t, _)| *t == Some(name));
+    let mut marks = vec![Mark::New; calls.len()];
+    let mut finished: Vec<String> = Vec::new();
+    // Depth first from the entry, then from every service (those nobody calls too).
+    let starts = std::iter::once(0).chain(names.iter().filter_map(|n| index(n)));
+    for start in starts {
+        if marks[start] != Mark::New {
+            continue;
+        }
+        // (tier, next call site to follow)
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        marks[start] = Mark::Open;
+        while let Some(&(tier, next)) = stack.last() {
+            let sites = &calls[tier].1;
+            if next == sites.len() {
+                marks[tier] = Mark::Done;
+                if let Some(name) = calls[tier].0 {
+                    finished.push(name.to_string());
+                }
+                stack.pop();
+                continue;
+            }
+            let site = &sites[next];
+            if let Some(top) = stack.last_mut() {
+                top.1 += 1;
+            }
+            let callee = index(site.call.service()).expect("checked: every callee exists");
+            match marks[callee] {
+                Mark::Done => {}
+                Mark::New => {
+                    marks[callee] = Mark::Open;
+                    stack.push((callee, 0));
+                }
+                Mark::Open => {
+                    let from = stack.iter().position(|&(t, _)| t == callee).expect("open");
+                    let mut cycle: Vec<&str> = stack[from..]
+                        .iter()
+                        .map(|&(t, _)| calls[t].0.unwrap_or("(entry)"))
+                        .collect();
+                    cycle.push(site.call.service());
+                    return Err(Error::config(
+                        path_of(calls[tier].0, site),
+                        format!(
+                            "the calls go round in a cycle: {}; a service may not call itself, \
+                             directly or through others",
+                            cycle.join(" → ")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    finished.reverse();
+    Ok(finished)
+}
+
+impl Scenario {
+    /// The services and the call graph, for [`Scenario::description`]: `services`, one entry
+    /// per service (its name, the calls/s its callers send it, its fleet), and `calls`, one per
+    /// call phase (caller, callee, kind and settings, mean calls a request of the caller's).
+    pub fn describe_calls(&self) -> (Value, Value) {
+        let services: Vec<Value> = self
+            .services
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name,
+                    "rate": s.rate,
+                    "dynos": s.scenario.dynos,
+                    "slots": s.scenario.slots,
+                    "policy": s.scenario.policy_name,
+                    "service_mean": s.scenario.service.mean(),
+                    "offered_load": s.scenario.offered_load(),
+                    "bottleneck": s.scenario.bottleneck().0,
+                })
+            })
+            .collect();
+        let tiers = std::iter::once((None, self)).chain(
+            self.services
+                .iter()
+                .map(|s| (Some(s.name.as_str()), &s.scenario)),
+        );
+        let mut calls = Vec::new();
+        for (caller, scenario) in tiers {
+            for site in &scenario.calls {
+                let class = scenario
+                    .request
+                    .as_ref()
+                    .map(|r| r.classes[site.class].name.clone());
+                let mut entry = json!({
+                    "caller": caller,
+                    "class": class,
+                    "phase": site.phase,
+                    "callee": site.call.service(),
+                    "mean_calls": site.call.mean_calls(),
+                });
+                let more = match &site.call {
+                    Call::Sync {
+                        timeout, retries, ..
+                    } => json!({"kind": "call", "timeout": timeout, "retries": retries}),
+                    Call::Fanout {
+                        count, wait, hedge, ..
+                    } => json!({
+                        "kind": "fanout",
+                        "count": match count {
+                            Count::Fixed(n) => json!(n),
+                            Count::Geometric { mean } => json!({"distribution": "geometric", "mean": mean}),
+                        },
+                        "wait": match wait {
+                            Wait::All => json!("all"),
+                            Wait::First => json!("first"),
+                            Wait::Some(k) => json!(k),
+                        },
+                        "hedge": match hedge {
+                            None => Value::Null,
+                            Some(Hedge::After(t)) => json!(t),
+                            Some(Hedge::Percentile(p)) => json!(format!("p{p}")),
+                        },
+                    }),
+                };
+                if let (Value::Object(e), Value::Object(m)) = (&mut entry, more) {
+                    e.extend(m);
+                }
+                calls.push(entry);
+            }
+        }
+        (Value::Array(services), Value::Array(calls))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::NOT_SIMULATED;
+    use serde_json::json;
+
+    fn build(doc: &Value) -> Result<Scenario> {
+        Scenario::from_json(&doc.to_string(), Path::new("."), &crate::never_interrupted)
+    }
+
+    /// A web tier that calls an API, which fans out to a search tier: the three-tier scenario
+    /// of docs/services.md.
+    fn three_tier() -> Value {
+        json!({
+            "arrivals": {"process": "poisson", "rate": "100/s"},
+            "fleet": {"dynos": 4},
+            "app": {"server": "gunicorn", "processes": 4},
+            "request": {"phases": [
+                {"cpu": "5ms"},
+                {"call": "api", "timeout": "2s", "retries": 1},
+            ]},
+            "services": {
+                "api": {
+                    "fleet": {"dynos": 3, "slots": 8},
+                    "request": {"phases": [
+                        {"cpu": "2ms"},
+                        {"fanout": "search", "count": 10, "wait": "all", "hedge": "p95"},
+                    ]},
+                    "router": {"policy": "least_connections"},
+                },
+                "search": {
+                    "fleet": {"dynos": 10, "slots": 4},
+                    "service": {"distribution": "exponential", "mean": "10ms"},
+                },
+            },
+        })
+    }
+
+    /// The error line of a scenario that must be refused.
+    fn refused(doc: &Value) -> String {
+        match build(doc) {
+            Ok(_) => panic!("accepted: {doc}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn set(doc: &mut Value, pointer: &str, value: Value) {
+        *doc.pointer_mut(pointer)
+            .unwrap_or_else(|| panic!("no {pointer}")) = value;
+    }
+
+    #[test]
+    fn a_three_tier_scenario_is_read_with_its_call_graph_and_rates() {
+        let s = build(&three_tier()).expect("valid");
+        assert_eq!(
+            s.calls,
+            vec![CallSite {
+                path: "request.phases[1]".into(),
+                class: 0,
+                phase: 1,
+                call: Call::Sync {
+                    service: "api".into(),
+                    timeout: Some(2.0),
+                    retries: 1
+                },
+            }]
+        );
+        let names: Vec<&str> = s.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["api", "search"]);
+        let (api, search) = (&s.services[0], &s.services[1]);
+        assert_eq!(
+            api.scenario.calls[0].call,
+            Call::Fanout {
+                service: "search".into(),
+                count: Count::Fixed(10),
+                wait: Wait::All,
+                hedge: Some(Hedge::Percentile(95.0)),
+            }
+        );
+        // The traffic equations: 100/s at the entry, one call each to api, ten to search.
+        assert_eq!(api.rate, 100.0);
+        assert_eq!(search.rate, 1000.0);
+        assert_eq!(api.scenario.dynos, 3);
+        assert_eq!(api.scenario.policy_name, "least_connections");
+        assert_eq!(search.scenario.service.mean(), 0.01);
+        // The calls take none of the caller's own time until they are simulated.
+        assert!((s.service.mean() - 0.005).abs() < 1e-12);
+        assert!(s.has_calls());
+        let refusal = s.check_stable().expect_err("not simulated");
+        assert_eq!(refusal.to_string(), format!("services: {NOT_SIMULATED}"));
+        let described = s.description();
+        assert_eq!(described["services"][1]["name"], "search");
+        assert_eq!(described["services"][1]["rate"], 1000.0);
+        assert_eq!(described["calls"][0]["caller"], Value::Null);
+        assert_eq!(described["calls"][1]["caller"], "api");
+        assert_eq!(described["calls"][1]["callee"], "search");
+        assert_eq!(described["calls"][1]["hedge"], "p95");
+        assert_eq!(described["refused"]["path"], "services");
+    }
+
+    #[test]
+    fn a_scenario_without_services_runs_as_before() {
+        let mut doc = three_tier();
+        doc.as_object_mut().unwrap().remove("services");
+        set(&mut doc, "/request/phases/1", json!({"io": "10ms"}));
+        let s = build(&doc).expect("valid");
+        assert!(!s.has_calls());
+        s.check_stable().expect("runs");
+        assert_eq!(s.description()["refused"], Value::Null);
+    }
+
+    #[test]
+    fn class_weights_share_the_calls() {
+        let mut doc = three_tier();
+        set(
+            &mut doc,
+            "/request",
+            json!({"class": [
+                {"name": "page", "weight": 3, "phases": [{"cpu": "1ms"}, {"call": "api"}]},
+                {"name": "ping", "weight": 1, "phases": [{"cpu": "1ms"}]},
+            ]}),
+        );
+        let s = build(&doc).expect("valid");
+        assert_eq!(s.services[0].rate, 75.0);
+        assert_eq!(s.services[1].rate, 750.0);
+    }
+
+    #[test]
+    fn a_call_to_an_unknown_service_is_refused() {
+        let mut doc = three_tier();
+        set(&mut doc, "/request/phases/1/call", json!("apu"));
+        assert_eq!(
+            refused(&doc),
+            "request.phases[1].call: unknown service \"apu\"; expected one of: api, search"
+        );
+        doc.as_object_mut().unwrap().remove("services");
+        assert_eq!(
+            refused(&doc),
+            "request.phases[1].call: unknown service \"apu\"; the scenario has no \
+             [services.apu]"
+        );
+    }
+
+    #[test]
+    fn a_cycle_of_calls_is_refused_and_named() {
+        let mut doc = three_tier();
+        doc["services"]["search"]["request"] = json!({"phases": [{"cpu": "1ms"}, {"call": "api"}]});
+        doc["services"]["search"]
+            .as_object_mut()
+            .unwrap()
+            .remove("service");
+        assert_eq!(
+            refused(&doc),
+            "services.search.request.phases[1].call: the calls go round in a cycle: api → \
+             search → api; a service may not call itself, directly or through others"
+        );
+        let mut doc = three_tier();
+        set(
+            &mut doc,
+            "/services/api/request/phases/1",
+            json!({"call": "api"}),
+        );
+        assert!(refused(&doc).starts_with(
+            "services.api.request.phases[1].call: the calls go round in a cycle: api → api;"
+        ));
+    }
+
+    #[test]
+    fn wait_is_one_to_the_count() {
+        for (wait, ok) in [
+            (json!(1), true),
+            (json!(10), true),
+            (json!("first"), true),
+            (json!(0), false),
+            (json!(11), false),
+            (json!("most"), false),
+            (json!(2.5), false),
+        ] {
+            let mut doc = three_tier();
+            set(
+                &mut doc,
+                "/services/api/request/phases/1/wait",
+                wait.clone(),
+            );
+            match build(&doc) {
+                Ok(_) => assert!(ok, "{wait} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{wait}: {e}");
+                    assert_eq!(
+                        e.to_string(),
+                        format!(
+                            "services.api.request.phases[1].wait: expected \"all\", \
+                             \"first\" or a whole number of answers from 1 to the count, 10; \
+                             got {wait}"
+                        )
+                    );
+                }
+            }
+        }
+        // A drawn count: any k from 1 (a request that draws fewer waits for all it sent).
+        let mut doc = three_tier();
+        set(
+            &mut doc,
+            "/services/api/request/phases/1/count",
+            json!({"distribution": "geometric", "mean": 4}),
+        );
+        set(&mut doc, "/services/api/request/phases/1/wait", json!(20));
+        let s = build(&doc).expect("valid");
+        assert_eq!(s.services[1].rate, 400.0);
+    }
+
+    #[test]
+    fn hedge_is_a_duration_or_a_percentile() {
+        for (hedge, expected) in [
+            (json!("10ms"), Ok(Hedge::After(0.01))),
+            (json!("p99.9"), Ok(Hedge::Percentile(99.9))),
+            (json!(0.002), Ok(Hedge::After(0.002))),
+            (json!("p100"), Err("expected a percentile from p1 to p99.9")),
+            (json!("p"), Err("expected a percentile")),
+            (json!("0s"), Err("must be a positive duration, got 0 s")),
+            (json!(-1), Err("must be a positive duration")),
+            (
+                json!("soon"),
+                Err("expected a duration > 0 (\"10ms\") or a percentile"),
+            ),
+        ] {
+            let mut doc = three_tier();
+            set(
+                &mut doc,
+                "/services/api/request/phases/1/hedge",
+                hedge.clone(),
+            );
+            match (build(&doc), expected) {
+                (Ok(s), Ok(h)) => match &s.services[0].scenario.calls[0].call {
+                    Call::Fanout { hedge, .. } => assert_eq!(*hedge, Some(h)),
+                    other => panic!("{other:?}"),
+                },
+                (Err(e), Err(text)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.starts_with("services.api.request.phases[1].hedge: ") && e.contains(text),
+                        "{hedge}: {e}"
+                    );
+                }
+                (got, want) => panic!("{hedge}: {:?} against {want:?}", got.map(|_| ())),
+            }
+        }
+    }
+
+    #[test]
+    fn retries_and_timeout_are_checked() {
+        for (key, value, error) in [
+            ("retries", json!(1001), "request.phases[1].retries: expected a whole number from 0 to 1000, got 1001"),
+            ("retries", json!(-1), "request.phases[1].retries: expected a whole number from 0 to 1000, got -1"),
+            ("timeout", json!("0ms"), "request.phases[1].timeout: must be a positive duration, got 0 s"),
+            ("timeout", json!("forever"), "request.phases[1].timeout: expected a duration > 0 such as \"500ms\", got \"forever\""),
+        ] {
+            let mut doc = three_tier();
+            set(&mut doc, &format!("/request/phases/1/{key}"), value);
+            assert_eq!(refused(&doc), error);
+        }
+        let mut doc = three_tier();
+        set(&mut doc, "/request/phases/1/retries", json!(1000));
+        build(&doc).expect("1000 retries");
+    }
+
+    #[test]
+    fn a_call_phase_takes_only_its_own_keys() {
+        let mut doc = three_tier();
+        doc["request"]["phases"][1]["wait"] = json!("all");
+        assert!(refused(&doc).starts_with(
+            "request.phases[1].wait: unknown key \"wait\"; expected call, timeout, retries"
+        ));
+        let mut doc = three_tier();
+        doc["request"]["phases"][1]["fanout"] = json!("api");
+        assert_eq!(
+            refused(&doc),
+            "request.phases[1]: a phase is a call or a fanout, not both"
+        );
+        let mut doc = three_tier();
+        doc["services"]["api"]["request"]["phases"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("count");
+        assert!(refused(&doc).starts_with("services.api.request.phases[1].count: missing;"));
+        let mut doc = three_tier();
+        set(&mut doc, "/services/api/request/phases/1/count", json!(0));
+        assert!(refused(&doc).starts_with(
+            "services.api.request.phases[1].count: expected a whole number of calls from 1"
+        ));
+    }
+
+    #[test]
+    fn every_service_is_called_and_well_named() {
+        let mut doc = three_tier();
+        set(
+            &mut doc,
+            "/services/api/request/phases/1",
+            json!({"io": "1ms"}),
+        );
+        assert!(refused(&doc).starts_with("services.search: no phase calls it:"));
+        let mut doc = three_tier();
+        let search = doc["services"]["search"].clone();
+        doc["services"]["search.v2"] = search;
+        assert!(refused(&doc).starts_with("services.search.v2: a service's name is"));
+    }
+
+    #[test]
+    fn a_service_is_checked_as_a_fleet_at_its_own_key_paths() {
+        let mut doc = three_tier();
+        set(&mut doc, "/services/search/fleet/dynos", json!(0));
+        assert_eq!(
+            refused(&doc),
+            "services.search.fleet.dynos: must be a whole number >= 1 and <= 10000000, got 0"
+        );
+        let mut doc = three_tier();
+        set(&mut doc, "/services/api/router/policy", json!("nope"));
+        assert!(refused(&doc).starts_with("services.api.router.policy: unknown routing policy"));
+        let mut doc = three_tier();
+        doc["services"]["api"]["resources"] = json!({});
+        assert!(
+            refused(&doc).starts_with("services.api.resources: unknown field `resources`"),
+            "{}",
+            refused(&doc)
+        );
+    }
+
+    #[test]
+    fn a_request_of_calls_alone_is_refused_until_calls_are_simulated() {
+        let mut doc = three_tier();
+        set(&mut doc, "/request/phases", json!([{"call": "api"}]));
+        assert!(refused(&doc).starts_with("request.phases: every phase calls another service;"));
+    }
+}
