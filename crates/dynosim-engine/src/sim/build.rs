@@ -29,15 +29,16 @@ use crate::measure::Measures;
 use crate::request::PhaseKind;
 use crate::scenario::{Scenario, Workload};
 
-impl<'s, const FEEDBACK: bool> Simulation<'s, FEEDBACK> {
+impl<'s, const FEEDBACK: bool, const EXTRAS: bool> Simulation<'s, FEEDBACK, EXTRAS> {
     /// Replication `replication` of `s`, ready to run; `trace`: a recorder of snapshots, if
     /// one is wanted.
     pub(super) fn build(
         s: &'s Scenario,
         replication: u64,
         trace: Option<TraceRecorder>,
-    ) -> Result<Simulation<'s, FEEDBACK>> {
+    ) -> Result<Simulation<'s, FEEDBACK, EXTRAS>> {
         s.check_stable()?;
+        super::features::check_measurement_build(s)?;
         // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
         // past the initial fleet start with no dyno in them.
         let slots = s.dyno_slots();
@@ -91,6 +92,11 @@ impl<'s, const FEEDBACK: bool> Simulation<'s, FEEDBACK> {
             FEEDBACK || !sim.uses_feedback(),
             "a scenario using a feedback feature runs on the loop without them"
         );
+        // Nor one without the lifecycle, keys and late views any of theirs.
+        assert!(
+            EXTRAS || !sim.uses_extras(),
+            "a scenario using the lifecycle, keys or a late view runs on the loop without them"
+        );
         sim.begin();
         Ok(sim)
     }
@@ -104,6 +110,15 @@ impl<'s, const FEEDBACK: bool> Simulation<'s, FEEDBACK> {
             || self.faults.any()
             || self.s.app.service_timeout.is_some()
             || self.measures.counts_goodput()
+    }
+
+    /// Whether the lifecycle, keys or a late view has state in this run, or the scenario may
+    /// change its fleet (see `features.rs`).
+    fn uses_extras(&self) -> bool {
+        self.scaling.is_some()
+            || self.routers.board.is_some()
+            || self.slab.keyed
+            || super::features::lifecycle(self.s)
     }
 
     /// The observer's first levels, and the first events.

@@ -25,13 +25,13 @@ use crate::result::ErrorKind;
 /// boots or the router is full.
 const NO_DYNO_BACKOFF: f64 = 1e-3;
 
-impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// A request arrives (from `client`, or NONE for the open workload): its class and phase
     /// times are drawn, then a router takes it.
     pub(super) fn arrive(&mut self, client: u32) {
         let t = self.now;
         let req = self.slab.insert();
-        let service = self.traffic.draw(self.s, &mut self.slab, req);
+        let service = self.traffic.draw::<EXTRAS>(self.s, &mut self.slab, req);
         if let Some(colocated) = &mut self.colocated {
             colocated.draw(self.s, req);
         }
@@ -301,12 +301,15 @@ impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     #[inline]
     fn route(&mut self, router: usize, req: u32) -> Option<Route> {
         let key = self.key_of(req);
-        self.routers.route(router, self.now, key)
+        self.routers.route::<EXTRAS>(router, self.now, key)
     }
 
     /// The request's key, if requests carry one.
     #[inline]
     fn key_of(&self, req: u32) -> Option<u64> {
+        if !Self::KEYS {
+            return None;
+        }
         self.slab.keys.get(req as usize).map(|&key| u64::from(key))
     }
 

@@ -6,13 +6,24 @@
 //! each look at every request: at its
 //! send, when a thread takes it, at its answer. A scenario that uses none of them should pay
 //! nothing for them (issue #36), so `Simulation` is generic over `FEEDBACK`, a constant, and
-//! the run is built as `Simulation::<true>` only when [`feedback`] says the scenario uses one
-//! of them: in `Simulation::<false>` each step's `if FEEDBACK { .. }` is compiled out, and the
+//! the run is built as `Simulation::<true, _>` only when [`feedback`] says the scenario uses one
+//! of them: in `Simulation::<false, _>` each step's `if FEEDBACK { .. }` is compiled out, and the
 //! loop is the one the engine had before they came.
 //!
-//! A feature added to the per-request path joins [`feedback`] (its state is then built only
-//! where `FEEDBACK` holds: `Simulation::build` checks it) and guards its calls on the hot path
-//! with `FEEDBACK`.
+//! The second family, `EXTRAS` ([`extras`]): the lifecycle (an autoscaler fed by every
+//! request, dynos that close their listener or go down, and so no dyno up to route to), the
+//! requests' keys (`arrivals.keys`), the late board the routers read under `router.view`. A
+//! fixed fleet of exact counts whose requests carry no key runs `Simulation::<_, false>`, where
+//! their checks on the hot path (`Self::LIFECYCLE`, `Self::KEYS`, `Self::VIEWS`, and the routers'
+//! and traffic's `EXTRAS`) are compiled out. Four loops in all, one chosen per run.
+//!
+//! A feature added to the per-request path joins a family (its state is then built only where
+//! the family's constant holds: `Simulation::build` checks it) and guards its calls on the hot
+//! path with that constant.
+//!
+//! What each costs a run that does not use it is measured against builds with that feature's
+//! code compiled out: the engine crate's features `bench-no-lifecycle`, `bench-no-keys`,
+//! `bench-no-views`, for instruction counts only (docs/benchmarks.md).
 
 use crate::scenario::Scenario;
 
@@ -30,4 +41,58 @@ pub(super) fn feedback(s: &Scenario) -> bool {
         || s.resources
             .iter()
             .any(|r| r.timeout.is_some() || r.retries > 0)
+}
+
+/// Whether the scenario uses the lifecycle, keys or a late view (see the module's comment).
+pub(super) fn extras(s: &Scenario) -> bool {
+    lifecycle(s) || keys(s) || views(s)
+}
+
+/// Whether the scenario's fleet changes as it runs (or starts with no dyno): an autoscaler,
+/// deploys, daily restarts, memory that may restart a dyno (R15), faults that may take dynos
+/// down. Without any of them every dyno is up from the start to the end, and none closes its
+/// listener.
+pub(super) fn lifecycle(s: &Scenario) -> bool {
+    s.autoscale.is_some()
+        || !s.lifecycle.deploys.is_empty()
+        || s.lifecycle.cycling.is_some()
+        || s.app.memory.is_modelled()
+        || !s.faults.is_empty()
+        || s.dynos == 0
+}
+
+/// Whether requests carry keys (`arrivals.keys`).
+pub(super) fn keys(s: &Scenario) -> bool {
+    s.keys.is_some()
+}
+
+/// Whether the routers read a late board (`router.view`) rather than their own counts.
+pub(super) fn views(s: &Scenario) -> bool {
+    s.reads_board()
+}
+
+/// Measurement builds (docs/benchmarks.md): `--features bench-no-lifecycle`, `bench-no-keys`,
+/// `bench-no-views` compile that feature's per-request code out of the event engine, to count
+/// what it costs a scenario without it. True in every other build.
+pub(super) const LIFECYCLE_CODE: bool = !cfg!(feature = "bench-no-lifecycle");
+pub(super) const KEYS_CODE: bool = !cfg!(feature = "bench-no-keys");
+pub(super) const VIEWS_CODE: bool = !cfg!(feature = "bench-no-views");
+
+/// A measurement build refuses a scenario that uses the feature it compiled out.
+pub(super) fn check_measurement_build(s: &Scenario) -> crate::error::Result<()> {
+    let refused = [
+        (!LIFECYCLE_CODE && lifecycle(s), "bench-no-lifecycle"),
+        (!KEYS_CODE && keys(s), "bench-no-keys"),
+        (!VIEWS_CODE && views(s), "bench-no-views"),
+    ];
+    match refused.iter().find(|(refuse, _)| *refuse) {
+        Some((_, feature)) => Err(crate::error::Error::config(
+            "",
+            format!(
+                "this engine was built with `{feature}`, for measurements: it cannot run a \
+                 scenario that uses that feature"
+            ),
+        )),
+        None => Ok(()),
+    }
 }

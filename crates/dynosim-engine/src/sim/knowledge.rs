@@ -14,12 +14,12 @@ use super::events::{Event, CONNECTED, VIEW};
 use super::Simulation;
 use crate::view::Update;
 
-impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// `router` sends a request to `dyno`: it counts against the dyno from now on.
     #[inline]
     pub(super) fn count_sent(&mut self, router: usize, dyno: usize) {
         self.routers.loads[router].increment(dyno);
-        if let Some(board) = self.routers.board.as_deref_mut() {
+        if let Some(board) = self.routers.board.as_deref_mut().filter(|_| Self::VIEWS) {
             if let Some(at) = board.sent(dyno, self.now) {
                 self.events.schedule(at, VIEW, Event::View);
             }
@@ -30,7 +30,7 @@ impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     #[inline]
     pub(super) fn count_done(&mut self, router: usize, dyno: usize) {
         self.routers.loads[router].decrement(dyno);
-        if let Some(board) = self.routers.board.as_deref_mut() {
+        if let Some(board) = self.routers.board.as_deref_mut().filter(|_| Self::VIEWS) {
             if let Some(at) = board.done(dyno, self.now) {
                 self.events.schedule(at, VIEW, Event::View);
             }

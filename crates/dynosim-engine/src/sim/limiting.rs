@@ -18,7 +18,7 @@ use super::limit::Ended;
 use super::Simulation;
 use crate::result::ErrorKind;
 
-impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// Request `req` ended at its router's limiter (`router`), as `how`.
     pub(super) fn limit_end_router(&mut self, req: u32, router: usize, how: Ended) {
         let Some(limits) = self.limits.as_deref_mut().filter(|_| FEEDBACK) else {

@@ -40,8 +40,9 @@
 //! - `events.rs`: the events, their ids in the kernel's queue, their priorities;
 //! - `slab.rs`: the requests in flight (their entries and states): the types every file shares;
 //! - `streams.rs`: the random streams, one per purpose, all made there;
-//! - `features.rs`: which loop a run takes, with or without the feedback features (`FEEDBACK`,
-//!   the constant `Simulation` is generic over), chosen once per run.
+//! - `features.rs`: which loop a run takes, with or without the feedback features (`FEEDBACK`),
+//!   with or without the lifecycle, keys and late views (`EXTRAS`): the constants `Simulation`
+//!   is generic over, chosen once per run.
 //!
 //! Each concern's state, with its constructor and the methods on that state alone (these
 //! files name no `Simulation`):
@@ -95,11 +96,12 @@
 //!    that line.
 //! 4. Where it acts, a call from the steps (`dispatch.rs`, `threads.rs`...), such as
 //!    `self.breakers.allows(dyno, self.now)`. A check every request meets is for the
-//!    scenarios that use the concern only: it joins `features.rs`'s family and is guarded by
-//!    `FEEDBACK` (`if FEEDBACK && ...`), so that the loop of the others compiles it out. An event of its own is a variant in `events.rs`
-//!    (an id range, and a priority constant of its own: its place in the order above), an arm
-//!    in the run's loop, and the step it runs: an `impl Simulation` method in the steps' file
-//!    where it belongs, or in a new steps file (which nothing names back).
+//!    scenarios that use the concern only: it joins one of `features.rs`'s families and is
+//!    guarded by that family's constant (`if FEEDBACK && ...`, `if Self::LIFECYCLE && ...`),
+//!    so that the loop of the others compiles it out. An event of its own is a variant in
+//!    `events.rs` (an id range, and a priority constant of its own: its place in the order
+//!    above), an arm in the run's loop, and the step it runs: an `impl Simulation` method in
+//!    the steps' file where it belongs, or in a new steps file (which nothing names back).
 
 mod aperture;
 mod build;
@@ -172,7 +174,8 @@ const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 /// A replication's state: the run's own, and one field per concern, each the struct that holds
 /// that concern's state (see the module's comment). `FEEDBACK`: whether the run's steps look
 /// at the feedback features at all (see `features.rs`): false for a scenario that uses none.
-struct Simulation<'s, const FEEDBACK: bool> {
+/// `EXTRAS`: the same for the lifecycle, keys and a late view.
+struct Simulation<'s, const FEEDBACK: bool, const EXTRAS: bool> {
     // The run's own: the scenario, the clock, the events, the requests in flight, the
     // observer, and what the run's loop keeps for itself.
     s: &'s Scenario,
@@ -235,6 +238,15 @@ struct Simulation<'s, const FEEDBACK: bool> {
     /// The concurrency limits (`router.concurrency_limit`, `app.concurrency_limit`); None:
     /// none.
     limits: Option<Box<Limits>>,
+}
+
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+    /// Whether the run's steps look at the lifecycle (an autoscaler fed, dynos closed or
+    /// down), the requests' keys, the late board (see `features.rs`); each false in the loop
+    /// without them, and in a measurement build that compiled that feature out.
+    const LIFECYCLE: bool = EXTRAS && features::LIFECYCLE_CODE;
+    const KEYS: bool = EXTRAS && features::KEYS_CODE;
+    const VIEWS: bool = EXTRAS && features::VIEWS_CODE;
 }
 
 /// What a replication's state costs on this engine (see [`crate::state_size`]).
@@ -366,14 +378,17 @@ fn simulate_measures(
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Measures, f64, Option<Trace>)> {
     // One loop per family, chosen here once for the run (see `features.rs`).
-    if features::feedback(s) {
-        Simulation::<true>::build(s, replication, trace)?.run(interrupted)
-    } else {
-        Simulation::<false>::build(s, replication, trace)?.run(interrupted)
+    match (features::feedback(s), features::extras(s)) {
+        (true, true) => Simulation::<true, true>::build(s, replication, trace)?.run(interrupted),
+        (true, false) => Simulation::<true, false>::build(s, replication, trace)?.run(interrupted),
+        (false, true) => Simulation::<false, true>::build(s, replication, trace)?.run(interrupted),
+        (false, false) => {
+            Simulation::<false, false>::build(s, replication, trace)?.run(interrupted)
+        }
     }
 }
 
-impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// Runs the events until none is left, or until `interrupted` says to stop; returns what
     /// was measured, when the window closed, and the trace.
     fn run(
@@ -515,14 +530,16 @@ impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
     }
 }
 
-impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// A request that arrived at `arrival` was answered now (by its app or with an error), as
     /// the router logs it: for the autoscaler's response-time rules and the trace's p95.
     #[inline]
     fn answered(&mut self, arrival: f64) {
         let seconds = self.now - arrival;
-        if let Some(scaling) = self.scaling.as_deref_mut() {
-            scaling.response_time(self.now, seconds);
+        if Self::LIFECYCLE {
+            if let Some(scaling) = self.scaling.as_deref_mut() {
+                scaling.response_time(self.now, seconds);
+            }
         }
         if let Some(trace) = self.trace.as_mut() {
             trace.responded(seconds);

@@ -16,7 +16,7 @@ use crate::request::PhaseKind;
 use crate::resource_spec::{Discipline, PoolScope};
 use crate::result::ErrorKind;
 
-impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// How many times longer the app's work beginning at `now` takes (a slowdown, `[[faults]]`;
     /// 1 in a run without the feedback features, whose steps never look: `features.rs`).
     #[inline]
@@ -435,8 +435,10 @@ impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
         let (busy, from) = self.cpu.advance(dyno, now);
         if busy > 0.0 {
             self.measures.cpu(from, now, busy);
-            if let Some(scaling) = self.scaling.as_deref_mut() {
-                scaling.cpu(from, now, busy);
+            if Self::LIFECYCLE {
+                if let Some(scaling) = self.scaling.as_deref_mut() {
+                    scaling.cpu(from, now, busy);
+                }
             }
         }
     }

@@ -8,6 +8,7 @@
 //! only to its own subset of them ([`super::aperture`]); under `jiq` the idle dynos report to
 //! the routers ([`super::idle`]).
 use super::aperture::Aperture;
+use super::features::{LIFECYCLE_CODE, VIEWS_CODE};
 use super::idle::IdleReports;
 use crate::error::Result;
 use crate::in_flight::LoadIndex;
@@ -264,15 +265,24 @@ impl Routers {
     /// The policy's choice among the up dynos, at `now`, for a request of this key (if
     /// requests carry one); None when no dyno is up.
     #[inline]
-    pub fn route(&mut self, router: usize, now: f64, key: Option<u64>) -> Option<Route> {
-        if self.up.is_empty() {
+    pub fn route<const EXTRAS: bool>(
+        &mut self,
+        router: usize,
+        now: f64,
+        key: Option<u64>,
+    ) -> Option<Route> {
+        if EXTRAS && LIFECYCLE_CODE && self.up.is_empty() {
             return None;
         }
         let up = match &self.aperture {
             None => &self.up,
             Some(aperture) => aperture.members(router),
         };
-        let loads = read_by(&self.board, &self.loads, router);
+        let loads = if EXTRAS && VIEWS_CODE {
+            read_by(&self.board, &self.loads, router)
+        } else {
+            &self.loads[router]
+        };
         let view = RouterView::indexed(self.slots, up, loads)
             .at(now)
             .with_key(key);
@@ -300,10 +310,10 @@ impl Routers {
     ) -> Option<Route> {
         let up = self.dynos_of(router);
         if up.len() == 1 && up.contains(avoid) || up.is_empty() {
-            return self.route(router, now, key);
+            return self.route::<true>(router, now, key);
         }
         for _ in 0..AVOID_RETRIES {
-            match self.route(router, now, key) {
+            match self.route::<true>(router, now, key) {
                 Some(Route::To(d)) if d == avoid => continue,
                 other => return other,
             }

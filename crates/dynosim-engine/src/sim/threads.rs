@@ -14,13 +14,13 @@ use super::Simulation;
 use crate::app::Accept;
 use crate::result::ErrorKind;
 
-impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
+impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// The request reaches its dyno: a thread takes it, or it waits for one; a dyno that got
     /// its SIGTERM since the router sent it there refuses it (it raced the dyno going down:
     /// H13).
     #[inline(always)]
     pub(super) fn reach(&mut self, dyno: usize, req: u32) {
-        if self.dynos[dyno].closed {
+        if Self::LIFECYCLE && self.dynos[dyno].closed {
             return self.raced(dyno, req);
         }
         if FEEDBACK && self.limits.is_some() && !self.limit_admits_at_dyno(dyno, req) {
@@ -109,9 +109,11 @@ impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
         let entry = &mut self.slab.entries[req as usize];
         entry.process = process;
         entry.start = now;
-        if let Some(scaling) = self.scaling.as_deref_mut() {
-            scaling.queue_time(now, now - entry.arrival);
-            scaling.threads(now, 1.0);
+        if Self::LIFECYCLE {
+            if let Some(scaling) = self.scaling.as_deref_mut() {
+                scaling.queue_time(now, now - entry.arrival);
+                scaling.threads(now, 1.0);
+            }
         }
         if entry.waited && (self.s.connect.is_some() || self.s.router_cost.is_some()) {
             self.measures.waited(entry.arrival, now);
@@ -280,12 +282,14 @@ impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
         let (dyno, process, start) = (entry.dyno as usize, entry.process, entry.start);
         let d = &mut self.dynos[dyno];
         d.busy -= 1;
-        let closed = d.closed;
+        let closed = Self::LIFECYCLE && d.closed;
         let proc = self.procs.of_mut(dyno, process);
         proc.busy -= 1;
         let emptied = proc.busy == 0;
-        if let Some(scaling) = self.scaling.as_deref_mut() {
-            scaling.threads(now, -1.0);
+        if Self::LIFECYCLE {
+            if let Some(scaling) = self.scaling.as_deref_mut() {
+                scaling.threads(now, -1.0);
+            }
         }
         if emptied {
             d.busy_processes -= 1;
@@ -310,7 +314,7 @@ impl<const FEEDBACK: bool> Simulation<'_, FEEDBACK> {
         } else if emptied && self.measures.detailed() {
             self.fleet_levels();
         }
-        if self.dynos[dyno].up {
+        if !Self::LIFECYCLE || self.dynos[dyno].up {
             let next = if !self.procs.greedy() {
                 self.slab.pop_front(&mut self.dynos[dyno].accept)
             } else {

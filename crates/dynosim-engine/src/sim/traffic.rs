@@ -5,6 +5,7 @@
 //! drawn into them), and its key (`arrivals.keys`). Drawn at arrival, from streams of their
 //! own, so that every policy sees the same requests.
 
+use super::features::KEYS_CODE;
 use super::slab::Slab;
 use crate::arrivals::ArrivalProcess;
 use crate::request::PhaseKind;
@@ -82,7 +83,7 @@ impl Traffic {
     /// returns its service: its `[service]` time, or the sum of its phases' as the app asked
     /// for them.
     #[inline(always)]
-    pub fn draw(&mut self, s: &Scenario, slab: &mut Slab, req: u32) -> f64 {
+    pub fn draw<const EXTRAS: bool>(&mut self, s: &Scenario, slab: &mut Slab, req: u32) -> f64 {
         let service = match &s.request {
             // A replayed trace's own time, or one drawn.
             None => match self.carried.take() {
@@ -118,7 +119,7 @@ impl Traffic {
                 sum
             }
         };
-        if let Some(keys) = &s.keys {
+        if let Some(keys) = s.keys.as_ref().filter(|_| EXTRAS && KEYS_CODE) {
             slab.keys[req as usize] = keys.draw(&mut self.keys_rng);
         }
         service
