@@ -171,6 +171,18 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
 
+/// What one event did to the run (see `Simulation::step`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The event ran.
+    Done,
+    /// An arrival or a send past the window (or the closed loop's last request): not sent,
+    /// not counted as a step.
+    Skipped,
+    /// The stability verdict is settled: nothing after this changes it; the run stops.
+    Settled,
+}
+
 /// A replication's state: the run's own, and one field per concern, each the struct that holds
 /// that concern's state (see the module's comment). `FEEDBACK`: whether the run's steps look
 /// at the feedback features at all (see `features.rs`): false for a scenario that uses none.
@@ -401,84 +413,11 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         // once an interval of simulated time; infinite otherwise.
         let mut verdict_check = self.measures.verdict_check();
         while let Some((time, event)) = self.events.pop() {
-            if FEEDBACK && time >= verdict_check {
-                match self.measures.verdict_pending(time) {
-                    Some(next) => verdict_check = next,
-                    // Settled: nothing after this changes it.
-                    None => break,
-                }
-            }
-            if self.look_ahead {
-                if let Some((next, req)) = self.events.peek() {
-                    self.touch(next, req);
-                }
-            }
-            if self.trace.is_some() {
-                self.snapshot_until(time);
-            }
-            match event {
-                Event::Arrival if time < window_end => {
-                    self.now = time;
-                    self.open_arrival(time);
-                    self.check_overload()?;
-                }
-                Event::Send { client } if time < window_end && self.clients.to_send != Some(0) => {
-                    self.now = time;
-                    if let Some(left) = self.clients.to_send.as_mut() {
-                        *left -= 1;
-                    }
-                    self.arrive(client);
-                }
-                // Past the window (or the closed loop's last request): not sent.
-                Event::Arrival | Event::Send { .. } => continue,
-                Event::Done { req } => {
-                    self.now = time;
-                    self.timed_done(req);
-                }
-                Event::Cpu { dyno } => {
-                    self.now = time;
-                    self.cpu_done(dyno as usize);
-                }
-                Event::Shared { resource } => {
-                    self.now = time;
-                    self.shared_done(resource as usize);
-                }
-                Event::Life { dyno } => {
-                    self.now = time;
-                    self.life_event(dyno as usize);
-                }
-                Event::Autoscale => {
-                    self.now = time;
-                    self.autoscale();
-                }
-                Event::Deploy => {
-                    self.now = time;
-                    self.deploy();
-                }
-                Event::View => self.view_due(time),
-                Event::Report => {
-                    self.now = time;
-                    self.reports_due();
-                }
-                Event::Retries => {
-                    self.now = time;
-                    self.retries_due();
-                }
-                Event::Fault => {
-                    self.now = time;
-                    self.fault_due();
-                }
-                Event::Timers => {
-                    let before = self.now;
-                    self.now = time;
-                    if !self.timers_due() {
-                        // A deadline that found its request already answered (its timer still
-                        // set) is no part of the run's work: the run's end stays at the last
-                        // event that did something. It made a 1 s `ab -n` run of
-                        // `unicorn-2011` last 30 s, the router's timeout (issue #23).
-                        self.now = before;
-                    }
-                }
+            match self.step(time, event, window_end, &mut verdict_check)? {
+                Step::Done => {}
+                // Past the window: not sent, and not a step.
+                Step::Skipped => continue,
+                Step::Settled => break,
             }
             steps += 1;
             if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
@@ -486,6 +425,100 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             }
         }
         Ok(self.close(window_end))
+    }
+
+    /// One event of the run: `event`, popped at `time` (see [`Self::run`]); `verdict_check`:
+    /// when the run next asks for its stability verdict. Inlined into the run's loop, which
+    /// compiles as it did before the step was a function of its own; a federation of fleets
+    /// can step each of its fleets through it too.
+    #[inline(always)]
+    fn step(
+        &mut self,
+        time: f64,
+        event: Event,
+        window_end: f64,
+        verdict_check: &mut f64,
+    ) -> Result<Step> {
+        if FEEDBACK && time >= *verdict_check {
+            match self.measures.verdict_pending(time) {
+                Some(next) => *verdict_check = next,
+                // Settled: nothing after this changes it.
+                None => return Ok(Step::Settled),
+            }
+        }
+        if self.look_ahead {
+            if let Some((next, req)) = self.events.peek() {
+                self.touch(next, req);
+            }
+        }
+        if self.trace.is_some() {
+            self.snapshot_until(time);
+        }
+        match event {
+            Event::Arrival if time < window_end => {
+                self.now = time;
+                self.open_arrival(time);
+                self.check_overload()?;
+            }
+            Event::Send { client } if time < window_end && self.clients.to_send != Some(0) => {
+                self.now = time;
+                if let Some(left) = self.clients.to_send.as_mut() {
+                    *left -= 1;
+                }
+                self.arrive(client);
+            }
+            // Past the window (or the closed loop's last request): not sent.
+            Event::Arrival | Event::Send { .. } => return Ok(Step::Skipped),
+            Event::Done { req } => {
+                self.now = time;
+                self.timed_done(req);
+            }
+            Event::Cpu { dyno } => {
+                self.now = time;
+                self.cpu_done(dyno as usize);
+            }
+            Event::Shared { resource } => {
+                self.now = time;
+                self.shared_done(resource as usize);
+            }
+            Event::Life { dyno } => {
+                self.now = time;
+                self.life_event(dyno as usize);
+            }
+            Event::Autoscale => {
+                self.now = time;
+                self.autoscale();
+            }
+            Event::Deploy => {
+                self.now = time;
+                self.deploy();
+            }
+            Event::View => self.view_due(time),
+            Event::Report => {
+                self.now = time;
+                self.reports_due();
+            }
+            Event::Retries => {
+                self.now = time;
+                self.retries_due();
+            }
+            Event::Fault => {
+                self.now = time;
+                self.fault_due();
+            }
+            Event::Timers => {
+                let before = self.now;
+                self.now = time;
+                if !self.timers_due() {
+                    // A deadline that found its request already answered (its timer still
+                    // set) is no part of the run's work: the run's end stays at the last
+                    // event that did something. It made a 1 s `ab -n` run of
+                    // `unicorn-2011` last 30 s, the router's timeout (issue #23).
+                    self.now = before;
+                }
+            }
+        }
+        Ok(Step::Done)
     }
 
     /// The open workload's next arrival, at `time`.
