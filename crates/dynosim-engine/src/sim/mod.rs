@@ -61,6 +61,8 @@
 //! - `fleet.rs`: which slot holds a dyno, where each is in its life, the formation;
 //! - `scaling.rs`: the autoscaler and what it is fed;
 //! - `trace.rs`: a trace's frames;
+//! - `outbox.rs`: the calls a fleet's requests make to other fleets, and its answers to the
+//!   calls it takes (`[services.NAME]`);
 //! - `retries.rs`, `redispatch.rs`, `faults.rs`, `limit.rs`: the clients' retries, the
 //!   routers' retries after a timeout or an error, the faults, the concurrency limits; the
 //!   clients' circuit breaker is the engine's (`crate::breaker::state`), shared with the
@@ -81,7 +83,9 @@
 //!   how it ended;
 //! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
 //!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, daily restarts, deploys, the
-//!   autoscaler's evaluations, `app.timeout`'s worker kills.
+//!   autoscaler's evaluations, `app.timeout`'s worker kills;
+//! - `federation.rs`: fleets that call one another (`[services.NAME]`), each a `Simulation`
+//!   stepped through `Simulation::step` in one time order, the calls carried between them.
 //!
 //! # Adding a concern
 //!
@@ -114,6 +118,7 @@ mod dyno;
 mod events;
 mod faults;
 mod features;
+mod federation;
 mod fleet;
 mod idle;
 mod knowledge;
@@ -121,6 +126,7 @@ mod lifecycle;
 mod limit;
 mod limiting;
 mod memory;
+mod outbox;
 mod phases;
 mod redispatch;
 mod resend;
@@ -154,6 +160,7 @@ use faults::Faults;
 use fleet::Fleet;
 use limit::Limits;
 use memory::Memory;
+use outbox::Outbox;
 use redispatch::Redispatch;
 use resource::ResourceState;
 use retries::Retries;
@@ -250,6 +257,9 @@ struct Simulation<'s, const FEEDBACK: bool, const EXTRAS: bool> {
     /// The concurrency limits (`router.concurrency_limit`, `app.concurrency_limit`); None:
     /// none.
     limits: Option<Box<Limits>>,
+    /// The calls its requests make to other fleets, and its answers to the calls it takes
+    /// (the federation of fleets, `federation.rs`); empty without services.
+    outbox: Outbox,
 }
 
 impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
@@ -353,6 +363,13 @@ pub(crate) fn measure_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Measures, f64)> {
+    // A shard is one fleet's share: fleets that call one another are never split.
+    if scenario.has_calls() {
+        return Err(Error::config(
+            "run.shards",
+            "fleets that call one another run whole, not in shards",
+        ));
+    }
     simulate_measures(scenario, replication, None, interrupted).map(|(m, end, _)| (m, end))
 }
 
@@ -376,6 +393,10 @@ fn simulate(
     trace: Option<TraceRecorder>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(ReplicationResult, Option<Trace>)> {
+    if s.has_calls() {
+        // Fleets that call one another run together (see `federation.rs`).
+        return Simulation::federate(s, replication, trace, interrupted);
+    }
     let (measures, end, trace) = simulate_measures(s, replication, trace, interrupted)?;
     let mut result = measures.finish(s, end);
     result.engine = crate::scenario::Engine::Events.name();
@@ -429,8 +450,8 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
 
     /// One event of the run: `event`, popped at `time` (see [`Self::run`]); `verdict_check`:
     /// when the run next asks for its stability verdict. Inlined into the run's loop, which
-    /// compiles as it did before the step was a function of its own; a federation of fleets
-    /// can step each of its fleets through it too.
+    /// compiles as it did before the step was a function of its own; the federation of
+    /// fleets (`federation.rs`) steps each of its fleets through it too.
     #[inline(always)]
     fn step(
         &mut self,
@@ -579,20 +600,33 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         }
     }
 
-    /// A closed-loop client got its response (or error): it thinks, then sends again.
+    /// A closed-loop client got its response: it thinks, then sends again.
     pub(super) fn respond(&mut self, client: u32) {
-        self.respond_after(client, 0.0);
+        self.respond_after(client, 0.0, true);
     }
 
-    /// [`Self::respond`], waiting at least `at_least` before sending again.
-    pub(super) fn respond_after(&mut self, client: u32, at_least: f64) {
+    /// [`Self::respond`], or its error for good (`ok` false), waiting at least `at_least`
+    /// before sending again. A service's caller (see `outbox.rs`) has its answer.
+    pub(super) fn respond_after(&mut self, client: u32, at_least: f64, ok: bool) {
         if client == NONE {
             return;
+        }
+        if self.outbox.serves {
+            return self.answer_caller(client, ok);
         }
         if let Some(think) = self.clients.think(self.s, at_least) {
             self.events
                 .schedule(self.now + think, ARRIVAL, Event::Send { client });
         }
+    }
+
+    /// A service's request that carries `index` (its caller's, see `outbox.rs`) is answered
+    /// now: out of line, so that a fleet that takes no calls keeps its response's code as
+    /// it was.
+    #[cold]
+    #[inline(never)]
+    fn answer_caller(&mut self, index: u32, ok: bool) {
+        self.outbox.answer(index, ok, self.now);
     }
 
     /// Asks for what the next event will first need (its dyno's CPU, or its request), so
