@@ -127,6 +127,8 @@ def test_the_written_file_loads_and_describes_as_fitted(tmp_path, cli):
     assert [(c["caller"], c["callee"], c["kind"]) for c in described["calls"]] == [
         (None, "auth", "call"), (None, "search", "fanout")]
     assert [s["name"] for s in described["services"]] == ["auth", "search"]
+    # as docs/logs.md states them
+    assert [f"{s['rate']:.3g}" for s in described["services"]] == ["5.48", "21.9"]
     # A run is refused, in one line, until calls are simulated (docs/services.md).
     result = cli("run", str(out), "--duration", "10s")
     assert_one_line_error(result, "not simulated yet")
@@ -136,7 +138,7 @@ def test_docs_example_is_the_actual_output(tmp_path):
     """docs/logs.md's fit of shop-trace.jsonl.gz: the console block is what the command prints
     (stderr, then stdout), and the TOML block is the file written."""
     text = (ROOT / "docs" / "logs.md").read_text(encoding="utf-8")
-    section = text[text.index("### Traces: services and their calls"):text.index("## Replaying a log")]
+    section = text[text.index("## Fitting traces: services and their calls"):text.index("## Replaying a log")]
     (command, shown), = re.findall(r"```console\n\$ (dynosim logs fit \S+trace\S+ .*?)\n(.*?)```", section, re.S)
     shutil.copytree(FIXTURES, tmp_path / "tests" / "fixtures" / "logs")
     result = run_cli(*command.split()[1:], cwd=tmp_path, env=dict(os.environ, COLUMNS="100"), timeout=120)

@@ -630,6 +630,7 @@ def fit_spans(paths: Union[PathLike, Sequence[PathLike]], *, name: Optional[str]
         "arrivals": {k: v for k, v in arrivals.items() if k != "section"},
         "services": [{
             "name": s,
+            "entry": s == g.entry,
             "spans": svc.spans,
             "rate_per_s": svc.spans / span,
             "fitted_rate_per_s": rates[s],
@@ -643,7 +644,6 @@ def fit_spans(paths: Union[PathLike, Sequence[PathLike]], *, name: Optional[str]
                   for k2, e in g.edges.items()],
         "scenario": doc,
     }
-    report["services"][0]["entry"] = True
     return Fit(scenario=doc, toml=text, report=report)
 
 
