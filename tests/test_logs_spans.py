@@ -306,6 +306,8 @@ def _span(**changes):
     ([_span(traceId=f"t{i}", startTimeUnixNano=str(i * 10**9), endTimeUnixNano=str(i * 10**9 + 5)) for i in range(3)],
      ["service web: 3 service times are too few to fit a distribution: at least 4"]),
     ([], ["bad.jsonl: empty: no spans to fit"]),
+    (["[" * 100_000 + "]" * 100_000], ["bad.jsonl:1: JSON nested too deep"]),
+    (["x" * (1 << 20) + "y"], ["bad.jsonl:1: longer than 1048576 bytes"]),
 ])
 def test_bad_spans_give_one_line_and_write_nothing(tmp_path, cli, lines, fragments):
     path = _bad(tmp_path, lines)

@@ -593,7 +593,7 @@ def fit_spans(paths: Union[PathLike, Sequence[PathLike]], *, name: Optional[str]
     entry = tiers[g.entry]
     doc: Dict[str, Any] = {
         "name": title,
-        "description": f"fitted to {', '.join(files)}: {len(g.roots):,} traces from {_iso(first)[:19]} UTC "
+        "description": f"fitted to {', '.join(files)}: {len(g.roots):,} traces from {str(_iso(first))[:19]} UTC "
                        f"over {_words(round(span))}",
         "arrivals": arrivals["section"],
         **{k: v for k, v in entry.items()},

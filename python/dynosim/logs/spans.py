@@ -165,8 +165,10 @@ def parse(text: str) -> Span:
         raise ValueError(f"longer than {MAX_LINE} bytes")
     try:
         doc = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e.msg} at column {e.colno}): expected one span a line") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deep: expected one span a line") from None
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object: expected one span a line, { \"traceId\": ..., ... }")
     trace = _id(doc, TRACE_KEYS, "trace id")
@@ -371,11 +373,11 @@ def graph(spans: Sequence[Span]) -> Graph:
     incomplete = 0
     for members in by_trace.values():
         ids = {s.id for s in members}
-        roots = [s for s in members if s.parent is None]
-        if len(roots) != 1 or any(s.parent is not None and s.parent not in ids for s in members):
+        tops = [s for s in members if s.parent is None]
+        if len(tops) != 1 or any(s.parent is not None and s.parent not in ids for s in members):
             incomplete += 1
             continue
-        complete.append((roots[0], members))
+        complete.append((tops[0], members))
     if not complete:
         raise LogError(f"none of the {len(by_trace):,} traces is whole (one root span, every parent present): "
                        "nothing to fit")
@@ -383,7 +385,7 @@ def graph(spans: Sequence[Span]) -> Graph:
     entry = max(root_services, key=lambda s: (root_services[s], s))
     services: Dict[str, Service] = {entry: Service(entry)}
     edges: Dict[Tuple[str, str], Edge] = {}
-    roots = []
+    roots: List[float] = []
     for root, members in sorted(complete, key=lambda c: c[0].start):
         if root.service != entry:
             continue
