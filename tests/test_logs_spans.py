@@ -353,3 +353,18 @@ def test_a_router_log_is_not_read_as_spans():
     assert spans.looks_like_spans([str(TRACE)])
     with pytest.raises(LogError, match="no request read"):
         logs.fit(str(FIXTURES / "garbled.log"))
+
+
+def test_traces_of_one_service_fit_a_scenario_that_runs(tmp_path, monkeypatch):
+    """No calls: the entry's own time is its [service], clipped at the longest, and nothing
+    refuses a run (docs/services.md)."""
+    monkeypatch.chdir(tmp_path)
+    durations = [3, 5, 8, 13, 21, 34, 55, 89]  # ms
+    spans = [(f"{i + 1:032x}", f"{i + 1:016x}", None, "web", i * 1_000_000, i * 1_000_000 + d * 1000, None)
+             for i, d in enumerate(durations)]
+    _write(tmp_path / "t.jsonl", "zipkin", spans)
+    fit = logs.fit("t.jsonl")
+    assert "services" not in fit.scenario and "request" not in fit.scenario
+    assert fit.scenario["service"]["clip"] == ["0s", "89ms"]
+    assert fit.report["calls"] == [] and fit.report["services"][0]["service"]["mean"] == pytest.approx(0.0285)
+    assert Scenario.load(fit.scenario).describe()["refused"] is None

@@ -596,7 +596,7 @@ def fit_spans(paths: Union[PathLike, Sequence[PathLike]], *, name: Optional[str]
         "description": f"fitted to {', '.join(files)}: {len(g.roots):,} traces from {str(_iso(first))[:19]} UTC "
                        f"over {_words(round(span))}",
         "arrivals": arrivals["section"],
-        **{k: v for k, v in entry.items()},
+        **entry,
         "services": {s: tiers[s] for s in g.services if s != g.entry},
     }
     if not doc["services"]:
@@ -640,8 +640,8 @@ def fit_spans(paths: Union[PathLike, Sequence[PathLike]], *, name: Optional[str]
             "service": {k: v for k, v in fitted[s].items() if k not in ("histogram", "table")},
             "own_time": _placement(svc),
         } for s, svc in g.services.items()],
-        "calls": [{"caller": e.caller, "callee": e.callee, **{k: v for k, v in shapes[k2].items() if k != "phases"}}
-                  for k2, e in g.edges.items()],
+        "calls": [{"caller": e.caller, "callee": e.callee, **{k: v for k, v in shapes[key].items() if k != "phases"}}
+                  for key, e in g.edges.items()],
         "scenario": doc,
     }
     return Fit(scenario=doc, toml=text, report=report)
@@ -651,7 +651,7 @@ def _root_counts(roots: Sequence[float]) -> Dict[str, Any]:
     """The traces' starts as a log's arrivals are counted: per interval that the traces cover
     whole, of 1 s, or longer for a span of more than MAX_INTERVALS seconds."""
     first, last = roots[0], roots[-1]
-    width = next(w for w in _WIDTHS if (last - first) / w <= MAX_INTERVALS)
+    width = next((w for w in _WIDTHS if (last - first) / w <= MAX_INTERVALS), _WIDTHS[-1])
     lo, hi = math.ceil(first / width), math.floor(last / width)
     counts = [0] * max(0, hi - lo)
     for t in roots:
@@ -663,7 +663,7 @@ def _root_counts(roots: Sequence[float]) -> Dict[str, Any]:
 
 
 #: The interval lengths traces' starts are counted in, s, and the most intervals kept.
-_WIDTHS = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400, float("inf"))
+_WIDTHS = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400)
 MAX_INTERVALS = 20000
 
 
