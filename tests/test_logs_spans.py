@@ -335,14 +335,24 @@ def test_a_cycle_of_calls_is_refused(tmp_path, cli):
     (["--correct-queueing"], "--correct-queueing: applies to router logs, not to spans"),
     (["--window", "..10s"], "--window: applies to router logs, not to spans"),
     (["--host", "example.com"], "--host: applies to router logs, not to spans"),
-    (["--report", "{tmp}/fit.png"], "--report: the plot is of a router log's fit"),
 ])
 def test_log_options_are_refused_for_spans(tmp_path, cli, args, fragment):
     path = _write(tmp_path / "t.jsonl", "otel")
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     result = cli("logs", "fit", str(path), "-o", str(tmp_path / "x.toml"), *args)
     assert_one_line_error(result, fragment)
-    assert not (tmp_path / "x.toml").exists() and not (tmp_path / "fit.png").exists()
+    assert not (tmp_path / "x.toml").exists()
+
+
+def test_the_report_draws_each_services_qq_plot_and_the_arrivals(tmp_path, cli):
+    from dynosim.logs.fit import _figure
+
+    result = cli("logs", "fit", str(TRACE), "-o", str(tmp_path / "x.toml"), "--report", str(tmp_path / "fit.png"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "fit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = json.loads(cli("logs", "fit", str(TRACE), "-o", str(tmp_path / "x.toml"), "--json").stdout)
+    titles = [ax.get_title() for ax in _figure(report).axes if ax.get_visible()]
+    assert titles == [f"{s['name']}: own time, KS {s['service']['ks_distance']:.3f}" for s in report["services"]] + [
+        "arrivals"]
 
 
 def test_a_router_log_is_not_read_as_spans():

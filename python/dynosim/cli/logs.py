@@ -263,7 +263,8 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
                         "time it queued there if each dyno serves one request at a time, first come first served")
     p.add_argument("--name", help="the scenario's name (default: the first log's, with -fitted)")
     p.add_argument("--report", type=Path, metavar="FILE.png",
-                   help="also write the fit's plot: the QQ plot of the service times, and the arrivals over time")
+                   help="also write the fit's plot: the QQ plot of the service times (of each service's own time, "
+                        "for traces), and the arrivals over time")
     p.add_argument("--json", action="store_true", help="print the fit report as JSON (fields: docs/logs.md)")
     p.set_defaults(handler=fit)
 
@@ -278,8 +279,6 @@ def fit(args: argparse.Namespace) -> int:
                           window=args.window, classes=args.classes, correct_queueing=args.correct_queueing,
                           name=args.name)
     traces = fitted.report.get("source") == "spans"
-    if traces and args.report is not None:
-        raise LogError("the plot is of a router log's fit; traces have none yet: leave --report out", file="--report")
     fitted.write(args.output)
     if args.report is not None:
         fitted.write_report(args.report)

@@ -236,8 +236,8 @@ class Fit:
         return target
 
     def write_report(self, path: PathLike) -> Path:
-        """Writes the fit's plot (PNG): the QQ plot of the service times, and the arrivals per
-        segment with the fitted rate."""
+        """Writes the fit's plot (PNG): the QQ plot of the service times (of each service's own
+        time, for traces), and the arrivals per segment with the fitted rate."""
         target = Path(path)
         write_files({target: lambda tmp: _plot(self.report, tmp)}, option="--report")
         return target
@@ -837,26 +837,49 @@ def _plot(report: Dict[str, Any], path: Path) -> None:
 
 
 def _figure(report: Dict[str, Any]) -> Any:
-    """The fit's two panels: service times' Q-Q plot, and the arrivals' rate over the log
-    (minutes from the first whole interval; hours and minutes past two hours, as every
-    elapsed-time axis: :mod:`dynosim.time_axis`)."""
+    """The fit's panels: for a log, the service times' Q-Q plot and the arrivals' rate over the
+    log (minutes from the first whole interval; hours and minutes past two hours, as every
+    elapsed-time axis: :mod:`dynosim.time_axis`); for traces, each service's own time's Q-Q
+    plot, then the arrivals."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (qq, rate) = plt.subplots(1, 2, figsize=(11, 4.8))
-    points = report["service"]["qq"]
-    logged = [max(p[1], RESOLUTION / 2) for p in points]
+    if report.get("source") == SPANS:
+        services = report["services"]
+        columns = min(3, len(services) + 1)
+        rows = math.ceil((len(services) + 1) / columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 4.2 * rows), squeeze=False)
+        panels = [ax for row in axes for ax in row]
+        for ax, svc in zip(panels, services):
+            _qq_panel(ax, svc["service"]["qq"], f"{svc['name']}: own time, KS {svc['service']['ks_distance']:.3f}",
+                      "own time", SPAN_RESOLUTION)
+        _rate_panel(panels[len(services)], report["arrivals"], "traces")
+        for ax in panels[len(services) + 1:]:
+            ax.set_visible(False)
+    else:
+        fig, (qq, rate) = plt.subplots(1, 2, figsize=(11, 4.8))
+        _qq_panel(qq, report["service"]["qq"], f"service times: KS distance {report['service']['ks_distance']:.3f}",
+                  "service time")
+        _rate_panel(rate, report["arrivals"], "requests")
+    fig.tight_layout()
+    return fig
+
+
+def _qq_panel(qq: Any, points: List[List[float]], title: str, what: str, resolution: float = RESOLUTION) -> None:
+    logged = [max(p[1], resolution / 2) for p in points]
     fitted = [p[2] for p in points]
     qq.loglog(fitted, logged, "o", markersize=3, label="percentiles 1 to 99.99")
     lo, hi = min(logged + fitted), max(logged + fitted)
     qq.loglog([lo, hi], [lo, hi], color="grey", linewidth=1, label="y = x")
-    qq.set_xlabel("fitted service time (s)")
-    qq.set_ylabel("logged service time (s)")
-    qq.set_title(f"service times: KS distance {report['service']['ks_distance']:.3f}")
+    qq.set_xlabel(f"fitted {what} (s)")
+    qq.set_ylabel(f"logged {what} (s)")
+    qq.set_title(title)
     qq.legend()
-    a = report["arrivals"]
+
+
+def _rate_panel(rate: Any, a: Dict[str, Any], what: str) -> None:
     segments = a["segments"]
     span = float(segments[-1]["end"]) if segments else 0.0
     clock = time_axis.is_clock(span)
@@ -878,8 +901,6 @@ def _figure(report: Dict[str, Any]) -> Any:
         rate.set_xlabel(time_axis.axis_label("time from the first whole interval", span))
     else:
         rate.set_xlabel("minutes from the first whole interval")
-    rate.set_ylabel("requests per second")
+    rate.set_ylabel(f"{what} per second")
     rate.set_title("arrivals")
     rate.legend()
-    fig.tight_layout()
-    return fig
