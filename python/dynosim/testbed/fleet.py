@@ -1000,11 +1000,11 @@ def compare(measured: Dict[str, Any], simulated: Dict[str, Any], interval: float
     recovered = simulated.get("recovered")
     if recovered and measured.get("stability") is not None:
         fraction = sum(recovered) / len(recovered)
-        real = float(measured["stability"]["recovered"])
+        verdict = float(measured["stability"]["recovered"])
         # A verdict is held to the replications' only where theirs is clear.
         clear = fraction <= STABILITY_CLEAR or fraction >= 1 - STABILITY_CLEAR
-        doc["stability"] = {"measured": real, "simulated": fraction, "paired": recovered[0],
-                            "agrees": (real == float(fraction >= 0.5)) if clear else None}
+        doc["stability"] = {"measured": verdict, "simulated": fraction, "paired": recovered[0],
+                            "agrees": (verdict == float(fraction >= 0.5)) if clear else None}
     return doc
 
 
