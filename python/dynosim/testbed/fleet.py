@@ -105,7 +105,10 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
         raise scenario._error("arrivals.retry", "the testbed's autoscaled fleet does not retry yet: the load generator "
                               "retries on a fixed fleet (leave [autoscale] out)")
     for path, present in (("arrivals.breaker", (scenario.doc.get("arrivals") or {}).get("breaker") is not None),
-                          ("app.service_timeout", (scenario.doc.get("app") or {}).get("service_timeout") is not None)):
+                          ("app.service_timeout", (scenario.doc.get("app") or {}).get("service_timeout") is not None),
+                          ("router.concurrency_limit",
+                           (scenario.doc.get("router") or {}).get("concurrency_limit") is not None),
+                          ("app.concurrency_limit", (scenario.doc.get("app") or {}).get("concurrency_limit") is not None)):
         if present:
             raise scenario._error(path, "the testbed's autoscaled fleet does not run this yet: it runs on a fixed "
                                         "fleet (leave [autoscale] out)")
