@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import math
 import subprocess
-from typing import Dict, List
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from conftest import component
 from dynosim import Scenario
@@ -25,8 +32,10 @@ from dynosim.testbed.plan import make_plan
 from dynosim.testbed.router import LIMIT_HEADER
 from test_testbed_retries import run_testbed
 
-#: The cases: Poisson arrivals at λ of constant work 1/μ on 2 dynos of 2 sync workers each
-#: (capacity 40 req/s): offered 1.5 times what the fleet can do.
+#: The cases (tests/fixtures/testbed/limits.toml): Poisson arrivals at λ of constant work 1/μ
+#: on 2 dynos of 2 sync workers each (capacity 40 req/s), offered 1.5 times what the fleet can
+#: do for SECONDS.
+FIXTURE = Path(__file__).parent / "fixtures" / "testbed" / "limits.toml"
 LAMBDA, SERVICE, SECONDS = 60.0, 0.1, 6.0
 #: What the real stack adds to the time a limiter holds a request beyond its drawn work
 #: (connecting, HAProxy, gunicorn's parse and write): ~2 ms (docs/testbed.md, "Timeouts on
@@ -43,20 +52,15 @@ def erlang_b(a: float, c: int) -> float:
     return b
 
 
-def scenario(limits: Dict[str, Dict[str, object]], **router: object) -> Dict[str, object]:
-    doc: Dict[str, object] = {
-        "name": "testbed-limits",
-        "arrivals": {"process": "poisson", "rate": f"{LAMBDA:g}/s"},
-        "service": {"distribution": "constant", "value": f"{SERVICE * 1000:g}ms"},
-        "fleet": {"dynos": 2},
-        "app": {"server": "gunicorn", "worker_class": "sync", "processes": 2},
-        "router": {"policy": "least_connections", **router},
-        "run": {"duration": f"{SECONDS:g}s", "warmup": "0s", "replications": 10, "seed": 35,
-                "allow_overload": True},
-    }
+def scenario(limits: Dict[str, Dict[str, object]], **router: object) -> Dict[str, Any]:
+    """The fixture's scenario with these limits (by key path) and router keys."""
+    with open(FIXTURE, "rb") as f:
+        doc: Dict[str, Any] = tomllib.load(f)
+    assert doc["arrivals"]["rate"] == f"{LAMBDA:g}/s" and doc["run"]["duration"] == f"{SECONDS:g}s"
+    doc["router"].update(router)
     for path, table in limits.items():
         head, key = path.split(".")
-        doc[head][key] = table  # type: ignore[index]
+        doc[head][key] = table
     return doc
 
 
@@ -98,6 +102,9 @@ def test_fixed_limits_become_haproxys_rules_and_adaptive_ones_are_refused():
         assert "set-log-level silent" in front
         back = config[config.index(f"\nbackend app{d}\n") + 1:]
         assert back.split("\n\n")[0].rstrip().endswith(f"server app 127.0.0.1:{dyno}")
+    assert not app.warnings
+    retried = make_plan(Scenario(APP).with_overrides({"router.retry_on": ["5xx"]}))
+    assert any("limit.rejected counts the refusals the clients got" in w for w in retried.warnings)
     with pytest.raises(DynosimError, match="no port for each dyno's limiter"):
         app.router.config(9000, [9001, 9002])
 
@@ -201,7 +208,7 @@ def test_an_overloaded_fleet_is_refused_by_its_fixed_limit_as_the_simulation_say
     1 a dyno), and did reach it."""
     doc = {"router": ROUTER, "app": APP}[case.split("-")[0]]
     if case == "router-nginx":
-        doc = dict(doc, router=dict(doc["router"], kind="nginx"))  # type: ignore[arg-type]
+        doc = dict(doc, router=dict(doc["router"], kind="nginx"))
     r, real, sim, rows = run_testbed(tmp_path, f"limits-{case}", doc)
     n = real["requests"]
     assert n == sim["requests"] > 200

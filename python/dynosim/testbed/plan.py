@@ -226,6 +226,10 @@ def _limits(scenario: Scenario, router: RouterPlan, warnings: List[str]) -> None
         raise scenario._error("app.concurrency_limit", "the testbed's dyno limiter stands in front of the app "
                                                        "server's accept queue, which app.backlog bounds: set one or "
                                                        "the other")
+    if "5xx" in router.retry_on:
+        warnings.append("app.concurrency_limit with router.retry_on = \"5xx\": HAProxy retries a dyno's refusal on "
+                        "another dyno out of the load generator's sight, so limit.rejected counts the refusals the "
+                        "clients got, not those retried (retries.router counts the retries)")
     if scenario.doc.get("router", {}).get("timeout") not in (None, "off") or \
             (scenario.doc.get("arrivals") or {}).get("timeout") is not None:
         warnings.append("app.concurrency_limit: the testbed's dyno limiter lets a request go when the router or "
