@@ -87,6 +87,7 @@ def test_fixed_limits_become_haproxys_rules_and_adaptive_ones_are_refused():
     # After the capture (the refused request's line carries its id), before the backend.
     assert config.index("capture req.hdr(X-Dynosim-Id)") < config.index(rule) < config.index("default_backend")
     assert "frontend limit0" not in config
+    assert plan.router.describe() == "balance leastconn, 503 beyond 3 in the backend (be_conn)"
     assert "be_conn" not in make_plan(Scenario(scenario({}))).router.config(9000, [9001, 9002])
 
     app = make_plan(Scenario(APP))
@@ -112,6 +113,7 @@ def test_fixed_limits_become_haproxys_rules_and_adaptive_ones_are_refused():
                                       kind="nginx")))
     text = ngx.router.config(9000, [9001, 9002])
     assert "limit_conn_zone $pid zone=dynosim_limit" in text
+    assert ngx.router.describe().endswith("limit_conn 3 (each worker its own)")
     assert "limit_conn dynosim_limit 3;" in text and "limit_conn_status 503;" in text
     assert f"add_header {LIMIT_HEADER} router always;" in text
     zoned = make_plan(Scenario(scenario({"router.concurrency_limit": {"algorithm": "fixed", "limit": 3}},

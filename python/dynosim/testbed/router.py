@@ -257,7 +257,9 @@ backend app{d}
     def describe(self) -> str:
         """The router as run, for the report: HAProxy's balance line, or nginx's upstream."""
         if self.kind == "nginx":
-            return nginx.describe(self.policy, self.params, self.workers, self.zone)
+            return nginx.describe(self.policy, self.params, self.workers, self.zone) + (
+                f", limit_conn {self.router_limit} ({'one for all' if self.zone else 'each worker its own'})"
+                if self.router_limit is not None else "")
         return balance(self.policy, self.params).replace("\n   ", ";") + (
             f", maxconn {self.slots}" if self.policy in HOLDING else "") + (
             f", 503 beyond {self.router_limit} in the backend (be_conn)" if self.router_limit is not None else "") + (
