@@ -112,6 +112,22 @@ def tries(load: Dict[str, Any]) -> tuple:
     return attempt, origin, first_scheduled, last
 
 
+def stability_verdict(scenario: Any, described: Dict[str, Any], load: Dict[str, Any]) -> Dict[str, Any]:
+    """The stability verdict of a real run with faults (``stability.*``), by the simulation's
+    own rule (the engine's ``judge_stability``): its successful answers (each request's last
+    try), seconds from the load's start, judged to the measured window's end."""
+    import json
+
+    from .. import _dynosim
+
+    _attempt, _origin, _scheduled, final = tries(load)
+    status = np.asarray(load["status"], dtype=np.int64)
+    done = np.asarray(load["done"], dtype=float) - float(load["start"])
+    answers = [float(t) for t in done[final & (status == 200) & np.isfinite(done)]]
+    end = float(described["warmup"]) + float(described["duration"])
+    return json.loads(scenario._call(_dynosim.judge_stability, answers, end))
+
+
 def app_times(load: Dict[str, Any], work: Optional[Dict[str, Dict[str, Any]]] = None) -> tuple:
     """Per request sent: when the app started and ended its work (NaN where it did not) and the
     dyno that had it (-1 where none), from the app's work log where it has the request, else

@@ -500,15 +500,9 @@ def limits_of(plan: Plan) -> Optional[Dict[str, int]]:
 
 
 def stability(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
-    """The stability verdict of a real run with faults (``stability.*``), by the simulation's
-    own rule: its successful answers (each request's last try), seconds from the load's
-    start, judged to the measured window's end."""
-    _attempt, _origin, _scheduled, final = measure.tries(load)
-    status = np.asarray(load["status"], dtype=np.int64)
-    done = np.asarray(load["done"], dtype=float) - float(load["start"])
-    answers = [float(t) for t in done[final & (status == 200) & np.isfinite(done)]]
-    end = float(plan.described["warmup"]) + float(plan.described["duration"])
-    return json.loads(plan.scenario._call(_dynosim.judge_stability, answers, end))
+    """The stability verdict of a real run with faults (``stability.*``): see
+    :func:`measure.stability_verdict`."""
+    return measure.stability_verdict(plan.scenario, plan.described, load)
 
 
 def per_process(plan: Plan) -> Optional[int]:
