@@ -109,6 +109,13 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
             raise scenario._error(f"faults.{k}.kind", "the testbed's autoscaled fleet starts and stops its dynos by "
                                                       "its rule: run dynos_lost on a fixed fleet (leave [autoscale] "
                                                       "out)")
+    # The concurrency limits run on a fixed fleet: the autoscaled fleet's measure does not
+    # count their refusals, and its dynos come and go under HAProxy's runtime API.
+    for path in ("router.concurrency_limit", "app.concurrency_limit"):
+        head, key = path.split(".")
+        if (scenario.doc.get(head) or {}).get(key) is not None:
+            raise scenario._error(path, "the testbed's autoscaled fleet does not run this yet: it runs on a fixed "
+                                        "fleet (leave [autoscale] out)")
     fleet = scenario.doc.get("fleet") or {}
     for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):
         if fleet.get(key) is not None:
