@@ -4,6 +4,7 @@ against a recorded baseline (issue #23).
 
     python bench/seed_floor.py [--rounds N] [--minutes M] [--binary PATH] [--json out.json]
                                [--record] [--baseline bench/seed_floor_baseline.json]
+                               [--engine direct|events]
 
 It builds and runs ``crates/dynosim-engine/examples/seed_floor.rs`` (``cargo build --release``),
 which runs replication 0 of the built-in ``rapgenius`` scenario (M simulated minutes) on the
@@ -47,9 +48,12 @@ def build() -> Path:
     return REPO / "target" / "release" / "examples" / "seed_floor"
 
 
-def measure(binary: Path, rounds: int, minutes: float, policies: str) -> list:
-    out = subprocess.run([str(binary), "--rounds", str(rounds), "--minutes", str(minutes),
-                          "--policies", policies], capture_output=True, text=True, check=True)
+def measure(binary: Path, rounds: int, minutes: float, policies: str, engine: str = "direct") -> list:
+    command = [str(binary), "--rounds", str(rounds), "--minutes", str(minutes), "--policies", policies]
+    if engine != "direct":
+        # Older builds (`--binary`) know no --engine; the direct engine is their only one.
+        command += ["--engine", engine]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -109,17 +113,22 @@ def main(argv=None) -> int:
     p.add_argument("--strict", action="store_true", help="exit 1 on a regression")
     p.add_argument("--no-pin", action="store_true", help="do not pin to one CPU")
     p.add_argument("--json", type=Path, help="also write the figures as JSON")
+    p.add_argument("--engine", choices=["direct", "events"], default="direct",
+                   help="the engine measured (the baseline is the direct engine's: events is not compared with it)")
     args = p.parse_args(argv)
+    if args.engine != "direct" and args.record:
+        p.error("--record: the baseline is the direct engine's; leave out --engine events")
 
     pinned = one_cpu(args.no_pin)
     binary = args.binary or build()
-    rows = measure(binary, args.rounds, args.minutes, args.policies)
+    rows = measure(binary, args.rounds, args.minutes, args.policies, args.engine)
     figures = summarise(rows)
-    baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() and not args.record else None
+    baseline = (json.loads(args.baseline.read_text())
+                if args.baseline.exists() and not args.record and args.engine == "direct" else None)
     lines, regressed = compare(figures, baseline)
     machine = machine_info(pinned)
     print(f"seed scenario (rapgenius, replication 0, {args.minutes:g} simulated min, {args.rounds} rounds): "
-          f"the direct engine against a floor with the same draws")
+          f"the {'direct' if args.engine == 'direct' else 'event-driven'} engine against a floor with the same draws")
     print("\n".join(lines))
     if baseline:
         print(f"baseline: commit {baseline['commit']} on {baseline['machine']['cpu']} "
@@ -131,7 +140,7 @@ def main(argv=None) -> int:
     print(f"reproduce: {command.strip()}")
     doc = {"figures": figures, "machine": machine, "commit": git_commit(),
            "binary": str(args.binary) if args.binary else None, "rounds": args.rounds,
-           "minutes": args.minutes, "command": command.strip()}
+           "minutes": args.minutes, "engine": args.engine, "command": command.strip()}
     if args.record:
         import datetime
         doc["recorded"] = datetime.date.today().isoformat()

@@ -120,6 +120,8 @@ SHORTENED = {
         ("--duration 15s --set fleet.boot_time=3s", "10 min, real time; boots of 20 s"),
     "dynosim testbed tests/fixtures/testbed/fleet-step.toml --json --out results/":
         ("--duration 15s --set fleet.boot_time=3s", "10 min, real time; boots of 20 s"),
+    "dynosim testbed tests/fixtures/testbed/fleet-storm.toml":
+        ("--duration 45s", "90 s, real time; the slowdown from 20 s to 40 s"),
     "dynosim testbed bench/puma-gvl.toml --set app.threads=3 --set arrivals.clients=6":
         ("--duration 3s --set run.warmup=1s", "35 s, real time"),
     "dynosim testbed bench/puma-gvl.toml --set app.threads=3 --set arrivals.clients=6 --set "

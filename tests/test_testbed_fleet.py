@@ -23,6 +23,7 @@ from test_testbed import _descendants, stop_and_look
 from dynosim import Scenario
 from dynosim.errors import ScenarioError
 from dynosim.testbed import fleet as fl
+from dynosim.testbed.plan import make_plan
 from dynosim.testbed.procs import Supervisor, free_ports
 from dynosim.testbed.router import Router, RouterPlan
 
@@ -400,6 +401,9 @@ def test_a_scenario_with_autoscale_becomes_a_fleet_plan():
     ({"fleet": {"dynos": 1, "slots": 2, "cycling": "24h"}},
      "fleet.cycling: the testbed's autoscaled fleet does not restart its dynos daily yet"),
     ({"fleet": {"dynos": 1, "slots": 2, "shutdown_grace": "soon"}}, "fleet.shutdown_grace: expected a duration"),
+    ({"faults": [{"at": "1s", "for": "1s", "kind": "slowdown", "factor": 2},
+                 {"at": "1s", "kind": "dynos_lost", "count": 1}]},
+     "faults.1.kind: the testbed's autoscaled fleet starts and stops its dynos by its rule"),
 ])
 def test_a_bad_fleet_is_one_line_naming_the_key(change, expected):
     doc = fleet_scenario()
@@ -408,6 +412,42 @@ def test_a_bad_fleet_is_one_line_naming_the_key(change, expected):
         fl.split(Scenario(doc))
     assert str(caught.value).startswith(expected), str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_retries_a_breaker_the_apps_timeouts_and_slowdowns_run_on_an_autoscaled_fleet():
+    """The load generator retries and asks its breaker, and the app slows and times out, as on a
+    fixed fleet: the autoscaled fleet's plan takes them (a lost dyno it refuses, above)."""
+    doc = fleet_scenario()
+    doc["arrivals"].update({"timeout": "1s", "retry": {"attempts": 3, "on": ["timeout"]}, "breaker": {}})
+    doc["app"] = {"service_timeout": "2s"}
+    doc["faults"] = [{"at": "5s", "for": "5s", "kind": "slowdown", "target": "app", "factor": 3}]
+    engine, p = fl.split(Scenario(doc))
+    assert p is not None and engine.doc["faults"] == doc["faults"]
+    plan = make_plan(engine.for_policy(engine.policies[0]))
+    assert plan.retries and plan.breaker and plan.faults and plan.dynos.faults
+    assert plan.dynos.service_timeout == 2.0
+
+
+def test_one_real_run_is_held_to_the_replications_spread_and_a_clear_verdict():
+    """A real run is one draw: its tries per request lie within three of the replications'
+    standard deviations of their mean; a verdict is compared where nine in ten agree."""
+    sims = [1.40, 1.45, 1.50, 1.42, 1.48]
+    near = fl.compare({"changes": [], "per_minute": [], "attempts_per_request": 1.47,
+                       "stability": {"recovered": 1.0}},
+                      {"changes": [], "per_minute": [], "attempts_per_request": sims,
+                       "recovered": [1.0] * 9 + [0.0]}, interval=5.0)
+    assert near["attempts_per_request"]["within"] and near["attempts_per_request"]["paired"] == 1.40
+    assert near["stability"] == {"measured": 1.0, "simulated": 0.9, "paired": 1.0, "agrees": True}
+    assert near["p95_agrees"] is None  # no minutes compared
+    far = fl.compare({"changes": [], "per_minute": [], "attempts_per_request": 1.70,
+                      "stability": {"recovered": 0.0}},
+                     {"changes": [], "per_minute": [], "attempts_per_request": sims,
+                      "recovered": [1.0] * 8 + [0.0] * 2}, interval=5.0)
+    assert not far["attempts_per_request"]["within"] and far["attempts_per_request"]["z"] > 3
+    assert far["stability"]["agrees"] is None  # 8 in 10: not clear enough to hold a run to
+    down = fl.compare({"changes": [], "per_minute": [], "stability": {"recovered": 1.0}},
+                      {"changes": [], "per_minute": [], "recovered": [0.0] * 10}, interval=5.0)
+    assert down["stability"]["agrees"] is False
 
 
 def test_the_cli_refuses_a_bad_fleet_in_one_line(tmp_path):
@@ -522,6 +562,31 @@ def test_the_real_fleet_scales_up_with_the_simulated_one_and_p95s_agree(step_com
     up = changes[: 1 + next(k for k, c in enumerate(changes) if c["simulated_size"] == peak)]
     assert len(up) >= 3 and all(c["within_interval"] for c in up), changes
     assert got["p95_agrees"], got["per_minute"]
+
+
+FLEET_STORM = Path(__file__).parent / "fixtures" / "testbed" / "fleet-storm.toml"
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+def test_clients_retrying_under_a_real_autoscaler_as_simulated():
+    """fleet-storm.toml for real (90 s): the app 4x slower for 20 s, clients retrying on a 1 s
+    timeout, the HPA growing the fleet. The tries per request (the amplification the autoscaler
+    reads) within three standard deviations of the replications'; the step up's size changes
+    within one evaluation interval of the simulation's, up to its largest fleet; the stability
+    verdict the simulation's, where its replications agree. The scale-down is not held change
+    by change, as for the step above (a reading near a rounding boundary)."""
+    from dynosim.testbed.run import fleet_testbed
+
+    result = fleet_testbed(Scenario.load(FLEET_STORM))["results"][0]
+    measured, got = result["measured"], result["comparison"]
+    assert measured["tries"] > measured["sent"] and measured["attempts_per_request"] > 1.1  # it did retry
+    tries = got["attempts_per_request"]
+    assert tries["within"], tries
+    changes = got["changes"]
+    peak = max(c["simulated_size"] or 0 for c in changes)
+    up = changes[: 1 + next(k for k, c in enumerate(changes) if c["simulated_size"] == peak)]
+    assert peak > 2 and all(c["within_interval"] for c in up), changes
+    assert got["stability"]["agrees"] is not False, got["stability"]
 
 
 # The scale-down of this 100 s version is not held to the simulation's change by change: it

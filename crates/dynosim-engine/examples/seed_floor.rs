@@ -2,7 +2,10 @@
 //! floor: the least work that simulates the same system with the same draws.
 //!
 //! `cargo run --release -p dynosim-engine --example seed_floor -- [--rounds N] [--minutes M]
-//! [--policies random,intelligent]`
+//! [--policies random,intelligent] [--engine direct|events]`
+//!
+//! `--engine` (default `direct`) sets the seed scenario's `run.engine`: `events` measures the
+//! event-driven engine against the same floor.
 //!
 //! The floor draws what the engine draws, from the same streams and in the same order (Poisson
 //! gaps from `Exp1` on the arrivals stream, service times from the scenario's own sampler in
@@ -31,7 +34,7 @@ use std::time::Instant;
 
 const BLOCK: usize = 256;
 
-fn scenario(policy: &str, minutes: f64) -> Scenario {
+fn scenario(policy: &str, minutes: f64, engine: &str) -> Scenario {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../python/dynosim/scenarios/rapgenius.toml"
@@ -41,6 +44,7 @@ fn scenario(policy: &str, minutes: f64) -> Scenario {
     doc["router"]["policy"] = policy.into();
     doc["run"]["duration"] = (minutes * 60.0).into();
     doc["run"]["warmup"] = 0.into();
+    doc["run"]["engine"] = engine.into();
     Scenario::from_json(&doc.to_string(), Path::new("."), &never_interrupted)
         .expect("the seed scenario")
 }
@@ -123,8 +127,9 @@ fn main() {
         .parse()
         .expect("--minutes: a number");
     let policies = value("--policies", "random,intelligent");
+    let engine = value("--engine", "direct");
     for policy in policies.split(',') {
-        let s = scenario(policy, minutes);
+        let s = scenario(policy, minutes, &engine);
         let rate = s.arrival_rate();
         // One of each first, unmeasured: page faults and the allocator's first requests.
         black_box(run_replication(&s, 0, &never_interrupted).expect("a run"));

@@ -273,11 +273,15 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     return Scenario.load(args.scenario).with_overrides(args.overrides).with_overrides(shorthand)
 
 
-def add_log_arguments(p: argparse.ArgumentParser, window: bool = True) -> None:
-    """The options every command that reads router logs takes (the logs commands, testbed replay)."""
-    p.add_argument("files", nargs="+", metavar="FILE", help="router logs (- for standard input)")
-    p.add_argument("--format", choices=FORMATS, default="auto",
-                   help="read every line as this router's (default: auto, line by line)")
+def add_log_arguments(p: argparse.ArgumentParser, window: bool = True, spans: bool = False) -> None:
+    """The options every command that reads router logs takes (the logs commands, testbed replay);
+    with ``spans``, the files may be traces instead (``logs fit``)."""
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="router logs" + (" or traces (spans as JSON lines)" if spans else "") + " (- for standard input)")
+    p.add_argument("--format", choices=FORMATS + (("spans",) if spans else ()), default="auto",
+                   help="read every line as this router's" + (", or as spans" if spans else "")
+                        + " (default: auto, line by line" + ("; spans when the first file's first line is one"
+                                                             if spans else "") + ")")
     p.add_argument("--log-format", metavar="FORMAT",
                    help="nginx's log_format (the string or the directive; @FILE reads it from FILE); default: "
                         "combined followed by $request_time $upstream_response_time")

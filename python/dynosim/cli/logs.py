@@ -237,7 +237,8 @@ def _service(key: str) -> Any:
 
 
 def _register_fit(verbs: argparse._SubParsersAction) -> None:
-    help = "Fit a scenario to router logs: arrival rate or schedule, service times, fleet; and report the fit."
+    help = ("Fit a scenario to router logs (arrival rate or schedule, service times, fleet) or to traces (the "
+            "services, their calls and own times); and report the fit.")
     p = verbs.add_parser(
         "fit", help=help, description=help,
         epilog=("Writes a scenario TOML (validated first): [arrivals] at the log's mean rate, or a piecewise-linear "
@@ -245,10 +246,13 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
                 "logged service times (or with --classes, one request class per route); [fleet] the dynos seen; "
                 "[router] random, as Heroku's. The report gives the KS distance of the fit, the dispersion of "
                 "arrivals at a few interval lengths, and how much of service= may be time queued on the dynos. "
+                "From traces (OpenTelemetry, Jaeger or Zipkin spans as JSON lines): the root spans' service as the "
+                "entry, each other service as [services.NAME], each caller's calls as call or fanout phases, and "
+                "each service's own time (its spans less their calls) as a quantile table. "
                 "What is assumed: docs/logs.md. Example: dynosim logs fit production.log.gz -o app.toml "
                 "--report fit.png"),
     )
-    add_log_arguments(p)
+    add_log_arguments(p, spans=True)
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.toml",
                    help="the scenario file to write (replaced whole, or left as it was on an error)")
     p.add_argument("--classes", type=positive_int, default=1, metavar="N",
@@ -259,7 +263,8 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
                         "time it queued there if each dyno serves one request at a time, first come first served")
     p.add_argument("--name", help="the scenario's name (default: the first log's, with -fitted)")
     p.add_argument("--report", type=Path, metavar="FILE.png",
-                   help="also write the fit's plot: the QQ plot of the service times, and the arrivals over time")
+                   help="also write the fit's plot: the QQ plot of the service times (of each service's own time, "
+                        "for traces), and the arrivals over time")
     p.add_argument("--json", action="store_true", help="print the fit report as JSON (fields: docs/logs.md)")
     p.set_defaults(handler=fit)
 
@@ -273,11 +278,14 @@ def fit(args: argparse.Namespace) -> int:
         fitted = logs.fit(args.files, format=args.format, log_format=log_format_arg(args.log_format), host=args.host,
                           window=args.window, classes=args.classes, correct_queueing=args.correct_queueing,
                           name=args.name)
+    traces = fitted.report.get("source") == "spans"
     fitted.write(args.output)
     if args.report is not None:
         fitted.write_report(args.report)
     if args.json:
         print_json(fitted.report)
+    elif traces:
+        print_spans_fit(fitted.report)
     else:
         print_fit(fitted.report)
     print(f"wrote {args.output}" + (f", {args.report}" if args.report is not None else ""), file=sys.stderr)
@@ -325,6 +333,58 @@ def print_fit(report: Dict[str, Any]) -> None:
     console.print("KS distance: the largest gap between the logged and fitted distributions (0 to 1), the fit "
                   "rounded to whole milliseconds as logs are; variance / mean of arrivals per interval is 1 for "
                   "Poisson arrivals at a steady rate.", style="dim", highlight=False)
+
+
+def print_spans_fit(report: Dict[str, Any]) -> None:
+    """A fit to traces: the traces, the arrivals, a table of the services (calls/s, fleet, own
+    time and its fit) and one of the calls (their shapes)."""
+    console = stdout_console()
+    out = lambda text: console.print(text, highlight=False)  # noqa: E731
+    names = ", ".join(f["name"] for f in report["files"])
+    out(f"[bold]{names}[/bold]: {plural(report['fitted'], 'trace')} fitted ({plural(report['spans'], 'span')}), "
+        f"starting from {_clock(report['first'])} over {duration(report['span_seconds'])}; entry service "
+        f"{report['entry']}")
+    skipped = [plural(n, what) for n, what in ((report["incomplete"], "incomplete trace"),
+                                               (sum(report["other_entries"].values()), "trace of another entry"),
+                                               (report["duplicates"], "duplicate span"),
+                                               (report["malformed"], "malformed line")) if n]
+    if skipped:
+        out("skipped: " + ", ".join(skipped) + (f" (entries: {', '.join(report['other_entries'])})"
+                                                 if report["other_entries"] else ""))
+    a = report["arrivals"]
+    out(f"arrivals: {a['rate_per_s']:,.4g} traces/s on average; " + a["verdict"] + ".")
+    columns = [
+        Column("service", lambda s: s["name"] + (" (entry)" if s.get("entry") else ""), kind="text"),
+        Column("spans", lambda s: s["spans"], kind="count"),
+        Column("calls/s", lambda s: s["rate_per_s"]),
+        Column("dynos ×\nslots", lambda s: f"{s['dynos']} × {s['slots']}", kind="text"),
+        Column("own mean\n(ms)", lambda s: s["service"]["mean"] * 1000),
+        Column("own p50\n(ms)", lambda s: s["service"]["p50"] * 1000),
+        Column("own p99\n(ms)", lambda s: s["service"]["p99"] * 1000),
+        Column("fitted\nmean (ms)", lambda s: s["service"]["fitted_mean"] * 1000),
+        Column("KS\ndistance", lambda s: s["service"]["ks_distance"]),
+    ]
+    table, _ = results_table(console, columns, report["services"])
+    console.print(table)
+    if report["calls"]:
+        columns = [
+            Column("caller → callee", lambda c: f"{c['caller']} → {c['callee']}", kind="text"),
+            Column("calls per\nrequest", lambda c: c["calls_per_request"]["mean"]),
+            Column("phase", lambda c: _call_phase(c), kind="text"),
+        ]
+        table, _ = results_table(console, columns, report["calls"])
+        console.print(table)
+    console.print("own time: a span's duration less the time its calls' spans cover, fitted as a quantile table; "
+                  "KS distance: the largest gap between its distribution and the fitted one (0 to 1).",
+                  style="dim", highlight=False)
+
+
+def _call_phase(c: Dict[str, Any]) -> str:
+    count = c["count"]
+    if c["kind"] == "call":
+        return "call" + (f" × {count}, one after the other" if count > 1 else "")
+    n = str(count) if isinstance(count, int) else f"geometric, mean {count['mean']:g}"
+    return f"fanout {n}, wait {c['wait']}" + ("" if c["side_by_side"] else " (one after the other in the trace)")
 
 
 # --- replay ----------------------------------------------------------------------------------

@@ -297,11 +297,23 @@ def print_fleet(doc: Dict[str, Any]) -> None:
             f"{_size(c['measured_size'])} at {_at(c['measured'])} ({_size(c['simulated_size'])} at "
             f"{_at(c['simulated'])}){'' if c['within_interval'] else ' [red]apart[/]'}"
             for c in comparison["changes"]), highlight=False)
-        console.print("p95 per minute, measured / simulated replication 0 (mean of the replications): " + "; ".join(
-            f"{m['minute']}: {_ms(m['measured'])} / {_ms(m['paired'])} ({_pct(m['paired_difference'])}; "
-            f"{_ms(m['simulated'])})" for m in comparison["per_minute"]), highlight=False)
+        if comparison["per_minute"]:
+            console.print("p95 per minute, measured / simulated replication 0 (mean of the replications): " + "; ".join(
+                f"{m['minute']}: {_ms(m['measured'])} / {_ms(m['paired'])} ({_pct(m['paired_difference'])}; "
+                f"{_ms(m['simulated'])})" for m in comparison["per_minute"]), highlight=False)
+        tries = comparison.get("attempts_per_request")
+        if tries:
+            console.print(f"tries per request, measured / simulated replication 0 (mean of the replications ± sd): "
+                          f"{tries['measured']:.3f} / {tries['paired']:.3f} ({tries['simulated']:.3f} ± "
+                          f"{tries['sd']:.3f}){'' if tries['within'] else ' [red]apart[/]'}", highlight=False)
+        verdict = comparison.get("stability")
+        if verdict:
+            console.print(f"stability: measured {'recovered' if verdict['measured'] else 'stayed down'}; "
+                          f"simulated {verdict['simulated']:.0%} of the replications recovered", highlight=False)
+        p95 = comparison["p95_agrees"]
         console.print(f"size changes within one interval: {'yes' if comparison['fleet_agrees'] else 'no'}; "
-                      f"p95 within 25% every minute: {'yes' if comparison['p95_agrees'] else 'no'}", highlight=False)
+                      f"p95 within 25% every minute: {'-' if p95 is None else 'yes' if p95 else 'no'}",
+                      highlight=False)
         for w in real["warnings"]:
             console.print(f"[yellow]warning[/]: {w}", highlight=False)
 

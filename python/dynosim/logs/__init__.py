@@ -1,6 +1,7 @@
 """Production router logs: read Heroku, HAProxy and nginx logs, summarise them
-(:func:`summary`), fit a scenario to them (:func:`fit`), and replay them through another fleet
-(:func:`replay`). One module per verb of ``dynosim logs`` (:mod:`.summary`, :mod:`.fit`,
+(:func:`summary`), fit a scenario to them (:func:`fit`, which also fits traces, spans as JSON
+lines, into services and their calls: :func:`fit_spans`), and replay them through another
+fleet (:func:`replay`). One module per verb of ``dynosim logs`` (:mod:`.summary`, :mod:`.fit`,
 :mod:`.replay`), and what reading takes in :mod:`.reading`.
 
 >>> from dynosim import logs
@@ -17,9 +18,9 @@ The package's names are the functions (``logs.fit`` is :func:`fit`, not its modu
 module's other names are imported from it: ``from dynosim.logs.fit import quantile_table``.
 """
 
-from .fit import Fit, fit
+from .fit import Fit, fit, fit_spans
 from .reading import FORMATS
 from .replay import ReplayResults, replay
 from .summary import plot, summary, write_plot
 
-__all__ = ["summary", "fit", "replay", "Fit", "ReplayResults", "FORMATS", "plot", "write_plot"]
+__all__ = ["summary", "fit", "fit_spans", "replay", "Fit", "ReplayResults", "FORMATS", "plot", "write_plot"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,9 +25,10 @@ from ..errors import LogError
 from ..output import write_files
 from ..scenario import Scenario
 from ..toml_text import value as _toml_value
+from . import spans
 from .reading import PathLike, call, log_names, parse_window
 
-__all__ = ["Fit", "fit", "PERCENTILES", "DISPERSION_SCALES", "ks_distance", "quantile_table", "dispersion"]
+__all__ = ["Fit", "fit", "fit_spans", "SPANS", "PERCENTILES", "DISPERSION_SCALES", "ks_distance", "quantile_table", "dispersion"]
 
 #: The percentiles of a fitted quantile table, those the log has requests enough for: at
 #: least one request beyond each (n·min(p, 100 − p)/100 ≥ 1).
@@ -46,6 +49,10 @@ RESOLUTION = 0.001
 #: would expect fewer than MIN_EXPECTED requests in it gets a longer one.
 DEFAULT_DURATION = 300.0
 MIN_EXPECTED = 100.0
+#: ``format`` of traces: spans as JSON lines.
+SPANS = "spans"
+#: Spans give times in micro- or nanoseconds: own times are kept in whole microseconds.
+SPAN_RESOLUTION = 1e-6
 #: Percentiles of the QQ plot and its table.
 QQ_PERCENTILES = tuple(range(1, 100)) + (99.5, 99.9, 99.99)
 
@@ -77,30 +84,30 @@ def _supported(n: int, ps: Sequence[float]) -> List[float]:
     return [p for p in ps if n * min(p, 100 - p) / 100 >= 1]
 
 
-def quantile_table(hist: Histogram) -> List[List[Any]]:
+def quantile_table(hist: Histogram, resolution: float = RESOLUTION) -> List[List[Any]]:
     """``[[p, "Xms"], ...]`` of the histogram (seconds, count) at the :data:`PERCENTILES` its
-    requests support. A percentile logged as 0 ms is written 0.5 ms: the table needs positive
-    times, and the log's resolution is 1 ms."""
+    requests support. A percentile logged as 0 is written as half the ``resolution`` of the
+    times (0.5 ms for a log's whole milliseconds): the table needs positive times."""
     n = _count(hist)
     ps = _supported(n, PERCENTILES)
     if len(ps) < 2:
         raise LogError(f"{n} service time{'s are' if n != 1 else ' is'} too few to fit a distribution: "
                        f"at least 4 are needed")
-    return [[p, _ms(max(_quantile(hist, n, p), RESOLUTION / 2))] for p in ps]
+    return [[p, _ms(max(_quantile(hist, n, p), resolution / 2))] for p in ps]
 
 
 def _ms(seconds: float) -> str:
     return f"{round(seconds * 1000, 3):g}ms"
 
 
-def ks_distance(hist: Histogram, cdf: Any) -> float:
+def ks_distance(hist: Histogram, cdf: Any, resolution: float = RESOLUTION) -> float:
     """The Kolmogorov–Smirnov distance between the log's service times (a histogram of whole
-    milliseconds) and a fitted distribution rounded to whole milliseconds as the log rounds
-    them, so that the log's resolution does not count as misfit. ``cdf(xs)`` gives the fitted
-    P(S ≤ x) for a list of x. Both are steps on the same grid: the distance is the largest
-    gap at a logged time or just before it."""
+    milliseconds, or multiples of ``resolution``) and a fitted distribution rounded as the log
+    rounds them, so that the log's resolution does not count as misfit. ``cdf(xs)`` gives the
+    fitted P(S ≤ x) for a list of x. Both are steps on the same grid: the distance is the
+    largest gap at a logged time or just before it."""
     n = _count(hist)
-    h = RESOLUTION / 2
+    h = resolution / 2
     values = [v for v, _ in hist]
     upper = cdf([v + h for v in values])      # G(v): the rounded fit at v
     lower = cdf([max(v - h, 0.0) for v in values])  # G(v - 1 ms)
@@ -229,8 +236,8 @@ class Fit:
         return target
 
     def write_report(self, path: PathLike) -> Path:
-        """Writes the fit's plot (PNG): the QQ plot of the service times, and the arrivals per
-        segment with the fitted rate."""
+        """Writes the fit's plot (PNG): the QQ plot of the service times (of each service's own
+        time, for traces), and the arrivals per segment with the fitted rate."""
         target = Path(path)
         write_files({target: lambda tmp: _plot(self.report, tmp)}, option="--report")
         return target
@@ -247,7 +254,9 @@ def fit(
     correct_queueing: bool = False,
     name: Optional[str] = None,
 ) -> Fit:
-    """Fits a scenario to router logs (plain, gzip, or ``"-"`` for standard input).
+    """Fits a scenario to router logs (plain, gzip, or ``"-"`` for standard input), or to
+    traces: spans as JSON lines (``format="spans"``, or found so in the first file by
+    ``"auto"``), into the services they cross and their calls (:func:`fit_spans`).
 
     ``window`` (``"10min..2h"``, ``"2014-01-09T06:00..2014-01-09T07:00"``) keeps the requests
     arriving in it; ``classes`` > 1 fits the busiest ``classes − 1`` routes and the rest as
@@ -256,6 +265,13 @@ def fit(
     request at a time per dyno, first come first served). The scenario is validated by the
     engine before it is returned. Raises :class:`~dynosim.errors.LogError` for logs that
     cannot be read or hold too little to fit."""
+    if format == SPANS or (format == "auto" and spans.looks_like_spans(log_names(paths, format))):
+        given = {"--log-format": log_format, "--host": host, "--window": window,
+                 "--classes": classes if classes != 1 else None, "--correct-queueing": correct_queueing or None}
+        for option, v in given.items():
+            if v is not None:
+                raise LogError(f"{option}: applies to router logs, not to spans")
+        return fit_spans(paths, name=name)
     names = log_names(paths, format)
     if classes < 1:
         raise LogError(f"--classes: must be at least 1, got {classes}")
@@ -293,11 +309,9 @@ def fit(
                           "clip": ["0s", _ms(max(float(summary["max"]), RESOLUTION / 2))]}
     doc["fleet"] = {"dynos": dynos, "slots": 1}
     doc["router"] = {"policy": "random"}
-    if arrivals["schedule"] is not None:
-        doc["run"] = {"duration": _duration_text(arrivals["covered_seconds"]), "warmup": "0s"}
-    elif arrivals["rate_per_s"] * DEFAULT_DURATION < MIN_EXPECTED:
-        # A sparse log: a run long enough for some requests at its rate.
-        doc["run"] = {"duration": _duration_text(math.ceil(MIN_EXPECTED / arrivals["rate_per_s"]))}
+    run = _run_section(arrivals)
+    if run is not None:
+        doc["run"] = run
     text = _toml(doc, data, arrivals, classes_doc)
     scenario = Scenario._from_text(text, f"{title}.toml", Path("."))
     if scenario.doc != doc:  # the writer below must write what was fitted
@@ -338,10 +352,24 @@ def fit(
         "scenario": doc,
     }
     for c, row in zip(classes_doc, report["classes"]):
-        one = Scenario({"arrivals": {"process": "poisson", "rate": 1}, "fleet": {"dynos": 1},
-                        "service": {"distribution": "quantiles", "percentiles": c["percentiles"]}})
+        one = _alone({"distribution": "quantiles", "percentiles": c["percentiles"]})
         row["ks_distance"] = ks_distance(c["histogram"], lambda xs: one._call(_dynosim.service_cdf, xs))
     return Fit(scenario=doc, toml=text, report=report)
+
+
+def _alone(service: Dict[str, Any]) -> Scenario:
+    """A scenario of this service time alone: the engine's CDF, quantiles and mean of it."""
+    return Scenario({"arrivals": {"process": "poisson", "rate": 1}, "fleet": {"dynos": 1}, "service": service})
+
+
+def _run_section(arrivals: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """``[run]`` of a fitted scenario: a schedule's length, with no warm-up; or, for arrivals
+    too sparse for about MIN_EXPECTED requests in the default run, a run that holds them."""
+    if arrivals["schedule"] is not None:
+        return {"duration": _duration_text(arrivals["covered_seconds"]), "warmup": "0s"}
+    if arrivals["rate_per_s"] * DEFAULT_DURATION < MIN_EXPECTED:
+        return {"duration": _duration_text(math.ceil(MIN_EXPECTED / arrivals["rate_per_s"]))}
+    return None
 
 
 def _seconds(text: str) -> float:
@@ -362,7 +390,7 @@ def _file_names(data: Dict[str, Any]) -> List[str]:
 
 def _default_name(names: Sequence[str]) -> str:
     stem = Path(names[0]).name if names[0] != "-" else "stdin"
-    for suffix in (".gz", ".log", ".txt"):
+    for suffix in (".gz", ".log", ".txt", ".jsonl", ".ndjson", ".json"):
         stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
     return f"{stem or 'log'}-fitted"
 
@@ -532,6 +560,271 @@ def _toml(doc: Dict[str, Any], data: Dict[str, Any], arrivals: Dict[str, Any],
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+# --- traces: services and their calls ----------------------------------------------------------
+
+
+def fit_spans(paths: Union[PathLike, Sequence[PathLike]], *, name: Optional[str] = None) -> Fit:
+    """Fits a scenario to traces: spans as JSON lines (plain, gzip, or ``"-"``). The root
+    spans' service is the entry (the top-level fleet), at the rate of the root spans' starts
+    (or a schedule, as for a log); every other service a ``[services.NAME]``; each caller's
+    calls to a callee a ``call`` or ``fanout`` phase, in the order they go out, beside one
+    ``io`` phase of the caller's own time (its spans' durations less their calls' union),
+    fitted as a quantile table as a log's service times are. docs/logs.md says what is
+    assumed. The scenario is validated and described by the engine before it is returned."""
+    names = log_names(paths, "auto")
+    read = spans.read(names)
+    g = spans.graph(read.spans)
+    loop = spans.cycle(list(g.edges))
+    if loop:
+        raise LogError(f"the calls go round in a cycle: {' → '.join(loop)}; a scenario's calls may not "
+                       "(docs/services.md)")
+    first, last = g.roots[0], g.roots[-1]
+    span = last - first
+    if not span > 0:
+        raise LogError(f"the {plural(len(g.roots), 'trace')} fitted all began at one instant: no rate to fit")
+    arrivals = _fit_arrivals(_root_counts(g.roots))
+    files = [f.name for f in read.files]
+    title = name or _default_name(names)
+    calling = {caller for caller, _ in g.edges}
+    fitted = {s: _own_time(svc, clip=s not in calling) for s, svc in g.services.items()}
+    shapes = {key: _shape(edge, g.services[edge.caller].spans) for key, edge in g.edges.items()}
+    tiers = {s: _tier(svc, fitted[s], [(e, shapes[k]) for k, e in g.edges.items() if k[0] == s])
+             for s, svc in g.services.items()}
+    entry = tiers[g.entry]
+    doc: Dict[str, Any] = {
+        "name": title,
+        "description": f"fitted to {', '.join(files)}: {len(g.roots):,} traces from {str(_iso(first))[:19]} UTC "
+                       f"over {_words(round(span))}",
+        "arrivals": arrivals["section"],
+        **entry,
+        "services": {s: tiers[s] for s in g.services if s != g.entry},
+    }
+    if not doc["services"]:
+        del doc["services"]
+    run = _run_section(arrivals)
+    if run is not None:
+        doc["run"] = run
+    text = _spans_toml(doc, g, files, arrivals, fitted, shapes)
+    scenario = Scenario._from_text(text, f"{title}.toml", Path("."))
+    if scenario.doc != doc:  # the writer below must write what was fitted
+        raise RuntimeError(f"the fitted scenario's TOML does not read back as written:\n{text}")
+    described = scenario.describe()
+    rates = {s["name"]: s["rate"] for s in described.get("services", [])}
+    rates[g.entry] = described["arrival_rate"]
+    report: Dict[str, Any] = {
+        "source": SPANS,
+        "files": [{"name": f.name, "lines": f.lines, "spans": f.spans, "malformed": f.malformed} for f in read.files],
+        "lines": read.lines,
+        "spans": len(read.spans),
+        "malformed": read.malformed,
+        "malformed_lines": read.malformed_lines,
+        "duplicates": read.duplicates,
+        "traces": g.traces,
+        "fitted": len(g.roots),
+        "incomplete": g.incomplete,
+        "other_entries": g.other_entries,
+        "first": _iso(first),
+        "last": _iso(last),
+        "span_seconds": span,
+        "entry": g.entry,
+        "arrivals": {k: v for k, v in arrivals.items() if k != "section"},
+        "services": [{
+            "name": s,
+            "entry": s == g.entry,
+            "spans": svc.spans,
+            "rate_per_s": svc.spans / span,
+            "fitted_rate_per_s": rates[s],
+            "dynos": tiers[s]["fleet"]["dynos"],
+            "slots": tiers[s]["fleet"]["slots"],
+            "instances_named": any(i is not None for i in svc.instances),
+            "service": {k: v for k, v in fitted[s].items() if k not in ("histogram", "table")},
+            "own_time": _placement(svc),
+        } for s, svc in g.services.items()],
+        "calls": [{"caller": e.caller, "callee": e.callee, **{k: v for k, v in shapes[key].items() if k != "phases"}}
+                  for key, e in g.edges.items()],
+        "scenario": doc,
+    }
+    return Fit(scenario=doc, toml=text, report=report)
+
+
+def _root_counts(roots: Sequence[float]) -> Dict[str, Any]:
+    """The traces' starts as a log's arrivals are counted: per interval that the traces cover
+    whole, of 1 s, or longer for a span of more than MAX_INTERVALS seconds."""
+    first, last = roots[0], roots[-1]
+    width = next((w for w in _WIDTHS if (last - first) / w <= MAX_INTERVALS), _WIDTHS[-1])
+    lo, hi = math.ceil(first / width), math.floor(last / width)
+    counts = [0] * max(0, hi - lo)
+    for t in roots:
+        i = math.floor(t / width) - lo
+        if 0 <= i < len(counts):
+            counts[i] += 1
+    return {"counts": counts, "interval_seconds": float(width), "fitted": len(roots), "span_seconds": last - first,
+            "counts_start": lo * width if counts else None}
+
+
+#: The interval lengths traces' starts are counted in, s, and the most intervals kept.
+_WIDTHS = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400)
+MAX_INTERVALS = 20000
+
+
+def _own_time(svc: "spans.Service", clip: bool) -> Dict[str, Any]:
+    """A service's own times, in whole microseconds, fitted as a log's service times are:
+    the quantile table (clipped at the longest when it is a ``[service]``: an ``io`` phase's
+    table takes no clip), its mean and KS distance."""
+    hist = sorted(Counter(round(t / SPAN_RESOLUTION) * SPAN_RESOLUTION for t in svc.own).items())
+    try:
+        table = quantile_table(hist, SPAN_RESOLUTION)
+    except LogError as e:
+        raise LogError(f"service {svc.name}: {e.message}") from None
+    longest = hist[-1][0]
+    dist: Dict[str, Any] = {"distribution": "quantiles", "percentiles": table}
+    if clip:
+        dist["clip"] = ["0s", _ms(max(longest, SPAN_RESOLUTION / 2))]
+    one = _alone(dist)
+    n = _count(hist)
+    return {
+        "count": n,
+        "mean": statistics.fmean(svc.own),
+        **{f"p{p}": _quantile(hist, n, p) for p in (50, 90, 95, 99)},
+        "max": longest,
+        "percentiles": [[p, _seconds(t)] for p, t in table],
+        "fitted_mean": one.describe()["service_mean"],
+        "ks_distance": ks_distance(hist, lambda xs: one._call(_dynosim.service_cdf, xs), SPAN_RESOLUTION),
+        "qq": _qq(hist, lambda ps: one._call(_dynosim.service_quantiles, ps)),
+        "table": dist,
+    }
+
+
+def _shape(edge: "spans.Edge", callers: int) -> Dict[str, Any]:
+    """How a caller calls a callee, from the calls of each of its spans: ``call`` when every
+    span calls once; several ``call`` phases when every span calls N times one after the
+    other; otherwise a ``fanout`` of N, or of a geometric count of the mean calls a span sends
+    (at least 1) when the number varies, waiting for all the calls when every span did, else
+    for the fewest any span waited for ("first" for 1). ``phases`` are the phases, each with
+    the median offset of its call from the caller's start (its order)."""
+    counts = [len(c) for c in edge.calls] + [0] * (callers - len(edge.calls))
+    constant = len(set(counts)) == 1
+    side_by_side = edge.overlapping()
+    mean = statistics.fmean(counts)
+    out: Dict[str, Any] = {
+        "calls_per_request": {"mean": mean, "min": min(counts), "max": max(counts),
+                              "none": counts.count(0) / len(counts)},
+        "side_by_side": side_by_side,
+    }
+    if constant and (counts[0] == 1 or not side_by_side):
+        out.update(kind="call", count=counts[0], wait=None,
+                   phases=[(edge.position(i), {"call": edge.callee}) for i in range(counts[0])])
+        return out
+    count: Any = counts[0] if constant else {"distribution": "geometric", "mean": round(max(mean, 1.0), 6)}
+    waited = all(a >= len(c) for a, c in zip(edge.answered, edge.calls))
+    fewest = min(edge.answered)
+    wait: Any = "all" if waited else "first" if fewest <= 1 else fewest
+    out.update(kind="fanout", count=count, wait=wait,
+               phases=[(edge.position(0), {"fanout": edge.callee, "count": count, "wait": wait})])
+    return out
+
+
+def _placement(svc: "spans.Service") -> Dict[str, Any]:
+    """Where a service's own time falls: its shares before its first call, between its calls
+    and after its last, and where its one ``io`` phase goes (first unless more of it came
+    after the calls than before)."""
+    total = sum(svc.own)
+    if total <= 0:
+        return {"before": 0.0, "between": 0.0, "after": 0.0, "phase": "first"}
+    before, after = svc.before / total, svc.after / total
+    return {"before": before, "between": max(0.0, 1 - before - after), "after": after,
+            "phase": "first" if svc.before >= svc.after else "last"}
+
+
+def _tier(svc: "spans.Service", own: Dict[str, Any], edges: Sequence[Tuple["spans.Edge", Dict[str, Any]]]
+          ) -> Dict[str, Any]:
+    """A service's tables: ``[service]`` for one that calls nobody, else ``[request]`` phases;
+    ``[fleet]`` its instances, each with as many slots as it had spans in progress at once;
+    ``[router]`` random."""
+    dynos = len(svc.instances)
+    slots = max(spans.most_at_once(v) for v in svc.instances.values())
+    tables: Dict[str, Any] = {}
+    if edges:
+        calls = sorted((p for _, shape in edges for p in shape["phases"]), key=lambda p: p[0])
+        io = {"io": own["table"]}
+        phases = [p for _, p in calls]
+        phases = [io] + phases if _placement(svc)["phase"] == "first" else phases + [io]
+        tables["request"] = {"phases": phases}
+    else:
+        tables["service"] = own["table"]
+    tables["fleet"] = {"dynos": dynos, "slots": slots}
+    tables["router"] = {"policy": "random"}
+    return tables
+
+
+def _spans_toml(doc: Dict[str, Any], g: "spans.Graph", files: Sequence[str], arrivals: Dict[str, Any],
+                fitted: Dict[str, Dict[str, Any]], shapes: Dict[Tuple[str, str], Dict[str, Any]]) -> str:
+    lines = [
+        f"# Fitted by dynosim logs fit from {', '.join(files)}: {len(g.roots):,} traces",
+        f"# starting from {_iso(g.roots[0])} to {_iso(g.roots[-1])}.",
+        "# What is assumed: docs/logs.md (Traces).",
+        f"name = {_toml_value(doc['name'])}",
+        f"description = {_toml_value(doc['description'])}",
+        "",
+        "[arrivals]",
+        f"# The rate of the traces' root spans, at the entry service {g.entry}."
+        + (" It varies over the traces: a schedule." if arrivals["schedule"] is not None else ""),
+        f"process = {_toml_value(doc['arrivals']['process'])}",
+    ]
+    if arrivals["schedule"] is not None:
+        lines += ["rate = [", *[f"  {_toml_value(p)}," for p in doc["arrivals"]["rate"]], "]"]
+    else:
+        lines.append(f"rate = {_toml_value(doc['arrivals']['rate'])}")
+    lines.append("")
+    for s, svc in g.services.items():
+        prefix = "" if s == g.entry else f"services.{s}."
+        tables = doc if s == g.entry else doc["services"][s]
+        own = fitted[s]
+        lines.append(f"# {'The entry service, ' if s == g.entry else 'Service '}{s}: {plural(svc.spans, 'span')}; "
+                     f"its own time (a span's duration less its calls') as percentiles.")
+        if "service" in tables:
+            dist = tables["service"]
+            lines += [f"[{prefix}service]", f"distribution = {_toml_value(dist['distribution'])}", "percentiles = [",
+                      *[f"  {_toml_value(row)}," for row in dist["percentiles"]], "]",
+                      f"clip = {_toml_value(dist['clip'])}   # nothing longer than the longest"]
+        else:
+            calls = [shapes[k] for k in g.edges if k[0] == s]
+            lines += [f"# Its calls, in the order they go out: "
+                      + "; ".join(_shape_words(c) for c in calls) + ".",
+                      f"[{prefix}request]", "phases = ["]
+            for phase in tables["request"]["phases"]:
+                if "io" in phase:
+                    dist = phase["io"]
+                    lines += [f"  {{ io = {{ distribution = {_toml_value(dist['distribution'])}, percentiles = [",
+                              *[f"    {_toml_value(row)}," for row in dist["percentiles"]], "  ] } },"]
+                else:
+                    lines.append(f"  {_toml_value(phase)},")
+            lines.append("]")
+        fleet = tables["fleet"]
+        named = any(i is not None for i in svc.instances)
+        lines += ["", f"[{prefix}fleet]",
+                  f"dynos = {fleet['dynos']}   # " + ("the instances named in its spans" if named
+                                                      else "its spans name no instance"),
+                  f"slots = {fleet['slots']}   # the most of its spans in progress at once on one",
+                  "", f"[{prefix}router]", "policy = \"random\"", ""]
+    if "run" in doc:
+        lines += [f"[run]   # {'the schedule once through' if 'warmup' in doc['run'] else 'long enough for about 100 traces'}",
+                  *[f"{k} = {_toml_value(v)}" for k, v in doc["run"].items()], ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _shape_words(shape: Dict[str, Any]) -> str:
+    """``auth once``, ``search 4 at once, waiting for all``: a call's shape in words."""
+    callee = shape["phases"][0][1].get("call") or shape["phases"][0][1].get("fanout")
+    if shape["kind"] == "call":
+        return f"{callee} " + ("once" if shape["count"] == 1 else f"{shape['count']} times, one after the other")
+    count = shape["count"]
+    n = f"{count}" if isinstance(count, int) else f"a geometric number (mean {count['mean']:g})"
+    wait = {"all": "all", "first": "the first"}.get(shape["wait"], shape["wait"])
+    how = "at once" if shape["side_by_side"] else "(one after the other in the trace)"
+    return f"{callee} {n} {how}, waiting for {wait}"
+
+
 # --- the report's plot -----------------------------------------------------------------------
 
 
@@ -544,26 +837,49 @@ def _plot(report: Dict[str, Any], path: Path) -> None:
 
 
 def _figure(report: Dict[str, Any]) -> Any:
-    """The fit's two panels: service times' Q-Q plot, and the arrivals' rate over the log
-    (minutes from the first whole interval; hours and minutes past two hours, as every
-    elapsed-time axis: :mod:`dynosim.time_axis`)."""
+    """The fit's panels: for a log, the service times' Q-Q plot and the arrivals' rate over the
+    log (minutes from the first whole interval; hours and minutes past two hours, as every
+    elapsed-time axis: :mod:`dynosim.time_axis`); for traces, each service's own time's Q-Q
+    plot, then the arrivals."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (qq, rate) = plt.subplots(1, 2, figsize=(11, 4.8))
-    points = report["service"]["qq"]
-    logged = [max(p[1], RESOLUTION / 2) for p in points]
+    if report.get("source") == SPANS:
+        services = report["services"]
+        columns = min(3, len(services) + 1)
+        rows = math.ceil((len(services) + 1) / columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 4.2 * rows), squeeze=False)
+        panels = [ax for row in axes for ax in row]
+        for ax, svc in zip(panels, services):
+            _qq_panel(ax, svc["service"]["qq"], f"{svc['name']}: own time, KS {svc['service']['ks_distance']:.3f}",
+                      "own time", SPAN_RESOLUTION)
+        _rate_panel(panels[len(services)], report["arrivals"], "traces")
+        for ax in panels[len(services) + 1:]:
+            ax.set_visible(False)
+    else:
+        fig, (qq, rate) = plt.subplots(1, 2, figsize=(11, 4.8))
+        _qq_panel(qq, report["service"]["qq"], f"service times: KS distance {report['service']['ks_distance']:.3f}",
+                  "service time")
+        _rate_panel(rate, report["arrivals"], "requests")
+    fig.tight_layout()
+    return fig
+
+
+def _qq_panel(qq: Any, points: List[List[float]], title: str, what: str, resolution: float = RESOLUTION) -> None:
+    logged = [max(p[1], resolution / 2) for p in points]
     fitted = [p[2] for p in points]
     qq.loglog(fitted, logged, "o", markersize=3, label="percentiles 1 to 99.99")
     lo, hi = min(logged + fitted), max(logged + fitted)
     qq.loglog([lo, hi], [lo, hi], color="grey", linewidth=1, label="y = x")
-    qq.set_xlabel("fitted service time (s)")
-    qq.set_ylabel("logged service time (s)")
-    qq.set_title(f"service times: KS distance {report['service']['ks_distance']:.3f}")
+    qq.set_xlabel(f"fitted {what} (s)")
+    qq.set_ylabel(f"logged {what} (s)")
+    qq.set_title(title)
     qq.legend()
-    a = report["arrivals"]
+
+
+def _rate_panel(rate: Any, a: Dict[str, Any], what: str) -> None:
     segments = a["segments"]
     span = float(segments[-1]["end"]) if segments else 0.0
     clock = time_axis.is_clock(span)
@@ -585,8 +901,6 @@ def _figure(report: Dict[str, Any]) -> Any:
         rate.set_xlabel(time_axis.axis_label("time from the first whole interval", span))
     else:
         rate.set_xlabel("minutes from the first whole interval")
-    rate.set_ylabel("requests per second")
+    rate.set_ylabel(f"{what} per second")
     rate.set_title("arrivals")
     rate.legend()
-    fig.tight_layout()
-    return fig

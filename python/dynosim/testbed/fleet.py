@@ -40,7 +40,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from .. import _dynosim
 from ..errors import DynosimError, from_engine
 from ..scenario import Scenario
-from .dynos import DynoPlan, spawn_dyno
+from .dynos import DynoPlan, spawn_dyno, write_faults
+from .measure import stability_verdict, tries
 from .procs import Supervisor, TestbedError, free_ports
 from .router import BACKEND, parse_log_line, server_name
 from .watchdog import group_members, processes
@@ -100,18 +101,21 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
         raise scenario._error("router.kind", "the testbed's autoscaled fleet adds and drains dynos through "
                                              "HAProxy's runtime API: leave router.kind out (HAProxy)")
     rule = autoscaler(table)
-    retry = (scenario.doc.get("arrivals") or {}).get("retry")
-    if isinstance(retry, dict) and retry.get("attempts", 3) != 1:
-        raise scenario._error("arrivals.retry", "the testbed's autoscaled fleet does not retry yet: the load generator "
-                              "retries on a fixed fleet (leave [autoscale] out)")
-    for path, present in (("arrivals.breaker", (scenario.doc.get("arrivals") or {}).get("breaker") is not None),
-                          ("app.service_timeout", (scenario.doc.get("app") or {}).get("service_timeout") is not None)):
-        if present:
+    # Clients' retries, their breaker, the app's timeouts and the slowdowns and outages run as
+    # on a fixed fleet (the load generator and the app do them); a lost dyno does not: the
+    # autoscaled fleet's dynos come and go by its rule.
+    for k, fault in enumerate(scenario.doc.get("faults") or []):
+        if isinstance(fault, dict) and fault.get("kind") == "dynos_lost":
+            raise scenario._error(f"faults.{k}.kind", "the testbed's autoscaled fleet starts and stops its dynos by "
+                                                      "its rule: run dynos_lost on a fixed fleet (leave [autoscale] "
+                                                      "out)")
+    # The concurrency limits run on a fixed fleet: the autoscaled fleet's measure does not
+    # count their refusals, and its dynos come and go under HAProxy's runtime API.
+    for path in ("router.concurrency_limit", "app.concurrency_limit"):
+        head, key = path.split(".")
+        if (scenario.doc.get(head) or {}).get(key) is not None:
             raise scenario._error(path, "the testbed's autoscaled fleet does not run this yet: it runs on a fixed "
                                         "fleet (leave [autoscale] out)")
-    if scenario.doc.get("faults"):
-        raise scenario._error("faults", "the testbed's autoscaled fleet does not run faults yet: they run on a "
-                                        "fixed fleet (leave [autoscale] out)")
     fleet = scenario.doc.get("fleet") or {}
     for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):
         if fleet.get(key) is not None:
@@ -754,14 +758,24 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
         tail.read()  # nothing yet but the first dynos' start
         out: Dict[str, Any] = {}
 
+        # The clients retry as replication 0 of the simulation's do (its backoff stream), and
+        # ask the engine's own breaker before each try, as on a fixed fleet.
+        retry = (plan.scenario.to_json(), str(plan.scenario.base_dir), plan.replication) if plan.retries else None
+        breaker = (plan.scenario.to_json(), str(plan.scenario.base_dir)) if plan.breaker else None
+
         def send() -> None:
             try:
                 out["load"] = _dynosim.send_load(f"127.0.0.1:{ports[0]}", requests, "open", 0, [],
-                                                 plan.request_timeout, plan.deadline, CAPTURE)
+                                                 plan.request_timeout, plan.deadline, CAPTURE, retry=retry,
+                                                 id_header="X-Dynosim-Id", breaker=breaker)
             except BaseException as e:  # raised again in the main thread
                 out["error"] = e
 
         progress(f"sending {len(requests)} requests; {rule.rule} evaluates every {rule.interval:g} s")
+        if plan.faults:
+            # The slowdowns' and outages' windows from now, the load's start to a millisecond;
+            # every dyno's app reads the one file, those started later too.
+            write_faults(supervisor.workdir, plan.faults, time.time())
         t0 = clock()
         metrics = Metrics(fleet_plan.metric, t0, slots, cores=int(plan.described["cores"]),
                           cpu=None if fleet_plan.metric != "cpu" else
@@ -807,11 +821,23 @@ def run_autoscaled(plan: Any, fleet_plan: FleetPlan, progress: Callable[[str], N
         metrics.feed(tail.read(), rule)
     per_minute = per_minute_responses(load, plan.length)
     status = np.asarray(load["status"])
+    attempt, _origin, _scheduled, final = tries(load)
+    feedback: Dict[str, Any] = {}
+    if plan.retries:
+        # Tries per request sent (the amplification), as the simulation's
+        # retries.attempts_per_request over the whole run.
+        feedback["attempts_per_request"] = float(len(attempt) / max(1, int(np.sum(attempt == 1))))
+    if plan.breaker:
+        feedback["breaker_openings"] = [[a - float(load["start"]), b - float(load["start"])]
+                                        for a, b in load.get("breaker") or []]
+    if plan.faults:
+        feedback["stability"] = stability_verdict(plan.scenario, plan.described, load)
     return {
         "rule": rule.rule, "interval": rule.interval, "metric": fleet_plan.metric, "bounds": list(rule.bounds),
         "boot_time": fleet_plan.boot_time, "shutdown_grace": fleet_plan.shutdown_grace,
-        "sent": len(load["index"]), "ok": int(np.sum(status == 200)),
-        "errors": int(np.sum(status != 200)), "unsent": load["unsent"],
+        # Requests (their last tries: the outcomes the clients kept), and tries sent.
+        "sent": int(np.sum(attempt == 1)), "tries": len(attempt), "ok": int(np.sum(final & (status == 200))),
+        "errors": int(np.sum(final & (status != 200))), "unsent": load["unsent"], **feedback,
         "lateness": load["lateness"], "load_offset": float(load["start"]) - t0,
         "events": [vars(e) for e in fleet.events], "decisions": decisions,
         "changes": decided_changes(fleet_plan.initial, decisions),
@@ -866,14 +892,16 @@ def real_starts(dynos: List[Dyno], events: List[Event]) -> Dict[str, Optional[fl
 
 
 def per_minute_responses(load: Dict[str, Any], length: float, width: float = 60.0) -> List[Dict[str, Any]]:
-    """Per minute of arrival (sent): requests, errors and the p95 of the response time (done −
-    sent, every answer, errors included, as ``response.*``)."""
+    """Per minute of arrival (a request's first send): requests, errors and the p95 of the
+    response time (its last try's done − its first send, every answer, errors included, as
+    ``response.*``; without retries a request's one try)."""
     import numpy as np
 
     t0 = float(load["start"])
-    sent = np.asarray(load["sent"], dtype=float) - t0
-    done = np.asarray(load["done"], dtype=float) - t0
-    status = np.asarray(load["status"])
+    _attempt, origin, _scheduled, final = tries(load)
+    sent = origin[final] - t0
+    done = np.asarray(load["done"], dtype=float)[final] - t0
+    status = np.asarray(load["status"])[final]
     out = []
     for m in range(int(math.ceil(length / width))):
         inside = (sent >= m * width) & (sent < (m + 1) * width) & np.isfinite(done)
@@ -902,8 +930,16 @@ def simulated_fleet(engine: Scenario, length: float, width: float = 60.0) -> Dic
     frames = trace["frames"]
     series = [{"time": float(f["time"]), "dynos_booting": int(f.get("dynos_booting", 0)), "dynos_up": int(f["dynos_up"]),
                "dynos_draining": int(f.get("dynos_draining", 0))} for f in frames]
+    out: Dict[str, Any] = {"series": series, "changes": series_changes(series)}
+    arrivals = engine.doc.get("arrivals") or {}
+    retry = arrivals.get("retry")
+    if engine.doc.get("faults") or (isinstance(retry, dict) and retry.get("attempts", 3) != 1):
+        out.update(feedback_figures(run_scenario(engine, warn=False)[0].to_dict()))
     per_minute = []
-    for m in range(int(math.ceil(length / width))):
+    # A window that starts after a fault would hold it in its warm-up, which the engine refuses
+    # (a fault must fall inside the measured window): with faults, the p95s are not compared
+    # minute by minute.
+    for m in range(0 if engine.doc.get("faults") else int(math.ceil(length / width))):
         window = engine.with_overrides({"run.warmup": f"{m * width:g}s",
                                         "run.duration": f"{min(width, length - m * width):g}s"})
         report = run_scenario(window, warn=False)[0].to_dict()
@@ -911,7 +947,20 @@ def simulated_fleet(engine: Scenario, length: float, width: float = 60.0) -> Dic
         per_minute.append({"minute": m, "p95": p95["mean"], "low": p95.get("ci_low"), "high": p95.get("ci_high"),
                            # Replication 0 drew the very requests the real run sends.
                            "paired": report["per_replication"][0]["response"]["p95"]})
-    return {"series": series, "changes": series_changes(series), "per_minute": per_minute}
+    out["per_minute"] = per_minute
+    return out
+
+
+def feedback_figures(report: Dict[str, Any]) -> Dict[str, Any]:
+    """The whole run's feedback figures, per replication (replication 0 drew the requests the
+    real run sends): tries per request, and the stability verdict of a run with faults."""
+    reps = report["per_replication"]
+    out: Dict[str, Any] = {}
+    if all("retries" in r for r in reps):
+        out["attempts_per_request"] = [float(r["retries"]["attempts_per_request"]) for r in reps]
+    if all("stability" in r for r in reps):
+        out["recovered"] = [float(r["stability"]["recovered"]) for r in reps]
+    return out
 
 
 def series_changes(series: List[Dict[str, Any]]) -> List[Tuple[float, int]]:
@@ -948,7 +997,38 @@ def compare(measured: Dict[str, Any], simulated: Dict[str, Any], interval: float
         minutes.append({"minute": m["minute"], "measured": m["p95"], "simulated": s["p95"], "difference": rel(s["p95"]),
                         "paired": s["paired"], "paired_difference": paired,
                         "within": paired is not None and abs(paired) <= P95_TOLERANCE})
-    return {"changes": changes, "per_minute": minutes,
-            "fleet_agrees": bool(changes) and all(c["within_interval"] for c in changes),
-            "p95_agrees": bool(minutes) and all(m["within"] for m in minutes)}
+    doc: Dict[str, Any] = {"changes": changes, "per_minute": minutes,
+                           "fleet_agrees": bool(changes) and all(c["within_interval"] for c in changes),
+                           # None: not compared (a run with faults has no minute windows).
+                           "p95_agrees": (all(m["within"] for m in minutes) if minutes else None)}
+    sims = simulated.get("attempts_per_request")
+    if sims and measured.get("attempts_per_request") is not None:
+        doc["attempts_per_request"] = one_run_against_replications(float(measured["attempts_per_request"]), sims)
+    recovered = simulated.get("recovered")
+    if recovered and measured.get("stability") is not None:
+        fraction = sum(recovered) / len(recovered)
+        verdict = float(measured["stability"]["recovered"])
+        # A verdict is held to the replications' only where theirs is clear.
+        clear = fraction <= STABILITY_CLEAR or fraction >= 1 - STABILITY_CLEAR
+        doc["stability"] = {"measured": verdict, "simulated": fraction, "paired": recovered[0],
+                            "agrees": (verdict == float(fraction >= 0.5)) if clear else None}
+    return doc
+
+
+#: A stability verdict is compared with the simulation's where at most this fraction of its
+#: replications went the other way.
+STABILITY_CLEAR = 0.1
+
+
+def one_run_against_replications(measured: float, simulated: List[float]) -> Dict[str, Any]:
+    """One real run's figure against the replications' values of it (index 0 drew the real
+    run's requests): their mean and standard deviation, the real run's distance from the mean
+    in standard deviations (a run is one draw, so its spread is the replications' own), and
+    whether it lies within three of them."""
+    n = len(simulated)
+    mean = sum(simulated) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in simulated) / (n - 1)) if n > 1 else 0.0
+    z = (measured - mean) / sd if sd > 0 else (0.0 if measured == mean else math.inf)
+    return {"measured": measured, "simulated": mean, "sd": sd, "paired": simulated[0], "z": z,
+            "within": abs(z) <= 3.0}
 

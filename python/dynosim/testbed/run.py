@@ -46,9 +46,9 @@ ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynos
                   "x-dynosim-proc-cpu"]
 #: Response headers the load generator keeps: those, and the marks of a request the app
 #: refused or stopped (app.wait_timeout's 503, an outage's 500, app.service_timeout's 500, a
-#: query's statement_timeout's 500) and the app's retries of its queries.
+#: query's statement_timeout's 500, a concurrency limit's 503) and the app's retries of its queries.
 CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-service-timeout",
-                             "x-dynosim-resource-timeout", "x-dynosim-app-retries"]
+                             "x-dynosim-resource-timeout", "x-dynosim-app-retries", "x-dynosim-limit"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -474,7 +474,8 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               breaker=load.get("breaker") if plan.breaker else None,
                               crashes=(load.get("losses") or {}).get("crashes") if plan.losses else None,
                               resource_timeout=any(r.get("timeout") is not None for r in plan.resources.values()),
-                              app_retries=any(r.get("retries") for r in plan.resources.values()))
+                              app_retries=any(r.get("retries") for r in plan.resources.values()),
+                              limits=limits_of(plan))
     if plan.faults or plan.losses:
         rep["stability"] = stability(plan, load)
     report = {
@@ -490,16 +491,18 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
     return report, records(plan, load, router_log, work)
 
 
+def limits_of(plan: Plan) -> Optional[Dict[str, int]]:
+    """The fixed concurrency limits the real stack ran ({"router": N, "app": N}, those set),
+    None without one."""
+    limits = {k: v for k, v in (("router", plan.router.router_limit), ("app", plan.router.app_limit))
+              if v is not None}
+    return limits or None
+
+
 def stability(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
-    """The stability verdict of a real run with faults (``stability.*``), by the simulation's
-    own rule: its successful answers (each request's last try), seconds from the load's
-    start, judged to the measured window's end."""
-    _attempt, _origin, _scheduled, final = measure.tries(load)
-    status = np.asarray(load["status"], dtype=np.int64)
-    done = np.asarray(load["done"], dtype=float) - float(load["start"])
-    answers = [float(t) for t in done[final & (status == 200) & np.isfinite(done)]]
-    end = float(plan.described["warmup"]) + float(plan.described["duration"])
-    return json.loads(plan.scenario._call(_dynosim.judge_stability, answers, end))
+    """The stability verdict of a real run with faults (``stability.*``): see
+    :func:`measure.stability_verdict`."""
+    return measure.stability_verdict(plan.scenario, plan.described, load)
 
 
 def per_process(plan: Plan) -> Optional[int]:
