@@ -129,9 +129,13 @@ def test_the_written_file_loads_and_describes_as_fitted(tmp_path, cli):
     assert [s["name"] for s in described["services"]] == ["auth", "search"]
     # as docs/logs.md states them
     assert [f"{s['rate']:.3g}" for s in described["services"]] == ["5.48", "21.9"]
-    # A run is refused, in one line, until calls are simulated (docs/services.md).
-    result = cli("run", str(out), "--duration", "10s")
-    assert_one_line_error(result, "not simulated yet")
+    # Its call and its fan-out (no hedge) are simulated (docs/services.md): the run goes ahead,
+    # each service's figures under services.NAME.
+    result = cli("run", str(out), "--duration", "10s", "--replications", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    ran = json.loads(result.stdout)
+    ran = ran[0] if isinstance(ran, list) else ran
+    assert sorted(ran["services"]) == ["auth", "search"]
 
 
 def test_docs_example_is_the_actual_output(tmp_path):

@@ -1,6 +1,6 @@
 """Services that call services (docs/services.md): `[services.NAME]` and the call phases are
-read, checked and described; a `call` runs (each service's figures under `services.NAME`), a
-`fanout` is refused in one line until it is simulated. The engine's own tests
+read, checked and described; a `call` and a `fanout` without `hedge` run (each service's
+figures under `services.NAME`), a hedged fan-out is refused in one line until it is simulated. The engine's own tests
 (crates/dynosim-engine/src/services.rs, tests/services.rs) check each refusal and the calls
 against theory; these check the page's examples and what the user sees through the package and
 the CLI."""
@@ -50,14 +50,14 @@ def test_the_pages_scenario_and_snippet_give_the_rates_the_page_states(tmp_path,
     assert [(c["caller"], c["callee"], c["kind"]) for c in described["calls"]] == [
         (None, "api", "call"), ("api", "search", "fanout")]
     assert described["calls"][1]["hedge"] == "p95" and described["calls"][1]["wait"] == "all"
-    assert described["refused"]["path"] == "services.api.request.phases[1]"
+    assert described["refused"]["path"] == "services.api.request.phases[1].hedge"
 
 
 def test_a_run_is_refused_in_one_line_pointing_to_the_page(tmp_path, cli):
     path = page_scenario(tmp_path)
     result = cli("run", str(path), "--json", "--duration", "10s", cwd=tmp_path)
-    assert_one_line_error(result, "three-tier.toml", "services.api.request.phases[1]",
-                          "fan-out calls between services are not simulated yet", "docs/services.md")
+    assert_one_line_error(result, "three-tier.toml", "services.api.request.phases[1].hedge",
+                          "hedged fan-outs between services are not simulated yet", "docs/services.md")
     assert list(tmp_path.iterdir()) == [path]
 
 

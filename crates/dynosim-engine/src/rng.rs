@@ -65,6 +65,9 @@ pub enum Stream {
     QueryRetries = 25,
     /// The concurrency limits' own draws (`concurrency_limit`: Vegas's probe jitter).
     Limits = 26,
+    /// How many calls each fan-out sends (`{ fanout = ..., count = { distribution =
+    /// "geometric", mean = m } }`), drawn per request by the calling fleet.
+    FanoutCounts = 27,
 }
 
 /// SplitMix64's finaliser: a fixed bijection of 64-bit words that scrambles every bit, for

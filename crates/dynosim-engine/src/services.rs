@@ -443,11 +443,11 @@ mod tests {
         // A call takes none of the caller's own time (its thread waits for the callee).
         assert!((s.service.mean() - 0.005).abs() < 1e-12);
         assert!(s.has_calls());
-        // The api's fan-out is not simulated yet: refused at its key path.
+        // The api's hedged fan-out is not simulated yet: refused at its hedge's key path.
         let refusal = s.check_stable().expect_err("not simulated");
         assert_eq!(
             refusal.to_string(),
-            format!("services.api.request.phases[1]: {NOT_SIMULATED}")
+            format!("services.api.request.phases[1].hedge: {NOT_SIMULATED}")
         );
         let described = s.description();
         assert_eq!(described["services"][1]["name"], "search");
@@ -458,7 +458,7 @@ mod tests {
         assert_eq!(described["calls"][1]["hedge"], "p95");
         assert_eq!(
             described["refused"]["path"],
-            "services.api.request.phases[1]"
+            "services.api.request.phases[1].hedge"
         );
         // Without it, the scenario runs.
         let mut doc = three_tier();

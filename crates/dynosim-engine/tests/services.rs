@@ -186,13 +186,13 @@ fn a_run_with_services_is_deterministic() {
     assert!(parsed["services"]["api"]["calls"]["sent"].as_u64().unwrap() > 10_000);
 }
 
-/// A fan-out is not simulated yet: refused in one line at its key path.
+/// A hedged fan-out is not simulated yet: refused in one line at its `hedge`'s key path.
 #[test]
-fn a_fanout_is_refused_until_simulated() {
+fn a_hedged_fanout_is_refused_until_simulated() {
     let mut doc = chain(
         40.0,
         0.05,
-        json!({"fanout": "api", "count": 4}),
+        json!({"fanout": "api", "count": 4, "hedge": "10ms"}),
         (0.05, 3, 1),
         (300.0, 30.0, 1, 5),
     );
@@ -201,9 +201,211 @@ fn a_fanout_is_refused_until_simulated() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("request.phases[1]: fan-out calls between services are not simulated yet"),
+        e.starts_with(
+            "request.phases[1].hedge: hedged fan-outs between services are not simulated yet"
+        ),
         "{e}"
     );
-    doc["request"]["phases"][1] = json!({"call": "api"});
-    build(&doc.to_string());
+    doc["request"]["phases"][1] = json!({"fanout": "api", "count": 4});
+    build(&doc.to_string())
+        .check_stable()
+        .expect("a fan-out without hedge runs");
+}
+
+/// The entry's own work in the fan-out scenarios: a constant, so that a request's response
+/// less it is its fan-out phase's time exactly (nothing queues at the entry).
+const OWN: f64 = 0.001;
+
+/// A fan-out of `call` from an entry that never queues to an api of exponential service of
+/// mean `b` with threads enough that nothing queues there either (4 dynos × 1000, about 20
+/// busy): each call's time is its service time, independent of the others.
+fn fan(call: Value, b: f64, replications: u32, seed: u64) -> Value {
+    let mut doc = chain(
+        50.0,
+        OWN,
+        call,
+        (b, 4, 1000),
+        (400.0, 10.0, replications, seed),
+    );
+    doc["request"]["phases"][0] = json!({ "io": OWN });
+    doc
+}
+
+/// ln C(n, i).
+fn ln_choose(n: u32, i: u32) -> f64 {
+    (1..=i)
+        .map(|j| (f64::from(n - i + j) / f64::from(j)).ln())
+        .sum()
+}
+
+/// P(X_(j) ≤ x) for the j-th smallest of n independent times of CDF F(x) = `f`: at least j of
+/// them at most x.
+fn order_cdf(f: f64, j: u32, n: u32) -> f64 {
+    (j..=n)
+        .map(|i| (ln_choose(n, i)).exp() * f.powi(i as i32) * (1.0 - f).powi((n - i) as i32))
+        .sum()
+}
+
+/// E[X_(j)] of n exponential times of mean b: b (1/n + 1/(n − 1) + ... + 1/(n − j + 1)) (Rényi).
+fn order_mean(b: f64, j: u32, n: u32) -> f64 {
+    b * (0..j).map(|i| 1.0 / f64::from(n - i)).sum::<f64>()
+}
+
+/// With nothing queueing, a fan-out of n calls that waits for j answers lasts the j-th order
+/// statistic of n service times: the maximum for `wait = "all"` (CDF^n, mean b·H_n), the
+/// minimum for `"first"` (mean b/n), the j-th smallest for `wait = j`. Each mean is checked
+/// against the replications' standard error; each quantile q̂ of the response, through the
+/// exact CDF: F(q̂ − own) against its level p, the spread again from the replications.
+#[test]
+fn a_fanout_lasts_the_order_statistic_of_its_calls() {
+    let (b, n) = (0.1, 4u32);
+    for (wait, j, seed) in [
+        (json!("all"), n, 21u64),
+        (json!("first"), 1, 22),
+        (json!(2), 2, 23),
+    ] {
+        let doc = fan(
+            json!({"fanout": "api", "count": n, "wait": wait}),
+            b,
+            10,
+            seed,
+        );
+        let s = build(&doc.to_string());
+        let report = run_ok(&s);
+        let phase = Measured::over_replications(&report, |r| r.response.mean - OWN);
+        assert_matches(
+            &format!("wait = {wait}: mean of the {j}-th of {n}"),
+            phase,
+            order_mean(b, j, n),
+            0.03,
+        );
+        type Quantile = fn(&ReplicationResult) -> f64;
+        let levels: [(f64, Quantile); 3] = [
+            (0.5, |r| r.response.p50),
+            (0.9, |r| r.response.p90),
+            (0.99, |r| r.response.p99),
+        ];
+        for (p, quantile) in levels {
+            let at: Vec<f64> = report
+                .per_replication
+                .iter()
+                .map(|r| order_cdf(1.0 - (-(quantile(r) - OWN) / b).exp(), j, n))
+                .collect();
+            assert_matches(
+                &format!("wait = {wait}: the CDF at the p{} response", p * 100.0),
+                Measured::of(&at),
+                p,
+                0.05,
+            );
+        }
+        for r in &report.per_replication {
+            let calls = &api(r).calls;
+            // Every call is answered, in time or (after its phase ended) for nobody.
+            assert_eq!(calls.answered + calls.late, calls.sent);
+            assert_eq!((calls.errors, calls.failed, calls.retried), (0, 0, 0));
+            if j == n {
+                assert_eq!(calls.late, 0);
+            } else {
+                // n − j of each fan-out's calls outlast it.
+                let fans = calls.sent / u64::from(n);
+                assert_eq!(calls.late, fans * u64::from(n - j));
+            }
+            assert_eq!(r.error_counts.call_failed, Some(0));
+        }
+    }
+}
+
+/// A geometric count, drawn per request: the calls per request average its mean m (the
+/// spread of N is known, Var N = m² − m, so the standard error is exact), and the api's
+/// calls/s are the traffic equations' λm of `Scenario.describe()` (a compound Poisson count
+/// over the window, variance λ E[N²] T with E[N²] = 2m² − m).
+#[test]
+fn a_geometric_fanout_sends_its_mean_and_the_traffic_equations_rate() {
+    let m: f64 = 3.0;
+    let doc = fan(
+        json!({"fanout": "api", "count": {"distribution": "geometric", "mean": m}, "wait": 2}),
+        0.02,
+        1,
+        31,
+    );
+    let s = build(&doc.to_string());
+    let rate = s.description()["services"][0]["rate"]
+        .as_f64()
+        .expect("the api's rate");
+    assert!((rate - 50.0 * m).abs() < 1e-9, "described {rate}");
+    let r = run_replication(&s, 0, &never_interrupted).expect("runs");
+    let (calls, entry) = (api(&r).fleet.requests, r.requests);
+    assert_matches(
+        "calls per request",
+        Measured {
+            mean: calls as f64 / entry as f64,
+            std_error: ((m * m - m) / entry as f64).sqrt(),
+            df: f64::INFINITY,
+        },
+        m,
+        0.03,
+    );
+    let window = 400.0 - 10.0;
+    assert_matches(
+        "the api's calls/s",
+        Measured {
+            mean: calls as f64 / window,
+            std_error: (rate / m * (2.0 * m * m - m) * window).sqrt() / window,
+            df: f64::INFINITY,
+        },
+        rate,
+        0.05,
+    );
+}
+
+/// An error answer of the callee (here its router's timeout T, answered at T to a call whose
+/// service outlasts it, P(S > T) = e^(−T/b)) is a failed call: under `wait = "all"` the
+/// request fails (500, `errors.call_failed`) when any of its n calls does, 1 − (1 − P)^n;
+/// under `"first"` only when all do, P^n. Binomial proportions over the requests.
+#[test]
+fn a_fanout_fails_when_too_few_calls_can_succeed() {
+    let (b, t, n) = (0.1f64, 0.15f64, 2u32);
+    let p = (-t / b).exp();
+    for (wait, fail, seed) in [
+        ("all", 1.0 - (1.0 - p).powi(n as i32), 41u64),
+        ("first", p.powi(n as i32), 42),
+    ] {
+        let mut doc = fan(
+            json!({"fanout": "api", "count": n, "wait": wait}),
+            b,
+            1,
+            seed,
+        );
+        doc["services"]["api"]["router"]["timeout"] = json!(t);
+        let s = build(&doc.to_string());
+        let r = run_replication(&s, 0, &never_interrupted).expect("runs");
+        let failed = r.error_counts.call_failed.expect("shown");
+        assert_matches(
+            &format!("wait = {wait}: requests failed"),
+            Measured::proportion(failed, r.requests, fail),
+            fail,
+            0.15,
+        );
+        // Each error answer in time is a call failed for good; the calls still out when
+        // their phase ended are answered late, for nobody.
+        let calls = &api(&r).calls;
+        assert_eq!(calls.errors, calls.failed);
+        assert_eq!(calls.answered + calls.late, calls.sent);
+        assert!(calls.late > 0);
+    }
+}
+
+/// Same scenario and seed, same JSON to the bit, with a drawn count and a k-of-n wait; another
+/// seed, another.
+#[test]
+fn a_fanout_is_deterministic() {
+    let call = json!({"fanout": "api", "count": {"distribution": "geometric", "mean": 2.5},
+                      "wait": 2});
+    let once = |seed| {
+        let s = build(&fan(call.clone(), 0.05, 1, seed).to_string());
+        serde_json::to_string(&run_replication(&s, 0, &never_interrupted).unwrap()).unwrap()
+    };
+    let (a, b, c) = (once(5), once(5), once(6));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
 }

@@ -23,7 +23,19 @@
 //! (`services.NAME.calls.late`). A request of the caller answered meanwhile with an error (its
 //! router's timeout) goes on waiting on its thread, as a request whose client has gone does.
 //!
-//! Not simulated yet: fan-out (refused, [`crate::Scenario::check_simulated`]), the stability
+//! A `fanout` phase (`{ fanout = "NAME", count = N, wait = ... }`, without `hedge`): when a
+//! request reaches it, its thread sends its `count` calls at once (a geometric count drawn per
+//! request, from the calling fleet's own stream, [`crate::rng::Stream::FanoutCounts`]), each
+//! a request of the callee's, and waits, as for a `call`. The phase needs `wait` successful
+//! answers: all the calls sent (`"all"`), one (`"first"`), or k (a request that drew fewer
+//! than k calls needs them all). Each answer in time counts as `answered`; an error answer
+//! (the callee's own) is a call failed for good (`failed`: a fan-out's calls are not tried
+//! again), and the phase fails, its request answered 500 (`errors.call_failed`), as soon as
+//! too few calls are left to reach `wait` (under `"all"`, at the first error). Once the phase
+//! is over, its calls still out go on at the callee for nobody: their answers are `late`.
+//!
+//! Not simulated yet: hedged fan-outs (`hedge`, refused by
+//! [`crate::Scenario::check_simulated`]), the stability
 //! verdict of a fleet with faults (each fleet runs to its end), and a trace of the services
 //! (the entry fleet's is recorded).
 
@@ -31,10 +43,12 @@ use super::outbox::{Caller, Made};
 use super::slab::State;
 use super::trace::TraceRecorder;
 use super::{Simulation, Step, INTERRUPT_CHECK_EVERY};
-use crate::calls::Call;
+use crate::calls::{Call, Count, Wait};
 use crate::error::{Error, Result};
 use crate::result::{CallFigures, ErrorKind, ReplicationResult, ServiceFigures, Trace};
+use crate::rng::{SimRng, Stream};
 use crate::scenario::Scenario;
+use rand_distr::{Distribution, Geometric};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
@@ -42,8 +56,11 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 struct Tier<'s> {
     sim: Simulation<'s, true, true>,
     window_end: f64,
-    /// Per call site of its scenario: the callee's tier, its `timeout` and `retries`.
+    /// Per call site of its scenario: the callee's tier, its `timeout` and `retries` (a
+    /// `call`'s) or its count and wait (a fan-out's).
     sites: Vec<Site>,
+    /// The fan-outs' drawn counts.
+    counts: SimRng,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +68,20 @@ struct Site {
     callee: usize,
     timeout: Option<f64>,
     retries: u32,
+    /// A fan-out's count and wait; None for a `call`.
+    fan: Option<(Count, Wait)>,
+}
+
+/// A fan-out waiting for its answers: the caller's request's generation, its site, the calls
+/// sent, the successful answers it needs, and those (and the errors) it has had.
+#[derive(Debug, Clone, Copy)]
+struct Fanning {
+    generation: u32,
+    site: u32,
+    sent: u32,
+    need: u32,
+    ok: u32,
+    errors: u32,
 }
 
 /// A call waiting for its answer: the caller's request's generation, its site, its try (from
@@ -72,6 +103,7 @@ struct Due {
     tier: u32,
     req: u32,
     generation: u32,
+    site: u32,
     try_no: u32,
 }
 
@@ -97,6 +129,8 @@ struct Federation<'s> {
     tiers: Vec<Tier<'s>>,
     /// The calls waiting for an answer, by their caller's (tier, request).
     waiting: HashMap<(u32, u32), Waiting>,
+    /// The fan-outs waiting for their answers, by their caller's (tier, request).
+    fans: HashMap<(u32, u32), Fanning>,
     timeouts: BinaryHeap<Due>,
     seq: u64,
     /// Per tier (the entry's unused): what its callers' calls to it did.
@@ -155,23 +189,40 @@ fn federate(
                         callee,
                         timeout,
                         retries,
+                        fan: None,
+                    },
+                    Call::Fanout {
+                        count,
+                        wait,
+                        hedge: None,
+                        ..
+                    } => Site {
+                        callee,
+                        timeout: None,
+                        retries: 0,
+                        fan: Some((count, wait)),
                     },
                     // Refused before the run (Scenario::check_simulated).
-                    Call::Fanout { .. } => unreachable!("a fan-out is not simulated"),
+                    Call::Fanout { hedge: Some(_), .. } => {
+                        unreachable!("a hedged fan-out is not simulated")
+                    }
                 }
             })
             .collect();
         let window_end = sim.measures.window_end();
+        let counts = crate::rng::stream(scenario.seed, replication, Stream::FanoutCounts);
         tiers.push(Tier {
             sim,
             window_end,
             sites,
+            counts,
         });
     }
     let mut federation = Federation {
         calls: vec![CallFigures::default(); tiers.len()],
         tiers,
         waiting: HashMap::new(),
+        fans: HashMap::new(),
         timeouts: BinaryHeap::new(),
         seq: 0,
     };
@@ -254,6 +305,9 @@ impl Federation<'_> {
     /// A request of tier `tier` reached a call phase at `now`: its first try.
     fn first_try(&mut self, tier: usize, call: Made, now: f64) -> Result<()> {
         let site = self.tiers[tier].sites[call.site as usize];
+        if let Some((count, wait)) = site.fan {
+            return self.fan_out(tier, call, site.callee, (count, wait), now);
+        }
         let waiting = Waiting {
             generation: call.generation,
             site: call.site,
@@ -272,6 +326,7 @@ impl Federation<'_> {
             tier: tier as u32,
             req,
             generation: waiting.generation,
+            site: waiting.site,
             try_no: waiting.try_no,
         };
         if let Some(t) = site.timeout {
@@ -282,20 +337,106 @@ impl Federation<'_> {
                 tier: tier as u32,
                 req,
                 generation: waiting.generation,
+                site: waiting.site,
                 try_no: waiting.try_no,
             });
         }
         self.tiers[site.callee].sim.call_arrives(now, caller)
     }
 
+    /// A request of tier `tier` reached a fan-out at `now`: its calls all go out at once.
+    fn fan_out(
+        &mut self,
+        tier: usize,
+        call: Made,
+        callee: usize,
+        (count, wait): (Count, Wait),
+        now: f64,
+    ) -> Result<()> {
+        let sent = match count {
+            Count::Fixed(n) => n,
+            Count::Geometric { mean } => {
+                let g = Geometric::new(1.0 / mean).expect("checked: a mean count >= 1");
+                let drawn = 1 + g.sample(&mut self.tiers[tier].counts);
+                drawn.min(u64::from(crate::calls::MAX_FANOUT)) as u32
+            }
+        };
+        let need = match wait {
+            Wait::All => sent,
+            Wait::First => 1,
+            Wait::Some(k) => k.min(sent),
+        };
+        self.fans.insert(
+            (tier as u32, call.req),
+            Fanning {
+                generation: call.generation,
+                site: call.site,
+                sent,
+                need,
+                ok: 0,
+                errors: 0,
+            },
+        );
+        self.calls[callee].sent += u64::from(sent);
+        for i in 0..sent {
+            let caller = Caller {
+                tier: tier as u32,
+                req: call.req,
+                generation: call.generation,
+                site: call.site,
+                try_no: i,
+            };
+            self.tiers[callee].sim.call_arrives(now, caller)?;
+        }
+        Ok(())
+    }
+
+    /// Tier `callee` answered one of `caller`'s fan-out calls at `at`: the phase ends when it
+    /// has the successful answers it needs (its request goes on), or fails when too few calls
+    /// are left to reach them.
+    fn fan_answered(&mut self, callee: usize, caller: Caller, ok: bool, at: f64) {
+        let key = (caller.tier, caller.req);
+        let Some(fan) = self
+            .fans
+            .get_mut(&key)
+            .filter(|f| f.generation == caller.generation && f.site == caller.site)
+        else {
+            self.calls[callee].late += 1;
+            return;
+        };
+        self.calls[callee].answered += 1;
+        let tier = caller.tier as usize;
+        if ok {
+            fan.ok += 1;
+            if fan.ok >= fan.need {
+                self.fans.remove(&key);
+                self.tiers[tier].sim.call_answered(at, caller.req);
+            }
+            return;
+        }
+        self.calls[callee].errors += 1;
+        self.calls[callee].failed += 1;
+        fan.errors += 1;
+        if fan.errors > fan.sent - fan.need {
+            self.fans.remove(&key);
+            self.tiers[tier].sim.call_failed(at, caller.req);
+        }
+    }
+
     /// Tier `callee` answered `caller`'s call at `at`: the caller has it, unless it stopped
     /// waiting (a timeout) or its request is gone.
     fn answered(&mut self, callee: usize, caller: Caller, ok: bool, at: f64) -> Result<()> {
+        if self.tiers[caller.tier as usize].sites[caller.site as usize]
+            .fan
+            .is_some()
+        {
+            self.fan_answered(callee, caller, ok, at);
+            return Ok(());
+        }
         let key = (caller.tier, caller.req);
-        let current = self
-            .waiting
-            .get(&key)
-            .is_some_and(|w| w.generation == caller.generation && w.try_no == caller.try_no);
+        let current = self.waiting.get(&key).is_some_and(|w| {
+            w.generation == caller.generation && w.site == caller.site && w.try_no == caller.try_no
+        });
         if !current {
             self.calls[callee].late += 1;
             return Ok(());
@@ -316,10 +457,9 @@ impl Federation<'_> {
     fn timeout_due(&mut self) -> Result<()> {
         let due = self.timeouts.pop().expect("a timeout is pending");
         let key = (due.tier, due.req);
-        let current = self
-            .waiting
-            .get(&key)
-            .is_some_and(|w| w.generation == due.generation && w.try_no == due.try_no);
+        let current = self.waiting.get(&key).is_some_and(|w| {
+            w.generation == due.generation && w.site == due.site && w.try_no == due.try_no
+        });
         if !current {
             return Ok(());
         }

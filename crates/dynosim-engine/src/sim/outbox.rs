@@ -6,12 +6,15 @@
 //! here for the federation to deliver.
 
 /// Who made a call: the caller's fleet (its index in the federation), its request (slab index
-/// and generation, which tell a request from a later one of the same entry), and the try.
+/// and generation, which tell a request from a later one of the same entry), its call site
+/// (which tells one call phase of the request from another), and the try (of a `call`; of a
+/// fan-out, which of its calls).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Caller {
     pub tier: u32,
     pub req: u32,
     pub generation: u32,
+    pub site: u32,
     pub try_no: u32,
 }
 
