@@ -15,6 +15,7 @@ simulated}, "testbed": {...}}`` (docs/testbed.md).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -32,6 +33,7 @@ from ..errors import DynosimError
 from ..results import lookup, metrics_of
 from ..scenario import Scenario
 from . import colocated, measure
+from . import services as services_
 from .database import Database
 from .dynos import Dynos, read_work, write_faults
 from .fleet import Losses, RuntimeApi, compare, real_losses, run_autoscaled, simulated_fleet, split
@@ -343,8 +345,22 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
     stack's programs and of the dynos around the load: :mod:`.colocated`'s snapshots)."""
     wall0 = time.monotonic()
     requests = plan.requests()
-    with Supervisor() as supervisor:
-        ports = free_ports(plan.described["dynos"] + 1)
+    tiers = plan.services.services if plan.services is not None else []
+    with contextlib.ExitStack() as stack_of, Supervisor() as supervisor:
+        # Every port at once: the entry's router and dynos, then each service's.
+        every = free_ports(plan.described["dynos"] + 1 + sum(int(t.plan.described["dynos"]) + 1 for t in tiers))
+        ports, rest = every[:plan.described["dynos"] + 1], every[plan.described["dynos"] + 1:]
+        # Each service first (its own supervisor, work directory and HAProxy: services.py), so
+        # that the entry's app finds it up.
+        started = []
+        for tier in tiers:
+            n = int(tier.plan.described["dynos"])
+            mine, rest = rest[:n + 1], rest[n + 1:]
+            tier_supervisor = stack_of.enter_context(Supervisor())
+            tier_dynos = Dynos(tier_supervisor, tier.plan.dynos, mine[1:], "")
+            tier_router = Router(tier_supervisor, tier.plan.router, mine[0], mine[1:])
+            started.append((tier, tier_dynos, tier_router))
+            plan.dynos.services[tier.name] = mine[0]
         database = None
         dsn = ""
         if plan.resources:
@@ -403,6 +419,11 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
             database.stop()
         router_log = router.read_log()
         work = read_work(dynos.work_dir)
+        # The services' logs, once the entry's dynos (their callers) have stopped.
+        for tier, tier_dynos, tier_router in started:
+            tier_router.stop()
+            tier_dynos.stop()
+            load.setdefault("services", {})[tier.name] = (tier_router.read_log(), read_work(tier_dynos.work_dir))
     if plan.losses:
         # Each lost dyno's crash and its return, s from the load's start.
         offset = losses_t0 - float(load["start"])
@@ -460,6 +481,13 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
     """Starts the components, sends the load, stops everything; the measured report and the
     per-request records."""
     load, router_log, work, wall, _cpu = _run_stack(plan, progress)
+    return report_of(plan, load, router_log, work, wall)
+
+
+def report_of(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]],
+              work: Dict[str, Dict[str, Any]], wall: float) -> tuple:
+    """The measured report and the per-request records of a run of `plan` (:func:`_run_stack`'s
+    records)."""
     d = plan.described
     classes = [c["name"] for c in plan.drawn["classes"]]
     rep = measure.replication(load, router_log, dynos=int(d["dynos"]), slots=int(d["slots"]),
@@ -478,6 +506,8 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               limits=limits_of(plan))
     if plan.faults or plan.losses:
         rep["stability"] = stability(plan, load)
+    if plan.services is not None:
+        rep["services"] = services_figures(plan, load)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
@@ -489,6 +519,20 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "testbed": extras(plan, load, router_log, work),
     }
     return report, records(plan, load, router_log, work)
+
+
+def services_figures(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
+    """Each service's measured figures (``services.NAME.*``, :func:`.services.figures`) over
+    the load's span, from its HAProxy's log and its app's work log."""
+    done = np.asarray(load["done"], dtype=float)
+    done = done[np.isfinite(done)]
+    span = (float(done.max()) if len(done) else float(load["start"])) - float(load["start"])
+    out: Dict[str, Any] = {}
+    for tier in plan.services.services if plan.services is not None else []:
+        router_log, work = (load.get("services") or {}).get(tier.name, ({}, {}))
+        d = tier.plan.described
+        out[tier.name] = services_.figures(router_log, work, dynos=int(d["dynos"]), slots=int(d["slots"]), span=span)
+    return out
 
 
 def limits_of(plan: Plan) -> Optional[Dict[str, int]]:
