@@ -24,15 +24,16 @@ from dynosim.testbed.plan import make_plan
 
 def chain(**extra: Any) -> Dict[str, Any]:
     """entry (20 ms exponential wait) → api (30 ms exponential wait), nothing queueing: 20/s on
-    4 workers each side (api busy 0.6 of 4 workers: P(wait) < 1% in M/M/4)."""
+    4 gunicorn sync workers each side (the api busy 0.6 of 4 workers: P(wait) < 1% in M/M/4; the
+    entry's workers, held through their calls, 1.1 of 4)."""
     doc: Dict[str, Any] = {
         "name": "chain",
         "arrivals": {"process": "poisson", "rate": "20/s"},
         "fleet": {"dynos": 1},
-        "app": {"processes": 4},
+        "app": {"server": "gunicorn", "processes": 4},
         "request": {"phases": [{"io": {"distribution": "exponential", "mean": "20ms"}},
                                {"call": "api", "timeout": "2s", "retries": 1}]},
-        "services": {"api": {"fleet": {"dynos": 1}, "app": {"processes": 4},
+        "services": {"api": {"fleet": {"dynos": 1}, "app": {"server": "gunicorn", "processes": 4},
                              "router": {"policy": "least_connections"},
                              "request": {"phases": [{"io": {"distribution": "exponential", "mean": "30ms"}}]}}},
         "run": {"duration": "6s", "warmup": "0s", "seed": 7},
@@ -48,9 +49,9 @@ def fanout(wait: Any = "all", **extra: Any) -> Dict[str, Any]:
         "name": "fanout",
         "arrivals": {"process": "poisson", "rate": "10/s"},
         "fleet": {"dynos": 1},
-        "app": {"processes": 2},
+        "app": {"server": "gunicorn", "processes": 2},
         "request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "wait": wait}]},
-        "services": {"search": {"fleet": {"dynos": 2}, "app": {"processes": 1, "threads": 8},
+        "services": {"search": {"fleet": {"dynos": 2}, "app": {"model": "threaded", "processes": 1, "threads": 8},
                                 "request": {"phases": [{"io": {"distribution": "exponential", "mean": "20ms"}}]}}},
         "run": {"duration": "6s", "warmup": "0s", "seed": 11},
     }
@@ -83,7 +84,7 @@ def test_a_chains_plan_runs_the_service_behind_its_own_haproxy_with_its_drawn_wo
     (api,) = plan.services.services
     assert api.name == "api" and api.plan.router.policy == "least_connections"
     assert "balance leastconn" in api.plan.router.config(1000, [1001])
-    assert api.plan.dynos.workers == 4 and api.plan.dynos.server == "gunicorn"
+    assert (api.plan.dynos.server, api.plan.dynos.worker_class, api.plan.dynos.workers) == ("gunicorn", "sync", 4)
     # The entry's plan is the entry alone; its call phase a placeholder the app gets as a call.
     assert "services" not in plan.scenario.doc
     requests = plan.requests()
@@ -253,3 +254,17 @@ def test_a_fanout_waiting_for_the_first_answer_takes_the_fastest_call():
     # whole (the minimum of 4 exponentials has mean 5 ms, the maximum 41.7 ms).
     assert np.all(phase >= drawn.min(axis=1) - 1e-3)
     assert np.mean(phase) < np.mean(drawn.max(axis=1))
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+def test_a_call_that_times_out_on_every_try_fails_the_request():
+    doc = chain(run={"duration": "2s", "warmup": "0s", "seed": 5})
+    doc["request"]["phases"][1] = {"call": "api", "timeout": "50ms", "retries": 1}
+    doc["services"]["api"]["request"] = {"phases": [{"io": "200ms"}]}
+    plan, load, report = _run(doc)
+    n = len(plan.drawn["phases"])
+    # The caller gives up after 50 ms, tries once more, then answers 502: every request.
+    assert list(load["status"]) == [502] * n
+    calls, _work = load["services"]["api"]
+    assert sorted(calls) == sorted([f"{i}-api0" for i in load["index"]] + [f"{i}-api0.r1" for i in load["index"]])
+    assert report["per_replication"][0]["failed"]["total"] == n

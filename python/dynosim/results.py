@@ -100,7 +100,9 @@ def is_time_metric(metric: str) -> bool:
                           "stability.window", "stability.interval")
             or metric.startswith("closed_loop.latency.")
             or (parts[0] == "resources" and len(parts) == 4 and parts[2] in ("pool_wait", "queue"))
-            or (parts[0] == "classes" and len(parts) == 4 and parts[2] == "response"))
+            or (parts[0] == "classes" and len(parts) == 4 and parts[2] == "response")
+            # A service's figures are a fleet's (services.NAME.response.p99).
+            or (parts[0] == "services" and len(parts) > 2 and is_time_metric(".".join(parts[2:]))))
 
 
 def is_fraction_metric(metric: str) -> bool:

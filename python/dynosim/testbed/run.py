@@ -88,7 +88,7 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
     for case, first in zip(cases, plans):
         policy = first.described["policy"]
         progress(f"{policy}: simulating")
-        simulated = run_scenario(case.with_overrides(sets), warn=False)[0].to_dict()
+        simulated = simulate(case.with_overrides(sets))
         reports, rows = [], []
         for k in range(runs):
             plan = first if k == 0 else make_plan(case, replication=k)
@@ -97,6 +97,12 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
             reports.append(report)
             rows += [dict(r, run=k) for r in records]
         measured = combine(reports, request_cpu=has_phases(case))
+        if simulated is None:
+            # Services whose calls the engine does not simulate yet: the real run alone.
+            results.append({"policy": policy, "simulated": None, "measured": measured, "difference": {},
+                            "paired_difference": {}, "testbed": measured.pop("testbed"), "_records": rows})
+            results[-1]["testbed"]["warnings"].append(NOT_SIMULATED)
+            continue
         if "pricing" in simulated:  # the scenario's prices, the same for both sides
             measured["pricing"] = simulated["pricing"]
         twins = {"summary": measure.summary_of(simulated["per_replication"][:runs])}
@@ -110,6 +116,20 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
     if calibration:
         doc["calibration"] = calibration
     return doc
+
+
+#: The warning of a real run of services the engine does not simulate yet.
+NOT_SIMULATED = ("the engine does not simulate this scenario's calls yet (docs/services.md): the real run is "
+                 "measured alone, with no simulated side to compare")
+
+
+def simulate(case: Scenario) -> Optional[Dict[str, Any]]:
+    """The simulated side of a real run: the engine's report of `case`; None for a scenario
+    with services whose calls the engine refuses (``describe()["refused"]``), which the testbed
+    then runs for real alone (docs/testbed.md, "Services that call services")."""
+    if case.doc.get("services") and case.describe().get("refused"):
+        return None
+    return run_scenario(case, warn=False)[0].to_dict()
 
 
 #: The calibration's requests: constant phases, so that what varies is the stack's. 2 ms of
