@@ -74,6 +74,17 @@ phase stops computing, an ``io`` or ``hold`` phase stops sleeping, a query in fl
 its end first), and the app answers ``500`` with ``X-Dynosim-Service-Timeout: 1``, the worker
 free for the next request (its work log ends the request then).
 
+**Calls to other services** (docs/testbed.md, "Services that call services"): a phase
+``call=NAME;timeout=T;retries=K:0`` is an HTTP GET to service NAME's HAProxy on loopback (its
+port in the configuration's ``services``), a fresh connection per try with T as its socket
+timeout, tried again at once after a 5xx, no answer or the timeout, up to K more times; a
+phase ``fanout=NAME;count=N;wait=W:0`` sends N such calls at once from the worker's thread
+pool and ends when W of them (``all``, ``first`` or a number) have answered. Each call's drawn
+work comes in ``X-Dynosim-Calls`` (each call's phases, ``|`` between calls, in order), its id
+at the service the request's, then the service and the call's place (``12-api0``, a retry
+``12-api0.r1``, a fan-out's ``12-search0.3``). A call that fails its last try (or a fan-out
+that can no longer get W answers) fails the request: ``502`` with ``X-Dynosim-Call-Failed``.
+
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
 "mode": "sleep", "burn_rate": 0}}, "ready_dir": "...", "work_dir": "...", "faults_file":
