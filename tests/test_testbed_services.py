@@ -158,6 +158,15 @@ def test_what_the_testbed_does_not_run_of_services_is_refused_in_one_line(change
     assert path in str(e.value) and "\n" not in str(e.value)
 
 
+def test_an_autoscaled_entry_with_services_is_refused_in_one_line(tmp_path):
+    doc = chain(autoscale={"policy": "hpa", "min": 1, "max": 2, "target": 0.5})
+    toml = tmp_path / "autoscaled.toml"
+    toml.write_text(toml_document(doc))
+    result = run_cli("testbed", str(toml))
+    assert_one_line_error(result, code=2)
+    assert "autoscale: the testbed runs services beside a fixed entry fleet" in result.stderr
+
+
 def test_the_cli_refuses_a_hedged_fanout_before_anything_starts(tmp_path):
     doc = fanout()
     doc["request"]["phases"][1]["hedge"] = "10ms"
@@ -299,3 +308,14 @@ def test_a_chain_measured_against_its_paired_simulation():
         ta = np.array([calls[f"{i}-api0"]["ta"] for i in index])
         api_over = float(np.mean(ta - api_wall))
         assert abs(np.mean(ta) - api_over - sim["services"]["api"]["response"]["mean"]) < bound
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_nothing_of_a_services_run_outlives_it_stopped(tmp_path, how):
+    from test_testbed import stop_and_look
+
+    toml = tmp_path / "long-chain.toml"
+    toml.write_text(toml_document(chain(run={"duration": "60s", "warmup": "0s", "seed": 1})))
+    # Both HAProxy processes up (the api's, then the entry's): every dyno runs, the load is on.
+    stop_and_look(str(toml), how, lambda seen: sum("haproxy -db" in line for line in seen.values()) >= 2)

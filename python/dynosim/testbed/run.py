@@ -715,6 +715,9 @@ def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, c
     then has ``"calibration"``."""
     from .plan import MAX_PROCESSES
 
+    if scenario.doc.get("services"):
+        raise scenario._error("autoscale", "the testbed runs services beside a fixed entry fleet: leave [autoscale] "
+                                           "out (docs/testbed.md, \"Services that call services\")")
     if policies:
         scenario = scenario.with_overrides({"router.policy": list(policies)})
     engine, fleet_plan = split(scenario)
