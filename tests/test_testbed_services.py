@@ -284,10 +284,12 @@ def test_a_chain_measured_against_its_paired_simulation():
     """Once the engine simulates calls (docs/services.md): the chain's replication 0 (which drew
     the entry's requests sent) against the real run, within 4 standard errors plus the stack's
     overhead measured per request. The api's work is drawn apart on each side (the engine's
-    calls' draws and the testbed's own, :mod:`dynosim.testbed.services`), hence √2 × its sd.
+    calls' draws and the testbed's own, :mod:`dynosim.testbed.services`), and the engine may
+    draw the entry's phases of a scenario with calls from streams of its own: the two sides
+    are taken as independent, the bound 4 × √2 × the sd of a request's work over √n.
     The overhead measured holds the real queue waits too, which the simulated mean has: at
     this load (1.1 of the entry's 4 workers, Erlang C) they average under 1 ms, well inside
-    the bound (16 ms at 120 requests)."""
+    the bound (19 ms at 120 requests)."""
     scenario = Scenario(chain())
     if scenario.describe().get("refused"):
         pytest.skip("the engine does not simulate calls yet: " + scenario.describe()["refused"]["message"])
@@ -302,12 +304,13 @@ def test_a_chain_measured_against_its_paired_simulation():
     response = np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
     api_wall = np.array([api_work[f"{i}-api0"]["end"] - api_work[f"{i}-api0"]["start"] for i in index])
     overhead = float(np.mean(response - _walls(load, 0) - api_wall))
-    bound = 4 * math.sqrt(2) * 0.030 / math.sqrt(n)
+    bound = 4 * math.sqrt(2) * math.hypot(0.020, 0.030) / math.sqrt(n)
     assert abs(np.mean(response) - overhead - sim["response"]["mean"]) < bound
     if "services" in sim:
         ta = np.array([calls[f"{i}-api0"]["ta"] for i in index])
         api_over = float(np.mean(ta - api_wall))
-        assert abs(np.mean(ta) - api_over - sim["services"]["api"]["response"]["mean"]) < bound
+        assert abs(np.mean(ta) - api_over - sim["services"]["api"]["response"]["mean"]) \
+            < 4 * math.sqrt(2) * 0.030 / math.sqrt(n)
 
 
 @pytest.mark.needs("haproxy", "gunicorn")
