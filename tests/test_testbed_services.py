@@ -130,11 +130,15 @@ def test_a_services_figures_come_from_its_haproxy_and_work_logs():
                   "3-api0": {"ta": 2.0, "tw": 0.0, "status": 504}}
     work = {"1-api0": {"start": 10.0, "end": 10.04}, "2-api0": {"start": 11.0, "end": 11.03},
             "3-api0": {"start": 12.0, "end": 14.5}}
-    f = services.figures(router_log, work, dynos=1, slots=2, span=10.0)
-    assert f["requests"] == 3 and f["errors"] == {"total": 1, "rate": pytest.approx(1 / 3)}
+    router_log["2-api0.r1"] = {"ta": 0.05, "tw": 0.0, "status": 200, "term": "CD"}  # its caller gave up
+    work["2-api0.r1"] = {"start": 11.5, "end": 11.6}
+    f = services.figures(router_log, work, dynos=1, slots=2, span=10.0, failed=1)
+    assert f["requests"] == 4 and f["errors"] == {"total": pytest.approx(2 / 4)}
     assert f["response"]["mean"] == pytest.approx(0.04)
     assert f["queue"]["mean"] == pytest.approx(0.005)
-    assert f["utilisation"] == pytest.approx((0.04 + 0.03 + 2.5) / 20)
+    assert f["utilisation"] == {"mean": pytest.approx((0.04 + 0.03 + 2.5 + 0.1) / 20)}
+    assert f["calls"] == {"sent": 4, "answered": 3, "errors": 1, "timed_out": 1, "timed_out_fraction": 0.25,
+                          "retried": 1, "failed": 1, "late": 1}
 
 
 @pytest.mark.parametrize("change, path", [
@@ -199,7 +203,8 @@ def test_a_chain_answers_in_the_entrys_work_plus_the_calls_response():
     rep = report["per_replication"][0]
     api = rep["services"]["api"]
     # Every entry request called the api once; the api's log and work log hold each call.
-    assert api["requests"] == n and api["errors"]["total"] == 0
+    assert api["requests"] == api["calls"]["sent"] == api["calls"]["answered"] == n
+    assert api["errors"]["total"] == 0 and api["calls"]["timed_out"] == api["calls"]["failed"] == 0
     calls, api_work = load["services"]["api"]
     index = list(load["index"])
     response = np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
@@ -272,11 +277,16 @@ def test_a_call_that_times_out_on_every_try_fails_the_request():
     doc["services"]["api"]["request"] = {"phases": [{"io": "200ms"}]}
     plan, load, report = _run(doc)
     n = len(plan.drawn["phases"])
-    # The caller gives up after 50 ms, tries once more, then answers 502: every request.
-    assert list(load["status"]) == [502] * n
+    # The caller gives up after 50 ms, tries once more, then answers 500: every request.
+    assert list(load["status"]) == [500] * n
     calls, _work = load["services"]["api"]
     assert sorted(calls) == sorted([f"{i}-api0" for i in load["index"]] + [f"{i}-api0.r1" for i in load["index"]])
-    assert report["per_replication"][0]["failed"]["total"] == n
+    rep = report["per_replication"][0]
+    assert rep["failed"]["total"] == rep["error_counts"]["call_failed"] == n
+    assert rep["error_counts"]["app_timeout"] == 0
+    # As the simulation's services.api.calls: 2n tries, each timed out, n retried, n failed.
+    api = rep["services"]["api"]["calls"]
+    assert (api["sent"], api["timed_out"], api["retried"], api["failed"], api["answered"]) == (2 * n, 2 * n, n, n, 0)
 
 
 @pytest.mark.needs("haproxy", "gunicorn")

@@ -83,7 +83,8 @@ pool and ends when W of them (``all``, ``first`` or a number) have answered. Eac
 work comes in ``X-Dynosim-Calls`` (each call's phases, ``|`` between calls, in order), its id
 at the service the request's, then the service and the call's place (``12-api0``, a retry
 ``12-api0.r1``, a fan-out's ``12-search0.3``). A call that fails its last try (or a fan-out
-that can no longer get W answers) fails the request: ``502`` with ``X-Dynosim-Call-Failed``.
+that can no longer get W answers) fails the request: ``500`` with ``X-Dynosim-Call-Failed``
+(the simulation's ``errors.call_failed``).
 
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
@@ -173,7 +174,7 @@ def parse_call(kind: str, text: str) -> Dict[str, Any]:
 
 class CallFailed(Exception):
     """A call's last try failed (an error status, no answer, its timeout), or a fan-out can no
-    longer get the answers it waits for: the app answers 502."""
+    longer get the answers it waits for: the app answers 500 (errors.call_failed)."""
 
 
 #: The services this app calls: name → its HAProxy's port on loopback.
@@ -563,7 +564,7 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
                                  calls=calls.split("|") if calls else None, request=request)
     except CallFailed as e:
         _note("e", request, time.time())
-        start_response("502 Bad Gateway", [("Content-Type", "text/plain"), ("X-Dynosim-Call-Failed", str(e)),
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain"), ("X-Dynosim-Call-Failed", str(e)),
                                            ("X-Dynosim-Dyno", _DYNO)])
         return [b"call failed\n"]
     except (Outage, ResourceTimeout) as e:

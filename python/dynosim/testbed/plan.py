@@ -480,6 +480,9 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
             raise DynosimError(f"internal: service {name} drew {len(work[name])} requests, {counts[name]} needed")
         # The service's HAProxy holds a call as long as the whole run may last.
         sub_plan.router.timeout = max(sub_plan.router.timeout, plan.deadline)
+        # A caller that stops waiting (its call's timeout) closes its connection: HAProxy then
+        # ends the try (termination state C.), so its log tells the tries timed out.
+        sub_plan.router.abort_on_close = True
         plan.warnings += [f"services.{name}: {w}" for w in sub_plan.warnings]
         fleets.append(ServicePlan(name, sub_plan, work[name]))
     plan.warnings.append("the services' requests are drawn by the engine from each service's tables, with a seed "

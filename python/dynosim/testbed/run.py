@@ -50,7 +50,8 @@ ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynos
 #: refused or stopped (app.wait_timeout's 503, an outage's 500, app.service_timeout's 500, a
 #: query's statement_timeout's 500, a concurrency limit's 503) and the app's retries of its queries.
 CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-service-timeout",
-                             "x-dynosim-resource-timeout", "x-dynosim-app-retries", "x-dynosim-limit"]
+                             "x-dynosim-resource-timeout", "x-dynosim-app-retries", "x-dynosim-limit",
+                             "x-dynosim-call-failed"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -523,7 +524,7 @@ def report_of(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, 
                               crashes=(load.get("losses") or {}).get("crashes") if plan.losses else None,
                               resource_timeout=any(r.get("timeout") is not None for r in plan.resources.values()),
                               app_retries=any(r.get("retries") for r in plan.resources.values()),
-                              limits=limits_of(plan))
+                              limits=limits_of(plan), call_failed=plan.services is not None)
     if plan.faults or plan.losses:
         rep["stability"] = stability(plan, load)
     if plan.services is not None:
@@ -551,7 +552,9 @@ def services_figures(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
     for tier in plan.services.services if plan.services is not None else []:
         router_log, work = (load.get("services") or {}).get(tier.name, ({}, {}))
         d = tier.plan.described
-        out[tier.name] = services_.figures(router_log, work, dynos=int(d["dynos"]), slots=int(d["slots"]), span=span)
+        failed = sum(1 for v in load["headers"].get("x-dynosim-call-failed") or [] if v == tier.name)
+        out[tier.name] = services_.figures(router_log, work, dynos=int(d["dynos"]), slots=int(d["slots"]), span=span,
+                                           failed=failed)
     return out
 
 

@@ -207,23 +207,37 @@ def needed(calls: Dict[int, Call], requests: int) -> Dict[str, int]:
 
 
 def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
-            span: float) -> Dict[str, Any]:
-    """A service's measured figures, from its HAProxy's log (by request id: every call its
-    callers sent, retries too) and its app's work log, in the fleet's report shape
-    (``services.NAME.*``): ``requests``, ``response`` (HAProxy's Ta: the call as the service
-    answered it), ``queue`` (the part of it not in the app's work: HAProxy's queue, the connect
-    and the wait in the dyno's accept queue), ``service_mean`` (the app's work), ``errors``
-    (``total`` and ``rate``: answers of 5xx or none) and ``utilisation`` (the app's work over
-    dynos × slots × `span`, the seconds the load lasted)."""
-    ta, queue, busy = [], [], 0.0
-    errors = 0
+            span: float, failed: int = 0) -> Dict[str, Any]:
+    """A service's measured figures, from its HAProxy's log (by request id: every try its
+    callers sent) and its app's work log, in the shape of the simulation's ``services.NAME.*``
+    (docs/output.md): ``requests``, ``response`` (HAProxy's Ta: the try as the service answered
+    it), ``queue`` (the part of it not in the app's work: HAProxy's queue, the connect and the
+    wait in the dyno's accept queue), ``service_mean`` (the app's work), ``errors.total`` (the
+    share of tries answered 5xx or not at all), ``utilisation.mean`` (the app's work over dynos ×
+    slots × `span`, the seconds the load lasted), and ``calls``: ``sent`` (tries), ``answered``
+    (answered before the caller gave up), ``errors`` (of those, 5xx), ``timed_out`` (the caller
+    closed first: HAProxy's termination state ``C..``), ``timed_out_fraction``, ``retried``
+    (tries after the first: ids ending ``.rN``), ``failed`` (calls failed on their last try:
+    `failed`, from the callers' answers) and ``late`` (tries timed out whose work the service
+    still finished: done for nobody)."""
+    ta, queue = [], []
+    errors = timed_out = late = answered = answered_errors = retried = 0
     for rid, line in router_log.items():
         status = line.get("status")
-        if status is None or status >= 500 or line.get("ta") is None:
+        w = work.get(rid) or {}
+        gone = str(line.get("term") or "").startswith("C")
+        if ".r" in rid.rpartition("-")[2]:
+            retried += 1
+        if gone:
+            timed_out += 1
+            late += int(w.get("end") is not None)
+        else:
+            answered += 1
+            answered_errors += int(status is None or status >= 500)
+        if status is None or status >= 500 or line.get("ta") is None or gone:
             errors += 1
         else:
             ta.append(line["ta"])
-            w = work.get(rid) or {}
             if w.get("start") is not None and w.get("end") is not None:
                 queue.append(max(0.0, line["ta"] - (w["end"] - w["start"])))
     served = [w["end"] - w["start"] for w in work.values() if w.get("end") is not None]
@@ -233,5 +247,8 @@ def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any
             "response": measure.time_summary(np.asarray(ta, dtype=float)),
             "queue": measure.time_summary(np.asarray(queue, dtype=float)),
             "service_mean": float(np.mean(served)) if served else 0.0,
-            "errors": {"total": errors, "rate": errors / n if n else 0.0},
-            "utilisation": busy / (dynos * slots * span) if span > 0 else 0.0}
+            "errors": {"total": errors / n if n else 0.0},
+            "utilisation": {"mean": busy / (dynos * slots * span) if span > 0 else 0.0},
+            "calls": {"sent": n, "answered": answered, "errors": answered_errors, "timed_out": timed_out,
+                      "timed_out_fraction": timed_out / n if n else 0.0, "retried": retried, "failed": failed,
+                      "late": late}}
