@@ -1,7 +1,9 @@
 """Services that call services (docs/services.md): `[services.NAME]` and the call phases are
-read, checked and described, and every run refuses them, in one line, until calls are
-simulated. The engine's own tests (crates/dynosim-engine/src/calls.rs) check each refusal; these
-check the page's examples and what the user sees through the package and the CLI."""
+read, checked and described; a `call` runs (each service's figures under `services.NAME`), a
+`fanout` is refused in one line until it is simulated. The engine's own tests
+(crates/dynosim-engine/src/services.rs, tests/services.rs) check each refusal and the calls
+against theory; these check the page's examples and what the user sees through the package and
+the CLI."""
 
 import re
 import sys
@@ -25,17 +27,17 @@ def fenced(language):
     return re.findall(rf"```{language}\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
 
 
-def page_scenario(tmp_path):
-    """The page's three-tier scenario, saved under the name its first line gives."""
-    (toml,) = fenced("toml")
-    name = re.match(r"# ([\w.-]+\.toml)\b", toml).group(1)
+def page_scenario(tmp_path, name="three-tier.toml"):
+    """One of the page's scenarios (the three-tier one, or `name`), saved under the name its
+    first line gives."""
+    (toml,) = [t for t in fenced("toml") if t.startswith(f"# {name}")]
     (tmp_path / name).write_text(toml, encoding="utf-8")
     return tmp_path / name
 
 
 def test_the_pages_scenario_and_snippet_give_the_rates_the_page_states(tmp_path, monkeypatch):
     path = page_scenario(tmp_path)
-    (snippet,) = fenced("python")
+    snippet = fenced("python")[0]
     monkeypatch.chdir(tmp_path)
     namespace = {}
     exec(compile(snippet, str(PAGE), "exec"), namespace)
@@ -48,13 +50,14 @@ def test_the_pages_scenario_and_snippet_give_the_rates_the_page_states(tmp_path,
     assert [(c["caller"], c["callee"], c["kind"]) for c in described["calls"]] == [
         (None, "api", "call"), ("api", "search", "fanout")]
     assert described["calls"][1]["hedge"] == "p95" and described["calls"][1]["wait"] == "all"
-    assert described["refused"]["path"] == "services"
+    assert described["refused"]["path"] == "services.api.request.phases[1]"
 
 
 def test_a_run_is_refused_in_one_line_pointing_to_the_page(tmp_path, cli):
     path = page_scenario(tmp_path)
     result = cli("run", str(path), "--json", "--duration", "10s", cwd=tmp_path)
-    assert_one_line_error(result, "three-tier.toml", "services", "not simulated yet", "docs/services.md")
+    assert_one_line_error(result, "three-tier.toml", "services.api.request.phases[1]",
+                          "fan-out calls between services are not simulated yet", "docs/services.md")
     assert list(tmp_path.iterdir()) == [path]
 
 
@@ -87,3 +90,50 @@ def test_a_call_phase_without_services_is_refused_at_its_key_path(tmp_path):
         Scenario.load(doc).describe()
     assert str(e.value) == ('request.phases[1].call: unknown service "api"; the scenario has no '
                             '[services.api]')
+
+
+def test_the_pages_chain_runs_and_reports_its_service(tmp_path, monkeypatch):
+    """The page's chain.toml and its snippet: the api's figures are under services.api, and the
+    means the snippet's comments give (M/M/1 at ρ = 0.7: 0.1 / 0.3 s; the whole request 0.1 s
+    more) are within the run's confidence intervals, widened to five standard errors."""
+    page_scenario(tmp_path, "chain.toml")
+    snippet = fenced("python")[1]
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(snippet, str(PAGE), "exec"), namespace)
+    result = namespace["result"]
+    api = result.estimate("services.api.response.mean")
+    assert abs(api.mean - 0.1 / 0.3) <= 5 * api.std_error
+    whole = result.estimate("response.mean")
+    assert abs(whole.mean - (0.1 + 0.1 / 0.3)) <= 5 * whole.std_error
+    assert "about 0.33 s" in snippet and "about 0.43 s" in snippet
+    # Each service's figures and its calls' are metrics of the report, times in seconds.
+    from dynosim.results import is_fraction_metric, is_metric, is_time_metric, metrics_of
+    names = metrics_of(result.summary)
+    assert {"services.api.response.p99", "services.api.utilisation.mean", "services.api.calls.sent",
+            "services.api.calls.timed_out_fraction", "errors.call_failed"} <= set(names)
+    assert is_time_metric("services.api.queue.mean") and not is_time_metric("services.api.calls.sent")
+    assert is_fraction_metric("services.api.calls.timed_out_fraction")
+    assert is_metric("services.api.calls.late") and not is_metric("services.api.calls.nope")
+    calls = result.per_replication[0]["services"]["api"]["calls"]
+    assert calls["answered"] + calls["late"] == calls["sent"]
+
+
+def test_a_chain_runs_on_the_cli_with_services_in_its_json(tmp_path, cli):
+    path = page_scenario(tmp_path, "chain.toml")
+    result = cli("run", str(path), "--json", "--duration", "1min", "--replications", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    import json
+    (report,) = json.loads(result.stdout)["results"]
+    assert report["engine"] == "events"
+    api = report["summary"]["services"]["api"]
+    assert api["requests"]["mean"] > 1000 and api["calls"]["sent"]["mean"] >= api["requests"]["mean"]
+    assert 0.5 < api["utilisation"]["mean"]["mean"] < 0.9
+
+
+
+def test_the_real_stack_refuses_services_in_one_line(tmp_path, cli):
+    path = page_scenario(tmp_path, "chain.toml")
+    result = cli("testbed", str(path), "--duration", "10s", cwd=tmp_path)
+    assert_one_line_error(result, "chain.toml", "services", "the real stack does not run calls", "docs/services.md")
+    assert list(tmp_path.iterdir()) == [path]

@@ -48,7 +48,7 @@ def run(
     variants = [s.for_policy(p) for p in s.policies]
     described = [v.describe() for v in variants]  # validate all before running any
     for v, d in zip(variants, described):
-        v.check_runnable(d)
+        v.check_runnable(d, simulated=True)
     if warn:
         for v, d in zip(variants, described):
             message = v.steady_state_warning(d)

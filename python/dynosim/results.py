@@ -25,9 +25,9 @@ ERROR_KINDS: List[str] = ["total", "h11", "h12", "h13", "client_timeout", "queue
 #: too long on its thread (``app.service_timeout``), a try failed at once by the clients' circuit breaker
 #: (``[arrivals.breaker]``), a query stopped by its resource's ``timeout`` on its last try, a
 #: try rejected at once by a concurrency limit (``router.concurrency_limit``,
-#: ``app.concurrency_limit``).
+#: ``app.concurrency_limit``), a call to another service failed on its last try.
 FEEDBACK_ERROR_KINDS: List[str] = ["outage", "crashed", "wait_timeout", "service_timeout", "breaker_open",
-                                   "resource_timeout", "limit_rejected"]
+                                   "resource_timeout", "limit_rejected", "call_failed"]
 
 #: Every scalar metric, in display order.
 METRICS: List[str] = (
@@ -80,33 +80,54 @@ _NAMED = re.compile(r"^(resources\.[^.]+\.(utilisation|uses|(pool_wait|queue)\.(
                     r"|classes\.[^.]+\.(requests|response\.(" + "|".join(_STATS) + r")))$")
 
 
+#: What the calls to a service did (``services.NAME.calls.*``, docs/services.md).
+CALL_METRICS: List[str] = ["sent", "answered", "errors", "timed_out", "timed_out_fraction", "retried", "failed",
+                           "late"]
+
+
+def _service_metric(metric: str) -> Optional[str]:
+    """A service's metric (``services.NAME.X``): X, its fleet's metric or ``calls.*``; else None."""
+    parts = metric.split(".", 2)
+    if len(parts) == 3 and parts[0] == "services" and parts[1]:
+        return parts[2]
+    return None
+
+
 def is_metric(metric: str) -> bool:
     """Whether a name is a metric some scenario reports (docs/output.md)."""
+    own = _service_metric(metric)
+    if own is not None:
+        return own in (f"calls.{c}" for c in CALL_METRICS) or is_metric(own)
     return metric in METRICS or metric in OPTIONAL_METRICS or bool(_NAMED.match(metric))
 
 
 def metric_names_hint() -> str:
     """The metric names, for an error message."""
     return (", ".join(METRICS) + "; with the dyno model also dyno.*, failed.*, closed_loop.*, "
-            "resources.NAME.*, classes.NAME.*; with [autoscale] fleet.* and autoscale.*; with jiq routing.* "
+            "resources.NAME.*, classes.NAME.*; with [autoscale] fleet.* and autoscale.*; with jiq routing.*; "
+            "with [services] services.NAME.* (a fleet's metrics and calls.*) "
             "(docs/output.md)")
 
 
 def is_time_metric(metric: str) -> bool:
     """Whether a metric is a time, in seconds (the others are counts, rates and fractions)."""
+    own = _service_metric(metric)
+    if own is not None:
+        return is_time_metric(own)
     parts = metric.split(".")
     return (parts[0] in ("queue", "queue_of_queued", "response", "response_ok") or metric == "service_mean"
             or metric in ("closed_loop.elapsed", "dyno.memory.r14_seconds", "stability.recovery_time",
                           "stability.window", "stability.interval")
             or metric.startswith("closed_loop.latency.")
             or (parts[0] == "resources" and len(parts) == 4 and parts[2] in ("pool_wait", "queue"))
-            or (parts[0] == "classes" and len(parts) == 4 and parts[2] == "response")
-            # A service's figures are a fleet's (services.NAME.response.p99).
-            or (parts[0] == "services" and len(parts) > 2 and is_time_metric(".".join(parts[2:]))))
+            or (parts[0] == "classes" and len(parts) == 4 and parts[2] == "response"))
 
 
 def is_fraction_metric(metric: str) -> bool:
     """Whether a metric is a fraction from 0 to 1 (shown as a percentage)."""
+    own = _service_metric(metric)
+    if own is not None:
+        return own == "calls.timed_out_fraction" or is_fraction_metric(own)
     return (metric == "queued_fraction" or metric.startswith("utilisation.") or metric.startswith("errors.")
             or metric in ("dyno.cpu_utilisation", "dyno.thread_occupancy", "dyno.process_occupancy",
                           "dyno.memory.over_quota", "failed.fraction", "routing.idle_hits", "routing.busy_hits",
@@ -127,6 +148,10 @@ def metrics_of(tree: Mapping[str, Any]) -> List[str]:
     for section in ("resources", "classes"):
         for name, sub in (tree.get(section) or {}).items():
             names += [f"{section}.{name}.{leaf}" for leaf in _leaves(sub)]
+    # Each service's own metrics, as a fleet's, and its calls'.
+    for name, sub in (tree.get("services") or {}).items():
+        names += [f"services.{name}.{metric}" for metric in metrics_of(sub)]
+        names += [f"services.{name}.calls.{c}" for c in CALL_METRICS if c in (sub.get("calls") or {})]
     return names
 
 

@@ -37,6 +37,17 @@ def run_columns(rows: List[Tuple[str, PolicyResult]], labelled: bool) -> List[Co
         columns.insert(-3, Column("recovered", _metric_or_nan("stability.recovered"), kind="percent", ci=True))
         columns.insert(-3, Column("recovery\ntime", _metric_or_nan("stability.recovery_time"), kind="time",
                                   ci=True))
+    # Each service the requests call (`[services.NAME]`, docs/services.md): its response, its
+    # utilisation and its calls timed out.
+    services = sorted({name for _, r in rows for name in (r.summary.get("services") or {})})
+    for name in services:
+        columns += [
+            Column(f"{name}\nresponse p99", _metric_or_nan(f"services.{name}.response.p99"), kind="time", ci=True),
+            Column(f"{name}\nutilisation", _metric_or_nan(f"services.{name}.utilisation.mean"), kind="percent",
+                   drop=2),
+            Column(f"{name} calls\ntimed out", _metric_or_nan(f"services.{name}.calls.timed_out_fraction"),
+                   kind="percent", wide=True),
+        ]
     if labelled:
         # A case's label usually says what its policy is: the policy column gives way early.
         columns[0] = dataclasses.replace(columns[0], drop=2)

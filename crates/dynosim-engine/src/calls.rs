@@ -4,17 +4,19 @@
 //! as a whole: every service called exists, the calls make no cycle, every service is called.
 //!
 //! A call phase is read here; [`crate::request`] finds them among the phases, and
-//! [`crate::services`] checks the services and the graph of calls between them. The calls are
-//! not simulated yet: a scenario with calls is refused by every run
+//! [`crate::services`] checks the services and the graph of calls between them. A `call` is
+//! simulated by the event-driven engine's federation of fleets (`sim/federation.rs`); a
+//! fan-out is not yet: a scenario with one is refused by every run
 //! ([`crate::Scenario::check_simulated`]).
 
 use crate::error::{Error, Result};
 use crate::units::Duration;
 use serde_json::{Map, Value};
 
-/// Where the refusal to run a scenario with calls points.
-pub const NOT_SIMULATED: &str = "calls between services are not simulated yet: this scenario \
-     can be described (Scenario.describe()) but not run; see docs/services.md";
+/// Where the refusal to run a scenario with a fan-out points.
+pub const NOT_SIMULATED: &str = "fan-out calls between services are not simulated yet (a \
+     call is): this scenario can be described (Scenario.describe()) but not run; see \
+     docs/services.md";
 
 /// The most calls a fan-out sends at once, and the most retries a call makes.
 pub const MAX_FANOUT: u32 = 10_000;

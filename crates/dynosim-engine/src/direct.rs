@@ -126,9 +126,9 @@ impl<'s> Eligible<'s> {
             shard_count: _,
             threads: _,
             shards: _,
-            // Refused by every engine before it runs (Scenario::check_simulated).
-            calls: _,
-            services: _,
+            // Other fleets, run together by the event-driven engine (its federation).
+            calls,
+            services,
         } = s;
         let AppServer {
             server: _,
@@ -151,6 +151,9 @@ impl<'s> Eligible<'s> {
         let Workload::Open(arrivals) = workload else {
             return Err("a closed loop answers each client before it sends again");
         };
+        if !calls.is_empty() || !services.is_empty() {
+            return Err("requests call other services (their fleets run together)");
+        }
         if request.is_some() {
             return Err("requests with phases share CPU and resources");
         }

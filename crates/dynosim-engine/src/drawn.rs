@@ -146,10 +146,13 @@ pub fn outline(s: &Scenario) -> Vec<ClassOutline> {
                             kind: "cpu",
                             resource: None,
                         },
-                        crate::request::PhaseKind::Io => PhaseOutline {
-                            kind: "io",
-                            resource: None,
-                        },
+                        // A call takes none of the caller's own time (not sent yet).
+                        crate::request::PhaseKind::Io | crate::request::PhaseKind::Call(_) => {
+                            PhaseOutline {
+                                kind: "io",
+                                resource: None,
+                            }
+                        }
                         crate::request::PhaseKind::Use(r) => PhaseOutline {
                             kind: "use",
                             resource: Some(s.resources[r as usize].name.clone()),

@@ -252,6 +252,7 @@ impl Measures {
                 breaker_open: scenario.client_breaker.is_some(),
                 resource_timeout: scenario.resources.iter().any(|r| r.timeout.is_some()),
                 limit_rejected: scenario.router_limit.is_some() || scenario.app_limit.is_some(),
+                call_failed: !scenario.calls.is_empty(),
             },
             limit: (scenario.router_limit.is_some() || scenario.app_limit.is_some()).then(|| {
                 let levels = |limit: Option<&crate::limit::ConcurrencyLimit>, n: usize| {
@@ -1141,6 +1142,8 @@ impl Measures {
                 .stability
                 .as_deref()
                 .map(|(goodput, rule)| goodput.figures(rule, end)),
+            // The federation of fleets adds them (`sim/federation.rs`).
+            services: None,
             engine: "",
         }
         .with(

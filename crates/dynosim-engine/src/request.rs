@@ -38,8 +38,8 @@ fn one() -> f64 {
 
 impl RequestSpec {
     /// The call phases of `[request]`, read and checked; `prefix` goes before their key paths in
-    /// errors (`services.search.`). A class whose phases are all calls is refused while calls are
-    /// not simulated: its own time would be none.
+    /// errors (`services.search.`). A class whose phases are all calls is refused: its own
+    /// time, which the load checks read, would be none.
     pub(crate) fn call_sites(&self, prefix: &str) -> Result<Vec<CallSite>> {
         let spec = self;
         let mut classes: Vec<(String, &[Value])> = Vec::new();
@@ -68,8 +68,8 @@ impl RequestSpec {
             if own == 0 && !phases.is_empty() {
                 return Err(Error::config(
                     format!("{prefix}{path}"),
-                    "every phase calls another service; while calls are not simulated a request \
-                     needs a phase of its own (cpu, io or use), such as the caller's own CPU",
+                    "every phase calls another service; a request needs a phase of its own (cpu, \
+                     io or use) beside its calls, such as the caller's own CPU",
                 ));
             }
         }
@@ -83,6 +83,11 @@ pub enum PhaseKind {
     Io,
     /// A shared resource, by its index in the scenario's resources.
     Use(u32),
+    /// A call to another service (`{ call = "NAME" }`, `{ fanout = ... }`), by its index
+    /// among the scenario's call sites ([`crate::Scenario::calls`]). It takes none of the
+    /// caller's own time (its drawn time is 0): the thread waits, holding its slot, for the
+    /// callee's answer (the engine's federation of fleets, `sim/federation.rs`).
+    Call(u32),
 }
 
 #[derive(Debug)]
@@ -119,11 +124,14 @@ impl RequestModel {
         resources: &[String],
         base_dir: &Path,
     ) -> Result<RequestModel> {
+        // The call phases, numbered in class and phase order as [`RequestSpec::call_sites`]
+        // lists them.
+        let mut calls = 0u32;
         let classes = match (&spec.phases, &spec.class) {
             (Some(phases), None) => vec![Class {
                 name: "default".into(),
                 weight: 1.0,
-                phases: build_phases(phases, "request.phases", resources, base_dir)?,
+                phases: build_phases(phases, "request.phases", resources, base_dir, &mut calls)?,
             }],
             (None, Some(classes)) => {
                 if classes.is_empty() {
@@ -152,6 +160,7 @@ impl RequestModel {
                             &format!("{path}.phases"),
                             resources,
                             base_dir,
+                            &mut calls,
                         )?,
                     });
                 }
@@ -296,6 +305,7 @@ fn build_phases(
     path: &str,
     resources: &[String],
     base_dir: &Path,
+    calls: &mut u32,
 ) -> Result<Vec<Phase>> {
     if phases.is_empty() {
         return Err(Error::config(path, "needs at least one phase"));
@@ -319,10 +329,10 @@ fn build_phases(
                 )
             })?;
             if is_call(table) {
-                // Read by crate::calls; it takes no time of the caller's own until calls are
-                // simulated.
+                // Read by crate::calls; it takes no time of the caller's own.
+                *calls += 1;
                 return Ok(Phase {
-                    kind: PhaseKind::Io,
+                    kind: PhaseKind::Call(*calls - 1),
                     time: Box::new(dist::Constant(0.0)),
                     server: false,
                 });

@@ -78,9 +78,47 @@ pub struct ReplicationResult {
     /// `app.concurrency_limit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<LimitFigures>,
+    /// Each service the requests call (`[services.NAME]`), by name: its fleet's figures, as
+    /// the top level's are, and what its callers' calls to it did. The top level's figures
+    /// are the whole request's (its response includes its calls').
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub services: Option<BTreeMap<String, ServiceFigures>>,
     /// The engine that ran it ("direct" or "events"; see [`crate::engine`]).
     #[serde(skip)]
     pub engine: &'static str,
+}
+
+/// A service's figures (`services.NAME.*`): its fleet's, as a top-level fleet's, and its
+/// callers' calls to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceFigures {
+    #[serde(flatten)]
+    pub fleet: Box<ReplicationResult>,
+    pub calls: CallFigures,
+}
+
+/// What the calls to a service did, over the whole run (warm-up included), as its callers saw
+/// them. Each try of a call (its first, and each retry) is a request of the callee's.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct CallFigures {
+    /// Tries sent to the service (first tries and retries).
+    pub sent: u64,
+    /// Tries answered in time, successfully or with an error (the callee's own).
+    pub answered: u64,
+    /// Of those, answered with an error.
+    pub errors: u64,
+    /// Tries whose caller stopped waiting at the call's `timeout`.
+    pub timed_out: u64,
+    /// `timed_out` over `sent`.
+    pub timed_out_fraction: f64,
+    /// Tries sent again (`retries`) after an error or a timeout.
+    pub retried: u64,
+    /// Calls that failed on their last try: their request was answered 500
+    /// (`errors.call_failed` of the caller).
+    pub failed: u64,
+    /// Answers that came after their caller stopped waiting: the callee's work done for
+    /// nobody.
+    pub late: u64,
 }
 
 /// A fleet that changes size, over the measured window.
@@ -268,10 +306,14 @@ pub enum ErrorKind {
     /// Rejected at once by a concurrency limit (`router.concurrency_limit` or
     /// `app.concurrency_limit`): as many requests in flight as its limit, answered 503.
     LimitRejected,
+    /// A call to another service (`{ call = "NAME" }`) failed: its callee answered with an
+    /// error, or did not answer within the call's `timeout`, on its last try (`retries`): the
+    /// app answered 500.
+    CallFailed,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 17;
+    pub const COUNT: usize = 18;
 }
 
 /// Which of the error kinds a scenario reports only when it can have them (see
@@ -285,6 +327,7 @@ pub struct Optional {
     pub breaker_open: bool,
     pub resource_timeout: bool,
     pub limit_rejected: bool,
+    pub call_failed: bool,
 }
 
 /// A figure per error kind, and their total.
@@ -319,6 +362,9 @@ pub struct ErrorTable<T> {
     pub resource_timeout: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_rejected: Option<T>,
+    /// Written only by a scenario whose requests call other services.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_failed: Option<T>,
 }
 
 impl ErrorTable<u64> {
@@ -346,6 +392,7 @@ impl ErrorTable<u64> {
                 .resource_timeout
                 .then(|| k(ErrorKind::ResourceTimeout)),
             limit_rejected: shown.limit_rejected.then(|| k(ErrorKind::LimitRejected)),
+            call_failed: shown.call_failed.then(|| k(ErrorKind::CallFailed)),
         }
     }
 
@@ -377,6 +424,7 @@ impl ErrorTable<u64> {
             breaker_open: self.breaker_open.map(f),
             resource_timeout: self.resource_timeout.map(f),
             limit_rejected: self.limit_rejected.map(f),
+            call_failed: self.call_failed.map(f),
         }
     }
 }

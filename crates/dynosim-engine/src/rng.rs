@@ -89,6 +89,15 @@ pub fn substream(seed: u64, replication: u64, purpose: Stream, index: u64) -> Si
     SimRng::seed_from_u64(splitmix64(key ^ splitmix64(index.wrapping_add(1))))
 }
 
+/// The seed of service `index` (`[services.NAME]`, in name order from 0) of a run seeded
+/// `seed`: each service's fleet draws from streams of its own, and the entry fleet's are the
+/// run's, as without services.
+pub fn service_seed(seed: u64, index: u64) -> u64 {
+    // A constant apart from the shards' and the streams' purposes.
+    const SERVICES: u64 = 0x5345_5256_4943_0000;
+    splitmix64(splitmix64(seed) ^ splitmix64(SERVICES ^ index))
+}
+
 /// The seed of shard `shard` of a run seeded `seed` (see [`crate::shard`]): each shard's
 /// streams are then `stream(shard_seed(seed, shard), replication, purpose)`, independent of
 /// every other shard's and replication's.

@@ -684,21 +684,32 @@ impl Scenario {
         ))
     }
 
-    /// Whether the scenario has services or calls, which no engine simulates yet.
+    /// Whether the scenario has services or calls (run by the event-driven engine's federation
+    /// of fleets).
     pub fn has_calls(&self) -> bool {
         !self.services.is_empty() || !self.calls.is_empty()
     }
 
-    /// Refuses to run a scenario with services or calls (see [`crate::calls::NOT_SIMULATED`]).
+    /// Refuses to run a scenario with a fan-out, the entry's or a service's, at its key path
+    /// (see [`crate::calls::NOT_SIMULATED`]); a `call` runs.
     pub fn check_simulated(&self) -> Result<()> {
-        if !self.has_calls() {
-            return Ok(());
+        let tiers = std::iter::once(("", self))
+            .chain(self.services.iter().map(|s| (s.name.as_str(), &s.scenario)));
+        for (name, scenario) in tiers {
+            let fanout = scenario
+                .calls
+                .iter()
+                .find(|site| matches!(site.call, crate::calls::Call::Fanout { .. }));
+            if let Some(site) = fanout {
+                let path = if name.is_empty() {
+                    site.path.clone()
+                } else {
+                    format!("services.{name}.{}", site.path)
+                };
+                return Err(Error::config(path, crate::calls::NOT_SIMULATED));
+            }
         }
-        let path = match self.calls.first() {
-            Some(site) if self.services.is_empty() => site.path.clone(),
-            _ => "services".into(),
-        };
-        Err(Error::config(path, crate::calls::NOT_SIMULATED))
+        Ok(())
     }
 
     /// Validates a parsed scenario's fleet, all but its memory and its services (see
@@ -1551,8 +1562,8 @@ impl Scenario {
 
     /// Refuses a scenario whose offered load is at or above capacity (unless
     /// `run.allow_overload`), or not a number. A closed loop is always stable: its clients wait
-    /// for their responses. Every run passes here first: a scenario with calls between
-    /// services, which are not simulated yet, is refused too ([`Scenario::check_simulated`]).
+    /// for their responses. Every run passes here first: a scenario with a fan-out between
+    /// services, not simulated yet, is refused too ([`Scenario::check_simulated`]).
     pub fn check_stable(&self) -> Result<()> {
         self.check_simulated()?;
         self.check_load()

@@ -137,8 +137,10 @@ pub(crate) fn build(
             cases: None,
             services: None,
         };
-        let scenario = Scenario::validate(&own, base_dir, interrupted)
+        let mut scenario = Scenario::validate(&own, base_dir, interrupted)
             .map_err(|e| in_service(e, name, rate))?;
+        // Its own random streams (see `crate::rng::service_seed`).
+        scenario.seed = crate::rng::service_seed(spec.run.seed, services.len() as u64);
         services.push(Service {
             name: name.clone(),
             scenario,
@@ -438,11 +440,15 @@ mod tests {
         assert_eq!(api.scenario.dynos, 3);
         assert_eq!(api.scenario.policy_name, "least_connections");
         assert_eq!(search.scenario.service.mean(), 0.01);
-        // The calls take none of the caller's own time until they are simulated.
+        // A call takes none of the caller's own time (its thread waits for the callee).
         assert!((s.service.mean() - 0.005).abs() < 1e-12);
         assert!(s.has_calls());
+        // The api's fan-out is not simulated yet: refused at its key path.
         let refusal = s.check_stable().expect_err("not simulated");
-        assert_eq!(refusal.to_string(), format!("services: {NOT_SIMULATED}"));
+        assert_eq!(
+            refusal.to_string(),
+            format!("services.api.request.phases[1]: {NOT_SIMULATED}")
+        );
         let described = s.description();
         assert_eq!(described["services"][1]["name"], "search");
         assert_eq!(described["services"][1]["rate"], 1000.0);
@@ -450,7 +456,20 @@ mod tests {
         assert_eq!(described["calls"][1]["caller"], "api");
         assert_eq!(described["calls"][1]["callee"], "search");
         assert_eq!(described["calls"][1]["hedge"], "p95");
-        assert_eq!(described["refused"]["path"], "services");
+        assert_eq!(
+            described["refused"]["path"],
+            "services.api.request.phases[1]"
+        );
+        // Without it, the scenario runs.
+        let mut doc = three_tier();
+        set(
+            &mut doc,
+            "/services/api/request/phases/1",
+            json!({"call": "search", "timeout": "50ms"}),
+        );
+        let s = build(&doc).expect("valid");
+        s.check_stable().expect("a chain of calls runs");
+        assert_eq!(s.description()["refused"], Value::Null);
     }
 
     #[test]

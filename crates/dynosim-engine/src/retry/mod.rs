@@ -104,7 +104,8 @@ impl Failure {
             | ErrorKind::BreakerOpen
             // A limit answers before any work is done on it.
             | ErrorKind::LimitRejected => Failure::Refused,
-            ErrorKind::H12
+            ErrorKind::CallFailed
+            | ErrorKind::H12
             | ErrorKind::QueueTimeout
             | ErrorKind::AppTimeout
             | ErrorKind::R15

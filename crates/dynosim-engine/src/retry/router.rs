@@ -76,6 +76,7 @@ impl RouterRetry {
             | ErrorKind::WaitTimeout
             | ErrorKind::ServiceTimeout
             | ErrorKind::ResourceTimeout
+            | ErrorKind::CallFailed
             // A dyno's limit answered 503 (the router's own never reaches a dyno).
             | ErrorKind::LimitRejected => self.errors,
             ErrorKind::H11

@@ -13,6 +13,7 @@ use super::faults::Faults;
 use super::fleet::Fleet;
 use super::limit::Limits;
 use super::memory::{self, Memory};
+use super::outbox::Outbox;
 use super::redispatch::Redispatch;
 use super::resource::ResourceState;
 use super::retries::Retries;
@@ -85,6 +86,7 @@ impl<'s, const FEEDBACK: bool, const EXTRAS: bool> Simulation<'s, FEEDBACK, EXTR
                 .map(|c| Box::new(Breaker::new(c.clone()))),
             queries: streams.queries,
             limits: Limits::of(s, streams.limits),
+            outbox: Outbox::new(false),
         };
         // A run without the feedback loop must have none of its features' state: its steps
         // never look at it (see `features.rs`).

@@ -336,7 +336,22 @@ impl Events {
         self.queue.peek().map(|(id, req)| (self.ids.event(id), req))
     }
 
-    /// The next event: the run's loop, its one caller, has it inline.
+    /// Takes back the open workload's pending arrival: a service of the federation of fleets
+    /// takes its callers' calls, not arrivals of its own.
+    pub fn no_arrivals(&mut self) {
+        self.arrival = None;
+    }
+
+    /// When the next event comes ([`Self::pop`]'s time), if any: for the federation of
+    /// fleets, which steps the fleet whose next event is the earliest.
+    pub fn next_time(&self) -> Option<f64> {
+        match (self.arrival, self.queue.next_time()) {
+            (Some(a), Some(t)) => Some(a.min(t)),
+            (a, t) => a.or(t),
+        }
+    }
+
+    /// The next event: the run's loop (and the federation's) has it inline.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(f64, Event)> {
         if let Some(a) = self.arrival {

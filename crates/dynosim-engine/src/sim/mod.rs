@@ -61,6 +61,8 @@
 //! - `fleet.rs`: which slot holds a dyno, where each is in its life, the formation;
 //! - `scaling.rs`: the autoscaler and what it is fed;
 //! - `trace.rs`: a trace's frames;
+//! - `outbox.rs`: the calls a fleet's requests make to other fleets, and its answers to the
+//!   calls it takes (`[services.NAME]`);
 //! - `retries.rs`, `redispatch.rs`, `faults.rs`, `limit.rs`: the clients' retries, the
 //!   routers' retries after a timeout or an error, the faults, the concurrency limits; the
 //!   clients' circuit breaker is the engine's (`crate::breaker::state`), shared with the
@@ -81,7 +83,9 @@
 //!   how it ended;
 //! - `lifecycle.rs`: dynos and workers coming up and going down: boots (R10), scale-ups and
 //!   scale-downs (drain, SIGTERM, SIGKILL), R15 restarts, daily restarts, deploys, the
-//!   autoscaler's evaluations, `app.timeout`'s worker kills.
+//!   autoscaler's evaluations, `app.timeout`'s worker kills;
+//! - `federation.rs`: fleets that call one another (`[services.NAME]`), each a `Simulation`
+//!   stepped through `Simulation::step` in one time order, the calls carried between them.
 //!
 //! # Adding a concern
 //!
@@ -114,6 +118,7 @@ mod dyno;
 mod events;
 mod faults;
 mod features;
+mod federation;
 mod fleet;
 mod idle;
 mod knowledge;
@@ -121,6 +126,7 @@ mod lifecycle;
 mod limit;
 mod limiting;
 mod memory;
+mod outbox;
 mod phases;
 mod redispatch;
 mod resend;
@@ -154,6 +160,7 @@ use faults::Faults;
 use fleet::Fleet;
 use limit::Limits;
 use memory::Memory;
+use outbox::Outbox;
 use redispatch::Redispatch;
 use resource::ResourceState;
 use retries::Retries;
@@ -170,6 +177,18 @@ const LOOK_AHEAD_DYNOS: u32 = 4096;
 
 /// How often (in events) the run asks whether it should stop.
 const INTERRUPT_CHECK_EVERY: u64 = 1 << 16;
+
+/// What one event did to the run (see `Simulation::step`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The event ran.
+    Done,
+    /// An arrival or a send past the window (or the closed loop's last request): not sent,
+    /// not counted as a step.
+    Skipped,
+    /// The stability verdict is settled: nothing after this changes it; the run stops.
+    Settled,
+}
 
 /// A replication's state: the run's own, and one field per concern, each the struct that holds
 /// that concern's state (see the module's comment). `FEEDBACK`: whether the run's steps look
@@ -238,6 +257,9 @@ struct Simulation<'s, const FEEDBACK: bool, const EXTRAS: bool> {
     /// The concurrency limits (`router.concurrency_limit`, `app.concurrency_limit`); None:
     /// none.
     limits: Option<Box<Limits>>,
+    /// The calls its requests make to other fleets, and its answers to the calls it takes
+    /// (the federation of fleets, `federation.rs`); empty without services.
+    outbox: Outbox,
 }
 
 impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
@@ -341,6 +363,13 @@ pub(crate) fn measure_replication(
     replication: u64,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Measures, f64)> {
+    // A shard is one fleet's share: fleets that call one another are never split.
+    if scenario.has_calls() {
+        return Err(Error::config(
+            "run.shards",
+            "fleets that call one another run whole, not in shards",
+        ));
+    }
     simulate_measures(scenario, replication, None, interrupted).map(|(m, end, _)| (m, end))
 }
 
@@ -364,6 +393,10 @@ fn simulate(
     trace: Option<TraceRecorder>,
     interrupted: &(dyn Fn() -> bool + Sync),
 ) -> Result<(ReplicationResult, Option<Trace>)> {
+    if s.has_calls() {
+        // Fleets that call one another run together (see `federation.rs`).
+        return Simulation::federate(s, replication, trace, interrupted);
+    }
     let (measures, end, trace) = simulate_measures(s, replication, trace, interrupted)?;
     let mut result = measures.finish(s, end);
     result.engine = crate::scenario::Engine::Events.name();
@@ -401,84 +434,11 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         // once an interval of simulated time; infinite otherwise.
         let mut verdict_check = self.measures.verdict_check();
         while let Some((time, event)) = self.events.pop() {
-            if FEEDBACK && time >= verdict_check {
-                match self.measures.verdict_pending(time) {
-                    Some(next) => verdict_check = next,
-                    // Settled: nothing after this changes it.
-                    None => break,
-                }
-            }
-            if self.look_ahead {
-                if let Some((next, req)) = self.events.peek() {
-                    self.touch(next, req);
-                }
-            }
-            if self.trace.is_some() {
-                self.snapshot_until(time);
-            }
-            match event {
-                Event::Arrival if time < window_end => {
-                    self.now = time;
-                    self.open_arrival(time);
-                    self.check_overload()?;
-                }
-                Event::Send { client } if time < window_end && self.clients.to_send != Some(0) => {
-                    self.now = time;
-                    if let Some(left) = self.clients.to_send.as_mut() {
-                        *left -= 1;
-                    }
-                    self.arrive(client);
-                }
-                // Past the window (or the closed loop's last request): not sent.
-                Event::Arrival | Event::Send { .. } => continue,
-                Event::Done { req } => {
-                    self.now = time;
-                    self.timed_done(req);
-                }
-                Event::Cpu { dyno } => {
-                    self.now = time;
-                    self.cpu_done(dyno as usize);
-                }
-                Event::Shared { resource } => {
-                    self.now = time;
-                    self.shared_done(resource as usize);
-                }
-                Event::Life { dyno } => {
-                    self.now = time;
-                    self.life_event(dyno as usize);
-                }
-                Event::Autoscale => {
-                    self.now = time;
-                    self.autoscale();
-                }
-                Event::Deploy => {
-                    self.now = time;
-                    self.deploy();
-                }
-                Event::View => self.view_due(time),
-                Event::Report => {
-                    self.now = time;
-                    self.reports_due();
-                }
-                Event::Retries => {
-                    self.now = time;
-                    self.retries_due();
-                }
-                Event::Fault => {
-                    self.now = time;
-                    self.fault_due();
-                }
-                Event::Timers => {
-                    let before = self.now;
-                    self.now = time;
-                    if !self.timers_due() {
-                        // A deadline that found its request already answered (its timer still
-                        // set) is no part of the run's work: the run's end stays at the last
-                        // event that did something. It made a 1 s `ab -n` run of
-                        // `unicorn-2011` last 30 s, the router's timeout (issue #23).
-                        self.now = before;
-                    }
-                }
+            match self.step(time, event, window_end, &mut verdict_check)? {
+                Step::Done => {}
+                // Past the window: not sent, and not a step.
+                Step::Skipped => continue,
+                Step::Settled => break,
             }
             steps += 1;
             if steps % INTERRUPT_CHECK_EVERY == 0 && interrupted() {
@@ -486,6 +446,100 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             }
         }
         Ok(self.close(window_end))
+    }
+
+    /// One event of the run: `event`, popped at `time` (see [`Self::run`]); `verdict_check`:
+    /// when the run next asks for its stability verdict. Inlined into the run's loop, which
+    /// compiles as it did before the step was a function of its own; the federation of
+    /// fleets (`federation.rs`) steps each of its fleets through it too.
+    #[inline(always)]
+    fn step(
+        &mut self,
+        time: f64,
+        event: Event,
+        window_end: f64,
+        verdict_check: &mut f64,
+    ) -> Result<Step> {
+        if FEEDBACK && time >= *verdict_check {
+            match self.measures.verdict_pending(time) {
+                Some(next) => *verdict_check = next,
+                // Settled: nothing after this changes it.
+                None => return Ok(Step::Settled),
+            }
+        }
+        if self.look_ahead {
+            if let Some((next, req)) = self.events.peek() {
+                self.touch(next, req);
+            }
+        }
+        if self.trace.is_some() {
+            self.snapshot_until(time);
+        }
+        match event {
+            Event::Arrival if time < window_end => {
+                self.now = time;
+                self.open_arrival(time);
+                self.check_overload()?;
+            }
+            Event::Send { client } if time < window_end && self.clients.to_send != Some(0) => {
+                self.now = time;
+                if let Some(left) = self.clients.to_send.as_mut() {
+                    *left -= 1;
+                }
+                self.arrive(client);
+            }
+            // Past the window (or the closed loop's last request): not sent.
+            Event::Arrival | Event::Send { .. } => return Ok(Step::Skipped),
+            Event::Done { req } => {
+                self.now = time;
+                self.timed_done(req);
+            }
+            Event::Cpu { dyno } => {
+                self.now = time;
+                self.cpu_done(dyno as usize);
+            }
+            Event::Shared { resource } => {
+                self.now = time;
+                self.shared_done(resource as usize);
+            }
+            Event::Life { dyno } => {
+                self.now = time;
+                self.life_event(dyno as usize);
+            }
+            Event::Autoscale => {
+                self.now = time;
+                self.autoscale();
+            }
+            Event::Deploy => {
+                self.now = time;
+                self.deploy();
+            }
+            Event::View => self.view_due(time),
+            Event::Report => {
+                self.now = time;
+                self.reports_due();
+            }
+            Event::Retries => {
+                self.now = time;
+                self.retries_due();
+            }
+            Event::Fault => {
+                self.now = time;
+                self.fault_due();
+            }
+            Event::Timers => {
+                let before = self.now;
+                self.now = time;
+                if !self.timers_due() {
+                    // A deadline that found its request already answered (its timer still
+                    // set) is no part of the run's work: the run's end stays at the last
+                    // event that did something. It made a 1 s `ab -n` run of
+                    // `unicorn-2011` last 30 s, the router's timeout (issue #23).
+                    self.now = before;
+                }
+            }
+        }
+        Ok(Step::Done)
     }
 
     /// The open workload's next arrival, at `time`.
@@ -546,20 +600,33 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         }
     }
 
-    /// A closed-loop client got its response (or error): it thinks, then sends again.
+    /// A closed-loop client got its response: it thinks, then sends again.
     pub(super) fn respond(&mut self, client: u32) {
-        self.respond_after(client, 0.0);
+        self.respond_after(client, 0.0, true);
     }
 
-    /// [`Self::respond`], waiting at least `at_least` before sending again.
-    pub(super) fn respond_after(&mut self, client: u32, at_least: f64) {
+    /// [`Self::respond`], or its error for good (`ok` false), waiting at least `at_least`
+    /// before sending again. A service's caller (see `outbox.rs`) has its answer.
+    pub(super) fn respond_after(&mut self, client: u32, at_least: f64, ok: bool) {
         if client == NONE {
             return;
+        }
+        if self.outbox.serves {
+            return self.answer_caller(client, ok);
         }
         if let Some(think) = self.clients.think(self.s, at_least) {
             self.events
                 .schedule(self.now + think, ARRIVAL, Event::Send { client });
         }
+    }
+
+    /// A service's request that carries `index` (its caller's, see `outbox.rs`) is answered
+    /// now: out of line, so that a fleet that takes no calls keeps its response's code as
+    /// it was.
+    #[cold]
+    #[inline(never)]
+    fn answer_caller(&mut self, index: u32, ok: bool) {
+        self.outbox.answer(index, ok, self.now);
     }
 
     /// Asks for what the next event will first need (its dyno's CPU, or its request), so

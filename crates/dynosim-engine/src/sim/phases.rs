@@ -68,6 +68,18 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
                 let time = time * self.app_slowdown(self.now);
                 self.cpu_add(dyno, req, process, time);
             }
+            // A call to another fleet: the thread waits for its answer, which the federation
+            // of fleets delivers (`federation.rs`: `call_answered`, `call_failed`).
+            PhaseKind::Call(site) => {
+                let entry = &mut self.slab.entries[req as usize];
+                entry.state = State::Timed;
+                let generation = entry.generation;
+                self.outbox.made.push(super::outbox::Made {
+                    req,
+                    generation,
+                    site,
+                });
+            }
             // A resource out that refuses: the query fails at once (and its retries, at once
             // too), and the app answers 500.
             PhaseKind::Use(r) if self.resource_outage(r, self.now) == Some(None) => {

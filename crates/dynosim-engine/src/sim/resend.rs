@@ -39,7 +39,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         }
         if let Some(origin) = self.try_failed(req, error) {
             self.measures.errored(error, origin, self.now);
-            self.respond_after(client, at_least);
+            self.respond_after(client, at_least, false);
         }
     }
 
