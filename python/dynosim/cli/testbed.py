@@ -166,7 +166,7 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
 
 #: Each service's figures in the table (``services.NAME.`` before each).
 SERVICE_METRICS = ["requests", "response.mean", "response.p50", "response.p99", "queue.mean", "service_mean",
-                   "utilisation", "errors.rate"]
+                   "utilisation.mean", "errors.total", "calls.sent", "calls.timed_out", "calls.failed"]
 
 
 def service_metrics(report: Dict[str, Any]) -> List[str]:

@@ -486,8 +486,9 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
         plan.warnings += [f"services.{name}: {w}" for w in sub_plan.warnings]
         fleets.append(ServicePlan(name, sub_plan, work[name]))
     plan.warnings.append("the services' requests are drawn by the engine from each service's tables, with a seed "
-                         "of their own, and dealt to the entry's calls in order: the simulation does not draw "
-                         "calls yet")
+                         "of their own, and dealt to the entry's calls in order: the simulation draws its calls' "
+                         "work from streams of its own, so the two sides' calls are different draws of the same "
+                         "law")
     plan.services = ServicesPlan(scenario, calls, fleets, services_.deal_work(calls, requests, work))
     plan.dynos.call_timeout = plan.request_timeout
     return plan

@@ -6,13 +6,15 @@ Each service runs as a fleet of its own: its gunicorn dynos behind its own HAPro
 HAProxy process with its own configuration and log, its policy mapped as the entry's is:
 :mod:`.router`). The entry's app calls it over HTTP on loopback (:mod:`.app`).
 
-The work of the calls: the engine does not draw calls yet, so each service's requests are
-drawn by the engine from the service's own tables, as a fleet of its own under Poisson
+The work of the calls: the engine gives no draw of a call's work outside a simulation (its
+calls draw from streams of their own as they run), so each service's requests are drawn by
+the engine from the service's own tables, as a fleet of its own under Poisson
 arrivals at the rate its callers send it (``Scenario.describe()``'s ``services[i].rate``),
 with a seed of its own (:func:`service_seed`), and handed out in order: the entry's k-th call
 to a service, over the whole run, does that service's k-th drawn request. The load generator
-sends each entry request's calls' work in ``X-Dynosim-Calls`` (:data:`CALLS_HEADER`). When the
-engine draws the calls' work itself, its draws replace these.
+sends each entry request's calls' work in ``X-Dynosim-Calls`` (:data:`CALLS_HEADER`). The
+simulated side's calls are thus other draws of the same law: a comparison treats them as
+independent.
 
 This module reads scenarios only: it imports nothing of the testbed's plan (no import cycle).
 """
