@@ -139,6 +139,11 @@ def test_a_services_figures_come_from_its_haproxy_and_work_logs():
     assert f["utilisation"] == {"mean": pytest.approx((0.04 + 0.03 + 2.5 + 0.1) / 20)}
     assert f["calls"] == {"sent": 4, "answered": 3, "errors": 1, "timed_out": 1, "timed_out_fraction": 0.25,
                           "retried": 1, "failed": 1, "late": 1}
+    # The fleet's figures count the window's entry requests' tries (request 1 in the warm-up);
+    # calls.*, as the simulation's, the whole run.
+    w = services.figures(router_log, work, dynos=1, slots=2, span=10.0, failed=1, window=lambda i: i != 1)
+    assert w["requests"] == 3 and w["errors"] == {"total": pytest.approx(2 / 3)}
+    assert w["service_mean"] == pytest.approx((0.03 + 2.5 + 0.1) / 3) and w["calls"] == f["calls"]
 
 
 @pytest.mark.parametrize("change, path", [

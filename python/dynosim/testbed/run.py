@@ -549,12 +549,20 @@ def services_figures(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
     done = done[np.isfinite(done)]
     span = (float(done.max()) if len(done) else float(load["start"])) - float(load["start"])
     out: Dict[str, Any] = {}
+    # The entry's requests in the measured window (arrivals from the warm-up's end), as the
+    # simulation's services.NAME figures count its calls' requests.
+    times = plan.drawn["time"] or []
+    warmup, end = float(plan.described["warmup"]), float(plan.described["warmup"]) + float(plan.described["duration"])
+
+    def window(i: int) -> bool:
+        return not times or (i < len(times) and warmup <= times[i] < end)
+
     for tier in plan.services.services if plan.services is not None else []:
         router_log, work = (load.get("services") or {}).get(tier.name, ({}, {}))
         d = tier.plan.described
         failed = sum(1 for v in load["headers"].get("x-dynosim-call-failed") or [] if v == tier.name)
         out[tier.name] = services_.figures(router_log, work, dynos=int(d["dynos"]), slots=int(d["slots"]), span=span,
-                                           failed=failed)
+                                           failed=failed, window=window)
     return out
 
 

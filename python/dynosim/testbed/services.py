@@ -209,7 +209,7 @@ def needed(calls: Dict[int, Call], requests: int) -> Dict[str, int]:
 
 
 def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
-            span: float, failed: int = 0) -> Dict[str, Any]:
+            span: float, failed: int = 0, window: Optional[Any] = None) -> Dict[str, Any]:
     """A service's measured figures, from its HAProxy's log (by request id: every try its
     callers sent) and its app's work log, in the shape of the simulation's ``services.NAME.*``
     (docs/output.md): ``requests``, ``response`` (HAProxy's Ta: the try as the service answered
@@ -221,8 +221,17 @@ def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any
     closed first: HAProxy's termination state ``C..``), ``timed_out_fraction``, ``retried``
     (tries after the first: ids ending ``.rN``), ``failed`` (calls failed on their last try:
     `failed`, from the callers' answers) and ``late`` (tries timed out whose work the service
-    still finished: done for nobody)."""
+    still finished: done for nobody). As the simulation's, ``calls.*`` count the whole run, the
+    rest the tries of the entry's requests in the measured window: `window(entry index)`, all
+    when None (a try's id begins with its entry request's index)."""
+    def counted(rid: str) -> bool:
+        if window is None:
+            return True
+        head = rid.partition("-")[0].partition(".")[0]
+        return head.isdigit() and bool(window(int(head)))
+
     ta, queue = [], []
+    requests = 0
     errors = timed_out = late = answered = answered_errors = retried = 0
     for rid, line in router_log.items():
         status = line.get("status")
@@ -236,20 +245,24 @@ def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any
         else:
             answered += 1
             answered_errors += int(status is None or status >= 500)
+        if not counted(rid):
+            continue
+        requests += 1
         if status is None or status >= 500 or line.get("ta") is None or gone:
             errors += 1
         else:
             ta.append(line["ta"])
             if w.get("start") is not None and w.get("end") is not None:
                 queue.append(max(0.0, line["ta"] - (w["end"] - w["start"])))
-    served = [w["end"] - w["start"] for w in work.values() if w.get("end") is not None]
-    busy = float(np.sum(served)) if served else 0.0
+    served = [w["end"] - w["start"] for rid, w in work.items() if w.get("end") is not None and counted(rid)]
+    # The utilisation over the whole load: every try's work, over the span.
+    busy = float(np.sum([w["end"] - w["start"] for w in work.values() if w.get("end") is not None]))
     n = len(router_log)
-    return {"requests": n,
+    return {"requests": requests,
             "response": measure.time_summary(np.asarray(ta, dtype=float)),
             "queue": measure.time_summary(np.asarray(queue, dtype=float)),
             "service_mean": float(np.mean(served)) if served else 0.0,
-            "errors": {"total": errors / n if n else 0.0},
+            "errors": {"total": errors / requests if requests else 0.0},
             "utilisation": {"mean": busy / (dynos * slots * span) if span > 0 else 0.0},
             "calls": {"sent": n, "answered": answered, "errors": answered_errors, "timed_out": timed_out,
                       "timed_out_fraction": timed_out / n if n else 0.0, "retried": retried, "failed": failed,
