@@ -18,6 +18,15 @@
 //! next event keeps moving (a CPU shared by processor sharing: every job that joins or leaves
 //! moves its next completion) thus never leaves stale events behind to pop and drop.
 //!
+//! **Taking the root in place.** [`EventQueue::pop_in_place`] leaves a movable event at the
+//! root for its handler to move; an event that cannot move is taken, but its slot stays
+//! vacant until the next event scheduled goes down into it from the root: a completion whose
+//! handler starts the next request (a thread freed takes the next one waiting) costs one sift
+//! down, where a pop and a push cost a sift down and two sift ups. A move, a cancel or a pop
+//! first fills the slot with the last entry, as a pop would; a look at the next event reads the
+//! least of the root's children. The order of events does not depend on the heap's shape (no
+//! two events have the same time, priority and sequence).
+//!
 //! **Layout.** A 4-ary min-heap of 16-byte entries (the time's bits, ordered as the times
 //! are, and the id), laid out so that a node's 4 children fill one 64-byte cache line: a pop
 //! from a heap of 2^20 events reads 10 lines, where a binary heap of 24-byte entries read 20
