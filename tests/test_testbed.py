@@ -529,10 +529,11 @@ def test_the_scenarios_timeouts_become_haproxys_and_gunicorns():
                        ("app.timeout", {"distribution": "uniform", "min": "1.5s", "max": "2.5s"}),
                        ("router.max_in_flight", 10),
                        ("router.view", {"update": "periodic", "interval": "1s"}),
-                       # The feedback loops, the simulation's only for now (docs/feedback.md).
+                       # The feedback loops, the simulation's only for now (docs/feedback.md); a
+                       # fixed limit runs (tests/test_testbed_limits.py), an adaptive one not.
                        ("router.retry_budget", {"percent": 20}),
                        ("router.concurrency_limit", {"algorithm": "aimd"}),
-                       ("app.concurrency_limit", {"algorithm": "fixed", "limit": 4})):
+                       ("app.concurrency_limit", {"algorithm": "gradient2"})):
         bad = Scenario(io_scenario()).with_overrides({key: value})
         with pytest.raises(DynosimError, match=key.replace(".", r"\.")):
             make_plan(bad)

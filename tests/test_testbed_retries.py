@@ -160,15 +160,6 @@ def test_the_slow_requests_and_only_they_are_retried_as_in_the_simulation(tmp_pa
         assert rep["error_counts"]["client_timeout"] == len(slow) == rep["error_counts"]["total"]
 
 
-def test_the_autoscaled_testbed_refuses_retries_in_one_line():
-    from dynosim.testbed.fleet import split
-
-    doc = scenario(autoscale={"rule": "heroku", "min": 1, "max": 3},
-                   run={"duration": "10min", "warmup": "0s", "replications": 2, "seed": 1})
-    with pytest.raises(ScenarioError, match=r"arrivals\.retry"):
-        split(Scenario(doc))
-
-
 @pytest.mark.parametrize("kind", [pytest.param("haproxy", marks=pytest.mark.needs("haproxy", "gunicorn")),
                                   pytest.param("nginx", marks=pytest.mark.needs("nginx", "gunicorn"))])
 def test_the_real_router_retries_after_a_timeout_on_another_dyno_as_the_simulations(tmp_path, kind):

@@ -109,6 +109,13 @@ def split(scenario: Scenario) -> Tuple[Scenario, Optional[FleetPlan]]:
             raise scenario._error(f"faults.{k}.kind", "the testbed's autoscaled fleet starts and stops its dynos by "
                                                       "its rule: run dynos_lost on a fixed fleet (leave [autoscale] "
                                                       "out)")
+    # The concurrency limits run on a fixed fleet: the autoscaled fleet's measure does not
+    # count their refusals, and its dynos come and go under HAProxy's runtime API.
+    for path in ("router.concurrency_limit", "app.concurrency_limit"):
+        head, key = path.split(".")
+        if (scenario.doc.get(head) or {}).get(key) is not None:
+            raise scenario._error(path, "the testbed's autoscaled fleet does not run this yet: it runs on a fixed "
+                                        "fleet (leave [autoscale] out)")
     fleet = scenario.doc.get("fleet") or {}
     for key, what in (("cycling", "restart its dynos daily"), ("deploy", "deploy")):
         if fleet.get(key) is not None:
@@ -1000,11 +1007,11 @@ def compare(measured: Dict[str, Any], simulated: Dict[str, Any], interval: float
     recovered = simulated.get("recovered")
     if recovered and measured.get("stability") is not None:
         fraction = sum(recovered) / len(recovered)
-        real = float(measured["stability"]["recovered"])
+        verdict = float(measured["stability"]["recovered"])
         # A verdict is held to the replications' only where theirs is clear.
         clear = fraction <= STABILITY_CLEAR or fraction >= 1 - STABILITY_CLEAR
-        doc["stability"] = {"measured": real, "simulated": fraction, "paired": recovered[0],
-                            "agrees": (real == float(fraction >= 0.5)) if clear else None}
+        doc["stability"] = {"measured": verdict, "simulated": fraction, "paired": recovered[0],
+                            "agrees": (verdict == float(fraction >= 0.5)) if clear else None}
     return doc
 
 

@@ -48,7 +48,8 @@ answered 500 (gunicorn 21 and later: the abort raises inside the request, which 
 answers) or 502 (the connection closed unanswered); ``client_timeout`` a request the load
 generator gave up on at arrivals.timeout (its error ``timeout``); ``h13`` a 503 with
 termination state ``sC``: HAProxy found every dyno it tried with a full backlog (app.backlog),
-each by its connect timeout.
+each by its connect timeout; ``limit_rejected`` a 503 marked ``X-Dynosim-Limit`` (a fixed
+router.concurrency_limit or app.concurrency_limit refused it: :mod:`.router`).
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 outage: bool = False, service_timeout: bool = False,
                 breaker: Optional[Sequence[Sequence[float]]] = None,
                 crashes: Optional[Sequence[Tuple[int, float]]] = None, resource_timeout: bool = False,
-                app_retries: bool = False) -> Dict[str, Any]:
+                app_retries: bool = False, limits: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -242,7 +243,10 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     (``<NOSRV>``: every dyno down) ``errors.no_dyno``. `resource_timeout`: a resource has a
     timeout (statement_timeout): a 500 with ``X-Dynosim-Resource-Timeout`` is
     ``errors.resource_timeout``. `app_retries`: the app retries its queries; each try's
-    ``X-Dynosim-App-Retries`` adds to ``retries.app``."""
+    ``X-Dynosim-App-Retries`` adds to ``retries.app``. `limits`: the fixed concurrency limits
+    run ({"router": N, "app": N}, those set): a 503 marked ``X-Dynosim-Limit`` (the router's or
+    a dyno's limiter refused it) is ``errors.limit_rejected``, and every such try of the
+    window's requests counts in ``limit.rejected``, as the simulation's."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -303,6 +307,9 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     cancelled = np.array([v == "1" for v in (load["headers"].get("x-dynosim-resource-timeout") or [None] * n)],
                          dtype=bool)
     kinds["resource_timeout"] = kept & (status == 500) & cancelled
+    limited = (status == 503) & np.array([bool(v) for v in (load["headers"].get("x-dynosim-limit") or [None] * n)],
+                                         dtype=bool)
+    kinds["limit_rejected"] = kept & limited
     # The app's 500 for an outage, its service_timeout or a query's timeout is not its worker
     # timeout's.
     kinds["app_timeout"] &= ~refused & ~stopped & ~cancelled
@@ -312,9 +319,9 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         for d, when in crashes:
             on = np.array([s == f"dyno{d}" for s in servers], dtype=bool)  # router.server_name(d)
             lost |= on & (sent <= when) & ~(done < when)
-        kinds["crashed"] = kept & ((status == 502) | (status == 503)) & lost
+        kinds["crashed"] = kept & ((status == 502) | (status == 503)) & lost & ~limited
         kinds["no_dyno"] = kept & (status == 503) & np.array([s == "<NOSRV>" for s in servers], dtype=bool) \
-            & ~queue_term
+            & ~queue_term & ~limited
         kinds["app_timeout"] &= ~kinds["crashed"]
         kinds["h13"] &= ~kinds["crashed"]
     # A request reaches its dyno when HAProxy has it connected there: sent + Tw + Tc (HAProxy's
@@ -403,6 +410,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         table["service_timeout"] = counts["service_timeout"]
     if breaker is not None:
         table["breaker_open"] = counts["breaker_open"]
+    if limits is not None:
+        table["limit_rejected"] = counts["limit_rejected"]
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the
@@ -434,6 +443,15 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
             "opened": sum(1 for a, _ in spans if lo <= a <= hi),
             "rejected": int(np.sum(measured & rejected)),
         }
+    if limits is not None:
+        # Every try of the window's requests a limiter refused (with retries, a request may
+        # have several); a fixed limit's mean is the limit.
+        refusals = int(np.sum(measured & limited))
+        rep["limit"] = {"rejected": refusals, "rejected_per_s": refusals / span}
+        if limits.get("router") is not None:
+            rep["limit"]["router_mean"] = float(limits["router"])
+        if limits.get("app") is not None:
+            rep["limit"]["app_mean"] = float(limits["app"])
     if resources:
         rep["resources"] = {name: {"pool_wait": time_summary(pool_wait[good & np.isfinite(pool_wait)])}
                             for name in resources}

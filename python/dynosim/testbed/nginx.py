@@ -145,6 +145,7 @@ def config(plan: Any, port: int, dyno_ports: List[int]) -> str:
                          f"{plan.retries + 1};\n            proxy_next_upstream_timeout 0;")
     else:
         next_upstream = "proxy_next_upstream off;"
+    limit_zone, limit, limited = _router_limit(plan)
     return f"""# Written by dynosim testbed for router.policy = {plan.policy}: {plan.workers} worker(s) that {views}
 {user}daemon off;
 master_process on;
@@ -173,7 +174,7 @@ http {{
     keepalive_timeout 0;
     client_header_timeout {ms}ms;
     client_body_timeout {ms}ms;
-    send_timeout {ms}ms;
+    send_timeout {ms}ms;{limit_zone}
 
     upstream {UPSTREAM} {{
 {upstream}
@@ -190,11 +191,35 @@ http {{
             proxy_send_timeout {server_ms}ms;
             proxy_read_timeout {server_ms}ms;
             {next_upstream}
-            proxy_ignore_client_abort {"off" if plan.abort_on_close else "on"};
-        }}
+            proxy_ignore_client_abort {"off" if plan.abort_on_close else "on"};{limit}
+        }}{limited}
     }}
 }}
 """
+
+
+#: router.concurrency_limit's ``limit_conn_zone``: the requests each key has in processing.
+LIMIT_ZONE = "dynosim_limit"
+
+
+def _router_limit(plan: Any) -> Tuple[str, str, str]:
+    """router.concurrency_limit under nginx: ``limit_conn`` (answered 503 at once while the
+    key has `limit` requests in processing, counted from the request's headers read to its
+    end), the key each worker's pid without a zone (each worker a router, as the simulation's
+    several routers, each with its limiter) and one for all with it (one router); its refusal
+    goes to a named location that marks it ``X-Dynosim-Limit: router`` (a dyno's own 503 is
+    passed through: ``proxy_intercept_errors`` is off). ("", "", "") without a limit: the
+    http block's lines, the location's, the server's."""
+    if plan.router_limit is None:
+        return "", "", ""
+    key = "$dynosim_limit_key" if plan.zone else "$pid"
+    constant = (f"\n    map $pid $dynosim_limit_key {{\n        default \"all\";\n    }}" if plan.zone else "")
+    zone = f"{constant}\n    limit_conn_zone {key} zone={LIMIT_ZONE}:{ZONE_SIZE};"
+    location = (f"\n            limit_conn {LIMIT_ZONE} {plan.router_limit};\n            limit_conn_status 503;"
+                "\n            limit_conn_log_level info;\n            error_page 503 @dynosim_limit;")
+    named = ("\n        location @dynosim_limit {\n            add_header X-Dynosim-Limit router always;"
+             "\n            return 503;\n        }")
+    return zone, location, named
 
 
 #: router.retry_on's outcomes as nginx's ``proxy_next_upstream`` conditions (``error``: a

@@ -138,11 +138,6 @@ def _timeouts(scenario: Scenario, warnings: List[str]) -> tuple:
     if router.get("retry_budget") is not None:
         raise scenario._error("router.retry_budget", "HAProxy has no retry budget (Envoy's): the testbed does not "
                                                      "run it")
-    for path, present in (("router.concurrency_limit", router.get("concurrency_limit") is not None),
-                          ("app.concurrency_limit", app.get("concurrency_limit") is not None)):
-        if present:
-            raise scenario._error(path, "the testbed does not run this yet (concurrency limits are the "
-                                        "simulation's only)")
     view = router.get("view")
     if isinstance(view, dict) and view.get("update", "exact") != "exact":
         raise scenario._error("router.view", "the testbed's HAProxy reads exact loads; it does not run a late view yet")
@@ -194,6 +189,51 @@ def _retry_on(scenario: Scenario, router: RouterPlan, dynos: int, warnings: List
         warnings.append(f"nginx tries each dyno at most once a request: at most {dynos} tries of a request "
                         f"where the simulation's router may make {router.retries + 1} (router.retries + 1), "
                         "never the same dyno twice in a row")
+
+
+def _fixed_limit(scenario: Scenario, path: str) -> Optional[int]:
+    """A concurrency limit's `limit` when `path` (``router.concurrency_limit`` or
+    ``app.concurrency_limit``) is a fixed one (the engine checked its keys); None when it is
+    left out. An adaptive algorithm is refused in one line: HAProxy and nginx have no adaptive
+    limiter (Envoy's adaptive_concurrency filter, or Netflix's library in the app, would be
+    one), and the testbed runs neither."""
+    head, key = path.split(".")
+    table = (scenario.doc.get(head) or {}).get(key)
+    if table is None:
+        return None
+    algorithm = table.get("algorithm") if isinstance(table, dict) else None
+    if algorithm != "fixed":
+        raise scenario._error(f"{path}.algorithm", f"the testbed runs a fixed limit only, not {algorithm!r}: HAProxy "
+                                                   "and nginx have no adaptive limiter (Envoy's adaptive_concurrency "
+                                                   "filter or Netflix's concurrency-limits in the app would be one)")
+    return int(table["limit"])
+
+
+def _limits(scenario: Scenario, router: RouterPlan, warnings: List[str]) -> None:
+    """The fixed concurrency limits (docs/testbed.md): router.concurrency_limit as HAProxy's
+    ``http-request return status 503`` while the backend holds `limit` requests (``be_conn``:
+    queued or at a dyno), or nginx's ``limit_conn``; app.concurrency_limit as a limiter in
+    front of each dyno's app server, a frontend of HAProxy's own per dyno answering 503 while
+    it has `limit` requests at its app server (:class:`.router.RouterPlan`)."""
+    router.router_limit = _fixed_limit(scenario, "router.concurrency_limit")
+    router.app_limit = _fixed_limit(scenario, "app.concurrency_limit")
+    if router.app_limit is None:
+        return
+    if router.kind == "nginx":
+        raise scenario._error("app.concurrency_limit", "the testbed puts each dyno's limiter in HAProxy: run it with "
+                                                       "HAProxy (leave router.kind out)")
+    if (scenario.doc.get("app") or {}).get("backlog") is not None:
+        raise scenario._error("app.concurrency_limit", "the testbed's dyno limiter stands in front of the app "
+                                                       "server's accept queue, which app.backlog bounds: set one or "
+                                                       "the other")
+    if "5xx" in router.retry_on:
+        warnings.append("app.concurrency_limit with router.retry_on = \"5xx\": HAProxy retries a dyno's refusal on "
+                        "another dyno out of the load generator's sight, so limit.rejected counts the refusals the "
+                        "clients got, not those retried (retries.router counts the retries)")
+    if scenario.doc.get("router", {}).get("timeout") not in (None, "off") or \
+            (scenario.doc.get("arrivals") or {}).get("timeout") is not None:
+        warnings.append("app.concurrency_limit: the testbed's dyno limiter lets a request go when the router or "
+                        "the client gives up on it, where the simulation's counts it until the app answers")
 
 
 def _checked_each_second(value: Any) -> Optional[int]:
@@ -364,6 +404,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                                                  '(router.kind = "haproxy")')
     _backlog(scenario, dyno_plan, router_plan, warnings)
     _retry_on(scenario, router_plan, dynos, warnings)
+    _limits(scenario, router_plan, warnings)
     faults, losses = _faults(scenario)
     dyno_plan.faults = bool(faults)
     boot_time = float(described["fleet"]["boot_time"])

@@ -50,7 +50,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 from ..errors import DynosimError
 from . import nginx
 from .measure import log_by_id
-from .procs import Supervisor
+from .procs import Supervisor, free_ports
 from .tools import INSTALL_DEBIAN, haproxy
 from .tools import nginx as nginx_tool
 
@@ -67,6 +67,8 @@ SUPPORTED = ("random", "power_of_d", "round_robin", "least_connections", "intell
 DEFAULT_FACTOR = 1.25
 #: The request header that carries a request's key, for ``bounded_hash``.
 KEY_HEADER = "X-Dynosim-Key"
+#: The response header of a request a concurrency limit refused: ``router`` or ``app``.
+LIMIT_HEADER = "X-Dynosim-Limit"
 #: Policies whose servers have ``maxconn`` = the dyno's slots, with the backend's queue.
 HOLDING = ("intelligent", "first")
 WEIGHT = 256
@@ -150,9 +152,26 @@ class RouterPlan:
     workers: int = 1
     zone: bool = False
 
-    def config(self, port: int, dyno_ports: List[int]) -> str:
+    #: router.concurrency_limit's fixed limit: requests in flight at the router (HAProxy:
+    #: held by the backend, queued or at a dyno; nginx: being processed) beyond it are answered
+    #: 503 at once, marked ``X-Dynosim-Limit: router``. None: no limit.
+    router_limit: Optional[int] = None
+    #: app.concurrency_limit's fixed limit, per dyno: HAProxy forwards each dyno's requests
+    #: through a frontend of its own in front of the dyno's app server (:func:`limiter_config`),
+    #: which answers 503 (``X-Dynosim-Limit: app``) while it has this many at the app server.
+    app_limit: Optional[int] = None
+
+    def config(self, port: int, dyno_ports: List[int], limiter_ports: Optional[List[int]] = None) -> str:
+        """The router's configuration. With app.concurrency_limit, `limiter_ports` are the
+        dynos' limiters' (one each, in HAProxy: the backend's servers), `dyno_ports` their app
+        servers'."""
         if self.kind == "nginx":
             return nginx.config(self, port, dyno_ports)
+        app_ports = dyno_ports
+        if self.app_limit is not None:
+            if limiter_ports is None or len(limiter_ports) != len(dyno_ports):
+                raise DynosimError("internal: app.concurrency_limit, but no port for each dyno's limiter")
+            dyno_ports = limiter_ports
         limit = f" maxconn {self.slots}" if self.policy in HOLDING else ""
         # bounded_hash: HAProxy's default weight, 1 (16 points a server), which the engine's
         # router.ring = "haproxy" places as HAProxy does.
@@ -196,20 +215,56 @@ defaults
 frontend router
     bind 127.0.0.1:{port}
     http-request capture req.hdr(X-Dynosim-Id) len 20
-    http-request set-header X-Request-Start t=%[date(0,us)]
+    http-request set-header X-Request-Start t=%[date(0,us)]{self._router_limit()}
     default_backend {BACKEND}
 
 backend {BACKEND}
     {balance(self.policy, self.params)}
 {servers}
-"""
+{self._limiters(app_ports, dyno_ports if self.app_limit is not None else [])}"""
+
+    def _router_limit(self) -> str:
+        """router.concurrency_limit's rule: HAProxy's ``be_conn`` counts the requests the
+        backend holds (a stream counts from when it is given the backend, queued or at a dyno,
+        until it ends; the one being evaluated in the frontend is not yet among them)."""
+        if self.router_limit is None:
+            return ""
+        return (f"\n    http-request return status 503 content-type text/plain string \"concurrency limit\" "
+                f"hdr {LIMIT_HEADER} router if {{ be_conn({BACKEND}) ge {self.router_limit} }}")
+
+    def _limiters(self, app_ports: List[int], limiter_ports: List[int]) -> str:
+        """app.concurrency_limit: a frontend per dyno (on its limiter's port, the backend's
+        server) answering 503 while its own backend, the dyno's app server alone, holds
+        `app_limit` requests; it logs nothing (the router's line is the request's), and the
+        dyno's backend waits as long as the run (router.timeout is the router's, not the
+        dyno's)."""
+        ms = int(self.timeout * 1000)
+        out = []
+        for d, (app, mine) in enumerate(zip(app_ports, limiter_ports)):
+            out.append(f"""
+frontend limit{d}
+    bind 127.0.0.1:{mine}
+    http-request set-log-level silent
+    http-request return status 503 content-type text/plain string "concurrency limit" hdr {LIMIT_HEADER} app if {{ be_conn(app{d}) ge {self.app_limit} }}
+    default_backend app{d}
+
+backend app{d}
+    timeout server {ms}ms
+    server app 127.0.0.1:{app}
+""")
+        return "".join(out)
 
     def describe(self) -> str:
         """The router as run, for the report: HAProxy's balance line, or nginx's upstream."""
         if self.kind == "nginx":
-            return nginx.describe(self.policy, self.params, self.workers, self.zone)
+            return nginx.describe(self.policy, self.params, self.workers, self.zone) + (
+                f", limit_conn {self.router_limit} ({'one for all' if self.zone else 'each worker its own'})"
+                if self.router_limit is not None else "")
         return balance(self.policy, self.params).replace("\n   ", ";") + (
-            f", maxconn {self.slots}" if self.policy in HOLDING else "")
+            f", maxconn {self.slots}" if self.policy in HOLDING else "") + (
+            f", 503 beyond {self.router_limit} in the backend (be_conn)" if self.router_limit is not None else "") + (
+            f", each dyno behind a frontend answering 503 beyond {self.app_limit} at its app server"
+            if self.app_limit is not None else "")
 
 
 class Router:
@@ -231,7 +286,12 @@ class Router:
         self.supervisor = supervisor
         self.port = port
         self.config_path = supervisor.workdir / "haproxy.cfg"
-        self.config_path.write_text(plan.config(port, dyno_ports))
+        # app.concurrency_limit: each dyno's limiter listens on a port of its own.
+        # (The router's own port is free until HAProxy binds it: one more, and not that one.)
+        self.limiter_ports = None
+        if plan.app_limit is not None:
+            self.limiter_ports = [p for p in free_ports(len(dyno_ports) + 1) if p != port][:len(dyno_ports)]
+        self.config_path.write_text(plan.config(port, dyno_ports, self.limiter_ports))
         self.log = supervisor.workdir / "haproxy.log"
         check = [tool.path, "-c", "-q", "-f", str(self.config_path)]
         import subprocess

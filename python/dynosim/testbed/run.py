@@ -46,9 +46,9 @@ ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynos
                   "x-dynosim-proc-cpu"]
 #: Response headers the load generator keeps: those, and the marks of a request the app
 #: refused or stopped (app.wait_timeout's 503, an outage's 500, app.service_timeout's 500, a
-#: query's statement_timeout's 500) and the app's retries of its queries.
+#: query's statement_timeout's 500, a concurrency limit's 503) and the app's retries of its queries.
 CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-service-timeout",
-                             "x-dynosim-resource-timeout", "x-dynosim-app-retries"]
+                             "x-dynosim-resource-timeout", "x-dynosim-app-retries", "x-dynosim-limit"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -474,7 +474,8 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               breaker=load.get("breaker") if plan.breaker else None,
                               crashes=(load.get("losses") or {}).get("crashes") if plan.losses else None,
                               resource_timeout=any(r.get("timeout") is not None for r in plan.resources.values()),
-                              app_retries=any(r.get("retries") for r in plan.resources.values()))
+                              app_retries=any(r.get("retries") for r in plan.resources.values()),
+                              limits=limits_of(plan))
     if plan.faults or plan.losses:
         rep["stability"] = stability(plan, load)
     report = {
@@ -488,6 +489,14 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "testbed": extras(plan, load, router_log, work),
     }
     return report, records(plan, load, router_log, work)
+
+
+def limits_of(plan: Plan) -> Optional[Dict[str, int]]:
+    """The fixed concurrency limits the real stack ran ({"router": N, "app": N}, those set),
+    None without one."""
+    limits = {k: v for k, v in (("router", plan.router.router_limit), ("app", plan.router.app_limit))
+              if v is not None}
+    return limits or None
 
 
 def stability(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
