@@ -164,6 +164,38 @@ def calibration_lines(calibration: Dict[str, Any]) -> List[str]:
     return lines
 
 
+#: Each service's figures in the table (``services.NAME.`` before each).
+SERVICE_METRICS = ["requests", "response.mean", "response.p50", "response.p99", "queue.mean", "service_mean",
+                   "utilisation.mean", "errors.total", "calls.sent", "calls.timed_out", "calls.failed"]
+
+
+def service_metrics(report: Dict[str, Any]) -> List[str]:
+    """The table's rows of a report's services (docs/testbed.md, "Services that call services")."""
+    names = list((report.get("summary") or {}).get("services") or {})
+    return [f"services.{name}.{m}" for name in names for m in SERVICE_METRICS]
+
+
+def print_measured(console: Any, result: Dict[str, Any]) -> None:
+    """A real run with nothing simulated beside it (services whose calls the engine does not
+    simulate yet): the measured figures, the entry's and each service's."""
+    real = result["measured"]
+    console.print(f"[bold]{result['policy']}[/]: {real['scenario']}, {real['dynos']} dynos; measured "
+                  f"{real['replications']} time(s); not simulated", highlight=False)
+    rows = []
+    for metric in TABLE_METRICS + service_metrics(real):
+        try:
+            m = lookup(real["summary"], metric)
+        except KeyError:
+            continue
+        rows.append({"metric": metric, "measured": m, "_time": is_time_metric(metric)})
+    columns = [Column("metric", lambda r: r["metric"], kind="text"),
+               Column("measured", lambda r: _fmt(r["measured"]["mean"], r) + _ci(r["measured"], r), kind="text")]
+    table, _hidden = results_table(console, columns, rows)
+    console.print(table)
+    for warning in result["testbed"].get("warnings") or []:
+        console.print(f"warning: {warning}", highlight=False, markup=False)
+
+
 def print_comparison(doc: Dict[str, Any]) -> None:
     console = stdout_console()
     if doc.get("calibration"):
@@ -171,6 +203,9 @@ def print_comparison(doc: Dict[str, Any]) -> None:
             console.print(line, highlight=False, markup=False)
     for result in doc["results"]:
         sim, real = result["simulated"], result["measured"]
+        if sim is None:
+            print_measured(console, result)
+            continue
         runs = int(real["replications"])
         twins = "replication 0" if runs == 1 else f"replications 0-{runs - 1}"
         console.print(f"[bold]{result['policy']}[/]: {sim['scenario']}, {sim['dynos']} dynos; simulated "
@@ -178,7 +213,7 @@ def print_comparison(doc: Dict[str, Any]) -> None:
                       f"drew the requests that were sent); measured {runs} time{'s' if runs > 1 else ''}",
                       highlight=False)
         rows = []
-        for metric in TABLE_METRICS:
+        for metric in TABLE_METRICS + service_metrics(real):
             try:
                 s = lookup(sim["summary"], metric)
                 m = lookup(real["summary"], metric)

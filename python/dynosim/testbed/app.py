@@ -74,6 +74,18 @@ phase stops computing, an ``io`` or ``hold`` phase stops sleeping, a query in fl
 its end first), and the app answers ``500`` with ``X-Dynosim-Service-Timeout: 1``, the worker
 free for the next request (its work log ends the request then).
 
+**Calls to other services** (docs/testbed.md, "Services that call services"): a phase
+``call=NAME;timeout=T;retries=K:0`` is an HTTP GET to service NAME's HAProxy on loopback (its
+port in the configuration's ``services``), a fresh connection per try with T as its socket
+timeout, tried again at once after a 5xx, no answer or the timeout, up to K more times; a
+phase ``fanout=NAME;count=N;wait=W:0`` sends N such calls at once from the worker's thread
+pool and ends when W of them (``all``, ``first`` or a number) have answered. Each call's drawn
+work comes in ``X-Dynosim-Calls`` (each call's phases, ``|`` between calls, in order), its id
+at the service the request's, then the service and the call's place (``12-api0``, a retry
+``12-api0.r1``, a fan-out's ``12-search0.3``). A call that fails its last try (or a fan-out
+that can no longer get W answers) fails the request: ``500`` with ``X-Dynosim-Call-Failed``
+(the simulation's ``errors.call_failed``).
+
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
 "mode": "sleep", "burn_rate": 0}}, "ready_dir": "...", "work_dir": "...", "faults_file":
@@ -114,6 +126,12 @@ def parse_phases(text: str) -> List[Phase]:
         resource = ""
         if kind.startswith("use="):
             kind, resource = "use", kind[4:]
+        elif kind.startswith(("call=", "fanout=")):
+            # A call to another service: its name and settings (parse_call), no time of its own.
+            kind, _, resource = kind.partition("=")
+            parse_call(kind, resource)
+            phases.append((kind, resource, 0.0))
+            continue
         if kind not in ("cpu", "io", "hold", "use", "mem", "keep") or (kind == "use" and not resource):
             raise ValueError(f"unknown phase {item!r}")
         value = float(seconds)
@@ -125,6 +143,102 @@ def parse_phases(text: str) -> List[Phase]:
             raise ValueError(f"phase {item!r}: the share kept must be between 0 and 1")
         phases.append((kind, resource, value))
     return phases
+
+
+def parse_call(kind: str, text: str) -> Dict[str, Any]:
+    """A call phase's settings, ``api;timeout=2;retries=1`` or ``search;count=4;wait=all``:
+    {"service", "count", "need" (the answers the phase waits for), "timeout" (s or None),
+    "retries"}; ValueError for anything else."""
+    name, *items = text.split(";")
+    out: Dict[str, Any] = {"service": name, "count": 1, "wait": "all", "timeout": None, "retries": 0}
+    if not name:
+        raise ValueError(f"{kind} phase without a service")
+    for item in items:
+        key, _, value = item.partition("=")
+        if key == "count":
+            out["count"] = int(value)
+        elif key == "wait":
+            out["wait"] = value
+        elif key == "timeout":
+            out["timeout"] = float(value)
+        elif key == "retries":
+            out["retries"] = int(value)
+        else:
+            raise ValueError(f"{kind} phase: unknown setting {item!r}")
+    if out["count"] < 1 or out["retries"] < 0 or (out["timeout"] is not None and not out["timeout"] > 0):
+        raise ValueError(f"{kind} phase {text!r}: count >= 1, retries >= 0 and a timeout > 0 expected")
+    wait = out["wait"]
+    out["need"] = out["count"] if wait == "all" else 1 if wait == "first" else min(int(wait), out["count"])
+    return out
+
+
+class CallFailed(Exception):
+    """A call's last try failed (an error status, no answer, its timeout), or a fan-out can no
+    longer get the answers it waits for: the app answers 500 (errors.call_failed)."""
+
+
+#: The services this app calls: name → its HAProxy's port on loopback.
+_SERVICES: Dict[str, int] = {k: int(v) for k, v in (_CONFIG.get("services") or {}).items()}
+#: A call's socket timeout when its phase gives none, s.
+_CALL_TIMEOUT: Optional[float] = _CONFIG.get("call_timeout")
+_POOL: Any = None
+_POOL_LOCK = threading.Lock()
+
+
+def call_once(service: str, work: str, call_id: str, timeout: Optional[float], retries: int) -> bool:
+    """One call: an HTTP GET to the service's HAProxy on loopback, a fresh connection per try,
+    its socket timeout `timeout`; tried again at once after an error status (5xx), a failed
+    connection or the timeout, up to `retries` more times, each try sending the same drawn
+    work. Whether it was answered."""
+    import http.client
+
+    port = _SERVICES.get(service)
+    if port is None:
+        raise ValueError(f"no service {service!r} in this testbed")
+    for attempt in range(retries + 1):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout or _CALL_TIMEOUT)
+        try:
+            conn.request("GET", f"/{service}", headers={
+                "X-Dynosim-Id": call_id if not attempt else f"{call_id}.r{attempt}", "X-Dynosim-Phases": work})
+            response = conn.getresponse()
+            response.read()
+            if response.status < 500:
+                return True
+        except (OSError, http.client.HTTPException):
+            pass  # refused, reset or timed out: the next try
+        finally:
+            conn.close()
+    return False
+
+
+def run_call(spec: Dict[str, Any], works: List[str], call_id: str) -> None:
+    """A ``call`` or ``fanout`` phase: `works` the drawn work of each of its calls. A fan-out
+    sends them at once from the worker's thread pool and ends when ``need`` have answered
+    (the others run on, for nobody); raises CallFailed when that can no longer happen."""
+    if len(works) != spec["count"]:
+        raise ValueError(f"{spec['service']}: {spec['count']} call(s), but {len(works)} drawn in the request")
+    if spec["count"] == 1:
+        if not call_once(spec["service"], works[0], call_id, spec["timeout"], spec["retries"]):
+            raise CallFailed(spec["service"])
+        return
+    global _POOL
+    import concurrent.futures as cf
+
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = cf.ThreadPoolExecutor(max_workers=64, thread_name_prefix="dynosim-call")
+    futures = [_POOL.submit(call_once, spec["service"], work, f"{call_id}.{j}", spec["timeout"], spec["retries"])
+               for j, work in enumerate(works)]
+    answered = failed = 0
+    for future in cf.as_completed(futures):
+        if future.result():
+            answered += 1
+            if answered >= spec["need"]:
+                return
+        else:
+            failed += 1
+            if failed > spec["count"] - spec["need"]:
+                raise CallFailed(spec["service"])
 
 
 def burn_cpu(seconds: float, deadline: float = math.inf) -> None:
@@ -371,15 +485,20 @@ class ServiceTimeout(Exception):
 
 
 def perform(phases: List[Phase], walls: Optional[List[float]] = None,
-            tried: Optional[List[int]] = None, deadline: float = math.inf) -> Tuple[float, float]:
+            tried: Optional[List[int]] = None, deadline: float = math.inf, calls: Optional[List[str]] = None,
+            request: str = "") -> Tuple[float, float]:
     """Does the phases; returns (CPU seconds this thread used, seconds waited for pools).
     `walls`, when given, gets each phase's wall time appended, in order; `tried` one item per
     retry of a query (Resource.use). At `deadline` (wall clock: app.service_timeout after the
     worker took the request) the work stops and ServiceTimeout is raised: a ``cpu`` phase
     stops computing, an ``io`` or ``hold`` phase stops sleeping, and no phase begins after it;
     a query in flight (``use``) runs to its end first (the simulation frees the thread at once
-    and lets the query run on)."""
+    and lets the query run on). `calls`: the drawn work of each call the ``call`` and
+    ``fanout`` phases send, in order (run_call), `request` the request's id, which its calls'
+    ids begin with."""
     cpu0 = time.thread_time()
+    works = list(calls or [])
+    sent = 0
     pool_wait = 0.0
     held: List[bytearray] = []
     share = 0.0
@@ -391,6 +510,10 @@ def perform(phases: List[Phase], walls: Optional[List[float]] = None,
             seconds *= factor("app", time.time())
         if kind == "cpu":
             burn_cpu(seconds, deadline)
+        elif kind in ("call", "fanout"):
+            spec = parse_call(kind, resource)
+            run_call(spec, works[sent:sent + spec["count"]], f"{request}-{spec['service']}{sent}")
+            sent += spec["count"]
         elif kind == "use":
             if resource not in _RESOURCES:
                 raise ValueError(f"no resource {resource!r} in this testbed")
@@ -436,7 +559,14 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     try:
         if _FAULTS_FILE:
             gate("app")
-        cpu, pool_wait = perform(phases, walls, tried, start + _SERVICE_TIMEOUT)
+        calls = environ.get("HTTP_X_DYNOSIM_CALLS")
+        cpu, pool_wait = perform(phases, walls, tried, start + _SERVICE_TIMEOUT,
+                                 calls=calls.split("|") if calls else None, request=request)
+    except CallFailed as e:
+        _note("e", request, time.time())
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain"), ("X-Dynosim-Call-Failed", str(e)),
+                                           ("X-Dynosim-Dyno", _DYNO)])
+        return [b"call failed\n"]
     except (Outage, ResourceTimeout) as e:
         _note("e", request, time.time())
         mark = "X-Dynosim-Outage" if isinstance(e, Outage) else "X-Dynosim-Resource-Timeout"

@@ -82,6 +82,11 @@ class DynoPlan:
     graceful_timeout: int = 1
     #: The real server: "gunicorn", or a Ruby server ("puma", "unicorn") running app.ru.
     server: str = "gunicorn"
+    #: The services the app calls (docs/testbed.md, "Services that call services"): name →
+    #: its HAProxy's port on loopback, set when they have started; and a call's socket
+    #: timeout when its phase gives none, s (the run's bound).
+    services: Dict[str, int] = field(default_factory=dict)
+    call_timeout: Optional[float] = None
 
     def argv(self, port: int, config: Optional[Path] = None) -> List[str]:
         """The command line for a dyno on `port`; a Ruby server's reads `config`
@@ -212,7 +217,8 @@ def spawn_dyno(supervisor: Supervisor, plan: DynoPlan, d: int, port: int, dsn: s
     config = {"dyno": d, "dsn": dsn, "resources": plan.resources, "ready_dir": str(ready_dir),
               "work_dir": str(work_dir),
               "faults_file": str(supervisor.workdir / FAULTS_FILE) if plan.faults else None,
-              "wait_timeout": plan.wait_timeout, "service_timeout": plan.service_timeout}
+              "wait_timeout": plan.wait_timeout, "service_timeout": plan.service_timeout,
+              **({"services": plan.services, "call_timeout": plan.call_timeout} if plan.services else {})}
     env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
     config_file = None
     if plan.server in RUBY_SERVERS:

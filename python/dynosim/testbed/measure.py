@@ -212,7 +212,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
                 outage: bool = False, service_timeout: bool = False,
                 breaker: Optional[Sequence[Sequence[float]]] = None,
                 crashes: Optional[Sequence[Tuple[int, float]]] = None, resource_timeout: bool = False,
-                app_retries: bool = False, limits: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+                app_retries: bool = False, limits: Optional[Dict[str, int]] = None,
+                call_failed: bool = False) -> Dict[str, Any]:
     """One replication's figures (the keys of ``per_replication[i]`` in ``dynosim run --json``).
 
     `load` holds the requests that were sent; `drawn_times` the arrival times of every drawn
@@ -246,7 +247,9 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     ``X-Dynosim-App-Retries`` adds to ``retries.app``. `limits`: the fixed concurrency limits
     run ({"router": N, "app": N}, those set): a 503 marked ``X-Dynosim-Limit`` (the router's or
     a dyno's limiter refused it) is ``errors.limit_rejected``, and every such try of the
-    window's requests counts in ``limit.rejected``, as the simulation's."""
+    window's requests counts in ``limit.rejected``, as the simulation's. `call_failed`: the
+    app calls other services, and answers 500 marked ``X-Dynosim-Call-Failed`` for a call that
+    failed its last try: ``errors.call_failed``."""
     t0 = float(load["start"])
     n = len(load["index"])
     drawn = len(class_of)
@@ -310,9 +313,12 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
     limited = (status == 503) & np.array([bool(v) for v in (load["headers"].get("x-dynosim-limit") or [None] * n)],
                                          dtype=bool)
     kinds["limit_rejected"] = kept & limited
+    # A call to another service failed on its last try: the app's 500 with X-Dynosim-Call-Failed.
+    calling = np.array([bool(v) for v in (load["headers"].get("x-dynosim-call-failed") or [None] * n)], dtype=bool)
+    kinds["call_failed"] = kept & (status == 500) & calling
     # The app's 500 for an outage, its service_timeout or a query's timeout is not its worker
     # timeout's.
-    kinds["app_timeout"] &= ~refused & ~stopped & ~cancelled
+    kinds["app_timeout"] &= ~refused & ~stopped & ~cancelled & ~calling
     if crashes is not None:
         servers = [str((router_log.get(i) or {}).get("server") or "") for i in try_ids]
         lost = np.zeros(n, dtype=bool)
@@ -412,6 +418,8 @@ def replication(load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]], *, 
         table["breaker_open"] = counts["breaker_open"]
     if limits is not None:
         table["limit_rejected"] = counts["limit_rejected"]
+    if call_failed:
+        table["call_failed"] = counts["call_failed"]
     rep["error_counts"] = table
     rep["errors"] = {k: v / max(1, in_window) for k, v in table.items()}
     # Work done for clients already answered with an error (the simulation's wasted.*; the

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .. import _dynosim
-from ..errors import DynosimError
+from ..errors import DynosimError, ScenarioError
 from ..scenario import Scenario
 from . import nginx
 from .dynos import DynoPlan, plan_dynos
+from . import services as services_
 from .router import KEY_HEADER, SUPPORTED, RouterPlan, balance
+from .services import CALLS_HEADER, ServicePlan, ServicesPlan
 
 #: Bounds that keep a testbed run within what one machine can take.
 MAX_DYNOS = 64
@@ -57,6 +59,9 @@ class Plan:
     #: each lost dyno up again after `boot_time` s (fleet.boot_time's mean).
     losses: List[Dict[str, Any]] = field(default_factory=list)
     boot_time: float = 0.0
+    #: A scenario with ``[services]``: the services' fleets, the entry's calls and their
+    #: drawn work (:mod:`.services`); None for one fleet.
+    services: Optional[ServicesPlan] = None
 
     @property
     def closed(self) -> Optional[Dict[str, Any]]:
@@ -74,8 +79,14 @@ class Plan:
         keys = self.drawn.get("key") or []
         for i, (at, c, phases) in enumerate(zip(times, self.drawn["class"], self.drawn["phases"])):
             outline = classes[c]
-            spec = ",".join(_phase(p, x) for p, x in zip(outline["phases"], phases))
-            headers = {"X-Dynosim-Id": str(i), "X-Dynosim-Phases": spec}
+            tokens = [_phase(p, x) for p, x in zip(outline["phases"], phases)]
+            headers = {"X-Dynosim-Id": str(i)}
+            if self.services is not None:
+                # The entry's calls in their phases' places, their drawn work beside.
+                for k, call in self.services.calls.items():
+                    tokens[k] = call.token()
+                headers[CALLS_HEADER] = "|".join(self.services.work_of[i])
+            headers["X-Dynosim-Phases"] = ",".join(tokens)
             if keys:
                 headers[KEY_HEADER] = str(keys[i])
             out.append((at, f"/{outline['name']}", headers))
@@ -273,6 +284,8 @@ def _phase(outline: Dict[str, Any], seconds: float) -> str:
 def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     """The plan for one policy's run of `scenario` (a single-policy scenario): its warm-up and
     duration of real traffic, with the requests replication `replication` draws."""
+    if scenario.doc.get("services"):
+        return _with_services(scenario, replication)
     described = scenario.describe()
     scenario.check_runnable(described)
     policy = described["policy"]
@@ -438,6 +451,47 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
                 warnings=warnings, retries=attempts > 1, replication=replication, faults=faults, losses=losses,
                 boot_time=boot_time, breaker=(scenario.doc.get("arrivals") or {}).get("breaker") is not None)
+
+
+def _with_services(scenario: Scenario, replication: int) -> Plan:
+    """The plan of a scenario with ``[services]`` (:mod:`.services`): the entry's own (its calls
+    waits of no time for the engine's draws), each service's as a fleet of its own at the rate
+    of calls it gets, and each entry request's calls' drawn work."""
+    described = scenario.describe()  # the engine's own checks of every table
+    entry, calls = services_.entry_scenario(scenario)
+    plan = make_plan(entry, replication=replication)
+    requests = len(plan.drawn["phases"])
+    counts = services_.needed(calls, requests)
+    rates = {s["name"]: float(s["rate"]) for s in described.get("services") or []}
+    seed = int(plan.described["seed"])
+    fleets: List[ServicePlan] = []
+    work: Dict[str, List[str]] = {}
+    for name in scenario.doc.get("services") or {}:
+        sub = services_.service_scenario(scenario, name, rates.get(name, 0.0), services_.service_seed(seed, name))
+        try:
+            sub_plan = make_plan(sub, replication=replication)
+        except ScenarioError as e:
+            raise ScenarioError(e.message, file=e.file, path=f"services.{name}.{e.path}") from None
+        drawn = json.loads(sub._call(_dynosim.draw_requests, replication, math.inf, max(1, counts.get(name, 0))))
+        outlines = drawn["classes"]
+        work[name] = [",".join(_phase(p, x) for p, x in zip(outlines[c]["phases"], phases))
+                      for c, phases in zip(drawn["class"], drawn["phases"])]
+        if len(work[name]) < counts.get(name, 0):
+            raise DynosimError(f"internal: service {name} drew {len(work[name])} requests, {counts[name]} needed")
+        # The service's HAProxy holds a call as long as the whole run may last.
+        sub_plan.router.timeout = max(sub_plan.router.timeout, plan.deadline)
+        # A caller that stops waiting (its call's timeout) closes its connection: HAProxy then
+        # ends the try (termination state C.), so its log tells the tries timed out.
+        sub_plan.router.abort_on_close = True
+        plan.warnings += [f"services.{name}: {w}" for w in sub_plan.warnings]
+        fleets.append(ServicePlan(name, sub_plan, work[name]))
+    plan.warnings.append("the services' requests are drawn by the engine from each service's tables, with a seed "
+                         "of their own, and dealt to the entry's calls in order: the simulation draws its calls' "
+                         "work from streams of its own, so the two sides' calls are different draws of the same "
+                         "law")
+    plan.services = ServicesPlan(scenario, calls, fleets, services_.deal_work(calls, requests, work))
+    plan.dynos.call_timeout = plan.request_timeout
+    return plan
 
 
 def _faults(scenario: Scenario) -> tuple:

@@ -28,14 +28,15 @@ def cdf_plot(path: Path, doc: Dict[str, Any], records: Dict[str, List[Dict[str, 
         rows = [r for r in records[result["policy"]] if r["status"] == 200 and r["app_start"] != ""]
         queue = np.array([r["app_start"] - r["sent"] for r in rows])
         response = np.array([r["done"] - r["sent"] for r in rows])
-        sim = result["simulated"]["per_replication"][0]
+        sim = result["simulated"]["per_replication"][0] if result.get("simulated") else None
         for ax, name, values in ((row[0], "queue", queue), (row[1], "response", response)):
             _cdf(ax, values, "measured", "-")
-            # The simulation's percentiles of the same requests (replication 0).
-            stats = sim[name]
-            ps = [0.5, 0.9, 0.95, 0.99, 0.999]
-            ax.plot([stats[k] * 1e3 for k in ("p50", "p90", "p95", "p99", "p999")], ps, "o--",
-                    label="simulated (percentiles)")
+            if sim is not None:  # None: not simulated (services whose calls the engine refuses)
+                # The simulation's percentiles of the same requests (replication 0).
+                stats = sim[name]
+                ps = [0.5, 0.9, 0.95, 0.99, 0.999]
+                ax.plot([stats[k] * 1e3 for k in ("p50", "p90", "p95", "p99", "p999")], ps, "o--",
+                        label="simulated (percentiles)")
             ax.set_xscale("symlog", linthresh=1.0)
             ax.set_xlabel(f"{name} time (ms)")
             ax.set_ylabel("fraction of requests")

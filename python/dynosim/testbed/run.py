@@ -15,6 +15,7 @@ simulated}, "testbed": {...}}`` (docs/testbed.md).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -32,6 +33,7 @@ from ..errors import DynosimError
 from ..results import lookup, metrics_of
 from ..scenario import Scenario
 from . import colocated, measure
+from . import services as services_
 from .database import Database
 from .dynos import Dynos, read_work, write_faults
 from .fleet import Losses, RuntimeApi, compare, real_losses, run_autoscaled, simulated_fleet, split
@@ -48,7 +50,8 @@ ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynos
 #: refused or stopped (app.wait_timeout's 503, an outage's 500, app.service_timeout's 500, a
 #: query's statement_timeout's 500, a concurrency limit's 503) and the app's retries of its queries.
 CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-service-timeout",
-                             "x-dynosim-resource-timeout", "x-dynosim-app-retries", "x-dynosim-limit"]
+                             "x-dynosim-resource-timeout", "x-dynosim-app-retries", "x-dynosim-limit",
+                             "x-dynosim-call-failed"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest
@@ -86,7 +89,7 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
     for case, first in zip(cases, plans):
         policy = first.described["policy"]
         progress(f"{policy}: simulating")
-        simulated = run_scenario(case.with_overrides(sets), warn=False)[0].to_dict()
+        simulated = simulate(case.with_overrides(sets))
         reports, rows = [], []
         for k in range(runs):
             plan = first if k == 0 else make_plan(case, replication=k)
@@ -95,6 +98,12 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
             reports.append(report)
             rows += [dict(r, run=k) for r in records]
         measured = combine(reports, request_cpu=has_phases(case))
+        if simulated is None:
+            # Services whose calls the engine does not simulate yet: the real run alone.
+            results.append({"policy": policy, "simulated": None, "measured": measured, "difference": {},
+                            "paired_difference": {}, "testbed": measured.pop("testbed"), "_records": rows})
+            results[-1]["testbed"]["warnings"].append(NOT_SIMULATED)
+            continue
         if "pricing" in simulated:  # the scenario's prices, the same for both sides
             measured["pricing"] = simulated["pricing"]
         twins = {"summary": measure.summary_of(simulated["per_replication"][:runs])}
@@ -108,6 +117,20 @@ def testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, runs: i
     if calibration:
         doc["calibration"] = calibration
     return doc
+
+
+#: The warning of a real run of services the engine does not simulate yet.
+NOT_SIMULATED = ("the engine does not simulate this scenario's calls yet (docs/services.md): the real run is "
+                 "measured alone, with no simulated side to compare")
+
+
+def simulate(case: Scenario) -> Optional[Dict[str, Any]]:
+    """The simulated side of a real run: the engine's report of `case`; None for a scenario
+    with services whose calls the engine refuses (``describe()["refused"]``), which the testbed
+    then runs for real alone (docs/testbed.md, "Services that call services")."""
+    if case.doc.get("services") and case.describe().get("refused"):
+        return None
+    return run_scenario(case, warn=False)[0].to_dict()
 
 
 #: The calibration's requests: constant phases, so that what varies is the stack's. 2 ms of
@@ -343,8 +366,22 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
     stack's programs and of the dynos around the load: :mod:`.colocated`'s snapshots)."""
     wall0 = time.monotonic()
     requests = plan.requests()
-    with Supervisor() as supervisor:
-        ports = free_ports(plan.described["dynos"] + 1)
+    tiers = plan.services.services if plan.services is not None else []
+    with contextlib.ExitStack() as stack_of, Supervisor() as supervisor:
+        # Every port at once: the entry's router and dynos, then each service's.
+        every = free_ports(plan.described["dynos"] + 1 + sum(int(t.plan.described["dynos"]) + 1 for t in tiers))
+        ports, rest = every[:plan.described["dynos"] + 1], every[plan.described["dynos"] + 1:]
+        # Each service first (its own supervisor, work directory and HAProxy: services.py), so
+        # that the entry's app finds it up.
+        started = []
+        for tier in tiers:
+            n = int(tier.plan.described["dynos"])
+            mine, rest = rest[:n + 1], rest[n + 1:]
+            tier_supervisor = stack_of.enter_context(Supervisor())
+            tier_dynos = Dynos(tier_supervisor, tier.plan.dynos, mine[1:], "")
+            tier_router = Router(tier_supervisor, tier.plan.router, mine[0], mine[1:])
+            started.append((tier, tier_dynos, tier_router))
+            plan.dynos.services[tier.name] = mine[0]
         database = None
         dsn = ""
         if plan.resources:
@@ -403,6 +440,11 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
             database.stop()
         router_log = router.read_log()
         work = read_work(dynos.work_dir)
+        # The services' logs, once the entry's dynos (their callers) have stopped.
+        for tier, tier_dynos, tier_router in started:
+            tier_router.stop()
+            tier_dynos.stop()
+            load.setdefault("services", {})[tier.name] = (tier_router.read_log(), read_work(tier_dynos.work_dir))
     if plan.losses:
         # Each lost dyno's crash and its return, s from the load's start.
         offset = losses_t0 - float(load["start"])
@@ -460,6 +502,13 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
     """Starts the components, sends the load, stops everything; the measured report and the
     per-request records."""
     load, router_log, work, wall, _cpu = _run_stack(plan, progress)
+    return report_of(plan, load, router_log, work, wall)
+
+
+def report_of(plan: Plan, load: Dict[str, Any], router_log: Dict[str, Dict[str, Any]],
+              work: Dict[str, Dict[str, Any]], wall: float) -> tuple:
+    """The measured report and the per-request records of a run of `plan` (:func:`_run_stack`'s
+    records)."""
     d = plan.described
     classes = [c["name"] for c in plan.drawn["classes"]]
     rep = measure.replication(load, router_log, dynos=int(d["dynos"]), slots=int(d["slots"]),
@@ -475,9 +524,11 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
                               crashes=(load.get("losses") or {}).get("crashes") if plan.losses else None,
                               resource_timeout=any(r.get("timeout") is not None for r in plan.resources.values()),
                               app_retries=any(r.get("retries") for r in plan.resources.values()),
-                              limits=limits_of(plan))
+                              limits=limits_of(plan), call_failed=plan.services is not None)
     if plan.faults or plan.losses:
         rep["stability"] = stability(plan, load)
+    if plan.services is not None:
+        rep["services"] = services_figures(plan, load)
     report = {
         "scenario": d["name"], "policy": d["policy"], "engine": "testbed", "dynos": d["dynos"], "slots": d["slots"],
         "routers": d["routers"], "arrival_rate": d["arrival_rate"], "service_mean": d["service_mean"],
@@ -489,6 +540,30 @@ def run_plan(plan: Plan, progress: Callable[[str], None] = lambda message: None)
         "testbed": extras(plan, load, router_log, work),
     }
     return report, records(plan, load, router_log, work)
+
+
+def services_figures(plan: Plan, load: Dict[str, Any]) -> Dict[str, Any]:
+    """Each service's measured figures (``services.NAME.*``, :func:`.services.figures`) over
+    the load's span, from its HAProxy's log and its app's work log."""
+    done = np.asarray(load["done"], dtype=float)
+    done = done[np.isfinite(done)]
+    span = (float(done.max()) if len(done) else float(load["start"])) - float(load["start"])
+    out: Dict[str, Any] = {}
+    # The entry's requests in the measured window (arrivals from the warm-up's end), as the
+    # simulation's services.NAME figures count its calls' requests.
+    times = plan.drawn["time"] or []
+    warmup, end = float(plan.described["warmup"]), float(plan.described["warmup"]) + float(plan.described["duration"])
+
+    def window(i: int) -> bool:
+        return not times or (i < len(times) and warmup <= times[i] < end)
+
+    for tier in plan.services.services if plan.services is not None else []:
+        router_log, work = (load.get("services") or {}).get(tier.name, ({}, {}))
+        d = tier.plan.described
+        failed = sum(1 for v in load["headers"].get("x-dynosim-call-failed") or [] if v == tier.name)
+        out[tier.name] = services_.figures(router_log, work, dynos=int(d["dynos"]), slots=int(d["slots"]), span=span,
+                                           failed=failed, window=window)
+    return out
 
 
 def limits_of(plan: Plan) -> Optional[Dict[str, int]]:
@@ -651,6 +726,9 @@ def fleet_testbed(scenario: Scenario, *, policies: Optional[List[str]] = None, c
     then has ``"calibration"``."""
     from .plan import MAX_PROCESSES
 
+    if scenario.doc.get("services"):
+        raise scenario._error("autoscale", "the testbed runs services beside a fixed entry fleet: leave [autoscale] "
+                                           "out (docs/testbed.md, \"Services that call services\")")
     if policies:
         scenario = scenario.with_overrides({"router.policy": list(policies)})
     engine, fleet_plan = split(scenario)
