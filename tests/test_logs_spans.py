@@ -133,9 +133,9 @@ def test_the_written_file_loads_and_describes_as_fitted(tmp_path, cli):
     # each service's figures under services.NAME.
     result = cli("run", str(out), "--duration", "10s", "--replications", "2", "--json")
     assert result.returncode == 0, result.stderr
-    ran = json.loads(result.stdout)
-    ran = ran[0] if isinstance(ran, list) else ran
+    ran = json.loads(result.stdout)["results"][0]["per_replication"][0]
     assert sorted(ran["services"]) == ["auth", "search"]
+    assert ran["services"]["search"]["calls"]["sent"] > 0
 
 
 def test_docs_example_is_the_actual_output(tmp_path):
