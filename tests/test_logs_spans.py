@@ -381,4 +381,4 @@ def test_traces_of_one_service_fit_a_scenario_that_runs(tmp_path, monkeypatch):
     assert "services" not in fit.scenario and "request" not in fit.scenario
     assert fit.scenario["service"]["clip"] == ["0s", "89ms"]
     assert fit.report["calls"] == [] and fit.report["services"][0]["service"]["mean"] == pytest.approx(0.0285)
-    assert Scenario.load(fit.scenario).describe()["refused"] is None
+    Scenario.load(fit.scenario).check_runnable(simulated=True)

@@ -1,6 +1,6 @@
 """Services that call services (docs/services.md): `[services.NAME]` and the call phases are
 read, checked and described; a `call` and a `fanout` without `hedge` run (each service's
-figures under `services.NAME`), a hedged fan-out is refused in one line until it is simulated. The engine's own tests
+figures under `services.NAME`), and so does a hedged one. The engine's own tests
 (crates/dynosim-engine/src/services.rs, tests/services.rs) check each refusal and the calls
 against theory; these check the page's examples and what the user sees through the package and
 the CLI."""
@@ -50,15 +50,28 @@ def test_the_pages_scenario_and_snippet_give_the_rates_the_page_states(tmp_path,
     assert [(c["caller"], c["callee"], c["kind"]) for c in described["calls"]] == [
         (None, "api", "call"), ("api", "search", "fanout")]
     assert described["calls"][1]["hedge"] == "p95" and described["calls"][1]["wait"] == "all"
-    assert described["refused"]["path"] == "services.api.request.phases[1].hedge"
 
 
-def test_a_run_is_refused_in_one_line_pointing_to_the_page(tmp_path, cli):
+def test_the_pages_three_tier_runs_with_its_hedged_fanout(tmp_path, cli):
+    """The page's three-tier scenario runs: each api request's fan-out sends the search tier ten
+    first copies, and the hedges come on top (`calls.hedged`, counted in `sent`); every copy
+    is answered in time or late; `--wide` shows the hedges."""
     path = page_scenario(tmp_path)
-    result = cli("run", str(path), "--json", "--duration", "10s", cwd=tmp_path)
-    assert_one_line_error(result, "three-tier.toml", "services.api.request.phases[1].hedge",
-                          "hedged fan-outs between services are not simulated yet", "docs/services.md")
-    assert list(tmp_path.iterdir()) == [path]
+    result = cli("run", str(path), "--json", "--duration", "20s", "--replications", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    import json
+    (report,) = json.loads(result.stdout)["results"]
+    for ran in report["per_replication"]:
+        api, search = ran["services"]["api"]["calls"], ran["services"]["search"]["calls"]
+        assert search["hedged"] > 0 and api["hedged"] == 0
+        assert search["sent"] - search["hedged"] == 10 * api["sent"]
+        assert search["answered"] + search["late"] == search["sent"]
+    import os
+    # A terminal wide enough for every column (a narrow one leaves some out).
+    env = dict(os.environ, COLUMNS="400")
+    result = cli("run", str(path), "--duration", "20s", "--replications", "2", "--wide", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "search calls" in result.stdout and "hedged" in result.stdout
 
 
 def test_an_override_reaches_a_services_keys_and_is_blamed_on_set(tmp_path):
@@ -115,6 +128,7 @@ def test_the_pages_chain_runs_and_reports_its_service(tmp_path, monkeypatch):
     assert is_time_metric("services.api.queue.mean") and not is_time_metric("services.api.calls.sent")
     assert is_fraction_metric("services.api.calls.timed_out_fraction")
     assert is_metric("services.api.calls.late") and not is_metric("services.api.calls.nope")
+    assert is_metric("services.api.calls.hedged") and "services.api.calls.hedged" in names
     calls = result.per_replication[0]["services"]["api"]["calls"]
     assert calls["answered"] + calls["late"] == calls["sent"]
 

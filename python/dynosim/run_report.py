@@ -48,11 +48,21 @@ def run_columns(rows: List[Tuple[str, PolicyResult]], labelled: bool) -> List[Co
             Column(f"{name} calls\ntimed out", _metric_or_nan(f"services.{name}.calls.timed_out_fraction"),
                    kind="percent", wide=True),
         ]
+        if any(_hedged(r, name) for _, r in rows):
+            # Its hedged fan-outs' second copies, per replication.
+            columns.append(Column(f"{name} calls\nhedged", _metric_or_nan(f"services.{name}.calls.hedged"),
+                                  wide=True))
     if labelled:
         # A case's label usually says what its policy is: the policy column gives way early.
         columns[0] = dataclasses.replace(columns[0], drop=2)
         columns.insert(0, Column("case", lambda row: row[0], kind="text", wrap=True, max_width=24))
     return columns
+
+
+def _hedged(r: PolicyResult, name: str) -> bool:
+    """Whether the calls to service `name` were hedged at all (a hedged fan-out's copies)."""
+    calls = ((r.summary.get("services") or {}).get(name) or {}).get("calls") or {}
+    return bool((calls.get("hedged") or {}).get("mean"))
 
 
 def _fleet_dynos(row: Tuple[str, PolicyResult]) -> Any:

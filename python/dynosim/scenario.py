@@ -303,22 +303,16 @@ class Scenario:
         (``fleet``: ``boot_time``'s mean, ``boot_timeout``, ``stop_delay``, ``shutdown_grace``, in
         seconds), the services a request calls (``services``: each ``[services.NAME]`` with the
         calls/s its callers send it and its fleet) and the call graph (``calls``: each call phase,
-        its ``caller``, None for the top level, ``callee`` and settings), and ``refused``: why no
-        run goes ahead whatever the load (a fan-out between services, not simulated yet), or None...
+        its ``caller``, None for the top level, ``callee`` and settings)...
         (``dynosim_engine::description``, docs/services.md)."""
         single = self.for_policy(self.policies[0])
         return json.loads(single._call(_dynosim.describe))
 
     def check_runnable(self, described: Optional[Dict[str, Any]] = None, *, simulated: bool = False) -> None:
         """Raises :class:`ScenarioError` when no run of this scenario goes ahead whatever its
-        load: a fan-out between services, which is not simulated yet (docs/services.md). Every
-        run refuses them in the engine too; this says so before any warning or any process
-        starts. Unless the run is `simulated`, services are refused too: the real stack does
-        not run calls between services yet."""
+        load, before any warning or any process starts: unless the run is `simulated`, a
+        scenario with services (the real stack does not run calls between services yet)."""
         info = described if described is not None else self.describe()
-        refused = info.get("refused")
-        if refused:
-            raise self._error(refused["path"], refused["message"])
         if not simulated and info.get("services"):
             raise self._error("services", "the real stack does not run calls between services yet; "
                                           "simulate them with dynosim run (docs/services.md)")

@@ -6,17 +6,11 @@
 //! A call phase is read here; [`crate::request`] finds them among the phases, and
 //! [`crate::services`] checks the services and the graph of calls between them. A `call` is
 //! simulated by the event-driven engine's federation of fleets (`sim/federation.rs`), and so is
-//! a fan-out without `hedge`; a hedged one is not yet: a scenario with one is refused by every
-//! run at its `hedge` ([`crate::Scenario::check_simulated`]).
+//! a fan-out, hedged or not.
 
 use crate::error::{Error, Result};
 use crate::units::Duration;
 use serde_json::{Map, Value};
-
-/// Where the refusal to run a scenario with a fan-out points.
-pub const NOT_SIMULATED: &str = "hedged fan-outs between services are not simulated yet (a \
-     call and a fan-out without hedge are): this scenario can be described \
-     (Scenario.describe()) but not run; see docs/services.md";
 
 /// The most calls a fan-out sends at once, and the most retries a call makes.
 pub const MAX_FANOUT: u32 = 10_000;
@@ -187,8 +181,10 @@ pub(crate) fn parse(table: &Map<String, Value>, here: &str) -> Result<Call> {
                 None => Wait::All,
                 Some(v) => parse_wait(v, count, &key("wait"))?,
             };
+            // `hedge = false` is no hedging, as leaving it out (so that a sweep can vary
+            // `hedge=false,10ms`).
             let hedge = match table.get("hedge") {
-                None => None,
+                None | Some(Value::Bool(false)) => None,
                 Some(v) => Some(parse_hedge(v, &key("hedge"))?),
             };
             Ok(Call::Fanout {
@@ -306,7 +302,10 @@ fn parse_hedge(value: &Value, path: &str) -> Result<Hedge> {
     let d: Duration = serde_json::from_value(value.clone()).map_err(|_| {
         Error::config(
             path,
-            format!("expected a duration > 0 (\"10ms\") or a percentile (\"p95\"), got {value}"),
+            format!(
+                "expected a duration > 0 (\"10ms\"), a percentile (\"p95\") or false (no \
+                 hedging), got {value}"
+            ),
         )
     })?;
     crate::params::check_duration(d.0, path).map(Hedge::After)

@@ -109,12 +109,6 @@ impl Scenario {
         });
         let (services, calls) = s.describe_calls();
         let more = json!({
-            // Why no run goes ahead whatever the load (calls between services, not simulated
-            // yet): {"path", "message"}, or null.
-            "refused": s.check_simulated().err().map(|e| match e {
-                crate::Error::Config { path, message } => json!({"path": path, "message": message}),
-                other => json!({"path": "", "message": other.to_string()}),
-            }),
             // [services.NAME] (name, calls/s sent to it, its fleet) and every call phase
             // (caller: null for the top level; callee; its settings): see crate::calls.
             "services": services,

@@ -101,7 +101,7 @@ pub struct ServiceFigures {
 /// them. Each try of a call (its first, and each retry) is a request of the callee's.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct CallFigures {
-    /// Tries sent to the service (first tries and retries).
+    /// Tries sent to the service (first tries, retries and hedges).
     pub sent: u64,
     /// Tries answered in time, successfully or with an error (the callee's own).
     pub answered: u64,
@@ -113,8 +113,10 @@ pub struct CallFigures {
     pub timed_out_fraction: f64,
     /// Tries sent again (`retries`) after an error or a timeout.
     pub retried: u64,
-    /// Calls that failed on their last try: their request was answered 500
-    /// (`errors.call_failed` of the caller).
+    /// Second copies of a hedged fan-out's calls (`hedge`), counted in `sent`.
+    pub hedged: u64,
+    /// Calls that failed on their last try (a hedged call: both copies, or its only one): their
+    /// request was answered 500 (`errors.call_failed` of the caller).
     pub failed: u64,
     /// Answers that came after their caller stopped waiting: the callee's work done for
     /// nobody.

@@ -690,28 +690,6 @@ impl Scenario {
         !self.services.is_empty() || !self.calls.is_empty()
     }
 
-    /// Refuses to run a scenario with a hedged fan-out, the entry's or a service's, at its
-    /// `hedge` key path (see [`crate::calls::NOT_SIMULATED`]); a `call` and a fan-out without
-    /// `hedge` run.
-    pub fn check_simulated(&self) -> Result<()> {
-        let tiers = std::iter::once(("", self))
-            .chain(self.services.iter().map(|s| (s.name.as_str(), &s.scenario)));
-        for (name, scenario) in tiers {
-            let fanout = scenario.calls.iter().find(|site| {
-                matches!(site.call, crate::calls::Call::Fanout { hedge: Some(_), .. })
-            });
-            if let Some(site) = fanout {
-                let path = if name.is_empty() {
-                    format!("{}.hedge", site.path)
-                } else {
-                    format!("services.{name}.{}.hedge", site.path)
-                };
-                return Err(Error::config(path, crate::calls::NOT_SIMULATED));
-            }
-        }
-        Ok(())
-    }
-
     /// Validates a parsed scenario's fleet, all but its memory and its services (see
     /// [`Scenario::build`]): the top level's, or a service's.
     pub(crate) fn validate(
@@ -1562,10 +1540,8 @@ impl Scenario {
 
     /// Refuses a scenario whose offered load is at or above capacity (unless
     /// `run.allow_overload`), or not a number. A closed loop is always stable: its clients wait
-    /// for their responses. Every run passes here first: a scenario with a fan-out between
-    /// services with a hedged fan-out, not simulated yet, is refused too ([`Scenario::check_simulated`]).
+    /// for their responses. Every run passes here first.
     pub fn check_stable(&self) -> Result<()> {
-        self.check_simulated()?;
         self.check_load()
     }
 

@@ -349,10 +349,9 @@ pub const SECTIONS: &[Section] = &[
                   (`[services.search.fleet]` those of `[fleet]`). The top-level fleet is the \
                   entry service; `[arrivals]`, `[run]` and `[resources]` are the scenario's \
                   (a resource is shared by every fleet whose phases use it). Every service \
-                  must be called, and the calls may not go round in a cycle. A `call` is \
-                  simulated (each service's figures under services.NAME in the results); a \
-                  `fanout` is read, checked and described, not simulated yet: a run refuses \
-                  it. See docs/services.md.",
+                  must be called, and the calls may not go round in a cycle. Calls and \
+                  fan-outs, hedged or not, are simulated (each service's figures under \
+                  services.NAME in the results). See docs/services.md.",
         kind_key: None,
         reader: Reader::Engine,
         array: false,
@@ -1570,9 +1569,9 @@ const KEYS_BEFORE_LIMITS: &[Key] = &[
                   10,000, or `{ distribution = \"geometric\", mean = m }`) and ends when \
                   `wait` have answered (\"all\", the default; \"first\"; or k, 1 to N); \
                   `hedge` (a duration > 0, or a percentile of the callee's response time such \
-                  as \"p95\") sends a second copy of a call still unanswered after it. A call \
-                  is simulated; a fanout is read and checked, not simulated yet: see \
-                  docs/services.md",
+                  as \"p95\"; false or left out: none) sends a second copy of a call still \
+                  unanswered after it, to another dyno; the first answer wins. Calls and \
+                  fan-outs are simulated: see docs/services.md",
     },
     // --- [[request.class]]
     Key {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_matches, build, run_ok, Measured};
+use common::{assert_matches, assert_matches_with_allowance, build, run_ok, Measured};
 use dynosim_engine::{never_interrupted, run_replication, ReplicationResult};
 use serde_json::{json, Value};
 
@@ -184,32 +184,6 @@ fn a_run_with_services_is_deterministic() {
             > 0.05
     );
     assert!(parsed["services"]["api"]["calls"]["sent"].as_u64().unwrap() > 10_000);
-}
-
-/// A hedged fan-out is not simulated yet: refused in one line at its `hedge`'s key path.
-#[test]
-fn a_hedged_fanout_is_refused_until_simulated() {
-    let mut doc = chain(
-        40.0,
-        0.05,
-        json!({"fanout": "api", "count": 4, "hedge": "10ms"}),
-        (0.05, 3, 1),
-        (300.0, 30.0, 1, 5),
-    );
-    let s = build(&doc.to_string());
-    let e = run_replication(&s, 0, &never_interrupted)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.starts_with(
-            "request.phases[1].hedge: hedged fan-outs between services are not simulated yet"
-        ),
-        "{e}"
-    );
-    doc["request"]["phases"][1] = json!({"fanout": "api", "count": 4});
-    build(&doc.to_string())
-        .check_stable()
-        .expect("a fan-out without hedge runs");
 }
 
 /// The entry's own work in the fan-out scenarios: a constant, so that a request's response
@@ -408,4 +382,246 @@ fn a_fanout_is_deterministic() {
     let (a, b, c) = (once(5), once(5), once(6));
     assert_eq!(a, b);
     assert_ne!(a, c);
+}
+
+/// P(R ≤ x) for a hedged call's time R = min(S₁, T + S₂) (S exponential of mean b, nothing
+/// queueing): P(R > x) = e^(−x/b) before the hedge, e^(−x/b)·e^(−(x−T)/b) after it.
+fn hedged_cdf(x: f64, b: f64, t: f64) -> f64 {
+    if x < t {
+        1.0 - (-x / b).exp()
+    } else {
+        1.0 - (-x / b).exp() * (-(x - t) / b).exp()
+    }
+}
+
+/// E[max of n hedged call times] = ∫ (1 − F(x)ⁿ) dx, F the hedged CDF above. With
+/// 1 − (1 − u)ⁿ = Σₖ C(n,k)(−1)^(k+1) uᵏ: before T, u = e^(−x/b) integrates to
+/// (b/k)(1 − e^(−kT/b)); after T, u = c·e^(−2(x−T)/b) with c = e^(−T/b) integrates to
+/// cᵏ·b/(2k). For n = 1, b(1 − e^(−T/b)) + (b/2)e^(−T/b) = b(1 − e^(−T/b)/2).
+fn hedged_max_mean(b: f64, t: f64, n: u32) -> f64 {
+    let c = (-t / b).exp();
+    (1..=n)
+        .map(|k| {
+            let sign = if k % 2 == 1 { 1.0 } else { -1.0 };
+            let k_f = f64::from(k);
+            sign * ln_choose(n, k).exp()
+                * (b / k_f * (1.0 - c.powi(k as i32)) + c.powi(k as i32) * b / (2.0 * k_f))
+        })
+        .sum()
+}
+
+/// A hedge after T with nothing queueing (threads enough at the entry and at the callee),
+/// exponential service b: a call still out at T, P(S > T) = e^(−T/b) of them, gets its second
+/// copy (`calls.hedged`, a binomial proportion of the first calls); the call's time is
+/// R = min(S₁, T + S₂), of mean b(1 − e^(−T/b)/2); a fan-out of n with `wait = "all"` lasts
+/// the largest of n such times (CDF^n). The means against the closed form, within the
+/// replications' standard error; the p50, p90 and p99 of the response through the exact
+/// CDF, as the un-hedged fan-out's test does. Each hedged call has one loser, answered late.
+#[test]
+fn a_hedge_after_t_sends_p_s_over_t_copies_and_cuts_the_tail() {
+    let (b, t) = (0.1f64, 0.1f64);
+    let p = (-t / b).exp();
+    assert!((hedged_max_mean(b, t, 1) - b * (1.0 - p / 2.0)).abs() < 1e-12);
+    for (n, seed) in [(1u32, 51u64), (4, 52)] {
+        let doc = fan(
+            json!({"fanout": "api", "count": n, "wait": "all", "hedge": t}),
+            b,
+            10,
+            seed,
+        );
+        let s = build(&doc.to_string());
+        let report = run_ok(&s);
+        let (mut hedged, mut first) = (0u64, 0u64);
+        for r in &report.per_replication {
+            let calls = &api(r).calls;
+            hedged += calls.hedged;
+            first += calls.sent - calls.hedged;
+            assert_eq!(calls.answered + calls.late, calls.sent);
+            // Both copies of a hedged call answer: one in time, the other for nobody.
+            assert_eq!(calls.late, calls.hedged);
+            assert_eq!((calls.errors, calls.failed, calls.retried), (0, 0, 0));
+            assert_eq!(r.error_counts.call_failed, Some(0));
+        }
+        assert_matches(
+            &format!("count = {n}: calls hedged, P(S > T)"),
+            Measured::proportion(hedged, first, p),
+            p,
+            0.03,
+        );
+        let phase = Measured::over_replications(&report, |r| r.response.mean - OWN);
+        assert_matches(
+            &format!("count = {n}: mean of the largest of {n} hedged times"),
+            phase,
+            hedged_max_mean(b, t, n),
+            0.03,
+        );
+        type Quantile = fn(&ReplicationResult) -> f64;
+        let levels: [(f64, Quantile); 3] = [
+            (0.5, |r| r.response.p50),
+            (0.9, |r| r.response.p90),
+            (0.99, |r| r.response.p99),
+        ];
+        for (level, quantile) in levels {
+            let at: Vec<f64> = report
+                .per_replication
+                .iter()
+                .map(|r| hedged_cdf(quantile(r) - OWN, b, t).powi(n as i32))
+                .collect();
+            assert_matches(
+                &format!(
+                    "count = {n}: the hedged CDF at the p{} response",
+                    level * 100.0
+                ),
+                Measured::of(&at),
+                level,
+                0.05,
+            );
+        }
+    }
+}
+
+/// An error answer of one copy while the other is still out does not fail the call: with the
+/// callee's router timing calls out at T_r (an error answer at T_r to a copy whose service
+/// outlasts it) and a hedge at T < T_r, a call fails only when both copies outlast T_r,
+/// P(S > T_r)² = e^(−2T_r/b) (a binomial proportion over the calls; failing at the first
+/// error would give e^(−T_r/b)).
+#[test]
+fn a_hedged_call_fails_when_both_copies_fail() {
+    let (b, t, t_r) = (0.1f64, 0.05f64, 0.1f64);
+    let fail = (-2.0 * t_r / b).exp();
+    let mut doc = fan(json!({"fanout": "api", "count": 1, "hedge": t}), b, 1, 61);
+    doc["services"]["api"]["router"]["timeout"] = json!(t_r);
+    doc["run"]["duration"] = json!(1000.0);
+    // No warm-up: the run's 500s count every call failed.
+    doc["run"]["warmup"] = json!(0.0);
+    let s = build(&doc.to_string());
+    let r = run_replication(&s, 0, &never_interrupted).expect("runs");
+    let calls = &api(&r).calls;
+    let first = calls.sent - calls.hedged;
+    assert_matches(
+        "calls failed: both copies past the callee's timeout",
+        Measured::proportion(calls.failed, first, fail),
+        fail,
+        0.06,
+    );
+    assert_eq!(calls.answered + calls.late, calls.sent);
+    assert!(calls.errors > calls.failed);
+    let counted = r.error_counts.call_failed.expect("shown");
+    assert!(
+        counted <= calls.failed && calls.failed - counted <= 5,
+        "{counted} of {}",
+        calls.failed
+    );
+}
+
+/// `hedge = "p90"`: T is the 90th percentile of each copy's own time as the call site has seen
+/// them (in time or late), which with nothing queueing is the callee's un-hedged law whatever
+/// the hedges do; so, once learnt, a call is hedged with probability P(S > T̂) → 10%. The
+/// replications' spread carries both the calls' draws and T̂'s wandering; the allowance adds
+/// the known biases, each bounded: the calls sent before the first HEDGE_WARMUP = 100 answers
+/// (100, plus those in flight then, λb = 5 on average: at most 200) are not hedged, 0.1·200/N
+/// of the fraction; the histogram's value at a quantile is the top of its bucket, at most
+/// 2⁻¹⁰ above the sample's (3 significant digits), which takes 0.1·ln(10)·2⁻¹⁰ off the
+/// fraction; and the order statistic's own bias, of order 1/n after n answers, averages
+/// at most ln(N)/N over the N calls.
+#[test]
+fn a_percentile_hedge_learns_the_callees_law() {
+    let (b, q) = (0.1f64, 0.9f64);
+    let mut doc = fan(
+        json!({"fanout": "api", "count": 1, "hedge": "p90"}),
+        b,
+        10,
+        71,
+    );
+    doc["run"]["duration"] = json!(1000.0);
+    let s = build(&doc.to_string());
+    let report = run_ok(&s);
+    let fractions: Vec<f64> = report
+        .per_replication
+        .iter()
+        .map(|r| {
+            let calls = &api(r).calls;
+            assert_eq!(calls.answered + calls.late, calls.sent);
+            assert_eq!(calls.late, calls.hedged);
+            calls.hedged as f64 / (calls.sent - calls.hedged) as f64
+        })
+        .collect();
+    let n = (report.per_replication[0].services.as_ref().unwrap()["api"]
+        .calls
+        .sent
+        - report.per_replication[0].services.as_ref().unwrap()["api"]
+            .calls
+            .hedged) as f64;
+    let allowance = (1.0 - q) * 200.0 / n + (1.0 - q) * 10f64.ln() * 2f64.powi(-10) + n.ln() / n;
+    assert_matches_with_allowance(
+        "p90: calls hedged",
+        Measured::of(&fractions),
+        1.0 - q,
+        allowance,
+        0.06,
+    );
+}
+
+/// Same scenario and seed, same JSON to the bit, with a percentile hedge, a drawn count and a
+/// k-of-n wait; another seed, another.
+#[test]
+fn a_hedged_fanout_is_deterministic() {
+    let call = json!({"fanout": "api", "count": {"distribution": "geometric", "mean": 2.5},
+                      "wait": 2, "hedge": "p80"});
+    let once = |seed| {
+        let s = build(&fan(call.clone(), 0.05, 1, seed).to_string());
+        serde_json::to_string(&run_replication(&s, 0, &never_interrupted).unwrap()).unwrap()
+    };
+    let (a, b, c) = (once(5), once(5), once(6));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let parsed: Value = serde_json::from_str(&a).unwrap();
+    assert!(
+        parsed["services"]["api"]["calls"]["hedged"]
+            .as_u64()
+            .unwrap()
+            > 100
+    );
+}
+
+/// A hedge goes to another dyno than its call's first copy while one is up: a callee of one
+/// thread per dyno, constant service D = 1 s and a hedge at 0.1 s, so that every call is
+/// hedged while its first copy still holds its dyno. On two dynos at random, a hedge that
+/// went anywhere would wait behind its first copy half the time (a quarter of the callee's
+/// requests queued); avoiding it, a request queues only when another request's copies still
+/// hold the dynos, P ≤ λ(D + T) = 1.1% (a binomial bound, four standard errors over). On one
+/// dyno, both copies go to it: every hedge queues, half the callee's requests.
+#[test]
+fn a_hedge_goes_to_another_dyno_than_its_first_copy() {
+    let (rate, d, t) = (0.01f64, 1.0f64, 0.1f64);
+    for dynos in [2u32, 1] {
+        let mut doc = chain(
+            rate,
+            OWN,
+            json!({"fanout": "api", "count": 1, "hedge": t}),
+            (d, dynos, 1),
+            (200_000.0, 0.0, 1, 81),
+        );
+        doc["services"]["api"]["service"] = json!({"distribution": "constant", "value": d});
+        let s = build(&doc.to_string());
+        let r = run_replication(&s, 0, &never_interrupted).expect("runs");
+        let (calls, fleet) = (&api(&r).calls, &api(&r).fleet);
+        assert_eq!(calls.hedged * 2, calls.sent, "every call is hedged");
+        let n = fleet.requests as f64;
+        if dynos == 2 {
+            let bound = rate * (d + t);
+            let limit = bound + 4.0 * (bound * (1.0 - bound) / n).sqrt();
+            assert!(
+                fleet.queued_fraction <= limit,
+                "two dynos: {} of the callee's requests queued, more than {limit}",
+                fleet.queued_fraction
+            );
+        } else {
+            assert!(
+                fleet.queued_fraction >= 0.5 - 1.0 / n,
+                "one dyno: {} queued, the hedges are half",
+                fleet.queued_fraction
+            );
+        }
+    }
 }

@@ -28,7 +28,7 @@ const NO_DYNO_BACKOFF: f64 = 1e-3;
 impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// A request arrives (from `client`, or NONE for the open workload): its class and phase
     /// times are drawn, then a router takes it.
-    pub(super) fn arrive(&mut self, client: u32) {
+    pub(super) fn arrive(&mut self, client: u32) -> u32 {
         let t = self.now;
         let req = self.slab.insert();
         let service = self.traffic.draw::<EXTRAS>(self.s, &mut self.slab, req);
@@ -47,6 +47,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         let client_patience = self.draw_timeout(Kind::Client);
         self.first_try(req);
         self.send(req, client, service, patience, client_patience);
+        req
     }
 
     /// A try of a request (its first, or a retry: [`super::resend`]) is sent now: a router
@@ -100,7 +101,16 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             self.hold(req, patience);
             return;
         }
-        match self.route(router, req) {
+        // A hedge of a fan-out's call avoids the dyno of the call's first copy, as a retry
+        // after a refusal does (another dyno while one is up; see `federation.rs`).
+        let route = if EXTRAS && self.outbox.avoid != NONE {
+            let avoid = std::mem::replace(&mut self.outbox.avoid, NONE) as usize;
+            let key = self.key_of(req);
+            self.routers.route_avoiding(router, avoid, self.now, key)
+        } else {
+            self.route(router, req)
+        };
+        match route {
             Some(Route::To(dyno)) => self.dispatch(dyno, req),
             Some(Route::Hold) => self.hold(req, patience),
             None => self.fail_unrouted(req),

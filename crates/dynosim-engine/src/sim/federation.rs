@@ -34,20 +34,37 @@
 //! too few calls are left to reach `wait` (under `"all"`, at the first error). Once the phase
 //! is over, its calls still out go on at the callee for nobody: their answers are `late`.
 //!
-//! Not simulated yet: hedged fan-outs (`hedge`, refused by
-//! [`crate::Scenario::check_simulated`]), the stability
-//! verdict of a fleet with faults (each fleet runs to its end), and a trace of the services
-//! (the entry fleet's is recorded).
+//! A hedged fan-out (`hedge = T`, or `hedge = "pNN"`): each call still unanswered T after the
+//! fan-out sent it gets one second copy (a hedge, `services.NAME.calls.hedged`), a request of
+//! the callee's as the first, whose router avoids the first copy's dyno while another is up
+//! (as its retry after a refusal does: re-drawn, then the least loaded other; a fleet of one
+//! dyno gets both copies, and a copy its router holds or a `router.cost` queues goes where a
+//! free thread is). One timer per fan-out, since its calls leave together. The first answer of
+//! the two is the call's; the other's, whenever it comes, is `late` (the loser is not
+//! cancelled: its work is done for nobody). An error answer of one copy while the other is
+//! still out waits for the other; the call fails when both have failed, or when its only copy
+//! fails before its hedge was sent (a hedge is a copy against slowness, not a retry). Once the
+//! phase is over, or its request has gone (killed while it waited), no hedge is sent. With
+//! `"pNN"`, T is the NN-th percentile of the callee's answers as this call site has had them,
+//! each copy's own time from its sending to its successful answer, in time or late (so, with
+//! nothing queueing, the callee's un-hedged response law whatever the hedges do), in an HDR
+//! histogram ([`Estimate`]): no hedge until [`HEDGE_WARMUP`] answers, and T recomputed every
+//! [`HEDGE_EVERY`] answers after. Without `hedge`, a fan-out makes no draw and keeps no state
+//! more than before.
+//!
+//! Not simulated yet: the stability verdict of a fleet with faults (each fleet runs to its
+//! end), and a trace of the services (the entry fleet's is recorded).
 
-use super::outbox::{Caller, Made};
-use super::slab::State;
+use super::outbox::{Caller, Made, HEDGE_COPY};
+use super::slab::{State, NONE};
 use super::trace::TraceRecorder;
 use super::{Simulation, Step, INTERRUPT_CHECK_EVERY};
-use crate::calls::{Call, Count, Wait};
+use crate::calls::{Call, Count, Hedge, Wait};
 use crate::error::{Error, Result};
 use crate::result::{CallFigures, ErrorKind, ReplicationResult, ServiceFigures, Trace};
 use crate::rng::{SimRng, Stream};
 use crate::scenario::Scenario;
+use hdrhistogram::Histogram;
 use rand_distr::{Distribution, Geometric};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -61,6 +78,45 @@ struct Tier<'s> {
     sites: Vec<Site>,
     /// The fan-outs' drawn counts.
     counts: SimRng,
+    /// Per call site: the callee's response time a `hedge = "pNN"` learns (None elsewhere).
+    estimates: Vec<Option<Estimate>>,
+}
+
+/// A `"pNN"` hedge waits for this many answers before it sends any hedge...
+pub(crate) const HEDGE_WARMUP: u64 = 100;
+/// ...and recomputes its T every this many answers after.
+pub(crate) const HEDGE_EVERY: u64 = 100;
+
+/// A call site's percentile of the callee's answers (`hedge = "pNN"`): an HDR histogram of
+/// each copy's own time, from its sending to its successful answer (microseconds, 3
+/// significant digits, as the figures' percentiles), and the T it gives.
+struct Estimate {
+    quantile: f64,
+    histogram: Histogram<u64>,
+    after: Option<f64>,
+}
+
+impl Estimate {
+    fn new(percentile: f64) -> Estimate {
+        Estimate {
+            quantile: percentile / 100.0,
+            histogram: Histogram::new(3).expect("3 significant digits is valid"),
+            after: None,
+        }
+    }
+
+    /// A copy answered, `time` after it was sent.
+    fn record(&mut self, time: f64) {
+        let micros = crate::stats::micros(time);
+        if self.histogram.record(micros).is_err() {
+            self.histogram.saturating_record(micros);
+        }
+        let seen = self.histogram.len();
+        if seen >= HEDGE_WARMUP && (seen - HEDGE_WARMUP) % HEDGE_EVERY == 0 {
+            let at = self.histogram.value_at_quantile(self.quantile);
+            self.after = Some(crate::stats::seconds(at));
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -70,11 +126,14 @@ struct Site {
     retries: u32,
     /// A fan-out's count and wait; None for a `call`.
     fan: Option<(Count, Wait)>,
+    /// A fan-out's `hedge`.
+    hedge: Option<Hedge>,
 }
 
 /// A fan-out waiting for its answers: the caller's request's generation, its site, the calls
-/// sent, the successful answers it needs, and those (and the errors) it has had.
-#[derive(Debug, Clone, Copy)]
+/// sent, the successful answers it needs, and those (and the errors) it has had; a fan-out
+/// with a hedge timer, each of its calls (empty without).
+#[derive(Debug, Clone)]
 struct Fanning {
     generation: u32,
     site: u32,
@@ -82,6 +141,19 @@ struct Fanning {
     need: u32,
     ok: u32,
     errors: u32,
+    calls: Vec<Hedged>,
+}
+
+/// One call of a fan-out that may be hedged: the callee's request that carries its first copy
+/// (index and generation: its dyno is the one the hedge avoids), whether it has its answer
+/// (or failed), whether its hedge was sent, and whether one of its copies failed.
+#[derive(Debug, Clone, Copy)]
+struct Hedged {
+    req: u32,
+    generation: u32,
+    done: bool,
+    hedged: bool,
+    failed_once: bool,
 }
 
 /// A call waiting for its answer: the caller's request's generation, its site, its try (from
@@ -105,6 +177,8 @@ struct Due {
     generation: u32,
     site: u32,
     try_no: u32,
+    /// A fan-out's hedge timer, rather than a call's timeout.
+    hedge: bool,
 }
 
 impl PartialEq for Due {
@@ -190,23 +264,25 @@ fn federate(
                         timeout,
                         retries,
                         fan: None,
+                        hedge: None,
                     },
                     Call::Fanout {
-                        count,
-                        wait,
-                        hedge: None,
-                        ..
+                        count, wait, hedge, ..
                     } => Site {
                         callee,
                         timeout: None,
                         retries: 0,
                         fan: Some((count, wait)),
+                        hedge,
                     },
-                    // Refused before the run (Scenario::check_simulated).
-                    Call::Fanout { hedge: Some(_), .. } => {
-                        unreachable!("a hedged fan-out is not simulated")
-                    }
                 }
+            })
+            .collect::<Vec<Site>>();
+        let estimates = sites
+            .iter()
+            .map(|site| match site.hedge {
+                Some(Hedge::Percentile(p)) => Some(Estimate::new(p)),
+                _ => None,
             })
             .collect();
         let window_end = sim.measures.window_end();
@@ -216,6 +292,7 @@ fn federate(
             window_end,
             sites,
             counts,
+            estimates,
         });
     }
     let mut federation = Federation {
@@ -250,8 +327,8 @@ impl Federation<'_> {
             match (next, due) {
                 (None, None) => break,
                 // A timeout strictly first (an answer at its instant is in time).
-                (Some((t, _)), Some(at)) if at < t => self.timeout_due()?,
-                (None, Some(_)) => self.timeout_due()?,
+                (Some((t, _)), Some(at)) if at < t => self.timer_due()?,
+                (None, Some(_)) => self.timer_due()?,
                 (Some((_, i)), _) => {
                     let tier = &mut self.tiers[i];
                     let (time, event) = tier.sim.events.pop().expect("an event is pending");
@@ -328,6 +405,7 @@ impl Federation<'_> {
             generation: waiting.generation,
             site: waiting.site,
             try_no: waiting.try_no,
+            sent: now,
         };
         if let Some(t) = site.timeout {
             self.seq += 1;
@@ -339,12 +417,17 @@ impl Federation<'_> {
                 generation: waiting.generation,
                 site: waiting.site,
                 try_no: waiting.try_no,
+                hedge: false,
             });
         }
-        self.tiers[site.callee].sim.call_arrives(now, caller)
+        self.tiers[site.callee]
+            .sim
+            .call_arrives(now, caller, NONE)?;
+        Ok(())
     }
 
-    /// A request of tier `tier` reached a fan-out at `now`: its calls all go out at once.
+    /// A request of tier `tier` reached a fan-out at `now`: its calls all go out at once (and,
+    /// hedged, its hedge timer is set).
     fn fan_out(
         &mut self,
         tier: usize,
@@ -353,6 +436,14 @@ impl Federation<'_> {
         (count, wait): (Count, Wait),
         now: f64,
     ) -> Result<()> {
+        let site = self.tiers[tier].sites[call.site as usize];
+        let hedge_after = match site.hedge {
+            None => None,
+            Some(Hedge::After(t)) => Some(t),
+            Some(Hedge::Percentile(_)) => self.tiers[tier].estimates[call.site as usize]
+                .as_ref()
+                .and_then(|e| e.after),
+        };
         let sent = match count {
             Count::Fixed(n) => n,
             Count::Geometric { mean } => {
@@ -366,6 +457,42 @@ impl Federation<'_> {
             Wait::First => 1,
             Wait::Some(k) => k.min(sent),
         };
+        let mut calls = Vec::new();
+        if let Some(t) = hedge_after {
+            calls.reserve_exact(sent as usize);
+            self.seq += 1;
+            self.timeouts.push(Due {
+                at: now + t,
+                seq: self.seq,
+                tier: tier as u32,
+                req: call.req,
+                generation: call.generation,
+                site: call.site,
+                try_no: 0,
+                hedge: true,
+            });
+        }
+        self.calls[callee].sent += u64::from(sent);
+        for i in 0..sent {
+            let caller = Caller {
+                tier: tier as u32,
+                req: call.req,
+                generation: call.generation,
+                site: call.site,
+                try_no: i,
+                sent: now,
+            };
+            let req = self.tiers[callee].sim.call_arrives(now, caller, NONE)?;
+            if hedge_after.is_some() {
+                calls.push(Hedged {
+                    req,
+                    generation: self.tiers[callee].sim.slab.entries[req as usize].generation,
+                    done: false,
+                    hedged: false,
+                    failed_once: false,
+                });
+            }
+        }
         self.fans.insert(
             (tier as u32, call.req),
             Fanning {
@@ -375,18 +502,51 @@ impl Federation<'_> {
                 need,
                 ok: 0,
                 errors: 0,
+                calls,
             },
         );
-        self.calls[callee].sent += u64::from(sent);
-        for i in 0..sent {
-            let caller = Caller {
-                tier: tier as u32,
-                req: call.req,
-                generation: call.generation,
-                site: call.site,
-                try_no: i,
+        Ok(())
+    }
+
+    /// A fan-out's hedge timer is due: each of its calls still unanswered gets its second
+    /// copy, unless the phase is over or its request has gone.
+    fn hedge_due(&mut self, due: Due) -> Result<()> {
+        let key = (due.tier, due.req);
+        let tier = due.tier as usize;
+        let Some(fan) = self
+            .fans
+            .get_mut(&key)
+            .filter(|f| f.generation == due.generation && f.site == due.site)
+        else {
+            return Ok(());
+        };
+        if self.tiers[tier].sim.slab.entries[due.req as usize].state != State::Timed {
+            return Ok(());
+        }
+        let callee = self.tiers[tier].sites[due.site as usize].callee;
+        for (i, call) in fan.calls.iter_mut().enumerate() {
+            if call.done || call.hedged {
+                continue;
+            }
+            call.hedged = true;
+            self.calls[callee].sent += 1;
+            self.calls[callee].hedged += 1;
+            let sim = &mut self.tiers[callee].sim;
+            let first = &sim.slab.entries[call.req as usize];
+            let avoid = if first.generation == call.generation {
+                first.dyno
+            } else {
+                NONE
             };
-            self.tiers[callee].sim.call_arrives(now, caller)?;
+            let caller = Caller {
+                tier: due.tier,
+                req: due.req,
+                generation: due.generation,
+                site: due.site,
+                try_no: i as u32 | HEDGE_COPY,
+                sent: due.at,
+            };
+            sim.call_arrives(due.at, caller, avoid)?;
         }
         Ok(())
     }
@@ -395,6 +555,12 @@ impl Federation<'_> {
     /// has the successful answers it needs (its request goes on), or fails when too few calls
     /// are left to reach them.
     fn fan_answered(&mut self, callee: usize, caller: Caller, ok: bool, at: f64) {
+        let tier = caller.tier as usize;
+        if ok {
+            if let Some(estimate) = &mut self.tiers[tier].estimates[caller.site as usize] {
+                estimate.record(at - caller.sent);
+            }
+        }
         let key = (caller.tier, caller.req);
         let Some(fan) = self
             .fans
@@ -404,8 +570,24 @@ impl Federation<'_> {
             self.calls[callee].late += 1;
             return;
         };
+        // A fan-out with a hedge timer: the call's first answer is its answer, but an error
+        // while its other copy is still out waits for that copy.
+        let mut waits_for_the_other = false;
+        if let Some(call) = fan.calls.get_mut((caller.try_no & !HEDGE_COPY) as usize) {
+            if call.done {
+                // The other copy's answer came first: this one is for nobody.
+                self.calls[callee].late += 1;
+                return;
+            }
+            waits_for_the_other = !ok && call.hedged && !call.failed_once;
+            call.failed_once |= !ok;
+            call.done = !waits_for_the_other;
+        }
         self.calls[callee].answered += 1;
-        let tier = caller.tier as usize;
+        if waits_for_the_other {
+            self.calls[callee].errors += 1;
+            return;
+        }
         if ok {
             fan.ok += 1;
             if fan.ok >= fan.need {
@@ -452,10 +634,19 @@ impl Federation<'_> {
         self.try_again_or_fail(key, at)
     }
 
-    /// The earliest call timeout is due: the caller stops waiting for that try, if it still
-    /// waits for it.
-    fn timeout_due(&mut self) -> Result<()> {
-        let due = self.timeouts.pop().expect("a timeout is pending");
+    /// The earliest timer is due: a fan-out's hedges, or a call's timeout.
+    fn timer_due(&mut self) -> Result<()> {
+        let due = self.timeouts.pop().expect("a timer is pending");
+        if due.hedge {
+            self.hedge_due(due)?;
+            return self.settle();
+        }
+        self.timeout_due(due)
+    }
+
+    /// A call's timeout is due: the caller stops waiting for that try, if it still waits for
+    /// it.
+    fn timeout_due(&mut self, due: Due) -> Result<()> {
         let key = (due.tier, due.req);
         let current = self.waiting.get(&key).is_some_and(|w| {
             w.generation == due.generation && w.site == due.site && w.try_no == due.try_no
@@ -537,12 +728,16 @@ impl Federation<'_> {
 
 impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
     /// A call from `caller` arrives at this fleet (a service's) at `now`: a request of its
-    /// own, whose answer goes back to its caller (see `outbox.rs`).
-    fn call_arrives(&mut self, now: f64, caller: Caller) -> Result<()> {
+    /// own, whose answer goes back to its caller (see `outbox.rs`), routed to another dyno
+    /// than `avoid` while one is up (`NONE`: any). Returns the request's index.
+    fn call_arrives(&mut self, now: f64, caller: Caller, avoid: u32) -> Result<u32> {
         self.now = now;
         let index = self.outbox.take(caller);
-        self.arrive(index);
-        self.check_overload()
+        self.outbox.avoid = avoid;
+        let req = self.arrive(index);
+        self.outbox.avoid = NONE;
+        self.check_overload()?;
+        Ok(req)
     }
 
     /// The call that request `req` waits for on its thread is answered at `now`: its phase is

@@ -8,15 +8,21 @@
 /// Who made a call: the caller's fleet (its index in the federation), its request (slab index
 /// and generation, which tell a request from a later one of the same entry), its call site
 /// (which tells one call phase of the request from another), and the try (of a `call`; of a
-/// fan-out, which of its calls).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// fan-out, which of its calls, and whether the copy is a hedge: [`HEDGE_COPY`]), and when
+/// the copy was sent (a hedged fan-out's percentile learns from each copy's own time).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Caller {
     pub tier: u32,
     pub req: u32,
     pub generation: u32,
     pub site: u32,
     pub try_no: u32,
+    pub sent: f64,
 }
+
+/// The bit of a fan-out's `try_no` that marks the second copy of its call (a hedge); the
+/// call's place in the fan-out is in the bits below (at most `MAX_FANOUT`).
+pub(super) const HEDGE_COPY: u32 = 1 << 31;
 
 /// A call a request of this fleet makes now: its call site (an index in the scenario's
 /// `calls`).
@@ -44,6 +50,9 @@ pub(super) struct Outbox {
     pub serves: bool,
     pub made: Vec<Made>,
     pub answers: Vec<Answer>,
+    /// The dyno the next call taken should avoid, if another is up (a hedge: the dyno of the
+    /// call's first copy), or `NONE`; taken by its routing, cleared once the call has arrived.
+    pub avoid: u32,
     callers: Vec<Caller>,
     free: Vec<u32>,
 }
@@ -52,6 +61,7 @@ impl Outbox {
     pub fn new(serves: bool) -> Outbox {
         Outbox {
             serves,
+            avoid: super::slab::NONE,
             ..Outbox::default()
         }
     }
