@@ -80,6 +80,9 @@ SHORTENED = {
     "dynosim run my-app.toml --seed 7 --replications 20 --duration 30min --json > out.json":
         ("--replications 3 --duration 2min", "20 replications of 30 min"),
     "dynosim run autoscale-day --wide": ("--duration 2h", "a day of five fleets (about 15 s)"),
+    "dynosim sweep fanout-search --vary request.phases.1.count=1,2,5,10,20,50,100 --vary "
+    "request.phases.1.hedge=false,p95 --metric response.p99 --out fanout-search":
+        ("--duration 1min --replications 2", "14 points of 5 × 20 min (about 12 s)"),
     "dynosim run autoscale-day --timeseries day.csv --interval 10min": ("--duration 2h", "a day of five fleets"),
     "dynosim ramp hello-world-ramp --rates 500..16000/500 --out hello":
         ("--duration 1s --set run.warmup=0.5s --replications 2", "32 rates × 5 fleets of 3 × 22 s"),
