@@ -129,6 +129,7 @@ impl<'s> Eligible<'s> {
             // Other fleets, run together by the event-driven engine (its federation).
             calls,
             services,
+            call_hold: _,
         } = s;
         let AppServer {
             server: _,

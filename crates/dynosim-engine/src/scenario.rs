@@ -539,6 +539,10 @@ pub struct Scenario {
     /// `[services.NAME]`, in name order, each validated as a fleet of its own (see
     /// [`crate::services`]).
     pub services: Vec<Service>,
+    /// The mean time a request's thread waits on its calls, at least (uncontended; see
+    /// [`crate::services::set_call_holds`]): part of the time it holds its thread, so of
+    /// [`Self::busy_slots_needed`]. 0 without calls.
+    pub call_hold: f64,
 }
 
 /// A service of the scenario: its fleet, validated as a scenario of its own, and the rate of
@@ -1070,6 +1074,7 @@ impl Scenario {
             shards: Vec::new(),
             calls,
             services: Vec::new(),
+            call_hold: 0.0,
         };
         scenario.check_time_scales()?;
         scenario.check_lifecycle()?;
@@ -1405,10 +1410,10 @@ impl Scenario {
     }
 
     /// Arrival rate × mean (uncontended) time a request holds its thread: its service time,
-    /// and the app's overhead after it.
+    /// the app's overhead after it, and the time it waits on its calls (at least).
     pub fn busy_slots_needed(&self) -> f64 {
         let overhead = self.app.overhead.as_ref().map_or(0.0, |o| o.mean());
-        self.arrival_rate() * (self.service.mean() + overhead)
+        self.arrival_rate() * (self.service.mean() + overhead + self.call_hold)
     }
 
     /// Slots of the largest fleet (see [`Self::serving_dynos`]).

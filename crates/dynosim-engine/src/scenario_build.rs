@@ -32,6 +32,7 @@ impl Scenario {
         let mut scenario = Scenario::validate(spec, base_dir, interrupted)?;
         if spec.services.is_some() || !scenario.calls.is_empty() {
             scenario.services = crate::services::build(spec, &scenario, base_dir, interrupted)?;
+            crate::services::set_call_holds(&mut scenario);
         }
         scenario.check_engine()?;
         scenario.check_memory()?;

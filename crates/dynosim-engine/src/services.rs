@@ -184,6 +184,52 @@ fn in_service(error: Error, name: &str, rate: f64) -> Error {
     }
 }
 
+/// Sets each fleet's [`Scenario::call_hold`]: the mean time a request's thread waits on its
+/// calls, at least, so that a fleet's offered load and its stability check count the threads its
+/// calls hold. A call without `timeout` and a fan-out that waits for all its calls without
+/// `hedge` wait at least as long as the callee takes uncontended (its own service time and its
+/// own calls'; a fan-out's slowest call is no quicker than one); a call with a timeout, a hedged
+/// fan-out and one that waits for fewer than all can be quicker than the callee's mean, and
+/// count nothing. Weighted by each class's share. The call graph has no cycle (checked), so as
+/// many passes as there are services settle every value.
+pub(crate) fn set_call_holds(entry: &mut Scenario) {
+    let names: Vec<String> = entry.services.iter().map(|s| s.name.clone()).collect();
+    let hold_of = |scenario: &Scenario, holds: &[f64], services: &[Service]| -> f64 {
+        let shares = class_shares(scenario);
+        scenario
+            .calls
+            .iter()
+            .map(|site| {
+                let waits_whole = match &site.call {
+                    Call::Sync { timeout, .. } => timeout.is_none(),
+                    Call::Fanout { wait, hedge, .. } => *wait == Wait::All && hedge.is_none(),
+                };
+                let Some(i) = names.iter().position(|n| n == site.call.service()) else {
+                    return 0.0;
+                };
+                if !waits_whole {
+                    return 0.0;
+                }
+                let share = shares.get(site.class).copied().unwrap_or(1.0);
+                share * (services[i].scenario.service.mean() + holds[i])
+            })
+            .sum()
+    };
+    let mut holds = vec![0.0; entry.services.len()];
+    for _ in 0..entry.services.len() {
+        let next: Vec<f64> = entry
+            .services
+            .iter()
+            .map(|s| hold_of(&s.scenario, &holds, &entry.services))
+            .collect();
+        holds = next;
+    }
+    for (service, hold) in entry.services.iter_mut().zip(&holds) {
+        service.scenario.call_hold = *hold;
+    }
+    entry.call_hold = hold_of(entry, &holds, &entry.services);
+}
+
 /// The share of requests in each class of a built scenario (one class: all).
 fn class_shares(scenario: &Scenario) -> Vec<f64> {
     scenario
@@ -470,6 +516,54 @@ mod tests {
         let s = build(&doc).expect("valid");
         assert!(!s.has_calls());
         s.check_stable().expect("runs");
+    }
+
+    /// A thread waiting on a call is a thread held: the offered load counts the calls' time
+    /// where it is bounded below, and a fleet whose threads the calls exhaust is refused.
+    #[test]
+    fn the_threads_held_through_calls_count_in_the_offered_load() {
+        let mut doc = three_tier();
+        // The three-tier as written: the entry's call has a timeout and the api's fan-out a
+        // hedge, so neither counts (their time can be shorter than the callee's mean).
+        let s = build(&doc).expect("valid");
+        assert_eq!(s.call_hold, 0.0);
+        assert_eq!(s.services[0].scenario.call_hold, 0.0);
+        // Without them: the api's fan-out holds its thread at least one search call (10 ms),
+        // the entry's call at least the api's 2 ms and that.
+        set(&mut doc, "/request/phases/1", json!({"call": "api"}));
+        set(
+            &mut doc,
+            "/services/api/request/phases/1",
+            json!({"fanout": "search", "count": 10, "wait": "all"}),
+        );
+        let s = build(&doc).expect("valid");
+        let api = &s.services[0].scenario;
+        assert!((api.call_hold - 0.010).abs() < 1e-12, "{}", api.call_hold);
+        assert!((s.call_hold - 0.012).abs() < 1e-12, "{}", s.call_hold);
+        // 100/s × (5 ms + 12 ms) over 4 dynos × 4 processes.
+        assert!((s.busy_slots_needed() - 1.7).abs() < 1e-9);
+        s.check_stable().expect("runs");
+        // One thread a dyno: 1.7 busy of 4 still runs; a search call of 50 ms makes it
+        // 100 × (5 + 2 + 50) ms = 5.7 busy threads of 4, refused as unstable, on threads.
+        set(&mut doc, "/app/processes", json!(1));
+        build(&doc).expect("valid").check_stable().expect("runs");
+        set(
+            &mut doc,
+            "/services/search/service",
+            json!({"distribution": "exponential", "mean": "50ms"}),
+        );
+        set(&mut doc, "/services/search/fleet/dynos", json!(40));
+        match build(&doc).expect("valid").check_stable() {
+            Err(Error::Unstable {
+                bottleneck,
+                busy_slots_needed,
+                ..
+            }) => {
+                assert_eq!(bottleneck, "threads");
+                assert!((busy_slots_needed - 5.7).abs() < 1e-9, "{busy_slots_needed}");
+            }
+            other => panic!("expected unstable, got {other:?}"),
+        }
     }
 
     #[test]

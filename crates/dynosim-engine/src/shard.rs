@@ -114,6 +114,8 @@ impl Scenario {
             shards: _,
             calls,
             services,
+            // The calls' time, with `services` (refused below).
+            call_hold: _,
         } = self;
         if !calls.is_empty() || !services.is_empty() {
             return Some("the calls between services join their fleets");
