@@ -560,7 +560,10 @@ mod tests {
                 ..
             }) => {
                 assert_eq!(bottleneck, "threads");
-                assert!((busy_slots_needed - 5.7).abs() < 1e-9, "{busy_slots_needed}");
+                assert!(
+                    (busy_slots_needed - 5.7).abs() < 1e-9,
+                    "{busy_slots_needed}"
+                );
             }
             other => panic!("expected unstable, got {other:?}"),
         }
