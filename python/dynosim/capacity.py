@@ -286,16 +286,25 @@ def smallest_stable(scenario: Scenario, info: Dict[str, Any], max_dynos: int) ->
     if info["closed_loop"]:
         return 1
     low = math.floor(info["busy_slots_needed"] / info["slots"]) + 1
+    return _raise_until_stable(scenario, low, max_dynos, lambda n: scenario.with_overrides({"fleet.dynos": n}).describe(),
+                               lambda at: at["stable"], "")
+
+
+def _raise_until_stable(scenario: Scenario, low: int, max_dynos: int, describe_at: Callable[[int], Dict[str, Any]],
+                        stable: Callable[[Dict[str, Any]], bool], who: str) -> int:
+    """From the first guess `low`, the fewest dynos at which `stable(describe_at(dynos))`:
+    raised to the load's own next guess while unstable, up to `max_dynos`. UnstableError (its
+    message begun with `who`) when doubling the count does not lower the offered load."""
     while low <= max_dynos:
-        at = scenario.with_overrides({"fleet.dynos": low}).describe()
-        if at["stable"]:
+        at = describe_at(low)
+        if stable(at):
             break
         more = min(2 * low, MAX_FLEET)
         if more == low:
             break
-        if not scenario.with_overrides({"fleet.dynos": more}).describe()["offered_load"] < at["offered_load"]:
+        if not describe_at(more)["offered_load"] < at["offered_load"]:
             what = _BOTTLENECKS.get(at["bottleneck"], at["bottleneck"])
-            raise UnstableError(f"unstable at any number of dynos: the offered load on {what} is "
+            raise UnstableError(f"{who}unstable at any number of dynos: the offered load on {what} is "
                                 f"{at['offered_load']:.3f} of their capacity, and more dynos do not lower it",
                                 file=scenario.source)
         low = max(low + 1, math.floor(at["offered_load"] * low) + 1)
@@ -314,20 +323,9 @@ def smallest_stable_service(scenario: Scenario, service: str, info: Dict[str, An
     key = f"services.{service}.fleet.dynos"
     at = _service_info(info, service)
     low = max(1, math.floor(at["offered_load"] * at["dynos"]) + 1)
-    while low <= max_dynos:
-        at = _service_info(scenario.with_overrides({key: low}).describe(), service)
-        if at["offered_load"] < 1:
-            break
-        more = min(2 * low, MAX_FLEET)
-        if more == low:
-            break
-        if not _service_info(scenario.with_overrides({key: more}).describe(), service)["offered_load"] < at["offered_load"]:
-            what = _BOTTLENECKS.get(at["bottleneck"], at["bottleneck"])
-            raise UnstableError(f"services.{service} is unstable at any number of dynos: the offered load on {what} "
-                                f"is {at['offered_load']:.3f} of their capacity, and more dynos do not lower it",
-                                file=scenario.source)
-        low = max(low + 1, math.floor(at["offered_load"] * low) + 1)
-    return low
+    return _raise_until_stable(scenario, low, max_dynos,
+                               lambda n: _service_info(scenario.with_overrides({key: n}).describe(), service),
+                               lambda at: at["offered_load"] < 1, f"services.{service} is ")
 
 
 #: Response-time percentiles, as quantiles of the service time (which no queue can shorten).
