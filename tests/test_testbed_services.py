@@ -8,6 +8,7 @@ case without queueing (standard errors from the drawn law) and the stack's measu
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Dict, List
 
 import numpy as np
@@ -20,6 +21,8 @@ from dynosim import Scenario
 from dynosim.errors import DynosimError, ScenarioError
 from dynosim.testbed import app, services
 from dynosim.testbed.plan import make_plan
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "testbed"
 
 
 def chain(**extra: Any) -> Dict[str, Any]:
@@ -138,7 +141,7 @@ def test_a_services_figures_come_from_its_haproxy_and_work_logs():
     assert f["queue"]["mean"] == pytest.approx(0.005)
     assert f["utilisation"] == {"mean": pytest.approx((0.04 + 0.03 + 2.5 + 0.1) / 20)}
     assert f["calls"] == {"sent": 4, "answered": 3, "errors": 1, "timed_out": 1, "timed_out_fraction": 0.25,
-                          "retried": 1, "failed": 1, "late": 1}
+                          "retried": 1, "hedged": 0, "failed": 1, "late": 1}
     # The fleet's figures count the window's entry requests' tries (request 1 in the warm-up);
     # calls.*, as the simulation's, the whole run.
     w = services.figures(router_log, work, dynos=1, slots=2, span=10.0, failed=1, window=lambda i: i != 1)
@@ -146,8 +149,47 @@ def test_a_services_figures_come_from_its_haproxy_and_work_logs():
     assert w["service_mean"] == pytest.approx((0.03 + 2.5 + 0.1) / 3) and w["calls"] == f["calls"]
 
 
+def test_a_hedged_fanout_carries_a_second_draw_per_call_for_its_copies():
+    doc = fanout(run={"duration": "3s", "warmup": "0s", "seed": 2})
+    doc["request"]["phases"][1]["hedge"] = "15ms"
+    plan = make_plan(Scenario(doc))
+    (call,) = plan.services.calls.values()
+    assert (call.hedge, call.needed) == (0.015, 8)
+    token = plan.requests()[0][2]["X-Dynosim-Phases"].split(",")[1]
+    assert token == "fanout=search;count=4;wait=all;hedge=0.015000:0"
+    spec = app.parse_call("fanout", app.parse_phases(token)[0][1])
+    assert (spec["hedge"], spec["draws"], spec["need"]) == (0.015, 8, 4)
+    each = [h[services.CALLS_HEADER].split("|") for _, _, h in plan.requests()]
+    assert all(len(w) == 8 for w in each)  # the 4 calls' works, then their copies'
+    assert [w for ws in each for w in ws] == plan.services.services[0].work[:8 * len(each)]
+    # hedge = false is no hedge, as leaving it out (a sweep's hedge=false,10ms).
+    doc["request"]["phases"][1]["hedge"] = False
+    assert make_plan(Scenario(doc)).services.calls[1].hedge is None
+    for bad in ("s;count=2;hedge=0", "s;count=2;hedge=-1"):
+        with pytest.raises(ValueError):
+            app.parse_call("fanout", bad)
+    with pytest.raises(ValueError):
+        app.parse_call("call", "s;hedge=0.01")  # a call has no hedge: a fan-out's
+
+
+def test_the_loser_of_a_hedged_call_is_counted_late_and_its_copy_hedged():
+    ok = {"ta": 0.05, "tw": 0.0, "status": 200}
+    router_log = {"1-s0.0": ok, "1-s0.0.h": ok, "1-s0.1": ok, "2-s0.0": ok, "2-s0.0.h": ok}
+    work = {"1-s0.0": {"start": 1.0, "end": 1.20}, "1-s0.0.h": {"start": 1.05, "end": 1.08},
+            "1-s0.1": {"start": 1.0, "end": 1.01},
+            "2-s0.0": {"start": 2.0, "end": 2.06}, "2-s0.0.h": {"start": 2.05, "end": 2.30}}
+    # The first copy of call 1-s0.0 lost (it ended later), the copy of 2-s0.0 did.
+    assert services.hedge_losers(router_log, work) == {"1-s0.0", "2-s0.0.h"}
+    f = services.figures(router_log, work, dynos=2, slots=8, span=10.0)
+    assert f["calls"]["sent"] == 5 and f["calls"]["hedged"] == 2
+    assert (f["calls"]["answered"], f["calls"]["late"], f["calls"]["timed_out"]) == (3, 2, 0)
+    # A copy answered with an error is no winner: both counted as answered (one an error).
+    router_log["2-s0.0.h"] = {"ta": 0.01, "tw": 0.0, "status": 503}
+    assert services.hedge_losers(router_log, work) == {"1-s0.0"}
+
+
 @pytest.mark.parametrize("change, path", [
-    ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "hedge": "10ms"}]}},
+    ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "hedge": "p95"}]}},
      "request.phases[1].hedge"),
     ({"request": {"phases": [{"io": "1ms"},
                              {"fanout": "search", "count": {"distribution": "geometric", "mean": 3}}]}},
@@ -176,12 +218,14 @@ def test_an_autoscaled_entry_with_services_is_refused_in_one_line(tmp_path):
     assert "autoscale: the testbed runs services beside a fixed entry fleet" in result.stderr
 
 
-def test_the_cli_refuses_a_hedged_fanout_before_anything_starts(tmp_path):
+def test_the_cli_refuses_a_hedge_at_a_percentile_before_anything_starts(tmp_path):
     doc = fanout()
-    doc["request"]["phases"][1]["hedge"] = "10ms"
+    doc["request"]["phases"][1]["hedge"] = "p95"
     toml = tmp_path / "hedged.toml"
     toml.write_text(toml_document(doc))
-    assert_one_line_error(run_cli("testbed", str(toml)), code=2)
+    result = run_cli("testbed", str(toml))
+    assert_one_line_error(result, code=2)
+    assert "request.phases[1].hedge: the testbed runs a hedge after a fixed time only" in result.stderr
 
 
 # --- real runs ---------------------------------------------------------------------------------
@@ -273,6 +317,90 @@ def test_a_fanout_waiting_for_the_first_answer_takes_the_fastest_call():
     # whole (the minimum of 4 exponentials has mean 5 ms, the maximum 41.7 ms).
     assert np.all(phase >= drawn.min(axis=1) - 1e-3)
     assert np.mean(phase) < np.mean(drawn.max(axis=1))
+
+
+HEDGE_REPLICATIONS = 40
+
+
+def hedged_fanout(**extra: Any) -> Dict[str, Any]:
+    """tests/fixtures/testbed/services-hedge.toml, short: a fan-out of 4 to search (50 ms
+    exponential) hedged at 50 ms, 10/s for 5 s, nothing queueing."""
+    doc = Scenario.load(FIXTURES / "services-hedge.toml").with_overrides(
+        {"run.duration": "5s", "run.replications": HEDGE_REPLICATIONS}).doc
+    doc.update(extra)
+    return doc
+
+
+def hedge_measures(plan, load) -> Dict[str, Any]:
+    """A real hedged fan-out's calls from the service's logs: per request (in the load's order),
+    its first copies' work walls and which calls were hedged; the stack's hops: the entry's
+    (the response less the entry app's phases) and the call's (the phase less its slowest
+    call's work, over the requests that sent no copy: what a call's answer costs beyond its
+    work, as the caller sees it)."""
+    index = list(load["index"])
+    log, work = load["services"]["search"]
+    count = plan.services.calls[1].count
+    first = np.array([[work[f"{i}-search0.{j}"]["end"] - work[f"{i}-search0.{j}"]["start"] for j in range(count)]
+                      for i in index])
+    hedged = np.array([[f"{i}-search0.{j}{services.HEDGE_SUFFIX}" in log for j in range(count)] for i in index])
+    response = np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
+    phase = _walls(load, 1)
+    plain = ~hedged.any(axis=1)
+    return {"first": first, "hedged": hedged, "phase": phase, "response": response,
+            "entry_hop": float(np.mean(response - _walls(load, 0) - phase)),
+            "call_hop": float(np.mean(phase[plain] - first[plain].max(axis=1)))}
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+def test_a_hedged_fanout_sends_copies_after_its_timer_and_matches_its_paired_simulation():
+    """hedge = 50 ms on a fan-out of 4 (docs/testbed.md, "Services that call services"): every
+    call whose first copy's work outlasted the timer got a copy, the copies counted alike by the
+    entry's answers, the service's log and services.search.calls.hedged, each loser's work done
+    to its end (not cancelled) and counted late; then the hedged fraction and the response's
+    p50 and p99 within 3 standard deviations of the paired simulation's replications
+    (fleet.one_run_against_replications), the simulation given the stack's hops measured in
+    the run as constant waits (services.with_hops): the hedge fires T after the calls left, as
+    the caller sees them, the stack's hop included."""
+    from dynosim.api import run as run_scenario
+    from dynosim.testbed.fleet import one_run_against_replications
+
+    scenario = Scenario(hedged_fanout())
+    plan, load, report = _run(scenario.doc)
+    n = len(plan.drawn["phases"])
+    assert list(load["status"]) == [200] * n
+    m = hedge_measures(plan, load)
+    log, work = load["services"]["search"]
+    # The timer: a call whose first copy worked longer than 50 ms was still unanswered then.
+    assert np.all(m["hedged"][m["first"] > 0.050 + 1e-3])
+    copies = int(m["hedged"].sum())
+    assert 0 < copies < m["hedged"].size
+    assert sum(int(h) for h in load["headers"]["x-dynosim-hedged"]) == copies
+    calls = report["per_replication"][0]["services"]["search"]["calls"]
+    assert calls["hedged"] == copies and calls["sent"] == 4 * n + copies
+    # The loser is not cancelled: both copies of every hedged call did their work to the end,
+    # and one of the two answered for nobody.
+    pairs = [rid for rid in log if rid.endswith(services.HEDGE_SUFFIX)]
+    assert all(work[r].get("end") is not None and work[r[:-2]].get("end") is not None for r in pairs)
+    assert calls["late"] == copies and calls["answered"] == 4 * n
+    # The first answer wins: each phase at least its slowest call's quicker copy's work.
+    copy_work = np.array([[work[f"{i}-search0.{j}.h"]["end"] - work[f"{i}-search0.{j}.h"]["start"]
+                           if h else math.inf for j, h in enumerate(row)] for i, row in zip(load["index"], m["hedged"])])
+    assert np.all(m["phase"] >= np.minimum(m["first"], 0.050 + copy_work).max(axis=1) - 1e-3)
+    # Against the paired simulation, the stack's hops as constant waits.
+    assert m["call_hop"] > 0 and m["entry_hop"] > 0
+    sim = run_scenario(services.with_hops(scenario, m["entry_hop"], m["call_hop"]), warn=False)[0].to_dict()
+    reps = sim["per_replication"]
+    assert len(reps) == HEDGE_REPLICATIONS and reps[0]["requests"] == n
+
+    def fraction(calls: Dict[str, Any]) -> float:
+        return calls["hedged"] / (calls["sent"] - calls["hedged"])
+
+    rep = report["per_replication"][0]
+    checks = {"hedged": one_run_against_replications(copies / m["hedged"].size,
+                                                     [fraction(r["services"]["search"]["calls"]) for r in reps]),
+              "p50": one_run_against_replications(rep["response"]["p50"], [r["response"]["p50"] for r in reps]),
+              "p99": one_run_against_replications(rep["response"]["p99"], [r["response"]["p99"] for r in reps])}
+    assert all(c["within"] for c in checks.values()), checks
 
 
 @pytest.mark.needs("haproxy", "gunicorn")

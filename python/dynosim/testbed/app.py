@@ -84,7 +84,11 @@ work comes in ``X-Dynosim-Calls`` (each call's phases, ``|`` between calls, in o
 at the service the request's, then the service and the call's place (``12-api0``, a retry
 ``12-api0.r1``, a fan-out's ``12-search0.3``). A call that fails its last try (or a fan-out
 that can no longer get W answers) fails the request: ``500`` with ``X-Dynosim-Call-Failed``
-(the simulation's ``errors.call_failed``).
+(the simulation's ``errors.call_failed``). With ``;hedge=T`` (a fan-out's ``hedge = T``), T
+seconds after the calls were sent each one still unanswered gets a second copy through the
+service's HAProxy (id ``12-search0.3.h``, its own drawn work: the request carries two per call),
+the first answer of the two wins and the other runs on for nobody (:func:`run_hedged`); the
+answer says how many copies the request sent in ``X-Dynosim-Hedged``.
 
 Its configuration comes in the environment, as JSON in ``DYNOSIM_TESTBED`` (written by
 :mod:`dynosim.testbed.dynos`): ``{"dyno": 0, "dsn": "...", "resources": {"db": {"pool": 3,
@@ -150,7 +154,8 @@ def parse_call(kind: str, text: str) -> Dict[str, Any]:
     {"service", "count", "need" (the answers the phase waits for), "timeout" (s or None),
     "retries"}; ValueError for anything else."""
     name, *items = text.split(";")
-    out: Dict[str, Any] = {"service": name, "count": 1, "wait": "all", "timeout": None, "retries": 0}
+    out: Dict[str, Any] = {"service": name, "count": 1, "wait": "all", "timeout": None, "retries": 0,
+                           "hedge": None}
     if not name:
         raise ValueError(f"{kind} phase without a service")
     for item in items:
@@ -163,12 +168,17 @@ def parse_call(kind: str, text: str) -> Dict[str, Any]:
             out["timeout"] = float(value)
         elif key == "retries":
             out["retries"] = int(value)
+        elif key == "hedge" and kind == "fanout":
+            out["hedge"] = float(value)
         else:
             raise ValueError(f"{kind} phase: unknown setting {item!r}")
-    if out["count"] < 1 or out["retries"] < 0 or (out["timeout"] is not None and not out["timeout"] > 0):
-        raise ValueError(f"{kind} phase {text!r}: count >= 1, retries >= 0 and a timeout > 0 expected")
+    if out["count"] < 1 or out["retries"] < 0 or (out["timeout"] is not None and not out["timeout"] > 0) \
+            or (out["hedge"] is not None and not out["hedge"] > 0):
+        raise ValueError(f"{kind} phase {text!r}: count >= 1, retries >= 0, a timeout > 0 and a hedge > 0 expected")
     wait = out["wait"]
     out["need"] = out["count"] if wait == "all" else 1 if wait == "first" else min(int(wait), out["count"])
+    # The drawn works the phase carries: a hedged fan-out's calls each one more, for its copy.
+    out["draws"] = out["count"] * (2 if out["hedge"] is not None else 1)
     return out
 
 
@@ -211,34 +221,121 @@ def call_once(service: str, work: str, call_id: str, timeout: Optional[float], r
     return False
 
 
-def run_call(spec: Dict[str, Any], works: List[str], call_id: str) -> None:
-    """A ``call`` or ``fanout`` phase: `works` the drawn work of each of its calls. A fan-out
-    sends them at once from the worker's thread pool and ends when ``need`` have answered
-    (the others run on, for nobody); raises CallFailed when that can no longer happen."""
-    if len(works) != spec["count"]:
-        raise ValueError(f"{spec['service']}: {spec['count']} call(s), but {len(works)} drawn in the request")
+def run_call(spec: Dict[str, Any], works: List[str], call_id: str) -> int:
+    """A ``call`` or ``fanout`` phase: `works` the drawn work of each of its calls (a hedged
+    fan-out's: then each copy's). A fan-out sends them at once from the worker's thread pool
+    and ends when ``need`` have answered (the others run on, for nobody); raises CallFailed
+    when that can no longer happen. Returns the hedged copies sent (:func:`run_hedged`)."""
+    if len(works) != spec["draws"]:
+        raise ValueError(f"{spec['service']}: {spec['draws']} drawn work(s) expected, {len(works)} in the request")
+    if spec["hedge"] is not None:
+        return run_hedged(spec, works, call_id)
     if spec["count"] == 1:
         if not call_once(spec["service"], works[0], call_id, spec["timeout"], spec["retries"]):
             raise CallFailed(spec["service"])
-        return
-    global _POOL
+        return 0
     import concurrent.futures as cf
 
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = cf.ThreadPoolExecutor(max_workers=64, thread_name_prefix="dynosim-call")
-    futures = [_POOL.submit(call_once, spec["service"], work, f"{call_id}.{j}", spec["timeout"], spec["retries"])
+    futures = [_pool().submit(call_once, spec["service"], work, f"{call_id}.{j}", spec["timeout"], spec["retries"])
                for j, work in enumerate(works)]
     answered = failed = 0
     for future in cf.as_completed(futures):
         if future.result():
             answered += 1
             if answered >= spec["need"]:
-                return
+                return 0
         else:
             failed += 1
             if failed > spec["count"] - spec["need"]:
                 raise CallFailed(spec["service"])
+    return 0
+
+
+def _pool() -> Any:
+    """The worker process's thread pool for fan-outs' calls (made on first use)."""
+    global _POOL
+    import concurrent.futures as cf
+
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = cf.ThreadPoolExecutor(max_workers=64, thread_name_prefix="dynosim-call")
+    return _POOL
+
+
+#: The id suffix of a hedged call's second copy (services.HEDGE_SUFFIX, which the testbed's
+#: figures read: this module imports nothing of dynosim's).
+HEDGE_SUFFIX = ".h"
+
+
+def run_hedged(spec: Dict[str, Any], works: List[str], call_id: str) -> int:
+    """A hedged fan-out (docs/services.md, "Hedging", as simulated): its ``count`` calls at
+    once (works[:count]); one timer for the fan-out: ``hedge`` seconds after they were sent,
+    each call still without its answer gets a second copy (works[count + j], id ``....j.h``),
+    sent to the service's HAProxy as the first was (its policy picks the dyno); the first
+    answer of a call's two copies is its answer, the other runs on, not cancelled (its thread
+    reads the answer, for nobody). An error answer of one copy while the other is out does
+    not fail the call; it fails when both have failed, or when its only copy fails before the
+    timer. No copies once the phase is over. Returns the copies sent."""
+    import concurrent.futures as cf
+
+    count, need, service = spec["count"], spec["need"], spec["service"]
+    pool = _pool()
+
+    def timed(work: str, call: str) -> Tuple[bool, float]:
+        # When the answer came: a call answered after the timer was unanswered at it, however
+        # late this thread wakes to see either.
+        return call_once(service, work, call, None, 0), time.monotonic()
+
+    sent = time.monotonic()
+    out: Dict[Any, int] = {}  # future -> its call
+    for j in range(count):
+        out[pool.submit(timed, works[j], f"{call_id}.{j}")] = j
+    copies = [1] * count  # copies of each call sent
+    lost = [0] * count  # copies of each call failed
+    done = [False] * count
+    answered = failed = hedged = 0
+    timer: Optional[float] = sent + spec["hedge"]
+    pending = set(out)
+
+    def hedge() -> None:
+        nonlocal hedged
+        for j in range(count):
+            if not done[j]:
+                copies[j] = 2
+                hedged += 1
+                future = pool.submit(timed, works[count + j], f"{call_id}.{j}{HEDGE_SUFFIX}")
+                out[future] = j
+                pending.add(future)
+
+    while True:
+        if not pending and timer is None:
+            raise CallFailed(service)  # not reached: every call answers or fails
+        wait_for = None if timer is None else max(0.0, timer - time.monotonic())
+        finished, pending = cf.wait(pending, timeout=wait_for, return_when=cf.FIRST_COMPLETED)
+        for future in sorted(finished, key=lambda f: f.result()[1]):
+            ok, when = future.result()
+            if timer is not None and when >= timer:
+                timer = None
+                hedge()
+            j = out[future]
+            if done[j]:
+                continue  # the call's other copy answered first, or it has failed
+            if ok:
+                done[j] = True
+                answered += 1
+                if answered >= need:
+                    return hedged
+            else:
+                lost[j] += 1
+                # Failed: both copies, or its only one before the timer (a hedge is no retry).
+                if lost[j] == copies[j]:
+                    done[j] = True
+                    failed += 1
+                    if failed > count - need:
+                        raise CallFailed(service)
+        if timer is not None and time.monotonic() >= timer:
+            timer = None
+            hedge()
 
 
 def burn_cpu(seconds: float, deadline: float = math.inf) -> None:
@@ -486,7 +583,7 @@ class ServiceTimeout(Exception):
 
 def perform(phases: List[Phase], walls: Optional[List[float]] = None,
             tried: Optional[List[int]] = None, deadline: float = math.inf, calls: Optional[List[str]] = None,
-            request: str = "") -> Tuple[float, float]:
+            request: str = "", hedges: Optional[List[int]] = None) -> Tuple[float, float]:
     """Does the phases; returns (CPU seconds this thread used, seconds waited for pools).
     `walls`, when given, gets each phase's wall time appended, in order; `tried` one item per
     retry of a query (Resource.use). At `deadline` (wall clock: app.service_timeout after the
@@ -495,7 +592,7 @@ def perform(phases: List[Phase], walls: Optional[List[float]] = None,
     a query in flight (``use``) runs to its end first (the simulation frees the thread at once
     and lets the query run on). `calls`: the drawn work of each call the ``call`` and
     ``fanout`` phases send, in order (run_call), `request` the request's id, which its calls'
-    ids begin with."""
+    ids begin with; `hedges` gets the hedged copies each call phase sent appended."""
     cpu0 = time.thread_time()
     works = list(calls or [])
     sent = 0
@@ -512,8 +609,10 @@ def perform(phases: List[Phase], walls: Optional[List[float]] = None,
             burn_cpu(seconds, deadline)
         elif kind in ("call", "fanout"):
             spec = parse_call(kind, resource)
-            run_call(spec, works[sent:sent + spec["count"]], f"{request}-{spec['service']}{sent}")
-            sent += spec["count"]
+            copies = run_call(spec, works[sent:sent + spec["draws"]], f"{request}-{spec['service']}{sent}")
+            if hedges is not None:
+                hedges.append(copies)
+            sent += spec["draws"]
         elif kind == "use":
             if resource not in _RESOURCES:
                 raise ValueError(f"no resource {resource!r} in this testbed")
@@ -556,12 +655,13 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     _note("s", request, start)
     walls: List[float] = []
     tried: List[int] = []
+    hedges: List[int] = []
     try:
         if _FAULTS_FILE:
             gate("app")
         calls = environ.get("HTTP_X_DYNOSIM_CALLS")
         cpu, pool_wait = perform(phases, walls, tried, start + _SERVICE_TIMEOUT,
-                                 calls=calls.split("|") if calls else None, request=request)
+                                 calls=calls.split("|") if calls else None, request=request, hedges=hedges)
     except CallFailed as e:
         _note("e", request, time.time())
         start_response("500 Internal Server Error", [("Content-Type", "text/plain"), ("X-Dynosim-Call-Failed", str(e)),
@@ -593,6 +693,7 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         ("X-Dynosim-Request-Start", environ.get("HTTP_X_REQUEST_START", "")),
         ("X-Dynosim-Phase-Wall", ",".join(f"{w:.6f}" for w in walls)),
         ("X-Dynosim-App-Retries", str(len(tried))),
+        ("X-Dynosim-Hedged", str(sum(hedges))),
     ]
     # Last, so that everything this process did for the request up to here is in it.
     headers.append(("X-Dynosim-Proc-Cpu", f"{time.process_time():.6f}"))

@@ -51,7 +51,7 @@ ANSWER_HEADERS = ["x-dynosim-start", "x-dynosim-end", "x-dynosim-dyno", "x-dynos
 #: query's statement_timeout's 500, a concurrency limit's 503) and the app's retries of its queries.
 CAPTURE = ANSWER_HEADERS + ["x-dynosim-expired", "x-dynosim-outage", "x-dynosim-service-timeout",
                              "x-dynosim-resource-timeout", "x-dynosim-app-retries", "x-dynosim-limit",
-                             "x-dynosim-call-failed"]
+                             "x-dynosim-call-failed", "x-dynosim-hedged"]
 
 
 #: The load generator is behind when its p99 lateness passes this share of the shortest

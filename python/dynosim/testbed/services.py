@@ -21,6 +21,7 @@ This module reads scenarios only: it imports nothing of the testbed's plan (no i
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -51,12 +52,17 @@ class Call:
     #: The caller's socket timeout per try, s; None: the run's bound.
     timeout: Optional[float] = None
     retries: int = 0
+    #: A fan-out's ``hedge = T``: s after the calls were sent, a second copy of each call still
+    #: unanswered; None: no hedging.
+    hedge: Optional[float] = None
 
     def token(self) -> str:
         """The phase as the app reads it in ``X-Dynosim-Phases`` (:func:`.app.parse_phases`)."""
         parts = [f"{self.kind}={self.service}"]
         if self.kind == "fanout":
             parts += [f"count={self.count}", f"wait={self.wait}"]
+        if self.hedge is not None:
+            parts.append(f"hedge={self.hedge:.6f}")
         if self.timeout is not None:
             parts.append(f"timeout={self.timeout:.6f}")
         if self.retries:
@@ -65,8 +71,10 @@ class Call:
 
     @property
     def needed(self) -> int:
-        """How many of the service's requests the phase sends (its retries resend the same)."""
-        return self.count
+        """How many of the service's drawn requests the phase may send (its retries resend the
+        same): a hedged fan-out's calls each a second, for its copy (the simulation's copy is
+        a request of the callee's, with a service time of its own), used only if hedged."""
+        return self.count * (2 if self.hedge is not None else 1)
 
 
 @dataclass
@@ -104,7 +112,7 @@ def _seconds(value: Any) -> Optional[float]:
 
 def calls_of(scenario: Scenario) -> Dict[int, Call]:
     """The entry's call phases by index, each refused in one line where the testbed cannot run
-    it (a drawn count, hedging)."""
+    it (a drawn count, a hedge at a percentile)."""
     phases = (scenario.doc.get("request") or {}).get("phases") or []
     out: Dict[int, Call] = {}
     for i, phase in enumerate(phases):
@@ -116,14 +124,19 @@ def calls_of(scenario: Scenario) -> Dict[int, Call]:
             out[i] = Call("call", str(phase["call"]), timeout=None if timeout is None else _seconds(timeout),
                           retries=int(phase.get("retries", 0)))
         elif "fanout" in phase:
-            if phase.get("hedge") is not None:
-                raise scenario._error(f"{path}.hedge", "the testbed does not run hedged calls yet: leave hedge out")
+            hedge = phase.get("hedge")
+            if hedge is False:
+                hedge = None  # no hedging, as leaving it out
+            if isinstance(hedge, str) and hedge.startswith("p"):
+                raise scenario._error(f"{path}.hedge", "the testbed runs a hedge after a fixed time only (hedge = "
+                                                       "\"20ms\"), not at a percentile of the answers")
             count = phase.get("count", 1)
             if not isinstance(count, int) or isinstance(count, bool):
                 raise scenario._error(f"{path}.count", "the testbed runs a fixed fan-out: give a whole number, not "
                                                        "a distribution")
             wait = phase.get("wait", "all")
-            out[i] = Call("fanout", str(phase["fanout"]), count=count, wait=wait)
+            out[i] = Call("fanout", str(phase["fanout"]), count=count, wait=wait,
+                          hedge=None if hedge is None else _seconds(hedge))
     return out
 
 
@@ -219,9 +232,10 @@ def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any
     slots × `span`, the seconds the load lasted), and ``calls``: ``sent`` (tries), ``answered``
     (answered before the caller gave up), ``errors`` (of those, 5xx), ``timed_out`` (the caller
     closed first: HAProxy's termination state ``C..``), ``timed_out_fraction``, ``retried``
-    (tries after the first: ids ending ``.rN``), ``failed`` (calls failed on their last try:
-    `failed`, from the callers' answers) and ``late`` (tries timed out whose work the service
-    still finished: done for nobody). As the simulation's, ``calls.*`` count the whole run, the
+    (tries after the first: ids ending ``.rN``), ``hedged`` (second copies of a hedged
+    fan-out's calls: ids ending ``.h``), ``failed`` (calls failed on their last try: `failed`,
+    from the callers' answers) and ``late`` (tries timed out whose work the service still
+    finished, and the losers of hedged calls, :func:`hedge_losers`: done for nobody). As the simulation's, ``calls.*`` count the whole run, the
     rest the tries of the entry's requests in the measured window: `window(entry index)`, all
     when None (a try's id begins with its entry request's index)."""
     def counted(rid: str) -> bool:
@@ -233,13 +247,17 @@ def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any
     ta, queue = [], []
     requests = 0
     errors = timed_out = late = answered = answered_errors = retried = 0
+    losers = hedge_losers(router_log, work)
+    hedged = sum(1 for rid in router_log if rid.endswith(HEDGE_SUFFIX))
     for rid, line in router_log.items():
         status = line.get("status")
         w = work.get(rid) or {}
         gone = str(line.get("term") or "").startswith("C")
         if ".r" in rid.rpartition("-")[2]:
             retried += 1
-        if gone:
+        if rid in losers:
+            late += 1  # answered after its twin: done for nobody
+        elif gone:
             timed_out += 1
             late += int(w.get("end") is not None)
         else:
@@ -265,5 +283,47 @@ def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any
             "errors": {"total": errors / requests if requests else 0.0},
             "utilisation": {"mean": busy / (dynos * slots * span) if span > 0 else 0.0},
             "calls": {"sent": n, "answered": answered, "errors": answered_errors, "timed_out": timed_out,
-                      "timed_out_fraction": timed_out / n if n else 0.0, "retried": retried, "failed": failed,
-                      "late": late}}
+                      "timed_out_fraction": timed_out / n if n else 0.0, "retried": retried, "hedged": hedged,
+                      "failed": failed, "late": late}}
+
+
+#: The id suffix of a hedged call's second copy at the service (``12-search0.3.h``).
+HEDGE_SUFFIX = ".h"
+
+
+def hedge_losers(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any]]) -> set:
+    """The copies of hedged calls that lost: of a call's two copies both answered 2xx–4xx
+    (``12-search0.3`` and ``12-search0.3.h``), the one whose work ended later (the app's work
+    log, wall clock: the answers leave the service right after), as the simulation counts the
+    loser's answer ``late``."""
+    out = set()
+    for rid in router_log:
+        if not rid.endswith(HEDGE_SUFFIX):
+            continue
+        first = rid[:-len(HEDGE_SUFFIX)]
+        pair = [first, rid]
+        if not all(k in router_log and (router_log[k].get("status") or 500) < 500
+                   and not str(router_log[k].get("term") or "").startswith("C")
+                   and (work.get(k) or {}).get("end") is not None for k in pair):
+            continue
+        out.add(max(pair, key=lambda k: work[k]["end"]))
+    return out
+
+
+def with_hops(scenario: Scenario, entry_hop: float, call_hop: float) -> Scenario:
+    """`scenario` with the real stack's measured costs as constant waits, for the simulation a
+    real run of it is held to where a call's timing matters (a hedge fires T after the calls
+    left, as the caller sees them: the stack's hop included): the entry's request gets an
+    ``io`` phase of `entry_hop` s at its end (the load generator to the entry app and back),
+    and each service's request one of `call_hop` s first (the caller's HTTP call, the service's
+    HAProxy and gunicorn), so that the simulated caller sees each answer the hop later, as the
+    real one does. Both sides' services must be ``[request]`` phases."""
+    doc = json.loads(json.dumps(scenario.doc))
+    request = doc.get("request") or {}
+    request["phases"] = list(request.get("phases") or []) + [{"io": f"{max(entry_hop, 1e-6) * 1e6:.0f}us"}]
+    for name, service in (doc.get("services") or {}).items():
+        phases = (service.get("request") or {}).get("phases")
+        if not phases:
+            raise scenario._error(f"services.{name}.request.phases", "the stack's hops are added to [request] phases")
+        service["request"]["phases"] = [{"io": f"{max(call_hop, 1e-6) * 1e6:.0f}us"}] + list(phases)
+    return Scenario(doc, source=scenario.source, base_dir=scenario.base_dir)
