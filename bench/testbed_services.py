@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The testbed's table of services that call services (issue #37, docs/testbed.md "Services
 that call services"): tests/fixtures/testbed/services-chain.toml (entry → api, one call) and
-services-fanout.toml (entry → a fan-out of 4 to search, wait = "all"), each run once for real
+services-fanout.toml (entry → a fan-out of 4 to search, wait = "all") and services-hedge.toml
+(the same hedged at 50 ms, its calls 50 ms exponential), each run once for real
 (two HAProxy processes, the entry's and the service's gunicorn dynos, on loopback), against
 the theory of the case without queueing, and against the paired simulation (replication 0,
 which drew the requests sent) where the engine simulates the scenario's calls.
@@ -15,7 +16,10 @@ exponentials, mean 20 ms × (1 + 1/2 + 1/3 + 1/4) = 41.67 ms; "theory + overhead
 measured mean overhead, and "within" says whether the measured mean is inside 4 standard
 errors (from the drawn law) of it.
 
-    .venv/bin/python bench/testbed_services.py [--duration 30] [--json]
+The hedged fan-out is held to the replications of its paired simulation given the stack's
+hops measured in the run (:func:`hedge_case`).
+
+    .venv/bin/python bench/testbed_services.py [--duration 30] [--cases chain,fanout,hedge] [--json]
 """
 
 from __future__ import annotations
@@ -104,14 +108,81 @@ def case(name: str, duration: float) -> Dict[str, Any]:
     return out
 
 
+def hedge_case(duration: float, replications: int) -> Dict[str, Any]:
+    """services-hedge.toml (a fan-out of 4 to search, 50 ms exponential, hedge = "50ms") run
+    for real, against `replications` of its paired simulation given the stack's hops measured
+    in the run as constant waits (services.with_hops: the hedge fires T after the calls left as
+    the caller sees them): the hedged fraction of the calls and the response's p50 and p99,
+    each as fleet.one_run_against_replications puts it (within 3 sd of the replications)."""
+    from dynosim.testbed import services
+    from dynosim.testbed.fleet import one_run_against_replications
+
+    scenario = Scenario.load(FIXTURES / "services-hedge.toml").with_overrides(
+        {"run.duration": f"{duration}s", "run.replications": replications})
+    plan = make_plan(scenario)
+    load, router_log, work, wall, _cpu = _run_stack(plan)
+    report, _ = report_of(plan, load, router_log, work, wall)
+    rep = report["per_replication"][0]
+    index = list(load["index"])
+    log, tier_work = load["services"]["search"]
+    count = plan.services.calls[1].count
+    first = np.array([[tier_work[f"{i}-search0.{j}"]["end"] - tier_work[f"{i}-search0.{j}"]["start"]
+                       for j in range(count)] for i in index])
+    hedged = np.array([[f"{i}-search0.{j}{services.HEDGE_SUFFIX}" in log for j in range(count)] for i in index])
+    response = np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
+    phase = walls(load, 1)
+    plain = ~hedged.any(axis=1)
+    entry_hop = float(np.mean(response - walls(load, 0) - phase))
+    call_hop = float(np.mean(phase[plain] - first[plain].max(axis=1)))
+    sim = run_scenario(services.with_hops(scenario, entry_hop, call_hop), warn=False)[0].to_dict()["per_replication"]
+    copies = [r for r in log if r.endswith(services.HEDGE_SUFFIX)]
+
+    def fraction(calls: Dict[str, Any]) -> float:
+        return calls["hedged"] / (calls["sent"] - calls["hedged"])
+
+    return {"case": "hedge", "requests": len(index), "failed": int(np.sum(np.asarray(load["status"]) != 200)),
+            "calls": int(hedged.size), "copies": len(copies),
+            "same_dyno": sum(log[r]["server"] == log[r[:-len(services.HEDGE_SUFFIX)]]["server"] for r in copies),
+            "entry_hop_ms": entry_hop * 1e3, "call_hop_ms": call_hop * 1e3,
+            "hedged": one_run_against_replications(len(copies) / hedged.size,
+                                                   [fraction(r["services"]["search"]["calls"]) for r in sim]),
+            "p50": one_run_against_replications(rep["response"]["p50"], [r["response"]["p50"] for r in sim]),
+            "p99": one_run_against_replications(rep["response"]["p99"], [r["response"]["p99"] for r in sim]),
+            "search_utilisation": rep["services"]["search"]["utilisation"]["mean"],
+            "late": rep["services"]["search"]["calls"]["late"]}
+
+
+def print_hedge(r: Dict[str, Any]) -> None:
+    print("| case | requests (calls) | hedged: measured / simulated ± sd | p50: measured / simulated ± sd | "
+          "p99: measured / simulated ± sd | hops (entry + call) | within 3 sd |")
+    print("|---|---|---|---|---|---|---|")
+    h, p50, p99 = r["hedged"], r["p50"], r["p99"]
+    print(f"| hedge 50 ms | {r['requests']} ({r['calls']} + {r['copies']} copies) | {h['measured']:.3f} / "
+          f"{h['simulated']:.3f} ± {h['sd']:.3f} | {p50['measured'] * 1e3:.1f} / {p50['simulated'] * 1e3:.1f} ± "
+          f"{p50['sd'] * 1e3:.1f} ms | {p99['measured'] * 1e3:.1f} / {p99['simulated'] * 1e3:.1f} ± "
+          f"{p99['sd'] * 1e3:.1f} ms | {r['entry_hop_ms']:.1f} + {r['call_hop_ms']:.1f} ms | "
+          f"{'yes' if h['within'] and p50['within'] and p99['within'] else 'no'} (z {h['z']:+.2f}, {p50['z']:+.2f}, "
+          f"{p99['z']:+.2f}) |")
+    print(f"hedge: copies on their first copy's dyno {r['same_dyno']} of {r['copies']}; late {r['late']}; failed "
+          f"{r['failed']}; search utilisation {r['search_utilisation']:.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of traffic per case")
+    parser.add_argument("--cases", default="chain,fanout,hedge", help="which cases, comma-separated")
+    parser.add_argument("--replications", type=int, default=40, help="the hedge case's simulated replications")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows: List[Dict[str, Any]] = [case(name, args.duration) for name in ("chain", "fanout")]
+    names = [c for c in args.cases.split(",") if c]
+    rows: List[Dict[str, Any]] = [case(name, args.duration) for name in ("chain", "fanout") if name in names]
+    hedge = hedge_case(args.duration, args.replications) if "hedge" in names else None
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows + ([hedge] if hedge else []), indent=2, default=float))
+        return 0
+    if hedge is not None:
+        print_hedge(hedge)
+    if not rows:
         return 0
     print("| case | requests (calls) | response mean / p50 / p99 | service response mean / p99 | theory | "
           "+ overhead (entry hop + call hop) | within 4 SE | paired sim. mean / p99 |")
