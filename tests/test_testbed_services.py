@@ -191,9 +191,6 @@ def test_the_loser_of_a_hedged_call_is_counted_late_and_its_copy_hedged():
 @pytest.mark.parametrize("change, path", [
     ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "hedge": "p95"}]}},
      "request.phases[1].hedge"),
-    ({"request": {"phases": [{"io": "1ms"},
-                             {"fanout": "search", "count": {"distribution": "geometric", "mean": 3}}]}},
-     "request.phases[1].count"),
     ({"services": {"search": {"fleet": {"dynos": 1}, "app": {"server": "puma"},
                               "service": {"distribution": "exponential", "mean": "10ms"}}}},
      "services.search.app.server"),
@@ -400,6 +397,76 @@ def test_a_hedged_fanout_sends_copies_after_its_timer_and_matches_its_paired_sim
                                                      [fraction(r["services"]["search"]["calls"]) for r in reps]),
               "p50": one_run_against_replications(rep["response"]["p50"], [r["response"]["p50"] for r in reps]),
               "p99": one_run_against_replications(rep["response"]["p99"], [r["response"]["p99"] for r in reps])}
+    assert all(c["within"] for c in checks.values()), checks
+
+
+def geometric_fanout() -> Dict[str, Any]:
+    """fanout() with a drawn width, { distribution = "geometric", mean = 3 }, for 5 s."""
+    doc = fanout(run={"duration": "5s", "warmup": "0s", "seed": 17, "replications": HEDGE_REPLICATIONS})
+    doc["request"]["phases"][1]["count"] = {"distribution": "geometric", "mean": 3}
+    return doc
+
+
+def test_a_drawn_width_is_drawn_per_request_with_its_mean():
+    plan = make_plan(Scenario(geometric_fanout()))
+    widths = np.array([c[1] for c in plan.services.counts])
+    assert len(widths) == len(plan.drawn["phases"]) and widths.min() >= 1
+    # Geometric, mean 3: sd sqrt(1 - p) / p = 2.45.
+    assert abs(widths.mean() - 3) < 4 * math.sqrt(1 - 1 / 3) * 3 / math.sqrt(len(widths))
+    for (_, _, headers), w in zip(plan.requests(), widths):
+        assert headers["X-Dynosim-Phases"].split(",")[1] == f"fanout=search;count={w};wait=all:0"
+        assert len(headers[services.CALLS_HEADER].split("|")) == w
+    assert make_plan(Scenario(geometric_fanout())).requests() == plan.requests()
+    # Another replication, other widths.
+    assert make_plan(Scenario(geometric_fanout()), replication=1).services.counts != plan.services.counts
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+def test_a_fanout_of_a_drawn_width_sends_each_request_its_calls_and_matches_its_paired_simulation():
+    """count = { distribution = "geometric", mean = 3 }: each request sends its drawn width's
+    calls and waits for them all; the phase less its hop has the law of the maximum of K
+    exponentials, K geometric (mean and variance summed over K, within 4 standard errors); and
+    the response's mean and p50 within 3 sd of the paired simulation's replications, given the
+    run's hops (services.with_hops), as the hedged fan-out's."""
+    from collections import Counter
+
+    from dynosim.api import run as run_scenario
+    from dynosim.testbed.fleet import one_run_against_replications
+
+    scenario = Scenario(geometric_fanout())
+    plan, load, report = _run(scenario.doc)
+    n = len(plan.drawn["phases"])
+    assert list(load["status"]) == [200] * n
+    index = list(load["index"])
+    widths = [plan.services.counts[i][1] for i in index]
+    log, work = load["services"]["search"]
+    sent = Counter(rid.partition("-")[0] for rid in log)
+    assert [sent[str(i)] for i in index] == widths
+    rep = report["per_replication"][0]
+    assert rep["services"]["search"]["calls"]["sent"] == sum(widths)
+    slowest = np.array([max(work[f"{i}-search0.{j}"]["end"] - work[f"{i}-search0.{j}"]["start"] for j in range(w))
+                        for i, w in zip(index, widths)])
+    drawn = np.array([max(float(x.partition(":")[2]) for x in plan.services.work_of[i]) for i in index])
+    phase = _walls(load, 1)
+    assert np.all(phase >= drawn - 1e-3)
+    # The maximum of K exponentials of mean b, K geometric (p = 1/3): E[M | K] = b H_K,
+    # Var[M | K] = b² Σ 1/i², summed over K's law (its tail past 200 is below 1e-35).
+    b, p = 0.020, 1 / 3
+    ks = np.arange(1, 200)
+    pk = (1 - p) ** (ks - 1) * p
+    h1 = np.cumsum(1 / ks)
+    h2 = np.cumsum(1 / ks ** 2)
+    mean = float(np.sum(pk * b * h1))
+    sd = math.sqrt(float(np.sum(pk * (b ** 2 * h2 + (b * h1) ** 2))) - mean ** 2)
+    hop = phase - slowest
+    assert np.all(hop > 0)
+    assert abs(np.mean(phase - hop) - mean) < 4 * sd / math.sqrt(n)
+    entry_hop = float(np.mean(np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
+                              - _walls(load, 0) - phase))
+    sim = run_scenario(services.with_hops(scenario, entry_hop, float(np.mean(hop))), warn=False)[0].to_dict()
+    reps = sim["per_replication"]
+    checks = {q: one_run_against_replications(rep["response"][q], [r["response"][q] for r in reps])
+              for q in ("mean", "p50")}
     assert all(c["within"] for c in checks.values()), checks
 
 

@@ -154,7 +154,7 @@ def parse_call(kind: str, text: str) -> Dict[str, Any]:
     {"service", "count", "need" (the answers the phase waits for), "timeout" (s or None),
     "retries"}; ValueError for anything else."""
     name, *items = text.split(";")
-    out: Dict[str, Any] = {"service": name, "count": 1, "wait": "all", "timeout": None, "retries": 0,
+    out: Dict[str, Any] = {"kind": kind, "service": name, "count": 1, "wait": "all", "timeout": None, "retries": 0,
                            "hedge": None}
     if not name:
         raise ValueError(f"{kind} phase without a service")
@@ -224,13 +224,14 @@ def call_once(service: str, work: str, call_id: str, timeout: Optional[float], r
 def run_call(spec: Dict[str, Any], works: List[str], call_id: str) -> int:
     """A ``call`` or ``fanout`` phase: `works` the drawn work of each of its calls (a hedged
     fan-out's: then each copy's). A fan-out sends them at once from the worker's thread pool
-    and ends when ``need`` have answered (the others run on, for nobody); raises CallFailed
+    (ids ending ``.j``, a fan-out of one call too: its width may be drawn) and ends when
+    ``need`` have answered (the others run on, for nobody); raises CallFailed
     when that can no longer happen. Returns the hedged copies sent (:func:`run_hedged`)."""
     if len(works) != spec["draws"]:
         raise ValueError(f"{spec['service']}: {spec['draws']} drawn work(s) expected, {len(works)} in the request")
     if spec["hedge"] is not None:
         return run_hedged(spec, works, call_id)
-    if spec["count"] == 1:
+    if spec.get("kind") == "call":
         if not call_once(spec["service"], works[0], call_id, spec["timeout"], spec["retries"]):
             raise CallFailed(spec["service"])
         return 0

@@ -83,8 +83,9 @@ class Plan:
             headers = {"X-Dynosim-Id": str(i)}
             if self.services is not None:
                 # The entry's calls in their phases' places, their drawn work beside.
+                widths = self.services.counts[i] if self.services.counts else {}
                 for k, call in self.services.calls.items():
-                    tokens[k] = call.token()
+                    tokens[k] = call.token(widths.get(k))
                 headers[CALLS_HEADER] = "|".join(self.services.work_of[i])
             headers["X-Dynosim-Phases"] = ",".join(tokens)
             if keys:
@@ -461,9 +462,10 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
     entry, calls = services_.entry_scenario(scenario)
     plan = make_plan(entry, replication=replication)
     requests = len(plan.drawn["phases"])
-    counts = services_.needed(calls, requests)
-    rates = {s["name"]: float(s["rate"]) for s in described.get("services") or []}
     seed = int(plan.described["seed"])
+    widths = services_.draw_counts(calls, requests, seed, replication)
+    counts = services_.needed(calls, requests, widths)
+    rates = {s["name"]: float(s["rate"]) for s in described.get("services") or []}
     fleets: List[ServicePlan] = []
     work: Dict[str, List[str]] = {}
     for name in scenario.doc.get("services") or {}:
@@ -489,7 +491,7 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
                          "of their own, and dealt to the entry's calls in order: the simulation draws its calls' "
                          "work from streams of its own, so the two sides' calls are different draws of the same "
                          "law")
-    plan.services = ServicesPlan(scenario, calls, fleets, services_.deal_work(calls, requests, work))
+    plan.services = ServicesPlan(scenario, calls, fleets, services_.deal_work(calls, requests, work, widths), widths)
     plan.dynos.call_timeout = plan.request_timeout
     return plan
 

@@ -55,12 +55,16 @@ class Call:
     #: A fan-out's ``hedge = T``: s after the calls were sent, a second copy of each call still
     #: unanswered; None: no hedging.
     hedge: Optional[float] = None
+    #: A drawn fan-out width, ``{ distribution = "geometric", mean = m }``: m (each request's
+    #: count drawn by :func:`draw_counts`); None: every request ``count`` calls.
+    count_mean: Optional[float] = None
 
-    def token(self) -> str:
-        """The phase as the app reads it in ``X-Dynosim-Phases`` (:func:`.app.parse_phases`)."""
+    def token(self, count: Optional[int] = None) -> str:
+        """The phase as the app reads it in ``X-Dynosim-Phases`` (:func:`.app.parse_phases`),
+        with `count` calls (a drawn width's, for one request; the fixed ``count`` when None)."""
         parts = [f"{self.kind}={self.service}"]
         if self.kind == "fanout":
-            parts += [f"count={self.count}", f"wait={self.wait}"]
+            parts += [f"count={self.count if count is None else count}", f"wait={self.wait}"]
         if self.hedge is not None:
             parts.append(f"hedge={self.hedge:.6f}")
         if self.timeout is not None:
@@ -74,7 +78,33 @@ class Call:
         """How many of the service's drawn requests the phase may send (its retries resend the
         same): a hedged fan-out's calls each a second, for its copy (the simulation's copy is
         a request of the callee's, with a service time of its own), used only if hedged."""
-        return self.count * (2 if self.hedge is not None else 1)
+        return self.draws(self.count)
+
+    def draws(self, count: int) -> int:
+        """:attr:`needed` for a request that sends `count` calls."""
+        return count * (2 if self.hedge is not None else 1)
+
+
+#: The most calls a drawn fan-out width sends, as the engine's (docs/services.md).
+MAX_COUNT = 10_000
+
+
+def draw_counts(calls: Dict[int, "Call"], requests: int, seed: int, replication: int = 0) -> List[Dict[int, int]]:
+    """Per entry request, the width of each fan-out with a drawn count (phase index → calls):
+    geometric, 1, 2, 3... with P(n) = (1 − p)^(n−1) p, p = 1/mean (numpy's geometric law), at
+    most :data:`MAX_COUNT`, from a stream of the testbed's own (`seed` mixed with the phase's
+    index and the `replication`): the engine draws its widths from a stream of the calling fleet's that no draw
+    outside a simulation reaches, so the two sides' widths are other draws of the same law, as
+    the calls' work is."""
+    out: List[Dict[int, int]] = [{} for _ in range(requests)]
+    for i, call in sorted(calls.items()):
+        if call.count_mean is None:
+            continue
+        rng = np.random.default_rng(service_seed(seed, f"count:{i}:{replication}"))
+        widths = np.minimum(rng.geometric(1.0 / call.count_mean, size=requests), MAX_COUNT)
+        for r, w in enumerate(widths):
+            out[r][i] = int(w)
+    return out
 
 
 @dataclass
@@ -98,6 +128,8 @@ class ServicesPlan:
     services: List[ServicePlan]
     #: Per drawn entry request, the work of each request its calls send, in order.
     work_of: List[List[str]] = field(default_factory=list)
+    #: Per drawn entry request, its drawn fan-outs' widths (phase index → calls).
+    counts: List[Dict[int, int]] = field(default_factory=list)
 
 
 def _seconds(value: Any) -> Optional[float]:
@@ -112,7 +144,7 @@ def _seconds(value: Any) -> Optional[float]:
 
 def calls_of(scenario: Scenario) -> Dict[int, Call]:
     """The entry's call phases by index, each refused in one line where the testbed cannot run
-    it (a drawn count, a hedge at a percentile)."""
+    it (a hedge at a percentile)."""
     phases = (scenario.doc.get("request") or {}).get("phases") or []
     out: Dict[int, Call] = {}
     for i, phase in enumerate(phases):
@@ -131,12 +163,12 @@ def calls_of(scenario: Scenario) -> Dict[int, Call]:
                 raise scenario._error(f"{path}.hedge", "the testbed runs a hedge after a fixed time only (hedge = "
                                                        "\"20ms\"), not at a percentile of the answers")
             count = phase.get("count", 1)
-            if not isinstance(count, int) or isinstance(count, bool):
-                raise scenario._error(f"{path}.count", "the testbed runs a fixed fan-out: give a whole number, not "
-                                                       "a distribution")
+            mean = None
+            if isinstance(count, dict):  # the engine has checked it: { distribution = "geometric", mean = m }
+                mean, count = float(count["mean"]), 1
             wait = phase.get("wait", "all")
-            out[i] = Call("fanout", str(phase["fanout"]), count=count, wait=wait,
-                          hedge=None if hedge is None else _seconds(hedge))
+            out[i] = Call("fanout", str(phase["fanout"]), count=int(count), wait=wait,
+                          hedge=None if hedge is None else _seconds(hedge), count_mean=mean)
     return out
 
 
@@ -196,28 +228,34 @@ def service_scenario(scenario: Scenario, name: str, rate: float, seed: int) -> S
     return Scenario(doc, source=scenario.source, base_dir=scenario.base_dir)
 
 
-def deal_work(calls: Dict[int, Call], requests: int, work: Dict[str, List[str]]) -> List[List[str]]:
+def deal_work(calls: Dict[int, Call], requests: int, work: Dict[str, List[str]],
+              counts: Optional[List[Dict[int, int]]] = None) -> List[List[str]]:
     """Per entry request (`requests` of them), the work of each request its calls send, in the
     order of its phases: the k-th call to a service over the run takes that service's k-th
-    drawn request's work (`work`: per service, in order)."""
+    drawn request's work (`work`: per service, in order). `counts`: per request, the drawn
+    fan-outs' widths (:func:`draw_counts`)."""
     taken = {name: 0 for name in work}
     out: List[List[str]] = []
-    for _ in range(requests):
+    for r in range(requests):
         mine: List[str] = []
         for i in sorted(calls):
             call = calls[i]
             k = taken[call.service]
-            mine += work[call.service][k:k + call.needed]
-            taken[call.service] = k + call.needed
+            n = call.draws(counts[r][i]) if counts and i in counts[r] else call.needed
+            mine += work[call.service][k:k + n]
+            taken[call.service] = k + n
         out.append(mine)
     return out
 
 
-def needed(calls: Dict[int, Call], requests: int) -> Dict[str, int]:
-    """Each service's requests the entry's `requests` send (not counting retries)."""
+def needed(calls: Dict[int, Call], requests: int, counts: Optional[List[Dict[int, int]]] = None) -> Dict[str, int]:
+    """Each service's requests the entry's `requests` send (not counting retries); `counts`:
+    per request, the drawn fan-outs' widths."""
     out: Dict[str, int] = {}
-    for call in calls.values():
-        out[call.service] = out.get(call.service, 0) + call.needed * requests
+    for i, call in calls.items():
+        n = (sum(call.draws(c[i]) for c in counts[:requests]) if counts and call.count_mean is not None
+             else call.needed * requests)
+        out[call.service] = out.get(call.service, 0) + n
     return out
 
 
