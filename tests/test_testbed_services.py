@@ -62,6 +62,18 @@ def fanout(wait: Any = "all", **extra: Any) -> Dict[str, Any]:
     return doc
 
 
+def three_tiers(**extra: Any) -> Dict[str, Any]:
+    """entry (20 ms exponential) → api (10 ms, then a call to search) → search (30 ms
+    exponential), 10/s, nothing queueing: the entry's 4 workers held 0.06 s a request (0.6 of
+    4), the api's 4 and search's 4 likewise less."""
+    doc = chain(**extra)
+    doc["arrivals"] = {"process": "poisson", "rate": "10/s"}
+    doc["services"]["api"]["request"] = {"phases": [{"io": "10ms"}, {"call": "search"}]}
+    doc["services"]["search"] = {"fleet": {"dynos": 1}, "app": {"server": "gunicorn", "processes": 4},
+                                 "request": {"phases": [{"io": {"distribution": "exponential", "mean": "30ms"}}]}}
+    return doc
+
+
 # --- the parts ---------------------------------------------------------------------------------
 
 
@@ -117,6 +129,28 @@ def test_a_fanouts_calls_each_take_a_draw_of_their_own():
     assert all(len(w) == 4 for w in each)
     flat = [w for ws in each for w in ws]
     assert flat == plan.services.services[0].work
+
+
+def test_a_service_that_calls_a_service_carries_its_calls_works_in_its_own():
+    from urllib.parse import unquote
+
+    plan = make_plan(Scenario(three_tiers(run={"duration": "4s", "warmup": "0s", "seed": 3})))
+    assert [t.name for t in plan.services.services] == ["api", "search"]  # callers first
+    api, search = plan.services.services
+    n = len(plan.drawn["phases"])
+    for i, (_, _, headers) in enumerate(plan.requests()):
+        (work,) = headers[services.CALLS_HEADER].split("|")
+        own, _, sub = work.partition(services.SUBCALLS)
+        # The api's request: its 10 ms, its call to search; search's work after it, its own draw.
+        assert own == api.work[i].partition(services.SUBCALLS)[0] == "io:0.010000,call=search:0"
+        assert unquote(sub) == search.work[i] and search.work[i].startswith("io:")
+    assert len({w for w in search.work[:n]}) == n  # each call its own draw
+    # A cycle is refused in one line.
+    doc = three_tiers()
+    doc["services"]["search"]["request"]["phases"].append({"call": "api"})
+    with pytest.raises(DynosimError) as e:
+        make_plan(Scenario(doc))
+    assert "\n" not in str(e.value)
 
 
 def test_work_is_dealt_to_the_calls_in_order():
@@ -464,6 +498,55 @@ def test_a_fanout_of_a_drawn_width_sends_each_request_its_calls_and_matches_its_
     entry_hop = float(np.mean(np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
                               - _walls(load, 0) - phase))
     sim = run_scenario(services.with_hops(scenario, entry_hop, float(np.mean(hop))), warn=False)[0].to_dict()
+    reps = sim["per_replication"]
+    checks = {q: one_run_against_replications(rep["response"][q], [r["response"][q] for r in reps])
+              for q in ("mean", "p50")}
+    assert all(c["within"] for c in checks.values()), checks
+
+
+@pytest.mark.needs("haproxy", "gunicorn")
+def test_a_service_that_calls_a_service_answers_after_both_and_matches_its_paired_simulation():
+    """entry → api → search (three_tiers): each entry request's api call calls search in turn
+    (its id the api call's, then search's place); each request lasts at least the three drawn
+    works; the works less the stack's hops have the theory's mean, 20 + 10 + 30 ms, within 4
+    standard errors; and the response's mean and p50 within 3 sd of the paired simulation's
+    replications, given the run's hops (services.with_hops: the entry's, and each call's)."""
+    from dynosim.api import run as run_scenario
+    from dynosim.testbed.fleet import one_run_against_replications
+
+    scenario = Scenario(three_tiers(run={"duration": "5s", "warmup": "0s", "seed": 23,
+                                         "replications": HEDGE_REPLICATIONS}))
+    plan, load, report = _run(scenario.doc)
+    n = len(plan.drawn["phases"])
+    assert list(load["status"]) == [200] * n
+    index = list(load["index"])
+    api_log, api_work = load["services"]["api"]
+    search_log, search_work = load["services"]["search"]
+    assert sorted(api_log) == sorted(f"{i}-api0" for i in index)
+    assert sorted(search_log) == sorted(f"{i}-api0-search0" for i in index)
+    rep = report["per_replication"][0]
+    assert rep["services"]["search"]["calls"]["sent"] == rep["services"]["search"]["requests"] == n
+
+    def wall(work: Dict[str, Any], rid: str) -> float:
+        return work[rid]["end"] - work[rid]["start"]
+
+    response = np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
+    entry_own = np.array([plan.drawn["phases"][i][0] for i in index])
+    search_drawn = np.array([float(plan.services.services[1].work[i].partition(":")[2]) for i in index])
+    assert np.all(response >= entry_own + 0.010 + search_drawn - 1e-3)
+    api_wall = np.array([wall(api_work, f"{i}-api0") for i in index])
+    search_wall = np.array([wall(search_work, f"{i}-api0-search0") for i in index])
+    # The api's work holds its call to search: the api's own 10 ms, the call's hop, search's work.
+    assert np.all(api_wall >= 0.010 + search_wall - 1e-3)
+    hops = {"entry": response - _walls(load, 0) - _walls(load, 1), "api": _walls(load, 1) - api_wall,
+            "search": api_wall - 0.010 - search_wall}
+    assert all(np.all(h > -1e-3) for h in hops.values())
+    works = response - sum(hops.values())
+    sd = math.hypot(0.020, 0.030)
+    assert abs(np.mean(works) - 0.060) < 4 * sd / math.sqrt(n)
+    sim = run_scenario(services.with_hops(scenario, float(np.mean(hops["entry"])),
+                                          {k: float(np.mean(hops[k])) for k in ("api", "search")}),
+                       warn=False)[0].to_dict()
     reps = sim["per_replication"]
     checks = {q: one_run_against_replications(rep["response"][q], [r["response"][q] for r in reps])
               for q in ("mean", "p50")}

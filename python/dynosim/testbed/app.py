@@ -187,6 +187,8 @@ class CallFailed(Exception):
     longer get the answers it waits for: the app answers 500 (errors.call_failed)."""
 
 
+#: Between a call's phases and its own calls' works, percent-encoded (services.SUBCALLS).
+SUBCALLS = "~"
 #: The services this app calls: name → its HAProxy's port on loopback.
 _SERVICES: Dict[str, int] = {k: int(v) for k, v in (_CONFIG.get("services") or {}).items()}
 #: A call's socket timeout when its phase gives none, s.
@@ -202,14 +204,21 @@ def call_once(service: str, work: str, call_id: str, timeout: Optional[float], r
     work. Whether it was answered."""
     import http.client
 
+    from urllib.parse import unquote
+
     port = _SERVICES.get(service)
     if port is None:
         raise ValueError(f"no service {service!r} in this testbed")
+    # A service that calls services: its request's own calls' works after SUBCALLS.
+    phases, _, subcalls = work.partition(SUBCALLS)
+    headers = {"X-Dynosim-Phases": phases}
+    if subcalls:
+        headers["X-Dynosim-Calls"] = unquote(subcalls)
     for attempt in range(retries + 1):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout or _CALL_TIMEOUT)
         try:
-            conn.request("GET", f"/{service}", headers={
-                "X-Dynosim-Id": call_id if not attempt else f"{call_id}.r{attempt}", "X-Dynosim-Phases": work})
+            conn.request("GET", f"/{service}", headers=dict(
+                headers, **{"X-Dynosim-Id": call_id if not attempt else f"{call_id}.r{attempt}"}))
             response = conn.getresponse()
             response.read()
             if response.status < 500:

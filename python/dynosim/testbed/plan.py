@@ -468,7 +468,13 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
     rates = {s["name"]: float(s["rate"]) for s in described.get("services") or []}
     fleets: List[ServicePlan] = []
     work: Dict[str, List[str]] = {}
-    for name in scenario.doc.get("services") or {}:
+    # A service's own calls (a service that calls services): by service, its calls and each of
+    # its drawn requests' widths. Callers first, so that each service's count of requests is
+    # whole before it is drawn.
+    tier_calls: Dict[str, Dict[int, services_.Call]] = {}
+    tier_widths: Dict[str, List[Dict[int, int]]] = {}
+    order = services_.call_order(scenario)
+    for name in order:
         sub = services_.service_scenario(scenario, name, rates.get(name, 0.0), services_.service_seed(seed, name))
         try:
             sub_plan = make_plan(sub, replication=replication)
@@ -476,22 +482,40 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
             raise ScenarioError(e.message, file=e.file, path=f"services.{name}.{e.path}") from None
         drawn = json.loads(sub._call(_dynosim.draw_requests, replication, math.inf, max(1, counts.get(name, 0))))
         outlines = drawn["classes"]
-        work[name] = [",".join(_phase(p, x) for p, x in zip(outlines[c]["phases"], phases))
-                      for c, phases in zip(drawn["class"], drawn["phases"])]
+        tier_calls[name] = services_.calls_of(scenario, name)
+        tier_widths[name] = services_.draw_counts(tier_calls[name], len(drawn["phases"]),
+                                                  services_.service_seed(seed, name), replication)
+        work[name] = []
+        for r, (c, phases) in enumerate(zip(drawn["class"], drawn["phases"])):
+            tokens = [_phase(p, x) for p, x in zip(outlines[c]["phases"], phases)]
+            for k, call in tier_calls[name].items():
+                tokens[k] = call.token(tier_widths[name][r].get(k))
+            work[name].append(",".join(tokens))
         if len(work[name]) < counts.get(name, 0):
             raise DynosimError(f"internal: service {name} drew {len(work[name])} requests, {counts[name]} needed")
+        services_.needed(tier_calls[name], counts.get(name, 0), tier_widths[name], into=counts)
         # The service's HAProxy holds a call as long as the whole run may last.
         sub_plan.router.timeout = max(sub_plan.router.timeout, plan.deadline)
         # A caller that stops waiting (its call's timeout) closes its connection: HAProxy then
         # ends the try (termination state C.), so its log tells the tries timed out.
         sub_plan.router.abort_on_close = True
+        sub_plan.dynos.call_timeout = plan.request_timeout
         plan.warnings += [f"services.{name}: {w}" for w in sub_plan.warnings]
         fleets.append(ServicePlan(name, sub_plan, work[name]))
+    # Each service's drawn requests that call in turn carry their calls' works (callees first,
+    # so that theirs carry their own), each service's works dealt to its callers in turn.
+    taken: Dict[str, int] = {}
+    for name in reversed(order):
+        if tier_calls[name]:
+            n = counts.get(name, 0)
+            dealt = services_.deal_work(tier_calls[name], n, work, tier_widths[name], taken)
+            work[name][:n] = [services_.with_subcalls(w, d) for w, d in zip(work[name][:n], dealt)]
     plan.warnings.append("the services' requests are drawn by the engine from each service's tables, with a seed "
                          "of their own, and dealt to the entry's calls in order: the simulation draws its calls' "
                          "work from streams of its own, so the two sides' calls are different draws of the same "
                          "law")
-    plan.services = ServicesPlan(scenario, calls, fleets, services_.deal_work(calls, requests, work, widths), widths)
+    plan.services = ServicesPlan(scenario, calls, fleets, services_.deal_work(calls, requests, work, widths, taken),
+                                 widths)
     plan.dynos.call_timeout = plan.request_timeout
     return plan
 

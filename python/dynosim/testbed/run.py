@@ -374,14 +374,19 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         # Each service first (its own supervisor, work directory and HAProxy: services.py), so
         # that the entry's app finds it up.
         started = []
+        tier_ports = {}
         for tier in tiers:
             n = int(tier.plan.described["dynos"])
-            mine, rest = rest[:n + 1], rest[n + 1:]
+            tier_ports[tier.name], rest = rest[:n + 1], rest[n + 1:]
+            plan.dynos.services[tier.name] = tier_ports[tier.name][0]
+        for tier in tiers:
+            mine = tier_ports[tier.name]
+            # A service that calls services: its app gets their HAProxy ports, as the entry's.
+            tier.plan.dynos.services.update(plan.dynos.services)
             tier_supervisor = stack_of.enter_context(Supervisor())
             tier_dynos = Dynos(tier_supervisor, tier.plan.dynos, mine[1:], "")
             tier_router = Router(tier_supervisor, tier.plan.router, mine[0], mine[1:])
             started.append((tier, tier_dynos, tier_router))
-            plan.dynos.services[tier.name] = mine[0]
         database = None
         dsn = ""
         if plan.resources:

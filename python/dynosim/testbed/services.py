@@ -142,15 +142,17 @@ def _seconds(value: Any) -> Optional[float]:
     return None
 
 
-def calls_of(scenario: Scenario) -> Dict[int, Call]:
-    """The entry's call phases by index, each refused in one line where the testbed cannot run
-    it (a hedge at a percentile)."""
-    phases = (scenario.doc.get("request") or {}).get("phases") or []
+def calls_of(scenario: Scenario, service: Optional[str] = None) -> Dict[int, Call]:
+    """The call phases by index of the entry's request (or of service `service`'s), each
+    refused in one line where the testbed cannot run it (a hedge at a percentile)."""
+    table = scenario.doc if service is None else (scenario.doc.get("services") or {})[service]
+    prefix = "" if service is None else f"services.{service}."
+    phases = (table.get("request") or {}).get("phases") or []
     out: Dict[int, Call] = {}
     for i, phase in enumerate(phases):
         if not isinstance(phase, dict):
             continue
-        path = f"request.phases[{i}]"
+        path = f"{prefix}request.phases[{i}]"
         if "call" in phase:
             timeout = phase.get("timeout")
             out[i] = Call("call", str(phase["call"]), timeout=None if timeout is None else _seconds(timeout),
@@ -191,11 +193,12 @@ def entry_scenario(scenario: Scenario) -> Tuple[Scenario, Dict[int, Call]]:
         for key in ("autoscale", "faults"):
             if service.get(key):
                 raise scenario._error(f"services.{name}.{key}", "the testbed does not run this for a service yet")
+        classes = (service.get("request") or {}).get("class") or []
+        if any(isinstance(p, dict) and ("call" in p or "fanout" in p)
+               for c in (classes if isinstance(classes, list) else []) for p in (c.get("phases") or [])):
+            raise scenario._error(f"services.{name}.request.class", "the testbed runs a service's calls from one "
+                                                                   "[request] of phases, not classes, yet")
         for j, phase in enumerate((service.get("request") or {}).get("phases") or []):
-            if isinstance(phase, dict) and ("call" in phase or "fanout" in phase):
-                raise scenario._error(f"services.{name}.request.phases[{j}]",
-                                      "the testbed runs one level of calls (the entry's) yet: a service that calls "
-                                      "another is not run")
             if isinstance(phase, dict) and "use" in phase:
                 raise scenario._error(f"services.{name}.request.phases[{j}].use",
                                       "the testbed's services have no database yet")
@@ -215,10 +218,17 @@ def service_seed(seed: int, name: str) -> int:
 
 
 def service_scenario(scenario: Scenario, name: str, rate: float, seed: int) -> Scenario:
-    """Service `name` as a fleet of its own: its tables at the top level, Poisson arrivals at
-    `rate` calls/s (its callers' rate), the scenario's run and resources, `seed`."""
+    """Service `name` as a fleet of its own: its tables at the top level (its own calls'
+    phases placeholders, :data:`PLACEHOLDER`, as the entry's), Poisson arrivals at `rate`
+    calls/s (its callers' rate), the scenario's run and resources, `seed`."""
     service = (scenario.doc.get("services") or {})[name]
     doc: Dict[str, Any] = {k: v for k, v in service.items()}
+    calls = calls_of(scenario, name)
+    if calls:
+        phases = list(doc["request"]["phases"])
+        for i in calls:
+            phases[i] = dict(PLACEHOLDER)
+        doc["request"] = dict(doc["request"], phases=phases)
     doc["name"] = f"{scenario.name}-{name}"
     doc["arrivals"] = {"process": "poisson", "rate": f"{max(rate, 1e-6):.9g}/s"}
     run = dict(scenario.doc.get("run") or {})
@@ -229,12 +239,15 @@ def service_scenario(scenario: Scenario, name: str, rate: float, seed: int) -> S
 
 
 def deal_work(calls: Dict[int, Call], requests: int, work: Dict[str, List[str]],
-              counts: Optional[List[Dict[int, int]]] = None) -> List[List[str]]:
+              counts: Optional[List[Dict[int, int]]] = None, taken: Optional[Dict[str, int]] = None) -> List[List[str]]:
     """Per entry request (`requests` of them), the work of each request its calls send, in the
     order of its phases: the k-th call to a service over the run takes that service's k-th
     drawn request's work (`work`: per service, in order). `counts`: per request, the drawn
-    fan-outs' widths (:func:`draw_counts`)."""
-    taken = {name: 0 for name in work}
+    fan-outs' widths (:func:`draw_counts`); `taken`: per service, the works already dealt to
+    other callers (updated: a service two fleets call deals each its own)."""
+    taken = {name: 0 for name in work} if taken is None else taken
+    for name in work:
+        taken.setdefault(name, 0)
     out: List[List[str]] = []
     for r in range(requests):
         mine: List[str] = []
@@ -248,15 +261,55 @@ def deal_work(calls: Dict[int, Call], requests: int, work: Dict[str, List[str]],
     return out
 
 
-def needed(calls: Dict[int, Call], requests: int, counts: Optional[List[Dict[int, int]]] = None) -> Dict[str, int]:
+def needed(calls: Dict[int, Call], requests: int, counts: Optional[List[Dict[int, int]]] = None,
+           into: Optional[Dict[str, int]] = None) -> Dict[str, int]:
     """Each service's requests the entry's `requests` send (not counting retries); `counts`:
-    per request, the drawn fan-outs' widths."""
-    out: Dict[str, int] = {}
+    per request, the drawn fan-outs' widths; `into`: added to these counts (returned)."""
+    out: Dict[str, int] = {} if into is None else into
     for i, call in calls.items():
         n = (sum(call.draws(c[i]) for c in counts[:requests]) if counts and call.count_mean is not None
              else call.needed * requests)
         out[call.service] = out.get(call.service, 0) + n
     return out
+
+
+#: Between a call's own phases and its own calls' works in ``X-Dynosim-Calls`` (a service
+#: that calls services: ``io:0.004,call=search:0~<its calls' works, percent-encoded>``), so
+#: that each level's ``|`` and ``~`` stay its own however deep the calls go.
+SUBCALLS = "~"
+
+
+def with_subcalls(work: str, subcalls: List[str]) -> str:
+    """A call's work carrying the works of the calls its request sends in turn."""
+    from urllib.parse import quote
+
+    return work + SUBCALLS + quote("|".join(subcalls), safe="") if subcalls else work
+
+
+def call_order(scenario: Scenario) -> List[str]:
+    """The services, each after every service that calls it (the entry's calls first): the
+    order in which the calls each receives are known. A cycle is refused in one line."""
+    services = scenario.doc.get("services") or {}
+    callees = {name: [c.service for c in calls_of(scenario, name).values()] for name in services}
+    order: List[str] = []
+    state: Dict[str, int] = {}
+
+    def visit(name: str) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            raise scenario._error(f"services.{name}", "the services call one another in a cycle: the testbed runs "
+                                                      "calls that end")
+        state[name] = 1
+        for callee in callees.get(name, []):
+            if callee in services:
+                visit(callee)
+        state[name] = 2
+        order.append(name)
+
+    for name in services:
+        visit(name)
+    return order[::-1]
 
 
 def figures(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str, Any]], *, dynos: int, slots: int,
@@ -348,14 +401,14 @@ def hedge_losers(router_log: Dict[str, Dict[str, Any]], work: Dict[str, Dict[str
     return out
 
 
-def with_hops(scenario: Scenario, entry_hop: float, call_hop: float) -> Scenario:
+def with_hops(scenario: Scenario, entry_hop: float, call_hop: Any) -> Scenario:
     """`scenario` with the real stack's measured costs as constant waits, for the simulation a
     real run of it is held to where a call's timing matters (a hedge fires T after the calls
     left, as the caller sees them: the stack's hop included): the entry's request gets an
     ``io`` phase of `entry_hop` s at its end (the load generator to the entry app and back),
     and each service's request one of `call_hop` s first (the caller's HTTP call, the service's
-    HAProxy and gunicorn), so that the simulated caller sees each answer the hop later, as the
-    real one does. Both sides' services must be ``[request]`` phases."""
+    HAProxy and gunicorn; a dict: per service), so that the simulated caller sees each answer
+    the hop later, as the real one does. Both sides' services must be ``[request]`` phases."""
     doc = json.loads(json.dumps(scenario.doc))
     request = doc.get("request") or {}
     request["phases"] = list(request.get("phases") or []) + [{"io": f"{max(entry_hop, 1e-6) * 1e6:.0f}us"}]
@@ -363,5 +416,6 @@ def with_hops(scenario: Scenario, entry_hop: float, call_hop: float) -> Scenario
         phases = (service.get("request") or {}).get("phases")
         if not phases:
             raise scenario._error(f"services.{name}.request.phases", "the stack's hops are added to [request] phases")
-        service["request"]["phases"] = [{"io": f"{max(call_hop, 1e-6) * 1e6:.0f}us"}] + list(phases)
+        hop = float(call_hop[name] if isinstance(call_hop, dict) else call_hop)
+        service["request"]["phases"] = [{"io": f"{max(hop, 1e-6) * 1e6:.0f}us"}] + list(phases)
     return Scenario(doc, source=scenario.source, base_dir=scenario.base_dir)
