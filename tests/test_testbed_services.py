@@ -74,6 +74,16 @@ def three_tiers(**extra: Any) -> Dict[str, Any]:
     return doc
 
 
+def chain_with_a_database(**extra: Any) -> Dict[str, Any]:
+    """chain() whose api's 30 ms is a query of the scenario's database (servers enough: a
+    connection each of the fleets' 8 processes)."""
+    doc = chain(**extra)
+    doc["services"]["api"]["request"] = {"phases": [
+        {"use": "db", "time": {"distribution": "exponential", "mean": "30ms"}}]}
+    doc["resources"] = {"db": {"servers": 20}}
+    return doc
+
+
 # --- the parts ---------------------------------------------------------------------------------
 
 
@@ -151,6 +161,20 @@ def test_a_service_that_calls_a_service_carries_its_calls_works_in_its_own():
     with pytest.raises(DynosimError) as e:
         make_plan(Scenario(doc))
     assert "\n" not in str(e.value)
+
+
+def test_a_service_uses_the_scenarios_database_shared_with_the_entry():
+    plan = make_plan(Scenario(chain_with_a_database()))
+    (api,) = plan.services.services
+    assert api.plan.resources["db"]["mode"] == "sleep" and api.plan.resource_users == {"db": 4}
+    assert api.work[0].startswith("use=db:")
+    # Fewer servers than the fleets' connections: the real database would not stand for them.
+    doc = chain_with_a_database()
+    doc["resources"]["db"]["servers"] = 6
+    with pytest.raises(DynosimError) as e:
+        make_plan(Scenario(doc))
+    assert str(e.value).count("resources.db.servers: the testbed runs a database its services share") == 1
+    assert "give servers >= 8" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_work_is_dealt_to_the_calls_in_order():
@@ -548,6 +572,45 @@ def test_a_service_that_calls_a_service_answers_after_both_and_matches_its_paire
                                           {k: float(np.mean(hops[k])) for k in ("api", "search")}),
                        warn=False)[0].to_dict()
     reps = sim["per_replication"]
+    checks = {q: one_run_against_replications(rep["response"][q], [r["response"][q] for r in reps])
+              for q in ("mean", "p50")}
+    assert all(c["within"] for c in checks.values()), checks
+
+
+@pytest.mark.needs("haproxy", "gunicorn", "postgres", "psycopg")
+def test_a_service_with_a_database_answers_after_its_query_and_matches_its_paired_simulation():
+    """chain_with_a_database: the api's work is a query of PostgreSQL (pg_sleep), the database
+    the testbed starts once for the entry and its services; each call lasts at least its drawn
+    query, the works less the hops at the theory's 50 ms within 4 standard errors, and the
+    response's mean and p50 within 3 sd of the paired simulation's replications given the
+    run's hops."""
+    from dynosim.api import run as run_scenario
+    from dynosim.testbed.fleet import one_run_against_replications
+
+    scenario = Scenario(chain_with_a_database(run={"duration": "5s", "warmup": "0s", "seed": 29,
+                                                   "replications": HEDGE_REPLICATIONS}))
+    plan, load, report = _run(scenario.doc)
+    n = len(plan.drawn["phases"])
+    assert list(load["status"]) == [200] * n
+    index = list(load["index"])
+    _log, api_work = load["services"]["api"]
+    api_wall = np.array([api_work[f"{i}-api0"]["end"] - api_work[f"{i}-api0"]["start"] for i in index])
+    drawn = np.array([float(plan.services.services[0].work[i].partition(":")[2]) for i in index])
+    assert np.all(api_wall >= drawn - 1e-3)
+    response = np.asarray(load["done"], dtype=float) - np.asarray(load["sent"], dtype=float)
+    entry_hop = response - _walls(load, 0) - _walls(load, 1)
+    call_hop = _walls(load, 1) - api_wall
+    assert np.all(entry_hop > 0) and np.all(call_hop > 0)
+    works = response - entry_hop - call_hop
+    # The query's own cost (a connection's round trip to PostgreSQL) is in the api's work, so
+    # it is measured apart: the api's work less its drawn time, whose mean joins the hop.
+    query_cost = api_wall - drawn
+    sd = math.hypot(0.020, 0.030)
+    assert abs(np.mean(works - query_cost) - 0.050) < 4 * sd / math.sqrt(n)
+    sim = run_scenario(services.with_hops(scenario, float(np.mean(entry_hop)),
+                                          float(np.mean(call_hop + query_cost))), warn=False)[0].to_dict()
+    reps = sim["per_replication"]
+    rep = report["per_replication"][0]
     checks = {q: one_run_against_replications(rep["response"][q], [r["response"][q] for r in reps])
               for q in ("mean", "p50")}
     assert all(c["within"] for c in checks.values()), checks

@@ -711,6 +711,19 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     return [b"ok\n"]
 
 
+def _warm() -> None:
+    """``warm_pools`` in the configuration (a service's dynos): one connection of each
+    resource's pool opened now, before the worker says it is ready, so that no call pays
+    PostgreSQL's connection start."""
+    if not _CONFIG.get("warm_pools"):
+        return
+    for resource in _RESOURCES.values():
+        pool = resource.pool
+        with pool.lock:
+            pool.opened += 1
+        pool.give(pool._connect())
+
+
 def _ready() -> None:
     """Tells the testbed this worker has loaded the app: a file named dyno-pid in ready_dir."""
     ready_dir = _CONFIG.get("ready_dir")
@@ -719,4 +732,5 @@ def _ready() -> None:
             pass
 
 
+_warm()
 _ready()

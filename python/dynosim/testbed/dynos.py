@@ -87,6 +87,11 @@ class DynoPlan:
     #: timeout when its phase gives none, s (the run's bound).
     services: Dict[str, int] = field(default_factory=dict)
     call_timeout: Optional[float] = None
+    #: Each worker opens one connection of each resource's pool before it says it is ready
+    #: (a service's dynos: PostgreSQL's backend start, a few hundred ms on a busy machine,
+    #: would otherwise land on the first call each worker serves, a cost the simulation has
+    #: not; a fleet of its own keeps today's pools, opened on demand).
+    warm_pools: bool = False
 
     def argv(self, port: int, config: Optional[Path] = None) -> List[str]:
         """The command line for a dyno on `port`; a Ruby server's reads `config`
@@ -218,7 +223,8 @@ def spawn_dyno(supervisor: Supervisor, plan: DynoPlan, d: int, port: int, dsn: s
               "work_dir": str(work_dir),
               "faults_file": str(supervisor.workdir / FAULTS_FILE) if plan.faults else None,
               "wait_timeout": plan.wait_timeout, "service_timeout": plan.service_timeout,
-              **({"services": plan.services, "call_timeout": plan.call_timeout} if plan.services else {})}
+              **({"services": plan.services, "call_timeout": plan.call_timeout} if plan.services else {}),
+              **({"warm_pools": True} if plan.warm_pools else {})}
     env = dict(os.environ, DYNOSIM_TESTBED=json.dumps(config), PYTHONUNBUFFERED="1")
     config_file = None
     if plan.server in RUBY_SERVERS:

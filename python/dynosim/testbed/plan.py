@@ -62,6 +62,8 @@ class Plan:
     #: A scenario with ``[services]``: the services' fleets, the entry's calls and their
     #: drawn work (:mod:`.services`); None for one fleet.
     services: Optional[ServicesPlan] = None
+    #: Per resource, the connections this fleet's processes may open at once.
+    resource_users: Dict[str, int] = field(default_factory=dict)
 
     @property
     def closed(self) -> Optional[Dict[str, Any]]:
@@ -363,6 +365,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
                                                f"{dynos} dynos x {dyno_plan.workers} = {dynos * dyno_plan.workers}")
     per_process = int(described["app"]["per_process"]) if has_phases else 1
     resources: Dict[str, Dict[str, Any]] = {}
+    resource_users: Dict[str, int] = {}
     max_connections = 0
     database_cpus: Optional[List[int]] = None
     for r in described["resources"]:
@@ -375,6 +378,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
         per_process_users = min(per_process, size) if size else per_process
         users = dynos * dyno_plan.workers * per_process_users
         max_connections += users
+        resource_users[r["name"]] = users
         if r["servers"] >= users:
             mode = "sleep"
         else:
@@ -448,6 +452,7 @@ def make_plan(scenario: Scenario, *, replication: int = 0) -> Plan:
     return Plan(scenario=scenario, described=described, drawn=drawn, dynos=dyno_plan,
                 router=router_plan,
                 resources=resources, max_connections=max_connections + 10, database_cpus=database_cpus,
+                resource_users=resource_users,
                 length=length, deadline=deadline,
                 request_timeout=deadline if client_timeout is None else min(deadline, client_timeout),
                 warnings=warnings, retries=attempts > 1, replication=replication, faults=faults, losses=losses,
@@ -500,6 +505,7 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
         # ends the try (termination state C.), so its log tells the tries timed out.
         sub_plan.router.abort_on_close = True
         sub_plan.dynos.call_timeout = plan.request_timeout
+        sub_plan.dynos.warm_pools = bool(sub_plan.resources)
         plan.warnings += [f"services.{name}: {w}" for w in sub_plan.warnings]
         fleets.append(ServicePlan(name, sub_plan, work[name]))
     # Each service's drawn requests that call in turn carry their calls' works (callees first,
@@ -510,6 +516,17 @@ def _with_services(scenario: Scenario, replication: int) -> Plan:
             n = counts.get(name, 0)
             dealt = services_.deal_work(tier_calls[name], n, work, tier_widths[name], taken)
             work[name][:n] = [services_.with_subcalls(w, d) for w, d in zip(work[name][:n], dealt)]
+    # A database the fleets share (docs/services.md): one PostgreSQL, whose connections each
+    # sleep their queries' time (a server per connection); the simulation's servers are shared
+    # across the fleets, so the real database stands for them only where they are enough.
+    servers = {r["name"]: r["servers"] for r in described.get("resources") or []}
+    for name in servers:
+        users = plan.resource_users.get(name, 0) + sum(f.plan.resource_users.get(name, 0) for f in fleets
+                                                       if f.plan.resources)
+        if any(f.plan.resources for f in fleets) and users > servers[name]:
+            raise scenario._error(f"resources.{name}.servers", f"the testbed runs a database its services share "
+                                                               f"with a server per connection only: the fleets open "
+                                                               f"up to {users}, give servers >= {users}")
     plan.warnings.append("the services' requests are drawn by the engine from each service's tables, with a seed "
                          "of their own, and dealt to the entry's calls in order: the simulation draws its calls' "
                          "work from streams of its own, so the two sides' calls are different draws of the same "

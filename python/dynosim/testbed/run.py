@@ -373,6 +373,17 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         ports, rest = every[:plan.described["dynos"] + 1], every[plan.described["dynos"] + 1:]
         # Each service first (its own supervisor, work directory and HAProxy: services.py), so
         # that the entry's app finds it up.
+        database = None
+        dsn = ""
+        if plan.resources or any(t.plan.resources for t in tiers):
+            # One database for the entry and its services (docs/services.md): theirs is shared.
+            connections = plan.max_connections + sum(t.plan.max_connections for t in tiers if t.plan.resources)
+            database = Database(supervisor, connections, cpus=plan.database_cpus)
+            dsn = database.dsn
+            if any(r["mode"] == "burn" for r in plan.resources.values()):
+                rate = database.calibrate_burn()
+                for r in plan.resources.values():
+                    r["burn_rate"] = rate
         started = []
         tier_ports = {}
         for tier in tiers:
@@ -384,18 +395,9 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
             # A service that calls services: its app gets their HAProxy ports, as the entry's.
             tier.plan.dynos.services.update(plan.dynos.services)
             tier_supervisor = stack_of.enter_context(Supervisor())
-            tier_dynos = Dynos(tier_supervisor, tier.plan.dynos, mine[1:], "")
+            tier_dynos = Dynos(tier_supervisor, tier.plan.dynos, mine[1:], dsn if tier.plan.resources else "")
             tier_router = Router(tier_supervisor, tier.plan.router, mine[0], mine[1:])
             started.append((tier, tier_dynos, tier_router))
-        database = None
-        dsn = ""
-        if plan.resources:
-            database = Database(supervisor, plan.max_connections, cpus=plan.database_cpus)
-            dsn = database.dsn
-            if any(r["mode"] == "burn" for r in plan.resources.values()):
-                rate = database.calibrate_burn()
-                for r in plan.resources.values():
-                    r["burn_rate"] = rate
         dynos = Dynos(supervisor, plan.dynos, ports[1:], dsn)
         router_plan = plan.router
         if plan.losses:
@@ -441,8 +443,6 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
         progress("stopping")
         router.stop()  # HAProxy's log is complete once it has stopped
         dynos.stop()
-        if database is not None:
-            database.stop()
         router_log = router.read_log()
         work = read_work(dynos.work_dir)
         # The services' logs, once the entry's dynos (their callers) have stopped.
@@ -450,6 +450,8 @@ def _run_stack(plan: Plan, progress: Callable[[str], None] = lambda message: Non
             tier_router.stop()
             tier_dynos.stop()
             load.setdefault("services", {})[tier.name] = (tier_router.read_log(), read_work(tier_dynos.work_dir))
+        if database is not None:
+            database.stop()  # last: the services' dynos may use it to the end
     if plan.losses:
         # Each lost dyno's crash and its return, s from the load's start.
         offset = losses_t0 - float(load["start"])

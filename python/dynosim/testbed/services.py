@@ -198,10 +198,6 @@ def entry_scenario(scenario: Scenario) -> Tuple[Scenario, Dict[int, Call]]:
                for c in (classes if isinstance(classes, list) else []) for p in (c.get("phases") or [])):
             raise scenario._error(f"services.{name}.request.class", "the testbed runs a service's calls from one "
                                                                    "[request] of phases, not classes, yet")
-        for j, phase in enumerate((service.get("request") or {}).get("phases") or []):
-            if isinstance(phase, dict) and "use" in phase:
-                raise scenario._error(f"services.{name}.request.phases[{j}].use",
-                                      "the testbed's services have no database yet")
     calls = calls_of(scenario)
     doc = {k: v for k, v in scenario.doc.items() if k != "services"}
     phases = list(request["phases"])
@@ -217,6 +213,15 @@ def service_seed(seed: int, name: str) -> int:
     return (int(seed) * 1_000_003 + zlib.crc32(name.encode())) % (1 << 63)
 
 
+def uses_resources(table: Dict[str, Any]) -> bool:
+    """Whether a fleet's table (a service's) has a ``use`` phase in its request."""
+    request = table.get("request") or {}
+    classes = request.get("class")
+    phases = list(request.get("phases") or []) + [p for c in (classes if isinstance(classes, list) else [])
+                                                    for p in (c.get("phases") or [])]
+    return any(isinstance(p, dict) and "use" in p for p in phases)
+
+
 def service_scenario(scenario: Scenario, name: str, rate: float, seed: int) -> Scenario:
     """Service `name` as a fleet of its own: its tables at the top level (its own calls'
     phases placeholders, :data:`PLACEHOLDER`, as the entry's), Poisson arrivals at `rate`
@@ -229,6 +234,9 @@ def service_scenario(scenario: Scenario, name: str, rate: float, seed: int) -> S
         for i in calls:
             phases[i] = dict(PLACEHOLDER)
         doc["request"] = dict(doc["request"], phases=phases)
+    if uses_resources(service) and scenario.doc.get("resources"):
+        # The scenario's database, which its fleets share (docs/services.md).
+        doc["resources"] = scenario.doc["resources"]
     doc["name"] = f"{scenario.name}-{name}"
     doc["arrivals"] = {"process": "poisson", "rate": f"{max(rate, 1e-6):.9g}/s"}
     run = dict(scenario.doc.get("run") or {})
