@@ -120,6 +120,14 @@ def test_the_stability_map_through_the_cluster_is_the_local_one_bit_for_bit(clus
     _same_json(run_cli(*args, cwd=tmp_path), run_cli(*args, "--dask", cluster.address, cwd=tmp_path))
 
 
+def test_a_fan_out_between_services_through_the_cluster_is_the_local_one_bit_for_bit(cluster, tmp_path):
+    """Issue 37: a scenario whose fleets call each other runs as one task a point (its fleets are
+    one simulation, never split; docs/services.md), and the cluster gives the local sweep."""
+    args = ["sweep", "fanout-search", "--vary", "request.phases.1.count=1,10", "--duration", "30s",
+            "--replications", "2", "--metric", "response.p99", "--json"]
+    _same_json(run_cli(*args, cwd=tmp_path), run_cli(*args, "--dask", cluster.address, cwd=tmp_path))
+
+
 def test_python_api_takes_a_client(cluster):
     scenario = dynosim.Scenario.load("rapgenius").with_overrides(
         {"run.duration": "10s", "run.replications": 2, "router.policy": ["random", "intelligent"]})

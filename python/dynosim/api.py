@@ -7,7 +7,7 @@ import warnings
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _dynosim
-from .cost import Pricing, price_report
+from .cost import Pricing, price_report, service_pricing
 from .errors import NotSteadyWarning, ScenarioError
 from .results import PolicyResult, Results
 from .scenario import Scenario, ScenarioLike
@@ -60,10 +60,15 @@ def run(
 
 def _priced(report: Dict[str, Any], scenario: Scenario) -> Dict[str, Any]:
     """The report with its bill (``cost.*``, :func:`~dynosim.cost.price_report`), at the price of
-    the scenario's dyno type; as it is when that type has no price (a type of the engine's that
+    the scenario's dyno type, and with services each service's at its own (``services.NAME.cost.*``,
+    the whole app's at the top); as it is when a type has no price (a type of the engine's that
     ``[cost]`` does not list)."""
     try:
         pricing = Pricing.from_scenario(scenario.doc, scenario.source)
+        services = None
+        if report.get("summary", {}).get("services"):
+            services = {s["name"]: (service_pricing(scenario.doc, s["name"], scenario.source), int(s["dynos"]))
+                        for s in scenario.describe()["services"]}
     except ScenarioError:
         return report
-    return price_report(report, pricing)
+    return price_report(report, pricing, services)

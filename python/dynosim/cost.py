@@ -8,6 +8,10 @@ scenario can choose a type and add or override prices:
     dyno_type = "2013-1x"
     prices = { "my-dyno" = 40 }     # $/month per dyno
 
+Each service a request calls (``[services.NAME]``, docs/services.md) is priced as its own
+fleet: its ``[services.NAME.cost]``, else its own ``fleet.type``, else standard-1x, with the
+scenario's ``[cost] prices`` as its price list under its own (:func:`service_pricing`).
+
 A run is priced by its dyno-seconds (:func:`run_cost`): Heroku bills dynos "prorated to the
 second", so a dyno-second costs the monthly price over the 730 hours of a month.
 """
@@ -15,12 +19,13 @@ second", so a dyno-second costs the monthly price over the 730 hours of a month.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .errors import ScenarioError
 
-__all__ = ["PRICES", "DEFAULT_DYNO_TYPE", "Pricing", "RunCost", "run_cost"]
+__all__ = ["PRICES", "DEFAULT_DYNO_TYPE", "Pricing", "RunCost", "run_cost", "service_pricing", "price_report"]
 
 #: $/month for one dyno running all month (Eco: a pool, see below).
 PRICES: Dict[str, float] = {
@@ -46,7 +51,10 @@ class Pricing:
     price: float
 
     @classmethod
-    def from_scenario(cls, doc: Mapping[str, Any], source: Optional[str], dyno_type: Optional[str] = None) -> "Pricing":
+    def from_scenario(cls, doc: Mapping[str, Any], source: Optional[str], dyno_type: Optional[str] = None,
+                      base_prices: Optional[Mapping[str, float]] = None) -> "Pricing":
+        """The price of the fleet `doc` describes (a scenario, or a service's tables); a
+        service's own prices go on top of `base_prices` (the scenario's price list)."""
         section = doc.get("cost", {})
         if not isinstance(section, dict):
             raise ScenarioError("expected a table", file=source, path="cost")
@@ -54,7 +62,7 @@ class Pricing:
         if unknown:
             raise ScenarioError(f"unknown key; expected dyno_type or prices", file=source,
                                 path=f"cost.{sorted(unknown)[0]}")
-        prices = dict(PRICES)
+        prices = dict(PRICES if base_prices is None else base_prices)
         extra = section.get("prices", {})
         if not isinstance(extra, dict):
             raise ScenarioError("expected a table of dyno type = $/month", file=source, path="cost.prices")
@@ -100,6 +108,33 @@ class Pricing:
         return f"{self.dyno_type} at ${self.price:g}/month"
 
 
+def price_list(doc: Mapping[str, Any]) -> Dict[str, float]:
+    """The scenario's price list: the built-in one with ``[cost] prices`` on top (assumed
+    checked: :meth:`Pricing.from_scenario` on the scenario refuses a bad one)."""
+    section = doc.get("cost", {})
+    extra = section.get("prices", {}) if isinstance(section, Mapping) else {}
+    prices = dict(PRICES)
+    if isinstance(extra, Mapping):
+        prices.update({k: float(v) for k, v in extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return prices
+
+
+def service_pricing(doc: Mapping[str, Any], name: str, source: Optional[str],
+                    dyno_type: Optional[str] = None) -> Pricing:
+    """The price of service NAME's dynos (``[services.NAME]`` of the scenario `doc`): its
+    ``[services.NAME.cost]`` (``dyno_type``, ``prices``), else its ``fleet.type``, else
+    standard-1x, from the scenario's price list with the service's own prices on top;
+    `dyno_type` (``--dyno-type``) overrides the type. ScenarioError at the service's key path."""
+    service = (doc.get("services") or {}).get(name)
+    if not isinstance(service, Mapping):
+        raise ScenarioError(f"no service named {name!r}", file=source, path=f"services.{name}")
+    try:
+        return Pricing.from_scenario(service, source, dyno_type, base_prices=price_list(doc))
+    except ScenarioError as e:
+        path = e.path if e.file != source or not e.path else f"services.{name}.{e.path}"
+        raise ScenarioError(e.message, file=e.file, path=path) from None
+
+
 @dataclass(frozen=True)
 class RunCost:
     """What a run's fleet costs: over the run's measured window, and scaled to a day."""
@@ -115,11 +150,15 @@ class RunCost:
     measured: bool
     """True when the run reported its dyno-seconds (``fleet.dyno_seconds``: a fleet that
     changes size), False when they are the fleet's size times the window (a fixed fleet)."""
+    with_services: bool = False
+    """True when the figures are the whole app's: the entry fleet's and its services' (each at
+    its own price, docs/services.md)."""
 
     def to_dict(self) -> Dict[str, Any]:
         return {"dyno_seconds": self.dyno_seconds, "window": self.window, "dollars": self.dollars,
                 "dollars_per_day": self.dollars_per_day,
-                "from": "fleet.dyno_seconds" if self.measured else "fleet.dynos * run.duration"}
+                "from": "fleet.dyno_seconds" if self.measured else "fleet.dynos * run.duration",
+                **({"with_services": True} if self.with_services else {})}
 
 
 def run_cost(pricing: Pricing, window: float, *, dyno_seconds: Optional[float] = None,
@@ -138,18 +177,61 @@ def run_cost(pricing: Pricing, window: float, *, dyno_seconds: Optional[float] =
     return RunCost(dyno_seconds, window, dollars, dollars * SECONDS_PER_DAY / window, measured)
 
 
-def price_report(report: Dict[str, Any], pricing: Pricing) -> Dict[str, Any]:
+def price_report(report: Dict[str, Any], pricing: Pricing,
+                 services: Optional[Mapping[str, Tuple[Pricing, int]]] = None) -> Dict[str, Any]:
     """Adds ``cost`` to a run's report, in its summary and each replication:
     ``cost.dyno_hours`` (the fleet's dyno-seconds, ``fleet.dyno_seconds`` when the fleet
     changes size, else dynos × the window, in hours) and ``cost.dollars`` (those at the dyno
     type's price, prorated per second over a 730-hour month, as Heroku bills). The summary's
-    estimates are the dyno-seconds' scaled (a price is a constant)."""
+    estimates are the dyno-seconds' scaled (a price is a constant).
+
+    With `services` (each service's pricing and ``fleet.dynos``, for a report with
+    ``services``): each service's bill as ``services.NAME.cost.*``, priced the same way, and
+    the whole app's at the top: ``cost.*`` is then the entry fleet's and every service's
+    together, ``cost.entry.*`` the entry fleet's alone (docs/services.md)."""
     per_second = pricing.per_second()
     fixed = float(report["dynos"]) * float(report["duration"])
-    for rep in report.get("per_replication", []):
-        seconds = float(rep["fleet"]["dyno_seconds"]) if "fleet" in rep else fixed
-        rep["cost"] = {"dyno_hours": seconds / SECONDS_PER_HOUR, "dollars": seconds * per_second}
     summary = report["summary"]
+    _price_tier(summary, report.get("per_replication", []), lambda rep: rep, fixed, per_second)
+    report["pricing"] = {"dyno_type": pricing.dyno_type, "price_per_month": pricing.price}
+    if not services or not summary.get("services"):
+        return report
+    tiers = [_entry_tier]
+    for name, (tier_pricing, dynos) in services.items():
+        if name not in summary["services"]:
+            continue
+        pick = (lambda tree, name=name: tree["services"][name])
+        _price_tier(summary["services"][name], report.get("per_replication", []), pick,
+                    float(dynos) * float(report["duration"]), tier_pricing.per_second())
+        tiers.append(pick)
+        report["pricing"].setdefault("services", {})[name] = {"dyno_type": tier_pricing.dyno_type,
+                                                               "price_per_month": tier_pricing.price}
+    # The whole app's bill: per replication the sum of its tiers', and its estimate from those
+    # sums (the tiers' bills are correlated within a replication: their intervals do not add).
+    reps = report.get("per_replication", [])
+    for rep in reps:
+        entry = dict(rep["cost"])
+        rep["cost"] = {k: sum(pick(rep)["cost"][k] if pick is not _entry_tier else entry[k] for pick in tiers)
+                       for k in ("dyno_hours", "dollars")}
+        rep["cost"]["entry"] = entry
+    entry = dict(summary["cost"])
+    summary["cost"] = {k: _sum_estimate([pick(summary)["cost"][k] if pick is not _entry_tier else entry[k]
+                                         for pick in tiers], [r["cost"][k] for r in reps]) for k in entry}
+    summary["cost"]["entry"] = entry
+    return report
+
+
+def _entry_tier(tree: Dict[str, Any]) -> Dict[str, Any]:
+    return tree
+
+
+def _price_tier(summary: Dict[str, Any], reps: Any, pick: Any, fixed: float, per_second: float) -> None:
+    """``cost`` of one fleet (the entry, or a service picked out of each tree by `pick`), in
+    the summary and each replication."""
+    for rep in reps:
+        tier = pick(rep)
+        seconds = float(tier["fleet"]["dyno_seconds"]) if "fleet" in tier else fixed
+        tier["cost"] = {"dyno_hours": seconds / SECONDS_PER_HOUR, "dollars": seconds * per_second}
     measured = summary.get("fleet", {}).get("dyno_seconds")
     estimate = (dict(measured) if isinstance(measured, dict) else
                 {"mean": fixed, "std_error": 0.0, "ci_low": fixed, "ci_high": fixed})
@@ -159,5 +241,19 @@ def price_report(report: Dict[str, Any], pricing: Pricing) -> Dict[str, Any]:
                 for k, v in estimate.items()}
 
     summary["cost"] = {"dyno_hours": scaled(1 / SECONDS_PER_HOUR), "dollars": scaled(per_second)}
-    report["pricing"] = {"dyno_type": pricing.dyno_type, "price_per_month": pricing.price}
-    return report
+
+
+def _sum_estimate(parts: Sequence[Mapping[str, Any]], values: Sequence[float]) -> Dict[str, Any]:
+    """The estimate of a sum of the tiers' figures: the sum of their means, and when any
+    varies, an interval from the replications' sums (as every estimate: the mean ± t × its
+    standard error); with none varying, the sum itself throughout."""
+    mean = float(sum(float(p["mean"]) for p in parts))
+    if all(float(p.get("std_error") or 0.0) == 0.0 for p in parts) or len(values) < 2:
+        return {"mean": mean, "std_error": 0.0, "ci_low": mean, "ci_high": mean}
+    n = len(values)
+    sd = statistics.stdev(values)
+    std_error = sd / math.sqrt(n)
+    # The interval's half-width as the parts' own: their t quantile, read off one that varies.
+    varying = next(p for p in parts if float(p.get("std_error") or 0.0) > 0.0)
+    t = (float(varying["ci_high"]) - float(varying["mean"])) / float(varying["std_error"])
+    return {"mean": mean, "std_error": std_error, "ci_low": mean - t * std_error, "ci_high": mean + t * std_error}

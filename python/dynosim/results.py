@@ -61,6 +61,8 @@ OPTIONAL_METRICS: List[str] = (
     + ["routing.idle_hits", "routing.idle_hit_count", "routing.busy_hits"]
     # The run's bill (from Python's price table, docs/output.md).
     + ["cost.dyno_hours", "cost.dollars"]
+    # With services, the top's bill is the whole app's and this the entry fleet's own (docs/services.md).
+    + ["cost.entry.dyno_hours", "cost.entry.dollars"]
     # Clients that retry (`[arrivals.retry]`): the tries, the amplification, what a budget denied.
     + ["retries.attempts", "retries.attempts_per_request", "retries.count", "retries.client", "retries.router",
        "retries.app", "retries.denied", "retries.exhausted"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import _dynosim
-from .cost import Pricing
+from .cost import Pricing, service_pricing
 from .errors import ScenarioError, from_engine
 
 if sys.version_info >= (3, 11):
@@ -229,10 +229,7 @@ class Scenario:
                 raise self._error(f"services.{name}", f"expected a table [services.{name}] of keys, "
                                                       f"got {_kind(service)}")
             if "cost" in service:
-                try:
-                    Pricing.from_scenario(service, self.source)
-                except ScenarioError as e:
-                    raise ScenarioError(e.message, file=e.file, path=f"services.{name}.{e.path}") from None
+                service_pricing(self.doc, name, self.source)
 
     def without_autoscale(self) -> "Scenario":
         """The scenario without its ``[autoscale]`` section (itself when it has none): the fixed

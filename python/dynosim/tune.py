@@ -10,7 +10,10 @@ has. A point meets a target when the far end of the metric's 95% interval does, 
 :mod:`dynosim.capacity` (the upper end for ``<=``, the lower for ``>=``). Each point is priced
 by its dyno-seconds over the run's window (``fleet.dyno_seconds`` when the run reports it, a
 fleet that changes size; else its dynos times the window), at its dyno type's price prorated
-to the second (:func:`dynosim.cost.run_cost`), and ranked by dollars per day.
+to the second (:func:`dynosim.cost.run_cost`), and ranked by dollars per day. A scenario with
+services (docs/services.md) is priced as a whole app: each service's dyno-seconds at its own
+dyno type's price on top of the entry fleet's. Targets may be any service's metrics
+(``services.NAME.response.p99``), the service checked to exist before anything runs.
 
 The fixed fleet is the scenario as given (``--set`` applied, ``--vary`` not), without its
 ``[autoscale]`` section if it has one, with the fewest dynos meeting the same targets
@@ -23,8 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .capacity import Target, check_attainable, min_dynos, shortfall, target_estimate
-from .cost import Pricing, RunCost, run_cost
+from .capacity import Target, check_attainable, check_targets, min_dynos, shortfall, target_estimate
+from .cost import SECONDS_PER_DAY, SECONDS_PER_HOUR, Pricing, RunCost, run_cost, service_pricing
 from .errors import ScenarioError, UnstableError
 from .output import finite
 from .results import Estimate, PolicyResult, lookup
@@ -201,6 +204,7 @@ def tune(
     if not targets:
         raise ScenarioError("nothing to meet; give at least one --target \"METRIC OP VALUE\"", file="--target")
     Pricing.from_scenario(scenario.doc, scenario.source, dyno_type)  # a bad --dyno-type, before anything runs
+    check_targets(scenario, targets)  # a target on a service the scenario does not have
     # The sweep's own metric is only its plot's: one every run reports. A target's metric that
     # the scenario does not report is refused naming --target (target_estimate).
     sweep = Sweep(scenario, vary, metric="requests")
@@ -240,7 +244,8 @@ def _settings(sweep: Sweep, targets: Sequence[Target], dyno_type: Optional[str])
             described = point.described[j]
             # A point that did not run (unstable) is priced at its size.
             cost = (result_cost(pricing, result) if result is not None
-                    else run_cost(pricing, float(described["duration"]), dynos=int(described["dynos"])))
+                    else with_services(run_cost(pricing, float(described["duration"]), dynos=int(described["dynos"])),
+                                       point.scenario, described))
             setting = Setting(len(out), dict(point.values), policy, point.statuses[j], pricing, cost)
             if result is not None:
                 setting.steady_state = not point.unsettled[j]
@@ -253,14 +258,43 @@ def _settings(sweep: Sweep, targets: Sequence[Target], dyno_type: Optional[str])
 
 def result_cost(pricing: Pricing, result: PolicyResult) -> RunCost:
     """A run's cost: its reported dyno-seconds (``fleet.dyno_seconds``, a mean over
-    replications), else its size for its window (``duration``)."""
+    replications), else its size for its window (``duration``); with services, each
+    service's bill (``services.NAME.cost.*``, priced at its own dyno type) on top: the whole
+    app's."""
     window = float(result.report["duration"])
     try:
         node = lookup(result.summary, DYNO_SECONDS)
     except KeyError:
-        return run_cost(pricing, window, dynos=int(result.report["dynos"]))
-    dyno_seconds = float(node["mean"] if isinstance(node, dict) else node)
-    return run_cost(pricing, window, dyno_seconds=dyno_seconds)
+        entry = run_cost(pricing, window, dynos=int(result.report["dynos"]))
+    else:
+        dyno_seconds = float(node["mean"] if isinstance(node, dict) else node)
+        entry = run_cost(pricing, window, dyno_seconds=dyno_seconds)
+    services = result.summary.get("services") or {}
+    billed = [tier["cost"] for tier in services.values() if isinstance(tier, dict) and "cost" in tier]
+    if not billed:
+        return entry
+    return _plus(entry, sum(float(c["dyno_hours"]["mean"]) for c in billed) * SECONDS_PER_HOUR,
+                 sum(float(c["dollars"]["mean"]) for c in billed))
+
+
+def with_services(cost: RunCost, scenario: Scenario, described: Dict[str, Any]) -> RunCost:
+    """`cost` (the entry fleet's) with the services' at their sizes for the same window, each at
+    its own dyno type's price (:func:`dynosim.cost.service_pricing`)."""
+    services = described.get("services") or []
+    if not services:
+        return cost
+    seconds = dollars = 0.0
+    for s in services:
+        tier = s["dynos"] * cost.window
+        seconds += tier
+        dollars += tier * service_pricing(scenario.doc, s["name"], scenario.source).per_second()
+    return _plus(cost, seconds, dollars)
+
+
+def _plus(cost: RunCost, dyno_seconds: float, dollars: float) -> RunCost:
+    total = cost.dollars + dollars
+    return RunCost(cost.dyno_seconds + dyno_seconds, cost.window, total, total * SECONDS_PER_DAY / cost.window,
+                   cost.measured, with_services=True)
 
 
 def without_autoscale(scenario: Scenario) -> Scenario:
@@ -301,5 +335,5 @@ def fixed_fleet(
     out.dynos, out.estimates, out.not_steady = found.dynos, found.estimates, found.not_steady
     out.pricing = Pricing.from_scenario(fixed.doc, fixed.source, dyno_type)
     at = fixed.with_overrides({"fleet.dynos": found.dynos}).describe()
-    out.cost = run_cost(out.pricing, float(at["duration"]), dynos=found.dynos)
+    out.cost = with_services(run_cost(out.pricing, float(at["duration"]), dynos=found.dynos), fixed, at)
     return out

@@ -74,22 +74,43 @@ fn judge_stability(
     Ok(serde_json::to_string(&figures).expect("stability figures serialize"))
 }
 
-/// Service-time quantiles of a scenario's distribution (after rounding and clipping); each p
+/// Service-time quantiles of a scenario's distribution (after rounding and clipping), or of
+/// its service `service`'s (`[services.NAME]`; its own phases, without its calls); each p
 /// must lie strictly between 0 and 1.
 #[pyfunction]
+#[pyo3(signature = (scenario_json, base_dir, ps, service = None))]
 fn service_quantiles(
     py: Python<'_>,
     scenario_json: &str,
     base_dir: &str,
     ps: Vec<f64>,
+    service: Option<String>,
 ) -> PyResult<Vec<f64>> {
     if let Some(p) = ps.iter().find(|&&p| !(p > 0.0 && p < 1.0)) {
         return Err(PyValueError::new_err(format!(
             "service_quantiles: p must lie strictly between 0 and 1, got {p}"
         )));
     }
-    with_scenario(py, scenario_json, base_dir, |s, _| {
-        Ok(ps.iter().map(|&p| s.service.quantile(p)).collect())
+    let found = with_scenario(py, scenario_json, base_dir, |s, _| {
+        let tier = match &service {
+            None => Some(&s),
+            Some(name) => s
+                .services
+                .iter()
+                .find(|t| &t.name == name)
+                .map(|t| &t.scenario),
+        };
+        Ok(tier.map(|t| {
+            ps.iter()
+                .map(|&p| t.service.quantile(p))
+                .collect::<Vec<f64>>()
+        }))
+    })?;
+    found.ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "service_quantiles: no service named {:?}",
+            service.unwrap_or_default()
+        ))
     })
 }
 

@@ -38,9 +38,13 @@ def register(commands: argparse._SubParsersAction) -> None:
                    metavar='"METRIC OP VALUE"', help='e.g. "queue.mean <= 10ms" (repeatable; all must hold)')
     p.add_argument("--policy", type=policy_list, metavar="P1,P2",
                    help="policies to plan for (default: the scenario's router.policy)")
+    p.add_argument("--vary", default=planning.DEFAULT_VARY, metavar="KEY",
+                   help="the dyno count to size: fleet.dynos (the entry fleet's, the default) or "
+                        "services.NAME.fleet.dynos (a service's, against end-to-end or service targets)")
     p.add_argument("--slots", type=_slots_list, metavar="K1,K2",
-                   help="also search workers per dyno: the fewest dynos for each slots value")
-    p.add_argument("--dyno-type", help="price the answer as this dyno type (default: the scenario's, else standard-1x)")
+                   help="also search workers per dyno (of the varied fleet): the fewest dynos for each slots value")
+    p.add_argument("--dyno-type", help="price the answer as this dyno type (default: the varied fleet's, else "
+                                       "standard-1x)")
     p.add_argument("--max-dynos", type=positive_int, default=100_000, help="give up above this count (default 100000)")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_html_argument(p)
@@ -61,12 +65,15 @@ def _slots_list(text: str) -> List[int]:
 
 def main(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
+    service = planning.vary_service(scenario, args.vary)
+    planning.check_targets(scenario, args.targets)
     # A fixed fleet is sized: [autoscale], if any, is left out (said once the search is done, so
     # that a mistake found before it is the one line on stderr).
-    autoscaled = scenario.without_autoscale() is not scenario
-    scenario = scenario.without_autoscale()
+    fixed = planning.without_tier_autoscale(scenario, service)
+    autoscaled = fixed is not scenario
+    scenario = fixed
     policies = args.policy or scenario.policies
-    pricing = Pricing.from_scenario(scenario.doc, scenario.source, args.dyno_type)
+    pricing = planning.tier_pricing(scenario, service, args.dyno_type)
     for policy in policies:
         scenario.for_policy(policy).describe()  # validate everything before searching
     started = time.monotonic()
@@ -83,9 +90,10 @@ def main(args: argparse.Namespace) -> int:
                          note=f"{tried[(policy, k)]} counts tried; {n:,} dynos {'meet' if ok else 'miss'} the targets")
 
         results = plan(scenario, policies, args.targets, slots=slots, dyno_type=args.dyno_type,
-                       max_dynos=args.max_dynos, on_step=step, client=client)
+                       max_dynos=args.max_dynos, on_step=step, client=client, vary=args.vary)
     if autoscaled:
-        warning("capacity sizes a fixed fleet: the scenario's [autoscale] is left out (dynosim "
+        table = "[autoscale]" if service is None else f"[services.{service}.autoscale]"
+        warning(f"capacity sizes a fixed fleet: the scenario's {table} is left out (dynosim "
                 "tune searches an autoscaler's settings against it)")
     for r in results:
         if r.not_steady:
@@ -93,10 +101,10 @@ def main(args: argparse.Namespace) -> int:
     seconds = time.monotonic() - started
     if args.json:
         print_json({"scenario": scenario.name, "targets": [str(t) for t in args.targets],
-                    "dyno_type": pricing.dyno_type, "price": pricing.price,
+                    "vary": args.vary, "dyno_type": pricing.dyno_type, "price": pricing.price,
                     "results": [r.to_dict() for r in results]})
     else:
-        print_plan(scenario, args.targets, results, pricing, seconds, wide=args.wide)
+        print_plan(scenario, args.targets, results, pricing, seconds, wide=args.wide, vary=args.vary)
     if args.html is not None:
         write_html(args.html, capacity_report(scenario, args.targets, results, pricing, seconds))
     return 0
@@ -172,9 +180,10 @@ def capacity_report(scenario: Scenario, targets: Sequence[Target], results: Sequ
 
 
 def print_plan(scenario: Scenario, targets: Sequence[Target], results: Sequence[CapacityResult],
-               pricing: Pricing, seconds: float, *, wide: bool = False) -> None:
+               pricing: Pricing, seconds: float, *, wide: bool = False, vary: str = planning.DEFAULT_VARY) -> None:
     console = stdout_console(wide=wide)
-    console.print(f"[bold]{scenario.name}[/bold]: fewest dynos meeting {' and '.join(map(str, targets))} "
+    whose = "" if vary == planning.DEFAULT_VARY else f" ({vary})"
+    console.print(f"[bold]{scenario.name}[/bold]: fewest dynos{whose} meeting {' and '.join(map(str, targets))} "
                   f"(upper end of the 95% interval), priced as {pricing.describe()}", highlight=False)
     table, left_out = results_table(console, plan_columns(targets), results, wide=wide)
     console.print(table)

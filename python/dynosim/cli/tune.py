@@ -192,8 +192,9 @@ def summary_lines(tuning: Tuning) -> Sequence[str]:
         if fixed.dynos is None or fixed.cost is None:
             lines.append(f"Against {what}: none found under {fixed.policy}: {fixed.reason}.")
         else:
+            priced = (fixed.pricing.describe() if fixed.pricing else '') + (_SERVICES if fixed.cost.with_services else '')
             lines.append(f"Against {what}: {fixed.dynos:,} dynos under {fixed.policy}, "
-                         f"${fixed.cost.dollars_per_day:,.2f}/day ({fixed.pricing.describe() if fixed.pricing else ''}).")
+                         f"${fixed.cost.dollars_per_day:,.2f}/day ({priced}).")
     saving = tuning.saving
     if saving is not None:
         dollars, fraction = saving["dollars_per_day"], saving["fraction"]
@@ -215,7 +216,11 @@ def _label(s: Setting, tuning: Tuning) -> str:
 
 def _price(s: Setting) -> str:
     return (f"${s.cost.dollars_per_day:,.2f}/day (${s.cost.dollars:,.4g} per {duration(s.cost.window)} "
-            f"run, {s.pricing.describe()})")
+            f"run, {s.pricing.describe()}{_SERVICES if s.cost.with_services else ''})")
+
+
+#: How a whole app's price reads (docs/services.md).
+_SERVICES = "; each service at its own"
 
 
 def _misses(s: Setting, targets: Sequence[Target]) -> str:
