@@ -147,11 +147,12 @@ def test_a_chain_runs_on_the_cli_with_services_in_its_json(tmp_path, cli):
 
 
 def test_the_real_stack_refuses_what_it_cannot_run_of_services_in_one_line(tmp_path, cli):
-    # The testbed runs a chain's calls (tests/test_testbed_services.py); a hedged fan-out not.
+    # The testbed runs a chain's calls and a fan-out hedged after a fixed time
+    # (tests/test_testbed_services.py); a hedge at a percentile not.
     path = page_scenario(tmp_path, "chain.toml")
     path.write_text(path.read_text(encoding="utf-8").replace(
-        '{ call = "api", timeout = "2s", retries = 1 }', '{ fanout = "api", count = 2, hedge = "10ms" }'),
+        '{ call = "api", timeout = "2s", retries = 1 }', '{ fanout = "api", count = 2, hedge = "p95" }'),
         encoding="utf-8")
     result = cli("testbed", str(path), "--duration", "10s", cwd=tmp_path)
-    assert_one_line_error(result, "chain.toml", "request.phases[1]")
+    assert_one_line_error(result, "chain.toml", "request.phases[1].hedge")
     assert list(tmp_path.iterdir()) == [path]
