@@ -3,7 +3,7 @@
 //! ([`crate::calls`]) checked as a whole: every call names a service, no cycle, every service
 //! called. Each service gets the rate of calls the traffic equations give it, and is described.
 
-use crate::calls::{Call, CallSite, Count, Hedge, Wait};
+use crate::calls::{Call, CallSite, Cancel, Count, Hedge, Wait};
 use crate::error::{Error, Result};
 use crate::request::RequestSpec;
 use crate::scenario::{ArrivalsSpec, RunSpec, Scenario, ScenarioSpec, Service};
@@ -372,7 +372,11 @@ impl Scenario {
                         timeout, retries, ..
                     } => json!({"kind": "call", "timeout": timeout, "retries": retries}),
                     Call::Fanout {
-                        count, wait, hedge, ..
+                        count,
+                        wait,
+                        hedge,
+                        cancel,
+                        ..
                     } => json!({
                         "kind": "fanout",
                         "count": match count {
@@ -388,6 +392,11 @@ impl Scenario {
                             None => Value::Null,
                             Some(Hedge::After(t)) => json!(t),
                             Some(Hedge::Percentile(p)) => json!(format!("p{p}")),
+                        },
+                        "cancel": match cancel {
+                            Cancel::Nothing => json!(false),
+                            Cancel::Queued => json!("queued"),
+                            Cancel::Running => json!(true),
                         },
                     }),
                 };
@@ -477,6 +486,7 @@ mod tests {
                 count: Count::Fixed(10),
                 wait: Wait::All,
                 hedge: Some(Hedge::Percentile(95.0)),
+                cancel: Cancel::Nothing,
             }
         );
         // The traffic equations: 100/s at the entry, one call each to api, ten to search.
@@ -708,6 +718,55 @@ mod tests {
                 (got, want) => panic!("{hedge}: {:?} against {want:?}", got.map(|_| ())),
             }
         }
+    }
+
+    #[test]
+    fn cancel_is_false_queued_or_true() {
+        for (cancel, expected) in [
+            (None, Ok(Cancel::Nothing)),
+            (Some(json!(false)), Ok(Cancel::Nothing)),
+            (Some(json!("queued")), Ok(Cancel::Queued)),
+            (Some(json!(true)), Ok(Cancel::Running)),
+            (Some(json!("yes")), Err("got \"yes\"")),
+            (Some(json!("running")), Err("got \"running\"")),
+            (Some(json!(1)), Err("got 1")),
+        ] {
+            let mut doc = three_tier();
+            if let Some(c) = &cancel {
+                doc["services"]["api"]["request"]["phases"][1]["cancel"] = c.clone();
+            }
+            match (build(&doc), expected) {
+                (Ok(s), Ok(c)) => {
+                    match &s.services[0].scenario.calls[0].call {
+                        Call::Fanout { cancel, .. } => assert_eq!(*cancel, c),
+                        other => panic!("{other:?}"),
+                    }
+                    let described = s.description();
+                    let want = match c {
+                        Cancel::Nothing => json!(false),
+                        Cancel::Queued => json!("queued"),
+                        Cancel::Running => json!(true),
+                    };
+                    assert_eq!(described["calls"][1]["cancel"], want);
+                }
+                (Err(e), Err(text)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.starts_with(
+                            "services.api.request.phases[1].cancel: expected false (run on for \
+                             nobody), \"queued\""
+                        ) && e.ends_with(text)
+                            && !e.contains('\n'),
+                        "{cancel:?}: {e}"
+                    );
+                }
+                (got, want) => panic!("{cancel:?}: {:?} against {want:?}", got.map(|_| ())),
+            }
+        }
+        // A `call` takes no `cancel` (it has its `timeout`).
+        let mut doc = three_tier();
+        doc["request"]["phases"][1]["cancel"] = json!(true);
+        assert!(refused(&doc).starts_with("request.phases[1].cancel: unknown key \"cancel\""));
     }
 
     #[test]
