@@ -769,13 +769,18 @@ fn cancelling_the_calls_a_first_wait_leaves_costs_n_times_the_minimum() {
 /// real one would): the second is on its thread and runs on (late), the third, still
 /// queued, is dropped unserved. With `true`, the second is stopped too; with `false`, both
 /// run. Each fan-out finds the callee idle (3 s of thinking > the 2 s it may still work).
+/// The same whether the calls wait in the dyno's backlog (random routing) or in the router's
+/// queue (`intelligent`: one request per dyno, the others held).
 #[test]
 fn a_queued_cancel_drops_the_copies_no_thread_has_taken() {
     let requests = 50u64;
-    for (cancel, cancelled, late, served) in [
-        (json!("queued"), Some(1u64), 1u64, 1.5f64),
-        (json!(true), Some(2), 0, 1.0),
-        (json!(false), None, 2, 2.0),
+    for (cancel, cancelled, late, served, policy) in [
+        (json!("queued"), Some(1u64), 1u64, 1.5f64, "random"),
+        (json!(true), Some(2), 0, 1.0, "random"),
+        (json!(false), None, 2, 2.0, "random"),
+        (json!("queued"), Some(1u64), 1u64, 1.5f64, "intelligent"),
+        (json!(true), Some(2), 0, 1.0, "intelligent"),
+        (json!(false), None, 2, 2.0, "intelligent"),
     ] {
         let mut doc = chain(
             1.0,
@@ -788,6 +793,7 @@ fn a_queued_cancel_drops_the_copies_no_thread_has_taken() {
                                  "requests": requests});
         doc["request"]["phases"][0] = json!({ "io": OWN });
         doc["services"]["api"]["service"] = json!({"distribution": "constant", "value": 1.0});
+        doc["services"]["api"]["router"]["policy"] = json!(policy);
         let s = build(&doc.to_string());
         let r = run_replication(&s, 0, &never_interrupted).expect("runs");
         let calls = &api(&r).calls;
@@ -834,4 +840,51 @@ fn cancel_false_is_no_cancel() {
         run(json!({"fanout": "api", "count": 3, "wait": "first", "hedge": "10ms", "cancel": true}));
     assert_ne!(without, cancelling);
     assert!(cancelling.contains("\"cancelled\""));
+}
+
+/// Cancelling where every state meets it: a busy callee (about half its threads busy with
+/// the hedges, one thread a dyno, exponential service) whose calls wait at the router (`intelligent`) or in
+/// a small backlog that refuses them (random routing, `app.backlog`, retried elsewhere), with
+/// the callee's router timing calls out, hedges and k-of-n waits. Whatever happens, every
+/// copy sent is answered, late or cancelled, and cancelling takes work off the callee.
+#[test]
+fn cancelling_keeps_every_copy_accounted_for_under_load() {
+    for (policy, backlog) in [("intelligent", None), ("random", Some(2))] {
+        let mut busy = Vec::new();
+        for cancel in [json!(false), json!("queued"), json!(true)] {
+            let mut doc = chain(
+                10.0,
+                OWN,
+                json!({"fanout": "api", "count": 3, "wait": 2, "hedge": "50ms",
+                       "cancel": cancel}),
+                (0.05, 4, 1),
+                (300.0, 10.0, 1, 121),
+            );
+            doc["services"]["api"]["router"] = json!({"policy": policy, "timeout": 1.0});
+            if let Some(b) = backlog {
+                doc["services"]["api"]["fleet"] = json!({"dynos": 4});
+                doc["services"]["api"]["app"] =
+                    json!({"server": "generic", "model": "sync", "processes": 1, "backlog": b});
+            }
+            let s = build(&doc.to_string());
+            let r = run_replication(&s, 0, &never_interrupted).expect("runs");
+            let calls = &api(&r).calls;
+            if cancel != json!(false) {
+                let cancelled = assert_every_copy_accounted(&r);
+                assert!(cancelled > 0, "{policy}, cancel = {cancel}: none cancelled");
+            } else {
+                assert_eq!(calls.answered + calls.late, calls.sent);
+            }
+            eprintln!(
+                "{policy}, cancel = {cancel}: {calls:?}, callee utilisation {:.4}, errors {}",
+                api(&r).fleet.utilisation.mean,
+                api(&r).fleet.errors.total
+            );
+            busy.push(api(&r).fleet.utilisation.mean);
+        }
+        assert!(
+            busy[0] > busy[1] && busy[1] > busy[2],
+            "{policy}: utilisation without, queued, running: {busy:?}"
+        );
+    }
 }
