@@ -149,6 +149,10 @@ def test_a_services_figures_come_from_its_haproxy_and_work_logs():
 @pytest.mark.parametrize("change, path", [
     ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "hedge": "10ms"}]}},
      "request.phases[1].hedge"),
+    ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "wait": "first", "cancel": "queued"}]}},
+     "request.phases[1].cancel"),
+    ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "wait": "first", "cancel": True}]}},
+     "request.phases[1].cancel"),
     ({"request": {"phases": [{"io": "1ms"},
                              {"fanout": "search", "count": {"distribution": "geometric", "mean": 3}}]}},
      "request.phases[1].count"),

@@ -104,7 +104,7 @@ def _seconds(value: Any) -> Optional[float]:
 
 def calls_of(scenario: Scenario) -> Dict[int, Call]:
     """The entry's call phases by index, each refused in one line where the testbed cannot run
-    it (a drawn count, hedging)."""
+    it (a drawn count, hedging, cancelling)."""
     phases = (scenario.doc.get("request") or {}).get("phases") or []
     out: Dict[int, Call] = {}
     for i, phase in enumerate(phases):
@@ -118,6 +118,9 @@ def calls_of(scenario: Scenario) -> Dict[int, Call]:
         elif "fanout" in phase:
             if phase.get("hedge") is not None:
                 raise scenario._error(f"{path}.hedge", "the testbed does not run hedged calls yet: leave hedge out")
+            if phase.get("cancel", False) is not False:
+                raise scenario._error(f"{path}.cancel", "the testbed does not cancel calls yet: leave cancel out "
+                                                        "(or false)")
             count = phase.get("count", 1)
             if not isinstance(count, int) or isinstance(count, bool):
                 raise scenario._error(f"{path}.count", "the testbed runs a fixed fan-out: give a whole number, not "

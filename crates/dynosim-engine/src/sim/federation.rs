@@ -40,8 +40,8 @@
 //! (as its retry after a refusal does: re-drawn, then the least loaded other; a fleet of one
 //! dyno gets both copies, and a copy its router holds or a `router.cost` queues goes where a
 //! free thread is). One timer per fan-out, since its calls leave together. The first answer of
-//! the two is the call's; the other's, whenever it comes, is `late` (the loser is not
-//! cancelled: its work is done for nobody). An error answer of one copy while the other is
+//! the two is the call's; the other's, whenever it comes, is `late` (without `cancel`, the
+//! loser's work is done for nobody). An error answer of one copy while the other is
 //! still out waits for the other; the call fails when both have failed, or when its only copy
 //! fails before its hedge was sent (a hedge is a copy against slowness, not a retry). Once the
 //! phase is over, or its request has gone (killed while it waited), no hedge is sent. With
@@ -51,6 +51,22 @@
 //! histogram ([`Estimate`]): no hedge until [`HEDGE_WARMUP`] answers, and T recomputed every
 //! [`HEDGE_EVERY`] answers after. Without `hedge`, a fan-out makes no draw and keeps no state
 //! more than before.
+//!
+//! `cancel` (`"queued"` or `true`; `false`, the default, cancels nothing and changes nothing):
+//! a fan-out cancels the copies it no longer needs: a hedged call's other copy when one
+//! answers, and every copy still out when the phase is over (done or failed). A copy the
+//! callee has answered already (its answer on its way) is not cancelled: it comes, `late`.
+//! One held in the callee's router's queue leaves it; one on its way to a dyno, or in a
+//! dyno's backlog, is marked (its `client` NONE, its caller's index freed) and dropped where
+//! it reaches the dyno or leaves the backlog, before a thread takes it (`threads.rs`): a lazy
+//! mark, as a server drops a request whose client has closed its connection when it comes to
+//! it. With `true`, a copy on its thread is stopped there as `app.service_timeout` stops a
+//! request (its thread freed, a pool connection given back, a query already handed to a
+//! resource run on there), its own calls left to run on. Either way the callee measures it
+//! as no response and no error (its client has gone), and the caller counts it `cancelled`:
+//! `answered + late + cancelled = sent`. A cancel reaches the callee when the answer that
+//! ends the need reaches the caller: a thread freed by that answer has already taken the
+//! next copy in its backlog, which `"queued"` leaves to run.
 //!
 //! Not simulated yet: the stability verdict of a fleet with faults (each fleet runs to its
 //! end), and a trace of the services (the entry fleet's is recorded).
