@@ -192,6 +192,15 @@ def test_cancel_round_trips_through_run_and_a_bad_value_is_one_line(tmp_path, cl
                          env=env)
             assert result.returncode == 0, result.stderr
             assert "search calls" in result.stdout and "cancelled" in result.stdout
+    # A sweep over the key: the points that cancel report their copies cancelled, those that
+    # do not, none.
+    result = cli("sweep", str(path), "--vary", "request.phases.1.cancel=false,true", "--duration", "20s",
+                 "--replications", "2", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    assert [r["request.phases.1.cancel"] for r in rows] == [False, True]
+    assert rows[0]["services.search.calls.cancelled"] is None
+    assert rows[1]["services.search.calls.cancelled"] > 0
     path.write_text(text.replace(phase, '{ fanout = "search", count = 4, wait = "first", cancel = "yes" }'),
                     encoding="utf-8")
     result = cli("run", str(path), "--duration", "20s", cwd=tmp_path)
