@@ -356,11 +356,7 @@ impl Events {
     pub fn pop(&mut self) -> Option<(f64, Event)> {
         if let Some(a) = self.arrival {
             // Strictly before: at equal times the heap's event has the lower priority.
-            let first = match self.queue.next_time() {
-                None => true,
-                Some(t) => a.total_cmp(&t).is_lt(),
-            };
-            if first {
+            if self.queue.comes_first(a) {
                 self.arrival = None;
                 return Some((a, Event::Arrival));
             }

@@ -72,7 +72,7 @@
 //! end), and a trace of the services (the entry fleet's is recorded).
 
 use super::limit::Ended;
-use super::outbox::{Caller, Made, HEDGE_COPY};
+use super::outbox::{Answer, Caller, Made, HEDGE_COPY};
 use super::slab::{State, NONE};
 use super::trace::TraceRecorder;
 use super::{Simulation, Step, INTERRUPT_CHECK_EVERY};
@@ -84,7 +84,8 @@ use crate::scenario::Scenario;
 use hdrhistogram::Histogram;
 use rand_distr::{Distribution, Geometric};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
+use std::ops::Index;
 
 /// One fleet of the federation: its simulation, and what its call sites call.
 struct Tier<'s> {
@@ -225,12 +226,69 @@ impl Ord for Due {
     }
 }
 
+/// What waits for an answer, by its caller's (tier, request): a vector per tier indexed by the
+/// request's slab index (dense, and reused as the slab reuses it), where a hash map hashed
+/// each key on every call and answer.
+#[derive(Debug)]
+struct ByCaller<T> {
+    tiers: Vec<Vec<Option<T>>>,
+}
+
+impl<T> Default for ByCaller<T> {
+    fn default() -> Self {
+        ByCaller { tiers: Vec::new() }
+    }
+}
+
+impl<T> ByCaller<T> {
+    fn get(&self, &(tier, req): &(u32, u32)) -> Option<&T> {
+        self.tiers.get(tier as usize)?.get(req as usize)?.as_ref()
+    }
+
+    fn get_mut(&mut self, &(tier, req): &(u32, u32)) -> Option<&mut T> {
+        self.tiers
+            .get_mut(tier as usize)?
+            .get_mut(req as usize)?
+            .as_mut()
+    }
+
+    fn insert(&mut self, (tier, req): (u32, u32), value: T) {
+        let (tier, req) = (tier as usize, req as usize);
+        if self.tiers.len() <= tier {
+            self.tiers.resize_with(tier + 1, Vec::new);
+        }
+        let slots = &mut self.tiers[tier];
+        if slots.len() <= req {
+            slots.resize_with(req + 1, || None);
+        }
+        slots[req] = Some(value);
+    }
+
+    fn remove(&mut self, key: &(u32, u32)) -> Option<T> {
+        self.tiers
+            .get_mut(key.0 as usize)?
+            .get_mut(key.1 as usize)?
+            .take()
+    }
+}
+
+impl<T> Index<&(u32, u32)> for ByCaller<T> {
+    type Output = T;
+    fn index(&self, key: &(u32, u32)) -> &T {
+        self.get(key).expect("a caller that waits")
+    }
+}
+
 struct Federation<'s> {
     tiers: Vec<Tier<'s>>,
     /// The calls waiting for an answer, by their caller's (tier, request).
-    waiting: HashMap<(u32, u32), Waiting>,
+    waiting: ByCaller<Waiting>,
     /// The fan-outs waiting for their answers, by their caller's (tier, request).
-    fans: HashMap<(u32, u32), Fanning>,
+    fans: ByCaller<Fanning>,
+    /// The calls made and the answers given that `settle` carries, kept between its rounds
+    /// (so that neither they nor the fleets' outboxes allocate anew for each step).
+    made: Vec<Made>,
+    answers: Vec<Answer>,
     timeouts: BinaryHeap<Due>,
     seq: u64,
     /// Per tier (the entry's unused): what its callers' calls to it did.
@@ -342,8 +400,10 @@ fn federate(
         cancelled: vec![0; tiers.len()],
         cancels,
         tiers,
-        waiting: HashMap::new(),
-        fans: HashMap::new(),
+        waiting: ByCaller::default(),
+        fans: ByCaller::default(),
+        made: Vec::new(),
+        answers: Vec::new(),
         timeouts: BinaryHeap::new(),
         seq: 0,
     };
@@ -407,15 +467,21 @@ impl Federation<'_> {
                     continue;
                 }
                 moved = true;
-                let made = std::mem::take(&mut self.tiers[i].sim.outbox.made);
+                // Swapped with the federation's empty buffers: what the carrying makes this
+                // fleet put in its outbox waits for the next round.
+                let mut made = std::mem::take(&mut self.made);
+                std::mem::swap(&mut made, &mut self.tiers[i].sim.outbox.made);
                 let now = self.tiers[i].sim.now;
-                for call in made {
+                for call in made.drain(..) {
                     self.first_try(i, call, now)?;
                 }
-                let answers = std::mem::take(&mut self.tiers[i].sim.outbox.answers);
-                for answer in answers {
+                self.made = made;
+                let mut answers = std::mem::take(&mut self.answers);
+                std::mem::swap(&mut answers, &mut self.tiers[i].sim.outbox.answers);
+                for answer in answers.drain(..) {
                     self.answered(i, answer.caller, answer.ok, answer.at)?;
                 }
+                self.answers = answers;
             }
             if !moved {
                 return Ok(());
