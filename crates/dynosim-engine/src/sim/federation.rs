@@ -57,8 +57,9 @@
 //! shows its state before anything of a later instant, a call or an answer the federation
 //! carries to it included.
 //!
-//! Not simulated yet: the stability verdict of a fleet with faults (each fleet runs to its
-//! end).
+//! Faults in any fleet are judged at every fleet, over the same span (`services.rs`,
+//! `judge_faults_together`); each fleet runs to its end: a federation does not stop at its
+//! verdict.
 
 use super::outbox::{Answer, Caller, Made, HEDGE_COPY};
 use super::slab::{State, NONE};
@@ -380,7 +381,7 @@ impl Federation<'_> {
     fn run(&mut self, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<()> {
         let mut steps = 0u64;
         // The fleets run to their ends: no stability verdict stops them (see the module's
-        // comment).
+        // comment; each is judged from its own figures).
         let mut verdict_check = f64::INFINITY;
         loop {
             let mut next: Option<(f64, usize)> = None;
