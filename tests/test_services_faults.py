@@ -6,6 +6,8 @@ page's table gives. The spans and the window are checked in the engine's own tes
 import json
 import re
 
+import pytest
+
 from conftest import ROOT
 
 PAGE = ROOT / "docs" / "services.md"
@@ -43,3 +45,6 @@ def test_the_pages_map_has_the_pages_cells(tmp_path, cli):
     assert "| 40/s | 100% recovered, at once | 100%, after 4 min |" in table
     assert "| 70/s | 0% | 0% |" in table
     assert cells[0][0]["recovery_time"] == 0.0 and cells[0][1]["recovery_time"] == 240.0
+    # The load is the busiest fleet's, api's (70/s × 100 ms over 10 dynos), not the entry's
+    # (2,000 threads barely used).
+    assert [row[0]["offered_load"] for row in cells] == pytest.approx([0.4, 0.7], rel=1e-12)

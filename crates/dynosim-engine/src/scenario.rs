@@ -1345,6 +1345,15 @@ impl Scenario {
         !self.view.is_exact() && reads_loads(self.policy.knowledge())
     }
 
+    /// [`Scenario::offered_load`] of the whole app: with services, the busiest of its fleets'
+    /// (each service's at its rate from the traffic equations); without, the fleet's.
+    pub fn app_offered_load(&self) -> f64 {
+        self.services
+            .iter()
+            .map(|service| service.scenario.offered_load())
+            .fold(self.offered_load(), f64::max)
+    }
+
     /// The utilisation of the busiest part of the system at the arrival rate: every policy
     /// must reach it, and 1 or more is unstable. See [`Scenario::bottleneck`].
     pub fn offered_load(&self) -> f64 {
