@@ -344,8 +344,19 @@ fn parse_hedge(value: &Value, path: &str) -> Result<Hedge> {
     crate::params::check_duration(d.0, path).map(Hedge::After)
 }
 
+/// What the top-level fleet is called where the services are named beside it (`cost.entry.*`,
+/// a time series' `service` column): no service may take the name.
+pub const ENTRY: &str = "entry";
+
 /// A service name: it stands in key paths and figures (`services.search.fleet.dynos`).
 pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name == ENTRY {
+        return Err(Error::config(
+            format!("services.{name}"),
+            "\"entry\" names the top-level fleet (cost.entry.*, the time series' rows): give \
+             the service another name",
+        ));
+    }
     let ok = !name.is_empty()
         && name.len() <= 64
         && name

@@ -508,6 +508,9 @@ pub struct Utilisation {
 pub struct Trace {
     pub interval: f64,
     pub frames: Vec<Frame>,
+    /// A scenario with services: each service's trace, at the same times (None without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub services: Option<std::collections::BTreeMap<String, Trace>>,
 }
 
 #[derive(Debug, Clone, Serialize)]

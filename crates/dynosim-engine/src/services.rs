@@ -184,6 +184,45 @@ fn in_service(error: Error, name: &str, rate: f64) -> Error {
     }
 }
 
+/// The stability verdict of fleets that call one another: a fault in any fleet is judged at
+/// every fleet, the entry's (the whole request's goodput) and each service's. Each fleet's rule
+/// spans the first fault's start to the last fault's end over all the fleets; a fleet without
+/// faults of its own gets the rule of one with them (the same window, `run.recovery_window`),
+/// with an interval of its own (`run.recovery_interval`, or sized by its own rate when that is
+/// "auto" or left out). Nothing changes for a scenario without faults.
+pub(crate) fn judge_faults_together(entry: &mut Scenario, spec: &ScenarioSpec) {
+    let rules = std::iter::once(entry.stability.as_ref())
+        .chain(entry.services.iter().map(|s| s.scenario.stability.as_ref()))
+        .flatten();
+    let Some(template) = rules.clone().next().copied() else {
+        return;
+    };
+    let first = rules.clone().map(|r| r.first).fold(f64::INFINITY, f64::min);
+    let last = rules.map(|r| r.last).fold(f64::NEG_INFINITY, f64::max);
+    let auto = match &spec.run.recovery_interval {
+        None => true,
+        Some(Value::String(s)) => s == "auto",
+        Some(_) => false,
+    };
+    let judge = |scenario: &mut Scenario, rate: f64| {
+        let rule = scenario.stability.get_or_insert(crate::stability::Rule {
+            interval: if auto {
+                crate::stability::auto_interval(rate, template.window)
+            } else {
+                template.interval
+            },
+            ..template
+        });
+        rule.first = first;
+        rule.last = last;
+    };
+    let rate = entry.arrival_rate();
+    judge(entry, rate);
+    for service in &mut entry.services {
+        judge(&mut service.scenario, service.rate);
+    }
+}
+
 /// Sets each fleet's [`Scenario::call_hold`]: the mean time a request's thread waits on its
 /// calls, at least, so that a fleet's offered load and its stability check count the threads its
 /// calls hold. A call without `timeout` and a fan-out that waits for all its calls without

@@ -68,8 +68,14 @@
 //! ends the need reaches the caller: a thread freed by that answer has already taken the
 //! next copy in its backlog, which `"queued"` leaves to run.
 //!
-//! Not simulated yet: the stability verdict of a fleet with faults (each fleet runs to its
-//! end), and a trace of the services (the entry fleet's is recorded).
+//! A trace (`run --timeseries`, [`crate::trace_replication`]) records each fleet's frames: the
+//! entry's at the top, each service's under `services`, at the same times. A fleet's frame
+//! shows its state before anything of a later instant, a call or an answer the federation
+//! carries to it included.
+//!
+//! Faults in any fleet are judged at every fleet, over the same span (`services.rs`,
+//! `judge_faults_together`); each fleet runs to its end: a federation does not stop at its
+//! verdict.
 
 use super::limit::Ended;
 use super::outbox::{Answer, Caller, Made, HEDGE_COPY};
@@ -323,13 +329,16 @@ fn federate(
         .chain(s.services.iter().map(|service| &service.scenario))
         .collect();
     let mut tiers = Vec::with_capacity(scenarios.len());
-    let mut trace = trace;
-    for (i, &scenario) in scenarios.iter().enumerate() {
-        let mut sim = Simulation::<true, true>::build(
-            scenario,
-            replication,
-            if i == 0 { trace.take() } else { None },
-        )?;
+    // Each service's trace at the entry's times.
+    let mut recorders = Vec::with_capacity(scenarios.len());
+    for &scenario in &scenarios[1..] {
+        recorders.push(trace.as_ref().map(|t| t.like(scenario)).transpose()?);
+    }
+    let mut recorders = std::iter::once(trace).chain(recorders);
+    for &scenario in &scenarios {
+        let i = tiers.len();
+        let mut sim =
+            Simulation::<true, true>::build(scenario, replication, recorders.next().flatten())?;
         if i > 0 {
             sim.events.no_arrivals();
             sim.outbox.serves = true;
@@ -416,7 +425,7 @@ impl Federation<'_> {
     fn run(&mut self, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<()> {
         let mut steps = 0u64;
         // The fleets run to their ends: no stability verdict stops them (see the module's
-        // comment).
+        // comment; each is judged from its own figures).
         let mut verdict_check = f64::INFINITY;
         loop {
             let mut next: Option<(f64, usize)> = None;
@@ -904,13 +913,11 @@ impl Federation<'_> {
     /// Each fleet's figures: the entry's at the top, the services' under `services`.
     fn finish(self, s: &Scenario) -> Result<(ReplicationResult, Option<Trace>)> {
         let mut results = Vec::with_capacity(self.tiers.len());
-        let mut trace = None;
-        for (i, tier) in self.tiers.into_iter().enumerate() {
+        let mut traces = Vec::with_capacity(self.tiers.len());
+        for tier in self.tiers {
             let scenario = tier.sim.s;
             let (measures, end, t) = tier.sim.close(tier.window_end);
-            if i == 0 {
-                trace = t;
-            }
+            traces.push(t);
             let mut result = measures.finish(scenario, end);
             result.engine = crate::scenario::Engine::Events.name();
             results.push(result);
@@ -940,6 +947,17 @@ impl Federation<'_> {
             })
             .collect::<BTreeMap<_, _>>();
         entry.services = Some(services);
+        let mut traces = traces.into_iter();
+        let trace = traces.next().expect("the entry fleet").map(|mut t| {
+            t.services = Some(
+                s.services
+                    .iter()
+                    .zip(traces)
+                    .filter_map(|(service, t)| Some((service.name.clone(), t?)))
+                    .collect(),
+            );
+            t
+        });
         Ok((entry, trace))
     }
 }
@@ -949,6 +967,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     /// own, whose answer goes back to its caller (see `outbox.rs`), routed to another dyno
     /// than `avoid` while one is up (`NONE`: any). Returns the request's index.
     fn call_arrives(&mut self, now: f64, caller: Caller, avoid: u32) -> Result<u32> {
+        self.frames_before(now);
         self.now = now;
         let index = self.outbox.take(caller);
         self.outbox.avoid = avoid;
@@ -1003,6 +1022,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         if !(waiting || (running && on_thread)) {
             return false;
         }
+        self.frames_before(now);
         self.now = now;
         self.outbox.release(client);
         let e = &mut self.slab.entries[req as usize];
@@ -1049,9 +1069,19 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         }
     }
 
+    /// The frames due before `now`, when the federation is to change this fleet at `now` (as
+    /// a step does before its event).
+    #[inline]
+    fn frames_before(&mut self, now: f64) {
+        if self.trace.is_some() {
+            self.snapshot_until(now);
+        }
+    }
+
     /// The call that request `req` waits for on its thread is answered at `now`: its phase is
     /// over (or, killed meanwhile, its entry is freed).
     fn call_answered(&mut self, now: f64, req: u32) {
+        self.frames_before(now);
         self.now = now;
         self.timed_done(req);
     }
@@ -1059,6 +1089,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     /// The call that request `req` waits for failed for good at `now`: its app answers 500
     /// (`errors.call_failed`); a request killed meanwhile has its entry freed.
     fn call_failed(&mut self, now: f64, req: u32) {
+        self.frames_before(now);
         self.now = now;
         match self.slab.entries[req as usize].state {
             State::Timed => {
