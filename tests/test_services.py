@@ -156,3 +156,53 @@ def test_the_real_stack_refuses_what_it_cannot_run_of_services_in_one_line(tmp_p
     result = cli("testbed", str(path), "--duration", "10s", cwd=tmp_path)
     assert_one_line_error(result, "chain.toml", "request.phases[1].hedge")
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_cancel_round_trips_through_run_and_a_bad_value_is_one_line(tmp_path, cli):
+    """`cancel` on the page's fan-out (waiting for the first of its 4 calls): `describe()` shows
+    it, `dynosim run --json` reports `calls.cancelled` with every copy answered, late or
+    cancelled, `--wide` shows the column; `cancel = false` reports no such figure, and a bad
+    value is refused in one line naming its key path (exit code 2)."""
+    import json
+    import os
+    path = page_scenario(tmp_path, "fanout.toml")
+    text = path.read_text(encoding="utf-8")
+    phase = '{ fanout = "search", count = 4, wait = "all" }'
+    assert phase in text
+    for cancel, shown in (("true", True), ('"queued"', "queued"), ("false", False)):
+        path.write_text(text.replace(phase, f'{{ fanout = "search", count = 4, wait = "first", cancel = {cancel} }}'),
+                        encoding="utf-8")
+        assert Scenario.load(str(path)).describe()["calls"][0]["cancel"] == shown
+        result = cli("run", str(path), "--json", "--duration", "20s", "--replications", "2", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        (report,) = json.loads(result.stdout)["results"]
+        for ran in report["per_replication"]:
+            calls = ran["services"]["search"]["calls"]
+            if shown is False:
+                assert "cancelled" not in calls
+                assert calls["answered"] + calls["late"] == calls["sent"]
+            else:
+                assert calls["answered"] + calls["late"] + calls["cancelled"] == calls["sent"]
+                if shown is True:
+                    # Nothing queues long here: the three calls not waited for are stopped.
+                    assert calls["cancelled"] > 2 * calls["answered"]
+        if shown is True:
+            assert report["summary"]["services"]["search"]["calls"]["cancelled"]["mean"] > 0
+            env = dict(os.environ, COLUMNS="400")
+            result = cli("run", str(path), "--duration", "20s", "--replications", "2", "--wide", cwd=tmp_path,
+                         env=env)
+            assert result.returncode == 0, result.stderr
+            assert "search calls" in result.stdout and "cancelled" in result.stdout
+    # A sweep over the key: the points that cancel report their copies cancelled, those that
+    # do not, none.
+    result = cli("sweep", str(path), "--vary", "request.phases.1.cancel=false,true", "--duration", "20s",
+                 "--replications", "2", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    assert [r["request.phases.1.cancel"] for r in rows] == [False, True]
+    assert rows[0]["services.search.calls.cancelled"] is None
+    assert rows[1]["services.search.calls.cancelled"] > 0
+    path.write_text(text.replace(phase, '{ fanout = "search", count = 4, wait = "first", cancel = "yes" }'),
+                    encoding="utf-8")
+    result = cli("run", str(path), "--duration", "20s", cwd=tmp_path)
+    assert_one_line_error(result, "fanout.toml", "request.phases[1].cancel", '"queued"', 'got "yes"')

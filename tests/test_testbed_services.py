@@ -249,6 +249,10 @@ def test_the_loser_of_a_hedged_call_is_counted_late_and_its_copy_hedged():
 @pytest.mark.parametrize("change, path", [
     ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "hedge": "p95"}]}},
      "request.phases[1].hedge"),
+    ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "wait": "first", "cancel": "queued"}]}},
+     "request.phases[1].cancel"),
+    ({"request": {"phases": [{"io": "1ms"}, {"fanout": "search", "count": 4, "wait": "first", "cancel": True}]}},
+     "request.phases[1].cancel"),
     ({"services": {"search": {"fleet": {"dynos": 1}, "app": {"server": "puma"},
                               "service": {"distribution": "exponential", "mean": "10ms"}}}},
      "services.search.app.server"),

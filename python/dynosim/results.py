@@ -84,7 +84,7 @@ _NAMED = re.compile(r"^(resources\.[^.]+\.(utilisation|uses|(pool_wait|queue)\.(
 
 #: What the calls to a service did (``services.NAME.calls.*``, docs/services.md).
 CALL_METRICS: List[str] = ["sent", "answered", "errors", "timed_out", "timed_out_fraction", "retried", "hedged",
-                           "failed", "late"]
+                           "failed", "late", "cancelled"]
 
 
 def _service_metric(metric: str) -> Optional[str]:

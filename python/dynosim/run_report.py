@@ -48,9 +48,13 @@ def run_columns(rows: List[Tuple[str, PolicyResult]], labelled: bool) -> List[Co
             Column(f"{name} calls\ntimed out", _metric_or_nan(f"services.{name}.calls.timed_out_fraction"),
                    kind="percent", wide=True),
         ]
-        if any(_hedged(r, name) for _, r in rows):
+        if any(_called(r, name, "hedged") for _, r in rows):
             # Its hedged fan-outs' second copies, per replication.
             columns.append(Column(f"{name} calls\nhedged", _metric_or_nan(f"services.{name}.calls.hedged"),
+                                  wide=True))
+        if any(_called(r, name, "cancelled") for _, r in rows):
+            # The copies its fan-outs cancelled (`cancel`), per replication.
+            columns.append(Column(f"{name} calls\ncancelled", _metric_or_nan(f"services.{name}.calls.cancelled"),
                                   wide=True))
     if labelled:
         # A case's label usually says what its policy is: the policy column gives way early.
@@ -59,10 +63,11 @@ def run_columns(rows: List[Tuple[str, PolicyResult]], labelled: bool) -> List[Co
     return columns
 
 
-def _hedged(r: PolicyResult, name: str) -> bool:
-    """Whether the calls to service `name` were hedged at all (a hedged fan-out's copies)."""
+def _called(r: PolicyResult, name: str, figure: str) -> bool:
+    """Whether a figure of the calls to service `name` is not zero (``hedged``: a hedged
+    fan-out's copies; ``cancelled``: copies a fan-out cancelled)."""
     calls = ((r.summary.get("services") or {}).get(name) or {}).get("calls") or {}
-    return bool((calls.get("hedged") or {}).get("mean"))
+    return bool((calls.get(figure) or {}).get("mean"))
 
 
 def _fleet_dynos(row: Tuple[str, PolicyResult]) -> Any:

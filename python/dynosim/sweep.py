@@ -400,6 +400,14 @@ class Sweep:
                         source = _HEADER_FROM_DESCRIBE.get(col)
                         row[col] = described.get(source, math.nan) if source else math.nan
                 self.rows.append(row)
+        # A metric only some points report (`services.NAME.calls.cancelled` of the points that
+        # set `cancel`) is a column too, after the first point's.
+        known = set(self.columns)
+        for row in self.rows:
+            for col in row:
+                if col not in known:
+                    known.add(col)
+                    self.columns.append(col)
 
     @property
     def unusable(self) -> List[Dict[str, Any]]:

@@ -6,7 +6,12 @@ goodput (successful answers), so that a retry storm can be seen.
 
 Replication 0 of each policy (the same traffic for every policy), from time 0 (warm-up
 included) to the end of the measured window; the engine's trace gives cumulative counts and
-levels at every multiple of the interval (`_dynosim.trace` without per-dyno depths)."""
+levels at every multiple of the interval (`_dynosim.trace` without per-dyno depths).
+
+A scenario with services (`[services.NAME]`) has a series per fleet: a `service` column after
+`policy`, "entry" for the top-level fleet's rows (its `response_p95` the whole request's) and
+NAME for each service's (its arrivals are the calls it took, hedges included). Without
+services the columns are as they were."""
 
 from __future__ import annotations
 
@@ -27,6 +32,22 @@ COLUMNS = ["case", "policy", "time", "arrivals_per_s", "responses_per_s", "error
            "router_waiting", "dyno_waiting", "busy_threads",
            "response_p95", "dynos_up", "dynos_booting", "dynos_draining", "autoscale_metric",
            "offered", "goodput"]
+
+#: The column a scenario with services adds after ``policy``: which fleet a row is of.
+SERVICE_COLUMN = "service"
+
+#: What the top-level fleet is called in that column (as in ``cost.entry.*``).
+ENTRY = "entry"
+
+
+def columns(rows: Sequence[Dict[str, Any]]) -> List[str]:
+    """The CSV's columns for ``rows``: :data:`COLUMNS`, with :data:`SERVICE_COLUMN` after
+    ``policy`` when the rows are of a scenario with services."""
+    if not any(SERVICE_COLUMN in r for r in rows):
+        return list(COLUMNS)
+    i = COLUMNS.index("policy") + 1
+    return [*COLUMNS[:i], SERVICE_COLUMN, *COLUMNS[i:]]
+
 
 #: Most intervals a series may have (each is a row per policy).
 MAX_INTERVALS = 1_000_000
@@ -72,28 +93,40 @@ def series(scenario: Scenario, policies: Sequence[str], interval: float | None =
     until = count * step * (1 + 1e-9) + step * 1e-6
     rows: List[Dict[str, Any]] = []
     for policy, variant in zip(policies, variants):
-        frames = json.loads(variant._call(_dynosim.trace, step, until, False))["frames"][: count + 1]
-        for before, now in zip(frames, frames[1:]):
-            rows.append({
-                "case": case, "policy": policy, "time": round(float(now["time"]), 9),
-                "arrivals_per_s": (now["arrived"] - before["arrived"]) / step,
-                "responses_per_s": (now["completed"] - before["completed"]) / step,
-                "errors_per_s": (now["failed"] - before["failed"]) / step,
-                **{f"{kind}_per_s": (now["errors"][kind] - before["errors"][kind]) / step for kind in ERROR_KINDS[1:]},
-                "router_waiting": int(now["router_waiting"]), "dyno_waiting": int(now["dyno_waiting"]),
-                "busy_threads": int(now["busy"]),
-                # Of the answers in the interval (empty when none); the fleet at its end; the
-                # autoscaler's metric as its rule last saw it (empty without one).
-                "response_p95": _or_empty(now["response_p95"]),
-                "dynos_up": int(now["dynos_up"]), "dynos_booting": int(now["dynos_booting"]),
-                "dynos_draining": int(now["dynos_draining"]),
-                "autoscale_metric": _or_empty(now["autoscale_metric"]),
-                # Tries sent per second, first tries and the clients' and routers' retries (the
-                # arrivals without them); successful answers per second (`responses_per_s`, under
-                # the name the stability verdict judges).
-                "offered": (now["tries"] - before["tries"]) / step,
-                "goodput": (now["completed"] - before["completed"]) / step,
-            })
+        trace = json.loads(variant._call(_dynosim.trace, step, until, False))
+        services = trace.get("services")
+        fleets = [(None, trace)] if services is None else [(ENTRY, trace), *sorted(services.items())]
+        for service, fleet in fleets:
+            rows.extend(_rows(fleet["frames"][: count + 1], step, case, policy, service))
+    return rows
+
+
+def _rows(frames: Sequence[Dict[str, Any]], step: float, case: str, policy: str,
+          service: str | None) -> List[Dict[str, Any]]:
+    """One fleet's rows from its frames (with ``service`` named when not None)."""
+    rows: List[Dict[str, Any]] = []
+    named = {} if service is None else {SERVICE_COLUMN: service}
+    for before, now in zip(frames, frames[1:]):
+        rows.append({
+            "case": case, "policy": policy, **named, "time": round(float(now["time"]), 9),
+            "arrivals_per_s": (now["arrived"] - before["arrived"]) / step,
+            "responses_per_s": (now["completed"] - before["completed"]) / step,
+            "errors_per_s": (now["failed"] - before["failed"]) / step,
+            **{f"{kind}_per_s": (now["errors"][kind] - before["errors"][kind]) / step for kind in ERROR_KINDS[1:]},
+            "router_waiting": int(now["router_waiting"]), "dyno_waiting": int(now["dyno_waiting"]),
+            "busy_threads": int(now["busy"]),
+            # Of the answers in the interval (empty when none); the fleet at its end; the
+            # autoscaler's metric as its rule last saw it (empty without one).
+            "response_p95": _or_empty(now["response_p95"]),
+            "dynos_up": int(now["dynos_up"]), "dynos_booting": int(now["dynos_booting"]),
+            "dynos_draining": int(now["dynos_draining"]),
+            "autoscale_metric": _or_empty(now["autoscale_metric"]),
+            # Tries sent per second, first tries and the clients' and routers' retries (the
+            # arrivals without them); successful answers per second (`responses_per_s`, under
+            # the name the stability verdict judges).
+            "offered": (now["tries"] - before["tries"]) / step,
+            "goodput": (now["completed"] - before["completed"]) / step,
+        })
     return rows
 
 
@@ -115,16 +148,16 @@ def figure(rows: Sequence[Dict[str, Any]], title: str) -> Any:
     """Panels sharing the time axis: rates, waiting requests, busy threads; when requests
     were retried, also the load offered (tries sent) against the goodput; when the fleet changes
     size, also the dynos up (booting dotted) and the response p95 per interval; a line per
-    (case, policy). The time axis is in seconds, or hours and minutes for a run longer than
+    (case, policy), and per fleet with services. The time axis is in seconds, or hours and minutes for a run longer than
     two hours (:mod:`dynosim.time_axis`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    groups: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["case"], r["policy"]), []).append(r)
+        groups.setdefault((r["case"], r["policy"], r.get(SERVICE_COLUMN, "")), []).append(r)
     changing = any(r["dynos_booting"] or r["dynos_draining"] for r in rows) or len(
         {r["dynos_up"] for r in rows}) > 1
     # Tries beyond the first: the offered load parts from the arrivals.
@@ -133,11 +166,13 @@ def figure(rows: Sequence[Dict[str, Any]], title: str) -> Any:
     fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(9, 2 + 2 * len(names)), squeeze=False)
     panel = dict(zip(names, axes[:, 0]))
     rates, waiting, busy = panel["rates"], panel["waiting"], panel["busy"]
-    for (case, policy), rs in groups.items():
+    for (case, policy, service), rs in groups.items():
         label = f"{case}: {policy}" if case else policy
+        if service:
+            label = f"{label}: {service}"
         t = [r["time"] for r in rs]
         line, = rates.plot(t, [r["responses_per_s"] for r in rs], label=f"{label}: responses")
-        if groups and (case, policy) == next(iter(groups)):
+        if groups and (case, policy, service) == next(iter(groups)):
             rates.plot(t, [r["arrivals_per_s"] for r in rs], color="grey", linestyle=":", label="arrivals")
         if any(r["errors_per_s"] for r in rs):
             rates.plot(t, [r["errors_per_s"] for r in rs], color=line.get_color(), linestyle="--",
@@ -184,6 +219,6 @@ def plot_path(path: Path) -> Path:
 def write(rows: Sequence[Dict[str, Any]], path: Path, title: str) -> List[Path]:
     """The CSV at ``path`` and its plot beside it (:func:`plot_path`), both or neither."""
     picture = plot_path(path)
-    write_files({path: lambda tmp: tmp.write_text(csv_text(COLUMNS, rows), encoding="utf-8"),
+    write_files({path: lambda tmp: tmp.write_text(csv_text(columns(rows), rows), encoding="utf-8"),
                  picture: lambda tmp: plot(rows, tmp, title)}, option="--timeseries")
     return [path, picture]

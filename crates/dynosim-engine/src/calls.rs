@@ -33,6 +33,7 @@ pub enum Call {
         count: Count,
         wait: Wait,
         hedge: Option<Hedge>,
+        cancel: Cancel,
     },
 }
 
@@ -88,6 +89,21 @@ pub enum Hedge {
     After(f64),
     /// After the callee's response time at this percentile ("p95": 95.0), as the caller sees it.
     Percentile(f64),
+}
+
+/// What a fan-out cancels of the calls it no longer needs (a hedge's loser, the calls a
+/// `wait = "first"` or k-of-n fan-out did not wait for, those still out when the phase failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cancel {
+    /// `cancel = false` (the default): nothing; they run on for nobody, answered late.
+    #[default]
+    Nothing,
+    /// `cancel = "queued"`: a call that no thread has taken yet (in its router's queue, on its
+    /// way, in a dyno's backlog) is dropped unserved; one already on a thread runs on.
+    Queued,
+    /// `cancel = true`: also a call already on its thread is stopped at once, its thread
+    /// freed (as the app's own timeout stops a request).
+    Running,
 }
 
 /// A call phase of a request: the key path of its table (`request.phases[1]`, without the
@@ -164,8 +180,9 @@ pub(crate) fn parse(table: &Map<String, Value>, here: &str) -> Result<Call> {
         }
         (false, _) => {
             allow(
-                &["fanout", "count", "wait", "hedge"],
-                "{ fanout = \"NAME\", count = 10, wait = \"all\", hedge = \"p95\" }",
+                &["fanout", "count", "wait", "hedge", "cancel"],
+                "{ fanout = \"NAME\", count = 10, wait = \"all\", hedge = \"p95\", cancel = \
+                 \"queued\" }",
             )?;
             let count = match table.get("count") {
                 None => {
@@ -187,11 +204,27 @@ pub(crate) fn parse(table: &Map<String, Value>, here: &str) -> Result<Call> {
                 None | Some(Value::Bool(false)) => None,
                 Some(v) => Some(parse_hedge(v, &key("hedge"))?),
             };
+            let cancel = match table.get("cancel") {
+                None | Some(Value::Bool(false)) => Cancel::Nothing,
+                Some(Value::Bool(true)) => Cancel::Running,
+                Some(Value::String(s)) if s == "queued" => Cancel::Queued,
+                Some(v) => {
+                    return Err(Error::config(
+                        key("cancel"),
+                        format!(
+                            "expected false (run on for nobody), \"queued\" (drop the calls no \
+                             thread has taken yet) or true (stop them on their threads too), got \
+                             {v}"
+                        ),
+                    ))
+                }
+            };
             Ok(Call::Fanout {
                 service: name("fanout")?,
                 count,
                 wait,
                 hedge,
+                cancel,
             })
         }
     }
@@ -311,8 +344,19 @@ fn parse_hedge(value: &Value, path: &str) -> Result<Hedge> {
     crate::params::check_duration(d.0, path).map(Hedge::After)
 }
 
+/// What the top-level fleet is called where the services are named beside it (`cost.entry.*`,
+/// a time series' `service` column): no service may take the name.
+pub const ENTRY: &str = "entry";
+
 /// A service name: it stands in key paths and figures (`services.search.fleet.dynos`).
 pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name == ENTRY {
+        return Err(Error::config(
+            format!("services.{name}"),
+            "\"entry\" names the top-level fleet (cost.entry.*, the time series' rows): give \
+             the service another name",
+        ));
+    }
     let ok = !name.is_empty()
         && name.len() <= 64
         && name

@@ -271,7 +271,7 @@ fn header<R>(scenario: &Scenario, summary: Value, per_replication: Vec<R>) -> Ru
         routers: scenario.routers,
         arrival_rate: scenario.arrival_rate(),
         service_mean: scenario.service.mean(),
-        offered_load: scenario.offered_load(),
+        offered_load: scenario.app_offered_load(),
         relaxation_time: scenario.relaxation_time(),
         duration: scenario.duration,
         warmup: scenario.warmup,

@@ -121,6 +121,12 @@ pub struct CallFigures {
     /// Answers that came after their caller stopped waiting: the callee's work done for
     /// nobody.
     pub late: u64,
+    /// Copies a fan-out cancelled once it no longer needed them (`cancel = "queued"` or
+    /// `true`): dropped before a thread took them, or (`true`) stopped on their thread; they
+    /// never answer. `answered + late + cancelled = sent`. Written only when a call site of
+    /// the service sets `cancel` (a scenario without it reports what it did before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<u64>,
 }
 
 /// A fleet that changes size, over the measured window.
@@ -502,6 +508,9 @@ pub struct Utilisation {
 pub struct Trace {
     pub interval: f64,
     pub frames: Vec<Frame>,
+    /// A scenario with services: each service's trace, at the same times (None without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub services: Option<std::collections::BTreeMap<String, Trace>>,
 }
 
 #[derive(Debug, Clone, Serialize)]

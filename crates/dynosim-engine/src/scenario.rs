@@ -1013,7 +1013,13 @@ impl Scenario {
             None | Some([]) => Faults::default(),
             Some(specs) => Faults::build(specs, &names, window)?,
         };
-        let stability = Self::stability_of(run, &faults, rate, window)?;
+        // A service's faults are judged at every fleet, the entry's too (`services.rs`).
+        let faults_in_services = spec.services.as_ref().is_some_and(|tiers| {
+            tiers
+                .values()
+                .any(|t| t.faults.as_ref().is_some_and(|f| !f.is_empty()))
+        });
+        let stability = Self::stability_of(run, &faults, rate, window, faults_in_services)?;
         let scenario = Scenario {
             name: spec.name.clone().unwrap_or_else(|| "scenario".into()),
             workload,
@@ -1096,14 +1102,19 @@ impl Scenario {
 
     /// The stability verdict's rule for a run with faults (None without): `run.recovery_window`
     /// and `run.recovery_interval` checked against the run and the faults; `rate` is the
-    /// arrival rate that sizes an automatic interval.
+    /// arrival rate that sizes an automatic interval. `faults_in_services`: a service has
+    /// faults, which give this fleet its rule once the services are built (`services.rs`).
     fn stability_of(
         run: &RunSpec,
         faults: &Faults,
         rate: f64,
         (start, end): (f64, f64),
+        faults_in_services: bool,
     ) -> Result<Option<stability::Rule>> {
         let Some((first, last)) = faults.span() else {
+            if faults_in_services {
+                return Ok(None);
+            }
             for (given, key) in [
                 (run.recovery_window.is_some(), "run.recovery_window"),
                 (run.recovery_interval.is_some(), "run.recovery_interval"),
@@ -1332,6 +1343,15 @@ impl Scenario {
     /// their own counts: only a policy that reads loads does.
     pub fn reads_board(&self) -> bool {
         !self.view.is_exact() && reads_loads(self.policy.knowledge())
+    }
+
+    /// [`Scenario::offered_load`] of the whole app: with services, the busiest of its fleets'
+    /// (each service's at its rate from the traffic equations); without, the fleet's.
+    pub fn app_offered_load(&self) -> f64 {
+        self.services
+            .iter()
+            .map(|service| service.scenario.offered_load())
+            .fold(self.offered_load(), f64::max)
     }
 
     /// The utilisation of the busiest part of the system at the arrival rate: every policy

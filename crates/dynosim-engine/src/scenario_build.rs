@@ -33,6 +33,7 @@ impl Scenario {
         if spec.services.is_some() || !scenario.calls.is_empty() {
             scenario.services = crate::services::build(spec, &scenario, base_dir, interrupted)?;
             crate::services::set_call_holds(&mut scenario);
+            crate::services::judge_faults_together(&mut scenario, spec);
         }
         scenario.check_engine()?;
         scenario.check_memory()?;

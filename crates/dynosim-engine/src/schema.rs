@@ -1570,8 +1570,11 @@ const KEYS_BEFORE_LIMITS: &[Key] = &[
                   `wait` have answered (\"all\", the default; \"first\"; or k, 1 to N); \
                   `hedge` (a duration > 0, or a percentile of the callee's response time such \
                   as \"p95\"; false or left out: none) sends a second copy of a call still \
-                  unanswered after it, to another dyno; the first answer wins. Calls and \
-                  fan-outs are simulated: see docs/services.md",
+                  unanswered after it, to another dyno; the first answer wins. `cancel` \
+                  (false, the default: the calls a fan-out no longer needs run on for nobody; \
+                  \"queued\": those no thread has taken yet are dropped; true: those on their \
+                  threads are stopped too) applies to a hedge's loser and the calls `wait` \
+                  left. Calls and fan-outs are simulated: see docs/services.md",
     },
     // --- [[request.class]]
     Key {

@@ -3,7 +3,7 @@
 //! ([`crate::calls`]) checked as a whole: every call names a service, no cycle, every service
 //! called. Each service gets the rate of calls the traffic equations give it, and is described.
 
-use crate::calls::{Call, CallSite, Count, Hedge, Wait};
+use crate::calls::{Call, CallSite, Cancel, Count, Hedge, Wait};
 use crate::error::{Error, Result};
 use crate::request::RequestSpec;
 use crate::scenario::{ArrivalsSpec, RunSpec, Scenario, ScenarioSpec, Service};
@@ -181,6 +181,45 @@ fn in_service(error: Error, name: &str, rate: f64) -> Error {
             }
         }
         other => other,
+    }
+}
+
+/// The stability verdict of fleets that call one another: a fault in any fleet is judged at
+/// every fleet, the entry's (the whole request's goodput) and each service's. Each fleet's rule
+/// spans the first fault's start to the last fault's end over all the fleets; a fleet without
+/// faults of its own gets the rule of one with them (the same window, `run.recovery_window`),
+/// with an interval of its own (`run.recovery_interval`, or sized by its own rate when that is
+/// "auto" or left out). Nothing changes for a scenario without faults.
+pub(crate) fn judge_faults_together(entry: &mut Scenario, spec: &ScenarioSpec) {
+    let rules = std::iter::once(entry.stability.as_ref())
+        .chain(entry.services.iter().map(|s| s.scenario.stability.as_ref()))
+        .flatten();
+    let Some(template) = rules.clone().next().copied() else {
+        return;
+    };
+    let first = rules.clone().map(|r| r.first).fold(f64::INFINITY, f64::min);
+    let last = rules.map(|r| r.last).fold(f64::NEG_INFINITY, f64::max);
+    let auto = match &spec.run.recovery_interval {
+        None => true,
+        Some(Value::String(s)) => s == "auto",
+        Some(_) => false,
+    };
+    let judge = |scenario: &mut Scenario, rate: f64| {
+        let rule = scenario.stability.get_or_insert(crate::stability::Rule {
+            interval: if auto {
+                crate::stability::auto_interval(rate, template.window)
+            } else {
+                template.interval
+            },
+            ..template
+        });
+        rule.first = first;
+        rule.last = last;
+    };
+    let rate = entry.arrival_rate();
+    judge(entry, rate);
+    for service in &mut entry.services {
+        judge(&mut service.scenario, service.rate);
     }
 }
 
@@ -372,7 +411,11 @@ impl Scenario {
                         timeout, retries, ..
                     } => json!({"kind": "call", "timeout": timeout, "retries": retries}),
                     Call::Fanout {
-                        count, wait, hedge, ..
+                        count,
+                        wait,
+                        hedge,
+                        cancel,
+                        ..
                     } => json!({
                         "kind": "fanout",
                         "count": match count {
@@ -388,6 +431,11 @@ impl Scenario {
                             None => Value::Null,
                             Some(Hedge::After(t)) => json!(t),
                             Some(Hedge::Percentile(p)) => json!(format!("p{p}")),
+                        },
+                        "cancel": match cancel {
+                            Cancel::Nothing => json!(false),
+                            Cancel::Queued => json!("queued"),
+                            Cancel::Running => json!(true),
                         },
                     }),
                 };
@@ -477,6 +525,7 @@ mod tests {
                 count: Count::Fixed(10),
                 wait: Wait::All,
                 hedge: Some(Hedge::Percentile(95.0)),
+                cancel: Cancel::Nothing,
             }
         );
         // The traffic equations: 100/s at the entry, one call each to api, ten to search.
@@ -708,6 +757,55 @@ mod tests {
                 (got, want) => panic!("{hedge}: {:?} against {want:?}", got.map(|_| ())),
             }
         }
+    }
+
+    #[test]
+    fn cancel_is_false_queued_or_true() {
+        for (cancel, expected) in [
+            (None, Ok(Cancel::Nothing)),
+            (Some(json!(false)), Ok(Cancel::Nothing)),
+            (Some(json!("queued")), Ok(Cancel::Queued)),
+            (Some(json!(true)), Ok(Cancel::Running)),
+            (Some(json!("yes")), Err("got \"yes\"")),
+            (Some(json!("running")), Err("got \"running\"")),
+            (Some(json!(1)), Err("got 1")),
+        ] {
+            let mut doc = three_tier();
+            if let Some(c) = &cancel {
+                doc["services"]["api"]["request"]["phases"][1]["cancel"] = c.clone();
+            }
+            match (build(&doc), expected) {
+                (Ok(s), Ok(c)) => {
+                    match &s.services[0].scenario.calls[0].call {
+                        Call::Fanout { cancel, .. } => assert_eq!(*cancel, c),
+                        other => panic!("{other:?}"),
+                    }
+                    let described = s.description();
+                    let want = match c {
+                        Cancel::Nothing => json!(false),
+                        Cancel::Queued => json!("queued"),
+                        Cancel::Running => json!(true),
+                    };
+                    assert_eq!(described["calls"][1]["cancel"], want);
+                }
+                (Err(e), Err(text)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.starts_with(
+                            "services.api.request.phases[1].cancel: expected false (run on for \
+                             nobody), \"queued\""
+                        ) && e.ends_with(text)
+                            && !e.contains('\n'),
+                        "{cancel:?}: {e}"
+                    );
+                }
+                (got, want) => panic!("{cancel:?}: {:?} against {want:?}", got.map(|_| ())),
+            }
+        }
+        // A `call` takes no `cancel` (it has its `timeout`).
+        let mut doc = three_tier();
+        doc["request"]["phases"][1]["cancel"] = json!(true);
+        assert!(refused(&doc).starts_with("request.phases[1].cancel: unknown key \"cancel\""));
     }
 
     #[test]

@@ -625,3 +625,266 @@ fn a_hedge_goes_to_another_dyno_than_its_first_copy() {
         }
     }
 }
+
+/// The callee's busy time per call, from its utilisation: busy thread-seconds over the window
+/// (`utilisation.mean` × its threads × the window), over the calls the entry's requests sent
+/// in it (one phase each: the entry's requests answered in the window, which differ from
+/// those sent in it only by the few in flight at its edges).
+fn callee_busy_per_request(r: &ReplicationResult, threads: f64, window: f64) -> f64 {
+    api(r).fleet.utilisation.mean * threads * window / r.requests as f64
+}
+
+/// Every copy sent is answered in time, answered late, or cancelled (and never answers).
+fn assert_every_copy_accounted(r: &ReplicationResult) -> u64 {
+    let calls = &api(r).calls;
+    let cancelled = calls
+        .cancelled
+        .expect("a call site cancels: calls.cancelled is written");
+    assert_eq!(calls.answered + calls.late + cancelled, calls.sent);
+    cancelled
+}
+
+/// A hedge after T with nothing queueing, exponential service b, `cancel = true`: the winner's
+/// answer stops the loser at once. A call not hedged (S₁ ≤ T) works S₁; a hedged one works
+/// its first copy until R = min(S₁, T + S₂) and its second from T to R: 2R − T. Given S₁ > T,
+/// S₁ − T is exponential again (no memory), so R − T = min(S₁ − T, S₂) has mean b/2, and
+/// E[work] = E[S; S ≤ T] + P(S > T)(T + b) = b − (T + b)e^(−T/b) + e^(−T/b)(T + b) = b: the
+/// hedges cost nothing in expectation (E[R] + E[(R − T)⁺] = b(1 − p/2) + pb/2). Without
+/// cancelling, each loser runs to its end: b + P(S > T)·b. `cancel = "queued"` cancels
+/// nothing here (a copy is never queued) and works as `false` does.
+#[test]
+fn cancelling_a_hedges_loser_frees_its_work() {
+    let (b, t) = (0.1f64, 0.1f64);
+    let p = (-t / b).exp();
+    let threads = 4.0 * 1000.0;
+    for (cancel, seed, theory) in [
+        (json!(true), 91u64, b),
+        (json!(false), 92, b * (1.0 + p)),
+        (json!("queued"), 93, b * (1.0 + p)),
+    ] {
+        let doc = fan(
+            json!({"fanout": "api", "count": 1, "hedge": t, "cancel": cancel}),
+            b,
+            10,
+            seed,
+        );
+        let window = doc["run"]["duration"].as_f64().unwrap();
+        let s = build(&doc.to_string());
+        let report = run_ok(&s);
+        let busy =
+            Measured::over_replications(&report, |r| callee_busy_per_request(r, threads, window));
+        assert_matches(
+            &format!("cancel = {cancel}: callee work per call"),
+            busy,
+            theory,
+            0.03,
+        );
+        for r in &report.per_replication {
+            let calls = &api(r).calls;
+            if cancel == json!(false) {
+                assert_eq!(calls.cancelled, None);
+                assert_eq!(calls.late, calls.hedged);
+                continue;
+            }
+            let cancelled = assert_every_copy_accounted(r);
+            if cancel == json!(true) {
+                // Every loser stopped: none answers late.
+                assert_eq!((cancelled, calls.late), (calls.hedged, 0));
+            } else {
+                assert_eq!((cancelled, calls.late), (0, calls.hedged));
+            }
+        }
+        // The response law is the hedged one whatever happens to the loser.
+        let phase = Measured::over_replications(&report, |r| r.response.mean - OWN);
+        assert_matches(
+            &format!("cancel = {cancel}: mean hedged call time"),
+            phase,
+            b * (1.0 - p / 2.0),
+            0.03,
+        );
+    }
+}
+
+/// `wait = "first"` of n exponential calls (mean b), nothing queueing, `cancel = true`: the
+/// first answer, at the minimum M of n times (mean b/n), stops the n − 1 others then, so
+/// the callee works n·M per fan-out, n·b/n = b in expectation, against n·b when they run on.
+/// "queued" cancels nothing (every call has its thread at once).
+#[test]
+fn cancelling_the_calls_a_first_wait_leaves_costs_n_times_the_minimum() {
+    let (b, n) = (0.1f64, 4u32);
+    let threads = 4.0 * 1000.0;
+    for (cancel, seed, theory) in [
+        (json!(true), 101u64, b),
+        (json!(false), 102, f64::from(n) * b),
+        (json!("queued"), 103, f64::from(n) * b),
+    ] {
+        let doc = fan(
+            json!({"fanout": "api", "count": n, "wait": "first", "cancel": cancel}),
+            b,
+            10,
+            seed,
+        );
+        let window = doc["run"]["duration"].as_f64().unwrap();
+        let s = build(&doc.to_string());
+        let report = run_ok(&s);
+        let busy =
+            Measured::over_replications(&report, |r| callee_busy_per_request(r, threads, window));
+        assert_matches(
+            &format!("cancel = {cancel}: callee work per fan-out of {n}, first"),
+            busy,
+            theory,
+            0.03,
+        );
+        let phase = Measured::over_replications(&report, |r| r.response.mean - OWN);
+        assert_matches(
+            &format!("cancel = {cancel}: the phase lasts the minimum"),
+            phase,
+            b / f64::from(n),
+            0.03,
+        );
+        for r in &report.per_replication {
+            let calls = &api(r).calls;
+            if cancel == json!(false) {
+                assert_eq!(calls.cancelled, None);
+                continue;
+            }
+            let cancelled = assert_every_copy_accounted(r);
+            // Each fan-out has one answer in time and n − 1 others, cancelled or late.
+            let fans = calls.sent / u64::from(n);
+            if cancel == json!(true) {
+                assert!(calls.late <= u64::from(n), "late {}", calls.late);
+                assert!(cancelled + u64::from(n) >= fans * u64::from(n - 1));
+            } else {
+                assert_eq!(cancelled, 0);
+            }
+        }
+    }
+}
+
+/// `cancel = "queued"` on a saturated callee, deterministically: one client sends a request,
+/// waits for its answer and thinks 3 s; its fan-out of three calls waits for the first, on a
+/// callee of one dyno of one thread serving each call in D = 1 s (constant). The first call
+/// takes the thread; the other two wait in the dyno's backlog. At D the first answers, and
+/// the thread takes the second at once (the caller's cancel comes after the answer, as a
+/// real one would): the second is on its thread and runs on (late), the third, still
+/// queued, is dropped unserved. With `true`, the second is stopped too; with `false`, both
+/// run. Each fan-out finds the callee idle (3 s of thinking > the 2 s it may still work).
+/// The same whether the calls wait in the dyno's backlog (random routing) or in the router's
+/// queue (`intelligent`: one request per dyno, the others held).
+#[test]
+fn a_queued_cancel_drops_the_copies_no_thread_has_taken() {
+    let requests = 50u64;
+    for (cancel, cancelled, late, served, policy) in [
+        (json!("queued"), Some(1u64), 1u64, 1.5f64, "random"),
+        (json!(true), Some(2), 0, 1.0, "random"),
+        (json!(false), None, 2, 2.0, "random"),
+        (json!("queued"), Some(1u64), 1u64, 1.5f64, "intelligent"),
+        (json!(true), Some(2), 0, 1.0, "intelligent"),
+        (json!(false), None, 2, 2.0, "intelligent"),
+    ] {
+        let mut doc = chain(
+            1.0,
+            OWN,
+            json!({"fanout": "api", "count": 3, "wait": "first", "cancel": cancel}),
+            (1.0, 1, 1),
+            (10_000.0, 0.0, 1, 111),
+        );
+        doc["arrivals"] = json!({"process": "closed", "clients": 1, "think": 3.0,
+                                 "requests": requests});
+        doc["request"]["phases"][0] = json!({ "io": OWN });
+        doc["services"]["api"]["service"] = json!({"distribution": "constant", "value": 1.0});
+        doc["services"]["api"]["router"]["policy"] = json!(policy);
+        let s = build(&doc.to_string());
+        let r = run_replication(&s, 0, &never_interrupted).expect("runs");
+        let calls = &api(&r).calls;
+        assert_eq!(calls.sent, 3 * requests);
+        assert_eq!(calls.answered, requests);
+        assert_eq!(
+            calls.cancelled,
+            cancelled.map(|c| c * requests),
+            "cancel = {cancel}"
+        );
+        assert_eq!(calls.late, late * requests, "cancel = {cancel}");
+        if cancelled.is_some() {
+            assert_every_copy_accounted(&r);
+        }
+        // Every call arrived at the callee; those served to their end answered after D
+        // (the first), 2D (the second) and 3D (the third): their mean is `served` (a call
+        // stopped or dropped is no response of the callee's). Every request's answer came at D.
+        assert_eq!(api(&r).fleet.requests, 3 * requests);
+        let mean = api(&r).fleet.response_ok.mean;
+        assert!((mean - served).abs() < 1e-9, "cancel = {cancel}: {mean}");
+        assert!(
+            (r.response.mean - OWN - 1.0).abs() < 1e-9,
+            "response {}",
+            r.response.mean
+        );
+    }
+}
+
+/// `cancel = false` is the default: the same scenario with and without it gives the same
+/// JSON to the bit (and no `calls.cancelled`).
+#[test]
+fn cancel_false_is_no_cancel() {
+    let run = |call: Value| {
+        let s = build(&fan(call, 0.05, 1, 5).to_string());
+        serde_json::to_string(&run_replication(&s, 0, &never_interrupted).unwrap()).unwrap()
+    };
+    let without = run(json!({"fanout": "api", "count": 3, "wait": "first", "hedge": "10ms"}));
+    let with = run(
+        json!({"fanout": "api", "count": 3, "wait": "first", "hedge": "10ms", "cancel": false}),
+    );
+    assert_eq!(without, with);
+    assert!(!without.contains("cancelled"));
+    let cancelling =
+        run(json!({"fanout": "api", "count": 3, "wait": "first", "hedge": "10ms", "cancel": true}));
+    assert_ne!(without, cancelling);
+    assert!(cancelling.contains("\"cancelled\""));
+}
+
+/// Cancelling where every state meets it: a busy callee (about half its threads busy with
+/// the hedges, one thread a dyno, exponential service) whose calls wait at the router (`intelligent`) or in
+/// a small backlog that refuses them (random routing, `app.backlog`, retried elsewhere), with
+/// the callee's router timing calls out, hedges and k-of-n waits. Whatever happens, every
+/// copy sent is answered, late or cancelled, and cancelling takes work off the callee.
+#[test]
+fn cancelling_keeps_every_copy_accounted_for_under_load() {
+    for (policy, backlog) in [("intelligent", None), ("random", Some(2))] {
+        let mut busy = Vec::new();
+        for cancel in [json!(false), json!("queued"), json!(true)] {
+            let mut doc = chain(
+                10.0,
+                OWN,
+                json!({"fanout": "api", "count": 3, "wait": 2, "hedge": "50ms",
+                       "cancel": cancel}),
+                (0.05, 4, 1),
+                (300.0, 10.0, 1, 121),
+            );
+            doc["services"]["api"]["router"] = json!({"policy": policy, "timeout": 1.0});
+            if let Some(b) = backlog {
+                doc["services"]["api"]["fleet"] = json!({"dynos": 4});
+                doc["services"]["api"]["app"] =
+                    json!({"server": "generic", "model": "sync", "processes": 1, "backlog": b});
+            }
+            let s = build(&doc.to_string());
+            let r = run_replication(&s, 0, &never_interrupted).expect("runs");
+            let calls = &api(&r).calls;
+            if cancel != json!(false) {
+                let cancelled = assert_every_copy_accounted(&r);
+                assert!(cancelled > 0, "{policy}, cancel = {cancel}: none cancelled");
+            } else {
+                assert_eq!(calls.answered + calls.late, calls.sent);
+            }
+            eprintln!(
+                "{policy}, cancel = {cancel}: {calls:?}, callee utilisation {:.4}, errors {}",
+                api(&r).fleet.utilisation.mean,
+                api(&r).fleet.errors.total
+            );
+            busy.push(api(&r).fleet.utilisation.mean);
+        }
+        assert!(
+            busy[0] > busy[1] && busy[1] > busy[2],
+            "{policy}: utilisation without, queued, running: {busy:?}"
+        );
+    }
+}

@@ -252,7 +252,9 @@ fn json_value(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
 
 /// One replication of a scenario, snapshotted every `interval` s up to `until` s (JSON text:
 /// `{"interval": .., "frames": [{"time", "depth": [per dyno, or empty without per_dyno],
-/// "router_waiting", "dyno_waiting", "busy", "arrived", "queued", "completed", "failed"}, ..]}`).
+/// "router_waiting", "dyno_waiting", "busy", "arrived", "queued", "completed", "failed"}, ..]}`;
+/// with services, `"services": {NAME: {"interval", "frames"}}` too, each service's frames at
+/// the same times).
 #[pyfunction]
 #[pyo3(signature = (scenario_json, base_dir, interval, until, per_dyno = true))]
 fn trace(

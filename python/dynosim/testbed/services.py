@@ -164,6 +164,9 @@ def calls_of(scenario: Scenario, service: Optional[str] = None) -> Dict[int, Cal
             if isinstance(hedge, str) and hedge.startswith("p"):
                 raise scenario._error(f"{path}.hedge", "the testbed runs a hedge after a fixed time only (hedge = "
                                                        "\"20ms\"), not at a percentile of the answers")
+            if phase.get("cancel", False) is not False:
+                raise scenario._error(f"{path}.cancel", "the testbed does not cancel calls yet: leave cancel out "
+                                                        "(or false)")
             count = phase.get("count", 1)
             mean = None
             if isinstance(count, dict):  # the engine has checked it: { distribution = "geometric", mean = m }

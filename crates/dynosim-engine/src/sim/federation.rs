@@ -40,8 +40,8 @@
 //! (as its retry after a refusal does: re-drawn, then the least loaded other; a fleet of one
 //! dyno gets both copies, and a copy its router holds or a `router.cost` queues goes where a
 //! free thread is). One timer per fan-out, since its calls leave together. The first answer of
-//! the two is the call's; the other's, whenever it comes, is `late` (the loser is not
-//! cancelled: its work is done for nobody). An error answer of one copy while the other is
+//! the two is the call's; the other's, whenever it comes, is `late` (without `cancel`, the
+//! loser's work is done for nobody). An error answer of one copy while the other is
 //! still out waits for the other; the call fails when both have failed, or when its only copy
 //! fails before its hedge was sent (a hedge is a copy against slowness, not a retry). Once the
 //! phase is over, or its request has gone (killed while it waited), no hedge is sent. With
@@ -52,14 +52,37 @@
 //! [`HEDGE_EVERY`] answers after. Without `hedge`, a fan-out makes no draw and keeps no state
 //! more than before.
 //!
-//! Not simulated yet: the stability verdict of a fleet with faults (each fleet runs to its
-//! end), and a trace of the services (the entry fleet's is recorded).
+//! `cancel` (`"queued"` or `true`; `false`, the default, cancels nothing and changes nothing):
+//! a fan-out cancels the copies it no longer needs: a hedged call's other copy when one
+//! answers, and every copy still out when the phase is over (done or failed). A copy the
+//! callee has answered already (its answer on its way) is not cancelled: it comes, `late`.
+//! One held in the callee's router's queue leaves it; one on its way to a dyno, or in a
+//! dyno's backlog, is marked (its `client` NONE, its caller's index freed) and dropped where
+//! it reaches the dyno or leaves the backlog, before a thread takes it (`threads.rs`): a lazy
+//! mark, as a server drops a request whose client has closed its connection when it comes to
+//! it. With `true`, a copy on its thread is stopped there as `app.service_timeout` stops a
+//! request (its thread freed, a pool connection given back, a query already handed to a
+//! resource run on there), its own calls left to run on. Either way the callee measures it
+//! as no response and no error (its client has gone), and the caller counts it `cancelled`:
+//! `answered + late + cancelled = sent`. A cancel reaches the callee when the answer that
+//! ends the need reaches the caller: a thread freed by that answer has already taken the
+//! next copy in its backlog, which `"queued"` leaves to run.
+//!
+//! A trace (`run --timeseries`, [`crate::trace_replication`]) records each fleet's frames: the
+//! entry's at the top, each service's under `services`, at the same times. A fleet's frame
+//! shows its state before anything of a later instant, a call or an answer the federation
+//! carries to it included.
+//!
+//! Faults in any fleet are judged at every fleet, over the same span (`services.rs`,
+//! `judge_faults_together`); each fleet runs to its end: a federation does not stop at its
+//! verdict.
 
+use super::limit::Ended;
 use super::outbox::{Answer, Caller, Made, HEDGE_COPY};
 use super::slab::{State, NONE};
 use super::trace::TraceRecorder;
 use super::{Simulation, Step, INTERRUPT_CHECK_EVERY};
-use crate::calls::{Call, Count, Hedge, Wait};
+use crate::calls::{Call, Cancel, Count, Hedge, Wait};
 use crate::error::{Error, Result};
 use crate::result::{CallFigures, ErrorKind, ReplicationResult, ServiceFigures, Trace};
 use crate::rng::{SimRng, Stream};
@@ -129,11 +152,15 @@ struct Site {
     fan: Option<(Count, Wait)>,
     /// A fan-out's `hedge`.
     hedge: Option<Hedge>,
+    /// A fan-out's `cancel`.
+    cancel: Cancel,
 }
 
 /// A fan-out waiting for its answers: the caller's request's generation, its site, the calls
 /// sent, the successful answers it needs, and those (and the errors) it has had; a fan-out
 /// with a hedge timer, each of its calls (empty without).
+/// When its calls and (hedged) their second copies were sent: a copy is cancelled as its
+/// [`Caller`].
 #[derive(Debug, Clone)]
 struct Fanning {
     generation: u32,
@@ -143,15 +170,20 @@ struct Fanning {
     ok: u32,
     errors: u32,
     calls: Vec<Hedged>,
+    at: f64,
+    hedged_at: f64,
 }
 
-/// One call of a fan-out that may be hedged: the callee's request that carries its first copy
-/// (index and generation: its dyno is the one the hedge avoids), whether it has its answer
-/// (or failed), whether its hedge was sent, and whether one of its copies failed.
+/// One call of a fan-out that may be hedged or cancelled: the callee's request that carries
+/// its first copy (index and generation: its dyno is the one the hedge avoids, and the request
+/// a cancel stops), that of its second copy (once hedged), whether it has its answer (or
+/// failed), whether its hedge was sent, and whether one of its copies failed.
 #[derive(Debug, Clone, Copy)]
 struct Hedged {
     req: u32,
     generation: u32,
+    copy_req: u32,
+    copy_generation: u32,
     done: bool,
     hedged: bool,
     failed_once: bool,
@@ -267,6 +299,10 @@ struct Federation<'s> {
     seq: u64,
     /// Per tier (the entry's unused): what its callers' calls to it did.
     calls: Vec<CallFigures>,
+    /// Per tier: whether a call site that calls it cancels (its `calls.cancelled` is then
+    /// written), and the copies cancelled.
+    cancels: Vec<bool>,
+    cancelled: Vec<u64>,
 }
 
 impl Simulation<'_, true, true> {
@@ -293,13 +329,16 @@ fn federate(
         .chain(s.services.iter().map(|service| &service.scenario))
         .collect();
     let mut tiers = Vec::with_capacity(scenarios.len());
-    let mut trace = trace;
-    for (i, &scenario) in scenarios.iter().enumerate() {
-        let mut sim = Simulation::<true, true>::build(
-            scenario,
-            replication,
-            if i == 0 { trace.take() } else { None },
-        )?;
+    // Each service's trace at the entry's times.
+    let mut recorders = Vec::with_capacity(scenarios.len());
+    for &scenario in &scenarios[1..] {
+        recorders.push(trace.as_ref().map(|t| t.like(scenario)).transpose()?);
+    }
+    let mut recorders = std::iter::once(trace).chain(recorders);
+    for &scenario in &scenarios {
+        let i = tiers.len();
+        let mut sim =
+            Simulation::<true, true>::build(scenario, replication, recorders.next().flatten())?;
         if i > 0 {
             sim.events.no_arrivals();
             sim.outbox.serves = true;
@@ -323,15 +362,21 @@ fn federate(
                         retries,
                         fan: None,
                         hedge: None,
+                        cancel: Cancel::Nothing,
                     },
                     Call::Fanout {
-                        count, wait, hedge, ..
+                        count,
+                        wait,
+                        hedge,
+                        cancel,
+                        ..
                     } => Site {
                         callee,
                         timeout: None,
                         retries: 0,
                         fan: Some((count, wait)),
                         hedge,
+                        cancel,
                     },
                 }
             })
@@ -353,8 +398,16 @@ fn federate(
             estimates,
         });
     }
+    let mut cancels = vec![false; tiers.len()];
+    for tier in &tiers {
+        for site in &tier.sites {
+            cancels[site.callee] |= site.cancel != Cancel::Nothing;
+        }
+    }
     let mut federation = Federation {
         calls: vec![CallFigures::default(); tiers.len()],
+        cancelled: vec![0; tiers.len()],
+        cancels,
         tiers,
         waiting: ByCaller::default(),
         fans: ByCaller::default(),
@@ -372,7 +425,7 @@ impl Federation<'_> {
     fn run(&mut self, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<()> {
         let mut steps = 0u64;
         // The fleets run to their ends: no stability verdict stops them (see the module's
-        // comment).
+        // comment; each is judged from its own figures).
         let mut verdict_check = f64::INFINITY;
         loop {
             let mut next: Option<(f64, usize)> = None;
@@ -524,8 +577,12 @@ impl Federation<'_> {
             Wait::Some(k) => k.min(sent),
         };
         let mut calls = Vec::new();
-        if let Some(t) = hedge_after {
+        // Each call's request is kept to hedge it or to cancel it.
+        let keep = hedge_after.is_some() || site.cancel != Cancel::Nothing;
+        if keep {
             calls.reserve_exact(sent as usize);
+        }
+        if let Some(t) = hedge_after {
             self.seq += 1;
             self.timeouts.push(Due {
                 at: now + t,
@@ -549,10 +606,12 @@ impl Federation<'_> {
                 sent: now,
             };
             let req = self.tiers[callee].sim.call_arrives(now, caller, NONE)?;
-            if hedge_after.is_some() {
+            if keep {
                 calls.push(Hedged {
                     req,
                     generation: self.tiers[callee].sim.slab.entries[req as usize].generation,
+                    copy_req: NONE,
+                    copy_generation: 0,
                     done: false,
                     hedged: false,
                     failed_once: false,
@@ -569,6 +628,8 @@ impl Federation<'_> {
                 ok: 0,
                 errors: 0,
                 calls,
+                at: now,
+                hedged_at: f64::NAN,
             },
         );
         Ok(())
@@ -590,6 +651,7 @@ impl Federation<'_> {
             return Ok(());
         }
         let callee = self.tiers[tier].sites[due.site as usize].callee;
+        fan.hedged_at = due.at;
         for (i, call) in fan.calls.iter_mut().enumerate() {
             if call.done || call.hedged {
                 continue;
@@ -612,14 +674,17 @@ impl Federation<'_> {
                 try_no: i as u32 | HEDGE_COPY,
                 sent: due.at,
             };
-            sim.call_arrives(due.at, caller, avoid)?;
+            let copy = sim.call_arrives(due.at, caller, avoid)?;
+            call.copy_req = copy;
+            call.copy_generation = sim.slab.entries[copy as usize].generation;
         }
         Ok(())
     }
 
     /// Tier `callee` answered one of `caller`'s fan-out calls at `at`: the phase ends when it
     /// has the successful answers it needs (its request goes on), or fails when too few calls
-    /// are left to reach them.
+    /// are left to reach them. With `cancel`, a hedged call's answer cancels its other copy,
+    /// and the phase's end the copies still out.
     fn fan_answered(&mut self, callee: usize, caller: Caller, ok: bool, at: f64) {
         let tier = caller.tier as usize;
         if ok {
@@ -636,10 +701,13 @@ impl Federation<'_> {
             self.calls[callee].late += 1;
             return;
         };
+        let cancel = self.tiers[tier].sites[caller.site as usize].cancel;
         // A fan-out with a hedge timer: the call's first answer is its answer, but an error
         // while its other copy is still out waits for that copy.
         let mut waits_for_the_other = false;
-        if let Some(call) = fan.calls.get_mut((caller.try_no & !HEDGE_COPY) as usize) {
+        let place = caller.try_no & !HEDGE_COPY;
+        let mut loser = None;
+        if let Some(call) = fan.calls.get_mut(place as usize) {
             if call.done {
                 // The other copy's answer came first: this one is for nobody.
                 self.calls[callee].late += 1;
@@ -648,8 +716,32 @@ impl Federation<'_> {
             waits_for_the_other = !ok && call.hedged && !call.failed_once;
             call.failed_once |= !ok;
             call.done = !waits_for_the_other;
+            if ok && call.hedged && cancel != Cancel::Nothing {
+                // The other copy lost: cancelled.
+                loser = Some(if caller.try_no & HEDGE_COPY != 0 {
+                    (call.req, call.generation, place, fan.at)
+                } else {
+                    (
+                        call.copy_req,
+                        call.copy_generation,
+                        place | HEDGE_COPY,
+                        fan.hedged_at,
+                    )
+                });
+            }
         }
         self.calls[callee].answered += 1;
+        if let Some((req, generation, try_no, sent)) = loser {
+            let other = Caller {
+                try_no,
+                sent,
+                ..caller
+            };
+            self.cancel(callee, req, generation, &other, cancel, at);
+        }
+        let Some(fan) = self.fans.get_mut(&key) else {
+            unreachable!("the fan-out is still waiting");
+        };
         if waits_for_the_other {
             self.calls[callee].errors += 1;
             return;
@@ -657,7 +749,8 @@ impl Federation<'_> {
         if ok {
             fan.ok += 1;
             if fan.ok >= fan.need {
-                self.fans.remove(&key);
+                let fan = self.fans.remove(&key).expect("waiting");
+                self.cancel_the_rest(callee, &caller, &fan, cancel, at);
                 self.tiers[tier].sim.call_answered(at, caller.req);
             }
             return;
@@ -666,8 +759,74 @@ impl Federation<'_> {
         self.calls[callee].failed += 1;
         fan.errors += 1;
         if fan.errors > fan.sent - fan.need {
-            self.fans.remove(&key);
+            let fan = self.fans.remove(&key).expect("waiting");
+            self.cancel_the_rest(callee, &caller, &fan, cancel, at);
             self.tiers[tier].sim.call_failed(at, caller.req);
+        }
+    }
+
+    /// A fan-out's phase is over at `at`: with `cancel`, the copies of its calls still out
+    /// are cancelled (a call without its answer: its first copy, and its second if hedged).
+    fn cancel_the_rest(
+        &mut self,
+        callee: usize,
+        caller: &Caller,
+        fan: &Fanning,
+        cancel: Cancel,
+        at: f64,
+    ) {
+        if cancel == Cancel::Nothing {
+            return;
+        }
+        for (i, call) in fan.calls.iter().enumerate() {
+            if call.done {
+                continue;
+            }
+            let first = Caller {
+                try_no: i as u32,
+                sent: fan.at,
+                ..*caller
+            };
+            self.cancel(callee, call.req, call.generation, &first, cancel, at);
+            if call.hedged {
+                let second = Caller {
+                    try_no: i as u32 | HEDGE_COPY,
+                    sent: fan.hedged_at,
+                    ..*caller
+                };
+                self.cancel(
+                    callee,
+                    call.copy_req,
+                    call.copy_generation,
+                    &second,
+                    cancel,
+                    at,
+                );
+            }
+        }
+    }
+
+    /// Cancels the copy `caller` sent, request `req` of tier `callee` (of generation
+    /// `generation`), at `at`, if it has not answered yet and (`"queued"`) no thread has it:
+    /// counted as `cancelled`, it will not answer.
+    fn cancel(
+        &mut self,
+        callee: usize,
+        req: u32,
+        generation: u32,
+        caller: &Caller,
+        cancel: Cancel,
+        at: f64,
+    ) {
+        if req == NONE {
+            return;
+        }
+        let running = cancel == Cancel::Running;
+        if self.tiers[callee]
+            .sim
+            .cancel_call(at, req, generation, caller, running)
+        {
+            self.cancelled[callee] += 1;
         }
     }
 
@@ -754,13 +913,11 @@ impl Federation<'_> {
     /// Each fleet's figures: the entry's at the top, the services' under `services`.
     fn finish(self, s: &Scenario) -> Result<(ReplicationResult, Option<Trace>)> {
         let mut results = Vec::with_capacity(self.tiers.len());
-        let mut trace = None;
-        for (i, tier) in self.tiers.into_iter().enumerate() {
+        let mut traces = Vec::with_capacity(self.tiers.len());
+        for tier in self.tiers {
             let scenario = tier.sim.s;
             let (measures, end, t) = tier.sim.close(tier.window_end);
-            if i == 0 {
-                trace = t;
-            }
+            traces.push(t);
             let mut result = measures.finish(scenario, end);
             result.engine = crate::scenario::Engine::Events.name();
             results.push(result);
@@ -772,7 +929,9 @@ impl Federation<'_> {
             .iter()
             .zip(results)
             .zip(self.calls.into_iter().skip(1))
-            .map(|((service, fleet), mut calls)| {
+            .zip(self.cancels.iter().zip(&self.cancelled).skip(1))
+            .map(|(((service, fleet), mut calls), (&cancels, &cancelled))| {
+                calls.cancelled = cancels.then_some(cancelled);
                 calls.timed_out_fraction = if calls.sent > 0 {
                     calls.timed_out as f64 / calls.sent as f64
                 } else {
@@ -788,6 +947,17 @@ impl Federation<'_> {
             })
             .collect::<BTreeMap<_, _>>();
         entry.services = Some(services);
+        let mut traces = traces.into_iter();
+        let trace = traces.next().expect("the entry fleet").map(|mut t| {
+            t.services = Some(
+                s.services
+                    .iter()
+                    .zip(traces)
+                    .filter_map(|(service, t)| Some((service.name.clone(), t?)))
+                    .collect(),
+            );
+            t
+        });
         Ok((entry, trace))
     }
 }
@@ -797,6 +967,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     /// own, whose answer goes back to its caller (see `outbox.rs`), routed to another dyno
     /// than `avoid` while one is up (`NONE`: any). Returns the request's index.
     fn call_arrives(&mut self, now: f64, caller: Caller, avoid: u32) -> Result<u32> {
+        self.frames_before(now);
         self.now = now;
         let index = self.outbox.take(caller);
         self.outbox.avoid = avoid;
@@ -806,9 +977,111 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         Ok(req)
     }
 
+    /// Its caller no longer needs request `req` of generation `generation`, a call this fleet
+    /// took from `caller` (`cancel`: a hedge's loser, a call a fan-out did not wait for), at
+    /// `now`: one held in its router's queue leaves it; one on its way to a dyno or in a
+    /// dyno's backlog is marked (its `client` is NONE, its caller's index freed) and dropped
+    /// when it reaches the dyno or comes out of the backlog ([`Self::drop_cancelled`]); with
+    /// `running`, one on its thread is stopped as `app.service_timeout` stops a request (its
+    /// thread freed, a pool connection given back, a query handed to a resource run on there).
+    /// Nothing of it is measured as a response or an error: its client has gone. Returns
+    /// whether it was cancelled (it will not answer): not when it has answered already (its
+    /// answer on its way to the caller), nor, without `running`, when a thread has it.
+    fn cancel_call(
+        &mut self,
+        now: f64,
+        req: u32,
+        generation: u32,
+        caller: &Caller,
+        running: bool,
+    ) -> bool {
+        let e = &self.slab.entries[req as usize];
+        if e.generation != generation
+            || e.state == State::Free
+            || e.answered
+            || e.client == NONE
+            || !self.outbox.holds(e.client, caller)
+        {
+            return false;
+        }
+        let (state, client, router) = (e.state, e.client, e.router as usize);
+        let on_thread = matches!(
+            state,
+            State::Timed
+                | State::Hung(_)
+                | State::Cpu
+                | State::Thread
+                | State::PoolWait(_)
+                | State::ResourceQueue(_)
+                | State::ResourceService(_)
+        );
+        let waiting = matches!(
+            state,
+            State::Routing | State::AtRouter | State::Connecting | State::Retrying | State::Accept
+        );
+        if !(waiting || (running && on_thread)) {
+            return false;
+        }
+        self.frames_before(now);
+        self.now = now;
+        self.outbox.release(client);
+        let e = &mut self.slab.entries[req as usize];
+        e.client = NONE;
+        e.answered = true;
+        if on_thread {
+            self.stop_in_app(req);
+            return true;
+        }
+        if state == State::Routing {
+            if let Some(at) = self.routers.queues[router].iter().position(|&r| r == req) {
+                // Held in its router's queue: it leaves it (as a queue timeout drops it,
+                // answering nobody).
+                self.routers.queues[router].remove(at);
+                self.waiting_total -= 1;
+                self.routers.in_flight[router] -= 1;
+                self.limit_end_router(req, router, Ended::Ignored);
+                self.slab.entries[req as usize].router_done = true;
+                self.slab.release(req);
+            }
+        }
+        true
+    }
+
+    /// A call its caller cancelled (see [`Self::cancel_call`]) reached `dyno`, or (`admitted`)
+    /// came out of its backlog for a thread: dropped unserved, as a server drops a request
+    /// whose client has closed its connection. Its router stops counting it; no thread takes
+    /// it, and nothing of it is measured.
+    pub(super) fn drop_cancelled(&mut self, dyno: usize, req: u32, admitted: bool) {
+        let e = &mut self.slab.entries[req as usize];
+        let (router, router_done) = (e.router as usize, e.router_done);
+        e.router_done = true;
+        if admitted {
+            self.limit_end_dyno(req, dyno, Ended::Ignored);
+        }
+        if !router_done {
+            self.limit_end_router(req, router, Ended::Ignored);
+            self.count_done(router, dyno);
+            self.routers.in_flight[router] -= 1;
+        }
+        self.slab.release(req);
+        if !router_done {
+            self.drain_router(router);
+        }
+    }
+
+    /// The frames due before `now`, when the federation is to change this fleet at `now` (as
+    /// a step does before its event).
+    #[inline]
+    fn frames_before(&mut self, now: f64) {
+        if self.trace.is_some() {
+            self.snapshot_until(now);
+        }
+    }
+
     /// The call that request `req` waits for on its thread is answered at `now`: its phase is
     /// over (or, killed meanwhile, its entry is freed).
     fn call_answered(&mut self, now: f64, req: u32) {
+        self.frames_before(now);
         self.now = now;
         self.timed_done(req);
     }
@@ -816,6 +1089,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     /// The call that request `req` waits for failed for good at `now`: its app answers 500
     /// (`errors.call_failed`); a request killed meanwhile has its entry freed.
     fn call_failed(&mut self, now: f64, req: u32) {
+        self.frames_before(now);
         self.now = now;
         match self.slab.entries[req as usize].state {
             State::Timed => {

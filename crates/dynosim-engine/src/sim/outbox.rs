@@ -24,6 +24,9 @@ pub(super) struct Caller {
 /// call's place in the fan-out is in the bits below (at most `MAX_FANOUT`).
 pub(super) const HEDGE_COPY: u32 = 1 << 31;
 
+/// A free index's `tier` (no fleet has so many tiers).
+const FREE: u32 = u32::MAX;
+
 /// A call a request of this fleet makes now: its call site (an index in the scenario's
 /// `calls`).
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +93,22 @@ impl Outbox {
     /// error.
     pub fn answer(&mut self, index: u32, ok: bool, at: f64) {
         let caller = self.callers[index as usize];
-        self.free.push(index);
+        self.release(index);
         self.answers.push(Answer { caller, ok, at });
+    }
+
+    /// Whether `index` is still `caller`'s: its request has not answered it (nor been
+    /// cancelled), and the index was not given to another call since.
+    pub fn holds(&self, index: u32, caller: &Caller) -> bool {
+        self.callers
+            .get(index as usize)
+            .is_some_and(|c| c.tier != FREE && c == caller)
+    }
+
+    /// `index` is free again: its caller will have no answer through it (answered, or the
+    /// call cancelled).
+    pub fn release(&mut self, index: u32) {
+        self.callers[index as usize].tier = FREE;
+        self.free.push(index);
     }
 }

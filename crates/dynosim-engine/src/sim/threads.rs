@@ -20,6 +20,10 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     /// H13).
     #[inline(always)]
     pub(super) fn reach(&mut self, dyno: usize, req: u32) {
+        // A call its caller cancelled on its way (`cancel`, `federation.rs`): dropped here.
+        if EXTRAS && self.outbox.serves && self.slab.entries[req as usize].client == NONE {
+            return self.drop_cancelled(dyno, req, false);
+        }
         if Self::LIFECYCLE && self.dynos[dyno].closed {
             return self.raced(dyno, req);
         }
@@ -315,6 +319,20 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             self.fleet_levels();
         }
         if !Self::LIFECYCLE || self.dynos[dyno].up {
+            self.take_next(dyno, process);
+        }
+        if closed {
+            self.exit_if_idle(dyno);
+        }
+        self.idle_check(dyno);
+    }
+
+    /// The thread of `process` on `dyno` that a request has just left takes the next request
+    /// waiting (a process's own accept loop). A call its caller cancelled meanwhile
+    /// (`cancel`, `federation.rs`) is dropped as it comes out, as if it had left the thread at
+    /// once, and the thread takes the next.
+    fn take_next(&mut self, dyno: usize, process: u32) {
+        loop {
             let next = if !self.procs.greedy() {
                 self.slab.pop_front(&mut self.dynos[dyno].accept)
             } else {
@@ -334,17 +352,19 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
                     }
                 }
             };
-            if let Some(next) = next {
-                self.dynos[dyno].waiting -= 1;
-                self.waiting_total -= 1;
-                // The thread just freed takes it (a process's own accept loop).
-                self.start(dyno, process, next);
+            let Some(next) = next else {
+                return;
+            };
+            self.dynos[dyno].waiting -= 1;
+            self.waiting_total -= 1;
+            if EXTRAS && self.outbox.serves && self.slab.entries[next as usize].client == NONE {
+                self.drop_cancelled(dyno, next, true);
+                continue;
             }
+            // The thread just freed takes it.
+            self.start(dyno, process, next);
+            return;
         }
-        if closed {
-            self.exit_if_idle(dyno);
-        }
-        self.idle_check(dyno);
     }
 
     /// A request reached a dyno that had closed its listener (SIGTERM) since its router

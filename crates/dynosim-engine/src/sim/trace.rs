@@ -90,6 +90,12 @@ impl TraceRecorder {
         Trace {
             interval: self.interval,
             frames: self.frames,
+            services: None,
         }
+    }
+
+    /// A recorder of another fleet's frames (a service's) at the same times.
+    pub fn like(&self, scenario: &Scenario) -> Result<TraceRecorder> {
+        TraceRecorder::new(scenario, self.interval, self.until, self.per_dyno)
     }
 }
