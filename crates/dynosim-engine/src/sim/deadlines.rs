@@ -342,16 +342,7 @@ pub(super) fn live(entries: &[Request], statement: &[f64], kind: Kind, d: Deadli
         // On its worker still (answered with an error or not: the worker is busy with it).
         // The app's own timeout likewise: it raises inside a request the app is still working
         // on, whether or not its client has gone (not once its response has gone, `Overhead`).
-        Kind::Service | Kind::App => matches!(
-            e.state,
-            State::Timed
-                | State::Hung(_)
-                | State::Cpu
-                | State::Thread
-                | State::PoolWait(_)
-                | State::ResourceQueue(_)
-                | State::ResourceService(_)
-        ),
+        Kind::Service | Kind::App => e.state.on_thread(),
         // Replacements are checked when they come (see `Simulation::worker_boot`).
         Kind::WorkerBoot => true,
         // With its resource still, the same query: the one its resource took at the

@@ -1005,16 +1005,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             return false;
         }
         let (state, client, router) = (e.state, e.client, e.router as usize);
-        let on_thread = matches!(
-            state,
-            State::Timed
-                | State::Hung(_)
-                | State::Cpu
-                | State::Thread
-                | State::PoolWait(_)
-                | State::ResourceQueue(_)
-                | State::ResourceService(_)
-        );
+        let on_thread = state.on_thread();
         let waiting = matches!(
             state,
             State::Routing | State::AtRouter | State::Connecting | State::Retrying | State::Accept

@@ -42,6 +42,25 @@ pub(super) enum State {
     Free,
 }
 
+impl State {
+    /// Whether a request in this state holds its worker's thread (its app is working on it,
+    /// or waiting on its behalf): what `app.service_timeout` can stop, and a running call a
+    /// fan-out's `cancel = true` stops.
+    #[inline]
+    pub fn on_thread(self) -> bool {
+        matches!(
+            self,
+            State::Timed
+                | State::Hung(_)
+                | State::Cpu
+                | State::Thread
+                | State::PoolWait(_)
+                | State::ResourceQueue(_)
+                | State::ResourceService(_)
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Request {
     pub arrival: f64,
