@@ -545,3 +545,65 @@ fn replayed_traces_are_the_same_on_both_engines() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A plain scenario (one `[service]` hold, no timeout, no option of the router's or the app's
+/// on the request's path) runs on a loop that compiles out the checks the general loop makes
+/// per request (`sim/features.rs`). Made to take the general loop by a router timeout that
+/// never fires (its draws come from a stream of their own), it must report the very same
+/// figures, every one of them equal: a check compiled out that mattered, or a draw taken out
+/// of turn, changes some figure outright.
+#[test]
+fn the_plain_loop_reports_what_the_general_loop_does() {
+    for router in [
+        json!({"policy": "random"}),
+        json!({"policy": "intelligent"}),
+        json!({"policy": "power_of_d", "d": 2}),
+        json!({"policy": "least_connections"}),
+    ] {
+        let label = router["policy"].as_str().unwrap().to_string();
+        let plain = build(&scenario_json(
+            60.0,
+            quantiles(),
+            12,
+            2,
+            router.clone(),
+            (300.0, 30.0, 2, 7),
+        ));
+        let mut general = router.clone();
+        general["timeout"] = json!("100000h");
+        let general = build(&scenario_json(
+            60.0,
+            quantiles(),
+            12,
+            2,
+            general,
+            (300.0, 30.0, 2, 7),
+        ));
+        assert!(dynosim_engine::sim::plain_loop(&plain), "{label}: plain");
+        assert!(
+            !dynosim_engine::sim::plain_loop(&general),
+            "{label}: general"
+        );
+        for replication in 0..2 {
+            let run = |s| {
+                figures(
+                    &run_replication_on(Engine::Events, s, replication, &never_interrupted)
+                        .unwrap(),
+                )
+            };
+            let (a, b) = (run(&plain), run(&general));
+            assert_eq!(a.len(), b.len(), "{label}");
+            let mut queued = 0.0;
+            for ((key, x), (_, y)) in a.iter().zip(&b) {
+                if !key.contains("wall") {
+                    assert_eq!(x, y, "{label}, replication {replication}: {key}");
+                }
+                if key == ".queued_fraction" {
+                    queued = *x;
+                }
+            }
+            // Requests queued: the dynos' queues (or the router's) were exercised.
+            assert!(queued > 0.05, "{label}: queued {queued}");
+        }
+    }
+}

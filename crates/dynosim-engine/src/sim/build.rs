@@ -30,14 +30,16 @@ use crate::measure::Measures;
 use crate::request::PhaseKind;
 use crate::scenario::{Scenario, Workload};
 
-impl<'s, const FEEDBACK: bool, const EXTRAS: bool> Simulation<'s, FEEDBACK, EXTRAS> {
+impl<'s, const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'s, FEEDBACK, EXTRAS, PLAIN>
+{
     /// Replication `replication` of `s`, ready to run; `trace`: a recorder of snapshots, if
     /// one is wanted.
     pub(super) fn build(
         s: &'s Scenario,
         replication: u64,
         trace: Option<TraceRecorder>,
-    ) -> Result<Simulation<'s, FEEDBACK, EXTRAS>> {
+    ) -> Result<Simulation<'s, FEEDBACK, EXTRAS, PLAIN>> {
         s.check_stable()?;
         super::features::check_measurement_build(s)?;
         // Dyno slots: the fleet's, or room for an autoscaled fleet's dynos to come and go; those
@@ -98,6 +100,12 @@ impl<'s, const FEEDBACK: bool, const EXTRAS: bool> Simulation<'s, FEEDBACK, EXTR
         assert!(
             EXTRAS || !sim.uses_extras(),
             "a scenario using the lifecycle, keys or a late view runs on the loop without them"
+        );
+        // Nor a plain one anything its loop compiles out.
+        assert!(
+            !PLAIN
+                || (!FEEDBACK && !EXTRAS && super::features::plain(s) && !sim.measures.detailed()),
+            "a scenario that is not plain runs on the plain loop"
         );
         sim.begin();
         Ok(sim)

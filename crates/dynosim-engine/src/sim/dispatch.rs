@@ -25,26 +25,34 @@ use crate::result::ErrorKind;
 /// boots or the router is full.
 const NO_DYNO_BACKOFF: f64 = 1e-3;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// A request arrives (from `client`, or NONE for the open workload): its class and phase
     /// times are drawn, then a router takes it.
     pub(super) fn arrive(&mut self, client: u32) -> u32 {
         let t = self.now;
         let req = self.slab.insert();
         let service = self.traffic.draw::<EXTRAS>(self.s, &mut self.slab, req);
-        if let Some(colocated) = &mut self.colocated {
+        if let Some(colocated) = self.colocated.as_mut().filter(|_| !PLAIN) {
             colocated.draw(self.s, req);
         }
         self.measures.arrived(t, service);
         // The patience of the router's queue and of the client, drawn for every request (the
         // same draws whatever the policy does with it).
         // (With routers of a cost, the queue's patience is drawn when the router is done.)
-        let patience = if self.s.router_cost.is_none() {
+        let patience = if PLAIN {
+            None
+        } else if self.s.router_cost.is_none() {
             self.draw_timeout(Kind::Queue)
         } else {
             None
         };
-        let client_patience = self.draw_timeout(Kind::Client);
+        let client_patience = if PLAIN {
+            None
+        } else {
+            self.draw_timeout(Kind::Client)
+        };
         self.first_try(req);
         self.send(req, client, service, patience, client_patience);
         req
@@ -71,7 +79,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         }
         let router = self.routers.pick();
         self.slab.entries[req as usize].begin_try(t, service, router as u32, client);
-        if let Some(cap) = self.s.max_in_flight {
+        if let Some(cap) = self.s.max_in_flight.filter(|_| !PLAIN) {
             if self.routers.in_flight[router] >= cap {
                 return self.refuse(req);
             }
@@ -88,7 +96,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
                 }
             }
         }
-        if self.s.router_cost.is_some() {
+        if !PLAIN && self.s.router_cost.is_some() {
             return self.queue_at_router(req, router);
         }
         self.route_request(req, router, patience);
@@ -346,7 +354,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     fn dispatch(&mut self, dyno: usize, req: u32) {
         // The router's timeout runs from its first try; its work on the request, on the
         // dyno's cores when it runs on the dyno's machine, goes with its first try too.
-        if self.slab.entries[req as usize].refusals == 0 {
+        if !PLAIN && self.slab.entries[req as usize].refusals == 0 {
             if let Some(t) = self.draw_timeout(Kind::Router) {
                 self.set_deadline(Kind::Router, self.now + t, req);
             }
@@ -367,7 +375,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         entry.dispatched = self.now;
         let router = entry.router as usize;
         self.count_sent(router, dyno);
-        if let Some(connect) = &self.s.connect {
+        if let Some(connect) = self.s.connect.as_ref().filter(|_| !PLAIN) {
             self.slab.entries[req as usize].state = State::Connecting;
             let at = self.now + connect.sample(&mut self.routers.connect_rng);
             self.events.schedule(at, CONNECTED, Event::Done { req });

@@ -15,7 +15,15 @@
 //! requests' keys (`arrivals.keys`), the late board the routers read under `router.view`. A
 //! fixed fleet of exact counts whose requests carry no key runs `Simulation::<_, false>`, where
 //! their checks on the hot path (`Self::LIFECYCLE`, `Self::KEYS`, `Self::VIEWS`, and the routers'
-//! and traffic's `EXTRAS`) are compiled out. Four loops in all, one chosen per run.
+//! and traffic's `EXTRAS`) are compiled out. Four loops for these two families.
+//!
+//! The third, `PLAIN` ([`plain`]): a run of neither family whose requests are each one
+//! `[service]` hold on a thread, in an open workload, and that sets none of the per-request
+//! options of the router and the app (a timeout of any kind, `router.connect`, `router.cost`,
+//! `router.colocated_cpu`, `router.max_in_flight`, `app.overhead`, greedy accept, a memory
+//! model). Its loop, `Simulation::<false, false, true>`, compiles out the checks of phases,
+//! deadlines, overhead, memory and the dyno model's levels on the request's path: the seed
+//! scenario's (docs/benchmarks.md). Five loops in all, one chosen per run.
 //!
 //! A feature added to the per-request path joins a family (its state is then built only where
 //! the family's constant holds: `Simulation::build` checks it) and guards its calls on the hot
@@ -25,6 +33,7 @@
 //! code compiled out: the engine crate's features `bench-no-lifecycle`, `bench-no-keys`,
 //! `bench-no-views`, for instruction counts only (docs/benchmarks.md).
 
+use crate::app::Accept;
 use crate::scenario::Scenario;
 
 /// Whether the scenario uses any of the feedback features (see the module's comment).
@@ -41,6 +50,28 @@ pub(super) fn feedback(s: &Scenario) -> bool {
         || s.resources
             .iter()
             .any(|r| r.timeout.is_some() || r.retries > 0)
+}
+
+/// Whether the run is a plain one (see the module's comment): every check that
+/// `Simulation::<false, false, true>` compiles out would find nothing to do.
+pub(super) fn plain(s: &Scenario) -> bool {
+    !feedback(s)
+        && !extras(s)
+        && !s.has_calls()
+        && s.request.is_none()
+        && !s.workload.is_closed()
+        && matches!(s.app.accept, Accept::Shared)
+        && s.app.overhead.is_none()
+        && s.app.timeout.is_none()
+        && !s.app.memory.is_modelled()
+        && !s.app.memory.counts_arenas()
+        && s.router_timeout.is_none()
+        && s.queue_timeout.is_none()
+        && s.client_timeout.is_none()
+        && s.connect.is_none()
+        && s.router_cost.is_none()
+        && s.colocated_cpu.is_none()
+        && s.max_in_flight.is_none()
 }
 
 /// Whether the scenario uses the lifecycle, keys or a late view (see the module's comment).

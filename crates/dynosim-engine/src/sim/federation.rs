@@ -95,7 +95,7 @@ use std::ops::Index;
 
 /// One fleet of the federation: its simulation, and what its call sites call.
 struct Tier<'s> {
-    sim: Simulation<'s, true, true>,
+    sim: Simulation<'s, true, true, false>,
     window_end: f64,
     /// Per call site of its scenario: the callee's tier, its `timeout` and `retries` (a
     /// `call`'s) or its count and wait (a fan-out's).
@@ -305,7 +305,7 @@ struct Federation<'s> {
     cancelled: Vec<u64>,
 }
 
-impl Simulation<'_, true, true> {
+impl Simulation<'_, true, true, false> {
     /// Runs replication `replication` of `s`, a scenario with services: the entry fleet's
     /// figures at the top, each service's under `services`. (An associated function, so that
     /// the run's entry points name `Simulation`, not this file.)
@@ -337,8 +337,11 @@ fn federate(
     let mut recorders = std::iter::once(trace).chain(recorders);
     for &scenario in &scenarios {
         let i = tiers.len();
-        let mut sim =
-            Simulation::<true, true>::build(scenario, replication, recorders.next().flatten())?;
+        let mut sim = Simulation::<true, true, false>::build(
+            scenario,
+            replication,
+            recorders.next().flatten(),
+        )?;
         if i > 0 {
             sim.events.no_arrivals();
             sim.outbox.serves = true;
@@ -962,7 +965,9 @@ impl Federation<'_> {
     }
 }
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// A call from `caller` arrives at this fleet (a service's) at `now`: a request of its
     /// own, whose answer goes back to its caller (see `outbox.rs`), routed to another dyno
     /// than `avoid` while one is up (`NONE`: any). Returns the request's index.

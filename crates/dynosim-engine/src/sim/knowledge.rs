@@ -14,7 +14,9 @@ use super::events::{Event, CONNECTED, VIEW};
 use super::Simulation;
 use crate::view::Update;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// `router` sends a request to `dyno`: it counts against the dyno from now on.
     #[inline]
     pub(super) fn count_sent(&mut self, router: usize, dyno: usize) {

@@ -24,7 +24,9 @@ use crate::result::ErrorKind;
 use crate::scenario::CYCLING_JITTER;
 use rand::Rng;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// `app.timeout`: the sync worker holding `req` is killed (its request fails), and
     /// replaced after `app.worker_boot_time`; meanwhile it takes no request.
     pub(super) fn kill_worker(&mut self, req: u32) {

@@ -18,7 +18,9 @@ use super::limit::Ended;
 use super::Simulation;
 use crate::result::ErrorKind;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// Request `req` ended at its router's limiter (`router`), as `how`.
     pub(super) fn limit_end_router(&mut self, req: u32, router: usize, how: Ended) {
         let Some(limits) = self.limits.as_deref_mut().filter(|_| FEEDBACK) else {

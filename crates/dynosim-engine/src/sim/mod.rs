@@ -194,7 +194,7 @@ enum Step {
 /// that concern's state (see the module's comment). `FEEDBACK`: whether the run's steps look
 /// at the feedback features at all (see `features.rs`): false for a scenario that uses none.
 /// `EXTRAS`: the same for the lifecycle, keys and a late view.
-struct Simulation<'s, const FEEDBACK: bool, const EXTRAS: bool> {
+struct Simulation<'s, const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool> {
     // The run's own: the scenario, the clock, the events, the requests in flight, the
     // observer, and what the run's loop keeps for itself.
     s: &'s Scenario,
@@ -262,13 +262,22 @@ struct Simulation<'s, const FEEDBACK: bool, const EXTRAS: bool> {
     outbox: Outbox,
 }
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// Whether the run's steps look at the lifecycle (an autoscaler fed, dynos closed or
     /// down), the requests' keys, the late board (see `features.rs`); each false in the loop
     /// without them, and in a measurement build that compiled that feature out.
     const LIFECYCLE: bool = EXTRAS && features::LIFECYCLE_CODE;
     const KEYS: bool = EXTRAS && features::KEYS_CODE;
     const VIEWS: bool = EXTRAS && features::VIEWS_CODE;
+}
+
+/// Whether a run of `scenario` on this engine takes the plain loop, whose request path
+/// compiles out what such a scenario never uses (see `features.rs`): for tests and
+/// measurements.
+pub fn plain_loop(scenario: &Scenario) -> bool {
+    !scenario.has_calls() && features::plain(scenario)
 }
 
 /// What a replication's state costs on this engine (see [`crate::state_size`]).
@@ -412,16 +421,27 @@ fn simulate_measures(
 ) -> Result<(Measures, f64, Option<Trace>)> {
     // One loop per family, chosen here once for the run (see `features.rs`).
     match (features::feedback(s), features::extras(s)) {
-        (true, true) => Simulation::<true, true>::build(s, replication, trace)?.run(interrupted),
-        (true, false) => Simulation::<true, false>::build(s, replication, trace)?.run(interrupted),
-        (false, true) => Simulation::<false, true>::build(s, replication, trace)?.run(interrupted),
+        (true, true) => {
+            Simulation::<true, true, false>::build(s, replication, trace)?.run(interrupted)
+        }
+        (true, false) => {
+            Simulation::<true, false, false>::build(s, replication, trace)?.run(interrupted)
+        }
+        (false, true) => {
+            Simulation::<false, true, false>::build(s, replication, trace)?.run(interrupted)
+        }
+        (false, false) if features::plain(s) => {
+            Simulation::<false, false, true>::build(s, replication, trace)?.run(interrupted)
+        }
         (false, false) => {
-            Simulation::<false, false>::build(s, replication, trace)?.run(interrupted)
+            Simulation::<false, false, false>::build(s, replication, trace)?.run(interrupted)
         }
     }
 }
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// Runs the events until none is left, or until `interrupted` says to stop; returns what
     /// was measured, when the window closed, and the trace.
     fn run(
@@ -584,7 +604,9 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     }
 }
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// A request that arrived at `arrival` was answered now (by its app or with an error), as
     /// the router logs it: for the autoscaler's response-time rules and the trace's p95.
     #[inline]

@@ -16,7 +16,9 @@ use crate::request::PhaseKind;
 use crate::resource_spec::{Discipline, PoolScope};
 use crate::result::ErrorKind;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// How many times longer the app's work beginning at `now` takes (a slowdown, `[[faults]]`;
     /// 1 in a run without the feedback features, whose steps never look: `features.rs`).
     #[inline]

@@ -23,7 +23,9 @@ use super::Simulation;
 use crate::breaker::Moved;
 use crate::result::ErrorKind;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// Try `req` is answered with `error` (its entry still holds what it was): its client
     /// sends it again after a backoff, or has the error for good: its request's figures, and
     /// a closed-loop client's next send (no sooner than `at_least`).

@@ -14,7 +14,9 @@ use super::Simulation;
 use crate::app::Accept;
 use crate::result::ErrorKind;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// The request reaches its dyno: a thread takes it, or it waits for one; a dyno that got
     /// its SIGTERM since the router sent it there refuses it (it raced the dyno going down:
     /// H13).
@@ -30,7 +32,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         if FEEDBACK && self.limits.is_some() && !self.limit_admits_at_dyno(dyno, req) {
             return;
         }
-        if let Accept::Greedy { limit } = self.s.app.accept {
+        if let (false, Accept::Greedy { limit }) = (PLAIN, self.s.app.accept) {
             return self.accept_greedily(dyno, req, limit);
         }
         match self.procs.free(dyno, self.s.app.per_process) {
@@ -86,8 +88,10 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         } else {
             Gate::Open
         };
-        if let Some(t) = self.draw_timeout(Kind::App) {
-            self.set_deadline(Kind::App, now + t, req);
+        if !PLAIN {
+            if let Some(t) = self.draw_timeout(Kind::App) {
+                self.set_deadline(Kind::App, now + t, req);
+            }
         }
         if FEEDBACK {
             if let Some(t) = self.s.app.service_timeout {
@@ -95,7 +99,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             }
         }
         // A `[service]` hold: its time on the thread is known now.
-        let service = if self.phases {
+        let service = if !PLAIN && self.phases {
             0.0
         } else {
             let drawn = self.slab.entries[req as usize].service;
@@ -119,10 +123,10 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
                 scaling.threads(now, 1.0);
             }
         }
-        if entry.waited && (self.s.connect.is_some() || self.s.router_cost.is_some()) {
+        if !PLAIN && entry.waited && (self.s.connect.is_some() || self.s.router_cost.is_some()) {
             self.measures.waited(entry.arrival, now);
         }
-        if !self.phases {
+        if PLAIN || !self.phases {
             self.measures.started(dyno, entry.arrival, now, service);
             if let Gate::Refuse(_) = gate {
                 // Answered below, once the thread is counted.
@@ -138,6 +142,9 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
         if first {
             d.busy_processes += 1;
             self.procs.busy += 1;
+        }
+        if PLAIN {
+            return;
         }
         let m = &self.s.app.memory;
         let mut grow = 0.0;
@@ -211,7 +218,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
                     self.measures.goodput(now);
                 }
                 self.answered(arrival);
-                if self.measures.detailed() {
+                if !PLAIN && self.measures.detailed() {
                     self.measures.class_completed(class as usize, origin, now);
                 }
                 self.try_succeeded(arrival);
@@ -232,12 +239,14 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             }
             // A router on the dyno's machine relays the response (one that gave up on the
             // request, H12, has closed its connection to the dyno: nothing to relay).
-            if let Some(colocated) = &self.colocated {
+            if let Some(colocated) = self.colocated.as_ref().filter(|_| !PLAIN) {
                 let half = colocated.half(req);
                 self.cpu_add_colocated(dyno, half);
             }
         }
-        self.prune_deadlines();
+        if !PLAIN {
+            self.prune_deadlines();
+        }
         // A request the app stopped with an event of its own still to come (a timed wait's
         // end, a query its resource runs on: `app.service_timeout`) keeps its entry for that
         // event; its thread goes on with a copy.
@@ -245,7 +254,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             State::Dead | State::Orphan(_) if FEEDBACK => self.thread_copy(req),
             _ => req,
         };
-        match &self.s.app.overhead {
+        match self.s.app.overhead.as_ref().filter(|_| !PLAIN) {
             None => self.free_thread(req),
             Some(overhead) => {
                 let time = overhead.sample(&mut self.procs.overhead_rng);
@@ -299,20 +308,21 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
             d.busy_processes -= 1;
             self.procs.busy -= 1;
         }
-        if self.phases {
+        if !PLAIN && self.phases {
             self.measures.held(dyno, start, now);
         }
         let (abandoned_at, arrival, cpu_left) = (entry.abandoned_at, entry.arrival, entry.cpu_left);
-        if abandoned_at.is_finite() {
+        if !PLAIN && abandoned_at.is_finite() {
             self.measures
                 .wasted_thread(arrival, now - abandoned_at.max(start));
             self.measures.wasted_cpu(arrival, cpu_left);
         }
         self.slab.release(req);
-        if self.phases {
+        if !PLAIN && self.phases {
             self.contention(dyno, process);
         }
-        if self.memory.modelled {
+        if PLAIN {
+        } else if self.memory.modelled {
             let grow = -self.s.app.memory.request;
             self.memory_changed(dyno, grow);
         } else if emptied && self.measures.detailed() {
@@ -333,7 +343,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> 
     /// once, and the thread takes the next.
     fn take_next(&mut self, dyno: usize, process: u32) {
         loop {
-            let next = if !self.procs.greedy() {
+            let next = if PLAIN || !self.procs.greedy() {
                 self.slab.pop_front(&mut self.dynos[dyno].accept)
             } else {
                 // Greedy: the process's own queue first (it holds one fewer); else a

@@ -22,7 +22,9 @@ use crate::result::ErrorKind;
 /// done with (see `Queue::compact`): small fleets never sweep.
 const COMPACT_SLACK: usize = 1024;
 
-impl<const FEEDBACK: bool, const EXTRAS: bool> Simulation<'_, FEEDBACK, EXTRAS> {
+impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
+    Simulation<'_, FEEDBACK, EXTRAS, PLAIN>
+{
     /// A timeout of `kind` for one request, if the scenario sets one.
     #[inline]
     pub(super) fn draw_timeout(&mut self, kind: Kind) -> Option<f64> {
