@@ -1,5 +1,7 @@
 //! One long replication of the seed-study scenario, for profilers:
-//! `cargo run --release -p dynosim-engine --example profile -- random 60 [auto|events]`.
+//! `cargo run --release -p dynosim-engine --example profile -- random 60 [auto|events]
+//! [ROUTER_TIMEOUT]`: the scenario's `router.timeout` is off unless given (Heroku's default
+//! is "30s").
 use dynosim_engine::{never_interrupted, run_replication_on, Engine, Scenario};
 use std::path::Path;
 fn main() {
@@ -19,6 +21,9 @@ fn main() {
     doc["router"]["policy"] = policy.into();
     doc["run"]["duration"] = (minutes * 60.0).into();
     doc["run"]["warmup"] = 0.into();
+    if let Some(timeout) = args.get(4) {
+        doc["router"]["timeout"] = timeout.as_str().into();
+    }
     let s = Scenario::from_json(&doc.to_string(), Path::new("."), &never_interrupted).unwrap();
     let t = std::time::Instant::now();
     let r = run_replication_on(engine, &s, 0, &never_interrupted).unwrap();

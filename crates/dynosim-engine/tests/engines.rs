@@ -546,64 +546,59 @@ fn replayed_traces_are_the_same_on_both_engines() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A plain scenario (one `[service]` hold, no timeout, no option of the router's or the app's
-/// on the request's path) runs on a loop that compiles out the checks the general loop makes
-/// per request (`sim/features.rs`). Made to take the general loop by a router timeout that
-/// never fires (its draws come from a stream of their own), it must report the very same
-/// figures, every one of them equal: a check compiled out that mattered, or a draw taken out
-/// of turn, changes some figure outright.
+/// A plain scenario (one `[service]` hold, no timeout but the router's, no option of the
+/// router's or the app's on the request's path) runs on a loop that compiles out the checks
+/// the general loop makes per request (`sim/features.rs`). Made to take the general loop by a
+/// client timeout that never fires (its draws come from a stream of their own), it must report
+/// the very same figures, every one of them equal, with the router's timeout off and with one
+/// that fires (H12): a check compiled out that mattered, or a draw taken out of turn, changes
+/// some figure outright.
 #[test]
 fn the_plain_loop_reports_what_the_general_loop_does() {
-    for router in [
-        json!({"policy": "random"}),
-        json!({"policy": "intelligent"}),
-        json!({"policy": "power_of_d", "d": 2}),
-        json!({"policy": "least_connections"}),
-    ] {
-        let label = router["policy"].as_str().unwrap().to_string();
-        let plain = build(&scenario_json(
-            60.0,
-            quantiles(),
-            12,
-            2,
-            router.clone(),
-            (300.0, 30.0, 2, 7),
-        ));
-        let mut general = router.clone();
-        general["timeout"] = json!("100000h");
-        let general = build(&scenario_json(
-            60.0,
-            quantiles(),
-            12,
-            2,
-            general,
-            (300.0, 30.0, 2, 7),
-        ));
-        assert!(dynosim_engine::sim::plain_loop(&plain), "{label}: plain");
-        assert!(
-            !dynosim_engine::sim::plain_loop(&general),
-            "{label}: general"
-        );
-        for replication in 0..2 {
-            let run = |s| {
-                figures(
-                    &run_replication_on(Engine::Events, s, replication, &never_interrupted)
-                        .unwrap(),
-                )
-            };
-            let (a, b) = (run(&plain), run(&general));
-            assert_eq!(a.len(), b.len(), "{label}");
-            let mut queued = 0.0;
-            for ((key, x), (_, y)) in a.iter().zip(&b) {
-                if !key.contains("wall") {
-                    assert_eq!(x, y, "{label}, replication {replication}: {key}");
+    for router_timeout in ["off", "2s"] {
+        for policy in [
+            json!({"policy": "random"}),
+            json!({"policy": "intelligent"}),
+            json!({"policy": "power_of_d", "d": 2}),
+            json!({"policy": "least_connections"}),
+        ] {
+            let mut router = policy.clone();
+            router["timeout"] = json!(router_timeout);
+            let label = format!("{}, router.timeout {router_timeout}", policy["policy"]);
+            let json = scenario_json(60.0, quantiles(), 12, 2, router, (300.0, 30.0, 2, 7));
+            let plain = build(&json);
+            let mut general: Value = serde_json::from_str(&json).unwrap();
+            general["arrivals"]["timeout"] = json!("100000h");
+            let general = build(&general.to_string());
+            assert!(dynosim_engine::sim::plain_loop(&plain), "{label}: plain");
+            assert!(
+                !dynosim_engine::sim::plain_loop(&general),
+                "{label}: general"
+            );
+            for replication in 0..2 {
+                let run = |s| {
+                    let r = run_replication_on(Engine::Events, s, replication, &never_interrupted);
+                    figures(&r.unwrap())
+                };
+                let (a, b) = (run(&plain), run(&general));
+                assert_eq!(a.len(), b.len(), "{label}");
+                let (mut queued, mut h12) = (0.0, 0.0);
+                for ((key, x), (_, y)) in a.iter().zip(&b) {
+                    if !key.contains("wall") {
+                        assert_eq!(x, y, "{label}, replication {replication}: {key}");
+                    }
+                    if key == ".queued_fraction" {
+                        queued = *x;
+                    }
+                    if key == ".errors.h12" {
+                        h12 = *x;
+                    }
                 }
-                if key == ".queued_fraction" {
-                    queued = *x;
-                }
+                // The queues (the dynos' or the router's) were exercised, and the router's
+                // timeout fired where it was set.
+                assert!(queued > 0.05, "{label}: queued {queued}");
+                assert_eq!(h12 > 0.0, router_timeout != "off", "{label}: {h12} H12s");
             }
-            // Requests queued: the dynos' queues (or the router's) were exercised.
-            assert!(queued > 0.05, "{label}: queued {queued}");
         }
     }
 }

@@ -199,6 +199,9 @@ pub(super) struct Deadlines {
     pub statement: Vec<f64>,
     /// When the deadlines' event is scheduled, if it is.
     at: Option<f64>,
+    /// The kinds of [`PRUNED`] the scenario sets, in that order: what [`Deadlines::prune`]
+    /// looks at after every response (none, in a run without timeouts).
+    pruned: Vec<Kind>,
     /// The drawn timeouts' draws: the router's, the queue's, the client's, the app's (see
     /// [`Deadlines::draw`]; `app.service_timeout` is fixed and draws nothing).
     rngs: [SimRng; 4],
@@ -236,8 +239,14 @@ impl Deadlines {
             .iter()
             .any(|r| r.timeout.is_some())
             .then(|| Queue::new(false));
+        let queues = [router, queue, client, service, app, boots, statement];
+        let pruned = PRUNED
+            .into_iter()
+            .filter(|&kind| queues[kind as usize].is_some())
+            .collect();
         Deadlines {
-            queues: [router, queue, client, service, app, boots, statement],
+            queues,
+            pruned,
             statement: s
                 .resources
                 .iter()
@@ -295,14 +304,25 @@ impl Deadlines {
     /// [`Queue::compact`]); `entries`: the requests, which tell whether a deadline is live.
     #[inline(always)]
     pub fn prune(&mut self, entries: &[Request], bound: usize) {
-        let statement = &self.statement;
+        let Deadlines {
+            queues,
+            statement,
+            pruned,
+            ..
+        } = self;
         // A statement's heap is not swept: it holds the queries taken in the last timeout.
-        for kind in PRUNED {
-            if let Some(d) = self.queues[kind as usize].as_mut() {
+        for &kind in pruned.iter() {
+            if let Some(d) = queues[kind as usize].as_mut() {
                 d.prune(|d| live(entries, statement, kind, d));
                 d.compact(bound, |d| live(entries, statement, kind, d));
             }
         }
+    }
+
+    /// Whether any kind's deadlines are pruned (see [`Self::prune`]).
+    #[inline]
+    pub fn prunes(&self) -> bool {
+        !self.pruned.is_empty()
     }
 
     /// The earliest live deadline, dropping dead ones from the fronts; the deadlines' event is

@@ -353,12 +353,13 @@ impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
     #[inline]
     fn dispatch(&mut self, dyno: usize, req: u32) {
         // The router's timeout runs from its first try; its work on the request, on the
-        // dyno's cores when it runs on the dyno's machine, goes with its first try too.
-        if !PLAIN && self.slab.entries[req as usize].refusals == 0 {
+        // dyno's cores when it runs on the dyno's machine, goes with its first try too. (A
+        // plain run has no deadline but the router's, and no router on the dyno's machine.)
+        if (!PLAIN || self.deadlines.prunes()) && self.slab.entries[req as usize].refusals == 0 {
             if let Some(t) = self.draw_timeout(Kind::Router) {
                 self.set_deadline(Kind::Router, self.now + t, req);
             }
-            if let Some(colocated) = &self.colocated {
+            if let Some(colocated) = self.colocated.as_ref().filter(|_| !PLAIN) {
                 let half = colocated.half(req);
                 self.cpu_add_colocated(dyno, half);
             }

@@ -19,11 +19,13 @@
 //!
 //! The third, `PLAIN` ([`plain`]): a run of neither family whose requests are each one
 //! `[service]` hold on a thread, in an open workload, and that sets none of the per-request
-//! options of the router and the app (a timeout of any kind, `router.connect`, `router.cost`,
-//! `router.colocated_cpu`, `router.max_in_flight`, `app.overhead`, greedy accept, a memory
-//! model). Its loop, `Simulation::<false, false, true>`, compiles out the checks of phases,
-//! deadlines, overhead, memory and the dyno model's levels on the request's path: the seed
-//! scenario's (docs/benchmarks.md). Five loops in all, one chosen per run.
+//! options of the router and the app but the router's timeout (no timeout of the queue's, the
+//! client's or the app's, no `router.connect`, `router.cost`, `router.colocated_cpu`,
+//! `router.max_in_flight`, `app.overhead`, greedy accept, a memory model). Its loop,
+//! `Simulation::<false, false, true>`, compiles out the checks of phases, those deadlines,
+//! overhead, memory and the dyno model's levels on the request's path: the seed scenario's,
+//! with Heroku's 30 s router timeout or without (docs/benchmarks.md). Five loops in all, one
+//! chosen per run.
 //!
 //! A feature added to the per-request path joins a family (its state is then built only where
 //! the family's constant holds: `Simulation::build` checks it) and guards its calls on the hot
@@ -65,7 +67,6 @@ pub(super) fn plain(s: &Scenario) -> bool {
         && s.app.timeout.is_none()
         && !s.app.memory.is_modelled()
         && !s.app.memory.counts_arenas()
-        && s.router_timeout.is_none()
         && s.queue_timeout.is_none()
         && s.client_timeout.is_none()
         && s.connect.is_none()

@@ -244,9 +244,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
                 self.cpu_add_colocated(dyno, half);
             }
         }
-        if !PLAIN {
-            self.prune_deadlines();
-        }
+        self.prune_deadlines();
         // A request the app stopped with an event of its own still to come (a timed wait's
         // end, a query its resource runs on: `app.service_timeout`) keeps its entry for that
         // event; its thread goes on with a copy.
@@ -312,7 +310,8 @@ impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
             self.measures.held(dyno, start, now);
         }
         let (abandoned_at, arrival, cpu_left) = (entry.abandoned_at, entry.arrival, entry.cpu_left);
-        if !PLAIN && abandoned_at.is_finite() {
+        // A plain run's requests are abandoned only at their router's timeout (H12).
+        if (!PLAIN || self.deadlines.prunes()) && abandoned_at.is_finite() {
             self.measures
                 .wasted_thread(arrival, now - abandoned_at.max(start));
             self.measures.wasted_cpu(arrival, cpu_left);

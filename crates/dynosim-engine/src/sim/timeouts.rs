@@ -58,6 +58,9 @@ impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
     /// [`Self::next_timer`]).
     #[inline]
     pub(super) fn prune_deadlines(&mut self) {
+        if !self.deadlines.prunes() {
+            return;
+        }
         // Requests in flight (slab entries in use), and a sweep once a kind holds more than
         // eight times as many deadlines (see `Queue::compact`): a sweep reads each
         // deadline's request, a cache miss in a large fleet, so sweeping at twice made the
