@@ -6,14 +6,14 @@
 //! each look at every request: at its
 //! send, when a thread takes it, at its answer. A scenario that uses none of them should pay
 //! nothing for them (issue #36), so `Simulation` is generic over `FEEDBACK`, a constant, and
-//! the run is built as `Simulation::<true, _>` only when [`feedback`] says the scenario uses one
-//! of them: in `Simulation::<false, _>` each step's `if FEEDBACK { .. }` is compiled out, and the
+//! the run is built as `Simulation::<true, _, false>` only when [`feedback`] says the scenario uses one
+//! of them: in `Simulation::<false, _, _>` each step's `if FEEDBACK { .. }` is compiled out, and the
 //! loop is the one the engine had before they came.
 //!
 //! The second family, `EXTRAS` ([`extras`]): the lifecycle (an autoscaler fed by every
 //! request, dynos that close their listener or go down, and so no dyno up to route to), the
 //! requests' keys (`arrivals.keys`), the late board the routers read under `router.view`. A
-//! fixed fleet of exact counts whose requests carry no key runs `Simulation::<_, false>`, where
+//! fixed fleet of exact counts whose requests carry no key runs `Simulation::<_, false, _>`, where
 //! their checks on the hot path (`Self::LIFECYCLE`, `Self::KEYS`, `Self::VIEWS`, and the routers'
 //! and traffic's `EXTRAS`) are compiled out. Four loops for these two families.
 //!
