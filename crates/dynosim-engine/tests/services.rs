@@ -5,7 +5,7 @@
 mod common;
 
 use common::{assert_matches, assert_matches_with_allowance, build, run_ok, Measured};
-use dynosim_engine::{never_interrupted, run_replication, ReplicationResult};
+use dynosim_engine::{never_interrupted, run_replication, ReplicationResult, RunReport};
 use serde_json::{json, Value};
 
 /// An entry fleet whose requests do their own `io` (exponential, mean `own`), then call
@@ -634,6 +634,19 @@ fn callee_busy_per_request(r: &ReplicationResult, threads: f64, window: f64) -> 
     api(r).fleet.utilisation.mean * threads * window / r.requests as f64
 }
 
+/// Runs a fan-out of `call` to api (exponential calls of mean `b`, 10 replications, `seed`)
+/// and holds the callee's work per user request to `theory`; the report, for more checks.
+fn callee_work_matches(call: Value, b: f64, seed: u64, label: &str, theory: f64) -> RunReport {
+    let threads = 4.0 * 1000.0;
+    let doc = fan(call, b, 10, seed);
+    let window = doc["run"]["duration"].as_f64().unwrap();
+    let report = run_ok(&build(&doc.to_string()));
+    let busy =
+        Measured::over_replications(&report, |r| callee_busy_per_request(r, threads, window));
+    assert_matches(label, busy, theory, 0.03);
+    report
+}
+
 /// Every copy sent is answered in time, answered late, or cancelled (and never answers).
 fn assert_every_copy_accounted(r: &ReplicationResult) -> u64 {
     let calls = &api(r).calls;
@@ -656,28 +669,17 @@ fn assert_every_copy_accounted(r: &ReplicationResult) -> u64 {
 fn cancelling_a_hedges_loser_frees_its_work() {
     let (b, t) = (0.1f64, 0.1f64);
     let p = (-t / b).exp();
-    let threads = 4.0 * 1000.0;
     for (cancel, seed, theory) in [
         (json!(true), 91u64, b),
         (json!(false), 92, b * (1.0 + p)),
         (json!("queued"), 93, b * (1.0 + p)),
     ] {
-        let doc = fan(
+        let report = callee_work_matches(
             json!({"fanout": "api", "count": 1, "hedge": t, "cancel": cancel}),
             b,
-            10,
             seed,
-        );
-        let window = doc["run"]["duration"].as_f64().unwrap();
-        let s = build(&doc.to_string());
-        let report = run_ok(&s);
-        let busy =
-            Measured::over_replications(&report, |r| callee_busy_per_request(r, threads, window));
-        assert_matches(
             &format!("cancel = {cancel}: callee work per call"),
-            busy,
             theory,
-            0.03,
         );
         for r in &report.per_replication {
             let calls = &api(r).calls;
@@ -712,28 +714,17 @@ fn cancelling_a_hedges_loser_frees_its_work() {
 #[test]
 fn cancelling_the_calls_a_first_wait_leaves_costs_n_times_the_minimum() {
     let (b, n) = (0.1f64, 4u32);
-    let threads = 4.0 * 1000.0;
     for (cancel, seed, theory) in [
         (json!(true), 101u64, b),
         (json!(false), 102, f64::from(n) * b),
         (json!("queued"), 103, f64::from(n) * b),
     ] {
-        let doc = fan(
+        let report = callee_work_matches(
             json!({"fanout": "api", "count": n, "wait": "first", "cancel": cancel}),
             b,
-            10,
             seed,
-        );
-        let window = doc["run"]["duration"].as_f64().unwrap();
-        let s = build(&doc.to_string());
-        let report = run_ok(&s);
-        let busy =
-            Measured::over_replications(&report, |r| callee_busy_per_request(r, threads, window));
-        assert_matches(
             &format!("cancel = {cancel}: callee work per fan-out of {n}, first"),
-            busy,
             theory,
-            0.03,
         );
         let phase = Measured::over_replications(&report, |r| r.response.mean - OWN);
         assert_matches(
