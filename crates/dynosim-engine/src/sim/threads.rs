@@ -143,6 +143,8 @@ impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
             d.busy_processes += 1;
             self.procs.busy += 1;
         }
+        // A plain run has no memory, arenas, dyno-model levels or phases, and its gate is open
+        // (no faults): the `[service]` hold's end is scheduled above, and that is all.
         if PLAIN {
             return;
         }
@@ -321,6 +323,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
             self.contention(dyno, process);
         }
         if PLAIN {
+            // No memory, and no dyno-model levels to tell the observer.
         } else if self.memory.modelled {
             let grow = -self.s.app.memory.request;
             self.memory_changed(dyno, grow);
