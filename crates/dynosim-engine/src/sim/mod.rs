@@ -277,7 +277,7 @@ impl<const FEEDBACK: bool, const EXTRAS: bool, const PLAIN: bool>
 /// compiles out what such a scenario never uses (see `features.rs`): for tests and
 /// measurements.
 pub fn plain_loop(scenario: &Scenario) -> bool {
-    !scenario.has_calls() && features::plain(scenario)
+    features::plain(scenario)
 }
 
 /// What a replication's state costs on this engine (see [`crate::state_size`]).
