@@ -1,5 +1,14 @@
 //! Streaming statistics: sums for means, HDR histograms (microsecond resolution, 3 significant
 //! digits) for percentiles. Memory is independent of the number of requests.
+//!
+//! **Recording.** A [`TimeStats`] counts its values by the index of the HDR histogram's bucket
+//! they fall in ([`bucket`]), in an array of its own, and builds the `hdrhistogram` histogram
+//! from those counts when it is read ([`TimeStats::summary`]): the same histogram, bucket for
+//! bucket, as recording each value into it (a test holds the two equal, `==` as the crate
+//! defines it: its counts, minimum and maximum). A record is then a few instructions inline,
+//! where the crate's `record` is a call that also looks after resizing, clamping and the
+//! histogram's own minimum and maximum: on the seed scenario about 70 instructions a value, a
+//! value or two a request, a quarter of the direct engine's instructions (issue #36).
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -17,6 +26,40 @@ pub(crate) fn micros(seconds: f64) -> u64 {
 #[inline]
 pub(crate) fn seconds(micros: u64) -> f64 {
     micros as f64 / MICROS
+}
+
+/// The histograms' precision: 3 significant digits, values from 1 (a microsecond) up.
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// What `hdrhistogram` derives from [`SIGNIFICANT_DIGITS`] and a lowest value of 1: a
+/// bucket's sub-buckets (the first power of two at or above 2 × 10^3, 2^11), half of them
+/// (2^10), and the leading zeros of a value in the first bucket (64 − 11). A test checks
+/// [`bucket`] against the crate's own indexes.
+const HALF_MAGNITUDE: u32 = 10;
+const SUB_BUCKET_MASK: u64 = (1 << (HALF_MAGNITUDE + 1)) - 1;
+const LEADING_ZERO_BASE: u32 = 64 - (HALF_MAGNITUDE + 1);
+
+/// The index of the HDR histogram's bucket that holds `value`, as `hdrhistogram` computes it
+/// (`index_for`) for a histogram of [`SIGNIFICANT_DIGITS`] with a lowest value of 1: the
+/// power of two above the first bucket's range, then the value's place in that bucket's upper
+/// half.
+#[inline]
+fn bucket(value: u64) -> usize {
+    let power = LEADING_ZERO_BASE - (value | SUB_BUCKET_MASK).leading_zeros();
+    let sub = (value >> power) as usize;
+    ((power as usize + 1) << HALF_MAGNITUDE) + sub - (1 << HALF_MAGNITUDE)
+}
+
+/// The least value that [`bucket`] puts at `index` (every value of a bucket is recorded as
+/// the same one: the histogram keeps its count, and reports it by the bucket's bounds).
+fn least_value(index: usize) -> u64 {
+    let power = (index >> HALF_MAGNITUDE).saturating_sub(1);
+    let sub = if power == 0 {
+        index
+    } else {
+        (index & ((1 << HALF_MAGNITUDE) - 1)) + (1 << HALF_MAGNITUDE)
+    };
+    (sub as u64) << power
 }
 
 /// Mean, percentiles and maximum of a time, in seconds.
@@ -40,7 +83,9 @@ pub struct TimeStats {
     zeros: u64,
     sum: f64,
     max: f64,
-    histogram: Histogram<u64>,
+    /// The values above zero, counted by their HDR bucket ([`bucket`]); as long as the
+    /// greatest bucket recorded needs, in whole powers of two (as the histogram grows).
+    counts: Vec<u64>,
 }
 
 impl Default for TimeStats {
@@ -50,7 +95,7 @@ impl Default for TimeStats {
             zeros: 0,
             sum: 0.0,
             max: 0.0,
-            histogram: Histogram::new(3).expect("3 significant digits is valid"),
+            counts: Vec::new(),
         }
     }
 }
@@ -67,11 +112,42 @@ impl TimeStats {
         if seconds > self.max {
             self.max = seconds;
         }
-        // `record` grows the auto-resizing histogram; it fails only past its u64 range.
-        let micros = micros(seconds);
-        if self.histogram.record(micros).is_err() {
-            self.histogram.saturating_record(micros);
+        self.count_value(micros(seconds));
+    }
+
+    /// Counts a histogram value (microseconds) in its bucket.
+    #[inline]
+    fn count_value(&mut self, value: u64) {
+        let index = bucket(value);
+        match self.counts.get_mut(index) {
+            Some(count) => *count += 1,
+            None => self.grow_and_count(index),
         }
+    }
+
+    /// The first value of a bucket beyond the counts: they grow to the end of its power of
+    /// two, as the histogram would.
+    #[cold]
+    #[inline(never)]
+    fn grow_and_count(&mut self, index: usize) {
+        let end = ((index >> HALF_MAGNITUDE) + 1) << HALF_MAGNITUDE;
+        self.counts.resize(end, 0);
+        self.counts[index] += 1;
+    }
+
+    /// The histogram of the values above zero: each bucket's count recorded at once, the
+    /// greatest first (so that the histogram takes its size once).
+    fn histogram(&self) -> Histogram<u64> {
+        let mut histogram =
+            Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is valid");
+        for (index, &count) in self.counts.iter().enumerate().rev() {
+            if count > 0 {
+                histogram
+                    .record_n(least_value(index), count)
+                    .expect("an auto-resizing histogram takes any u64");
+            }
+        }
+        histogram
     }
 
     pub fn count(&self) -> u64 {
@@ -90,9 +166,12 @@ impl TimeStats {
     /// Adds another set of values to these: the same as having recorded them here (the
     /// histograms' counts add exactly).
     pub fn add(&mut self, other: &TimeStats) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("an auto-resizing histogram takes any values");
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
         self.count += other.count;
         self.zeros += other.zeros;
         self.sum += other.sum;
@@ -101,22 +180,14 @@ impl TimeStats {
 
     /// Both sets of values together.
     pub fn merged(&self, other: &TimeStats) -> TimeStats {
-        let mut histogram = self.histogram.clone();
-        histogram
-            .add(&other.histogram)
-            .expect("an auto-resizing histogram takes any values");
-        TimeStats {
-            count: self.count + other.count,
-            zeros: self.zeros + other.zeros,
-            sum: self.sum + other.sum,
-            max: self.max.max(other.max),
-            histogram,
-        }
+        let mut merged = self.clone();
+        merged.add(other);
+        merged
     }
 
     /// Summary over every value recorded.
     pub fn summary(&self) -> TimeSummary {
-        let mut histogram = self.histogram.clone();
+        let mut histogram = self.histogram();
         if self.zeros > 0 {
             histogram
                 .record_n(0, self.zeros)
@@ -127,7 +198,7 @@ impl TimeStats {
 
     /// Summary over the values above zero only (queue time of the requests that waited).
     pub fn positive_summary(&self) -> TimeSummary {
-        summarize(&self.histogram, self.sum, self.positive_count(), self.max)
+        summarize(&self.histogram(), self.sum, self.positive_count(), self.max)
     }
 }
 
@@ -158,6 +229,79 @@ fn summarize(histogram: &Histogram<u64>, sum: f64, count: u64, max: f64) -> Time
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// What the crate records for these values: the histogram [`TimeStats`] stands for.
+    fn recorded(values: &[u64]) -> Histogram<u64> {
+        let mut h = Histogram::new(SIGNIFICANT_DIGITS).unwrap();
+        for &v in values {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    /// Values of every magnitude: uniform in their number of bits, then in the bits.
+    fn any_value() -> impl Strategy<Value = u64> {
+        (0u32..=64, any::<u64>()).prop_map(|(bits, v)| match bits {
+            0 => 0,
+            64 => v,
+            b => v & ((1u64 << b) - 1),
+        })
+    }
+
+    #[test]
+    fn buckets_are_the_crates_own_at_their_edges() {
+        // Every power of two and its neighbours, the first buckets whole, and the greatest.
+        let mut values: Vec<u64> = (0..5000).collect();
+        for p in 0..64 {
+            let v = 1u64 << p;
+            values.extend([v - 1, v, v + 1, v | (v >> 1), (v << 1).wrapping_sub(1)]);
+        }
+        values.extend([u64::MAX, i64::MAX as u64, u64::MAX - 1]);
+        for &v in &values {
+            let h = recorded(&[v]);
+            let i = bucket(v);
+            // The crate's bucket of the value is the one whose bounds hold it, and
+            // `least_value` names a value of the same bucket: its least.
+            assert_eq!(least_value(i), h.lowest_equivalent(v), "value {v}");
+            assert_eq!(bucket(h.lowest_equivalent(v)), i, "value {v}");
+            assert_eq!(bucket(h.highest_equivalent(v)), i, "value {v}");
+            if i > 0 {
+                assert_eq!(bucket(least_value(i) - 1), i - 1, "value {v}");
+            }
+        }
+    }
+
+    proptest! {
+        /// The histogram built from the counts is the crate's own of the same values: equal as
+        /// the crate compares them (every bucket's count, the minimum, the maximum), of the
+        /// same size, with the same percentiles.
+        #[test]
+        fn the_counts_build_the_histogram_the_crate_records(
+            values in prop::collection::vec(any_value(), 0..300),
+            more in prop::collection::vec(any_value(), 0..50),
+        ) {
+            let mut stats = TimeStats::default();
+            let mut other = TimeStats::default();
+            for &v in &values {
+                stats.count_value(v);
+            }
+            for &v in &more {
+                other.count_value(v);
+            }
+            let mut all = values.clone();
+            all.extend(&more);
+            for (mine, theirs) in [(stats.histogram(), recorded(&values)),
+                                   (stats.merged(&other).histogram(), recorded(&all))] {
+                prop_assert!(mine == theirs);
+                prop_assert_eq!(mine.distinct_values(), theirs.distinct_values());
+                prop_assert_eq!(mine.len(), theirs.len());
+                for q in [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
+                    prop_assert_eq!(mine.value_at_quantile(q), theirs.value_at_quantile(q));
+                }
+            }
+        }
+    }
 
     #[test]
     fn zeros_count_in_percentiles() {
