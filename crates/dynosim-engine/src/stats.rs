@@ -162,14 +162,14 @@ impl TimeStats {
     fn values_at_quantiles(&self, zeros: u64) -> [u64; QUANTILES.len()] {
         let total = zeros + self.counts.iter().sum::<u64>();
         let mut values = [0; QUANTILES.len()];
+        if total == 0 {
+            return values;
+        }
         let mut next = 0;
         let mut seen = zeros;
         let mut index = 0;
         for (q, value) in QUANTILES.iter().zip(values.iter_mut()) {
             let target = ((q * total as f64).ceil() as u64).max(1);
-            if total == 0 {
-                break;
-            }
             // The bucket where the running count reaches the target (zeros are bucket 0's).
             while seen < target && next < self.counts.len() {
                 seen += self.counts[next];
