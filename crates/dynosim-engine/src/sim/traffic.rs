@@ -41,14 +41,22 @@ pub(super) struct Traffic {
     carried: Option<f64>,
     /// `[service]` times drawn ahead, a block at a time, and the next of them to take (see
     /// [`Self::next_service`]).
-    services: Box<[f64; SERVICE_BLOCK]>,
+    services: Box<[f64; BLOCK]>,
     next_service: usize,
+    /// A Poisson process of constant rate's arrivals drawn ahead, a block at a time, how many
+    /// the block holds, and the next to take (see [`Self::next_arrival`]); None for every
+    /// other process.
+    arrivals: Option<Box<[f64; BLOCK]>>,
+    arrivals_drawn: usize,
+    next_arrival: usize,
 }
 
-/// `[service]` times drawn at once: the distribution's `sample_into` over a block, whose
-/// loops the processor overlaps (the seed scenario's table draws a normal variate and an
-/// `exp`), where one draw a request waits on its `exp` among the request's other work.
-const SERVICE_BLOCK: usize = 256;
+/// `[service]` times, and a Poisson process's arrivals, drawn at once: the distribution's
+/// `sample_into` over a block, whose loops the processor overlaps (the seed scenario's table
+/// draws a normal variate and an `exp`), where one draw a request waits on its `exp` among the
+/// request's other work; and the arrivals' gaps in one loop, not a call through the process
+/// for each.
+const BLOCK: usize = 256;
 
 impl Traffic {
     pub fn new(s: &Scenario, replication: u64, streams: TrafficStreams) -> Traffic {
@@ -68,8 +76,16 @@ impl Traffic {
             jitter_rng: streams.jitter,
             keys_rng: streams.keys,
             carried: None,
-            services: Box::new([0.0; SERVICE_BLOCK]),
-            next_service: SERVICE_BLOCK,
+            services: Box::new([0.0; BLOCK]),
+            next_service: BLOCK,
+            arrivals: match &s.workload {
+                Workload::Open(process) if process.is_homogeneous_poisson() => {
+                    Some(Box::new([0.0; BLOCK]))
+                }
+                _ => None,
+            },
+            arrivals_drawn: 0,
+            next_arrival: 0,
         }
     }
 
@@ -79,7 +95,7 @@ impl Traffic {
     /// when each was drawn at its arrival.
     #[inline(always)]
     fn next_service(&mut self, s: &Scenario) -> f64 {
-        if self.next_service == SERVICE_BLOCK {
+        if self.next_service == BLOCK {
             s.service
                 .sample_into(&mut self.service_rng, &mut self.services[..]);
             self.next_service = 0;
@@ -90,11 +106,31 @@ impl Traffic {
     }
 
     /// The open workload's arrival after one at `now` (or its first, from 0); None: no more,
-    /// or a closed loop.
+    /// or a closed loop. `now` is the arrival this returned last (the engine asks for the next
+    /// as each arrives): so a Poisson process of constant rate draws its arrivals a block
+    /// ahead (`next_arrivals` gives what as many `next_arrival`s from each last arrival would,
+    /// and the stream serves nothing else). Not the others: a replayed trace hands the
+    /// service of its last arrival drawn to the request arriving (`carry`).
     #[inline]
     pub fn next_arrival(&mut self, now: f64) -> Option<f64> {
         let process = self.process.as_mut()?;
-        process.next_arrival(now, &mut self.arrivals_rng)
+        let Some(ahead) = self.arrivals.as_deref_mut() else {
+            return process.next_arrival(now, &mut self.arrivals_rng);
+        };
+        if self.next_arrival == self.arrivals_drawn {
+            debug_assert!(
+                self.arrivals_drawn == 0 || ahead[self.arrivals_drawn - 1] == now,
+                "the next arrival is asked for after the last one"
+            );
+            self.arrivals_drawn = process.next_arrivals(now, &mut self.arrivals_rng, ahead);
+            self.next_arrival = 0;
+            if self.arrivals_drawn == 0 {
+                return None;
+            }
+        }
+        let t = ahead[self.next_arrival];
+        self.next_arrival += 1;
+        Some(t)
     }
 
     /// An open workload's request arrives: the service time it carries, if any, is its own.
