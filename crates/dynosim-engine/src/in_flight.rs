@@ -18,8 +18,14 @@ pub enum Ties {
 }
 
 const NIL: u32 = u32::MAX;
-/// In `prev` of a dyno out of the ranking ([`LoadIndex::park`]), with oldest-first ties.
+/// In [`PREV`] of a dyno out of the ranking ([`LoadIndex::park`]), with oldest-first ties.
 const PARKED: u32 = u32::MAX - 1;
+/// A list's ends: its first and last dyno.
+const HEAD: usize = 0;
+const TAIL: usize = 1;
+/// A dyno's links: the dynos before and after it in its list.
+const PREV: usize = 0;
+const NEXT: usize = 1;
 
 #[derive(Debug, Clone)]
 enum Buckets {
@@ -31,13 +37,12 @@ enum Buckets {
         sets: Vec<Vec<u32>>,
         position: Vec<u32>,
     },
-    /// `head[c]`..`tail[c]` link the dynos with c requests in flight in the order they
-    /// reached that count (`next`, `prev` per dyno; [`NIL`] ends a list).
+    /// `ends[c]`, its [`HEAD`] and [`TAIL`], link the dynos with c requests in flight in the
+    /// order they reached that count (`links[d]`, dyno d's [`PREV`] and [`NEXT`]; [`NIL`] ends
+    /// a list). Each pair side by side: one bounds check and one line for both.
     Oldest {
-        head: Vec<u32>,
-        tail: Vec<u32>,
-        next: Vec<u32>,
-        prev: Vec<u32>,
+        ends: Vec<[u32; 2]>,
+        links: Vec<[u32; 2]>,
     },
 }
 
@@ -58,23 +63,18 @@ impl Buckets {
                 }
                 true
             }
-            Buckets::Oldest {
-                head,
-                tail,
-                next,
-                prev,
-            } => {
-                let (p, n) = (prev[dyno], next[dyno]);
+            Buckets::Oldest { ends, links } => {
+                let [p, n] = links[dyno];
                 if p == PARKED {
                     return false;
                 }
                 match p {
-                    NIL => head[from] = n,
-                    p => next[p as usize] = n,
+                    NIL => ends[from][HEAD] = n,
+                    p => links[p as usize][NEXT] = n,
                 }
                 match n {
-                    NIL => tail[from] = p,
-                    n => prev[n as usize] = p,
+                    NIL => ends[from][TAIL] = p,
+                    n => links[n as usize][PREV] = p,
                 }
                 true
             }
@@ -93,24 +93,17 @@ impl Buckets {
                 position[dyno] = sets[to].len() as u32;
                 sets[to].push(dyno as u32);
             }
-            Buckets::Oldest {
-                head,
-                tail,
-                next,
-                prev,
-            } => {
-                if head.len() <= to {
-                    head.resize(to + 1, NIL);
-                    tail.resize(to + 1, NIL);
+            Buckets::Oldest { ends, links } => {
+                if ends.len() <= to {
+                    ends.resize(to + 1, [NIL, NIL]);
                 }
-                let last = tail[to];
-                prev[dyno] = last;
-                next[dyno] = NIL;
+                let last = ends[to][TAIL];
+                links[dyno] = [last, NIL];
                 match last {
-                    NIL => head[to] = dyno as u32,
-                    last => next[last as usize] = dyno as u32,
+                    NIL => ends[to][HEAD] = dyno as u32,
+                    last => links[last as usize][NEXT] = dyno as u32,
                 }
-                tail[to] = dyno as u32;
+                ends[to][TAIL] = dyno as u32;
             }
         }
     }
@@ -149,10 +142,19 @@ impl LoadIndex {
                 position: numbered(0)?,
             },
             Some(Ties::Oldest) => Buckets::Oldest {
-                head: vec![if dynos > 0 { 0 } else { NIL }],
-                tail: vec![if dynos > 0 { dynos as u32 - 1 } else { NIL }],
-                next: numbered(1)?,
-                prev: numbered(-1)?,
+                ends: vec![if dynos > 0 {
+                    [0, dynos as u32 - 1]
+                } else {
+                    [NIL, NIL]
+                }],
+                links: {
+                    let (prev, next) = (numbered(-1)?, numbered(1)?);
+                    let mut links = filled(dynos, [NIL, NIL])?;
+                    for (d, link) in links.iter_mut().enumerate() {
+                        *link = [prev[d], next[d]];
+                    }
+                    links
+                },
             },
         };
         Ok(LoadIndex {
@@ -215,17 +217,19 @@ impl LoadIndex {
     /// indexes only).
     #[inline]
     pub fn oldest_least_loaded(&self) -> usize {
-        let Buckets::Oldest { head, .. } = &self.buckets else {
+        let Buckets::Oldest { ends, .. } = &self.buckets else {
             unreachable!("oldest_least_loaded needs an index with oldest-first ties")
         };
-        head[self.min as usize] as usize
+        ends[self.min as usize][HEAD] as usize
     }
 
     fn bucket_is_empty(&self, count: u32) -> bool {
         match &self.buckets {
             Buckets::None => true,
             Buckets::Random { sets, .. } => sets.get(count as usize).map_or(true, |s| s.is_empty()),
-            Buckets::Oldest { head, .. } => head.get(count as usize).map_or(true, |&h| h == NIL),
+            Buckets::Oldest { ends, .. } => {
+                ends.get(count as usize).map_or(true, |e| e[HEAD] == NIL)
+            }
         }
     }
 
@@ -307,13 +311,13 @@ impl LoadIndex {
         debug_assert!(ranked, "dyno {dyno} parked twice");
         match &mut self.buckets {
             Buckets::Random { position, .. } => position[dyno] = NIL,
-            Buckets::Oldest { prev, .. } => prev[dyno] = PARKED,
+            Buckets::Oldest { links, .. } => links[dyno][PREV] = PARKED,
             Buckets::None => {}
         }
         if count as u32 == self.min && self.bucket_is_empty(self.min) {
             let buckets = match &self.buckets {
                 Buckets::Random { sets, .. } => sets.len(),
-                Buckets::Oldest { head, .. } => head.len(),
+                Buckets::Oldest { ends, .. } => ends.len(),
                 Buckets::None => 0,
             } as u32;
             self.min = (self.min..buckets)
@@ -328,7 +332,7 @@ impl LoadIndex {
         debug_assert!(
             match &self.buckets {
                 Buckets::Random { position, .. } => position[dyno] == NIL,
-                Buckets::Oldest { prev, .. } => prev[dyno] == PARKED,
+                Buckets::Oldest { links, .. } => links[dyno][PREV] == PARKED,
                 Buckets::None => true,
             },
             "dyno {dyno} is ranked already"
