@@ -2,8 +2,9 @@
 //! [`super::clients`]), and what each arriving request is drawn to be, whoever sent it: its
 //! `[service]` time (or the one a replayed trace carries), or its class and its phases' times
 //! (with the server's own CPU, `app.request_cpu`, and the machine's jitter, `fleet.cpu_jitter`,
-//! drawn into them), and its key (`arrivals.keys`). Drawn at arrival, from streams of their
-//! own, so that every policy sees the same requests.
+//! drawn into them), and its key (`arrivals.keys`). Drawn in the order of arrival, from streams
+//! of their own, so that every policy sees the same requests (`[service]` times, and a
+//! Poisson process's arrivals, a block ahead: the same draws in the same order).
 
 use super::features::KEYS_CODE;
 use super::slab::Slab;
