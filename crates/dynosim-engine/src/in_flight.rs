@@ -148,10 +148,15 @@ impl LoadIndex {
                     [NIL, NIL]
                 }],
                 links: {
-                    let (prev, next) = (numbered(-1)?, numbered(1)?);
+                    // The dynos in order: each linked to the one before and after it.
                     let mut links = filled(dynos, [NIL, NIL])?;
                     for (d, link) in links.iter_mut().enumerate() {
-                        *link = [prev[d], next[d]];
+                        if d > 0 {
+                            link[PREV] = d as u32 - 1;
+                        }
+                        if d + 1 < dynos {
+                            link[NEXT] = d as u32 + 1;
+                        }
                     }
                     links
                 },
